@@ -1,0 +1,73 @@
+"""Reading configuration from the environment, with one clear error per bad variable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import urlparse
+
+
+class ConfigError(Exception):
+    """Bad configuration: the CLIs print it as one line and exit 2."""
+
+    def __init__(self, variable: str, problem: str):
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+
+
+def env_str(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    """A base URL without a trailing slash; a value without http(s):// is a ConfigError, not a late crash."""
+    value = env_str(env, name) or default
+    if value is None:
+        return None
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(name, f"{value!r} is not a URL; expected something like https://host/path")
+    return value.rstrip("/")
+
+
+def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env_str(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} is not a whole number") from None
+    if value < minimum:
+        raise ConfigError(name, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def env_float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
+    raw = env_str(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} is not a number") from None
+    if value < minimum:
+        raise ConfigError(name, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def env_list(env: Mapping[str, str], name: str) -> list[str]:
+    """Comma- or space-separated list; empty when unset."""
+    raw = env_str(env, name) or ""
+    return [part for part in raw.replace(",", " ").split() if part]
+
+
+def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = env_str(env, name)
+    if raw is None:
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(name, f"{raw!r} is not a boolean (use true or false)")

@@ -1,0 +1,1 @@
+"""One module per platform: its metadata and its tool functions, nothing else."""

@@ -1,0 +1,159 @@
+"""The registry: which platforms exist, which are enabled, and their tools bound to injected clients.
+
+    >>> from mcp_lib import get_mcp
+    >>> get_mcp("faq").functions["search"]("在庫 同期")          # doctest: +SKIP
+
+A platform is enabled exactly when its configuration is present in the environment; FAQ always is.
+Clients are created lazily on first use, or handed in (``clients={"slack": fake}``) by tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .core import Caller, Limits, Platform, Result, Tool, ToolContext
+
+PLATFORM_NAMES = ("faq", "slack", "redmine", "github", "growi")
+
+
+def load_platform(name: str) -> Platform:
+    if name not in PLATFORM_NAMES:
+        raise KeyError(name)
+    module = importlib.import_module(f"mcp_lib.platforms.{name}")
+    return module.PLATFORM
+
+
+class UnknownTool(KeyError):
+    """No such platform or tool; the message lists what exists."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass
+class BoundPlatform:
+    """A platform whose tools are callables: ``functions["getIssue"](1)`` or ``(issueId=1)``."""
+
+    platform: Platform
+    functions: dict[str, Callable[..., Result]]
+
+
+class Registry:
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        clients: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+        limits: Limits | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        platforms: Mapping[str, Platform] | None = None,
+    ):
+        self.env = dict(os.environ if env is None else env)
+        self.caller = caller or Caller()
+        self.limits = limits or Limits.from_env(self.env)
+        self.sleep = sleep
+        self.clock = clock
+        self._clients: dict[str, Any] = dict(clients or {})
+        self._configs: dict[str, Any] = {}
+        self._platforms = dict(platforms) if platforms is not None else None
+        self._lock = threading.Lock()
+
+    # -- platforms ---------------------------------------------------------------------------------------
+    def platforms(self) -> dict[str, Platform]:
+        """Every declared platform, enabled or not (docs describe them all)."""
+        if self._platforms is None:
+            self._platforms = {name: load_platform(name) for name in PLATFORM_NAMES}
+        return self._platforms
+
+    def config(self, name: str) -> Any | None:
+        """The platform's configuration, None when not configured; ConfigError when misconfigured."""
+        if name not in self._configs:
+            self._configs[name] = self.platforms()[name].load_config(self.env)
+        return self._configs[name]
+
+    def is_enabled(self, name: str) -> bool:
+        return self.config(name) is not None
+
+    def enabled(self) -> list[Platform]:
+        return [p for name, p in self.platforms().items() if self.is_enabled(name)]
+
+    def context(self, name: str) -> ToolContext:
+        config = self.config(name)
+        with self._lock:
+            if name not in self._clients:
+                if config is None:
+                    raise UnknownTool(f"platform {name!r} is not configured; see `mcp-lib all-commands`")
+                self._clients[name] = self.platforms()[name].make_client(config)
+        return ToolContext(client=self._clients[name], config=config, caller=self.caller, limits=self.limits,
+                           sleep=self.sleep, clock=self.clock)
+
+    # -- tools -------------------------------------------------------------------------------------------
+    def tools(self, only: list[str] | None = None, enabled_only: bool = True) -> list[Tool]:
+        """Tools of the enabled platforms; ``only`` picks platforms or tools by name (``faq``, ``faq_search``)."""
+        chosen = []
+        for platform in self.enabled() if enabled_only else self.platforms().values():
+            for tool in platform.tools.values():
+                if only is None or platform.name in only or tool.wire_name in only or tool.cli_name in only:
+                    chosen.append(tool)
+        return chosen
+
+    def find(self, name: str) -> Tool:
+        """Look up by wire name (``redmine_getIssue``) or CLI name (``redmine:getIssue``)."""
+        platform_name, sep, function = name.replace(":", "_", 1).partition("_")
+        if platform_name not in self.platforms():
+            known = ", ".join(self.platforms())
+            raise UnknownTool(f"unknown platform {platform_name!r} (known: {known})")
+        platform = self.platforms()[platform_name]
+        if not sep or function not in platform.tools:
+            known = ", ".join(t.cli_name for t in platform.tools.values())
+            raise UnknownTool(f"unknown tool {name!r} (tools of {platform_name}: {known})")
+        return platform.tools[function]
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> Result:
+        """Run one tool by name. Unknown or disabled tools come back as error results, never exceptions."""
+        try:
+            tool = self.find(name)
+            ctx = self.context(tool.platform)
+        except UnknownTool as exc:
+            return Result.error(name, str(exc))
+        except Exception as exc:  # a client that cannot even be built is still only a failed tool call
+            return Result.error(name, f"{type(exc).__name__}: {exc}")
+        return tool.invoke(ctx, arguments)
+
+    def get_mcp(self, name: str) -> BoundPlatform:
+        platform = self.platforms()[name]
+
+        def bind(tool: Tool) -> Callable[..., Result]:
+            def call(*args: Any, **kwargs: Any) -> Result:
+                names = [p.name for p in tool.params]
+                if len(args) > len(names):
+                    return Result.error(tool.wire_name, f"too many positional arguments; parameters: {names}")
+                return self.call(tool.wire_name, {**dict(zip(names, args, strict=False)), **kwargs})
+
+            call.__doc__ = tool.description
+            return call
+
+        return BoundPlatform(platform, {fname: bind(tool) for fname, tool in platform.tools.items()})
+
+
+_default: Registry | None = None
+
+
+def default_registry() -> Registry:
+    global _default
+    if _default is None:
+        _default = Registry()
+    return _default
+
+
+def get_mcp(name: str) -> BoundPlatform:
+    """``get_mcp("redmine").functions["getIssue"](57442)``, as users of the old library know it."""
+    return default_registry().get_mcp(name)
