@@ -1,0 +1,76 @@
+"""A real MCP server (official ``mcp`` SDK, low-level ``Server``) serving the enabled platforms' tools.
+
+The tool list and schemas are the very ones Claude gets (``Tool.input_schema``). Arguments are validated against
+that schema with jsonschema before the tool runs (the low-level server does not validate); a bad call or a failing
+tool is an ``isError`` result, never a protocol error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import jsonschema
+from mcp import types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+from .core import Result, Tool
+from .registry import Registry
+
+
+def _mcp_tool(tool: Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.wire_name,
+        description=tool.description,
+        inputSchema=tool.input_schema,
+        annotations=types.ToolAnnotations(readOnlyHint=tool.read_only, openWorldHint=tool.platform != "faq"),
+    )
+
+
+def _call_result(result: Result) -> types.CallToolResult:
+    payload = json.loads(result.to_json())
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=result.to_json(indent=1))],
+        structuredContent=payload,
+        isError=result.is_error,
+    )
+
+
+def build_server(registry: Registry, only: list[str] | None = None) -> Server[Any]:
+    tools = {tool.wire_name: tool for tool in registry.tools(only=only)}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_mcp_tool(tool) for tool in tools.values()])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = tools.get(params.name)
+        if tool is None:
+            return _call_result(Result.error(params.name, f"unknown tool {params.name!r}; see tools/list"))
+        arguments = params.arguments or {}
+        try:
+            jsonschema.validate(arguments, tool.input_schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+            return _call_result(Result.error(tool.wire_name, f"invalid arguments: {where}: {exc.message}"))
+        result = await anyio.to_thread.run_sync(registry.call, tool.wire_name, arguments)
+        return _call_result(result)
+
+    return Server(
+        "helpbot-mcp-lib",
+        version="0.1.0",
+        instructions="helpbot's read-only tools over the team's FAQ, Slack, Redmine, GitHub and Growi.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def serve_stdio(registry: Registry, only: list[str] | None = None) -> None:
+    server = build_server(registry, only)
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(run)
