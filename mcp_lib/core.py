@@ -180,13 +180,41 @@ class Param:
     description: str
 
 
+def _pydantic_validator(model: type[BaseModel]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    def validate(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            parsed = model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                where = ".".join(str(p) for p in err["loc"]) or "arguments"
+                problems.append(f"{where}: {err['msg'].lower()}")
+            raise ArgumentError("; ".join(problems)) from None
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    return validate
+
+
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    schema.setdefault("required", [])
+    schema["additionalProperties"] = False
+    return schema
+
+
 @dataclass
 class Tool:
+    """One tool. ``fn(ctx, **arguments)`` does the work; ``validator`` checks arguments against ``input_schema``."""
+
     platform: str
     function: str
     fn: Callable[..., Any]
     description: str
-    args_model: type[BaseModel]
+    input_schema: dict[str, Any]
+    validator: Callable[[Mapping[str, Any]], dict[str, Any]]
     read_only: bool = True
     example: str = ""
     limit_overrides: dict[str, int] = field(default_factory=dict)
@@ -204,22 +232,11 @@ class Tool:
         return self.description.split("\n\n")[0].replace("\n", " ").strip()
 
     @property
-    def input_schema(self) -> dict[str, Any]:
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        schema.setdefault("required", [])
-        schema["additionalProperties"] = False
-        return schema
-
-    @property
     def params(self) -> list[Param]:
-        schema = self.input_schema
-        required = set(schema.get("required", []))
+        required = set(self.input_schema.get("required", []))
         return [
             Param(name, prop, name in required, prop.get("description", ""))
-            for name, prop in schema.get("properties", {}).items()
+            for name, prop in self.input_schema.get("properties", {}).items()
         ]
 
     @classmethod
@@ -231,29 +248,20 @@ class Tool:
         for index, (name, param) in enumerate(signature.parameters.items()):
             if index == 0:  # the injected ToolContext
                 continue
-            annotation = hints.get(name, Any)
             default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[name] = (annotation, default)
-        model = create_model(  # type: ignore[call-overload]
+            fields[name] = (hints.get(name, Any), default)
+        model = create_model(
             f"{platform}_{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
         )
         description = inspect.cleandoc(fn.__doc__ or "").strip()
         if not description:
             raise ValueError(f"tool {platform}:{fn.__name__} needs a docstring: it is what the model reads")
-        return cls(platform=platform, function=fn.__name__, fn=fn, description=description, args_model=model,
-                   **options)
+        return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
+                   input_schema=_schema_of(model), validator=_pydantic_validator(model), **options)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Checked and coerced arguments, or an ArgumentError that says what is wrong in one line per field."""
-        try:
-            model = self.args_model.model_validate(dict(arguments))
-        except ValidationError as exc:
-            problems = []
-            for err in exc.errors():
-                where = ".".join(str(p) for p in err["loc"]) or "arguments"
-                problems.append(f"{where}: {err['msg'].lower()}")
-            raise ArgumentError("; ".join(problems)) from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return self.validator(arguments)
 
     def invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
         """Run the tool: validated, limited, redacted; failures come back as ``status: "error"``."""

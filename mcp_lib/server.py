@@ -24,8 +24,8 @@ def _mcp_tool(tool: Tool) -> types.Tool:
     return types.Tool(
         name=tool.wire_name,
         description=tool.description,
-        inputSchema=tool.input_schema,
-        annotations=types.ToolAnnotations(readOnlyHint=tool.read_only, openWorldHint=tool.platform != "faq"),
+        input_schema=tool.input_schema,
+        annotations=types.ToolAnnotations(read_only_hint=tool.read_only, open_world_hint=tool.platform != "faq"),
     )
 
 
@@ -33,8 +33,8 @@ def _call_result(result: Result) -> types.CallToolResult:
     payload = json.loads(result.to_json())
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=result.to_json(indent=1))],
-        structuredContent=payload,
-        isError=result.is_error,
+        structured_content=payload,
+        is_error=result.is_error,
     )
 
 

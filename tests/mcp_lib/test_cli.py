@@ -87,7 +87,7 @@ def test_all_commands_and_schemas(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_docs_check_passes_on_the_committed_docs(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "docs", "--check")
+    code, _, err = run(capsys, "docs", "--check")
     assert code == 0, err
 
 
