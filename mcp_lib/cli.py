@@ -146,7 +146,7 @@ def _main(argv: list[str]) -> int:
         mode.add_argument("--check", action="store_true")
         parser.add_argument("--dir", type=Path, default=DOCS_DIR)
         args = _parse(parser, rest)
-        platforms = list(registry.platforms().values())
+        platforms = list(registry.builtin_platforms().values())
         if args.write:
             for name in docs.write(platforms, args.dir):
                 print(f"wrote {args.dir / name}")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config import ConfigError
 from .core import Caller, Limits, Platform, Result, Tool, ToolContext
 
 PLATFORM_NAMES = ("faq", "slack", "redmine", "github", "growi")
@@ -67,10 +68,21 @@ class Registry:
         self._lock = threading.Lock()
 
     # -- platforms ---------------------------------------------------------------------------------------
+    def builtin_platforms(self) -> dict[str, Platform]:
+        """The platforms declared in this package, enabled or not (``tools_docs/`` describes exactly these)."""
+        return {name: load_platform(name) for name in PLATFORM_NAMES}
+
     def platforms(self) -> dict[str, Platform]:
-        """Every declared platform, enabled or not (docs describe them all)."""
+        """Built-in platforms plus the in-house MCP servers listed in helpbot.toml."""
         if self._platforms is None:
-            self._platforms = {name: load_platform(name) for name in PLATFORM_NAMES}
+            from .external import external_platforms
+
+            platforms = self.builtin_platforms()
+            for name, platform in external_platforms(self.env).items():
+                if name in platforms:
+                    raise ConfigError("helpbot.toml mcp_servers", f"name {name!r} is taken by a built-in platform")
+                platforms[name] = platform
+            self._platforms = platforms
         return self._platforms
 
     def config(self, name: str) -> Any | None:

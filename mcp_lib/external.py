@@ -1,0 +1,242 @@
+"""In-house MCP servers listed in ``helpbot.toml``: their tools join the catalog as ordinary :class:`Tool`\\ s.
+
+    [[mcp_servers]]
+    name = "sales"                      # prefix: tools become sales_get_customers, sales:get_customers
+    command = "uv"                      # stdio ...
+    args = ["run", "python", "examples/sales_db/server.py"]
+    env = ["SALES_DB_PATH"]             # names of variables passed on (nothing else of ours leaks)
+    # url = "https://mcp.internal/mcp"  # ... or streamable HTTP
+    # header = "Authorization"; header_env = "SALES_MCP_TOKEN"; header_prefix = "Bearer "
+    tools = ["get_customers", "get_sales"]   # allowlist: anything else is never offered
+    allow_writes = false                # tools not marked readOnlyHint are offered only when true
+
+A remote tool runs through the same ``Tool.invoke`` as the built-in ones (validation against the server's schema,
+limits, redaction, errors as values). Each call opens its own short connection, as the seed's concierge did: no
+session state to lose, no process left behind; the cost is one process start per call for stdio servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from .config import ConfigError, env_str
+from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
+
+CONFIG_FILE = "helpbot.toml"
+
+
+class ServerEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    scenes: list[str] = []
+    command: str | None = None
+    args: list[str] = []
+    env: list[str] = []
+    cwd: str | None = None
+    url: str | None = None
+    header: str = "Authorization"
+    header_env: str | None = None
+    header_prefix: str = "Bearer "
+    tools: list[str]
+    allow_writes: bool = False
+    timeout_s: float = 60.0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9]{0,20}", value):
+            raise ValueError("must be lower-case letters and digits (it prefixes tool names)")
+        return value
+
+    @model_validator(mode="after")
+    def _transport(self) -> ServerEntry:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of `command` (stdio) or `url` (streamable HTTP)")
+        if not self.tools:
+            raise ValueError("`tools` (the allowlist) must name at least one tool")
+        return self
+
+
+def config_path(env: Mapping[str, str]) -> Path | None:
+    """``HELPBOT_CONFIG``, else ``./helpbot.toml`` when it exists."""
+    configured = env_str(env, "HELPBOT_CONFIG")
+    if configured:
+        if not Path(configured).is_file():
+            raise ConfigError("HELPBOT_CONFIG", f"{configured!r} is not a file")
+        return Path(configured)
+    default = Path.cwd() / CONFIG_FILE
+    return default if default.is_file() else None
+
+
+def load_file_config(env: Mapping[str, str]) -> dict[str, Any]:
+    """The parsed ``helpbot.toml`` (empty when there is none)."""
+    import tomllib
+
+    path = config_path(env)
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), f"not valid TOML ({exc})") from None
+
+
+def server_entries(env: Mapping[str, str]) -> list[ServerEntry]:
+    raw = load_file_config(env).get("mcp_servers", [])
+    entries = []
+    for index, item in enumerate(raw if isinstance(raw, list) else [raw]):
+        try:
+            entries.append(ServerEntry.model_validate(item))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "entry"
+            raise ConfigError(f"helpbot.toml mcp_servers[{index}]", f"{where}: {err['msg']}") from None
+    names = [e.name for e in entries]
+    if len(names) != len(set(names)):
+        raise ConfigError("helpbot.toml mcp_servers", "two servers share a name")
+    return entries
+
+
+def _transport(entry: ServerEntry, env: Mapping[str, str]) -> Any:
+    from mcp import StdioServerParameters
+
+    if entry.command is not None:
+        passed = {name: env[name] for name in entry.env if name in env}
+        return StdioServerParameters(command=entry.command, args=entry.args, env=passed, cwd=entry.cwd)
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {}
+    if entry.header_env:
+        token = env_str(env, entry.header_env)
+        if token is None:
+            raise ConfigError(entry.header_env, f"needed by MCP server {entry.name!r} but not set")
+        headers[entry.header] = entry.header_prefix + token
+    assert entry.url is not None
+    return streamable_http_client(entry.url, http_client=create_mcp_http_client(headers=headers))
+
+
+def _session(entry: ServerEntry, env: Mapping[str, str]) -> AbstractAsyncContextManager[Any]:
+    from mcp import Client
+
+    return Client(_transport(entry, env), read_timeout_seconds=entry.timeout_s)
+
+
+def _is_read_only(tool: Any) -> bool:
+    """Only a tool that says it is read-only counts as read-only; silence counts as writing."""
+    return bool(tool.annotations and tool.annotations.read_only_hint)
+
+
+def _to_result(name: str, called: Any) -> Result:
+    text = "\n".join(getattr(block, "text", "") for block in called.content).strip()
+    if called.is_error:
+        return Result.error(name, text or "the MCP server reported an error")
+    payload = called.structured_content
+    if payload is None and text:
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError:
+            payload = {"text": text}
+    if isinstance(payload, list):
+        return Result(items=[p if isinstance(p, dict) else {"value": p} for p in payload])
+    return Result(item=payload if isinstance(payload, dict) else {"value": payload})
+
+
+def _schema_validator(schema: dict[str, Any]) -> Any:
+    def validate(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            jsonschema.validate(dict(arguments), schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+            raise ArgumentError(f"{where}: {exc.message}") from None
+        return dict(arguments)
+
+    return validate
+
+
+def _run(fn: Any) -> Any:
+    """``anyio.run`` from sync code, also when the caller already runs an event loop (the MCP server)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(fn)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, fn).result()
+
+
+def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
+    """Connect once to list the tools; keep the allowed ones. A server that cannot be reached yields a
+    platform with no tools and says why in its overview (the run goes on without it)."""
+    platform = Platform(
+        name=entry.name,
+        overview=entry.description or f"In-house MCP server {entry.name!r}.",
+        scenes=entry.scenes,
+        security_rules=[
+            f"Only these tools are offered: {', '.join(entry.tools)}",
+            "Write tools are offered" if entry.allow_writes else "Read-only: tools that may write are never offered",
+        ],
+        load_config=lambda _env: entry,
+        make_client=lambda config: config,
+        setup=f"helpbot.toml [[mcp_servers]] name = {entry.name!r}",
+    )
+
+    async def list_remote() -> Any:
+        async with _session(entry, env) as client:
+            return (await client.list_tools()).tools
+
+    try:
+        listed = _run(list_remote)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        platform.overview += f" (unavailable: {type(exc).__name__}: {exc})"
+        return platform
+
+    for remote in listed:
+        if remote.name not in entry.tools:
+            continue
+        read_only = _is_read_only(remote)
+        if not read_only and not entry.allow_writes:
+            continue
+        platform.tools[remote.name] = Tool(
+            platform=entry.name,
+            function=remote.name,
+            fn=_caller(entry, env, remote.name),
+            description=remote.description or remote.name,
+            input_schema=dict(remote.input_schema),
+            validator=_schema_validator(dict(remote.input_schema)),
+            read_only=read_only,
+        )
+    return platform
+
+
+def _caller(entry: ServerEntry, env: Mapping[str, str], tool_name: str) -> Any:
+    def call(ctx: ToolContext, **arguments: Any) -> Result:
+        async def run() -> Any:
+            async with _session(entry, env) as client:
+                return await client.call_tool(tool_name, arguments)
+
+        try:
+            called = _run(run)
+        except Exception as exc:
+            raise ToolError(f"MCP server {entry.name!r} failed: {type(exc).__name__}: {exc}") from None
+        return _to_result(f"{entry.name}_{tool_name}", called)
+
+    return call
+
+
+def external_platforms(env: Mapping[str, str]) -> dict[str, Platform]:
+    return {entry.name: remote_platform(entry, env) for entry in server_entries(env)}

@@ -1,0 +1,108 @@
+"""In-house MCP servers from helpbot.toml, against the real example server in examples/sales_db over stdio."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_lib import Registry
+from mcp_lib.config import ConfigError
+from mcp_lib.external import server_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "examples" / "sales_db" / "server.py"
+
+
+def write_config(tmp_path: Path, *, tools: list[str], allow_writes: bool = False, extra: str = "") -> dict[str, str]:
+    config = tmp_path / "helpbot.toml"
+    config.write_text(
+        f"""
+[[mcp_servers]]
+name = "sales"
+description = "農園の販売DB"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(SERVER))}]
+cwd = {json.dumps(str(ROOT))}
+env = ["SALES_DB_PATH", "SALES_DB_TODAY"]
+tools = {json.dumps(tools)}
+allow_writes = {"true" if allow_writes else "false"}
+{extra}
+""",
+        encoding="utf-8",
+    )
+    return {"HELPBOT_CONFIG": str(config), "SALES_DB_PATH": str(tmp_path / "sales.sqlite3"),
+            "SALES_DB_TODAY": "2025-05-15", "SECRET_NOT_PASSED": "x"}
+
+
+def test_allowlisted_read_tools_join_the_catalog(tmp_path: Path) -> None:
+    env = write_config(tmp_path, tools=["get_customers", "get_sales", "add_sale"])
+    registry = Registry(env=env)
+    names = {tool.wire_name for tool in registry.tools()}
+    assert {"sales_get_customers", "sales_get_sales", "faq_search"} <= names
+    assert "sales_add_sale" not in names  # a write tool, and allow_writes is false
+    schema = registry.find("sales_get_sales").input_schema
+    assert "code_customer" in schema["required"]
+
+
+def test_tools_outside_the_allowlist_are_never_offered(tmp_path: Path) -> None:
+    registry = Registry(env=write_config(tmp_path, tools=["get_customers"]))
+    assert [t.wire_name for t in registry.tools(only=["sales"])] == ["sales_get_customers"]
+    assert registry.call("sales_get_sales", {"code_customer": "0009"}).is_error
+
+
+def test_writes_only_with_allow_writes(tmp_path: Path) -> None:
+    registry = Registry(env=write_config(tmp_path, tools=["get_sales", "add_sale"], allow_writes=True))
+    add = registry.find("sales:add_sale")
+    assert not add.read_only
+    added = registry.call("sales_add_sale", {"code_customer": "0014", "products": "トマト", "price": 500})
+    assert not added.is_error, added.message
+    assert added.item and added.item["status_code"] == 201
+    found = registry.call("sales_get_sales", {"code_customer": "0014", "date_sales_begin_str": "2025-05-15"})
+    assert found.item and found.item["data"]["count"] >= 1
+
+
+def test_status_semantics_come_through_as_values(tmp_path: Path) -> None:
+    registry = Registry(env=write_config(tmp_path, tools=["get_sales"]))
+    unknown = registry.call("sales_get_sales", {"code_customer": "9999"})
+    assert unknown.is_error and "9999" in (unknown.message or "")
+    nothing = registry.call("sales_get_sales", {"code_customer": "0010", "date_sales_begin_str": "2025-05-05",
+                                                "date_sales_end_str": "2025-05-11"})
+    assert not nothing.is_error and nothing.item and nothing.item["data"]["count"] == 0
+    invalid = registry.call("sales_get_sales", {"code_sales": 1})
+    assert invalid.is_error and "invalid arguments" in (invalid.message or "")
+
+
+def test_unreachable_server_leaves_an_empty_platform(tmp_path: Path) -> None:
+    env = write_config(tmp_path, tools=["get_sales"])
+    config = Path(env["HELPBOT_CONFIG"])
+    config.write_text(config.read_text().replace(json.dumps(sys.executable), '"/nonexistent/python"'))
+    registry = Registry(env=env)
+    assert "unavailable" in registry.platforms()["sales"].overview
+    assert [p.name for p in registry.enabled()][:1] == ["faq"]
+    assert registry.tools(only=["sales"]) == []
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('[[mcp_servers]]\nname = "Sales!"\ncommand = "x"\ntools = ["a"]\n', "name"),
+        ('[[mcp_servers]]\nname = "s"\ntools = ["a"]\n', "exactly one of"),
+        ('[[mcp_servers]]\nname = "s"\ncommand = "x"\nurl = "http://h"\ntools = ["a"]\n', "exactly one of"),
+        ('[[mcp_servers]]\nname = "s"\ncommand = "x"\ntools = []\n', "allowlist"),
+        ('[[mcp_servers]]\nname = "s"\ncommand = "x"\ntools = ["a"]\nbogus = 1\n', "bogus"),
+        ("this is not toml", "TOML"),
+    ],
+)
+def test_bad_config_is_a_config_error(tmp_path: Path, toml: str, expected: str) -> None:
+    (tmp_path / "helpbot.toml").write_text(toml, encoding="utf-8")
+    with pytest.raises(ConfigError, match=expected):
+        server_entries({"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")})
+
+
+def test_a_name_taken_by_a_builtin_platform_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "helpbot.toml").write_text('[[mcp_servers]]\nname = "faq"\ncommand = "x"\ntools = ["a"]\n')
+    with pytest.raises(ConfigError, match="taken"):
+        Registry(env={"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")}).platforms()
