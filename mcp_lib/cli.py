@@ -105,6 +105,8 @@ def run_tool(registry: Registry, name: str, argv: list[str]) -> int:
         setup = registry.platforms()[tool.platform].setup
         raise BadInput(f"platform {tool.platform!r} is not configured. {setup}")
     result = tool.invoke(registry.context(tool.platform), arguments)
+    if result.kind == "credentials":
+        raise ConfigError(tool.platform, result.message or "credentials rejected")
     print(result.to_json(indent=2))
     return 1 if result.is_error else 0
 

@@ -29,6 +29,10 @@ class ToolError(Exception):
     """A failure the model should hear about (not found, rate limited, forbidden by a rule)."""
 
 
+class CredentialsError(ToolError):
+    """The service rejected our credentials: a configuration problem (the CLI exits 2 on it)."""
+
+
 class ArgumentError(Exception):
     """Arguments that do not fit the tool's schema."""
 
@@ -86,10 +90,11 @@ class Result(BaseModel):
     total: int | None = None
     notes: list[str] = []
     message: str | None = None
+    kind: Literal["arguments", "credentials", "failed"] | None = None
 
     @classmethod
-    def error(cls, tool: str, message: str) -> Result:
-        return cls(status="error", tool=tool, message=message)
+    def error(cls, tool: str, message: str, kind: Literal["arguments", "credentials", "failed"] = "failed") -> Result:
+        return cls(status="error", tool=tool, message=message, kind=kind)
 
     @property
     def is_error(self) -> bool:
@@ -110,7 +115,8 @@ class Result(BaseModel):
         return json.dumps(data, ensure_ascii=False, indent=indent)
 
 
-def _cut(text: str, limit: int) -> tuple[str, bool]:
+def cut_text(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` characters with the explicit marker; and whether it was cut."""
     if len(text) <= limit:
         return text, False
     return text[:limit] + TRUNCATION_MARKER.format(n=len(text) - limit), True
@@ -118,7 +124,7 @@ def _cut(text: str, limit: int) -> tuple[str, bool]:
 
 def _cut_fields(value: Any, limit: int) -> tuple[Any, bool]:
     if isinstance(value, str):
-        return _cut(value, limit)
+        return cut_text(value, limit)
     if isinstance(value, dict):
         cut_any = False
         out = {}
@@ -269,7 +275,9 @@ class Tool:
             values = self.validate(arguments)
             result = _normalize(self.wire_name, self.fn(ctx, **values))
         except ArgumentError as exc:
-            result = Result.error(self.wire_name, f"invalid arguments: {exc}")
+            result = Result.error(self.wire_name, f"invalid arguments: {exc}", kind="arguments")
+        except CredentialsError as exc:
+            result = Result.error(self.wire_name, str(exc), kind="credentials")
         except ToolError as exc:
             result = Result.error(self.wire_name, str(exc))
         except Exception as exc:  # a tool bug or an unexpected client error must not end the run

@@ -9,16 +9,20 @@ are injected so tests never really wait.
 from __future__ import annotations
 
 import email.utils
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import httpx
 import tenacity
 
-from .core import ToolError
+from .core import ToolContext, ToolError
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# The longest server-requested wait we sit out; GitHub's hourly reset can be far away, and then we say so.
+MAX_SERVER_WAIT_S = 30.0
 
 
 class RetryableError(Exception):
@@ -93,3 +97,49 @@ def call_with_retries(fn: Callable[[], Any], policy: tenacity.Retrying, what: st
         return policy(fn)
     except RetryableError as exc:
         raise ToolError(f"{what} is unavailable after retries: {exc}") from None
+
+
+def send(ctx: ToolContext, what: str, method: str, url: str, *, max_wait_s: float = MAX_SERVER_WAIT_S,
+         **kwargs: Any) -> httpx.Response:
+    """One HTTP call on ``ctx.client`` (an ``httpx.Client``) with retries; the caller interprets the response.
+
+    Retried (tenacity, sleeping with ``ctx.sleep``): timeouts, connection failures, 429, 5xx and rate-limit 403s,
+    waiting what the server asks (Retry-After, ``x-ratelimit-reset``). A wait longer than ``max_wait_s`` is not
+    sat out: it becomes a ToolError at once. A service that stays down becomes a ToolError naming ``what``.
+    """
+    client: httpx.Client = ctx.client
+
+    def attempt() -> httpx.Response:
+        try:
+            response = client.request(method, url, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise RetryableError(f"timed out ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise RetryableError(f"could not connect ({type(exc).__name__}: {exc})") from exc
+        status = response.status_code
+        if status in RETRYABLE_STATUS or is_rate_limited(status, response.headers):
+            wait = server_wait(response.headers, ctx.clock())
+            reason = f"HTTP {status}{brief_error(response)}"
+            if wait is not None and wait > max_wait_s:
+                raise ToolError(f"{what} is rate limited ({reason}); it asks to wait {math.ceil(wait)} s, "
+                                f"more than the {max_wait_s:.0f} s we wait; try later or another source")
+            raise RetryableError(reason, wait=wait)
+        return response
+
+    return call_with_retries(attempt, retrying(sleep=ctx.sleep, clock=ctx.clock), what)
+
+
+def brief_error(response: httpx.Response) -> str:
+    """`` (message)`` from a JSON error body, or nothing; for error texts."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    if isinstance(body, dict):
+        message = body.get("message") or body.get("error")
+        if not message and isinstance(body.get("errors"), list) and body["errors"]:
+            first = body["errors"][0]
+            message = first.get("message") if isinstance(first, dict) else str(first)
+        if message:
+            return f" ({str(message)[:200]})"
+    return ""

@@ -44,7 +44,7 @@ def test_json_argument_form_of_the_old_library(capsys: pytest.CaptureFixture[str
         (["faq:search", "x", "bogus=1"], "unknown parameter 'bogus'"),
         (["faq:search", "x", "5", "extra"], "too many arguments"),
         (["faq:search", "{bad json"], "not valid JSON"),
-        (["redmine:getIssue", "1"], "unknown tool"),
+        (["github:searchCode", "inventory"], "platform 'github' is not configured"),
         (["frobnicate"], "unknown command"),
         ([], "usage"),
     ],
@@ -74,6 +74,21 @@ def test_bad_configuration_names_the_variable(capsys: pytest.CaptureFixture[str]
     monkeypatch.setenv("HELPBOT_FAQ_PATH", "/no/such/dir")
     code, _, err = run(capsys, "faq:search", "x")
     assert code == 2 and "HELPBOT_FAQ_PATH" in err
+
+
+def test_rejected_credentials_exit_2_naming_the_variable(capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes.github import FakeGitHub, serve
+
+    fake = FakeGitHub(token="the-right-token")
+    fake.add_repo("acme/shop")
+    with serve(fake.handler) as url:
+        monkeypatch.setenv("GITHUB_API_URL", url)
+        monkeypatch.setenv("GITHUB_TOKEN", "a-wrong-token")
+        monkeypatch.setenv("HELPBOT_GITHUB_REPOS", "acme/shop")
+        code, out, err = run(capsys, "github:searchCode", "inventory")
+    assert code == 2 and out == ""
+    assert "GITHUB_TOKEN" in err and "Traceback" not in err
 
 
 def test_all_commands_and_schemas(capsys: pytest.CaptureFixture[str]) -> None:

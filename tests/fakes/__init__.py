@@ -1,0 +1,1 @@
+"""Fakes of the services helpbot talks to: they answer with the real response shapes, errors and rate limits."""

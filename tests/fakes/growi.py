@@ -1,0 +1,174 @@
+"""A fake Growi 7.x: in-memory pages behind a router for ``httpx.MockTransport`` (or :func:`serve`).
+
+Real shapes, taken from Growi's routes: ``GET /_api/search`` answers ``{ok: true, meta: {took, total,
+hitsCount}, data: [{data: page, meta: {bookmarkCount, elasticSearchResult: {snippet, highlightedPath}}}]}``
+and reports failures as HTTP 200 ``{ok: false, error}`` ("SearchService is not reachable." while Elasticsearch
+is down; an empty q; a q that ``decodeURIComponent`` rejects, since Growi decodes q once more).
+``GET /_api/v3/page?pageId=|path=`` answers ``{page: {..., revision: {body}}}``, 404/400 ``{errors: [...]}``
+and 500 for a malformed id. Without a valid token: the legacy search redirects to /login, apiv3 says 403.
+Failures are scripted like the GitHub fake's (``respond``, ``slow``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from typing import Any
+from urllib.parse import unquote
+
+import httpx
+
+from tests.fakes.github import Behaviour, Scripted, respond
+
+__all__ = ["FakeGrowi", "maintenance", "too_many"]
+
+_HIGHLIGHT = "<em class='highlighted-keyword'>{}</em>"
+
+
+def too_many(retry_after: int) -> Behaviour:
+    """Growi's API rate limiter (express-rate-limit) answers 429 with Retry-After."""
+    return respond(429, {"errors": [{"message": "Too many requests", "code": "too-many-requests"}]},
+                   {"retry-after": str(retry_after)})
+
+
+def maintenance() -> Behaviour:
+    """The proxy in front of a restarting Growi."""
+    return respond(503, "<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>",
+                   {"content-type": "text/html"})
+
+
+def _decode_uri_component(value: str) -> str:
+    """JavaScript's decodeURIComponent: a '%' not followed by two hex digits is a URIError."""
+    if re.search(r"%(?![0-9A-Fa-f]{2})", value):
+        raise ValueError("URIError: URI malformed")
+    return unquote(value, errors="strict")
+
+
+class FakeGrowi:
+    def __init__(self, token: str = "test-growi-token", url: str = "https://wiki.example.com"):
+        self.token = token
+        self.url = url.rstrip("/")
+        self.pages: dict[str, dict[str, Any]] = {}
+        self.search_reachable = True
+        self.requests: list[httpx.Request] = []
+        self.scripted = Scripted()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # -- seeding --------------------------------------------------------------------------------------------
+    def add_page(self, path: str, body: str, *, author: str = "alice", updated_at: str | None = None) -> str:
+        with self._lock:
+            n = next(self._ids)
+        page_id = f"6650{n:020x}"
+        revision_id = f"6651{n:020x}"
+        user = {"_id": f"6652{n:020x}", "username": author, "name": author.title(), "status": 2}
+        self.pages[page_id] = {
+            "_id": page_id, "path": path, "status": "published", "grant": 1, "grantedUsers": [],
+            "grantedGroups": [], "creator": user, "lastUpdateUser": user, "descendantCount": 0,
+            "isEmpty": False, "commentCount": 0, "seenUsers": [], "liker": [],
+            "createdAt": "2026-04-01T00:00:00.000Z",
+            "updatedAt": updated_at or f"2026-05-{n % 28 + 1:02d}T03:00:00.000Z",
+            "revision": {"_id": revision_id, "pageId": page_id, "body": body, "format": "markdown",
+                         "author": user, "createdAt": "2026-05-01T03:00:00.000Z"},
+            "__v": 0,
+        }
+        return page_id
+
+    def script(self, method: str, path_pattern: str, *behaviours: Behaviour) -> None:
+        self.scripted.add(method, path_pattern, *behaviours)
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handler)
+
+    # -- the router -----------------------------------------------------------------------------------------
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        path = request.url.path
+        prefix = httpx.URL(self.url).path.rstrip("/")
+        if prefix:
+            if not path.startswith(prefix + "/"):
+                return httpx.Response(404, text="Not Found", headers={"content-type": "text/html"})
+            path = path[len(prefix):]
+        behaviour = self.scripted.take(request, path)
+        if behaviour is not None:
+            scripted = behaviour(request)
+            if scripted is not None:
+                return scripted
+        authorized = request.headers.get("authorization") == f"Bearer {self.token}" or \
+            request.url.params.get("access_token") == self.token
+        if path == "/_api/search" and request.method == "GET":
+            if not authorized:  # loginRequired on a legacy route: redirect to the login page
+                return httpx.Response(302, headers={"location": "/login"}, text="Found. Redirecting to /login")
+            return self._search(request)
+        if path.startswith("/_api/v3/"):
+            if not authorized:
+                return httpx.Response(403, text="Forbidden", headers={"content-type": "text/plain"})
+            if path == "/_api/v3/page" and request.method == "GET":
+                return self._page(request)
+            return httpx.Response(404, json={"errors": [{"message": "Not Found", "status": 404}]})
+        return httpx.Response(404, text="<html>Not Found</html>", headers={"content-type": "text/html"})
+
+    def _search(self, request: httpx.Request) -> httpx.Response:
+        q = request.url.params.get("q")
+        if not q:
+            return httpx.Response(200, json={"ok": False, "error": 'The param "q" should not empty.'})
+        if not self.search_reachable:
+            return httpx.Response(200, json={"ok": False, "error": "SearchService is not reachable."})
+        try:
+            keyword = _decode_uri_component(q)
+        except ValueError as exc:
+            return httpx.Response(200, json={"ok": False, "error": str(exc)})
+        limit = int(request.url.params.get("limit", 50))
+        offset = int(request.url.params.get("offset", 0))
+        terms = [t.lower() for t in keyword.split() if not t.startswith("-") and ":" not in t]
+        excluded = [t[1:].lower() for t in keyword.split() if t.startswith("-") and len(t) > 1]
+        prefixes = [t.split(":", 1)[1] for t in keyword.split() if t.startswith("prefix:")]
+        hits = []
+        for page in self.pages.values():
+            text = f"{page['path']}\n{page['revision']['body']}".lower()
+            if not all(t in text for t in terms) or any(t in text for t in excluded):
+                continue
+            if prefixes and not any(page["path"].startswith(p) for p in prefixes):
+                continue
+            hits.append((sum(text.count(t) for t in terms), page))
+        hits.sort(key=lambda pair: -pair[0])
+        chosen = hits[offset: offset + limit]
+        data = [{"data": {k: v for k, v in page.items() if k != "revision"} | {"revision": page["revision"]["_id"]},
+                 "meta": {"bookmarkCount": 0,
+                          "elasticSearchResult": {"snippet": self._highlight(page["revision"]["body"], terms),
+                                                  "highlightedPath": self._highlight(page["path"], terms)}}}
+                for _, page in chosen]
+        meta = {"took": 3, "total": len(hits), "hitsCount": len(data)}
+        return httpx.Response(200, json={"ok": True, "meta": meta, "data": data})
+
+    @staticmethod
+    def _highlight(text: str, terms: list[str]) -> str:
+        lower = text.lower()
+        found = [lower.find(t) for t in terms if lower.find(t) >= 0]
+        start = max(0, min(found) - 40) if found else 0
+        piece = text[start: start + 160].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        for term in terms:
+            piece = re.sub(re.escape(term), lambda m: _HIGHLIGHT.format(m.group(0)), piece, flags=re.I)
+        return piece
+
+    def _page(self, request: httpx.Request) -> httpx.Response:
+        page_id = request.url.params.get("pageId")
+        path = request.url.params.get("path")
+        if page_id is None and path is None:
+            return httpx.Response(400, json={"errors": [{
+                "message": "Either parameter of (pageId or path) or (pageId and shareLinkId) is required.",
+                "code": None}]})
+        if page_id is not None:
+            if not re.fullmatch(r"[0-9a-f]{24}", page_id):
+                return httpx.Response(500, json={"errors": [{
+                    "message": f'Cast to ObjectId failed for value "{page_id}" (type string) at path "_id" '
+                               'for model "Page"', "code": None}]})
+            page = self.pages.get(page_id)
+        else:
+            normalized = "/" + (path or "").strip("/")
+            page = next((p for p in self.pages.values() if p["path"] == normalized), None)
+        if page is None:
+            return httpx.Response(404, json={"errors": [{"message": "Page is not found", "status": 404}]})
+        return httpx.Response(200, json={"page": page})
+
