@@ -2,31 +2,57 @@
 
 Tool output is untrusted: a pasted token in a Slack message or a wiki page must not travel on to the model,
 the trace or a public answer. The patterns are deliberately broad; a false positive costs a few characters.
+
+Japanese text runs straight into Latin text (「トークンはxoxb-…です」), so the patterns are ASCII-only
+(``re.ASCII``: a kana is not a word character for ``\\b``), and matching runs on a copy where full-width
+forms (０９０－１２３４, ｔａｒｏ＠…) are folded to ASCII one character for one, so spans carry over.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 MASK = "[REDACTED]"
 
+_A = re.ASCII
 _SECRET_PATTERNS = [
-    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
-    re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),  # Slack tokens
-    re.compile(r"\bxapp-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub classic tokens
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),  # AWS access key ids
-    re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"),  # Anthropic keys
-    re.compile(r"\bABSK[A-Za-z0-9+/=]{20,}"),  # Bedrock API keys
+    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S | _A),
+    re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}", _A),  # Slack tokens
+    re.compile(r"\bxapp-[A-Za-z0-9-]{10,}", _A),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}", _A),  # GitHub classic tokens
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}", _A),
+    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", _A),  # AWS access key ids
+    re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}", _A),  # Anthropic keys
+    re.compile(r"\bABSK[A-Za-z0-9+/=]{20,}", _A),  # Bedrock API keys
     re.compile(r"(?i)\b(aws_secret_access_key|secret_access_key|api[_-]?key|password|passwd|token)"
-               r"(\s*[:=]\s*)([\"']?)[^\s\"']{8,}"),
+               r"(\s*[:=]\s*)([\"']?)[^\s\"']{8,}", _A),
 ]
 
-_EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
-# Japanese and international phone numbers: 03-1234-5678, 090-1234-5678, +81 90 1234 5678, 0120-123-456
-_PHONE = re.compile(r"(?<![\w.-])(?:\+\d{1,3}[ -]?)?(?:\(?0\d{1,4}\)?[ -]?\d{1,4}[ -]\d{3,4})(?![\w-])")
+_EMAIL = re.compile(r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", _A)
+# 03-1234-5678, 090-1234-5678, 0120-123-456, (03) 1234-5678, +81 90 1234 5678, +1 (555) 123-4567, 09012345678
+_PHONES = [
+    re.compile(r"(?<![\w.-])\(?0\d{1,4}\)?[ -]?\d{1,4}[ -]\d{3,4}(?![\w-])", _A),
+    re.compile(r"(?<![\w.+-])\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,3}(?![\w-])", _A),
+    re.compile(r"(?<![\w.+-])0[5789]0\d{8}(?![\w-])", _A),
+]
+
+# Full-width ASCII and look-alike dashes/spaces, one code point for one.
+_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
+_FOLD.update({0x3000: 0x20, 0x30FC: 0x2D, 0x2010: 0x2D, 0x2011: 0x2D, 0x2012: 0x2D, 0x2013: 0x2D, 0x2212: 0x2D})
+
+
+def _sub(pattern: re.Pattern[str], text: str, replace: Callable[[re.Match[str]], str]) -> str:
+    """``pattern.sub`` matched on the folded text, replacing in the original."""
+    folded = text.translate(_FOLD)
+    pieces: list[str] = []
+    last = 0
+    for match in pattern.finditer(folded):
+        pieces += [text[last : match.start()], replace(match)]
+        last = match.end()
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _mask_secret(match: re.Match[str]) -> str:
@@ -37,14 +63,16 @@ def _mask_secret(match: re.Match[str]) -> str:
 
 def redact_secrets(text: str) -> str:
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(_mask_secret, text)
+        text = _sub(pattern, text, _mask_secret)
     return text
 
 
 def redact_personal(text: str) -> str:
     """E-mail addresses and phone numbers: masked in public answers (the seed's rule against personal data)."""
-    text = _EMAIL.sub("[email]", text)
-    return _PHONE.sub("[phone]", text)
+    text = _sub(_EMAIL, text, lambda m: "[email]")
+    for pattern in _PHONES:
+        text = _sub(pattern, text, lambda m: "[phone]")
+    return text
 
 
 def redact_deep(value: Any) -> Any:

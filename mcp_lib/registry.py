@@ -10,6 +10,7 @@ Clients are created lazily on first use, or handed in (``clients={"slack": fake}
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import threading
 import time
@@ -103,7 +104,9 @@ class Registry:
             if name not in self._clients:
                 if config is None:
                     raise UnknownTool(f"platform {name!r} is not configured; see `mcp-lib all-commands`")
-                self._clients[name] = self.platforms()[name].make_client(config)
+                make_client = self.platforms()[name].make_client
+                wants_sleep = "sleep" in inspect.signature(make_client).parameters  # clients with own retries
+                self._clients[name] = make_client(config, sleep=self.sleep) if wants_sleep else make_client(config)
         return ToolContext(client=self._clients[name], config=config, caller=self.caller, limits=self.limits,
                            sleep=self.sleep, clock=self.clock)
 

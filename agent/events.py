@@ -1,0 +1,323 @@
+"""What started this run: one strictly validated :class:`Trigger`, whatever the input looked like.
+
+``helpbot answer --event FILE`` accepts four shapes, all reduced to the same payload keys:
+
+- a GitHub ``repository_dispatch`` event (as at ``$GITHUB_EVENT_PATH``): the keys are in ``client_payload``;
+- a GitHub ``workflow_dispatch`` event: the keys are in ``inputs`` (``url``, ``question``, ``dry_run``);
+- a bare payload ``{"channel": ..., "ts": ..., ...}``;
+- a Slack Events API envelope carrying ``reaction_added``.
+
+Anything malformed raises :class:`BadInput` with one line (the CLI prints it and exits 2, posting nothing): a
+typo in a key or a float ``ts`` must not turn into a half-right answer in the wrong thread. The decisions that
+need no Slack call (another reaction, a channel outside the allowlist, the bot's own message when the payload
+says who wrote it) are :func:`check_ignore`'s, so they can run before any client is built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from mcp_lib.config import ConfigError, env_list, env_str
+
+DISPATCH_EVENT_TYPE = "slack-help"
+DEFAULT_REACTION = "help"
+MAX_QUESTION_CHARS = 4000
+
+# The payload keys a trigger may carry. Unknown keys are an error: "chanel" must not be silently dropped.
+PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id"})
+WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run"})
+
+CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{2,20}$")
+USER_RE = re.compile(r"^[UWB][A-Z0-9]{2,20}$")
+TS_RE = re.compile(r"^\d{10}\.\d{6}$")
+REACTION_RE = re.compile(r"^[a-z0-9_+'\-]{1,100}$")
+EVENT_ID_RE = re.compile(r"^[A-Za-z0-9]{1,64}$")
+_PERMALINK_PATH_RE = re.compile(r"^/archives/([^/]+)/p(\d{16})/?$")
+_SKIN_TONE_RE = re.compile(r"::skin-tone-\d$")
+
+
+class BadInput(Exception):
+    """Malformed trigger input: one line for the user, exit 2, nothing posted."""
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A validated request for an answer.
+
+    ``channel``/``ts`` name the reacted message (None only for a free ``question`` from workflow_dispatch);
+    ``thread_ts`` is its thread root when the payload or permalink says so (the Slack side re-checks).
+    ``reaction`` is None when a person started the run by hand (``--url``, workflow_dispatch).
+    """
+
+    source: str  # "repository_dispatch" | "workflow_dispatch" | "payload" | "slack_event" | "cli"
+    channel: str | None = None
+    ts: str | None = None
+    thread_ts: str | None = None
+    user: str | None = None
+    reaction: str | None = None
+    item_user: str | None = None
+    event_id: str | None = None
+    question: str | None = None
+    url: str | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """A deliberate non-answer: exit 0, nothing posted, ``reason`` logged as one line."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Permalink:
+    channel: str
+    ts: str
+    thread_ts: str | None
+
+
+# -- entry points ---------------------------------------------------------------------------------------------
+def load_event(path: str | os.PathLike[str]) -> Trigger:
+    """Read and parse an event file; an unreadable file is BadInput, not a traceback."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise BadInput(f"cannot read event file {os.fspath(path)!r}: {exc.strerror or exc}") from None
+    return parse_event(raw)
+
+
+def parse_event(raw: str | bytes) -> Trigger:
+    """Parse event JSON in any of the accepted shapes into a Trigger."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise BadInput("event is not UTF-8 text") from None
+    if not raw.strip():
+        raise BadInput("event is empty; expected a JSON object")
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"event is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"event must be a JSON object, got {_json_type(data)}")
+    return parse_event_data(data)
+
+
+def parse_event_data(data: Mapping[str, Any]) -> Trigger:
+    if "client_payload" in data:
+        return _from_repository_dispatch(data)
+    if "inputs" in data and ("workflow" in data or "ref" in data or "repository" in data):
+        return _from_workflow_dispatch(data)
+    kind = data.get("type")
+    if kind == "url_verification":
+        raise BadInput("a Slack url_verification request is not a trigger (it belongs to the relay)")
+    if kind == "event_callback":
+        return _from_slack_envelope(data)
+    if isinstance(kind, str) and kind in ("reaction_added", "reaction_removed", "message"):
+        raise BadInput(f"a bare Slack {kind!r} event; pass the whole Events API envelope (type event_callback)")
+    return payload_trigger(data, source="payload", where="event")
+
+
+def from_options(*, url: str | None = None, channel: str | None = None, ts: str | None = None) -> Trigger:
+    """The ``--url PERMALINK`` / ``--channel C --ts TS`` forms of ``helpbot answer``, validated alike."""
+    payload = {k: v for k, v in {"url": url, "channel": channel, "ts": ts}.items() if v is not None}
+    return payload_trigger(payload, source="cli", where="options")
+
+
+# -- shapes ---------------------------------------------------------------------------------------------------
+def _from_repository_dispatch(data: Mapping[str, Any]) -> Trigger:
+    action = data.get("action")
+    if action is not None and action != DISPATCH_EVENT_TYPE:
+        raise BadInput(f"repository_dispatch event_type is {action!r}; helpbot handles {DISPATCH_EVENT_TYPE!r}")
+    payload = data["client_payload"]
+    if not isinstance(payload, dict):
+        raise BadInput(f"client_payload must be a JSON object, got {_json_type(payload)}")
+    return payload_trigger(payload, source="repository_dispatch", where="client_payload")
+
+
+def _from_workflow_dispatch(data: Mapping[str, Any]) -> Trigger:
+    inputs = data.get("inputs") or {}
+    if not isinstance(inputs, dict):
+        raise BadInput(f"workflow_dispatch inputs must be a JSON object, got {_json_type(inputs)}")
+    unknown = sorted(set(inputs) - WORKFLOW_INPUT_KEYS)
+    if unknown:
+        raise BadInput(f"unknown workflow_dispatch input(s) {', '.join(unknown)}; "
+                       f"expected {', '.join(sorted(WORKFLOW_INPUT_KEYS))}")
+    url = _optional_str(inputs, "url", "inputs")
+    question = _optional_str(inputs, "question", "inputs")
+    dry_run = _bool(inputs.get("dry_run"), "inputs.dry_run")
+    if url and question:
+        raise BadInput("give either inputs.url (answer a Slack message) or inputs.question, not both")
+    if question:
+        if len(question) > MAX_QUESTION_CHARS:
+            raise BadInput(f"inputs.question is {len(question)} characters; at most {MAX_QUESTION_CHARS}")
+        return Trigger(source="workflow_dispatch", question=question, dry_run=dry_run)
+    if not url:
+        raise BadInput("workflow_dispatch needs inputs.url (a Slack message link) or inputs.question")
+    link = parse_permalink(url, "inputs.url")
+    return Trigger(source="workflow_dispatch", channel=link.channel, ts=link.ts, thread_ts=link.thread_ts,
+                   url=url, dry_run=dry_run)
+
+
+def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
+    event = data.get("event")
+    if not isinstance(event, dict):
+        raise BadInput("Slack envelope has no 'event' object")
+    if event.get("type") != "reaction_added":
+        raise BadInput(f"Slack event type is {event.get('type')!r}; helpbot handles 'reaction_added'")
+    item = event.get("item")
+    if not isinstance(item, dict):
+        raise BadInput("reaction_added event has no 'item' object")
+    if item.get("type") != "message":
+        raise BadInput(f"reaction_added on a {item.get('type')!r}; helpbot answers messages only")
+    payload = {
+        "channel": item.get("channel"),
+        "ts": item.get("ts"),
+        "user": event.get("user"),
+        "reaction": event.get("reaction"),
+        "item_user": event.get("item_user"),
+        "event_id": data.get("event_id"),
+    }
+    return payload_trigger({k: v for k, v in payload.items() if v is not None},
+                           source="slack_event", where="event")
+
+
+def payload_trigger(payload: Mapping[str, Any], *, source: str, where: str) -> Trigger:
+    """Validate the common payload keys (also used by the relay on what it forwards)."""
+    unknown = sorted(set(payload) - PAYLOAD_KEYS)
+    if unknown:
+        hint = " ('question' is accepted from workflow_dispatch only)" if "question" in unknown else ""
+        raise BadInput(f"unknown key(s) in {where}: {', '.join(unknown)}; "
+                       f"expected {', '.join(sorted(PAYLOAD_KEYS))}{hint}")
+    values = {key: _optional_str(payload, key, where) for key in PAYLOAD_KEYS}
+    channel, ts, thread_ts, url = values["channel"], values["ts"], values["thread_ts"], values["url"]
+    if url:
+        link = parse_permalink(url, f"{where}.url")
+        for key, given, linked in (("channel", channel, link.channel), ("ts", ts, link.ts),
+                                   ("thread_ts", thread_ts, link.thread_ts)):
+            if given and linked and given != linked:
+                raise BadInput(f"{where}.{key} {given!r} disagrees with the url ({linked!r})")
+        channel, ts, thread_ts = link.channel, link.ts, thread_ts or link.thread_ts
+    if not channel or not ts:
+        missing = " and ".join(k for k, v in (("channel", channel), ("ts", ts)) if not v)
+        raise BadInput(f"{where} is missing {missing} (or give url, a Slack message link)")
+    _check(channel, CHANNEL_RE, f"{where}.channel", "a Slack channel ID like C0123456789")
+    _check(ts, TS_RE, f"{where}.ts", "a Slack timestamp like 1700000000.123456")
+    if thread_ts:
+        _check(thread_ts, TS_RE, f"{where}.thread_ts", "a Slack timestamp like 1700000000.123456")
+    for key in ("user", "item_user"):
+        value = values[key]
+        if value:
+            _check(value, USER_RE, f"{where}.{key}", "a Slack user ID like U0123456789")
+    raw_reaction = values["reaction"]
+    reaction = normalize_reaction(raw_reaction) if raw_reaction else None
+    if reaction is not None:
+        _check(reaction, REACTION_RE, f"{where}.reaction", "an emoji name like help")
+    event_id = values["event_id"]
+    if event_id:
+        _check(event_id, EVENT_ID_RE, f"{where}.event_id", "a Slack event ID like Ev0123ABC")
+    return Trigger(source=source, channel=channel, ts=ts, thread_ts=thread_ts, user=values["user"],
+                   reaction=reaction, item_user=values["item_user"], event_id=values["event_id"], url=url)
+
+
+# -- pieces ---------------------------------------------------------------------------------------------------
+def parse_permalink(url: str, where: str = "url") -> Permalink:
+    """``https://x.slack.com/archives/C123/p1700000000123456?thread_ts=1700000000.000100&cid=C123``."""
+    parsed = urlparse(url.strip())
+    host = (parsed.hostname or "").lower()
+    if parsed.scheme != "https" or not (host == "slack.com" or host.endswith(".slack.com")):
+        raise BadInput(f"{where} {url!r} is not a Slack message link (https://WORKSPACE.slack.com/archives/...)")
+    match = _PERMALINK_PATH_RE.match(parsed.path)
+    if not match:
+        raise BadInput(f"{where} {url!r} is not a Slack message link; expected /archives/CHANNEL/pTIMESTAMP")
+    channel, digits = match.groups()
+    _check(channel, CHANNEL_RE, f"{where} channel", "a Slack channel ID like C0123456789")
+    query = parse_qs(parsed.query)
+    thread_ts = query["thread_ts"][0] if query.get("thread_ts") else None
+    if thread_ts is not None:
+        _check(thread_ts, TS_RE, f"{where} thread_ts", "a Slack timestamp like 1700000000.123456")
+    cid = query["cid"][0] if query.get("cid") else None
+    if cid is not None and cid != channel:
+        raise BadInput(f"{where}: cid {cid!r} disagrees with the channel {channel!r}")
+    return Permalink(channel=channel, ts=f"{digits[:10]}.{digits[10:]}", thread_ts=thread_ts)
+
+
+def normalize_reaction(name: str) -> str:
+    """``:help:`` (as Zapier may send it) and skin-tone variants compare equal to ``help``."""
+    return _SKIN_TONE_RE.sub("", name.strip().strip(":")).lower()
+
+
+def _optional_str(payload: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = payload.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        hint = " (write timestamps as strings: a JSON number loses digits)" if key.endswith("ts") else ""
+        raise BadInput(f"{where}.{key} must be a string, got {_json_type(value)}{hint}")
+    return value.strip() or None  # Zapier sends "" for fields the event does not have
+
+
+def _bool(value: Any, where: str) -> bool:
+    if value is None or value == "":
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise BadInput(f"{where} must be true or false, got {value!r}")
+
+
+def _check(value: str, pattern: re.Pattern[str], where: str, expected: str) -> None:
+    if not pattern.match(value):
+        raise BadInput(f"{where} {value[:80]!r} is not {expected}")
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+# -- deliberate ignores ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TriggerSettings:
+    """The environment's say on which triggers to answer (read once; bad values are ConfigError)."""
+
+    reaction: str = DEFAULT_REACTION
+    channels: frozenset[str] = frozenset()
+    bot_user_id: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TriggerSettings:
+        reaction = normalize_reaction(env_str(env, "HELPBOT_REACTION") or DEFAULT_REACTION)
+        if not REACTION_RE.match(reaction):
+            raise ConfigError("HELPBOT_REACTION", f"{reaction!r} is not an emoji name (like help)")
+        channels = env_list(env, "HELPBOT_CHANNELS")
+        for channel in channels:
+            if not CHANNEL_RE.match(channel):
+                raise ConfigError("HELPBOT_CHANNELS", f"{channel!r} is not a channel ID (like C0123456789)")
+        bot = env_str(env, "HELPBOT_BOT_USER_ID")
+        if bot and not USER_RE.match(bot):
+            raise ConfigError("HELPBOT_BOT_USER_ID", f"{bot!r} is not a Slack user ID (like U0123456789)")
+        return cls(reaction=reaction, channels=frozenset(channels), bot_user_id=bot)
+
+
+def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
+    """The ignores that need no Slack call. The glue still checks authorship and "already answered" in Slack."""
+    if trigger.reaction is not None and trigger.reaction != settings.reaction:
+        return Ignore(f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
+    if trigger.channel and settings.channels and trigger.channel not in settings.channels:
+        return Ignore(f"channel {trigger.channel} is not in HELPBOT_CHANNELS")
+    if settings.bot_user_id and trigger.item_user == settings.bot_user_id:
+        return Ignore("the message was written by helpbot itself")
+    if settings.bot_user_id and trigger.user == settings.bot_user_id:
+        return Ignore("the reaction was added by helpbot itself")
+    return None

@@ -1,0 +1,281 @@
+"""The Events relay: Slack's ``reaction_added`` in, GitHub ``repository_dispatch`` out (for teams without Zapier).
+
+One pure core, :func:`handle`, is shared by ``helpbot relay`` (a small stdlib HTTP server, :func:`serve`) and
+:func:`lambda_handler` (AWS Lambda function URL or API Gateway HTTP API, payload format 2.0).
+
+Decisions worth knowing:
+
+- Every request must carry a valid Slack signature (``slack_sdk.signature.SignatureVerifier``, which also
+  rejects timestamps more than 5 minutes off): otherwise 401 and nothing is dispatched. That includes
+  ``url_verification``, whose challenge is echoed only once the signature checks out.
+- The dispatch happens *before* the response, with a 2 s timeout and no retries. A background thread would
+  ack sooner, but Lambda freezes the process as soon as the handler returns, so the thread might never run;
+  one code path for both hosts is worth the wait. ``POST /dispatches`` usually takes well under a second, so
+  the ack stays within Slack's 3 s.
+- Slack retries (``X-Slack-Retry-Num``) are acknowledged and not dispatched again: the first delivery was
+  almost certainly dispatched and only our ack was late. The one exception is ``X-Slack-Retry-Reason:
+  http_error``: Slack only sends it after we answered with an error status, which this relay does only when
+  the dispatch itself failed -- so that retry is the way to recover from a GitHub hiccup. (A duplicate run
+  would still be harmless: the workflow's concurrency group and the "already answered" check stop it.)
+- Other reactions, reactions on non-messages, bot users (``HELPBOT_BOT_USER_ID``, and messages that user
+  wrote) and channels outside ``HELPBOT_CHANNELS`` are acknowledged with 200 and ignored, so an Actions run
+  is never spent on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+from slack_sdk.signature import Clock, SignatureVerifier
+
+from mcp_lib.config import ConfigError, env_str, env_url
+
+from .events import DISPATCH_EVENT_TYPE, BadInput, TriggerSettings, check_ignore, parse_event_data
+
+MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
+DISPATCH_TIMEOUT_S = 2.0
+DEFAULT_GITHUB_API_URL = "https://api.github.com"
+
+Response = tuple[int, dict[str, str], bytes]
+Dispatch = Callable[[dict[str, str]], None]
+
+
+class DispatchError(Exception):
+    """GitHub did not accept the repository_dispatch."""
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """Everything the relay needs, from the environment; missing pieces are ConfigError (one line, exit 2)."""
+
+    signing_secret: str
+    api_url: str
+    repository: str
+    token: str
+    settings: TriggerSettings
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RelayConfig:
+        secret = env_str(env, "SLACK_SIGNING_SECRET")
+        if not secret:
+            raise ConfigError("SLACK_SIGNING_SECRET", "not set; copy it from the Slack app's Basic Information")
+        repository = env_str(env, "GITHUB_REPOSITORY")
+        if not repository or repository.count("/") != 1 or not all(repository.split("/")):
+            raise ConfigError("GITHUB_REPOSITORY", f"{repository!r} is not owner/name of the repo to dispatch to")
+        token = env_str(env, "HELPBOT_DISPATCH_TOKEN") or env_str(env, "GITHUB_TOKEN")
+        if not token:
+            raise ConfigError("HELPBOT_DISPATCH_TOKEN",
+                              "not set (nor GITHUB_TOKEN); a token with contents:write on the repository")
+        api_url = env_url(env, "GITHUB_API_URL", DEFAULT_GITHUB_API_URL)
+        assert api_url is not None
+        return cls(signing_secret=secret, api_url=api_url, repository=repository, token=token,
+                   settings=TriggerSettings.from_env(env))
+
+
+def github_dispatcher(config: RelayConfig, *, transport: httpx.BaseTransport | None = None,
+                      timeout: float = DISPATCH_TIMEOUT_S) -> Dispatch:
+    """``POST {GITHUB_API_URL}/repos/{repo}/dispatches`` with ``event_type: slack-help`` (204 expected)."""
+    client = httpx.Client(
+        base_url=config.api_url, transport=transport, timeout=timeout,
+        headers={"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
+                 "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"},
+    )
+
+    def dispatch(client_payload: dict[str, str]) -> None:
+        body = {"event_type": DISPATCH_EVENT_TYPE, "client_payload": client_payload}
+        try:
+            response = client.post(f"/repos/{config.repository}/dispatches", json=body)
+        except httpx.HTTPError as exc:
+            raise DispatchError(f"{type(exc).__name__}: {exc}") from None
+        if response.status_code != 204:
+            raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}")
+
+    return dispatch
+
+
+class _InjectedClock(Clock):
+    def __init__(self, now: Callable[[], float]):
+        self._now = now
+
+    def now(self) -> float:
+        return self._now()
+
+
+def _reply(status: int, body: str | dict[str, Any]) -> Response:
+    if isinstance(body, dict):
+        return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
+    return status, {"Content-Type": "text/plain; charset=utf-8"}, body.encode()
+
+
+def _log(message: str) -> None:
+    print(f"helpbot relay: {message}", file=sys.stderr, flush=True)
+
+
+def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, dispatch: Dispatch,
+           now: Callable[[], float] = time.time, settings: TriggerSettings | None = None) -> Response:
+    """One Slack Events API request -> (status, headers, body). Dispatches at most once, only when signed."""
+    settings = settings or TriggerSettings()
+    lower = {k.lower(): v for k, v in headers.items()}
+    verifier = SignatureVerifier(signing_secret, clock=_InjectedClock(now))
+    try:
+        valid = verifier.is_valid_request(raw_body, lower)
+    except (ValueError, UnicodeDecodeError):  # a non-numeric timestamp header, a body that is not UTF-8
+        valid = False
+    if not valid:
+        _log("rejected a request with a missing, invalid or stale Slack signature")
+        return _reply(401, "invalid signature")
+    try:
+        envelope = json.loads(raw_body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _reply(400, "body is not JSON")
+    if not isinstance(envelope, dict):
+        return _reply(400, "body is not a JSON object")
+    if envelope.get("type") == "url_verification":
+        return _reply(200, {"challenge": str(envelope.get("challenge", ""))})
+    retry = lower.get("x-slack-retry-num")
+    if retry and lower.get("x-slack-retry-reason") != "http_error":
+        _log(f"ignored Slack retry {retry} ({lower.get('x-slack-retry-reason', 'no reason')})")
+        return _reply(200, "ignored: retry")
+    if envelope.get("type") != "event_callback" or (envelope.get("event") or {}).get("type") != "reaction_added":
+        return _reply(200, "ignored: not a reaction_added event")
+    try:
+        trigger = parse_event_data(envelope)
+    except BadInput as exc:
+        _log(f"ignored: {exc}")
+        return _reply(200, f"ignored: {exc}")
+    ignore = check_ignore(trigger, settings)
+    if ignore:
+        _log(f"ignored: {ignore.reason}")
+        return _reply(200, f"ignored: {ignore.reason}")
+    fields = {"channel": trigger.channel, "ts": trigger.ts, "user": trigger.user, "reaction": trigger.reaction,
+              "item_user": trigger.item_user, "event_id": trigger.event_id}
+    payload = {k: v for k, v in fields.items() if v}
+    try:
+        dispatch(payload)
+    except DispatchError as exc:
+        _log(f"dispatch failed for {trigger.channel}/{trigger.ts}: {exc}")
+        return _reply(502, "dispatch failed")
+    _log(f"dispatched {trigger.channel}/{trigger.ts} (reaction by {trigger.user})")
+    return _reply(200, "ok")
+
+
+# -- hosts --------------------------------------------------------------------------------------------------------
+class Relay:
+    """Configuration plus dispatcher, built once per process (or Lambda container)."""
+
+    def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None,
+                 now: Callable[[], float] = time.time):
+        self.config = config
+        self.dispatch = dispatch or github_dispatcher(config)
+        self.now = now
+
+    def __call__(self, headers: Mapping[str, str], raw_body: bytes) -> Response:
+        return handle(headers, raw_body, signing_secret=self.config.signing_secret, dispatch=self.dispatch,
+                      now=self.now, settings=self.config.settings)
+
+
+def make_server(host: str, port: int, relay: Relay) -> ThreadingHTTPServer:
+    """A stdlib HTTP server answering POSTs (any path) with the relay; port 0 picks a free port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "helpbot-relay"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self._send((413, {"Content-Type": "text/plain"}, b"too large"))
+                return
+            body = self.rfile.read(length)
+            self._send(relay(dict(self.headers.items()), body))
+
+        def do_GET(self) -> None:
+            self._send((405, {"Content-Type": "text/plain", "Allow": "POST"}, b"POST Slack events here"))
+
+        def _send(self, response: Response) -> None:
+            status, headers, body = response
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            _log(format % args)
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def serve(host: str = "127.0.0.1", port: int = 3000, *, env: Mapping[str, str] | None = None) -> None:
+    """``helpbot relay``: serve until interrupted."""
+    relay = Relay(RelayConfig.from_env(os.environ if env is None else env))
+    server = make_server(host, port, relay)
+    _log(f"listening on http://{host}:{server.server_address[1]}/ (dispatching to {relay.config.repository})")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+_LAMBDA_RELAY: Relay | None = None
+
+
+def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Relay | None = None) -> dict[str, Any]:
+    """AWS Lambda entry point (function URL / API Gateway v2): ``agent.relay.lambda_handler``."""
+    global _LAMBDA_RELAY
+    if relay is None:
+        if _LAMBDA_RELAY is None:
+            _LAMBDA_RELAY = Relay(RelayConfig.from_env(os.environ))
+        relay = _LAMBDA_RELAY
+    method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "POST")
+    if method != "POST":
+        return {"statusCode": 405, "headers": {"Allow": "POST"}, "body": "POST Slack events here"}
+    raw = event.get("body") or ""
+    try:
+        body = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else str(raw).encode()
+    except (binascii.Error, ValueError):
+        return {"statusCode": 400, "headers": {"Content-Type": "text/plain"}, "body": "body is not base64"}
+    if len(body) > MAX_BODY_BYTES:
+        return {"statusCode": 413, "headers": {"Content-Type": "text/plain"}, "body": "too large"}
+    status, headers, out = relay(event.get("headers") or {}, body)
+    return {"statusCode": status, "headers": headers, "body": out.decode("utf-8"), "isBase64Encoded": False}
+
+
+# -- CLI wiring -----------------------------------------------------------------------------------------------------
+def add_relay_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``helpbot relay [--host] [--port]``; the parsed args carry ``handler=run_relay_command``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "relay", help="serve the Slack Events relay (reaction_added -> repository_dispatch)",
+        description="Verify Slack event signatures and turn :help: reactions into repository_dispatch events. "
+                    "Needs SLACK_SIGNING_SECRET, GITHUB_REPOSITORY and HELPBOT_DISPATCH_TOKEN (or GITHUB_TOKEN).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000; 0 = any)")
+    parser.set_defaults(handler=run_relay_command)
+    return parser
+
+
+def run_relay_command(args: argparse.Namespace) -> int:
+    """Exit codes: 2 for bad configuration (one line), 0 when stopped."""
+    try:
+        serve(args.host, args.port)
+    except ConfigError as exc:
+        print(f"helpbot relay: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"helpbot relay: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return 0

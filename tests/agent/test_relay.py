@@ -1,0 +1,348 @@
+"""The Events relay: signed Slack events in, exactly the right repository_dispatch calls out."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from agent.events import TriggerSettings
+from agent.relay import (
+    DispatchError,
+    Relay,
+    RelayConfig,
+    add_relay_command,
+    github_dispatcher,
+    handle,
+    lambda_handler,
+    make_server,
+    run_relay_command,
+)
+from mcp_lib.config import ConfigError
+
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+NOW = 1_700_000_100
+ENV = {"SLACK_SIGNING_SECRET": SECRET, "GITHUB_REPOSITORY": "acme/helpbot", "HELPBOT_DISPATCH_TOKEN": "tok-123"}
+
+
+def envelope(**event_overrides: object) -> dict[str, object]:
+    event: dict[str, object] = {
+        "type": "reaction_added", "user": "U0REACTOR", "reaction": "help", "item_user": "U0AUTHOR",
+        "item": {"type": "message", "channel": "C0123ABCD", "ts": "1700000000.123456"},
+        "event_ts": "1700000100.000200"}
+    event.update(event_overrides)
+    return {"token": "legacy", "team_id": "T0TEAM", "api_app_id": "A0APP", "event": event,
+            "type": "event_callback", "event_id": "Ev0ABCDEF", "event_time": NOW, "authorizations": []}
+
+
+def signed(body: bytes, *, timestamp: int = NOW, secret: str = SECRET,
+           extra: dict[str, str] | None = None) -> dict[str, str]:
+    base = f"v0:{timestamp}:".encode() + body
+    signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": signature,
+            "Content-Type": "application/json", **(extra or {})}
+
+
+class GitHub:
+    """An httpx.MockTransport standing in for the dispatches API; records what it was sent."""
+
+    def __init__(self, status: int = 204, error: Exception | None = None):
+        self.requests: list[httpx.Request] = []
+        self.status = status
+        self.error = error
+        self.transport = httpx.MockTransport(self.handler)
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if self.error:
+            raise self.error
+        if self.status == 204:
+            return httpx.Response(204)
+        return httpx.Response(self.status, json={"message": "Not Found",
+                                                 "documentation_url": "https://docs.github.com/rest"})
+
+    @property
+    def payloads(self) -> list[dict[str, object]]:
+        return [json.loads(r.content) for r in self.requests]
+
+
+@pytest.fixture
+def github() -> GitHub:
+    return GitHub()
+
+
+def relay_for(github: GitHub, env: dict[str, str] | None = None) -> Relay:
+    config = RelayConfig.from_env({**ENV, **(env or {})})
+    return Relay(config, github_dispatcher(config, transport=github.transport), now=lambda: NOW)
+
+
+def post(relay: Relay, body: object, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    status, _, out = relay(headers if headers is not None else signed(raw), raw)
+    return status, out
+
+
+# -- dispatch -----------------------------------------------------------------------------------------------------
+def test_signed_reaction_dispatches_once(github: GitHub) -> None:
+    status, body = post(relay_for(github), envelope())
+    assert (status, body) == (200, b"ok")
+    [request] = github.requests
+    assert request.method == "POST"
+    assert str(request.url) == "https://api.github.com/repos/acme/helpbot/dispatches"
+    assert request.headers["Authorization"] == "Bearer tok-123"
+    assert request.headers["Accept"] == "application/vnd.github+json"
+    assert request.headers["X-GitHub-Api-Version"] == "2022-11-28"
+    assert github.payloads == [{"event_type": "slack-help", "client_payload": {
+        "channel": "C0123ABCD", "ts": "1700000000.123456", "user": "U0REACTOR", "reaction": "help",
+        "item_user": "U0AUTHOR", "event_id": "Ev0ABCDEF"}}]
+    assert len(github.payloads[0]["client_payload"]) <= 10  # type: ignore[arg-type]
+
+
+def test_dispatched_payload_is_accepted_by_the_event_parser(github: GitHub) -> None:
+    """What the relay sends must come back through `helpbot answer --event` as the same message."""
+    from agent.events import parse_event
+
+    post(relay_for(github), envelope())
+    event = {"action": "slack-help", "client_payload": github.payloads[0]["client_payload"]}
+    trigger = parse_event(json.dumps(event))
+    assert (trigger.channel, trigger.ts, trigger.reaction) == ("C0123ABCD", "1700000000.123456", "help")
+
+
+def test_github_enterprise_api_url_and_github_token_fallback(github: GitHub) -> None:
+    env = {"GITHUB_API_URL": "https://ghe.example.com/api/v3/", "HELPBOT_DISPATCH_TOKEN": "",
+           "GITHUB_TOKEN": "gh-fallback"}
+    post(relay_for(github, env), envelope())
+    [request] = github.requests
+    assert str(request.url) == "https://ghe.example.com/api/v3/repos/acme/helpbot/dispatches"
+    assert request.headers["Authorization"] == "Bearer gh-fallback"
+
+
+@pytest.mark.parametrize("failure", [GitHub(status=404), GitHub(status=500),
+                                     GitHub(error=httpx.ConnectTimeout("timed out"))],
+                         ids=["404", "500", "timeout"])
+def test_dispatch_failure_is_an_error_status(failure: GitHub) -> None:
+    status, body = post(relay_for(failure), envelope())
+    assert (status, body) == (502, b"dispatch failed")
+    assert len(failure.requests) == 1  # no retries of our own: Slack's http_error retry is the retry
+
+
+def test_dispatcher_raises_dispatch_error_with_the_status() -> None:
+    config = RelayConfig.from_env(ENV)
+    dispatch = github_dispatcher(config, transport=GitHub(status=404).transport)
+    with pytest.raises(DispatchError, match="404"):
+        dispatch({"channel": "C0123ABCD", "ts": "1700000000.123456"})
+
+
+# -- signatures ---------------------------------------------------------------------------------------------------
+BODY = json.dumps(envelope()).encode()
+BAD_HEADERS = {
+    "no headers": {},
+    "wrong secret": signed(BODY, secret="not-the-secret"),
+    "stale": signed(BODY, timestamp=NOW - 301),
+    "future": signed(BODY, timestamp=NOW + 301),
+    "tampered signature": {**signed(BODY), "X-Slack-Signature": "v0=" + "0" * 64},
+    "non-numeric timestamp": {**signed(BODY), "X-Slack-Request-Timestamp": "yesterday"},
+}
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS.values(), ids=BAD_HEADERS.keys())
+def test_bad_or_stale_signature_is_401_and_no_dispatch(github: GitHub, headers: dict[str, str]) -> None:
+    status, _ = post(relay_for(github), BODY, headers)
+    assert status == 401
+    assert github.requests == []
+
+
+def test_tampered_body_is_401(github: GitHub) -> None:
+    other = json.dumps(envelope(reaction="help", user="U0ATTACKER")).encode()
+    status, _, _ = relay_for(github)(signed(BODY), other)
+    assert status == 401 and github.requests == []
+
+
+def test_signature_within_five_minutes_is_accepted(github: GitHub) -> None:
+    status, _ = post(relay_for(github), BODY, signed(BODY, timestamp=NOW - 299))
+    assert status == 200 and len(github.requests) == 1
+
+
+def test_header_names_are_case_insensitive(github: GitHub) -> None:
+    headers = {k.lower(): v for k, v in signed(BODY).items()}
+    assert post(relay_for(github), BODY, headers)[0] == 200
+
+
+# -- url_verification, retries, ignores ---------------------------------------------------------------------------
+def test_url_verification_echoes_the_challenge(github: GitHub) -> None:
+    body = json.dumps({"token": "legacy", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+                       "type": "url_verification"}).encode()
+    status, headers, out = relay_for(github)(signed(body), body)
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert json.loads(out) == {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}
+    assert relay_for(github)({}, body)[0] == 401  # unsigned challenges are not answered
+    assert github.requests == []
+
+
+def test_slack_retry_is_acknowledged_without_dispatch(github: GitHub) -> None:
+    headers = signed(BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"})
+    assert post(relay_for(github), BODY, headers) == (200, b"ignored: retry")
+    assert github.requests == []
+
+
+def test_retry_after_our_own_error_status_dispatches(github: GitHub) -> None:
+    """http_error means we answered non-2xx, which the relay only does when the dispatch failed."""
+    headers = signed(BODY, extra={"X-Slack-Retry-Num": "2", "X-Slack-Retry-Reason": "http_error"})
+    assert post(relay_for(github), BODY, headers) == (200, b"ok")
+    assert len(github.requests) == 1
+
+
+IGNORED = {
+    "other reaction": (envelope(reaction="eyes"), {}),
+    "skin-toned other reaction": (envelope(reaction="thumbsup::skin-tone-2"), {}),
+    "configured reaction differs": (envelope(), {"HELPBOT_REACTION": "sos"}),
+    "reaction by the bot": (envelope(user="U0HELPBOT"), {"HELPBOT_BOT_USER_ID": "U0HELPBOT"}),
+    "reaction on the bot's message": (envelope(item_user="U0HELPBOT"), {"HELPBOT_BOT_USER_ID": "U0HELPBOT"}),
+    "channel outside allowlist": (envelope(), {"HELPBOT_CHANNELS": "C0SUPPORT"}),
+    "reaction on a file": (envelope(item={"type": "file", "file": "F0123"}), {}),
+    "other event type": (envelope(type="reaction_removed"), {}),
+    "app_rate_limited": ({"token": "x", "type": "app_rate_limited", "minute_rate_limited": NOW}, {}),
+}
+
+
+@pytest.mark.parametrize("body,env", IGNORED.values(), ids=IGNORED.keys())
+def test_ignored_events_are_acknowledged_without_dispatch(github: GitHub, body: dict[str, object],
+                                                          env: dict[str, str]) -> None:
+    status, out = post(relay_for(github, env), body)
+    assert status == 200 and out.startswith(b"ignored")
+    assert github.requests == []
+
+
+def test_configured_reaction_is_dispatched(github: GitHub) -> None:
+    post(relay_for(github, {"HELPBOT_REACTION": ":sos:", "HELPBOT_CHANNELS": "C0123ABCD"}),
+         envelope(reaction="sos"))
+    assert len(github.requests) == 1
+
+
+def test_signed_garbage_is_400(github: GitHub) -> None:
+    for body in (b"not json", b"[1, 2]"):
+        status, _ = post(relay_for(github), body)
+        assert status == 400
+    assert github.requests == []
+
+
+def test_handle_is_usable_with_a_plain_dispatch_function() -> None:
+    sent: list[dict[str, str]] = []
+    status, _, _ = handle(signed(BODY), BODY, signing_secret=SECRET, dispatch=sent.append, now=lambda: NOW,
+                          settings=TriggerSettings())
+    assert status == 200 and sent[0]["ts"] == "1700000000.123456"
+
+
+# -- configuration ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("missing,variable", [
+    ("SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),
+    ("GITHUB_REPOSITORY", "GITHUB_REPOSITORY"),
+    ("HELPBOT_DISPATCH_TOKEN", "HELPBOT_DISPATCH_TOKEN"),
+])
+def test_missing_configuration_names_the_variable(missing: str, variable: str) -> None:
+    env = {k: v for k, v in ENV.items() if k != missing}
+    with pytest.raises(ConfigError) as caught:
+        RelayConfig.from_env(env)
+    assert caught.value.variable == variable
+
+
+@pytest.mark.parametrize("env,variable", [
+    ({"GITHUB_REPOSITORY": "helpbot"}, "GITHUB_REPOSITORY"),
+    ({"GITHUB_API_URL": "api.github.com"}, "GITHUB_API_URL"),
+    ({"HELPBOT_CHANNELS": "#general"}, "HELPBOT_CHANNELS"),
+])
+def test_bad_configuration_names_the_variable(env: dict[str, str], variable: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        RelayConfig.from_env({**ENV, **env})
+    assert caught.value.variable == variable
+
+
+# -- Lambda -------------------------------------------------------------------------------------------------------
+def lambda_event(body: bytes, headers: dict[str, str], *, b64: bool, method: str = "POST") -> dict[str, object]:
+    """A Lambda function URL / API Gateway HTTP API (payload 2.0) request: lower-case header names."""
+    return {
+        "version": "2.0", "routeKey": "$default", "rawPath": "/", "rawQueryString": "",
+        "headers": {k.lower(): v for k, v in headers.items()},
+        "requestContext": {"http": {"method": method, "path": "/", "sourceIp": "3.0.0.1"}, "timeEpoch": NOW},
+        "body": base64.b64encode(body).decode() if b64 else body.decode(),
+        "isBase64Encoded": b64,
+    }
+
+
+@pytest.mark.parametrize("b64", [True, False])
+def test_lambda_handler(github: GitHub, b64: bool) -> None:
+    response = lambda_handler(lambda_event(BODY, signed(BODY), b64=b64), None, relay=relay_for(github))
+    assert response["statusCode"] == 200 and response["body"] == "ok"
+    assert len(github.requests) == 1
+
+
+def test_lambda_handler_rejects_bad_signature_and_get(github: GitHub) -> None:
+    relay = relay_for(github)
+    assert lambda_handler(lambda_event(BODY, {}, b64=True), None, relay=relay)["statusCode"] == 401
+    assert lambda_handler(lambda_event(BODY, signed(BODY), b64=False, method="GET"), None,
+                          relay=relay)["statusCode"] == 405
+    assert github.requests == []
+
+
+def test_lambda_handler_bad_base64_is_400(github: GitHub) -> None:
+    event = {**lambda_event(BODY, signed(BODY), b64=True), "body": "not base64!"}
+    assert lambda_handler(event, None, relay=relay_for(github))["statusCode"] == 400
+    assert github.requests == []
+
+
+def test_lambda_handler_url_verification(github: GitHub) -> None:
+    body = json.dumps({"type": "url_verification", "challenge": "abc"}).encode()
+    response = lambda_handler(lambda_event(body, signed(body), b64=True), None, relay=relay_for(github))
+    assert response["statusCode"] == 200 and json.loads(response["body"]) == {"challenge": "abc"}
+
+
+# -- the stdlib server --------------------------------------------------------------------------------------------
+@pytest.fixture
+def server_url(github: GitHub) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, relay_for(github))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_server_handles_a_real_http_request(server_url: str, github: GitHub) -> None:
+    with httpx.Client(base_url=server_url) as client:
+        accepted = client.post("/slack/events", content=BODY, headers=signed(BODY))
+        retried = client.post("/slack/events", content=BODY,
+                              headers=signed(BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "x"}))
+        rejected = client.post("/slack/events", content=BODY, headers={"Content-Type": "application/json"})
+        probed = client.get("/")
+    assert (accepted.status_code, accepted.text) == (200, "ok")
+    assert retried.status_code == 200 and rejected.status_code == 401 and probed.status_code == 405
+    assert len(github.requests) == 1
+
+
+# -- CLI wiring ---------------------------------------------------------------------------------------------------
+def test_add_relay_command_parses_host_and_port() -> None:
+    parser = argparse.ArgumentParser(prog="helpbot")
+    add_relay_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["relay", "--host", "0.0.0.0", "--port", "8080"])
+    assert (args.command, args.host, args.port, args.handler) == ("relay", "0.0.0.0", 8080, run_relay_command)
+    defaults = parser.parse_args(["relay"])
+    assert (defaults.host, defaults.port) == ("127.0.0.1", 3000)
+
+
+def test_relay_command_without_configuration_exits_2(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("SLACK_SIGNING_SECRET", "GITHUB_REPOSITORY", "HELPBOT_DISPATCH_TOKEN", "GITHUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert run_relay_command(argparse.Namespace(host="127.0.0.1", port=0)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("helpbot relay: SLACK_SIGNING_SECRET:") and "\n" not in err

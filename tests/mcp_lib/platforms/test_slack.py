@@ -1,0 +1,597 @@
+"""The Slack platform against the local fake Slack Web API (a real HTTP server; real slack-sdk WebClient).
+
+Sleeps are recorded, never slept: the retry handlers sleep through the injected function.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from mcp_lib.cli import main as mcp_lib_main
+from mcp_lib.config import ConfigError
+from mcp_lib.core import Caller, Limits, Result, ToolContext, ToolError
+from mcp_lib.platforms.slack import (
+    DEFAULT_API_URL,
+    PLATFORM,
+    SlackClients,
+    SlackConfig,
+    load_config,
+    make_client,
+    parse_permalink,
+)
+from mcp_lib.registry import Registry
+from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
+
+SECRET_TOKEN = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
+SECRET_AWS = "AKIAIOSFODNN7EXAMPLE"
+
+
+# -- fixtures -----------------------------------------------------------------------------------------------
+@pytest.fixture
+def ws() -> Workspace:
+    """public #ec-support (a thread), private #secret-ops (bot member), a private channel without the bot,
+    a DM with the bot, a group DM whose id starts with C (so only is_mpim can tell)."""
+    ws = Workspace()
+    ws.add_user("U0TANAKA", "tanaka", real_name="田中 太郎", display_name="田中")
+    ws.add_user("U0SUZUKI", "suzuki", real_name="鈴木 花子", display_name="鈴木")
+    ws.add_channel("C0ECSUP", "ec-support", members={"U0TANAKA", "U0SUZUKI"},
+                   purpose="EC連携（Shopify・楽天）の問い合わせ")
+    ws.add_channel("C0GENERAL", "general", members={"U0TANAKA"}, purpose="全体連絡")
+    ws.add_channel("C0SECRET", "secret-ops", private=True, members={"U0TANAKA"}, purpose="社内限定")
+    ws.add_channel("C0HIDDEN", "no-bot-here", private=True, bot_member=False, members={"U0TANAKA"})
+    ws.add_channel("C0NOBOT", "bot-not-invited", bot_member=False, members={"U0TANAKA"})
+    ws.add_im("D0TANAKA", "U0TANAKA")
+    ws.add_mpim("C0MPIM", ["U0TANAKA", "U0SUZUKI", ws.bot_user_id, ws.owner_id])
+    ws.post("C0ECSUP", "在庫同期が遅れています。Shopify 側の確認手順は？", user="U0TANAKA",
+            ts="1735779660.000001")  # 2025-01-02 10:01 JST
+    ws.post("C0ECSUP", "<@U0TANAKA> さん、<https://wiki.example/sync|在庫同期の手順書> を見てください",
+            user="U0SUZUKI", thread_ts="1735779660.000001", ts="1735779720.000002")
+    ws.post("C0ECSUP", "在庫同期ジョブのログに 429 が出ていました", user="U0TANAKA",
+            thread_ts="1735779660.000001", ts="1735779780.000003")
+    ws.post("C0ECSUP", "楽天の注文取込は15分ごとです", user="U0SUZUKI", ts="1735783200.000004")  # 11:00 JST
+    ws.post("C0SECRET", "在庫同期の障害対応メモ（社内限定）", user="U0TANAKA", ts="1735779900.000005")
+    ws.post("C0HIDDEN", "在庫同期 ボットのいないチャンネル", user="U0TANAKA", ts="1735779910.000006")
+    ws.post("D0TANAKA", "在庫同期のパスワードを教えて", user="U0TANAKA", ts="1735779960.000007")
+    ws.post("C0MPIM", "在庫同期の件、内々に相談です", user="U0SUZUKI", ts="1735780020.000008")
+    ws.post("C0NOBOT", "在庫同期 公開だがボット未参加", user="U0TANAKA", ts="1735780080.000009")
+    return ws
+
+
+@pytest.fixture
+def fake(ws: Workspace) -> Iterator[FakeSlack]:
+    with FakeSlack(ws) as running:
+        yield running
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+def env_for(fake: FakeSlack, *, bot: str | None = BOT_TOKEN, user: str | None = USER_TOKEN) -> dict[str, str]:
+    env = {"SLACK_API_URL": fake.url}
+    if bot:
+        env["SLACK_BOT_TOKEN"] = bot
+    if user:
+        env["SLACK_USER_TOKEN"] = user
+    return env
+
+
+def context(fake: FakeSlack, sleeps: list[float], *, answer_channel: str | None = None,
+            limits: Limits | None = None, **env_options: Any) -> ToolContext:
+    config = load_config(env_for(fake, **env_options))
+    assert config is not None
+    return ToolContext(client=make_client(config, sleep=sleeps.append), config=config,
+                       caller=Caller(user="U0TANAKA", answer_channel=answer_channel),
+                       limits=limits or Limits(), sleep=sleeps.append)
+
+
+def run(ctx: ToolContext, tool: str, **arguments: Any) -> Result:
+    return PLATFORM.tools[tool].invoke(ctx, arguments)
+
+
+def texts(result: Result) -> list[str]:
+    return [item["text"] for item in result.items]
+
+
+# -- configuration ------------------------------------------------------------------------------------------
+def test_disabled_without_tokens_enabled_with_either() -> None:
+    assert load_config({}) is None
+    assert load_config({"SLACK_API_URL": "https://slack.example/api"}) is None
+    bot_only = load_config({"SLACK_BOT_TOKEN": BOT_TOKEN})
+    assert bot_only is not None and bot_only.api_url == DEFAULT_API_URL and bot_only.user_token is None
+    user_only = load_config({"SLACK_USER_TOKEN": USER_TOKEN})
+    assert user_only is not None and user_only.bot_token is None
+    assert BOT_TOKEN not in repr(bot_only)
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"SLACK_BOT_TOKEN": "not-a-token"}, "SLACK_BOT_TOKEN"),
+        ({"SLACK_BOT_TOKEN": f'"{BOT_TOKEN}"'}, "SLACK_BOT_TOKEN"),
+        ({"SLACK_BOT_TOKEN": USER_TOKEN}, "SLACK_BOT_TOKEN"),
+        ({"SLACK_USER_TOKEN": BOT_TOKEN}, "SLACK_USER_TOKEN"),
+        ({"SLACK_USER_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, "SLACK_USER_TOKEN"),
+        ({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": "slack.com/api"}, "SLACK_API_URL"),
+        ({"SLACK_BOT_TOKEN": BOT_TOKEN, "HELPBOT_TIMEZONE": "Mars/Olympus"}, "HELPBOT_TIMEZONE"),
+    ],
+)
+def test_bad_configuration_names_the_variable_and_never_echoes_the_token(env: dict[str, str],
+                                                                          variable: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(env)
+    assert caught.value.variable == variable
+    assert str(caught.value).startswith(variable)
+    for secret in (BOT_TOKEN, USER_TOKEN, "ghp_abcdefghijklmnopqrstuvwxyz0123456789"):
+        assert secret not in str(caught.value)
+
+
+def test_cli_bad_token_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "oops")
+    assert mcp_lib_main(["slack:getChannels"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "SLACK_BOT_TOKEN" in err and "\n" not in err
+
+
+# -- permalinks ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://acme.slack.com/archives/C0123ABCD/p1700000000123456", ("C0123ABCD", "1700000000.123456", None)),
+        ("https://acme.slack.com/archives/C0123ABCD/p1700000100000200?thread_ts=1700000000.123456&cid=C0123ABCD",
+         ("C0123ABCD", "1700000100.000200", "1700000000.123456")),
+        ("<https://acme.enterprise.slack.com/archives/G01/p1700000000123456|見て>", ("G01", "1700000000.123456", None)),
+    ],
+)
+def test_parse_permalink(url: str, expected: tuple[str, str, str | None]) -> None:
+    assert parse_permalink(url) == expected
+
+
+@pytest.mark.parametrize("url", ["https://acme.slack.com/archives/C0123ABCD", "p1700000000123456",
+                                 "https://acme.slack.com/archives/C01/p1700000000123456?thread_ts=yesterday"])
+def test_parse_permalink_rejects_what_is_not_a_message_link(url: str) -> None:
+    with pytest.raises(ToolError):
+        parse_permalink(url)
+
+
+# -- searchMessages -----------------------------------------------------------------------------------------
+def test_search_returns_linked_items_with_channel_author_and_tokyo_time(fake: FakeSlack,
+                                                                        sleeps: list[float]) -> None:
+    result = run(context(fake, sleeps), "searchMessages", query="注文取込")
+    assert result.status == "ok", result.message
+    (item,) = result.items
+    assert item["url"] == "https://helpbot-test.slack.com/archives/C0ECSUP/p1735783200000004"
+    assert item["title"] == "#ec-support @suzuki 2025-01-02 11:00: 楽天の注文取込は15分ごとです"
+    assert (item["channel"], item["author"], item["time"]) == ("#ec-support", "suzuki", "2025-01-02T11:00:00+09:00")
+    assert item["text"] == "楽天の注文取込は15分ごとです"
+    assert [c.kind for c in fake.calls("search.messages")] == ["user"]
+    assert result.sources() == [{"url": item["url"], "title": item["title"]}]
+
+
+def test_search_reply_carries_its_thread(fake: FakeSlack, sleeps: list[float]) -> None:
+    result = run(context(fake, sleeps), "searchMessages", query="429")
+    (item,) = result.items
+    assert item["thread_ts"] == "1735779660.000001" and "thread_ts=1735779660.000001" in item["url"]
+
+
+def test_search_without_a_user_token_says_which_variable_and_sends_nothing(fake: FakeSlack,
+                                                                           sleeps: list[float]) -> None:
+    result = run(context(fake, sleeps, user=None), "searchMessages", query="在庫")
+    assert result.is_error and "SLACK_USER_TOKEN" in (result.message or "")
+    assert fake.calls("search.messages") == []
+
+
+def test_search_with_a_bot_token_is_slacks_not_allowed_token_type(fake: FakeSlack, sleeps: list[float]) -> None:
+    config = SlackConfig(api_url=fake.url, bot_token=BOT_TOKEN)
+    clients = SlackClients(config=config, bot=None, user=WebClient(token=BOT_TOKEN, base_url=fake.url))
+    result = run(ToolContext(client=clients, config=config), "searchMessages", query="在庫")
+    assert result.is_error
+    assert "not_allowed_token_type" in (result.message or "") and "SLACK_USER_TOKEN" in (result.message or "")
+    assert fake.calls("search.messages")[0].error == "not_allowed_token_type"
+
+
+@pytest.mark.parametrize(("bad", "variable"), [("user", "SLACK_USER_TOKEN"), ("bot", "SLACK_BOT_TOKEN")])
+def test_invalid_auth_is_an_error_naming_the_variable(fake: FakeSlack, sleeps: list[float], bad: str,
+                                                      variable: str) -> None:
+    revoked = f"xox{'b' if bad == 'bot' else 'p'}-0000-revoked-token"
+    ctx = context(fake, sleeps, bot=revoked if bad == "bot" else BOT_TOKEN,
+                  user=revoked if bad == "user" else USER_TOKEN)
+    tool, args = ("searchMessages", {"query": "在庫"}) if bad == "user" else ("getChannels", {})
+    result = run(ctx, tool, **args)
+    assert result.is_error and "invalid_auth" in (result.message or "") and variable in (result.message or "")
+
+
+def test_search_never_returns_dms_or_group_dms_even_when_answering_there(fake: FakeSlack,
+                                                                         sleeps: list[float]) -> None:
+    for answer_channel in (None, "D0TANAKA", "C0MPIM"):
+        result = run(context(fake, sleeps, answer_channel=answer_channel), "searchMessages", query="在庫同期")
+        channels = {item["channel_id"] for item in result.items}
+        assert "D0TANAKA" not in channels and "C0MPIM" not in channels, answer_channel
+        assert "パスワード" not in json.dumps(result.items, ensure_ascii=False)
+        assert any("left out" in note for note in result.notes)
+    # the fake did return them: the filter, not the fake, keeps them out
+    raw = fake.calls("search.messages")
+    assert len(raw) == 3
+
+
+def test_search_private_channel_only_when_the_answer_goes_there(fake: FakeSlack, sleeps: list[float]) -> None:
+    elsewhere = run(context(fake, sleeps, answer_channel="C0ECSUP"), "searchMessages", query="障害対応メモ")
+    assert elsewhere.status == "ok" and elsewhere.items == []
+    there = run(context(fake, sleeps, answer_channel="C0SECRET"), "searchMessages", query="障害対応メモ")
+    assert [(i["channel_id"], i.get("private")) for i in there.items] == [("C0SECRET", True)]
+
+
+def test_search_modifiers_reach_slack_unchanged(fake: FakeSlack, sleeps: list[float]) -> None:
+    ctx = context(fake, sleeps)
+    from_suzuki = run(ctx, "searchMessages", query="在庫同期 in:#ec-support from:@suzuki")
+    assert [(i["author"], i["channel"]) for i in from_suzuki.items] == [("suzuki", "#ec-support")]
+    assert len(run(ctx, "searchMessages", query="在庫同期 in:#ec-support").items) == 3
+    assert run(ctx, "searchMessages", query="在庫同期 after:2025-01-02").items == []
+    assert len(run(ctx, "searchMessages", query="在庫同期 on:2025-01-02 in:#ec-support").items) == 3
+    assert fake.calls("search.messages")[0].params["query"] == "在庫同期 in:#ec-support from:@suzuki"
+
+
+def test_sample_workspace_end_to_end() -> None:
+    with FakeSlack(sample_workspace()) as fake:
+        ctx = context(fake, [], answer_channel="C0ECSUP")
+        found = run(ctx, "searchMessages", query="在庫同期")
+        assert {item["channel"] for item in found.items} == {"#ec-support"}
+        thread = run(ctx, "getThreadMessages", url=found.items[-1]["url"])
+        assert [item["author"] for item in thread.items] == ["田中", "鈴木"]
+
+
+def test_search_count_is_passed_and_bounded(ws: Workspace, fake: FakeSlack, sleeps: list[float]) -> None:
+    for n in range(30):
+        ws.post("C0GENERAL", f"バッチ結果 {n}", user="U0TANAKA")
+    result = run(context(fake, sleeps), "searchMessages", query="バッチ結果", count=5)
+    assert len(result.items) == 5 and result.total == 30
+    assert fake.calls("search.messages")[-1].params["count"] == "5"
+    assert any("30 matches in all" in note for note in result.notes)
+    too_many = run(context(fake, sleeps), "searchMessages", query="バッチ結果", count=500)
+    assert too_many.is_error and "count" in (too_many.message or "")
+
+
+def test_secrets_in_messages_are_masked(ws: Workspace, fake: FakeSlack, sleeps: list[float]) -> None:
+    ws.post("C0GENERAL", f"設定値メモ token {SECRET_TOKEN} と {SECRET_AWS}", user="U0TANAKA",
+            ts="1735790000.000001")
+    ctx = context(fake, sleeps)
+    for result in (run(ctx, "searchMessages", query="設定値メモ"),
+                   run(ctx, "getConversationHistory", channel="C0GENERAL"),
+                   run(ctx, "getThreadMessages", channel="C0GENERAL", ts="1735790000.000001")):
+        dumped = result.to_json()
+        assert result.status == "ok" and "設定値メモ" in dumped
+        assert SECRET_TOKEN not in dumped and SECRET_AWS not in dumped and "[REDACTED]" in dumped
+
+
+# -- getThreadMessages --------------------------------------------------------------------------------------
+def test_thread_by_permalink_parent_first_with_names_and_links(ws: Workspace, fake: FakeSlack,
+                                                              sleeps: list[float]) -> None:
+    url = ws.permalink("C0ECSUP", "1735779660.000001")
+    result = run(context(fake, sleeps), "getThreadMessages", url=url)
+    assert result.status == "ok", result.message
+    assert [i["ts"] for i in result.items] == ["1735779660.000001", "1735779720.000002", "1735779780.000003"]
+    assert [i["author"] for i in result.items] == ["田中", "鈴木", "田中"]
+    assert result.items[0]["url"] == url
+    assert result.items[1]["url"].endswith("?thread_ts=1735779660.000001&cid=C0ECSUP")
+    assert result.items[1]["text"] == "@田中 さん、在庫同期の手順書 (https://wiki.example/sync) を見てください"
+    assert result.items[0]["reply_count"] == 2 and result.items[0]["time"] == "2025-01-02T10:01:00+09:00"
+
+
+def test_thread_from_a_reply_link_reads_the_whole_thread(ws: Workspace, fake: FakeSlack,
+                                                         sleeps: list[float]) -> None:
+    url = ws.permalink("C0ECSUP", "1735779780.000003")
+    assert "thread_ts=" in url
+    result = run(context(fake, sleeps), "getThreadMessages", url=url)
+    assert len(result.items) == 3
+    assert fake.calls("conversations.replies")[-1].params["ts"] == "1735779660.000001"
+
+
+def test_thread_by_channel_name_and_ts(fake: FakeSlack, sleeps: list[float]) -> None:
+    result = run(context(fake, sleeps), "getThreadMessages", channel="#ec-support", ts="1735779660.000001")
+    assert result.status == "ok" and len(result.items) == 3
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, "give a message link"),
+        ({"channel": "C0ECSUP"}, "give a message link"),
+        ({"channel": "C0ECSUP", "ts": "yesterday"}, "not a Slack timestamp"),
+        ({"url": "https://example.com/nope"}, "not a Slack message link"),
+        ({"url": "https://helpbot-test.slack.com/archives/C0ECSUP/p1735779660000001", "ts": "1735779720.000002"},
+         "different messages"),
+        ({"channel": "C0ECSUP", "ts": "1735000000.000000"}, "thread_not_found"),
+        ({"channel": "#no-such-channel", "ts": "1735779660.000001"}, "no channel named #no-such-channel"),
+    ],
+)
+def test_thread_bad_input_is_a_clear_error(fake: FakeSlack, sleeps: list[float], arguments: dict[str, str],
+                                           message: str) -> None:
+    result = run(context(fake, sleeps), "getThreadMessages", **arguments)
+    assert result.is_error and message in (result.message or "")
+
+
+def test_thread_in_a_dm_is_refused_even_when_answering_in_that_dm(ws: Workspace, fake: FakeSlack,
+                                                                  sleeps: list[float]) -> None:
+    url = ws.permalink("D0TANAKA", "1735779960.000007")
+    result = run(context(fake, sleeps, answer_channel="D0TANAKA"), "getThreadMessages", url=url)
+    assert result.is_error and "never read" in (result.message or "")
+    assert fake.calls("conversations.replies") == []
+
+
+def test_group_dm_is_refused_by_its_is_mpim_flag_even_when_answering_there(fake: FakeSlack,
+                                                                           sleeps: list[float]) -> None:
+    ctx = context(fake, sleeps, answer_channel="C0MPIM")
+    for result in (run(ctx, "getThreadMessages", channel="C0MPIM", ts="1735780020.000008"),
+                   run(ctx, "getConversationHistory", channel="C0MPIM")):
+        assert result.is_error and "never read" in (result.message or "")
+    assert fake.calls("conversations.replies") == [] and fake.calls("conversations.history") == []
+
+
+def test_private_thread_only_when_answering_in_that_channel(fake: FakeSlack, sleeps: list[float]) -> None:
+    refused = run(context(fake, sleeps, answer_channel="C0ECSUP"), "getThreadMessages",
+                  channel="C0SECRET", ts="1735779900.000005")
+    assert refused.is_error and "private channel" in (refused.message or "")
+    assert fake.calls("conversations.replies") == []
+    allowed = run(context(fake, sleeps, answer_channel="C0SECRET"), "getThreadMessages",
+                  channel="C0SECRET", ts="1735779900.000005")
+    assert allowed.status == "ok" and texts(allowed) == ["在庫同期の障害対応メモ（社内限定）"]
+
+
+def test_channel_privacy_is_looked_up_once_per_client(fake: FakeSlack, sleeps: list[float]) -> None:
+    ctx = context(fake, sleeps, answer_channel="C0SECRET")
+    for _ in range(3):
+        assert run(ctx, "getConversationHistory", channel="C0SECRET").status == "ok"
+    assert len(fake.calls("conversations.info")) == 1
+    assert len(fake.calls("auth.test")) == 1
+
+
+def test_long_thread_keeps_the_parent_and_the_latest_replies(ws: Workspace, fake: FakeSlack,
+                                                             sleeps: list[float]) -> None:
+    parent = ws.post("C0GENERAL", "長いスレッドの親", user="U0TANAKA")
+    for n in range(30):
+        ws.post("C0GENERAL", f"返信 {n}", user="U0SUZUKI", thread_ts=parent.ts)
+    result = run(context(fake, sleeps, limits=Limits(max_items=10)), "getThreadMessages",
+                 channel="C0GENERAL", ts=parent.ts)
+    assert texts(result) == ["長いスレッドの親"] + [f"返信 {n}" for n in range(21, 30)]
+    assert result.total == 31 and any("showing the parent and the latest 9" in n for n in result.notes)
+
+
+# -- getConversationHistory ---------------------------------------------------------------------------------
+def test_history_newest_first_with_limit_and_window(fake: FakeSlack, sleeps: list[float]) -> None:
+    ctx = context(fake, sleeps)
+    result = run(ctx, "getConversationHistory", channel="C0ECSUP")
+    assert texts(result) == ["楽天の注文取込は15分ごとです", "在庫同期が遅れています。Shopify 側の確認手順は？"]
+    assert result.items[1]["reply_count"] == 2
+    limited = run(ctx, "getConversationHistory", channel="#ec-support", limit=1)
+    assert len(limited.items) == 1 and any("latest=1735783200.000004" in n for n in limited.notes)
+    window = run(ctx, "getConversationHistory", channel="C0ECSUP", oldest="2025-01-02T10:30",
+                 latest="2025-01-02 12:00")
+    assert texts(window) == ["楽天の注文取込は15分ごとです"]
+    params = fake.calls("conversations.history")[-1].params
+    assert params["oldest"] == "1735781400.000000" and params["inclusive"] == "1"
+    bad = run(ctx, "getConversationHistory", channel="C0ECSUP", oldest="last week")
+    assert bad.is_error and "oldest" in (bad.message or "")
+
+
+@pytest.mark.parametrize(("channel", "error"), [("C0NOBOT", "not_in_channel"), ("C0NOPE", "channel_not_found"),
+                                                ("C0HIDDEN", "channel_not_found")])
+def test_history_slack_errors_are_errors_not_empty_successes(fake: FakeSlack, sleeps: list[float],
+                                                             channel: str, error: str) -> None:
+    result = run(context(fake, sleeps, answer_channel=channel), "getConversationHistory", channel=channel)
+    assert result.is_error and error in (result.message or "")
+
+
+def test_history_private_and_dm_rules(fake: FakeSlack, sleeps: list[float]) -> None:
+    refused = run(context(fake, sleeps), "getConversationHistory", channel="#secret-ops")
+    assert refused.is_error and "private channel" in (refused.message or "")
+    allowed = run(context(fake, sleeps, answer_channel="C0SECRET"), "getConversationHistory", channel="#secret-ops")
+    assert texts(allowed) == ["在庫同期の障害対応メモ（社内限定）"]
+    dm = run(context(fake, sleeps, answer_channel="D0TANAKA"), "getConversationHistory", channel="D0TANAKA")
+    assert dm.is_error and "never read" in (dm.message or "")
+    assert all(call.params.get("channel") != "D0TANAKA" for call in fake.requests)
+
+
+# -- getChannels --------------------------------------------------------------------------------------------
+def test_channels_public_and_private_marked_never_dms(fake: FakeSlack, sleeps: list[float]) -> None:
+    result = run(context(fake, sleeps, answer_channel="C0SECRET"), "getChannels")
+    by_id = {item["id"]: item for item in result.items}
+    assert set(by_id) == {"C0ECSUP", "C0GENERAL", "C0SECRET", "C0NOBOT"}
+    assert by_id["C0SECRET"]["private"] is True and by_id["C0SECRET"]["readable"] is True
+    assert "private" not in by_id["C0ECSUP"]
+    assert by_id["C0ECSUP"]["title"] == "#ec-support" and by_id["C0ECSUP"]["purpose"].startswith("EC連携")
+    assert by_id["C0ECSUP"]["url"] == "https://helpbot-test.slack.com/archives/C0ECSUP"
+    filtered = run(context(fake, sleeps), "getChannels", query="shopify")
+    assert [i["id"] for i in filtered.items] == ["C0ECSUP"]
+    assert run(context(fake, sleeps), "getChannels", query="secret").items[0]["readable"] is False
+
+
+def test_channel_list_is_paginated(ws: Workspace, fake: FakeSlack, sleeps: list[float]) -> None:
+    for n in range(250):
+        ws.add_channel(f"C1{n:04d}", f"team-{n:04d}")
+    result = run(context(fake, sleeps), "getChannels", query="team-0249")
+    assert [i["id"] for i in result.items] == ["C10249"]
+    assert len(fake.calls("conversations.list")) == 2
+
+
+# -- rate limits, outages, timeouts -------------------------------------------------------------------------
+def test_429_then_success_honours_retry_after_through_the_injected_sleep(fake: FakeSlack,
+                                                                         sleeps: list[float]) -> None:
+    fake.fail("search.messages", status=429, retry_after=3, times=1)
+    result = run(context(fake, sleeps), "searchMessages", query="注文取込")
+    assert result.status == "ok" and len(result.items) == 1
+    assert [c.status for c in fake.calls("search.messages")] == [429, 200]
+    assert len(sleeps) == 1 and 3 <= sleeps[0] < 3.5
+
+
+def test_rate_limit_that_persists_is_a_bounded_error(fake: FakeSlack, sleeps: list[float]) -> None:
+    fake.fail("conversations.history", status=429, retry_after=2, times=50)
+    result = run(context(fake, sleeps), "getConversationHistory", channel="C0ECSUP")
+    assert result.is_error and "rate limit" in (result.message or "")
+    assert len(sleeps) == 2 and len(fake.calls("conversations.history")) == 3
+
+
+def test_a_retry_after_longer_than_the_budget_is_not_waited_for(fake: FakeSlack, sleeps: list[float]) -> None:
+    fake.fail("search.messages", status=429, retry_after=600, times=1)
+    result = run(context(fake, sleeps), "searchMessages", query="在庫")
+    assert result.is_error and "600" in (result.message or "")
+    assert sleeps == [] and len(fake.calls("search.messages")) == 1
+
+
+def test_server_errors_are_retried_with_backoff_then_succeed(fake: FakeSlack, sleeps: list[float]) -> None:
+    fake.fail("conversations.replies", status=500, times=1)
+    fake.fail("conversations.replies", status=503, times=1)
+    result = run(context(fake, sleeps), "getThreadMessages", channel="C0ECSUP", ts="1735779660.000001")
+    assert result.status == "ok" and len(result.items) == 3
+    assert len(sleeps) == 2 and all(0 < s < 5 for s in sleeps)
+
+
+def test_an_outage_is_an_error_result_not_a_crash(fake: FakeSlack, sleeps: list[float]) -> None:
+    fake.fail("*", status=500, times=100)
+    result = run(context(fake, sleeps), "getChannels")
+    assert result.is_error and "unavailable" in (result.message or "") and "500" in (result.message or "")
+    assert len(sleeps) == 2
+
+
+def test_unreachable_slack_is_retried_once_then_reported(sleeps: list[float]) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = load_config({"SLACK_API_URL": f"http://127.0.0.1:{port}/api", "SLACK_BOT_TOKEN": BOT_TOKEN})
+    assert config is not None
+    ctx = ToolContext(client=make_client(config, sleep=sleeps.append), config=config)
+    result = run(ctx, "getChannels")
+    assert result.is_error and "cannot reach Slack" in (result.message or "")
+    assert len(sleeps) == 1
+
+
+def test_a_slow_answer_times_out_as_an_error(fake: FakeSlack, sleeps: list[float]) -> None:
+    fake.slow("conversations.list", seconds=5)
+    config = SlackConfig(api_url=fake.url, bot_token=BOT_TOKEN, timeout_s=1)
+    result = run(ToolContext(client=make_client(config, sleep=sleeps.append), config=config), "getChannels")
+    assert result.is_error and "did not answer" in (result.message or "")
+
+
+def test_ok_false_from_any_method_is_an_error(fake: FakeSlack, sleeps: list[float]) -> None:
+    fake.fail("conversations.replies", error="fatal_error")
+    result = run(context(fake, sleeps), "getThreadMessages", channel="C0ECSUP", ts="1735779660.000001")
+    assert result.is_error and "fatal_error" in (result.message or "")
+
+
+# -- read-only, wiring --------------------------------------------------------------------------------------
+def test_the_platform_is_read_only_and_never_writes(fake: FakeSlack, sleeps: list[float]) -> None:
+    assert set(PLATFORM.tools) == {"searchMessages", "getThreadMessages", "getConversationHistory", "getChannels"}
+    assert all(tool.read_only for tool in PLATFORM.tools.values())
+    ctx = context(fake, sleeps, answer_channel="C0SECRET")
+    run(ctx, "searchMessages", query="在庫")
+    run(ctx, "getThreadMessages", channel="C0ECSUP", ts="1735779660.000001")
+    run(ctx, "getConversationHistory", channel="C0SECRET")
+    run(ctx, "getChannels")
+    writes = {"chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove"}
+    assert {c.method for c in fake.requests}.isdisjoint(writes)
+
+
+def test_through_the_registry_and_get_mcp(fake: FakeSlack) -> None:
+    registry = Registry(env=env_for(fake))  # the real make_client, built from the environment
+    assert registry.is_enabled("slack")
+    result = registry.get_mcp("slack").functions["searchMessages"]("注文取込", count=3)
+    assert result.status == "ok" and result.tool == "slack_searchMessages" and result.items[0]["url"]
+    assert [t.wire_name for t in registry.tools(only=["slack"])] == [
+        "slack_searchMessages", "slack_getThreadMessages", "slack_getConversationHistory", "slack_getChannels"]
+
+
+def test_cli_search_prints_items_with_url_and_title(fake: FakeSlack, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    for key, value in env_for(fake).items():
+        monkeypatch.setenv(key, value)
+    assert mcp_lib_main(["slack:searchMessages", "query=在庫"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["items"] and all(item["url"] and item["title"] for item in result["items"])
+
+
+# -- the fake itself: the write methods issue 5 relies on ---------------------------------------------------
+@pytest.fixture
+def bot(fake: FakeSlack) -> WebClient:
+    return WebClient(token=BOT_TOKEN, base_url=fake.url, retry_handlers=[])
+
+
+def slack_error(call: Any) -> str:
+    with pytest.raises(SlackApiError) as caught:
+        call()
+    return str(caught.value.response["error"])
+
+
+def test_fake_post_in_thread_with_metadata_update_and_delete(ws: Workspace, bot: WebClient) -> None:
+    posted = bot.chat_postMessage(channel="C0ECSUP", thread_ts="1735779720.000002", text="調べています…",
+                                  metadata={"event_type": "helpbot_answer", "event_payload": {"q": "1"}})
+    assert posted["ok"] and posted["channel"] == "C0ECSUP"
+    message = posted["message"]
+    assert message["thread_ts"] == "1735779660.000001"  # a reply's ts threads under its parent
+    assert message["bot_id"] == ws.bot_id and message["user"] == ws.bot_user_id
+    assert message["metadata"]["event_type"] == "helpbot_answer"
+    replies = bot.conversations_replies(channel="C0ECSUP", ts="1735779660.000001")["messages"]
+    assert replies[-1]["ts"] == posted["ts"] and "metadata" not in replies[-1]
+    with_meta = bot.conversations_replies(channel="C0ECSUP", ts="1735779660.000001", include_all_metadata=True)
+    assert with_meta["messages"][-1]["metadata"] == {"event_type": "helpbot_answer", "event_payload": {"q": "1"}}
+
+    blocks = [{"type": "markdown", "text": "**答え**"}]
+    updated = bot.chat_update(channel="C0ECSUP", ts=posted["ts"], text="答え", blocks=blocks)
+    assert updated["message"]["blocks"] == blocks and updated["message"]["edited"]["user"] == ws.bot_user_id
+    stored = ws.message("C0ECSUP", posted["ts"])
+    assert stored is not None and stored.text == "答え" and stored.metadata is not None
+    assert slack_error(lambda: bot.chat_update(channel="C0ECSUP", ts="1735779660.000001", text="x")) \
+        == "cant_update_message"
+    assert bot.chat_delete(channel="C0ECSUP", ts=posted["ts"])["ok"]
+    assert ws.message("C0ECSUP", posted["ts"]) is None
+    assert slack_error(lambda: bot.chat_delete(channel="C0ECSUP", ts=posted["ts"])) == "message_not_found"
+
+
+def test_fake_reactions(ws: Workspace, bot: WebClient) -> None:
+    ts = "1735779660.000001"
+    assert bot.reactions_add(channel="C0ECSUP", name="eyes", timestamp=ts)["ok"]
+    assert slack_error(lambda: bot.reactions_add(channel="C0ECSUP", name="eyes", timestamp=ts)) == "already_reacted"
+    got = bot.reactions_get(channel="C0ECSUP", timestamp=ts)
+    assert got["type"] == "message"
+    assert got["message"]["reactions"] == [{"name": "eyes", "users": [ws.bot_user_id], "count": 1}]
+    assert bot.reactions_remove(channel="C0ECSUP", name="eyes", timestamp=ts)["ok"]
+    assert ws.reactions("C0ECSUP", ts) == {}
+    assert slack_error(lambda: bot.reactions_remove(channel="C0ECSUP", name="eyes", timestamp=ts)) == "no_reaction"
+    assert slack_error(lambda: bot.reactions_add(channel="C0ECSUP", name=":eyes:", timestamp=ts)) == "invalid_name"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"channel": "C0ECSUP"}, "no_text"),
+        ({"channel": "C0ECSUP", "text": "x", "thread_ts": "1000000000.000000"}, "thread_not_found"),
+        ({"channel": "C0NOBOT", "text": "x"}, "not_in_channel"),
+        ({"channel": "C0HIDDEN", "text": "x"}, "channel_not_found"),
+        ({"channel": "C0ECSUP", "blocks": [{"type": "markdown", "text": "あ" * 12001}]}, "invalid_blocks"),
+        ({"channel": "C0ECSUP", "text": "x" * 40001}, "msg_too_long"),
+        ({"channel": "C0ECSUP", "text": "x", "metadata": {"event_payload": {}}}, "invalid_metadata_format"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:The top-level `text` argument is missing")
+def test_fake_post_errors(bot: WebClient, arguments: dict[str, Any], error: str) -> None:
+    assert slack_error(lambda: bot.chat_postMessage(**arguments)) == error
+
+
+def test_fake_tokens_and_identity(ws: Workspace, fake: FakeSlack) -> None:
+    user = WebClient(token=USER_TOKEN, base_url=fake.url)
+    assert user.auth_test()["user_id"] == ws.owner_id and "bot_id" not in user.auth_test().data
+    assert WebClient(token=BOT_TOKEN, base_url=fake.url).auth_test()["bot_id"] == ws.bot_id
+    assert slack_error(lambda: WebClient(token="xoxb-nope", base_url=fake.url).auth_test()) == "invalid_auth"
+    assert slack_error(lambda: WebClient(base_url=fake.url).auth_test()) == "not_authed"
+    posted = user.chat_postMessage(channel="C0GENERAL", text="人として投稿")
+    assert posted["message"]["user"] == ws.owner_id and "bot_id" not in posted["message"]
+    permalink = user.chat_getPermalink(channel="C0ECSUP", message_ts="1735779720.000002")["permalink"]
+    assert permalink == ("https://helpbot-test.slack.com/archives/C0ECSUP/p1735779720000002"
+                         "?thread_ts=1735779660.000001&cid=C0ECSUP")
