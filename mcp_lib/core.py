@@ -301,7 +301,7 @@ class Platform:
     scenes: list[str]
     security_rules: list[str]
     load_config: Callable[[Mapping[str, str]], Any | None]
-    make_client: Callable[[Any], Any]
+    make_client: Callable[..., Any]
     setup: str = ""
     tools: dict[str, Tool] = field(default_factory=dict)
 

@@ -1,0 +1,164 @@
+"""FAQ search over a large synthetic FAQ: load time and per-query latency (target: < 50 ms per query).
+
+    uv run python bench/faq_search.py [--entries 10000] [--repeat 5] [--seed 7]
+
+The entries are written as real markdown files to a temporary folder and loaded the way the tool loads them, so
+the load time includes parsing. Their text is recombined from the bundled FAQ (sentences, tags, questions) with
+random store names, SKUs and error codes mixed in, so the vocabulary and the posting lengths look like a large
+real FAQ of the same team rather than random characters. Queries are the kind users ask (Japanese, English,
+mixed, with typos). Latency is measured twice: the bare ranking (``FaqIndex.search``) and the whole tool call
+(ranking, snippets, limits, redaction, the result envelope) through the registry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mcp_lib import Registry
+from mcp_lib.platforms.faq import FaqIndex
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "faq"
+TARGET_MS = 50.0
+
+QUERIES = [
+    "在庫がずれる",
+    "在庫 同期 遅い",
+    "shopfy 在庫 反映されない",
+    "楽天の受注が入ってこない",
+    "rakuten orders not importing",
+    "ヤフショの注文が取れてない",
+    "amazon throttling QuotaExceeded",
+    "APIの呼び出し制限に引っかかる Shopify",
+    "RMSのライセンスキー更新方法",
+    "yahoo 再認証 12時間で切れる",
+    "CSVが文字化けする Shift_JIS",
+    "JANコードが指数表示になる",
+    "サイズ違いの商品の登録方法 SKU",
+    "webhok not received",
+    "追跡番号が楽天に反映されない",
+    "送料がおかしい 沖縄",
+    "キャンセルされた注文の在庫ってどうなる？",
+    "返品された商品を在庫に戻すには",
+    "注文時間が9時間ずれてる",
+    "how often does stock sync run",
+    "失敗したジョブをもう一度動かしたい",
+    "同じ注文が2回入った",
+    "inventory mismatch between channels",
+    "Shopifyの在庫同期が遅れているときの確認手順は？",
+]
+
+STORES = ["本店", "2号店", "アウトレット", "B2B", "海外", "ギフト", "セール", "公式"]
+MALLS = ["楽天市場", "Yahoo!ショッピング", "Amazon", "Shopify", "au PAY マーケット", "Qoo10", "自社EC"]
+
+
+def sentences(text: str) -> list[str]:
+    """Lines and sentences of the bundled answers, without markdown table rows."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip().lstrip("-*0123456789. ")
+        if not line or line.startswith("|"):
+            continue
+        out.extend(part for part in re.split(r"(?<=[。．.!?！？])\s*", line) if len(part) > 8)
+    return out
+
+
+def synthesize(count: int, seed: int) -> list[tuple[str, str, list[str], str]]:
+    """(id, question, tags, body) for ``count`` entries built from the bundled FAQ's own text."""
+    rng = random.Random(seed)
+    real = FaqIndex.load(BUNDLED).entries
+    pool = [s for entry in real for s in sentences(entry.body)]
+    tags = sorted({t for entry in real for t in entry.tags})
+    made = []
+    for n in range(count):
+        base = rng.choice(real)
+        mall, store = rng.choice(MALLS), rng.choice(STORES)
+        sku = f"{rng.choice('ABCDEFGHJK')}{rng.choice('XYZ')}-{rng.randrange(10000):04d}"
+        code = f"E{rng.randrange(100, 999)}-{rng.randrange(10, 99)}"
+        question = rng.choice([
+            f"{mall}（{store}）で{base.question}",
+            f"{base.question}（{mall}・SKU {sku}）",
+            f"{mall} {store}: {base.question}",
+            f"[{code}] {base.question}",
+        ])
+        body = [f"{mall} の {store} で発生したケースです。対象 SKU は `{sku}`、エラーコードは `{code}` でした。"]
+        body += rng.sample(pool, rng.randint(6, 14))
+        body.append(f"関連チケット: EC-{rng.randrange(1, 99999)}。担当: {rng.choice(['佐藤', '鈴木', '高橋', '田中'])}")
+        made.append((f"synthetic-{n:05d}", question, rng.sample(tags, rng.randint(2, 5)), "\n".join(body)))
+    return made
+
+
+def write(folder: Path, entries: list[tuple[str, str, list[str], str]]) -> None:
+    for entry_id, question, tags, body in entries:
+        tag_list = ", ".join(f'"{t}"' for t in tags)
+        text = f"---\nid: {entry_id}\nquestion: '{question.replace(chr(39), chr(39) * 2)}'\ntags: [{tag_list}]\n---\n"
+        (folder / f"{entry_id}.md").write_text(text + body + "\n", encoding="utf-8")
+
+
+def timings(run, queries: list[str], repeat: int) -> list[float]:
+    for query in queries:  # warm-up: first calls compile regexes and fill caches
+        run(query)
+    samples = []
+    for _ in range(repeat):
+        for query in queries:
+            start = time.perf_counter()
+            run(query)
+            samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def report(label: str, samples: list[float]) -> float:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    print(f"{label:<28} mean {statistics.fmean(samples):6.2f} ms   p50 {statistics.median(samples):6.2f} ms   "
+          f"p95 {p95:6.2f} ms   max {ordered[-1]:6.2f} ms   (n={len(samples)})")
+    return p95
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5, help="how many times each query is run")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="faq-bench-") as tmp:
+        folder = Path(tmp)
+        start = time.perf_counter()
+        entries = synthesize(args.entries, args.seed)
+        write(folder, entries)
+        (folder / "_synonyms.yml").write_text((BUNDLED / "_synonyms.yml").read_text(encoding="utf-8"),
+                                              encoding="utf-8")
+        print(f"generated {len(entries)} entries in {time.perf_counter() - start:.2f} s "
+              f"({sum(len(e[3]) for e in entries) / len(entries):.0f} characters of answer on average)")
+
+        start = time.perf_counter()
+        index = FaqIndex.load(folder)
+        load_s = time.perf_counter() - start
+        longest = max(len(docs) for docs, _ in index.postings.values())
+        print(f"load (parse + index)         {load_s:6.2f} s    {len(index.postings)} terms, "
+              f"longest posting list {longest} entries")
+
+        registry = Registry(env={"HELPBOT_FAQ_PATH": str(folder)}, clients={"faq": index})
+        tool = registry.get_mcp("faq").functions["search"]
+        sample = tool(QUERIES[0], limit=3)
+        assert sample.status == "ok" and sample.items, sample.to_json()
+
+        print(f"{len(QUERIES)} queries x {args.repeat}, limit=5:")
+        report("ranking (FaqIndex.search)", timings(lambda q: index.search(q, 5), QUERIES, args.repeat))
+        p95 = report("tool call (faq_search)", timings(lambda q: tool(q, limit=5), QUERIES, args.repeat))
+
+    verdict = "OK" if p95 < TARGET_MS else "TOO SLOW"
+    print(f"target: < {TARGET_MS:.0f} ms per query after loading -> {verdict} (p95 of the tool call {p95:.2f} ms)")
+    return 0 if p95 < TARGET_MS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
