@@ -1,0 +1,213 @@
+"""``helpbot``: one function per subcommand, registered in a table.
+
+To add a subcommand, either write ``def _x_arguments(parser)`` and ``def cmd_x(args) -> int`` here and decorate
+the latter with ``@subcommand("x", "help", _x_arguments)``, or keep both in your own module and add one line to
+``SUBCOMMANDS`` with ``"module:function"`` strings (see ``register``): that module is then imported only when
+its subcommand is used. Heavy SDKs are never imported at module level here: ``helpbot --help`` must start in
+well under half a second.
+
+Exit codes: 0 done, 1 the run failed (e.g. the model rejected the request), 2 bad input or configuration
+(one line naming the problem), 130 interrupted. Never a traceback (unless HELPBOT_DEBUG=1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from mcp_lib import Caller
+
+    from .loop import Agent, Answer, Progress
+    from .tools import ToolExecutor
+
+
+class UsageError(Exception):
+    """Bad input on the command line: one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (and still exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
+    if callable(target):
+        return target
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+@dataclass
+class Subcommand:
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None] | str  # or "module:function"
+    run: Callable[[argparse.Namespace], int] | str  # or "module:function"
+
+    def handler(self) -> Callable[[argparse.Namespace], int]:
+        return _resolve(self.run)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {}
+
+
+def register(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None] | str,
+             run: Callable[[argparse.Namespace], int] | str) -> None:
+    """``register("relay", "Serve the Slack Events relay.", "agent.relay:add_arguments", "agent.relay:main")``"""
+    SUBCOMMANDS[name] = Subcommand(name, help, arguments, run)
+
+
+def subcommand(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]
+               ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    def decorate(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        register(name, help, arguments, fn)
+        return fn
+
+    return decorate
+
+
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only the ``selected`` subcommand's arguments are built, so no other module is imported."""
+    parser = _Parser(prog="helpbot", description="Slack help bot: answers questions with sources from the "
+                                                 "team's Slack, Redmine, GitHub, Growi and FAQ.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for command in SUBCOMMANDS.values():
+        sub = commands.add_parser(command.name, help=command.help, description=command.help)
+        if command.name == selected:
+            _resolve(command.arguments)(sub)
+        sub.set_defaults(_subcommand=command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    parser = build_parser(next((a for a in args_list if not a.startswith("-")), None))
+    try:
+        args = parser.parse_args(args_list)  # --help exits here, before anything heavy is imported
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    command = getattr(args, "_subcommand", None)
+    if command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    from mcp_lib.config import ConfigError
+
+    try:
+        return command.handler()(args)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"helpbot: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("helpbot: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("HELPBOT_DEBUG"):
+            raise
+        print(f"helpbot: failed: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+
+
+# -- helpbot ask -----------------------------------------------------------------------------------------------
+def _rounds(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= number <= 50:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 50, got {number}")
+    return number
+
+
+def _ask_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("question", help="the question, as a user would ask it in Slack")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--max-rounds", type=_rounds, metavar="N", help="tool rounds (default HELPBOT_MAX_ROUNDS "
+                                                                        "or 10)")
+
+
+def build_agent(env: dict[str, str], *, max_rounds: int | None = None, caller: Caller | None = None,
+                extra_tools: Sequence[ToolExecutor] = (), extra_prompt: Sequence[str] = (),
+                on_progress: Callable[[Progress], None] | None = None,
+                on_event: Callable[[dict[str, Any]], None] | None = None) -> Agent:
+    """The agent as the environment configures it: its model (None without credentials: degraded mode) and the
+    enabled platforms' tools. Every front builds it here: ``helpbot answer`` passes who asks and where the answer
+    goes (``caller``), later features add tool providers (external MCP servers) and prompt parts (tag hints)."""
+    from dataclasses import replace
+
+    from mcp_lib import Registry
+
+    from .loop import Agent
+    from .model import ModelConfig, build_model
+    from .settings import Settings
+    from .tools import CompositeTools, RegistryTools
+
+    settings = Settings.from_env(env)
+    config = ModelConfig.from_env(env)
+    if config is not None:
+        settings = settings.with_models(config.model, config.summary_model)
+    if max_rounds is not None:
+        settings = replace(settings, max_rounds=max_rounds)
+    model = build_model(config) if config is not None else None
+    tools: ToolExecutor = RegistryTools(Registry(env, caller=caller))
+    if extra_tools:
+        tools = CompositeTools(tools, *extra_tools)
+    return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event, extra_prompt=extra_prompt)
+
+
+def _print_progress(progress: Progress) -> None:
+    print(f"helpbot: {progress.describe()}", file=sys.stderr, flush=True)
+
+
+def footer(answer: Answer) -> str:
+    """One line: rounds, tools used, tokens, estimated cost, seconds."""
+    used = Counter(call.name for call in answer.tool_calls)
+    tools = ", ".join(f"{name}×{n}" if n > 1 else name for name, n in used.items()) or "none"
+    u = answer.usage
+    tokens = (f"tokens in {u.input_tokens:,} (cache read {u.cache_read_input_tokens:,}, write "
+              f"{u.cache_creation_input_tokens:,}) out {u.output_tokens:,}")
+    head = "degraded: not AI-generated · " if answer.degraded else ""
+    return (f"{head}rounds {answer.rounds} · tools {len(answer.tool_calls)} ({tools}) · {tokens} · "
+            f"est. ${answer.cost_usd:.4f} · {answer.seconds:.1f} s")
+
+
+@subcommand("ask", "Answer a question locally (a dry run of the Slack bot; nothing is posted).", _ask_arguments)
+def cmd_ask(args: argparse.Namespace) -> int:
+    question = args.question.strip()
+    if not question:
+        raise UsageError("helpbot ask: the question is empty")
+    from .model import ModelRequestError
+
+    agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, on_progress=_print_progress)
+    try:
+        answer = agent.run(question)
+    except ModelRequestError as exc:
+        print(f"helpbot: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+        return 0
+    print(answer.text)
+    if answer.sources:
+        print("\nSources:")
+        for number, source in enumerate(answer.sources, 1):
+            print(f"  {number}. {source['title']}\n     {source['url']}")
+    print(f"\n— {footer(answer)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

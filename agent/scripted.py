@@ -1,0 +1,120 @@
+"""A model that is a function of the transcript, for tests, benches and evals (pydantic-ai's FunctionModel).
+
+    def script(request: Request) -> Reply:
+        if request.round == 1:
+            return calls(("faq_search", {"query": "在庫"}), ("redmine_search", {"query": "在庫"}))
+        return text("在庫同期は… [FAQ](faq://stock-sync-delay)")
+
+    agent = Agent(ScriptedModel(script), tools)
+
+The function sees exactly what a real model would (system blocks, messages, tools, tool_choice) and every
+request is recorded, deep-copied, in ``model.requests``. Usage is estimated from the request, so cost and
+budget logic run as they would against Bedrock. A script may raise ModelUnavailable to act like an outage.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .history import estimate_tokens, request_tokens
+from .model import ModelResponse, Usage
+
+
+@dataclass
+class Request:
+    system: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    tool_choice: dict[str, Any] | None
+    max_tokens: int
+    model: str
+
+    @property
+    def system_text(self) -> str:
+        return "\n".join(block.get("text", "") for block in self.system)
+
+    @property
+    def round(self) -> int:
+        """1 for the first request about the current question, 2 after one round of tools, ..."""
+        rounds = 0
+        for message in reversed(self.messages):
+            if message["role"] == "user" and not any(b.get("type") == "tool_result" for b in _blocks(message)):
+                break
+            rounds += message["role"] == "assistant"
+        return rounds + 1
+
+    @property
+    def forced(self) -> bool:
+        return (self.tool_choice or {}).get("type") == "none"
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks of the last user message."""
+        return [b for b in _blocks(self.messages[-1]) if b.get("type") == "tool_result"]
+
+    def all_text(self) -> str:
+        return json.dumps(self.messages, ensure_ascii=False)
+
+    @property
+    def cache_breakpoints(self) -> int:
+        return self.all_text().count('"cache_control"') + sum("cache_control" in t for t in self.tools) + sum(
+            "cache_control" in b for b in self.system)
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+Reply = ModelResponse | str | list[dict[str, Any]]
+_ids = itertools.count(1)
+
+
+def text(answer: str) -> ModelResponse:
+    return ModelResponse(content=[{"type": "text", "text": answer}], stop_reason="end_turn", usage=Usage())
+
+
+def calls(*wanted: tuple[str, dict[str, Any]], thought: str = "") -> ModelResponse:
+    """A response asking for tools: ``calls(("faq_search", {"query": "x"}), ...)``."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": thought}] if thought else []
+    content += [{"type": "tool_use", "id": f"toolu_{next(_ids):04d}", "name": name, "input": arguments}
+                for name, arguments in wanted]
+    return ModelResponse(content=content, stop_reason="tool_use", usage=Usage())
+
+
+class ScriptedModel:
+    def __init__(self, script: Callable[[Request], Reply], *, record: bool = True):
+        self.script = script
+        self.record = record
+        self.requests: list[Request] = []
+
+    def create(
+        self,
+        *,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tool_choice: dict[str, Any] | None,
+        max_tokens: int,
+        model: str,
+        deadline: float | None = None,
+    ) -> ModelResponse:
+        request = Request(system, messages, tools, tool_choice, max_tokens, model)
+        if self.record:
+            request = copy.deepcopy(request)
+            self.requests.append(request)
+        reply = self.script(request)
+        if isinstance(reply, str):
+            reply = text(reply)
+        elif isinstance(reply, list):
+            reply = ModelResponse(content=reply, stop_reason="tool_use" if any(
+                b.get("type") == "tool_use" for b in reply) else "end_turn", usage=Usage())
+        if reply.usage == Usage():
+            prompt = request_tokens("\n".join(b.get("text", "") for b in system), tools, messages)
+            output = estimate_tokens(json.dumps(reply.content, ensure_ascii=False))
+            reply = ModelResponse(reply.content, reply.stop_reason, Usage(prompt, output), model, reply.retries)
+        return reply

@@ -1,0 +1,142 @@
+"""The tool seam: what the loop needs from "the tools", whoever provides them.
+
+:class:`RegistryTools` serves mcp_lib's registry; :class:`CompositeTools` joins several providers (the place
+where external MCP servers will plug in). An executor never raises for a failed call: it returns an
+:class:`ToolOutcome` with ``is_error`` -- and the loop still guards against one that does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from mcp_lib import Registry
+from mcp_lib.schemas import claude_tools, platform_guide
+
+T = TypeVar("T")
+
+
+@dataclass
+class ToolOutcome:
+    content: str  # what the model reads (JSON text for mcp_lib tools)
+    is_error: bool = False
+    sources: list[dict[str, str]] = field(default_factory=list)  # {"url", "title", "snippet"?}
+
+    @classmethod
+    def error(cls, message: str) -> ToolOutcome:
+        return cls(content=message, is_error=True)
+
+
+class ToolExecutor(Protocol):
+    def schemas(self) -> list[dict[str, Any]]:
+        """Claude ``tools=`` entries: name, description, input_schema."""
+        ...
+
+    def guide(self) -> str:
+        """The providers' usage scenes and security rules, for the system prompt."""
+        ...
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
+
+    def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
+        """The searches degraded mode runs on the raw question, best provider first."""
+        ...
+
+
+def _snippet(item: dict[str, Any]) -> str:
+    for key in ("snippet", "text", "body", "description"):
+        value = item.get(key)
+        if isinstance(value, str) and value.strip():
+            flat = " ".join(value.split())
+            return flat[:200] + ("…" if len(flat) > 200 else "")
+    return ""
+
+
+class RegistryTools:
+    """The mcp_lib tools of the enabled platforms (or the subset ``only``)."""
+
+    def __init__(self, registry: Registry, only: list[str] | None = None):
+        self.registry = registry
+        self.only = only
+        self._schemas = claude_tools(registry, only=only)
+        self._names = {entry["name"] for entry in self._schemas}
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return self._schemas
+
+    def guide(self) -> str:
+        return platform_guide(self.registry)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        if name not in self._names:
+            return ToolOutcome.error(f"unknown tool {name!r}; available: {', '.join(sorted(self._names))}")
+        result = self.registry.call(name, arguments)
+        sources = []
+        for item in ([result.item] if result.item else []) + result.items:
+            if item.get("url"):
+                source = {"url": str(item["url"]), "title": str(item.get("title") or item["url"])}
+                if snippet := _snippet(item):
+                    source["snippet"] = snippet
+                sources.append(source)
+        return ToolOutcome(content=result.to_json(), is_error=result.is_error, sources=sources)
+
+    def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every tool whose function is a search taking a ``query`` (faq_search, redmine_search, ...)."""
+        calls = []
+        for tool in self.registry.tools(only=self.only):
+            params = {p.name: p for p in tool.params}
+            if tool.function.lower().startswith("search") and "query" in params:
+                calls.append((tool.wire_name, {"query": question}))
+        return calls
+
+
+class CompositeTools:
+    """Several providers as one; a tool name must be unique across them."""
+
+    def __init__(self, *providers: ToolExecutor):
+        self.providers = providers
+        self._owner: dict[str, ToolExecutor] = {}
+        for provider in providers:
+            for entry in provider.schemas():
+                if entry["name"] in self._owner:
+                    raise ValueError(f"tool name {entry['name']!r} is offered by two providers")
+                self._owner[entry["name"]] = provider
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [entry for provider in self.providers for entry in provider.schemas()]
+
+    def guide(self) -> str:
+        return "\n\n".join(g for provider in self.providers if (g := provider.guide().strip()))
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        provider = self._owner.get(name)
+        if provider is None:
+            return ToolOutcome.error(f"unknown tool {name!r}")
+        return provider.call(name, arguments)
+
+    def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
+        return [call for provider in self.providers for call in provider.search_calls(question)]
+
+
+def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float,
+                     on_timeout: Callable[[int], T]) -> list[T]:
+    """Run every job in its own daemon thread; a job still running after ``timeout_s`` is replaced by
+    ``on_timeout(index)``. Daemon threads: a stuck tool can neither block the answer nor the process exit."""
+    results: list[Any] = [None] * len(jobs)
+    finished = [False] * len(jobs)
+
+    def runner(index: int) -> None:
+        results[index] = jobs[index]()
+        finished[index] = True
+
+    threads = [threading.Thread(target=runner, args=(i,), daemon=True, name=f"helpbot-tool-{i}")
+               for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    end = time.monotonic() + timeout_s
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    return [results[i] if finished[i] else on_timeout(i) for i in range(len(jobs))]

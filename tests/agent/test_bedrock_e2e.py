@@ -1,0 +1,203 @@
+"""End to end through the real anthropic SDK (AnthropicBedrock) to a local Bedrock-compatible HTTP stub."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import anthropic
+import pytest
+
+from agent.loop import Agent
+from agent.model import ModelConfig, ModelRequestError, ModelUnavailable, SdkModel, build_model
+from agent.settings import Settings
+from agent.tools import RegistryTools
+from mcp_lib import Registry
+from tests.agent.loop_fakes import FakeClock, check_transcript
+from tests.fakes import bedrock as stub_lib
+from tests.fakes.bedrock import BedrockStub
+
+MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
+SYSTEM = [{"type": "text", "text": "You are a test."}]
+HELLO = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]
+
+
+@pytest.fixture
+def stub() -> Iterator[BedrockStub]:
+    with BedrockStub() as running:
+        yield running
+
+
+def bedrock(stub: BedrockStub, clock: FakeClock, **env: str) -> SdkModel:
+    config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
+                                   "ANTHROPIC_BEDROCK_BASE_URL": stub.url, **env})
+    assert config is not None
+    return build_model(config, sleep=clock.sleep, clock=clock)
+
+
+def ask(model: SdkModel, deadline: float | None = None) -> Any:
+    return model.create(system=SYSTEM, messages=HELLO, tools=[], tool_choice=None, max_tokens=256, model=MODEL,
+                        deadline=deadline)
+
+
+def answering_with_the_first_faq_hit(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
+    """A model stand-in: search the FAQ first, then answer citing the first hit's URL."""
+    results = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
+               if b.get("type") == "tool_result"]
+    if not results:
+        return stub_lib.tool_use("faq_search", {"query": "Shopify 在庫同期 遅延"})
+    first = json.loads(results[0]["content"])["items"][0]
+    return stub_lib.text(f"連携ログを確認してください。[{first['title']}]({first['url']})",
+                         usage={"input_tokens": 300, "output_tokens": 120, "cache_read_input_tokens": 2900,
+                                "cache_creation_input_tokens": 1500})
+
+
+def test_a_tool_use_round_trip_through_the_sdk(stub: BedrockStub) -> None:
+    stub.responder = answering_with_the_first_faq_hit
+    clock = FakeClock()
+    agent = Agent(bedrock(stub, clock), RegistryTools(Registry(env={})), Settings(),
+                  now=lambda: datetime(2026, 11, 18, tzinfo=UTC))
+    answer = agent.run("Shopifyの在庫同期が遅れているときの確認手順は？")
+
+    assert not answer.degraded and answer.rounds == 1 and answer.stop == "end_turn"
+    assert [c.name for c in answer.tool_calls] == ["faq_search"]
+    assert answer.sources and answer.sources[0]["url"] in answer.text
+    assert answer.usage.cache_read_input_tokens == 2900 and answer.usage.input_tokens == 1500
+    check_transcript(answer.messages)
+
+    first, second = stub.requests
+    assert first.path == f"/model/{MODEL}/invoke" and first.model_id == MODEL
+    assert first.headers["authorization"] == "Bearer test-bedrock-key"
+    for request in (first, second):
+        body = request.body
+        assert body["anthropic_version"] == "bedrock-2023-05-31"
+        assert "model" not in body and "stream" not in body
+        assert body["max_tokens"] == 4096 and body["tool_choice"] == {"type": "auto"}
+        assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+        assert [t["name"] for t in body["tools"]] == ["faq_search", "faq_getEntry"]
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["tools"][0]["input_schema"]["properties"]["limit"]["type"] == "integer"
+    reply = second.body["messages"][-1]["content"][0]
+    assert reply["type"] == "tool_result" and reply["tool_use_id"] == "toolu_bdrk_01"
+    assert second.body["messages"][1]["content"][1] == {
+        "type": "tool_use", "id": "toolu_bdrk_01", "name": "faq_search", "input": {"query": "Shopify 在庫同期 遅延"}}
+
+
+def test_the_forced_final_request_keeps_the_tools_and_sends_tool_choice_none(stub: BedrockStub) -> None:
+    def responder(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
+        if body["tool_choice"] == {"type": "none"}:
+            return stub_lib.text("集めた情報から回答します。")
+        return stub_lib.tool_use("faq_search", {"query": "在庫"}, tool_id=f"toolu_{len(stub.requests)}")
+
+    stub.responder = responder
+    agent = Agent(bedrock(stub, FakeClock()), RegistryTools(Registry(env={})), Settings(max_rounds=2))
+    answer = agent.run("在庫がずれる")
+    assert answer.stop == "round_limit" and answer.rounds == 2 and answer.text == "集めた情報から回答します。"
+    final = stub.requests[-1].body
+    assert len(stub.requests) == 3 and final["tool_choice"] == {"type": "none"}
+    assert [t["name"] for t in final["tools"]] == ["faq_search", "faq_getEntry"]
+    last = final["messages"][-1]["content"]
+    assert last[0]["type"] == "tool_result" and last[-1]["type"] == "text"
+    check_transcript(final["messages"])
+
+
+def test_throttled_twice_then_success_with_our_retries_only(stub: BedrockStub) -> None:
+    stub.script(stub_lib.throttled(retry_after="7"), stub_lib.throttled(), stub_lib.text("ok"))
+    clock = FakeClock()
+    response = ask(bedrock(stub, clock))
+    assert response.text == "ok"
+    assert len(stub.requests) == 3  # the SDK did not retry on its own (max_retries=0) ...
+    assert clock.sleeps[0] == 7.0  # ... ours did, honouring retry-after,
+    assert 3.0 <= clock.sleeps[1] <= 5.0  # then backing off exponentially (2 s * 2 ± 25 %)
+    assert len(response.retries) == 2 and "ThrottlingException" in response.retries[0]
+
+
+def test_throttled_forever_gives_up_after_the_attempts(stub: BedrockStub) -> None:
+    stub.script(stub_lib.throttled())
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailable, match=r"after 3 attempt.*HTTP 429 ThrottlingException"):
+        ask(bedrock(stub, clock, HELPBOT_MODEL_MAX_ATTEMPTS="3"))
+    assert len(stub.requests) == 3 and len(clock.sleeps) == 2
+
+
+def test_retries_stop_at_the_deadline(stub: BedrockStub) -> None:
+    stub.script(stub_lib.error(503, "ServiceUnavailableException", "Bedrock is unable to process your request."))
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailable, match="503 ServiceUnavailableException"):
+        ask(bedrock(stub, clock), deadline=clock() + 10)
+    assert sum(clock.sleeps) == pytest.approx(10)  # 2 + 4 + the rest of the 10 s, never beyond
+    assert 2 <= len(stub.requests) <= 4
+
+
+def test_a_retry_after_beyond_the_deadline_is_not_waited_for(stub: BedrockStub) -> None:
+    stub.script(stub_lib.throttled(retry_after="60"))
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailable):
+        ask(bedrock(stub, clock), deadline=clock() + 30)
+    assert len(stub.requests) == 1 and clock.sleeps == []
+
+
+def test_the_stub_rejects_the_sdk_default_anthropic_version_and_we_send_bedrocks(stub: BedrockStub) -> None:
+    raw = anthropic.AnthropicBedrock(api_key="k", aws_region="ap-northeast-1", base_url=stub.url, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        raw.messages.create(model=MODEL, max_tokens=10, messages=HELLO)  # type: ignore[arg-type]
+    assert caught.value.status_code == 400
+    assert stub.requests[0].body["anthropic_version"] != "bedrock-2023-05-31"
+
+    assert ask(bedrock(stub, FakeClock())).text == "ok"
+    assert stub.requests[1].body["anthropic_version"] == "bedrock-2023-05-31"
+
+
+def test_client_errors_are_not_retried_and_say_what_was_rejected(stub: BedrockStub) -> None:
+    stub.script(stub_lib.error(400, "ValidationException", "messages.1: tool_use ids were found without "
+                                                           "tool_result blocks"))
+    clock = FakeClock()
+    with pytest.raises(ModelRequestError) as caught:
+        ask(bedrock(stub, clock))
+    assert caught.value.status == 400 and len(stub.requests) == 1 and clock.sleeps == []
+    assert "HTTP 400 ValidationException: messages.1: tool_use ids" in str(caught.value)
+
+
+def test_access_denied_carries_a_hint(stub: BedrockStub) -> None:
+    stub.script(stub_lib.error(403, "AccessDeniedException", "You don't have access to the model"))
+    with pytest.raises(ModelRequestError, match=r"403 AccessDeniedException.*model access"):
+        ask(bedrock(stub, FakeClock()))
+    assert len(stub.requests) == 1
+
+
+def test_a_model_that_stays_down_degrades_to_faq_sources(stub: BedrockStub) -> None:
+    stub.script(stub_lib.error(503, "ServiceUnavailableException", "Bedrock is unable to process your request."))
+    clock = FakeClock()
+    agent = Agent(bedrock(stub, clock, HELPBOT_MODEL_MAX_ATTEMPTS="2"), RegistryTools(Registry(env={})),
+                  Settings(), clock=clock)
+    answer = agent.run("Shopifyの在庫同期が遅れているときの確認手順は？")
+    assert answer.degraded and "503" in (answer.error or "")
+    assert answer.sources and all(s["url"] for s in answer.sources)
+    assert "AI モデルを利用できなかった" in answer.text
+
+
+def test_aws_credentials_are_signed_with_sigv4(stub: BedrockStub) -> None:
+    config = ModelConfig.from_env({"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+                                   "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                                   "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
+    assert config is not None
+    assert ask(build_model(config, sleep=FakeClock().sleep)).text == "ok"
+    auth = stub.requests[0].headers["authorization"]
+    assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
+    assert "/ap-northeast-1/bedrock/aws4_request" in auth
+
+
+def test_the_direct_anthropic_api_behind_the_same_interface(stub: BedrockStub) -> None:
+    config = ModelConfig.from_env({"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": stub.url})
+    assert config is not None
+    model = build_model(config, sleep=FakeClock().sleep)
+    response = model.create(system=SYSTEM, messages=HELLO, tools=[], tool_choice=None, max_tokens=64,
+                            model=config.model)
+    assert response.text == "ok"
+    request = stub.requests[0]
+    assert request.path == "/v1/messages" and request.body["model"] == "claude-sonnet-4-6"
+    assert "sk-ant-test" in (request.headers.get("x-api-key") or request.headers["authorization"])
+    assert "anthropic_version" not in request.body
+    assert request.headers["anthropic-version"]

@@ -1,0 +1,424 @@
+"""The loop, driven by scripted models (functions of the transcript) and fake tools."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agent.history import NOTES_HEADER, SUMMARIZED_STUB, request_tokens
+from agent.loop import FORCED_NOTES, Agent, Progress, Turn
+from agent.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from agent.scripted import Request, ScriptedModel, calls, text
+from agent.settings import Price, Settings
+from agent.tools import ToolOutcome
+from tests.agent.loop_fakes import FakeClock, FakeTools, check_transcript
+
+SETTINGS = Settings(tool_timeout_s=5.0)
+NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)
+
+
+def make_agent(script: Any, tools: FakeTools, settings: Settings = SETTINGS, **kwargs: Any
+               ) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(script)
+    return Agent(model, tools, settings, now=lambda: NOW, **kwargs), model
+
+
+def item(n: int, body: str = "") -> dict[str, Any]:
+    return {"id": n, "title": f"Ticket #{n}", "url": f"https://redmine.example/issues/{n}", "body": body}
+
+
+def test_all_tool_calls_of_a_response_run_concurrently() -> None:
+    # Each tool waits until all three are running: run one after another, the barrier would break.
+    barrier = threading.Barrier(3, timeout=5)
+
+    def waits(n: int) -> Any:
+        def fn(arguments: dict[str, Any]) -> Any:
+            barrier.wait()
+            return item(n)
+        return fn
+
+    tools = FakeTools({"a_search": waits(1), "b_search": waits(2), "c_search": waits(3)})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("a_search", {"query": "x"}), ("b_search", {"query": "x"}), ("c_search", {"query": "x"}))
+        results = request.tool_results()
+        assert [r.get("is_error", False) for r in results] == [False, False, False]
+        return "See [#2](https://redmine.example/issues/2)."
+
+    agent, _ = make_agent(script, tools)
+    answer = agent.run("何が起きた？")
+    assert answer.rounds == 1 and len(answer.tool_calls) == 3
+    assert not any(call.is_error for call in answer.tool_calls)
+    assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/2"]
+    assert len(answer.consulted) == 3
+    check_transcript(answer.messages)
+
+
+def test_every_tool_use_gets_a_result_and_failures_are_error_results() -> None:
+    def boom(arguments: dict[str, Any]) -> Any:
+        raise RuntimeError("connection reset")
+
+    tools = FakeTools({"ok_search": lambda a: item(1), "down_search": lambda a: ToolOutcome.error("503 from Growi"),
+                       "raises": boom})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("ok_search", {"query": "x"}), ("down_search", {"query": "x"}), ("raises", {}),
+                         ("no_such_tool", {}))
+        results = request.tool_results()
+        assert [r.get("is_error", False) for r in results] == [False, True, True, True]
+        assert "503 from Growi" in results[1]["content"]
+        assert "RuntimeError: connection reset" in results[2]["content"]
+        assert "unknown tool" in results[3]["content"]
+        return "Only the FAQ answered."
+
+    agent, model = make_agent(script, tools)
+    answer = agent.run("q")
+    assert answer.text == "Only the FAQ answered."
+    assert [c.is_error for c in answer.tool_calls] == [False, True, True, True]
+    check_transcript(answer.messages)
+    check_transcript(model.requests[-1].messages)
+
+
+def test_a_tool_that_hangs_times_out_as_an_error_result() -> None:
+    release = threading.Event()
+    tools = FakeTools({"slow": lambda a: (release.wait(10), item(1))[1], "fast_search": lambda a: item(2)})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("slow", {}), ("fast_search", {"query": "x"}))
+        return "partial"
+
+    agent, model = make_agent(script, tools, replace(SETTINGS, tool_timeout_s=0.2))
+    try:
+        answer = agent.run("q")
+    finally:
+        release.set()
+    results = model.requests[-1].tool_results()
+    assert results[0]["is_error"] is True and "timed out" in results[0]["content"]
+    assert "is_error" not in results[1]
+    check_transcript(answer.messages)
+
+
+def test_identical_calls_are_not_rerun_but_answered_with_a_note() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(len(a["query"]))})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:  # the same call twice in one response
+            return calls(("faq_search", {"query": "a"}), ("faq_search", {"query": "a"}))
+        if request.round == 2:  # and again in a later round, next to a new one
+            return calls(("faq_search", {"query": "a"}), ("faq_search", {"query": "bb"}))
+        return "done"
+
+    agent, model = make_agent(script, tools)
+    answer = agent.run("q")
+    assert tools.seen == [("faq_search", {"query": "a"}), ("faq_search", {"query": "bb"})]
+    first_id = model.requests[1].messages[1]["content"][0]["id"]
+    round1 = model.requests[1].tool_results()
+    assert "Not run again" in round1[1]["content"] and first_id in round1[1]["content"]
+    round2 = model.requests[2].tool_results()
+    assert "Not run again" in round2[0]["content"] and "round 1" in round2[0]["content"]
+    assert "issues/2" in round2[1]["content"]
+    assert [c.reused for c in answer.tool_calls] == [False, True, True, False]  # in the order they were asked
+    check_transcript(answer.messages)
+
+
+def test_a_failed_call_may_be_tried_again() -> None:
+    outcomes = iter([ToolOutcome.error("timeout"), ToolOutcome(json.dumps(item(1)), sources=[])])
+    tools = FakeTools({"flaky": lambda a: next(outcomes)})
+
+    def script(request: Request) -> Any:
+        return calls(("flaky", {})) if request.round <= 2 else "ok"
+
+    agent, _ = make_agent(script, tools)
+    agent.run("q")
+    assert tools.counts["flaky"] == 2
+
+
+def test_round_limit_forces_a_final_answer_with_tools_kept_and_tool_choice_none() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(int(a["query"]))})
+
+    def script(request: Request) -> Any:
+        if request.forced:
+            return "Final answer from what was found: [#3](https://redmine.example/issues/3)"
+        return calls(("faq_search", {"query": str(request.round)}))
+
+    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=3))
+    answer = agent.run("q")
+    assert answer.rounds == 3 and answer.stop == "round_limit"
+    assert len(model.requests) == 4
+    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 3 + [{"type": "none"}]
+    final = model.requests[-1]
+    assert [t["name"] for t in final.tools] == ["faq_search"]  # tools stay defined (or Bedrock answers 400)
+    assert final.messages[-1]["content"][-1]["text"] == FORCED_NOTES["round_limit"]
+    assert len(final.tool_results()) == 1  # the last round's results are still answered
+    assert answer.text.startswith("Final answer")
+    assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/3"]
+    check_transcript(final.messages)
+    check_transcript(answer.messages)
+
+
+def test_a_model_that_calls_tools_anyway_leaves_no_open_tool_use() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+
+    def script(request: Request) -> Any:
+        return calls(("faq_search", {"query": "x"}), thought="もう少し調べます")
+
+    agent, _ = make_agent(script, tools, replace(SETTINGS, max_rounds=1))
+    answer = agent.run("q")
+    assert answer.text == "もう少し調べます"
+    check_transcript(answer.messages)
+
+
+def test_deadline_forces_the_final_answer() -> None:
+    clock = FakeClock()
+
+    def slow_search(arguments: dict[str, Any]) -> Any:
+        clock.advance(100)  # each round of tools takes 100 s
+        return item(1)
+
+    tools = FakeTools({"faq_search": slow_search})
+
+    def script(request: Request) -> Any:
+        return "what I have" if request.forced else calls(("faq_search", {"query": str(request.round)}))
+
+    settings = replace(SETTINGS, deadline_s=300)  # the final answer keeps 37.5 s: no round starts after 262.5 s
+    agent, model = make_agent(script, tools, settings, clock=clock)
+    answer = agent.run("q")
+    assert answer.stop == "deadline" and answer.rounds == 3
+    assert model.requests[-1].forced and not any(r.forced for r in model.requests[:-1])
+    assert model.requests[-1].messages[-1]["content"][-1]["text"] == FORCED_NOTES["deadline"]
+    assert answer.seconds == 300
+
+
+def long_result(n: int) -> dict[str, Any]:
+    return item(n, body=f"チケット{n}の調査ログ。" * 150)  # ~2,000 characters of Japanese per result
+
+
+def summary_settings() -> Settings:
+    return replace(SETTINGS, summary_threshold_tokens=4_000, request_budget_tokens=20_000, max_rounds=6)
+
+
+def test_summarization_replaces_read_results_keeps_pairs_and_urls() -> None:
+    tools = FakeTools({"redmine_getIssue": lambda a: long_result(a["n"])})
+    summaries: list[Request] = []
+
+    def script(request: Request) -> Any:
+        if request.model == "summary":
+            summaries.append(request)
+            return "- 在庫同期の遅延は #1 と #2 で調査済み（URL は書かない要約）"
+        if request.round <= 5:
+            return calls(("redmine_getIssue", {"n": request.round}))
+        return "#1 が原因です: [#1](https://redmine.example/issues/1)"
+
+    settings = replace(summary_settings(), model="main", summary_model="summary")
+    agent, model = make_agent(script, tools, settings)
+    answer = agent.run("在庫同期が遅れる原因は？")
+
+    assert summaries, "the summary model was never asked"
+    assert "チケット1の調査ログ" in summaries[0].messages[0]["content"][0]["text"]
+    main_requests = [r for r in model.requests if r.model == "main"]
+    last = main_requests[-1]
+    check_transcript(last.messages)
+    notes = [b["text"] for b in last.messages[0]["content"] if b["text"].startswith(NOTES_HEADER)]
+    assert len(notes) == 1
+    results = [b for m in last.messages for b in m["content"] if b.get("type") == "tool_result"]
+    summarized = [b for b in results if b["content"] == SUMMARIZED_STUB]
+    assert summarized, "no tool result was summarized"
+    for block in summarized:  # the URL of every summarized result survives in the notes
+        n = next(b["input"]["n"] for m in last.messages for b in m["content"]
+                 if b.get("type") == "tool_use" and b["id"] == block["tool_use_id"])
+        assert f"https://redmine.example/issues/{n}" in notes[0]
+    assert "URL は書かない要約" in notes[0]
+    assert results[-1]["content"] != SUMMARIZED_STUB  # the round the model has not read yet stays verbatim
+    assert answer.sources == [{"url": "https://redmine.example/issues/1", "title": "Ticket #1"}]
+    assert answer.usage_by_model["summary"].input_tokens > 0
+    assert any(e["event"] == "summary" for e in answer.trace)
+
+
+def test_summarization_falls_back_when_the_summary_model_is_down() -> None:
+    tools = FakeTools({"redmine_getIssue": lambda a: long_result(a["n"])})
+
+    def script(request: Request) -> Any:
+        if request.model == "summary":
+            raise ModelUnavailable("summary model throttled")
+        return calls(("redmine_getIssue", {"n": request.round})) if request.round <= 5 else "done"
+
+    settings = replace(summary_settings(), model="main", summary_model="summary")
+    agent, _ = make_agent(script, tools, settings)
+    answer = agent.run("q")
+    assert answer.text == "done" and not answer.degraded
+    notes = answer.messages[0]["content"][-1]["text"]
+    assert notes.startswith(NOTES_HEADER) and "https://redmine.example/issues/1" in notes
+    assert "チケット1の調査ログ" in notes  # the head of each result, kept mechanically
+    assert any(e["event"] == "summary" and e["fallback"] for e in answer.trace)
+    check_transcript(answer.messages)
+
+
+@pytest.mark.parametrize("parallel", [1, 4])
+def test_no_request_exceeds_the_budget_even_with_a_5_mb_tool_result(parallel: int) -> None:
+    huge = "在庫ログ " * 1_000_000  # 5 million characters
+    tools = FakeTools({f"dump{i}": (lambda a: huge) for i in range(parallel)})
+    budget = 20_000
+
+    def script(request: Request) -> Any:
+        if request.round <= 3:
+            return calls(*[(f"dump{i}", {"query": str(request.round)}) for i in range(parallel)])
+        return "done"
+
+    settings = replace(SETTINGS, request_budget_tokens=budget, summary_threshold_tokens=12_000)
+    agent, model = make_agent(script, tools, settings)
+    answer = agent.run("q")
+    assert answer.text == "done"
+    for request in model.requests:
+        assert request_tokens(request.system_text, request.tools, request.messages) <= budget
+    assert "cut to stay within the request budget" in json.dumps(model.requests[1].messages, ensure_ascii=False)
+    check_transcript(answer.messages)
+
+
+def test_cache_breakpoints_at_most_four_and_not_stored_in_the_transcript() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1), "other": lambda a: item(2)})
+
+    def script(request: Request) -> Any:
+        return calls(("faq_search", {"query": str(request.round)}))
+
+    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=3))
+    answer = agent.run("q")
+    final = model.requests[-1]  # nothing follows the forced answer: it reads the cache but writes none
+    assert final.forced and final.cache_breakpoints == 3
+    assert "cache_control" in final.messages[-3]["content"][-1]
+    assert "cache_control" not in final.messages[-1]["content"][-1]
+    for index, request in enumerate(model.requests[:-1]):
+        assert request.system[0]["cache_control"] == {"type": "ephemeral"}
+        assert "cache_control" in request.tools[-1] and "cache_control" not in request.tools[0]
+        assert "cache_control" in request.messages[-1]["content"][-1]
+        assert request.cache_breakpoints == (3 if index == 0 else 4)
+        if index:  # the previous request's last block is marked, so this one reads its cache entry
+            assert "cache_control" in request.messages[-3]["content"][-1]
+    assert "cache_control" not in json.dumps(answer.messages)
+
+
+def test_usage_is_tallied_per_model_and_priced() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+    usages = iter([Usage(1000, 100, 0, 3000), Usage(200, 300, 3000, 500)])
+
+    def script(request: Request) -> Any:
+        reply = calls(("faq_search", {"query": "x"})) if request.round == 1 else text("done")
+        return ModelResponse(reply.content, reply.stop_reason, next(usages))
+
+    settings = replace(SETTINGS, price=Price(3.0, 15.0))
+    agent, _ = make_agent(script, tools, settings)
+    answer = agent.run("q")
+    assert answer.usage == Usage(1200, 400, 3000, 3500)
+    expected = (1200 * 3 + 3000 * 0.3 + 3500 * 3.75 + 400 * 15) / 1e6
+    assert answer.cost_usd == pytest.approx(expected)
+    assert answer.to_json()["usage"] == {"input_tokens": 1200, "output_tokens": 400,
+                                         "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 3500}
+
+
+def test_only_whole_urls_count_as_cited() -> None:
+    tools = FakeTools({"redmine_search": lambda a: [item(1), item(10), item(12)]})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("redmine_search", {"query": "x"}))
+        return ("原因は https://redmine.example/issues/10を参照。関連: <https://redmine.example/issues/12/|#12>."
+                " #1 は無関係。")
+
+    agent, _ = make_agent(script, tools)
+    answer = agent.run("q")
+    assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/10",
+                                                   "https://redmine.example/issues/12"]
+
+
+def test_history_turns_are_given_to_the_model_and_their_sources_stay_citable() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(9)})
+    earlier = Turn("在庫がずれる", "差分チェックを使います。", [{"url": "faq://stock-mismatch", "title": "在庫差分"}])
+
+    def script(request: Request) -> Any:
+        assert request.messages[0]["content"][0]["text"] == "在庫がずれる"
+        assert "faq://stock-mismatch" in request.messages[1]["content"][0]["text"]
+        return "前回の [在庫差分](faq://stock-mismatch) の通りです。"
+
+    agent, _ = make_agent(script, tools)
+    answer = agent.run("それは楽天でも同じ？", history=[earlier])
+    assert answer.sources == [{"url": "faq://stock-mismatch", "title": "在庫差分"}]
+    check_transcript(answer.messages)
+
+
+def test_model_unavailable_mid_run_degrades_and_keeps_what_was_gathered() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1) if a["query"] == "first" else item(5),
+                       "redmine_getIssue": lambda a: item(7)})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("redmine_getIssue", {"query": "first"}))
+        raise ModelUnavailable("bedrock model unavailable after 6 attempt(s): HTTP 429 ThrottlingException")
+
+    agent, _ = make_agent(script, tools)
+    answer = agent.run("在庫が合わない")
+    assert answer.degraded and answer.stop == "degraded" and "ThrottlingException" in (answer.error or "")
+    urls = [s["url"] for s in answer.sources]
+    assert urls == ["https://redmine.example/issues/5", "https://redmine.example/issues/7"]
+    assert answer.text.startswith("⚠️ これは AI が生成した回答ではありません")
+    assert answer.to_json()["degraded"] is True
+
+
+def test_without_a_model_the_search_tools_answer_directly() -> None:
+    tools = FakeTools({"faq_search": lambda a: [item(1), item(2)], "slack_searchMessages": lambda a: [item(3)],
+                       "redmine_getIssue": lambda a: item(4)})
+    agent = Agent(None, tools, SETTINGS, now=lambda: NOW)
+    answer = agent.run("What is wrong with the stock sync?")
+    assert answer.degraded and answer.rounds == 0
+    assert [c.name for c in answer.tool_calls] == ["faq_search", "slack_searchMessages"]
+    assert [s["url"][-1] for s in answer.sources] == ["1", "3", "2"]  # best hit of each search first
+    assert answer.text.startswith("⚠️ This is not an AI-generated answer")
+    assert answer.usage == Usage()
+
+
+def test_a_rejected_request_is_raised_not_degraded() -> None:
+    def script(request: Request) -> Any:
+        raise ModelRequestError("bedrock rejected the request: HTTP 403 AccessDeniedException", status=403)
+
+    agent, _ = make_agent(script, FakeTools({}))
+    with pytest.raises(ModelRequestError, match="403"):
+        agent.run("q")
+
+
+def test_progress_and_a_json_trace_with_secrets_masked() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1), "redmine_search": lambda a: item(2)})
+    seen: list[Progress] = []
+    events: list[dict[str, Any]] = []
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("faq_search", {"query": "x"}), ("redmine_search", {"query": "x"}))
+        return "done"
+
+    agent, _ = make_agent(script, tools, on_progress=seen.append, on_event=events.append)
+    answer = agent.run("token xoxb-123456789012-abcdefghijkl が漏れた？")
+    assert [(p.phase, p.round) for p in seen] == [("thinking", 1), ("tools", 1), ("thinking", 2)]
+    assert seen[1].tools == ["faq_search", "redmine_search"]
+    assert seen[1].describe() == "round 1/10: faq_search, redmine_search"
+    assert events == answer.trace
+    dumped = json.dumps(answer.trace, ensure_ascii=False)
+    assert "xoxb-123456789012" not in dumped and "[REDACTED]" in dumped
+    kinds = [e["event"] for e in answer.trace]
+    assert kinds[0] == "run_start" and kinds[-1] == "answer"
+    assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2 and kinds.count("model_request") == 2
+
+
+def test_a_failing_progress_callback_does_not_end_the_run() -> None:
+    def broken(progress: Progress) -> None:
+        raise RuntimeError("slack chat.update failed")
+
+    agent, _ = make_agent(lambda request: "done", FakeTools({}), on_progress=broken)
+    answer = agent.run("q")
+    assert answer.text == "done"
+    assert any(e["event"] == "callback_error" for e in answer.trace)

@@ -1,0 +1,59 @@
+"""The tool seam: the registry's tools for the model, degraded-mode searches, several providers as one."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from agent.tools import CompositeTools, RegistryTools, run_concurrently
+from mcp_lib import Registry
+from tests.agent.loop_fakes import FakeTools
+
+
+def test_registry_tools_call_the_registry_and_collect_sources() -> None:
+    tools = RegistryTools(Registry(env={}))
+    names = [schema["name"] for schema in tools.schemas()]
+    assert names == ["faq_search", "faq_getEntry"]
+    outcome = tools.call("faq_search", {"query": "在庫 同期 遅い", "limit": 2})
+    assert not outcome.is_error
+    data = json.loads(outcome.content)
+    assert [s["url"] for s in outcome.sources] == [item["url"] for item in data["items"]]
+    assert all(s["title"] and s.get("snippet") for s in outcome.sources)
+
+
+def test_registry_tools_refuse_tools_they_did_not_offer() -> None:
+    tools = RegistryTools(Registry(env={}), only=["faq_search"])
+    assert [s["name"] for s in tools.schemas()] == ["faq_search"]
+    refused = tools.call("faq_getEntry", {"id": "stock-sync-delay"})
+    assert refused.is_error and "unknown tool" in refused.content
+    invalid = tools.call("faq_search", {"query": ""})
+    assert invalid.is_error and "invalid arguments" in invalid.content
+
+
+def test_degraded_mode_runs_only_the_search_tools_of_enabled_platforms() -> None:
+    tools = RegistryTools(Registry(env={}))
+    assert tools.search_calls("在庫") == [("faq_search", {"query": "在庫"})]
+    assert "## faq" in tools.guide()
+
+
+def test_composite_tools_dispatch_by_name_and_reject_duplicates() -> None:
+    first = FakeTools({"a_search": lambda a: "from a"}, guide="## a")
+    second = FakeTools({"b_get": lambda a: "from b"}, guide="## b")
+    both = CompositeTools(first, second)
+    assert [s["name"] for s in both.schemas()] == ["a_search", "b_get"]
+    assert both.call("b_get", {}).content == "from b" and first.counts["b_get"] == 0
+    assert both.call("c", {}).is_error
+    assert both.guide() == "## a\n\n## b"
+    assert both.search_calls("q") == [("a_search", {"query": "q"})]
+    with pytest.raises(ValueError, match="offered by two providers"):
+        CompositeTools(first, FakeTools({"a_search": lambda a: ""}))
+
+
+def test_run_concurrently_replaces_late_jobs() -> None:
+    release = threading.Event()
+    results = run_concurrently([lambda: "fast", lambda: (release.wait(5), "slow")[1]], 0.1,
+                               on_timeout=lambda i: f"timeout {i}")
+    release.set()
+    assert results == ["fast", "timeout 1"]

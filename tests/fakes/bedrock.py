@@ -1,0 +1,131 @@
+"""A local Bedrock Runtime stand-in: ``POST /model/{modelId}/invoke`` (and the direct API's ``/v1/messages``).
+
+It answers like Bedrock does: a Messages API response body on success; on errors the ``x-amzn-ErrorType``
+header and a ``{"message": ...}`` body (400 ValidationException, 429 ThrottlingException, 503
+ServiceUnavailableException). It checks what Bedrock checks and we care about: the body must carry
+``anthropic_version: bedrock-2023-05-31`` and must not carry ``model`` or ``stream``.
+
+Behaviour is scripted: ``stub.responder`` is a function ``(model_id, body) -> (status, headers, json)``; helpers
+build replies. Every request is recorded in ``stub.requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+BEDROCK_VERSION = "bedrock-2023-05-31"
+Reply = tuple[int, dict[str, str], dict[str, Any]]
+
+
+@dataclass
+class Recorded:
+    path: str
+    model_id: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def message(content: list[dict[str, Any]], stop_reason: str = "end_turn", usage: dict[str, int] | None = None
+            ) -> Reply:
+    usage = usage or {"input_tokens": 1200, "output_tokens": 80, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0}
+    body = {"id": "msg_bdrk_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+            "content": content, "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
+    return 200, {"x-amzn-bedrock-input-token-count": str(usage["input_tokens"])}, body
+
+
+def text(answer: str, **kwargs: Any) -> Reply:
+    return message([{"type": "text", "text": answer}], **kwargs)
+
+
+def tool_use(name: str, arguments: dict[str, Any], tool_id: str = "toolu_bdrk_01") -> Reply:
+    return message([{"type": "text", "text": "調べます。"},
+                    {"type": "tool_use", "id": tool_id, "name": name, "input": arguments}], stop_reason="tool_use")
+
+
+def error(status: int, kind: str, text: str, headers: dict[str, str] | None = None) -> Reply:
+    return status, {"x-amzn-ErrorType": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/",
+                    **(headers or {})}, {"message": text}
+
+
+def throttled(retry_after: str | None = None) -> Reply:
+    return error(429, "ThrottlingException", "Too many requests, please wait before trying again.",
+                 {"retry-after": retry_after} if retry_after else None)
+
+
+class BedrockStub:
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.responder: Callable[[str, dict[str, Any]], Reply] = lambda model_id, body: text("ok")
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    return self._send(*error(400, "ValidationException", "Malformed input request"))
+                path = self.path.split("?")[0]
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                if path == "/v1/messages":  # the direct Anthropic API
+                    stub.requests.append(Recorded(path, body.get("model", ""), headers, body))
+                    if not (headers.get("x-api-key") or headers.get("authorization")):
+                        return self._send(401, {}, {"type": "error", "error": {
+                            "type": "authentication_error", "message": "an API key is required"}})
+                    return self._send(*stub.responder(body.get("model", ""), body))
+                parts = path.split("/")
+                if len(parts) != 4 or parts[1] != "model" or parts[3] != "invoke":
+                    return self._send(*error(404, "UnknownOperationException", f"no route for {path}"))
+                model_id = unquote(parts[2])
+                stub.requests.append(Recorded(path, model_id, headers, body))
+                if body.get("anthropic_version") != BEDROCK_VERSION:
+                    return self._send(*error(400, "ValidationException",
+                                             f"invalid anthropic_version {body.get('anthropic_version')!r}"))
+                for key in ("model", "stream"):
+                    if key in body:
+                        return self._send(*error(400, "ValidationException", f"extraneous key [{key}] is not "
+                                                                             "permitted"))
+                if not headers.get("authorization"):
+                    return self._send(*error(403, "AccessDeniedException", "Missing Authentication Token"))
+                return self._send(*stub.responder(model_id, body))
+
+            def _send(self, status: int, headers: dict[str, str], body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def script(self, *replies: Reply) -> None:
+        """Answer the next requests with these replies, in order (the last one repeats)."""
+        queue = list(replies)
+
+        def responder(model_id: str, body: dict[str, Any]) -> Reply:
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+        self.responder = responder
+
+    def __enter__(self) -> BedrockStub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
