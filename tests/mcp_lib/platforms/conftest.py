@@ -1,0 +1,25 @@
+"""Fixtures for the platform tests: a real Redmine, started once per session by tests/redmine_server.py."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests import redmine_server as server_helper
+
+
+@pytest.fixture(scope="session")
+def redmine_server() -> Iterator[server_helper.RedmineServer]:
+    """A seeded Redmine 5 on loopback. Skips when none can be started here; fails in CI, where it must."""
+    try:
+        server = server_helper.start()
+    except server_helper.RedmineUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but no Redmine could be started (run .ci/redmine.sh): {exc}", pytrace=False)
+        pytest.skip(f"no real Redmine here ({exc})")
+    try:
+        yield server
+    finally:
+        server.stop()

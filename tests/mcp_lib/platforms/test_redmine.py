@@ -1,0 +1,435 @@
+"""The Redmine platform against a real Redmine 5 (tests/redmine_server.py) and, for failures a real server will
+not produce on demand (429, 503, timeouts, a misbehaving search), a tiny local HTTP stub with Redmine's shapes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_lib import Registry, Result, ToolError
+from mcp_lib.config import ConfigError
+from mcp_lib.core import TRUNCATION_MARKER
+from mcp_lib.platforms import redmine
+from tests import redmine_server as server_helper
+from tests.redmine_server import RedmineServer
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def make_registry(url: str, key: str, sleeps: list[float] | None = None, **env: str) -> Registry:
+    """Only the Redmine platform, configured from env; sleeps are recorded, never slept."""
+    record = sleeps if sleeps is not None else []
+    return Registry(env={"REDMINE_URL": url, "REDMINE_API_KEY": key, **env},
+                    platforms={"redmine": redmine.PLATFORM}, sleep=record.append)
+
+
+def ok(result: Result) -> Result:
+    assert result.status == "ok", result.message
+    return result
+
+
+# == against the real Redmine ================================================================================
+real = pytest.mark.redmine
+
+
+@pytest.fixture
+def rm(redmine_server: RedmineServer) -> Registry:
+    return make_registry(redmine_server.url, redmine_server.api_key)
+
+
+@pytest.fixture
+def ids(redmine_server: RedmineServer) -> dict[str, int]:
+    return redmine_server.ids
+
+
+@real
+def test_search_finds_japanese_issues_and_wiki_pages(rm: Registry, redmine_server: RedmineServer,
+                                                     ids: dict[str, int]) -> None:
+    result = ok(rm.call("redmine:search", {"query": "在庫"}))
+    by_url = {item["url"]: item for item in result.items}
+    issue = by_url[f"{redmine_server.url}/issues/{ids['stock_sync']}"]
+    assert issue["type"] == "issue" and issue["issueId"] == ids["stock_sync"]
+    assert "在庫同期が遅延する" in issue["title"]
+    assert "在庫" in issue["snippet"] and issue["project"] == "EC連携" and issue["status"] == "New"
+    assert issue["datetime"]
+    wiki = [item for item in result.items if item["type"] == "wiki-page" and item["project"] == "ec-sync"]
+    assert wiki and wiki[0]["wikiTitle"] == "在庫同期の手順"
+    assert wiki[0]["url"].startswith(f"{redmine_server.url}/projects/ec-sync/wiki/")
+    # the closed issue that mentions 在庫 only in a comment is found too
+    assert f"{redmine_server.url}/issues/{ids['order_import']}" in by_url
+    assert all(source["url"] and source["title"] for source in result.sources())
+    assert result.total is not None and result.total >= len(result.items)
+
+
+@real
+def test_search_english_words_all_must_match(rm: Registry, ids: dict[str, int]) -> None:
+    result = ok(rm.call("redmine:search", {"query": "Shopify 429", "limit": 5}))
+    assert [item["issueId"] for item in result.items] == [ids["order_import"]]
+    assert result.items[0]["status"] == "Closed"
+    assert ok(rm.call("redmine:search", {"query": "存在しない言葉xyz"})).items == []
+
+
+@real
+def test_search_limit_and_project_argument(rm: Registry, ids: dict[str, int]) -> None:
+    assert len(ok(rm.call("redmine:search", {"query": "在庫", "limit": 2})).items) == 2
+    scoped = ok(rm.call("redmine:search", {"query": "在庫", "project": "internal-hr"}))
+    assert {item["project"] for item in scoped.items} == {"社内総務", "internal-hr"}
+    missing = rm.call("redmine:search", {"query": "在庫", "project": "no-such-project"})
+    assert missing.is_error and "no-such-project" in (missing.message or "")
+
+
+@real
+def test_getIssues_filters_subject_project_and_status(rm: Registry, ids: dict[str, int],
+                                                      redmine_server: RedmineServer) -> None:
+    result = ok(rm.call("redmine:getIssues", {"query": "在庫", "project": "ec-sync", "status": "open"}))
+    found = {item["issueId"] for item in result.items}
+    assert {ids["stock_sync"], ids["child"]} <= found
+    assert ids["hr"] not in found and ids["order_import"] not in found  # other project; subject lacks 在庫
+    item = next(i for i in result.items if i["issueId"] == ids["stock_sync"])
+    assert item == {
+        "issueId": ids["stock_sync"], "title": f"#{ids['stock_sync']} 在庫同期が遅延する",
+        "url": f"{redmine_server.url}/issues/{ids['stock_sync']}", "status": "New", "project": "EC連携",
+        "tracker": "Bug", "assignee": None, "updated_on": item["updated_on"],
+    }
+    closed = ok(rm.call("redmine:getIssues", {"status": "closed"}))
+    assert [i["issueId"] for i in closed.items] == [ids["order_import"]]
+    open_ = ok(rm.call("redmine:getIssues", {"status": "open", "limit": 50}))
+    assert ids["order_import"] not in {i["issueId"] for i in open_.items}
+    every = ok(rm.call("redmine:getIssues", {"query": "Shopify"}))  # status defaults to all
+    assert [i["issueId"] for i in every.items] == [ids["order_import"]]
+    assert len(ok(rm.call("redmine:getIssues", {"limit": 3})).items) == 3
+
+
+@real
+def test_getIssue_history_relations_attachments(rm: Registry, ids: dict[str, int],
+                                                redmine_server: RedmineServer) -> None:
+    result = ok(rm.call("redmine:getIssue", {"issueId": ids["stock_sync"]}))
+    issue = result.item
+    assert issue is not None
+    assert issue["title"] == f"#{ids['stock_sync']} 在庫同期が遅延する"
+    assert issue["url"] == f"{redmine_server.url}/issues/{ids['stock_sync']}"
+    assert "30分以上遅れる" in issue["description"]
+    assert [(j["author"], j["notes"]) for j in issue["journals"]] == [
+        ("太郎 田中", "夜間バッチのログを確認しました。在庫APIがタイムアウトしています。"),
+        ("Redmine Admin", "Retry-After を守るように修正します。"),
+        ("太郎 田中", "修正版をステージングで確認中です。"),
+    ]  # oldest first, newest last
+    assert all(j["created_on"] and j["url"].startswith(issue["url"] + "#note-") for j in issue["journals"])
+    assert [a["filename"] for a in issue["attachments"]] == ["inventory_log.csv"]
+    assert issue["relations"] == [{
+        "issueId": ids["order_import"], "title": f"#{ids['order_import']} Order import fails with 429 from Shopify API",
+        "url": f"{redmine_server.url}/issues/{ids['order_import']}", "status": "Closed", "relation": "relates"}]
+    inverse = ok(rm.call("redmine:getIssue", {"issueId": ids["order_import"]})).item
+    assert inverse is not None and inverse["relations"][0]["relation"] == "relates (inverse)"
+
+
+@real
+def test_getIssue_private_notes_are_never_returned(rm: Registry, ids: dict[str, int]) -> None:
+    result = ok(rm.call("redmine:getIssue", {"issueId": ids["stock_sync"]}))
+    assert "社外秘" not in result.to_json()  # the admin key could read it; the Slack thread must not
+    assert any("private" in note for note in result.notes)
+
+
+@real
+def test_getIssue_parent_and_children(rm: Registry, ids: dict[str, int]) -> None:
+    parent = ok(rm.call("redmine:getIssue", {"issueId": ids["parent"]})).item
+    assert parent is not None
+    assert [c["issueId"] for c in parent["children"]] == [ids["child"], ids["hr_child"]]
+    assert parent["children"][0]["title"] == f"#{ids['child']} 楽天 在庫API の切り替え"
+    child = ok(rm.call("redmine:getIssue", {"issueId": ids["child"]})).item
+    assert child is not None and child["parent"]["issueId"] == ids["parent"]
+    assert child["parent"]["title"] == f"#{ids['parent']} 楽天 API v2 移行"
+
+
+@real
+def test_getIssue_cuts_long_histories_with_a_marker(redmine_server: RedmineServer, ids: dict[str, int]) -> None:
+    rm = make_registry(redmine_server.url, redmine_server.api_key,
+                       HELPBOT_REDMINE_MAX_JOURNALS="3", HELPBOT_REDMINE_MAX_NOTE_CHARS="500")
+    result = ok(rm.call("redmine:getIssue", {"issueId": ids["long"]}))
+    issue = result.item
+    assert issue is not None
+    assert issue["description"] == "Inventory reservation design."  # the first post is always kept
+    assert issue["journals_omitted"] == 5
+    assert [j["notes"][:22] for j in issue["journals"][:2]] == ["journal note number 6", "journal note number 7"]
+    last = issue["journals"][-1]["notes"]
+    cut = len(server_helper.LONG_NOTE) - 500
+    assert last == server_helper.LONG_NOTE[:500] + TRUNCATION_MARKER.format(n=cut)
+    assert any("5 older comments left out" in note for note in result.notes)
+    # the defaults keep everything of this issue except the very long note's tail
+    full = ok(make_registry(redmine_server.url, redmine_server.api_key)
+              .call("redmine:getIssue", {"issueId": ids["long"]})).item
+    assert full is not None and full["journals_omitted"] == 0 and len(full["journals"]) == 8
+
+
+@real
+def test_getIssue_unknown_number(rm: Registry) -> None:
+    result = rm.call("redmine:getIssue", {"issueId": 99999})
+    assert result.is_error and "#99999" in (result.message or "")
+
+
+@real
+def test_getWikiPage(rm: Registry, redmine_server: RedmineServer) -> None:
+    page = ok(rm.call("redmine:getWikiPage", {"project": "ec-sync", "title": "在庫同期の手順"})).item
+    assert page is not None and "15分ごと" in page["text"] and page["version"] == 1
+    assert page["url"] == (f"{redmine_server.url}/projects/ec-sync/wiki/"
+                           "%E5%9C%A8%E5%BA%AB%E5%90%8C%E6%9C%9F%E3%81%AE%E6%89%8B%E9%A0%86")
+    missing = rm.call("redmine:getWikiPage", {"project": "ec-sync", "title": "NoSuchPage"})
+    assert missing.is_error and "NoSuchPage" in (missing.message or "")
+
+
+@real
+def test_project_allowlist_is_enforced(redmine_server: RedmineServer, ids: dict[str, int]) -> None:
+    url, key = redmine_server.url, redmine_server.api_key
+    # Without the allowlist the data would leak: the other project, the subproject, a cross-project child.
+    open_all = make_registry(url, key)
+    assert {ids["hr"], ids["lab"]} <= {i.get("issueId") for i in ok(open_all.call("redmine:search",
+                                                                                  {"query": "在庫"})).items}
+    assert "総務側" in ok(open_all.call("redmine:getIssue", {"issueId": ids["parent"]})).to_json()
+
+    rm = make_registry(url, key, HELPBOT_REDMINE_PROJECTS="ec-sync")
+    searched = ok(rm.call("redmine:search", {"query": "在庫", "limit": 50}))
+    assert searched.items and {item["project"] for item in searched.items} <= {"EC連携", "ec-sync"}
+    assert "総務" not in searched.to_json() and "internal-hr" not in searched.to_json()
+
+    listed = ok(rm.call("redmine:getIssues", {"query": "在庫", "limit": 50}))
+    assert {i["issueId"] for i in listed.items} == {ids["stock_sync"], ids["child"]}
+    # Redmine lists subproject issues under project_id=ec-sync; the allowlist drops them
+    scoped = ok(rm.call("redmine:getIssues", {"project": "ec-sync", "limit": 50}))
+    assert ids["lab"] not in {i["issueId"] for i in scoped.items}
+    assert any("outside the allowed projects" in note for note in scoped.notes)
+
+    refusals: list[tuple[str, dict[str, Any]]] = [
+        ("getIssues", {"project": "internal-hr"}), ("search", {"query": "在庫", "project": "ec-lab"}),
+        ("getWikiPage", {"project": "internal-hr", "title": "在庫ツール契約"}),
+        ("getIssue", {"issueId": ids["hr"]}), ("getIssue", {"issueId": ids["lab"]})]
+    for name, args in refusals:
+        refused = rm.call(f"redmine:{name}", args)
+        assert refused.is_error and "HELPBOT_REDMINE_PROJECTS" in (refused.message or ""), (name, refused)
+        assert "総務" not in refused.to_json()
+
+    parent = ok(rm.call("redmine:getIssue", {"issueId": ids["parent"]}))
+    assert parent.item is not None and [c["issueId"] for c in parent.item["children"]] == [ids["child"]]
+    assert "総務側" not in parent.to_json()
+
+
+@real
+def test_wrong_api_key_is_a_clear_error(redmine_server: RedmineServer, ids: dict[str, int]) -> None:
+    # Redmine would treat an unknown key as anonymous and still show its public projects
+    rm = make_registry(redmine_server.url, "0" * 40)
+    calls: list[tuple[str, dict[str, Any]]] = [("search", {"query": "在庫"}),
+                                               ("getIssue", {"issueId": ids["stock_sync"]})]
+    for name, args in calls:
+        result = rm.call(f"redmine:{name}", args)
+        assert result.is_error and "REDMINE_API_KEY" in (result.message or "") and "401" in (result.message or "")
+
+
+@real
+def test_tools_cannot_write(rm: Registry, redmine_server: RedmineServer) -> None:
+    config = rm.config("redmine")
+    assert isinstance(config, redmine.RedmineConfig)
+    client = redmine.make_client(config)
+    with pytest.raises(ToolError, match="read-only"):
+        client.api.issue.create(project_id="ec-sync", subject="should never exist", tracker_id=1)
+    assert ok(rm.call("redmine:getIssues", {"query": "should never exist"})).items == []
+    assert all(tool.read_only for tool in redmine.PLATFORM.tools.values())
+
+
+@real
+def test_cli_prints_sources(redmine_server: RedmineServer) -> None:
+    env = {**os.environ, "REDMINE_URL": redmine_server.url, "REDMINE_API_KEY": redmine_server.api_key}
+    done = subprocess.run([sys.executable, "-c", "from mcp_lib.cli import main; raise SystemExit(main())",
+                           "redmine:search", "在庫"], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=60)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    data = json.loads(done.stdout)
+    assert data["items"] and all(item["url"] and item["title"] for item in data["items"])
+
+
+# == configuration and metadata ==============================================================================
+def test_config_enabled_only_with_url_and_key() -> None:
+    assert redmine.load_config({}) is None
+    assert redmine.load_config({"REDMINE_URL": "https://redmine.example.test"}) is None
+    assert redmine.load_config({"REDMINE_API_KEY": "k"}) is None
+    config = redmine.load_config({"REDMINE_URL": "https://redmine.example.test/", "REDMINE_API_KEY": "k",
+                                  "HELPBOT_REDMINE_PROJECTS": "ec-sync, internal-hr"})
+    assert config is not None and config.url == "https://redmine.example.test"
+    assert config.projects == ("ec-sync", "internal-hr")
+    assert "k" not in repr(config)
+
+
+def test_config_url_without_scheme_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="REDMINE_URL"):
+        redmine.load_config({"REDMINE_URL": "redmine.example.test", "REDMINE_API_KEY": "k"})
+    with pytest.raises(ConfigError, match="HELPBOT_REDMINE_MAX_JOURNALS"):
+        redmine.load_config({"REDMINE_URL": "https://r.test", "REDMINE_API_KEY": "k",
+                             "HELPBOT_REDMINE_MAX_JOURNALS": "many"})
+
+
+def test_metadata_is_written_for_the_model() -> None:
+    platform = redmine.PLATFORM
+    assert platform.overview and platform.scenes and platform.security_rules
+    assert "読み取り専用" in " ".join(platform.security_rules)
+    assert "HELPBOT_REDMINE_PROJECTS" in " ".join(platform.security_rules)
+    assert "REDMINE_URL" in platform.setup and "REDMINE_API_KEY" in platform.setup
+    assert set(platform.tools) == {"search", "getIssues", "getIssue", "getWikiPage"}
+    assert "redmine_getIssue" in platform.tools["search"].description
+    schema = platform.tools["getIssues"].input_schema
+    assert schema["properties"]["status"]["enum"] == ["open", "closed", "all"]
+    assert platform.tools["getIssue"].input_schema["properties"]["issueId"]["type"] == "integer"
+
+
+# == failures, against a closed port and a local stub =========================================================
+def closed_port_url() -> str:
+    return f"http://127.0.0.1:{server_helper.free_port()}"  # nothing listens there
+
+
+def test_redmine_down_is_an_error_result_after_retries() -> None:
+    sleeps: list[float] = []
+    result = make_registry(closed_port_url(), "k", sleeps).call("redmine:search", {"query": "在庫"})
+    assert result.is_error
+    assert "unavailable after retries" in (result.message or "") and "cannot connect" in (result.message or "")
+    assert len(sleeps) == 3  # four attempts, no real waiting
+
+
+Reply = tuple[int, dict[str, str], Any]
+
+USER = {"user": {"id": 1, "login": "admin", "admin": True, "firstname": "Redmine", "lastname": "Admin"}}
+ISSUE = {"issue": {
+    "id": 1, "project": {"id": 1, "name": "EC連携"}, "tracker": {"id": 1, "name": "Bug"},
+    "status": {"id": 1, "name": "New", "is_closed": False}, "priority": {"id": 2, "name": "Normal"},
+    "author": {"id": 1, "name": "Redmine Admin"}, "subject": "在庫同期が遅延する", "description": "遅れる",
+    "is_private": False, "created_on": "2026-11-30T10:51:03Z", "updated_on": "2026-11-30T10:51:03Z",
+    "closed_on": None, "attachments": [], "relations": [], "journals": [
+        {"id": 1, "user": {"id": 5, "name": "太郎 田中"}, "notes": "確認しました", "created_on": "2026-11-30T10:51:03Z",
+         "private_notes": False, "details": []}]}}
+PROJECT = {"project": {"id": 1, "name": "EC連携", "identifier": "ec-sync", "is_public": True}}
+
+
+@dataclass
+class Stub:
+    """A local HTTP server speaking Redmine's JSON; ``script`` replies go first, then the routes."""
+
+    url: str = ""
+    script: list[Reply] = field(default_factory=list)
+    routes: dict[str, Callable[[str], Reply]] = field(default_factory=dict)
+    seen: list[str] = field(default_factory=list)
+    delay_first_s: float = 0.0
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    state = Stub(routes={"/users/current.json": lambda q: (200, {}, USER),
+                         "/issues/1.json": lambda q: (200, {}, ISSUE),
+                         "/projects/ec-sync.json": lambda q: (200, {}, PROJECT)})
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.seen.append(self.path)
+            if len(state.seen) == 1 and state.delay_first_s:
+                time.sleep(state.delay_first_s)
+            path, _, query = self.path.partition("?")
+            if state.script:
+                status, headers, body = state.script.pop(0)
+            elif path in state.routes:
+                status, headers, body = state.routes[path](query)
+            else:
+                status, headers, body = 404, {}, {"errors": ["not found"]}
+            payload = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (timeout test)
+                pass
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_429_is_retried_honouring_retry_after(stub: Stub) -> None:
+    stub.script = [(429, {"Retry-After": "7"}, {"errors": ["Too many requests"]})]
+    sleeps: list[float] = []
+    result = ok(make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1}))
+    assert result.item is not None and result.item["title"] == "#1 在庫同期が遅延する"
+    assert sleeps == [7.0]
+
+
+def test_a_long_retry_after_is_reported_not_sat_out(stub: Stub) -> None:
+    stub.script = [(429, {"Retry-After": "3600"}, {})]
+    sleeps: list[float] = []
+    result = make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1})
+    assert result.is_error and "3600 s" in (result.message or "") and sleeps == []
+
+
+def test_503_is_retried_then_given_up(stub: Stub) -> None:
+    stub.script = [(503, {}, {})]
+    sleeps: list[float] = []
+    assert ok(make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1}))
+    assert len(sleeps) == 1 and 0 < sleeps[0] <= 2  # exponential backoff with jitter, nothing asked
+
+    stub.script = [(503, {}, {})] * 10
+    stub.seen.clear()
+    sleeps.clear()
+    result = make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1})
+    assert result.is_error and "HTTP 503" in (result.message or "")
+    assert len(stub.seen) == 4 and len(sleeps) == 3
+
+
+def test_timeout_is_retried(stub: Stub) -> None:
+    stub.delay_first_s = 1.0
+    sleeps: list[float] = []
+    registry = make_registry(stub.url, "k", sleeps, HELPBOT_REDMINE_TIMEOUT="0.2")
+    assert ok(registry.call("redmine:getIssue", {"issueId": 1}))
+    assert len(sleeps) == 1
+
+
+def test_401_names_the_variable(stub: Stub) -> None:
+    stub.routes["/users/current.json"] = lambda q: (401, {}, {})
+    result = make_registry(stub.url, "k").call("redmine:getIssue", {"issueId": 1})
+    assert result.is_error and "REDMINE_API_KEY" in (result.message or "")
+    assert result.kind == "credentials"  # the CLI turns it into one line and exit 2
+
+
+def test_search_drops_hits_of_other_projects_even_when_redmine_returns_them(stub: Stub) -> None:
+    """Defence in depth: the search is scoped to allowed projects, and each hit is checked again."""
+    hits = {"results": [
+        {"id": 1, "title": "Bug #1 (New): 在庫同期が遅延する", "type": "issue", "url": f"{stub.url}/issues/1",
+         "description": "在庫", "datetime": "2026-11-30T10:51:03Z"},
+        {"id": 7, "title": "Feature #7 (New): 在庫管理ツール", "type": "issue", "url": f"{stub.url}/issues/7",
+         "description": "在庫", "datetime": "2026-11-30T10:51:03Z"},
+        {"id": 2, "title": "Wiki: 在庫ツール契約", "type": "wiki-page", "description": "在庫",
+         "url": f"{stub.url}/projects/internal-hr/wiki/%E5%9C%A8%E5%BA%AB", "datetime": "2026-11-30T10:51:03Z"},
+    ], "total_count": 3, "offset": 0, "limit": 10}
+    other = {"id": 7, "project": {"id": 3, "name": "社内総務"}, "subject": "在庫管理ツール",
+             "status": {"id": 1, "name": "New", "is_closed": False}}
+    stub.routes["/projects/ec-sync/search.json"] = lambda q: (200, {}, hits)
+    stub.routes["/issues.json"] = lambda q: (200, {}, {
+        "issues": [ISSUE["issue"], other], "total_count": 2, "offset": 0, "limit": 2})
+    result = ok(make_registry(stub.url, "k", HELPBOT_REDMINE_PROJECTS="ec-sync")
+                .call("redmine:search", {"query": "在庫"}))
+    assert [item["url"] for item in result.items] == [f"{stub.url}/issues/1"]
+    assert "2 results outside the allowed projects left out" in result.notes
