@@ -99,6 +99,7 @@ class Answer:
     error: str | None = None
     trace: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)  # the question's tags (agent.tags), shown in the footers
 
     @property
     def usage(self) -> Usage:
@@ -116,6 +117,7 @@ class Answer:
             "seconds": round(self.seconds, 2),
             "stop": self.stop,
             "error": self.error,
+            "tags": self.tags,
         }
 
 
@@ -302,20 +304,39 @@ class Agent:
 
     # -- one round of tools ------------------------------------------------------------------------------------
     def _run_tools(self, r: _Run, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run the round's new calls concurrently; answer every tool_use with a tool_result, in order."""
+        """Run the round's new calls concurrently; answer every tool_use with a tool_result, in order.
+
+        A successful write (a tool not marked read-only) makes every earlier read stale: reads are never reused
+        across it, and a round that contains a write runs its calls one after another, in the model's order."""
         first: dict[str, str] = {}  # call key -> the id of the call that runs it in this round
+        dup_of: dict[str, tuple[int, str]] = {}  # call id -> (round, id) of the identical call it reuses
         fresh = []
+        after_write = False
         for call in calls:
             key = _call_key(call)
-            if key not in r.seen and key not in first:
+            writes = not self.tools.is_read_only(call["name"])
+            if writes:
+                after_write, first = True, {}
+            earlier = (r.rounds, first[key]) if key in first else None if after_write else r.seen.get(key)
+            if earlier is None or writes:
                 first[key] = call["id"]
                 fresh.append(call)
+            else:
+                dup_of[call["id"]] = earlier
             self._event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
-                        reused=first.get(key) != call["id"])
+                        reused=call["id"] in dup_of)
         timeout = max(0.1, min(self.settings.tool_timeout_s, r.hard_deadline - self.clock()))
         jobs = [lambda c=call: self._call_tool(c) for call in fresh]
-        outcomes = dict(zip([c["id"] for c in fresh], run_concurrently(jobs, timeout, on_timeout=lambda i: (
-            ToolOutcome.error(f"{fresh[i]['name']} timed out after {timeout:g} s"), timeout)), strict=True))
+
+        def on_timeout(i: int) -> tuple[ToolOutcome, float]:
+            return ToolOutcome.error(f"{fresh[i]['name']} timed out after {timeout:g} s"), timeout
+
+        if after_write:  # order matters once something is written
+            done = [run_concurrently([job], timeout, on_timeout=lambda _: on_timeout(index))[0]
+                    for index, job in enumerate(jobs)]
+        else:
+            done = run_concurrently(jobs, timeout, on_timeout=on_timeout)
+        outcomes = dict(zip([c["id"] for c in fresh], done, strict=True))
         blocks = []
         for call in calls:
             key = _call_key(call)
@@ -324,10 +345,13 @@ class Agent:
                 content = h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
                 is_error, reused = outcome.is_error, False
                 self._add_sources(r, call["id"], outcome.sources)
-                if not is_error:  # only successes are reused; a failed call may be tried again
+                if not self.tools.is_read_only(call["name"]):
+                    if not is_error:
+                        r.seen.clear()  # what was read before may have changed
+                elif not is_error:  # only successful reads are reused; a failed call may be tried again
                     r.seen[key] = (r.rounds, call["id"])
-            else:  # identical to a call earlier in this run, or earlier in this very response: not re-run
-                earlier_round, earlier_id = r.seen.get(key) or (r.rounds, first[key])
+            else:  # identical to an earlier read in this run, or earlier in this very response: not re-run
+                earlier_round, earlier_id = dup_of[call["id"]]
                 where = ("its result was summarized into the 調査メモ notes" if earlier_id in r.shrunk
                          else "its result is above, unchanged")
                 content = f"[helpbot] Not run again: identical to call {earlier_id} in round {earlier_round}; {where}."

@@ -41,6 +41,10 @@ class ToolExecutor(Protocol):
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
 
+    def is_read_only(self, name: str) -> bool:
+        """False for a tool that may write: the loop then never reuses earlier reads across it."""
+        ...
+
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         """The searches degraded mode runs on the raw question, best provider first."""
         ...
@@ -83,6 +87,12 @@ class RegistryTools:
                 sources.append(source)
         return ToolOutcome(content=result.to_json(), is_error=result.is_error, sources=sources)
 
+    def is_read_only(self, name: str) -> bool:
+        try:
+            return self.registry.find(name).read_only
+        except KeyError:  # an unknown tool never runs
+            return True
+
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         """Every tool whose function is a search taking a ``query`` (faq_search, redmine_search, ...)."""
         calls = []
@@ -116,6 +126,10 @@ class CompositeTools:
         if provider is None:
             return ToolOutcome.error(f"unknown tool {name!r}")
         return provider.call(name, arguments)
+
+    def is_read_only(self, name: str) -> bool:
+        provider = self._owner.get(name)
+        return provider.is_read_only(name) if provider else True
 
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         return [call for provider in self.providers for call in provider.search_calls(question)]

@@ -1,7 +1,8 @@
 """In-house MCP servers listed in ``helpbot.toml``: their tools join the catalog as ordinary :class:`Tool`\\ s.
 
     [[mcp_servers]]
-    name = "sales"                      # prefix: tools become sales_get_customers, sales:get_customers
+    name = "sales"                      # tools become sales_get_customers (sales:get_customers on the CLI)
+    # prefix = "farm"                   # ... or farm_get_customers
     command = "uv"                      # stdio ...
     args = ["run", "python", "examples/sales_db/server.py"]
     env = ["SALES_DB_PATH"]             # names of variables passed on (nothing else of ours leaks)
@@ -18,6 +19,7 @@ session state to lose, no process left behind; the cost is one process start per
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -40,6 +42,7 @@ class ServerEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
+    prefix: str | None = None  # tool names become PREFIX_tool; default: the name
     description: str = ""
     scenes: list[str] = []
     command: str | None = None
@@ -60,6 +63,17 @@ class ServerEntry(BaseModel):
         if not re.fullmatch(r"[a-z][a-z0-9]{0,20}", value):
             raise ValueError("must be lower-case letters and digits (it prefixes tool names)")
         return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,20}", value.rstrip("_")):
+            raise ValueError("must be lower-case letters and digits, optionally ending in '_'")
+        return value.rstrip("_") if value else None
+
+    @property
+    def platform_name(self) -> str:
+        return self.prefix or self.name
 
     @model_validator(mode="after")
     def _transport(self) -> ServerEntry:
@@ -104,9 +118,9 @@ def server_entries(env: Mapping[str, str]) -> list[ServerEntry]:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "entry"
             raise ConfigError(f"helpbot.toml mcp_servers[{index}]", f"{where}: {err['msg']}") from None
-    names = [e.name for e in entries]
+    names = [e.platform_name for e in entries]
     if len(names) != len(set(names)):
-        raise ConfigError("helpbot.toml mcp_servers", "two servers share a name")
+        raise ConfigError("helpbot.toml mcp_servers", "two servers share a name or prefix")
     return entries
 
 
@@ -140,10 +154,38 @@ def _is_read_only(tool: Any) -> bool:
     return bool(tool.annotations and tool.annotations.read_only_hint)
 
 
+def _error_message(called: Any, text: str) -> str:
+    """The server's own words: ``message`` or ``data.error`` of a structured error, else its text."""
+    payload = called.structured_content
+    if payload is None:
+        with contextlib.suppress(json.JSONDecodeError):
+            payload = json.loads(text)
+    if isinstance(payload, dict):
+        data = payload.get("data")
+        found = data.get("error") if isinstance(data, dict) else None
+        found = found or payload.get("error") or payload.get("message")
+        if found:
+            code = payload.get("status_code")
+            return f"{found} (status {code})" if code else str(found)
+    return text or "the MCP server reported an error"
+
+
+def _cap_lists(value: Any, max_items: int, where: str, notes: list[str]) -> Any:
+    """Lists nested inside a server's result (its rows) are held to the same item limit as ours."""
+    if isinstance(value, dict):
+        return {k: _cap_lists(v, max_items, f"{where}.{k}" if where else k, notes) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > max_items:
+            notes.append(f"showing {max_items} of {len(value)} items at {where or 'the result'}")
+            value = value[:max_items]
+        return [_cap_lists(v, max_items, where, notes) for v in value]
+    return value
+
+
 def _to_result(name: str, called: Any) -> Result:
     text = "\n".join(getattr(block, "text", "") for block in called.content).strip()
     if called.is_error:
-        return Result.error(name, text or "the MCP server reported an error")
+        return Result.error(name, _error_message(called, text))
     payload = called.structured_content
     if payload is None and text:
         try:
@@ -181,7 +223,7 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
     """Connect once to list the tools; keep the allowed ones. A server that cannot be reached yields a
     platform with no tools and says why in its overview (the run goes on without it)."""
     platform = Platform(
-        name=entry.name,
+        name=entry.platform_name,
         overview=entry.description or f"In-house MCP server {entry.name!r}.",
         scenes=entry.scenes,
         security_rules=[
@@ -212,7 +254,7 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
         if not read_only and not entry.allow_writes:
             continue
         platform.tools[remote.name] = Tool(
-            platform=entry.name,
+            platform=entry.platform_name,
             function=remote.name,
             fn=_caller(entry, env, remote.name),
             description=remote.description or remote.name,
@@ -233,10 +275,15 @@ def _caller(entry: ServerEntry, env: Mapping[str, str], tool_name: str) -> Any:
             called = _run(run)
         except Exception as exc:
             raise ToolError(f"MCP server {entry.name!r} failed: {type(exc).__name__}: {exc}") from None
-        return _to_result(f"{entry.name}_{tool_name}", called)
+        result = _to_result(f"{entry.platform_name}_{tool_name}", called)
+        if result.is_error:
+            return result
+        notes: list[str] = []
+        item = _cap_lists(result.item, ctx.limits.max_items, "", notes)
+        return result.model_copy(update={"item": item, "notes": [*result.notes, *notes]})
 
     return call
 
 
 def external_platforms(env: Mapping[str, str]) -> dict[str, Platform]:
-    return {entry.name: remote_platform(entry, env) for entry in server_entries(env)}
+    return {entry.platform_name: remote_platform(entry, env) for entry in server_entries(env)}

@@ -16,9 +16,11 @@ class FakeTools:
     """A ToolExecutor from functions ``name -> fn(arguments)``; a function returns a ToolOutcome, a dict or list
     (serialized as JSON, items with ``url`` become sources) or a string, or raises."""
 
-    def __init__(self, functions: dict[str, Callable[[dict[str, Any]], Any]], guide: str = "## fake\nA fake."):
+    def __init__(self, functions: dict[str, Callable[[dict[str, Any]], Any]], guide: str = "## fake\nA fake.",
+                 writes: frozenset[str] = frozenset()):
         self.functions = functions
         self._guide = guide
+        self.writes = writes
         self.counts: Counter[str] = Counter()
         self.seen: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
@@ -30,6 +32,9 @@ class FakeTools:
 
     def guide(self) -> str:
         return self._guide
+
+    def is_read_only(self, name: str) -> bool:
+        return name not in self.writes
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         with self._lock:

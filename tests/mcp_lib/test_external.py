@@ -106,3 +106,13 @@ def test_a_name_taken_by_a_builtin_platform_is_refused(tmp_path: Path) -> None:
     (tmp_path / "helpbot.toml").write_text('[[mcp_servers]]\nname = "faq"\ncommand = "x"\ntools = ["a"]\n')
     with pytest.raises(ConfigError, match="taken"):
         Registry(env={"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")}).platforms()
+
+
+def test_a_prefix_renames_the_tools_and_nested_rows_are_capped(tmp_path: Path) -> None:
+    env = write_config(tmp_path, tools=["get_customers"], extra='prefix = "farm_"')
+    registry = Registry(env={**env, "HELPBOT_TOOL_MAX_ITEMS": "3"})
+    assert [t.wire_name for t in registry.tools(only=["farm"])] == ["farm_get_customers"]
+    listing = registry.call("farm:get_customers", {})
+    assert not listing.is_error and listing.item is not None
+    assert len(listing.item["data"]["customers"]) == 3
+    assert any("showing 3 of" in note for note in listing.notes)
