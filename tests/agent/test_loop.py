@@ -141,6 +141,39 @@ def test_a_failed_call_may_be_tried_again() -> None:
     assert tools.counts["flaky"] == 2
 
 
+def test_a_write_makes_earlier_reads_stale_and_runs_its_round_in_order() -> None:
+    stock = {"n": 0}
+    order: list[str] = []
+
+    def read(arguments: dict[str, Any]) -> Any:
+        order.append("read")
+        return {"title": "stock", "url": "https://x.example/stock", "count": stock["n"]}
+
+    def write(arguments: dict[str, Any]) -> Any:
+        order.append("write")
+        stock["n"] += 1
+        return {"title": "added", "url": "https://x.example/added"}
+
+    tools = FakeTools({"db_read": read, "db_add": write}, writes=frozenset({"db_add"}))
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("db_read", {}))
+        if request.round == 2:  # read (reused from round 1), write, read again: the last one must really run
+            return calls(("db_read", {}), ("db_add", {}), ("db_read", {}), ("db_add", {}))
+        results = request.tool_results()
+        assert "Not run again" in results[0]["content"]
+        assert json.loads(results[2]["content"])["items"][0]["count"] == 1
+        assert "Not run again" not in results[3]["content"]  # a write is never answered from an earlier one
+        return "done"
+
+    agent, _ = make_agent(script, tools)
+    answer = agent.run("在庫を足して")
+    assert order == ["read", "write", "read", "write"]
+    assert [c.reused for c in answer.tool_calls] == [False, True, False, False, False]
+    check_transcript(answer.messages)
+
+
 def test_round_limit_forces_a_final_answer_with_tools_kept_and_tool_choice_none() -> None:
     tools = FakeTools({"faq_search": lambda a: item(int(a["query"]))})
 
