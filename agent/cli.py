@@ -137,6 +137,9 @@ def _ask_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--max-rounds", type=_rounds, metavar="N", help="tool rounds (default HELPBOT_MAX_ROUNDS "
                                                                         "or 10)")
+    parser.add_argument("--continue", dest="continue_from", metavar="FILE",
+                        help="continue the conversation saved in FILE (by --save): its turns are the history")
+    parser.add_argument("--save", metavar="FILE", help="save question, answer, sources and earlier turns to FILE")
 
 
 def build_agent(env: dict[str, str], *, max_rounds: int | None = None, caller: Caller | None = None,
@@ -165,6 +168,12 @@ def build_agent(env: dict[str, str], *, max_rounds: int | None = None, caller: C
     tools: ToolExecutor = RegistryTools(Registry(env, caller=caller))
     if extra_tools:
         tools = CompositeTools(tools, *extra_tools)
+    from .tags import TaggingAgent, load_tag_config
+
+    tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run
+    if tag_config is not None:
+        return TaggingAgent(tag_config, model, tools, settings, on_progress=on_progress, on_event=on_event,
+                            extra_prompt=extra_prompt)
     return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event, extra_prompt=extra_prompt)
 
 
@@ -180,7 +189,8 @@ def footer(answer: Answer) -> str:
     tokens = (f"tokens in {u.input_tokens:,} (cache read {u.cache_read_input_tokens:,}, write "
               f"{u.cache_creation_input_tokens:,}) out {u.output_tokens:,}")
     head = "degraded: not AI-generated · " if answer.degraded else ""
-    return (f"{head}rounds {answer.rounds} · tools {len(answer.tool_calls)} ({tools}) · {tokens} · "
+    tags = f"tags {', '.join(answer.tags)} · " if answer.tags else ""
+    return (f"{head}rounds {answer.rounds} · tools {len(answer.tool_calls)} ({tools}) · {tags}{tokens} · "
             f"est. ${answer.cost_usd:.4f} · {answer.seconds:.1f} s")
 
 
@@ -189,14 +199,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
     question = args.question.strip()
     if not question:
         raise UsageError("helpbot ask: the question is empty")
+    from .answer import TranscriptError, load_transcript, save_transcript
     from .model import ModelRequestError
 
+    try:
+        history = load_transcript(args.continue_from) if args.continue_from else []
+    except TranscriptError as exc:
+        raise UsageError(f"helpbot ask: --continue: {exc}") from None
     agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, on_progress=_print_progress)
     try:
-        answer = agent.run(question)
+        answer = agent.run(question, history)
     except ModelRequestError as exc:
         print(f"helpbot: {exc}", file=sys.stderr)
         return 1
+    if args.save:
+        try:
+            save_transcript(args.save, question, answer, history)
+        except TranscriptError as exc:
+            raise UsageError(f"helpbot ask: --save: {exc}") from None
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return 0
@@ -207,6 +227,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print(f"  {number}. {source['title']}\n     {source['url']}")
     print(f"\n— {footer(answer)}")
     return 0
+
+
+register("answer", "Answer a Slack message in its thread (a :help: trigger, a message link, or channel + ts).",
+         "agent.answer:add_arguments", "agent.answer:main")
+
+
+def _relay_arguments(parser: argparse.ArgumentParser) -> None:
+    """``helpbot relay``'s options, as ``agent.relay.add_relay_command`` declares them (a test keeps them equal)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000; 0 = any)")
+
+
+register("relay", "Serve the Slack Events relay (reaction_added -> repository_dispatch).", _relay_arguments,
+         "agent.relay:run_relay_command")
+register("eval", "Run eval cases (questions, expected sources and phrases) through the agent and score them.",
+         "agent.evals:add_arguments", "agent.evals:cmd_eval")
+register("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",
+         "agent.feedback:add_arguments", "agent.feedback:main")
 
 
 if __name__ == "__main__":

@@ -332,8 +332,11 @@ class Agent:
             return ToolOutcome.error(f"{fresh[i]['name']} timed out after {timeout:g} s"), timeout
 
         if after_write:  # order matters once something is written
-            done = [run_concurrently([job], timeout, on_timeout=lambda _: on_timeout(index))[0]
-                    for index, job in enumerate(jobs)]
+            done = []
+            for index, job in enumerate(jobs):
+                def timed_out(_: int, index: int = index) -> tuple[ToolOutcome, float]:
+                    return on_timeout(index)
+                done += run_concurrently([job], timeout, on_timeout=timed_out)
         else:
             done = run_concurrently(jobs, timeout, on_timeout=on_timeout)
         outcomes = dict(zip([c["id"] for c in fresh], done, strict=True))

@@ -313,8 +313,9 @@ def format_cost(cost_usd: float) -> str:
 
 
 def footer_text(*, rounds: int, tool_names: Sequence[str], cost_usd: float | None, degraded: bool,
-                run_link: str | None) -> str:
-    """One small line: rounds, tools, estimated cost, link to the Actions run (mrkdwn, for a context block)."""
+                run_link: str | None, tags: Sequence[str] = ()) -> str:
+    """One small line: rounds, tools, the question's tags, estimated cost, link to the Actions run (mrkdwn, for
+    a context block)."""
     parts = []
     if degraded:
         parts.append("検索のみ（AI生成ではありません）")
@@ -323,6 +324,8 @@ def footer_text(*, rounds: int, tool_names: Sequence[str], cost_usd: float | Non
     platforms = _unique(platform_label(n) for n in tool_names)
     tools = f"ツール {len(tool_names)} 回"
     parts.append(f"{tools}（{'・'.join(platforms)}）" if platforms else tools)
+    if tags:
+        parts.append(f"タグ {'・'.join(tags)}")
     if cost_usd is not None and not degraded:
         parts.append(f"推定コスト {format_cost(cost_usd)}")
     text = mrkdwn_escape(" ・ ".join(parts))
@@ -408,7 +411,7 @@ def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, qu
     """
     answer = str(result.get("answer") or "").strip() or "（回答を生成できませんでした）"
     degraded = bool(result.get("degraded"))
-    if degraded:
+    if degraded and not answer.startswith("⚠️"):  # the loop labels its own degraded answers
         answer = f"{DEGRADED_LABEL}\n\n{answer}"
     answer = guard_public(answer, mask_personal)
     chunks = split_markdown(answer, limit - slack_len(TRUNCATED_NOTE))
@@ -420,7 +423,7 @@ def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, qu
     footer = guard_public(footer_text(
         rounds=int(result.get("rounds") or 0), tool_names=tool_names,
         cost_usd=float(result["cost_usd"]) if result.get("cost_usd") is not None else None,
-        degraded=degraded, run_link=run_link), mask_personal)
+        degraded=degraded, run_link=run_link, tags=[str(t) for t in result.get("tags") or []]), mask_personal)
 
     block_lists: list[list[dict[str, Any]]] = [[_markdown_block(c)] for c in chunks]
     if sources:

@@ -84,6 +84,9 @@ _KATAKANA_WORD_RE = re.compile(r"[ァ-ヺー]{3,}")
 LATIN_WEIGHT = 2.0
 FUZZY_MIN_SIMILARITY = 0.5
 FUZZY_CANDIDATES = 3
+# An entry carrying one of the caller's boost tags (the question's tags) scores this much more. Multiplied, not
+# added: a boost reorders entries that match the query but never brings in one that does not.
+TAG_BOOST = 1.3
 
 # Words that say nothing about the topic. English ones matter most: in a mostly Japanese FAQ they occur only in
 # the English entries and would otherwise look rare (and so important) to BM25.
@@ -320,6 +323,7 @@ class FaqIndex:
                 raise ConfigError(entry.file, f"duplicate FAQ id {entry.id!r} (also in {seen[entry.id]})")
             seen[entry.id] = entry.file
         self.by_id = {entry.id: entry for entry in self.entries}
+        self._tag_sets = [frozenset(normalize(tag).strip() for tag in entry.tags) for entry in self.entries]
         self._groups = _compile_synonyms(self.synonyms)
 
         postings, lengths = self._count_terms()
@@ -434,8 +438,11 @@ class FaqIndex:
             words.update(t for terms in group.terms for t in terms if len(t) > 1)
         return QueryPlan(weights, corrections, words)
 
-    def search(self, query: str | QueryPlan, limit: int = 5) -> list[tuple[Entry, float]]:
-        """Best entries first. Entries scoring far below the best one are left out: they matched only noise."""
+    def search(self, query: str | QueryPlan, limit: int = 5,
+               boost_tags: Iterable[str] = ()) -> list[tuple[Entry, float]]:
+        """Best entries first. Entries scoring far below the best one are left out: they matched only noise.
+        Entries carrying one of ``boost_tags`` (compared normalised: ``shopify`` = ``Shopify``) score
+        ``TAG_BOOST`` times more."""
         plan = self.plan(query) if isinstance(query, str) else query
         scores: dict[int, float] = {}
         get = scores.get
@@ -445,6 +452,11 @@ class FaqIndex:
                 continue
             for doc, impact in zip(*posting, strict=True):
                 scores[doc] = get(doc, 0.0) + impact * weight
+        boosts = {normalize(tag).strip() for tag in boost_tags} - {""}
+        if boosts:
+            for doc in scores:
+                if self._tag_sets[doc] & boosts:
+                    scores[doc] *= TAG_BOOST
         top = heapq.nlargest(limit, scores.items(), key=lambda pair: pair[1])
         if not top:
             return []
@@ -522,6 +534,10 @@ def search(
                                             "mixed, a sentence or a few keywords (e.g. 在庫がずれる).",
                                 min_length=1)],
     limit: Annotated[int, Field(description="How many entries to return at most.", ge=1, le=20)] = 5,
+    tags: Annotated[list[str] | None, Field(description="FAQ tags to prefer, e.g. the question's tags from the "
+                                                        "system prompt (Shopify, 在庫): entries carrying one of "
+                                                        "them rank higher; the others still appear.",
+                                            max_length=20)] = None,
 ) -> Result:
     """Search the team FAQ for entries that answer a question; best first, each with the passage that matched.
 
@@ -536,7 +552,7 @@ def search(
     items = [
         {"id": entry.id, "title": entry.question, "url": index.url_of(entry), "tags": entry.tags,
          "score": round(score, 3), "snippet": index.snippet(entry.body, plan)}
-        for entry, score in index.search(plan, limit)
+        for entry, score in index.search(plan, limit, boost_tags=tags or ())
     ]
     notes = [] if items else ["no FAQ entry matches; try other words, or search Slack, Redmine, Growi or GitHub"]
     return Result(items=items, total=len(items), notes=notes)

@@ -42,7 +42,7 @@ def test_json_argument_form_of_the_old_library(capsys: pytest.CaptureFixture[str
         (["faq:search", "x", "limit=many"], "limit: input should be a valid integer"),
         (["faq:search", "x", "limit=0"], "limit: input should be greater than or equal to 1"),
         (["faq:search", "x", "bogus=1"], "unknown parameter 'bogus'"),
-        (["faq:search", "x", "5", "extra"], "too many arguments"),
+        (["faq:search", "x", "5", "Shopify", "extra"], "too many arguments"),
         (["faq:search", "{bad json"], "not valid JSON"),
         (["github:searchCode", "inventory"], "platform 'github' is not configured"),
         (["frobnicate"], "unknown command"),

@@ -362,3 +362,37 @@ def test_bundled_entries_are_well_formed(bundled: FaqIndex) -> None:
     assert 2 <= len(english) < len(bundled.entries) / 2
     for entry in bundled.entries:
         assert entry.tags and len(entry.body) > 300, entry.id
+
+
+# -- tag boosts (the question's tags, agent.tags) -------------------------------------------------------------
+def test_boost_tags_reorder_matching_entries_but_add_none(tmp_path: Path) -> None:
+    write_entry(tmp_path, "a.md", "---\nid: rakuten\nquestion: 在庫同期が遅い\ntags: [楽天]\n---\n"
+                                  "在庫同期が遅いときは在庫同期ジョブを確認します。\n")
+    write_entry(tmp_path, "b.md", "---\nid: shopify\nquestion: 在庫同期が遅い\ntags: [Shopify]\n---\n"
+                                  "在庫同期が遅いときはジョブを確認します。\n")
+    write_entry(tmp_path, "c.md", "---\nid: other\nquestion: 画像が出ない\ntags: [Shopify]\n---\n画像の形式を確認。\n")
+    index = FaqIndex.load(tmp_path)
+    plain = [e.id for e, _ in index.search("在庫同期 遅い")]
+    assert plain == ["rakuten", "shopify"]
+    boosted = index.search("在庫同期 遅い", boost_tags=["shopify"])  # tags compare normalised
+    assert [e.id for e, _ in boosted] == ["shopify", "rakuten"]  # "other" has the tag but not the words
+    assert boosted[0][1] == pytest.approx(dict((e.id, s) for e, s in index.search("在庫同期 遅い"))["shopify"]
+                                          * faq.TAG_BOOST)
+    assert [e.id for e, _ in index.search("在庫同期 遅い", boost_tags=["Amazon"])] == plain
+
+    search = Registry(env={"HELPBOT_FAQ_PATH": str(tmp_path)}).get_mcp("faq").functions["search"]
+    assert [i["id"] for i in search("在庫同期 遅い", tags=["Shopify"]).items] == ["shopify", "rakuten"]
+    assert [i["id"] for i in search("在庫同期 遅い").items] == ["rakuten", "shopify"]
+    assert search("在庫同期 遅い", tags="Shopify").status == "error"  # a list, not a string
+
+
+def test_a_boost_by_the_expected_entrys_tag_never_lowers_its_rank(bundled: FaqIndex) -> None:
+    def rank(ids: list[str], wanted: str) -> int:
+        return ids.index(wanted) if wanted in ids else 99
+
+    for query, expected in LABELLED:
+        wanted = sorted(expected)[0]
+        tags = bundled.by_id[wanted].tags[:1]
+        before = rank([e.id for e, _ in bundled.search(query, limit=10)], wanted)
+        after = rank([e.id for e, _ in bundled.search(query, limit=10, boost_tags=tags)], wanted)
+        assert after <= before, (query, tags, before, after)

@@ -1,0 +1,317 @@
+"""``helpbot eval CASES.yaml [--json]``: run questions through the real agent and score the answers.
+
+A case file (YAML) is a list of cases, or a mapping with a ``cases`` list::
+
+    cases:
+      - id: stock-sync-delay                 # unique; letters, digits, . _ -
+        question: Shopifyの在庫同期が遅れているときの確認手順は？
+        expect_sources:                      # URL patterns the answer must cite
+          - faq://stock-sync-delay           #   glob: * any run of characters, ? one character
+          - re:^https://redmine\\.example\\.com/issues/1\\d{3}$   # "re:" + a regular expression (searched)
+        expect_phrases: [stock-sync, 連携ログ] # substrings of the answer (case- and width-insensitive)
+        max_rounds: 4                        # optional; default HELPBOT_MAX_ROUNDS
+
+A source pattern is matched against the URLs of the sources the answer cites, as they are and percent-decoded;
+a glob must match the whole URL. A case passes when every pattern matched a cited source and every phrase is in
+the answer; a run that raises (e.g. the model rejected the request) fails its case. A case needs at least one
+expectation.
+
+The agent is built exactly as ``helpbot ask`` builds it (``build_agent``): a team's credentials, platforms and
+``helpbot.toml`` tags apply; without model credentials the answers are degraded mode's search results.
+Exit status: 0 all cases passed, 1 some failed, 2 the case file is unreadable or a case is malformed (one line
+naming the file, the case and the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import sys
+import time
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .cli import UsageError, _rounds
+
+if TYPE_CHECKING:
+    from .loop import Agent, Answer
+
+_ID = re.compile(r"^[\w.-]{1,80}$")
+
+
+# -- the case file ---------------------------------------------------------------------------------------------
+class Case(BaseModel):
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    id: str
+    question: str = Field(min_length=1)
+    expect_sources: list[str] = []
+    expect_phrases: list[str] = []
+    max_rounds: int | None = Field(None, ge=1, le=50)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise ValueError("must be 1-80 letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is blank")
+        return value.strip()
+
+    @field_validator("expect_sources")
+    @classmethod
+    def _sources(cls, value: list[str]) -> list[str]:
+        for index, pattern in enumerate(value):
+            if not pattern.strip():
+                raise ValueError(f"pattern {index} is blank")
+            if pattern.startswith("re:"):
+                try:
+                    re.compile(pattern[3:])
+                except re.error as exc:
+                    raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
+        return value
+
+    @field_validator("expect_phrases")
+    @classmethod
+    def _phrases(cls, value: list[str]) -> list[str]:
+        if any(not phrase.strip() for phrase in value):
+            raise ValueError("a phrase is blank")
+        return value
+
+
+def load_cases(path: str | Path) -> list[Case]:
+    """The cases of a YAML file, or a UsageError (exit 2) naming the file, the case and the field."""
+    import yaml
+
+    where = str(path)
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"helpbot eval: {where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"helpbot eval: {where}: cannot read it ({exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"helpbot eval: {where}: not valid YAML{line}") from None
+    if isinstance(raw, dict) and set(raw) == {"cases"}:
+        raw = raw["cases"]
+    if not isinstance(raw, list) or not raw:
+        raise UsageError(f"helpbot eval: {where}: expected a non-empty list of cases (or `cases:` with one)")
+    cases: list[Case] = []
+    for number, item in enumerate(raw, 1):
+        name = f"case #{number}"
+        if isinstance(item, dict) and isinstance(item.get("id"), str | int):
+            name = f"case {str(item['id'])!r} (#{number})"
+        if not isinstance(item, dict):
+            raise UsageError(f"helpbot eval: {where}: {name}: must be a mapping (id, question, expect_...)")
+        try:
+            case = Case.model_validate(item)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field_name = ".".join(str(p) for p in err["loc"]) or "case"
+            raise UsageError(f"helpbot eval: {where}: {name}: {field_name}: {err['msg']}") from None
+        if not case.expect_sources and not case.expect_phrases:
+            raise UsageError(f"helpbot eval: {where}: {name}: expect_sources: give expect_sources or "
+                             "expect_phrases (a case without expectations always passes)")
+        if any(c.id == case.id for c in cases):
+            raise UsageError(f"helpbot eval: {where}: {name}: id: used by an earlier case too")
+        cases.append(case)
+    return cases
+
+
+# -- scoring ---------------------------------------------------------------------------------------------------
+def url_matches(pattern: str, url: str) -> bool:
+    """``re:`` + a regular expression (searched), else a glob over the whole URL; raw or percent-decoded."""
+    candidates = {url, unquote(url)}
+    if pattern.startswith("re:"):
+        return any(re.search(pattern[3:], u) for u in candidates)
+    return any(fnmatch.fnmatchcase(u, pattern) for u in candidates)
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+@dataclass
+class CaseResult:
+    id: str
+    question: str
+    passed: bool
+    sources_expected: int
+    sources_found: int
+    missing_sources: list[str]  # patterns no cited source matched ("(consulted, not cited)" when consulted)
+    source_ranks: dict[str, int | None]  # pattern -> position (1-based) of the first cited source it matched
+    phrases_expected: int
+    phrases_found: int
+    missing_phrases: list[str]
+    rounds: int
+    tokens: dict[str, int]
+    cost_usd: float
+    seconds: float
+    degraded: bool
+    stop: str
+    error: str | None
+    tags: list[str] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)
+    tool_calls: list[str] = field(default_factory=list)
+
+
+def score(case: Case, answer: Answer, seconds: float) -> CaseResult:
+    cited = [s["url"] for s in answer.sources]
+    consulted = [s["url"] for s in answer.consulted]
+    ranks: dict[str, int | None] = {}
+    missing_sources = []
+    for pattern in case.expect_sources:
+        rank = next((i for i, url in enumerate(cited, 1) if url_matches(pattern, url)), None)
+        ranks[pattern] = rank
+        if rank is None:
+            seen = any(url_matches(pattern, url) for url in consulted)
+            missing_sources.append(pattern + (" (consulted, not cited)" if seen else ""))
+    text = _fold(answer.text)
+    missing_phrases = [p for p in case.expect_phrases if _fold(p) not in text]
+    usage = answer.usage
+    tokens = {**usage.to_dict(), "total": usage.prompt_tokens + usage.output_tokens}
+    return CaseResult(
+        id=case.id, question=case.question, passed=not missing_sources and not missing_phrases,
+        sources_expected=len(case.expect_sources), sources_found=len(case.expect_sources) - len(missing_sources),
+        missing_sources=missing_sources, source_ranks=ranks,
+        phrases_expected=len(case.expect_phrases), phrases_found=len(case.expect_phrases) - len(missing_phrases),
+        missing_phrases=missing_phrases, rounds=answer.rounds, tokens=tokens, cost_usd=answer.cost_usd,
+        seconds=seconds, degraded=answer.degraded, stop=answer.stop,
+        error=None, tags=list(answer.tags), cited=cited,
+        tool_calls=[c.name for c in answer.tool_calls])
+
+
+def failed_case(case: Case, error: str, seconds: float) -> CaseResult:
+    """A case whose run raised (e.g. the model rejected the request): it fails, the others still run."""
+    return CaseResult(
+        id=case.id, question=case.question, passed=False, sources_expected=len(case.expect_sources),
+        sources_found=0, missing_sources=list(case.expect_sources), source_ranks=dict.fromkeys(case.expect_sources),
+        phrases_expected=len(case.expect_phrases), phrases_found=0, missing_phrases=list(case.expect_phrases),
+        rounds=0, tokens={"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+                          "cache_creation_input_tokens": 0, "total": 0},
+        cost_usd=0.0, seconds=seconds, degraded=False, stop="error", error=error)
+
+
+def totals(results: Sequence[CaseResult]) -> dict[str, Any]:
+    """Sums over the cases, and the mean reciprocal rank of the expected sources among the cited ones (1.0: every
+    expected source cited first; 0 for one not cited) -- finer than pass/fail when tuning ranking or tags."""
+    ranks = [rank for r in results for rank in r.source_ranks.values()]
+    return {
+        "cases": len(results),
+        "passed": sum(r.passed for r in results),
+        "failed": sum(not r.passed for r in results),
+        "sources_expected": sum(r.sources_expected for r in results),
+        "sources_found": sum(r.sources_found for r in results),
+        "phrases_expected": sum(r.phrases_expected for r in results),
+        "phrases_found": sum(r.phrases_found for r in results),
+        "source_mrr": round(sum(1 / r for r in ranks if r) / len(ranks), 4) if ranks else None,
+        "rounds": sum(r.rounds for r in results),
+        "tokens": sum(r.tokens["total"] for r in results),
+        "cost_usd": round(sum(r.cost_usd for r in results), 6),
+        "seconds": round(sum(r.seconds for r in results), 3),
+        "degraded": sum(r.degraded for r in results),
+    }
+
+
+# -- running ---------------------------------------------------------------------------------------------------
+AgentFactory = Callable[[int | None], "Agent"]  # max_rounds (None: the default) -> a fresh agent
+
+
+def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: int | None = None,
+              clock: Callable[[], float] = time.monotonic,
+              on_result: Callable[[int, CaseResult], None] | None = None) -> list[CaseResult]:
+    """Each case on a fresh agent, one after the other. A run that raises fails its case only."""
+    results = []
+    for number, case in enumerate(cases, 1):
+        agent = make_agent(case.max_rounds or max_rounds)  # a ConfigError here ends the eval (exit 2)
+        began = clock()
+        try:
+            answer = agent.run(case.question)
+        except Exception as exc:  # one broken case (e.g. a rejected request) must not hide the others
+            result = failed_case(case, f"{type(exc).__name__}: {' '.join(str(exc).split())}", clock() - began)
+        else:
+            result = score(case, answer, clock() - began)
+        results.append(result)
+        if on_result is not None:
+            on_result(number, result)
+    return results
+
+
+def report_json(path: str, results: Sequence[CaseResult]) -> dict[str, Any]:
+    return {"file": path, "cases": [asdict(r) for r in results], "total": totals(results)}
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def report_text(results: Sequence[CaseResult]) -> str:
+    width = max([len(r.id) for r in results] + [4])
+    lines = [f"{'case':<{width}}  result  sources  phrases  rounds  tokens    cost      seconds"]
+    for r in results:
+        lines.append(f"{r.id:<{width}}  {'PASS' if r.passed else 'FAIL':<6}  "
+                     f"{f'{r.sources_found}/{r.sources_expected}':<7}  {f'{r.phrases_found}/{r.phrases_expected}':<7}  "
+                     f"{r.rounds:<6}  {_tokens(r.tokens['total']):<8}  ${r.cost_usd:<8.4f} {r.seconds:.1f}"
+                     + ("  (degraded)" if r.degraded else "") + (f"  tags: {', '.join(r.tags)}" if r.tags else ""))
+        for pattern in r.missing_sources:
+            lines.append(f"{'':<{width}}    missing source: {pattern}")
+        for phrase in r.missing_phrases:
+            lines.append(f"{'':<{width}}    missing phrase: {phrase}")
+        if r.error:
+            lines.append(f"{'':<{width}}    error: {r.error}")
+    t = totals(results)
+    mrr = f" (MRR {t['source_mrr']:.3f})" if t["source_mrr"] is not None else ""
+    lines.append(f"\ntotal: {t['passed']}/{t['cases']} passed · sources {t['sources_found']}/{t['sources_expected']}"
+                 f"{mrr} · phrases {t['phrases_found']}/{t['phrases_expected']} · rounds {t['rounds']} · tokens "
+                 f"{t['tokens']:,} · est. ${t['cost_usd']:.4f} · {t['seconds']:.1f} s"
+                 + (f" · {t['degraded']} degraded (no AI model)" if t["degraded"] else ""))
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cases", metavar="CASES.yaml", help="the case file (see evals/README.md)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
+    parser.add_argument("--max-rounds", type=_rounds, metavar="N",
+                        help="tool rounds for cases without max_rounds (default HELPBOT_MAX_ROUNDS or 10)")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import os
+
+    from .cli import build_agent
+
+    cases = load_cases(args.cases)
+    if args.case:
+        unknown = sorted(set(args.case) - {c.id for c in cases})
+        if unknown:
+            raise UsageError(f"helpbot eval: {args.cases}: no case with id {', '.join(unknown)}")
+        cases = [c for c in cases if c.id in args.case]
+    env = dict(os.environ)
+
+    def progress(number: int, result: CaseResult) -> None:
+        print(f"helpbot eval: {number}/{len(cases)} {result.id}: {'PASS' if result.passed else 'FAIL'} "
+              f"({result.seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    results = run_cases(cases, lambda rounds: build_agent(env, max_rounds=rounds), max_rounds=args.max_rounds,
+                        on_result=progress)
+    if args.json:
+        print(json.dumps(report_json(args.cases, results), ensure_ascii=False, indent=2))
+    else:
+        print(report_text(results))
+    return 0 if all(r.passed for r in results) else 1

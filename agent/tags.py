@@ -1,0 +1,379 @@
+"""Question tagging: before the loop, tag the question from ``helpbot.toml`` and tell the model what the tags imply.
+
+    [tagging]                    # optional
+    max_tags = 3                 # more keyword matches than this is ambiguous
+    ask_model = true             # consult the summary model when the keywords are ambiguous
+
+    [[tags]]
+    name = "Shopify"
+    keywords = ["shopify", "ショッピファイ"]   # matched NFKC-normalised and lower-cased (see below)
+    patterns = ["my-?shopify"]                # optional regular expressions, same normalised text
+    description = "Shopify ストアとの連携"
+    hints = ["API 制限は REST 2 req/s"]        # added to the system prompt
+    search_first = ["Growi /EC連携/Shopify"]   # told to the model as where to look first
+    faq_tags = ["Shopify"]                    # faq_search ranks entries with these tags higher
+
+Keywords first: a Latin keyword matches as a whole word (``api`` not inside ``rapid``), a Japanese one anywhere
+(Japanese has no spaces). The keywords are *ambiguous* when no tag matched, or when more than ``max_tags``
+matched; only then is the summary model asked to choose among the tag names (all of them, or the matched ones)
+in one small request. Its reply is parsed defensively; without a model, or when it fails, the keyword result
+stands (the best ``max_tags`` by number of keywords matched). Tagging never fails a run.
+
+The tags' hints go into the system prompt, their FAQ tags become faq_search boosts (the prompt asks the model
+to pass them; degraded mode passes them itself), and the tags appear in the answer, its footers and the trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mcp_lib.config import ConfigError
+from mcp_lib.external import load_file_config
+from mcp_lib.platforms.faq import normalize
+from mcp_lib.redact import redact_deep
+
+from .loop import Agent, Answer, Turn
+from .model import Model, ModelError, Usage
+from .settings import Settings
+from .tools import ToolExecutor, ToolOutcome
+
+FAQ_SEARCH = "faq_search"
+TAGGER_MAX_TOKENS = 200
+TAGGER_TIMEOUT_S = 30.0
+TAGGER_SYSTEM = """\
+You tag questions that team members ask a help bot, so that it knows where to look. Choose the tags from the \
+list that fit the question; choose none when none fits. Reply with JSON only, no other text: \
+{"tags": ["<tag name>", ...]}"""
+
+
+# -- configuration ---------------------------------------------------------------------------------------------
+class TagEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    keywords: list[str] = Field(min_length=1)
+    patterns: list[str] = []
+    description: str = ""
+    hints: list[str] = []
+    search_first: list[str] = []
+    faq_tags: list[str] = []
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+    @field_validator("keywords")
+    @classmethod
+    def _keywords(cls, value: list[str]) -> list[str]:
+        if any(not normalize(word).strip() for word in value):
+            raise ValueError("a keyword is blank")
+        return value
+
+    @field_validator("hints", mode="before")
+    @classmethod
+    def _hints(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value  # one hint may be written as a plain string
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
+        return value
+
+
+class TaggingOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_tags: int = Field(3, ge=1, le=20)
+    ask_model: bool = True
+
+
+@dataclass(frozen=True)
+class Tag:
+    name: str
+    description: str
+    hints: tuple[str, ...]
+    search_first: tuple[str, ...]
+    faq_tags: tuple[str, ...]
+    keywords: tuple[str, ...]  # as written, for the prompt and the trace
+    matchers: tuple[tuple[str, re.Pattern[str]], ...]  # (keyword or pattern as written, compiled)
+
+    def matches(self, normalized: str) -> list[str]:
+        """The keywords and patterns found in an already normalised text."""
+        return [written for written, matcher in self.matchers if matcher.search(normalized)]
+
+
+def _keyword_matcher(word: str) -> re.Pattern[str]:
+    """A Latin keyword as a whole word (``api`` is not in ``rapid``; ``sp-api`` is in ``sp-api``), a Japanese one
+    anywhere."""
+    norm = normalize(word).strip()
+    pattern = re.escape(norm)
+    if norm[0].isascii() and norm[0].isalnum():
+        pattern = r"(?<![a-z0-9])" + pattern
+    if norm[-1].isascii() and norm[-1].isalnum():
+        pattern += r"(?![a-z0-9])"
+    return re.compile(pattern)
+
+
+@dataclass(frozen=True)
+class TagConfig:
+    tags: tuple[Tag, ...]
+    max_tags: int = 3
+    ask_model: bool = True
+
+    def by_name(self, name: str) -> Tag | None:
+        wanted = normalize(name).strip()
+        return next((t for t in self.tags if normalize(t.name).strip() == wanted), None)
+
+
+def parse_tag_config(raw: Mapping[str, Any], where: str = "helpbot.toml") -> TagConfig | None:
+    """The ``[[tags]]`` and ``[tagging]`` of a parsed ``helpbot.toml``; None when it defines no tags."""
+    if "tags" not in raw:
+        if "tagging" in raw:
+            raise ConfigError(f"{where} tagging", "there is a [tagging] table but no [[tags]] to use it with")
+        return None
+    items = raw["tags"]
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ConfigError(f"{where} tags", "must be a list of [[tags]] tables (name, keywords, ...)")
+    tags = []
+    for index, item in enumerate(items):
+        label = f"{where} tags[{index}]" + (f" ({item['name']})" if isinstance(item.get("name"), str) else "")
+        try:
+            entry = TagEntry.model_validate(item)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field_name = ".".join(str(p) for p in err["loc"]) or "entry"
+            raise ConfigError(label, f"{field_name}: {err['msg']}") from None
+        matchers = [(word, _keyword_matcher(word)) for word in entry.keywords]
+        matchers += [(pattern, re.compile(pattern)) for pattern in entry.patterns]
+        tags.append(Tag(entry.name, entry.description.strip(), tuple(h.strip() for h in entry.hints if h.strip()),
+                        tuple(entry.search_first), tuple(entry.faq_tags), tuple(entry.keywords), tuple(matchers)))
+    names = [normalize(t.name).strip() for t in tags]
+    duplicate = next((t.name for t, n in zip(tags, names, strict=True) if names.count(n) > 1), None)
+    if duplicate:
+        raise ConfigError(f"{where} tags", f"two tags are named {duplicate!r}")
+    options_raw = raw.get("tagging", {})
+    if not isinstance(options_raw, dict):
+        raise ConfigError(f"{where} tagging", "must be a table ([tagging])")
+    try:
+        options = TaggingOptions.model_validate(options_raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"{where} tagging", f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+    return TagConfig(tuple(tags), options.max_tags, options.ask_model) if tags else None
+
+
+def load_tag_config(env: Mapping[str, str]) -> TagConfig | None:
+    """Tags from ``helpbot.toml`` (``HELPBOT_CONFIG`` or ``./helpbot.toml``); None when there are none."""
+    return parse_tag_config(load_file_config(env))
+
+
+# -- tagging ---------------------------------------------------------------------------------------------------
+@dataclass
+class Tagging:
+    """The outcome of tagging one question: the tags chosen, and how."""
+
+    tags: list[Tag]
+    matched: dict[str, list[str]]  # tag name -> keywords/patterns found, for every tag the keywords hit
+    method: str  # keywords | model | none
+    ambiguous: str | None = None  # why the keywords were not enough
+    consulted: bool = False  # the summary model was asked
+    model_error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    seconds: float = 0.0
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tags]
+
+    @property
+    def faq_tags(self) -> list[str]:
+        return list(dict.fromkeys(ft for t in self.tags for ft in t.faq_tags))
+
+    def prompt(self, tool_names: Sequence[str] = ()) -> str:
+        """The system-prompt part: which tags, what each implies, and the FAQ boosts to pass."""
+        if not self.tags:
+            return ""
+        how = "by keywords" if self.method == "keywords" else "by a quick classification"
+        lines = ["## Question tags",
+                 f"Before the investigation this question was tagged {how}: {', '.join(self.names)}. Use the tags "
+                 "to decide where to look first; they are a hint from the wording, not a fact about the question."]
+        for tag in self.tags:
+            lines.append(f"\n### {tag.name}")
+            if tag.description:
+                lines.append(tag.description)
+            lines += [f"- {hint}" for hint in tag.hints]
+            if tag.search_first:
+                lines.append(f"- Search these first: {'; '.join(tag.search_first)}")
+        if self.faq_tags and FAQ_SEARCH in tool_names:
+            lines.append(f"\nWhen you call {FAQ_SEARCH}, pass tags={json.dumps(self.faq_tags, ensure_ascii=False)}"
+                         ": FAQ entries with these tags rank higher.")
+        return "\n".join(lines)
+
+    def event(self) -> dict[str, Any]:
+        return {"event": "tags", "tags": self.names, "method": self.method, "matched": self.matched,
+                "ambiguous": self.ambiguous, "model_consulted": self.consulted, "model_error": self.model_error,
+                "faq_tags": self.faq_tags, "usage": self.usage.to_dict() if self.consulted else None,
+                "seconds": round(self.seconds, 3)}
+
+
+def keyword_matches(config: TagConfig, text: str) -> dict[str, list[str]]:
+    normalized = normalize(text)
+    found = {tag.name: tag.matches(normalized) for tag in config.tags}
+    return {name: words for name, words in found.items() if words}
+
+
+def _best(config: TagConfig, matched: Mapping[str, list[str]]) -> list[Tag]:
+    """The matched tags with the most keywords found, config order breaking ties, at most ``max_tags``."""
+    order = {tag.name: i for i, tag in enumerate(config.tags)}
+    ranked = sorted(matched, key=lambda name: (-len(matched[name]), order[name]))
+    return [t for name in ranked[: config.max_tags] if (t := config.by_name(name))]
+
+
+def tagger_request(candidates: Sequence[Tag], question: str, max_tags: int) -> str:
+    lines = [f"Tags (choose at most {max_tags}):"]
+    for tag in candidates:
+        about = tag.description or ", ".join(tag.keywords[:8])
+        lines.append(f"- {tag.name}: {about}")
+    lines += ["", "Question:", question[:2000]]
+    return "\n".join(lines)
+
+
+def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> list[Tag] | None:
+    """The tags named in the model's reply (only candidates, at most ``max_tags``); None when it is not the
+    JSON asked for. Tolerates prose or a code fence around the JSON, and a bare list."""
+    match = re.search(r"\{.*\}|\[.*\]", reply, re.S)
+    if not match:
+        return None
+    try:
+        data = json.loads(match.group())
+    except json.JSONDecodeError:
+        return None
+    names = data.get("tags") if isinstance(data, dict) else data
+    if not isinstance(names, list):
+        return None
+    by_name = {normalize(t.name).strip(): t for t in candidates}
+    chosen = [by_name[key] for name in names if isinstance(name, str) and (key := normalize(name).strip()) in by_name]
+    return list(dict.fromkeys(chosen))[:max_tags]
+
+
+def tag_question(config: TagConfig, question: str, *, model: Model | None, settings: Settings,
+                 clock: Callable[[], float]) -> Tagging:
+    """Keywords first; the summary model only when they are ambiguous (and allowed, and there is a model)."""
+    began = clock()
+    matched = keyword_matches(config, question)
+    if not matched:
+        ambiguous: str | None = "no tag's keywords matched"
+        candidates = list(config.tags)
+    elif len(matched) > config.max_tags:
+        ambiguous = f"{len(matched)} tags matched (more than max_tags {config.max_tags})"
+        candidates = [t for t in config.tags if t.name in matched]
+    else:
+        ambiguous, candidates = None, []
+    fallback = _best(config, matched)
+    result = Tagging(fallback, matched, "keywords" if fallback else "none", ambiguous)
+    if ambiguous and config.ask_model and model is not None:
+        result.consulted, result.model = True, settings.summary_model
+        try:
+            response = model.create(
+                system=[{"type": "text", "text": TAGGER_SYSTEM}],
+                messages=[{"role": "user", "content": [{"type": "text", "text": tagger_request(
+                    candidates, question, config.max_tags)}]}],
+                tools=[], tool_choice=None, max_tokens=TAGGER_MAX_TOKENS, model=settings.summary_model,
+                deadline=clock() + TAGGER_TIMEOUT_S)
+            result.usage = response.usage
+            chosen = parse_tagger_reply(response.text, candidates, config.max_tags)
+            if chosen is None:
+                result.model_error = f"unreadable reply: {response.text[:200]!r}"
+            else:
+                result.tags, result.method = chosen, "model" if chosen else "none"
+        except ModelError as exc:  # tagging is an aid: the investigation goes on without it
+            result.model_error = f"{type(exc).__name__}: {exc}"
+    result.seconds = clock() - began
+    return result
+
+
+# -- applying the tags -----------------------------------------------------------------------------------------
+class BoostedTools:
+    """The same tools, except that degraded mode's faq_search also gets the tags to boost. Everything else is
+    the inner executor's (``__getattr__`` passes on what this class does not define)."""
+
+    def __init__(self, inner: ToolExecutor, faq_tags: Sequence[str]):
+        self.inner = inner
+        self.faq_tags = list(faq_tags)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return self.inner.schemas()
+
+    def guide(self) -> str:
+        return self.inner.guide()
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        return self.inner.call(name, arguments)
+
+    def is_read_only(self, name: str) -> bool:
+        return self.inner.is_read_only(name)
+
+    def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
+        takes_tags = {s["name"] for s in self.schemas()
+                      if "tags" in (s.get("input_schema") or {}).get("properties", {})}
+        return [(name, {**args, "tags": self.faq_tags} if name == FAQ_SEARCH and name in takes_tags
+                 and self.faq_tags and "tags" not in args else args)
+                for name, args in self.inner.search_calls(question)]
+
+
+class TaggingAgent(Agent):
+    """An :class:`Agent` that tags each question first and applies the tags to that run.
+
+    The per-run prompt part and tools are swapped in for the run and restored after it: one run at a time per
+    agent (as every front uses it)."""
+
+    def __init__(self, tag_config: TagConfig, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.tag_config = tag_config
+
+    def run(self, question: str, history: Sequence[Turn] = ()) -> Answer:
+        # A follow-up inherits its thread's topic: the earlier questions count for the keywords too.
+        text = "\n".join([*(turn.question for turn in history), question])
+        tagging = tag_question(self.tag_config, text, model=self.model, settings=self.settings, clock=self.clock)
+        event = redact_deep({"t": 0.0, **tagging.event()})
+        if self.on_event is not None:
+            with contextlib.suppress(Exception):  # the trace is best effort
+                self.on_event(event)
+        extra, tools = self.extra_prompt, self.tools
+        part = tagging.prompt([s["name"] for s in tools.schemas()])
+        self.extra_prompt = (*extra, part) if part else extra
+        boosted: ToolExecutor = BoostedTools(tools, tagging.faq_tags) if tagging.faq_tags else tools
+        self.tools = boosted
+        try:
+            answer = super().run(question, history)
+        finally:
+            self.extra_prompt, self.tools = extra, tools
+        answer.tags = tagging.names
+        answer.trace.insert(0, event)
+        answer.seconds += tagging.seconds
+        if tagging.consulted:
+            usage = answer.usage_by_model
+            usage[tagging.model] = usage.get(tagging.model, Usage()) + tagging.usage
+            answer.cost_usd = sum(self.settings.price_of(m).cost(u) for m, u in usage.items())
+        return answer

@@ -1,0 +1,687 @@
+"""``helpbot answer`` end to end against the fake Slack Web API, with a scripted model or the Bedrock stub.
+
+What a user sees in the thread is asserted on the fake's workspace state (messages, blocks, metadata,
+reactions); "nothing posted" on the fake's request log (no write call at all, often no call at all).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import answer as front
+from agent.answer import Options, run
+from agent.cli import main
+from agent.loop import Agent, Progress
+from agent.scripted import Request, ScriptedModel, calls
+from agent.settings import Settings
+from agent.slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, PLACEHOLDER
+from agent.tools import RegistryTools
+from mcp_lib import Caller, Registry
+from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit
+from tests.fakes import bedrock as stub_lib
+from tests.fakes.bedrock import BedrockStub
+from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Message, Workspace, sample_workspace
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIXES = ("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_")
+WRITES = {"chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove"}
+BOT = "U0HELPBOT"
+FAQ_URL = "https://github.com/acme/helpbot/blob/HEAD/faq/stock-sync-delay.md"
+
+
+# -- fixtures and helpers ---------------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credentials or settings leak in from the machine running the tests."""
+    for name in list(os.environ):
+        if name.startswith(PREFIXES):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def ws() -> Workspace:
+    return sample_workspace()
+
+
+@pytest.fixture
+def fake(ws: Workspace) -> Iterator[FakeSlack]:
+    with FakeSlack(ws) as running:
+        yield running
+
+
+@pytest.fixture
+def env(fake: FakeSlack) -> dict[str, str]:
+    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
+            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}  # https links, as in Actions
+
+
+@pytest.fixture
+def stub(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Iterator[BedrockStub]:
+    """The Bedrock stub, and the process environment pointing at it and at the fake Slack (for ``main``)."""
+    with BedrockStub() as running:
+        for name, value in {**env, "AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
+                            "ANTHROPIC_BEDROCK_BASE_URL": running.url}.items():
+            monkeypatch.setenv(name, value)
+        yield running
+
+
+def question_of(ws: Workspace) -> Message:
+    """The sample workspace's question: a thread parent in #ec-support with one human reply."""
+    return ws.history("C0ECSUP")[0]
+
+
+def writes(fake: FakeSlack) -> list[Any]:
+    return [r for r in fake.requests if r.method in WRITES]
+
+
+def bot_messages(ws: Workspace, channel: str, ts: str) -> list[Message]:
+    return [m for m in ws.thread(channel, ts) if m.user == BOT]
+
+
+def markdown_of(message: Message) -> str:
+    return "\n\n".join(b["text"] for b in message.blocks or [] if b["type"] == "markdown")
+
+
+def event_file(tmp_path: Path, payload: dict[str, Any] | str, name: str = "event.json") -> str:
+    path = tmp_path / name
+    if isinstance(payload, str):
+        path.write_text(payload, encoding="utf-8")
+    else:
+        path.write_text(json.dumps({"action": "slack-help", "client_payload": payload}), encoding="utf-8")
+    return str(path)
+
+
+def cites_first_faq_hit(answer_prefix: str = "連携ログを確認してください。") -> Callable[[Request], Any]:
+    """A scripted model: search the FAQ, then answer citing the first hit's URL."""
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("faq_search", {"query": "Shopify 在庫同期 遅延"}))
+        first = json.loads(request.tool_results()[0]["content"])["items"][0]
+        return f"{answer_prefix}[{first['title']}]({first['url']})"
+
+    return script
+
+
+def factory(env: dict[str, str], model: ScriptedModel, settings: Settings | None = None,
+            seen: list[Caller] | None = None) -> front.AgentFactory:
+    def make(caller: Caller, on_progress: Callable[[Progress], None],
+             on_event: Callable[[dict[str, Any]], None]) -> Agent:
+        if seen is not None:
+            seen.append(caller)
+        return Agent(model, RegistryTools(Registry(env, caller=caller)), settings or Settings(),
+                     on_progress=on_progress, on_event=on_event)
+
+    return make
+
+
+class Clock:
+    def __init__(self, step: float = 0.0):
+        self.now = 100.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def answer_scripted(env: dict[str, str], script: Callable[[Request], Any], *, clock: Clock | None = None,
+                    seen: list[Caller] | None = None, sleeps: list[float] | None = None,
+                    **options: Any) -> tuple[int, ScriptedModel]:
+    model = ScriptedModel(script)
+    code = run(Options(**options), env, make_agent=factory(env, model, seen=seen),
+               sleep=(sleeps.append if sleeps is not None else lambda s: None), clock=clock or Clock())
+    return code, model
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- the happy path, through the real CLI entry and the Bedrock stub ----------------------------------------------
+def test_repository_dispatch_event_produces_exactly_one_threaded_answer_with_sources(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    stub.responder = answering_with_the_first_faq_hit
+    q = question_of(ws)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})
+
+    assert main(["answer", "--event", path]) == 0
+
+    answers = bot_messages(ws, "C0ECSUP", q.ts)
+    assert len(answers) == 1
+    answer = answers[0]
+    assert answer.thread_ts == q.ts
+    assert answer.metadata is not None and answer.metadata["event_type"] == METADATA_EVENT_TYPE
+    assert answer.metadata["event_payload"]["question_ts"] == q.ts
+    text = markdown_of(answer)
+    assert "連携ログを確認してください" in text and "**参照元**" in text and FAQ_URL in text
+    assert PLACEHOLDER not in answer.text
+    # the placeholder was posted first and then replaced by the answer (the same message)
+    posted = fake.calls("chat.postMessage")
+    assert len(posted) == 1 and PLACEHOLDER in posted[0].params["text"]
+    assert fake.calls("chat.update")[-1].params["ts"] == answer.ts
+    # 👀 while working, then ✅ instead
+    assert [(r.method, r.params["name"]) for r in fake.calls() if r.method.startswith("reactions.")] == [
+        ("reactions.add", "eyes"), ("reactions.remove", "eyes"), ("reactions.add", "white_check_mark")]
+    assert ws.reactions("C0ECSUP", q.ts) == {"white_check_mark": [BOT]}
+    assert "answered: https://helpbot-test.slack.com/archives/C0ECSUP/p" in capsys.readouterr().err
+    # the model got the message itself and the thread around it
+    first = stub.requests[0].body["messages"][0]["content"][0]["text"]
+    assert first.startswith(q.text) and "在庫同期ジョブのログを見て" in first
+
+
+def test_a_second_run_for_the_same_message_posts_nothing(stub: BedrockStub, ws: Workspace, fake: FakeSlack,
+                                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stub.responder = answering_with_the_first_faq_hit
+    q = question_of(ws)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "reaction": "help"})
+    assert main(["answer", "--event", path]) == 0
+    before, model_calls = len(writes(fake)), len(stub.requests)
+    capsys.readouterr()
+
+    assert main(["answer", "--event", path]) == 0
+
+    assert len(writes(fake)) == before and len(stub.requests) == model_calls
+    assert "already answered" in one_line(capsys.readouterr().err)
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1
+
+
+def test_force_answers_again(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    q = question_of(ws)
+    assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)[0] == 0
+    assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)[0] == 0
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1
+    assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts, force=True)[0] == 0
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 2
+
+
+def test_the_installed_helpbot_command_answers_against_the_fakes(ws: Workspace, fake: FakeSlack,
+                                                                 env: dict[str, str], tmp_path: Path) -> None:
+    """The console script in a separate process, configured only by environment variables."""
+    q = question_of(ws)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": ":help:"})
+    with BedrockStub() as stub:
+        stub.responder = answering_with_the_first_faq_hit
+        process_env = {k: v for k, v in os.environ.items() if not k.startswith(PREFIXES)}
+        process_env.update(env, AWS_BEARER_TOKEN_BEDROCK="test-bedrock-key", ANTHROPIC_BEDROCK_BASE_URL=stub.url)
+        helpbot = Path(sys.executable).with_name("helpbot")  # the console script uv installed
+        assert helpbot.exists()
+        done = subprocess.run([str(helpbot), "answer", "--event", path], cwd=REPO,
+                              env=process_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answers = bot_messages(ws, "C0ECSUP", q.ts)
+    assert len(answers) == 1 and FAQ_URL in markdown_of(answers[0])
+    assert ws.reactions("C0ECSUP", q.ts) == {"white_check_mark": [BOT]}
+
+
+# -- malformed triggers and deliberate ignores: nothing posted ----------------------------------------------------
+MALFORMED = [
+    ("", "event is empty"),
+    ("   \n", "event is empty"),
+    ("{not json", "event is not JSON"),
+    ('[{"channel": "C0ECSUP"}]', "got a list"),
+    ('{"client_payload": {"ts": "1735779660.000001"}}', "missing channel"),
+    ('{"client_payload": {"channel": "C0ECSUP"}}', "missing ts"),
+    ('{"client_payload": {"channel": "C0ECSUP", "ts": "1735779660.1"}}', "not a Slack timestamp"),
+    ('{"client_payload": {"channel": "C0ECSUP", "ts": 1735779660.000001}}', "must be a string"),
+    ('{"client_payload": {"channel": "general", "ts": "1735779660.000001"}}', "not a Slack channel ID"),
+    ('{"client_payload": {"chanel": "C0ECSUP", "ts": "1735779660.000001"}}', "unknown key"),
+    ('{"type": "url_verification", "challenge": "abc", "token": "x"}', "url_verification"),
+]
+
+
+@pytest.mark.parametrize(("raw", "words"), MALFORMED)
+def test_each_malformed_event_exits_2_with_one_line_and_no_slack_call(
+        raw: str, words: str, stub: BedrockStub, fake: FakeSlack, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = event_file(tmp_path, raw)
+    assert main(["answer", "--event", path]) == 2
+    assert words in one_line(capsys.readouterr().err)
+    assert fake.requests == [] and stub.requests == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["answer"],
+    ["answer", "--channel", "C0ECSUP"],
+    ["answer", "--ts", "1735779660.000001"],
+    ["answer", "--url", "https://evil.example.com/archives/C0ECSUP/p1735779660000001"],
+    ["answer", "--event", "/nonexistent/event.json"],
+])
+def test_bad_options_exit_2_without_any_slack_call(argv: list[str], stub: BedrockStub, fake: FakeSlack,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    one_line(capsys.readouterr().err)
+    assert fake.requests == []
+
+
+def test_another_reaction_is_ignored_without_any_slack_call(stub: BedrockStub, ws: Workspace, fake: FakeSlack,
+                                                            tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": question_of(ws).ts, "reaction": "thumbsup"})
+    assert main(["answer", "--event", path]) == 0
+    assert "ignored: reaction :thumbsup: is not :help:" in one_line(capsys.readouterr().err)
+    assert fake.requests == []
+
+
+def test_a_message_helpbot_wrote_is_ignored(stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    own = ws.post("C0ECSUP", "前の回答です", user=BOT, bot_id=ws.bot_id, app_id=ws.app_id)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": own.ts, "reaction": "help"})
+    assert main(["answer", "--event", path]) == 0
+    assert "written by helpbot itself" in one_line(capsys.readouterr().err)
+    assert writes(fake) == [] and stub.requests == []
+
+
+def test_the_bots_own_message_named_in_the_payload_is_ignored_before_any_call(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HELPBOT_BOT_USER_ID", BOT)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": question_of(ws).ts, "item_user": BOT})
+    assert main(["answer", "--event", path]) == 0
+    assert "written by helpbot itself" in one_line(capsys.readouterr().err)
+    assert fake.requests == []
+
+
+def test_a_channel_outside_the_allowlist_is_ignored(stub: BedrockStub, ws: Workspace, fake: FakeSlack,
+                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELPBOT_CHANNELS", "C0GENERAL")
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": question_of(ws).ts})
+    assert main(["answer", "--event", path]) == 0
+    assert fake.requests == []
+
+
+def test_a_message_that_does_not_exist_fails_in_one_line_and_posts_nothing(
+        stub: BedrockStub, fake: FakeSlack, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": "1700000000.000001"})
+    assert main(["answer", "--event", path]) == 1
+    assert "thread_not_found (no message with that ts" in one_line(capsys.readouterr().err)
+    assert writes(fake) == [] and stub.requests == []
+
+
+def test_a_rejected_slack_token_is_a_configuration_error(stub: BedrockStub, ws: Workspace, fake: FakeSlack,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-0000000000-0000000000-revoked")
+    assert main(["answer", "--channel", "C0ECSUP", "--ts", question_of(ws).ts]) == 2
+    error = one_line(capsys.readouterr().err)
+    assert error.startswith("helpbot: configuration error: SLACK_BOT_TOKEN") and "revoked" not in error
+    assert writes(fake) == []
+
+
+def test_without_a_bot_token_nothing_can_be_answered(stub: BedrockStub, ws: Workspace, fake: FakeSlack,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("SLACK_BOT_TOKEN")
+    assert main(["answer", "--channel", "C0ECSUP", "--ts", question_of(ws).ts]) == 2
+    assert "SLACK_BOT_TOKEN" in one_line(capsys.readouterr().err)
+    assert fake.requests == []
+
+
+# -- failures after the thread is known: a notice, never silence ----------------------------------------------------
+def test_a_model_that_rejects_the_request_leaves_a_failure_notice(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "acme/helpbot")
+    monkeypatch.setenv("GITHUB_RUN_ID", "4242")
+    stub.script(stub_lib.error(400, "ValidationException", "messages: tool_use ids were found without results"))
+    q = question_of(ws)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "reaction": "help"})
+
+    assert main(["answer", "--event", path]) == 1
+
+    notices = bot_messages(ws, "C0ECSUP", q.ts)
+    assert len(notices) == 1  # the placeholder became the notice
+    notice = notices[0]
+    assert notice.metadata is not None and notice.metadata["event_type"] == FAILURE_EVENT_TYPE
+    assert "回答を作成できませんでした" in notice.text and "HTTP 400" in notice.text
+    assert "https://github.com/acme/helpbot/actions/runs/4242" in notice.text
+    assert ws.reactions("C0ECSUP", q.ts) == {"x": [BOT]}
+    err = capsys.readouterr().err
+    assert "helpbot answer: failed: AI モデルがリクエストを受け付けませんでした" in err and "Traceback" not in err
+
+
+def test_a_model_down_for_good_degrades_to_a_labelled_search_answer(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bedrock answering 503 on every attempt: by design (issue 4) the run degrades, and says so, in the thread."""
+    monkeypatch.setenv("HELPBOT_MODEL_MAX_ATTEMPTS", "2")
+    stub.script(stub_lib.error(503, "ServiceUnavailableException", "Bedrock is unavailable",
+                               {"retry-after": "0"}))  # no real wait between the two attempts
+    q = question_of(ws)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts})
+
+    assert main(["answer", "--event", path]) == 0
+
+    answers = bot_messages(ws, "C0ECSUP", q.ts)
+    assert len(answers) == 1 and len(stub.requests) == 2
+    text = markdown_of(answers[0])
+    assert text.startswith("⚠️") and text.count("⚠️") == 1 and FAQ_URL in text
+    assert answers[0].metadata is not None and answers[0].metadata["event_payload"]["degraded"] is True
+
+
+def test_a_crash_inside_the_run_leaves_a_failure_notice(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    def script(request: Request) -> Any:
+        raise RuntimeError("the model client blew up")
+
+    q = question_of(ws)
+    code, _ = answer_scripted(env, script, channel="C0ECSUP", ts=q.ts)
+    assert code == 1
+    [notice] = bot_messages(ws, "C0ECSUP", q.ts)
+    assert "RuntimeError: the model client blew up" in notice.text
+    assert ws.reactions("C0ECSUP", q.ts) == {"x": [BOT]}
+    assert "helpbot answer: failed: RuntimeError" in capsys.readouterr().err
+
+
+def test_sigterm_mid_run_still_leaves_a_notice(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    def script(request: Request) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)  # the Actions job is cancelled while the model is thinking
+        return "never seen"
+
+    before = signal.getsignal(signal.SIGTERM)
+    q = question_of(ws)
+    code, _ = answer_scripted(env, script, channel="C0ECSUP", ts=q.ts)
+    assert code == 130
+    [notice] = bot_messages(ws, "C0ECSUP", q.ts)
+    assert "実行が中断されました" in notice.text
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_stale_placeholder_from_a_killed_run_is_reused(ws: Workspace, fake: FakeSlack,
+                                                         env: dict[str, str]) -> None:
+    q = question_of(ws)
+    stale = ws.post("C0ECSUP", PLACEHOLDER, user=BOT, bot_id=ws.bot_id, thread_ts=q.ts, metadata={
+        "event_type": front.PROGRESS_EVENT_TYPE, "event_payload": {"question_ts": q.ts}})
+    assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)[0] == 0
+    assert fake.calls("chat.postMessage") == []
+    [answer] = bot_messages(ws, "C0ECSUP", q.ts)
+    assert answer.ts == stale.ts and FAQ_URL in markdown_of(answer)
+
+
+def test_slack_rate_limits_are_retried_by_slack_sdks_handlers_without_real_waiting(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    fake.fail("chat.postMessage", status=429, retry_after=7, times=1)
+    sleeps: list[float] = []
+    q = question_of(ws)
+    assert answer_scripted(env, cites_first_faq_hit(), sleeps=sleeps, channel="C0ECSUP", ts=q.ts)[0] == 0
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1
+    assert len(sleeps) == 1 and 7 <= sleeps[0] <= 7.5
+
+
+# -- what is posted -----------------------------------------------------------------------------------------------
+def test_a_long_answer_is_split_into_thread_replies(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    paragraphs = [f"段落{i}：" + "在庫同期の確認手順について詳しく説明します。" * 30 for i in range(40)]
+    long_answer = "\n\n".join(paragraphs) + f"\n\n[FAQ]({FAQ_URL})"
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("faq_search", {"query": "在庫同期"}))
+        return long_answer
+
+    q = question_of(ws)
+    assert answer_scripted(env, script, channel="C0ECSUP", ts=q.ts)[0] == 0
+    answers = bot_messages(ws, "C0ECSUP", q.ts)
+    assert len(answers) >= 3
+    assert all(len(markdown_of(m)) <= 12_000 for m in answers)
+    assert answers[0].metadata is not None and answers[0].metadata["event_payload"]["parts"] == len(answers)
+    assert all(m.metadata is None for m in answers[1:])
+    posted = "".join(markdown_of(m) for m in answers)
+    assert all(p[:20] in posted for p in paragraphs)
+    assert "**参照元**" in markdown_of(answers[-1]) and FAQ_URL in markdown_of(answers[-1])
+    assert [r.error for r in writes(fake)] == [None] * len(writes(fake))
+
+
+def test_personal_data_and_secrets_never_reach_slack(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    leaky = ("担当は taro.yamada@example.co.jp（090-1234-5678）です。トークン xoxb-123456789012-abcdefghijklmnop "
+             "と AKIAABCDEFGHIJKLMNOP を使ってください。@channel に告知済み。")
+    q = question_of(ws)
+    assert answer_scripted(env, lambda r: leaky, channel="C0ECSUP", ts=q.ts)[0] == 0
+    sent = json.dumps([r.params for r in writes(fake)], ensure_ascii=False)
+    for secret in ("taro.yamada@example.co.jp", "090-1234-5678", "xoxb-123456789012", "AKIAABCDEFGHIJKLMNOP",
+                   "@channel", "<!channel>"):
+        assert secret not in sent
+    [answer] = bot_messages(ws, "C0ECSUP", q.ts)
+    assert "[email]" in markdown_of(answer) and "[phone]" in markdown_of(answer)
+    assert "[REDACTED]" in markdown_of(answer)
+
+
+def test_personal_data_masking_can_be_turned_off_but_secrets_stay_masked(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    env["HELPBOT_MASK_PERSONAL"] = "false"
+    q = question_of(ws)
+    leaky = "連絡先は support@example.com、鍵は xoxb-123456789012-abcdefghijklmnop です。"
+    assert answer_scripted(env, lambda r: leaky, channel="C0ECSUP", ts=q.ts)[0] == 0
+    [answer] = bot_messages(ws, "C0ECSUP", q.ts)
+    assert "support@example.com" in markdown_of(answer) and "xoxb-123456789012" not in markdown_of(answer)
+
+
+def test_a_secret_in_the_question_is_masked_before_the_model_sees_it(ws: Workspace, fake: FakeSlack,
+                                                                     env: dict[str, str]) -> None:
+    asked = ws.post("C0GENERAL", "このトークン xoxp-111111111111-222222222222-abcdefabcdef で API が 401 になります",
+                    user="U0TANAKA")
+    code, model = answer_scripted(env, lambda r: "トークンを再発行してください。", channel="C0GENERAL", ts=asked.ts)
+    assert code == 0
+    assert "xoxp-111111111111" not in model.requests[0].all_text()
+    assert "[REDACTED]" in model.requests[0].all_text()
+
+
+def test_dry_run_prints_and_posts_nothing(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    q = question_of(ws)
+    assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts, dry_run=True)[0] == 0
+    out = capsys.readouterr()
+    assert "連携ログを確認してください" in out.out and FAQ_URL in out.out
+    assert "dry run: nothing was posted" in out.err
+    assert writes(fake) == []
+
+
+def test_json_output_has_the_ask_shape_plus_the_permalink(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    q = question_of(ws)
+    assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts, json=True)[0] == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"answer", "sources", "rounds", "tool_calls", "usage", "degraded"} <= set(data)
+    assert data["sources"][0]["url"] == FAQ_URL and data["rounds"] == 1
+    assert data["permalink"].startswith("https://helpbot-test.slack.com/archives/C0ECSUP/p")
+
+
+def test_progress_updates_the_placeholder_but_throttled(ws: Workspace, fake: FakeSlack,
+                                                        env: dict[str, str]) -> None:
+    def three_rounds(request: Request) -> Any:
+        if request.round <= 3:
+            return calls(("faq_search", {"query": f"在庫 {request.round}"}))
+        return "在庫同期の手順です。"
+
+    q = question_of(ws)
+    # a clock that moves 10 s per look: every new state is shown
+    assert answer_scripted(env, three_rounds, clock=Clock(step=10), channel="C0ECSUP", ts=q.ts)[0] == 0
+    shown = [r.params["text"] for r in fake.calls("chat.update")][:-1]  # the last update is the answer
+    assert "調べています…（ラウンド 2/10：FAQ を検索中）" in shown
+    assert len(shown) == len(set(shown))  # never the same text twice in a row
+
+    # a clock that stands still: no progress update at all, only the answer replaces the placeholder
+    fresh = ws.post("C0ECSUP", "楽天の注文取込が止まっています", user="U0TANAKA")
+    before = len(fake.calls("chat.update"))
+    assert answer_scripted(env, three_rounds, clock=Clock(step=0), channel="C0ECSUP", ts=fresh.ts)[0] == 0
+    assert len(fake.calls("chat.update")) == before + 1
+
+
+# -- the question -------------------------------------------------------------------------------------------------
+def test_a_thread_reply_stays_the_question_and_the_answer_goes_to_its_thread(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    q = question_of(ws)
+    reply = ws.post("C0ECSUP", "ログに 429 は出ていませんでした。他に見る場所は？", user="U0TANAKA", thread_ts=q.ts)
+    seen: list[Caller] = []
+    code, model = answer_scripted(env, cites_first_faq_hit(), seen=seen, channel="C0ECSUP", ts=reply.ts)
+    assert code == 0
+    asked = model.requests[0].messages[-1]["content"][0]["text"]
+    assert asked.startswith("ログに 429 は出ていませんでした。")
+    assert "（スレッドの返信）" in asked and q.text in asked  # the parent is context, not the question
+    [answer] = bot_messages(ws, "C0ECSUP", q.ts)
+    assert answer.thread_ts == q.ts and answer.metadata is not None
+    assert answer.metadata["event_payload"]["question_ts"] == reply.ts
+    assert ws.reactions("C0ECSUP", reply.ts) == {"white_check_mark": [BOT]}
+    assert seen == [Caller(user=None, answer_channel="C0ECSUP")]
+
+
+def test_files_and_linked_messages_join_the_question_under_the_platform_rules(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    public = ws.history("C0ECSUP")[1]  # 楽天の注文取込は15分ごと…
+    secret = ws.history("C0SECRET")[0]
+    dm = ws.history("D0TANAKA")[0]
+    text = (f"これと同じ件ですか？ <{ws.permalink('C0ECSUP', public.ts)}|前の話> "
+            f"{ws.permalink('C0SECRET', secret.ts)} <{ws.permalink('D0TANAKA', dm.ts)}>")
+    asked = ws.post("C0GENERAL", text, user="U0TANAKA",
+                    files=[{"id": "F1", "name": "order-import.log", "title": "order-import.log"}])
+    code, model = answer_scripted(env, lambda r: "はい、同じ件です。", channel="C0GENERAL", ts=asked.ts)
+    assert code == 0
+    question = model.requests[0].messages[-1]["content"][0]["text"]
+    assert "添付ファイル: order-import.log" in question
+    assert "楽天の注文取込は15分ごとに実行されます。" in question
+    assert "障害対応メモ" not in question and "パスワード" not in question
+    assert question.count("読めません") == 2
+
+
+def test_a_question_in_a_private_channel_may_read_it_but_stays_out_of_the_job_summary(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    asked = ws.post("C0SECRET", "社内限定の障害手順はどこ？", user="U0TANAKA")
+    seen: list[Caller] = []
+    assert answer_scripted(env, lambda r: "障害対応メモを見てください。", seen=seen, channel="C0SECRET",
+                           ts=asked.ts)[0] == 0
+    assert seen[0].answer_channel == "C0SECRET"
+    summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "## helpbot: answered" in summary and "社内限定の障害手順" not in summary
+
+
+# -- free questions (workflow_dispatch) ------------------------------------------------------------------------------
+def workflow_event(tmp_path: Path, **inputs: Any) -> str:
+    path = tmp_path / "workflow.json"
+    path.write_text(json.dumps({"inputs": inputs, "ref": "refs/heads/main", "workflow": ".github/workflows/help.yml"}))
+    return str(path)
+
+
+def test_a_free_question_without_a_channel_is_printed_and_summarized(
+        fake: FakeSlack, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    code, _ = answer_scripted(env, cites_first_faq_hit(), event=workflow_event(tmp_path, question="在庫同期が遅い"))
+    assert code == 0
+    assert FAQ_URL in capsys.readouterr().out
+    summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "在庫同期が遅い" in summary and "### Answer" in summary and FAQ_URL in summary
+    assert writes(fake) == []
+
+
+def test_a_free_question_is_answered_in_the_question_channel(ws: Workspace, fake: FakeSlack,
+                                                             env: dict[str, str], tmp_path: Path) -> None:
+    env.update(HELPBOT_QUESTION_CHANNEL="C0GENERAL", GITHUB_ACTOR="octocat")
+    code, _ = answer_scripted(env, cites_first_faq_hit(), event=workflow_event(tmp_path, question="在庫同期が遅い"))
+    assert code == 0
+    [asked] = [m for m in ws.history("C0GENERAL") if m.user == BOT]
+    assert "在庫同期が遅い" in asked.text and "octocat" in asked.text
+    [answer] = [m for m in ws.thread("C0GENERAL", asked.ts) if m.ts != asked.ts]
+    assert FAQ_URL in markdown_of(answer)
+
+
+def test_the_posted_free_question_is_guarded_too(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                 tmp_path: Path) -> None:
+    """Not only the answer: every payload helpbot posts passes the guard (here the question it reposts)."""
+    env["HELPBOT_QUESTION_CHANNEL"] = "C0GENERAL"
+    question = "hanako@example.com の鈴木さん（03-1234-5678）から @here 在庫の問い合わせ"
+    code, _ = answer_scripted(env, lambda r: "確認します。", event=workflow_event(tmp_path, question=question))
+    assert code == 0
+    [asked] = [m for m in ws.history("C0GENERAL") if m.user == BOT]
+    assert "hanako@example.com" not in asked.text and "03-1234-5678" not in asked.text
+    assert "@here" not in asked.text and "[email]" in asked.text
+
+
+def test_a_workflow_dispatch_url_answers_that_message(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    q = question_of(ws)
+    url = ws.permalink("C0ECSUP", q.ts)
+    code, _ = answer_scripted(env, cites_first_faq_hit(), event=workflow_event(tmp_path, url=url, dry_run=False))
+    assert code == 0
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1
+
+
+def test_a_workflow_dispatch_dry_run_posts_nothing(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    url = ws.permalink("C0ECSUP", question_of(ws).ts)
+    code, _ = answer_scripted(env, cites_first_faq_hit(), event=workflow_event(tmp_path, url=url, dry_run=True))
+    assert code == 0 and writes(fake) == []
+
+
+# -- job summary and trace -------------------------------------------------------------------------------------------
+def test_job_summary_and_trace_are_written_and_redacted(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                        tmp_path: Path) -> None:
+    summary, trace = tmp_path / "summary.md", tmp_path / "trace.jsonl"
+    env.update(GITHUB_STEP_SUMMARY=str(summary), HELPBOT_TRACE_FILE=str(trace))
+    token = "xoxp-111111111111-222222222222-abcdefabcdef"
+    asked = ws.post("C0ECSUP", f"在庫同期の件。トークン {token} は有効？ 連絡は taro@example.com まで",
+                    user="U0TANAKA")
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("faq_search", {"query": f"在庫同期 {token}"}))
+        return f"確認手順です。[FAQ]({FAQ_URL})"
+
+    assert answer_scripted(env, script, channel="C0ECSUP", ts=asked.ts)[0] == 0
+
+    text = summary.read_text(encoding="utf-8")
+    assert "## helpbot: answered" in text and "在庫同期の件" in text
+    assert "**Rounds:** 1" in text and "faq_search" in text and "**Tokens:** in " in text
+    assert "**Est. cost:** $" in text
+    assert "**Answer:** [https://helpbot-test.slack.com/archives/C0ECSUP/p" in text
+    assert token not in text and "taro@example.com" not in text
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    kinds = [e["event"] for e in lines]
+    assert kinds[0] == "front.trigger" and "front.done" in kinds
+    assert {"run_start", "model_request", "tool_call", "tool_result", "answer", "front.post", "front.update"} <= set(
+        kinds)
+    assert token not in trace.read_text(encoding="utf-8")
+
+
+def test_an_ignored_or_rejected_trigger_is_summarized_too(fake: FakeSlack, env: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    assert run(Options(event=event_file(tmp_path, "[]")), env) == 2
+    assert "rejected the trigger" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+
+
+# -- wiring ---------------------------------------------------------------------------------------------------------
+def test_the_relay_subcommand_has_the_options_of_add_relay_command(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from agent.cli import build_parser
+    from agent.relay import add_relay_command
+
+    reference = argparse.ArgumentParser(prog="helpbot")
+    add_relay_command(reference.add_subparsers(dest="command"))
+    for argv in (["relay"], ["relay", "--host", "0.0.0.0", "--port", "8080"]):
+        ours, theirs = build_parser("relay").parse_args(argv), reference.parse_args(argv)
+        assert (ours.host, ours.port) == (theirs.host, theirs.port)
+    assert main(["relay", "--port", "0"]) == 2  # no SLACK_SIGNING_SECRET: one line, exit 2
+    assert "SLACK_SIGNING_SECRET" in one_line(capsys.readouterr().err)
+
+
+def test_help_for_answer_does_not_import_the_slack_sdk() -> None:
+    code = ("import sys; from agent.cli import main\n"
+            "try:\n    main(['answer', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('slack_sdk' in sys.modules, 'anthropic' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "False False"
