@@ -9,17 +9,17 @@ One run, and what happens when a step fails:
    message helpbot wrote, or one it already answered (its ``helpbot_answer`` metadata names the message;
    ``--force`` answers again), is ignored: exit 0. Nothing has been posted yet; a Slack failure here is one
    line and exit 1.
-3. The question: the reacted message itself (a reply stays the reply), the thread around it (bounded),
-   attached file names, and the contents of Slack message links in it, read through the Slack platform's tool
-   so the DM / private-channel rules apply. Earlier helpbot answers in the same thread become conversation
-   history (``Turn``), so a follow-up builds on them instead of starting over.
+3. The question (:mod:`agent.thread`): the reacted message itself (a reply stays the reply); as context the
+   thread around it (bounded), attached file names, and the contents of Slack message links in it, read through
+   the Slack platform's tool so the DM / private-channel rules apply. Earlier helpbot answers in the same thread
+   become conversation history (``Turn``), so a follow-up builds on them instead of starting over.
 4. 👀 on the message and a placeholder 「調べています…」 in the thread, updated as rounds progress (throttled);
    the answer replaces it (extra parts as further replies) and ✅ replaces 👀. From the moment the thread is
    known, any failure leaves a notice in the thread (❌) and exits 1 -- or 2 for bad configuration.
 
 Everything posted passes :func:`agent.slack_format.guard_public` in one place (:class:`SlackOut`). In GitHub
 Actions a job summary goes to ``$GITHUB_STEP_SUMMARY``; the trace (front and agent events, JSON lines, secrets
-masked) to ``$HELPBOT_TRACE_FILE``. ``helpbot ask --continue/--save`` use the transcript functions at the end.
+masked) to ``$HELPBOT_TRACE_FILE``.
 """
 
 from __future__ import annotations
@@ -28,25 +28,20 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp_lib import Caller
 from mcp_lib.config import ConfigError, env_float, env_str
-from mcp_lib.redact import redact_deep, redact_secrets
+from mcp_lib.redact import redact_deep
 
 from .events import CHANNEL_RE, BadInput, Trigger, TriggerSettings, check_ignore, from_options, load_event
-from .loop import Turn
 from .slack_format import (
-    FAILURE_EVENT_TYPE,
-    METADATA_EVENT_TYPE,
     METADATA_VERSION,
     POST_OPTIONS,
     answer_payloads,
@@ -58,32 +53,34 @@ from .slack_format import (
     progress_payload,
     run_url,
 )
+from .thread import (
+    PROGRESS_EVENT_TYPE,
+    FrontError,
+    Me,
+    answerable,
+    build_question,
+    earlier_turns,
+    fetch_thread,
+    is_helpbot,
+    lookup_channel,
+    slack_call,
+    stale_placeholder,
+)
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
-    from mcp_lib import Registry, ToolContext
+    from mcp_lib import Registry
     from mcp_lib.platforms.slack import SlackClients
 
-    from .loop import Agent, Answer, Progress
+    from .loop import Agent, Answer, Progress, Turn
 
-PROGRESS_EVENT_TYPE = "helpbot_progress"  # the placeholder; a re-run reuses a stale one instead of adding more
 WORKING, DONE, FAILED = "eyes", "white_check_mark", "x"
-THREAD_PAGES = 5  # x 200 messages: enough for any real thread, bounded for a runaway one
-CONTEXT_BEFORE, CONTEXT_AFTER = 8, 2  # thread messages around the reacted one given as context
-CONTEXT_MESSAGE_CHARS, CONTEXT_CHARS = 600, 6000
-MAX_LINKS, LINK_CHARS = 3, 1500
-MAX_TURNS = 5  # earlier Q&A pairs of the thread passed as history
 SUMMARY_QUESTION_CHARS = 300
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
-_UNANSWERABLE = {"tombstone", "channel_join", "channel_leave", "message_deleted", "bot_add", "bot_remove"}
-_SLACK_LINK = re.compile(r"https://[A-Za-z0-9.-]+/archives/[A-Z0-9]+/p\d{16}[^\s|>]*")
 
 AgentFactory = Callable[[Caller, Callable[["Progress"], None], Callable[[dict[str, Any]], None]], "Agent"]
-
-
-class FrontError(Exception):
-    """A failure helpbot can explain in one line (exit 1)."""
+Asked = tuple[str, str, list["Turn"]]  # the question, its context, the conversation before it
 
 
 class Terminated(BaseException):
@@ -292,281 +289,6 @@ class SlackOut:
             self.trace.front("reaction", channel=channel, ts=ts, name=name, removed=remove)
 
 
-# -- reading Slack --------------------------------------------------------------------------------------------------
-@dataclass
-class Thread:
-    channel: str
-    root: str
-    target: dict[str, Any]  # the reacted message
-    messages: list[dict[str, Any]]  # parent first, then replies, with metadata
-
-
-@dataclass(frozen=True)
-class Me:
-    user_id: str | None
-    bot_id: str | None
-
-
-def slack_call(web: WebClient, api: str, variable: str, **params: Any) -> dict[str, Any]:
-    """One read; rejected credentials are ConfigError (exit 2), anything else a one-line FrontError."""
-    from slack_sdk.errors import SlackApiError
-
-    from mcp_lib.platforms.slack import _AUTH_ERRORS, _explain
-
-    try:
-        response = getattr(web, api.replace(".", "_"))(**{k: v for k, v in params.items() if v is not None})
-    except SlackApiError as exc:
-        data = exc.response.data if isinstance(exc.response.data, dict) else {}
-        if data.get("error") in _AUTH_ERRORS:
-            raise ConfigError(variable, f"Slack rejected the token ({data.get('error')})") from None
-        raise FrontError(_explain(exc, api, variable)) from None
-    except OSError as exc:
-        raise FrontError(f"cannot reach Slack ({api}): {getattr(exc, 'reason', exc)}") from None
-    return dict(response.data) if isinstance(response.data, dict) else {}
-
-
-def fetch_thread(web: WebClient, variable: str, channel: str, ts: str) -> Thread:
-    """The reacted message and its whole thread (parent first), metadata included, pagination bounded."""
-
-    def replies(of: str) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
-        cursor = None
-        for _ in range(THREAD_PAGES):
-            data = slack_call(web, "conversations.replies", variable, channel=channel, ts=of, limit=200,
-                              include_all_metadata=True, cursor=cursor)
-            messages += data.get("messages") or []
-            cursor = (data.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                break
-        return messages
-
-    messages = replies(ts)
-    target = next((m for m in messages if m.get("ts") == ts), None)
-    if target is None:
-        raise FrontError(f"message {channel}/{ts} not found (deleted, or not visible to helpbot)")
-    root = str(target.get("thread_ts") or ts)
-    if root != ts and (not messages or messages[0].get("ts") != root):  # asked by a reply ts: read from the root
-        messages = replies(root)
-    return Thread(channel=channel, root=root, target=target, messages=messages)
-
-
-def is_helpbot(message: Mapping[str, Any], me: Me, bot_user_id: str | None = None) -> bool:
-    """Written by helpbot: its bot id or user, or helpbot's own metadata on it."""
-    event_type = str((message.get("metadata") or {}).get("event_type") or "")
-    return bool(
-        (me.bot_id and message.get("bot_id") == me.bot_id)
-        or (message.get("user") and message.get("user") in {me.user_id, bot_user_id} - {None})
-        or event_type in (METADATA_EVENT_TYPE, FAILURE_EVENT_TYPE, PROGRESS_EVENT_TYPE)
-    )
-
-
-def _metadata_for(message: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
-    metadata = message.get("metadata") or {}
-    return str(metadata.get("event_type") or ""), metadata.get("event_payload") or {}
-
-
-def stale_placeholder(thread: Thread, question_ts: str) -> str | None:
-    """A placeholder or failure notice an earlier run left for this message: reused, so re-runs don't pile up."""
-    found = None
-    for message in thread.messages:
-        kind, payload = _metadata_for(message)
-        if kind in (PROGRESS_EVENT_TYPE, FAILURE_EVENT_TYPE) and payload.get("question_ts") == question_ts:
-            found = str(message["ts"])
-    return found
-
-
-# -- earlier answers in the thread (follow-ups) ---------------------------------------------------------------------
-_SOURCES_HEAD = re.compile(r"^\s*[*_]*参照元[*_]*\s*$")
-_SOURCE_MD = re.compile(r"^\s*[-•*]\s*\[(?P<title>[^\]\n]*)\]\((?P<url>[^)\s]+)\)\s*$")
-_SOURCE_MRKDWN = re.compile(r"^\s*[-•*]\s*<(?P<url>https?://[^|>\s]+)\|(?P<title>[^>]*)>\s*$")
-
-
-def _rich_elements(elements: Sequence[Mapping[str, Any]]) -> str:
-    out = []
-    for element in elements:
-        kind = element.get("type")
-        if kind == "text":
-            text = str(element.get("text") or "")
-            style = element.get("style") or {}
-            if style.get("code"):
-                text = f"`{text}`"
-            if style.get("bold"):
-                text = f"**{text}**"
-            out.append(text)
-        elif kind == "link":
-            url = str(element.get("url") or "")
-            out.append(f"[{element.get('text') or url}]({url})")
-        elif kind == "emoji":
-            out.append(f":{element.get('name')}:")
-        elif kind in ("user", "channel", "usergroup"):
-            out.append(f"<@{element.get('user_id') or element.get('channel_id') or element.get('usergroup_id')}>")
-        elif "elements" in element:
-            out.append(_rich_elements(element["elements"]))
-    return "".join(out)
-
-
-def block_text(block: Mapping[str, Any]) -> str | None:
-    """The text of one block as markdown (Slack may hand a posted markdown block back as rich_text/sections)."""
-    kind = block.get("type")
-    if kind == "markdown":
-        return str(block.get("text") or "")
-    if kind in ("section", "header"):
-        text = block.get("text") or {}
-        return str(text.get("text") or "") if isinstance(text, dict) else str(text)
-    if kind != "rich_text":
-        return None  # context (the footer), dividers, images: not part of the answer
-    parts = []
-    for element in block.get("elements") or []:
-        sub = element.get("type")
-        if sub == "rich_text_list":
-            ordered = element.get("style") == "ordered"
-            parts.append("\n".join(f"{f'{n}.' if ordered else '-'} {_rich_elements(item.get('elements') or [])}"
-                                   for n, item in enumerate(element.get("elements") or [], 1)))
-        elif sub == "rich_text_preformatted":
-            parts.append(f"```\n{_rich_elements(element.get('elements') or [])}\n```")
-        elif sub == "rich_text_quote":
-            parts.append("> " + _rich_elements(element.get("elements") or []))
-        else:
-            parts.append(_rich_elements(element.get("elements") or []))
-    return "\n".join(parts)
-
-
-def message_markdown(message: Mapping[str, Any]) -> str:
-    texts = [t for b in message.get("blocks") or [] if isinstance(b, dict) and (t := block_text(b)) is not None]
-    return "\n\n".join(t for t in texts if t.strip()) if texts else str(message.get("text") or "")
-
-
-def split_sources(markdown: str) -> tuple[str, list[dict[str, str]]]:
-    """An answer's text and the sources listed in its 参照元 section."""
-    lines = markdown.split("\n")
-    head = next((i for i, line in enumerate(lines) if _SOURCES_HEAD.match(line)), None)
-    if head is None:
-        return markdown.strip(), []
-    sources = []
-    for line in lines[head + 1:]:
-        match = _SOURCE_MD.match(line) or _SOURCE_MRKDWN.match(line)
-        if match:
-            sources.append({"title": match.group("title").strip(), "url": match.group("url")})
-    return "\n".join(lines[:head]).strip(), sources
-
-
-def earlier_turns(thread: Thread, question_ts: str, me: Me, bot_user_id: str | None,
-                  plain: Callable[[Mapping[str, Any]], str]) -> list[Turn]:
-    """helpbot's earlier answers in this thread, each with its question: the conversation so far."""
-    by_ts = {str(m.get("ts")): m for m in thread.messages}
-    turns: list[Turn] = []
-    for index, message in enumerate(thread.messages):
-        kind, payload = _metadata_for(message)
-        asked = str(payload.get("question_ts") or "")
-        if kind != METADATA_EVENT_TYPE or asked == question_ts or asked not in by_ts:
-            continue
-        parts = [message_markdown(message)]
-        wanted = int(payload.get("parts") or 1) - 1
-        for later in thread.messages[index + 1:]:  # the answer's further parts: helpbot's next plain messages
-            if len(parts) > wanted or later.get("metadata"):
-                break
-            if is_helpbot(later, me, bot_user_id):
-                parts.append(message_markdown(later))
-        answer, sources = split_sources("\n\n".join(parts))
-        question = plain(by_ts[asked])
-        if question.strip() and answer:
-            turns.append(Turn(question=question, answer=answer, sources=sources))
-    return turns[-MAX_TURNS:]
-
-
-# -- the question ---------------------------------------------------------------------------------------------------
-def _cut(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def slack_links(text: str) -> list[str]:
-    """Slack message links in raw message text (``<url|label>`` or bare), de-duplicated, at most MAX_LINKS."""
-    return list(dict.fromkeys(_SLACK_LINK.findall(text)))[:MAX_LINKS]
-
-
-@dataclass
-class QuestionParts:
-    text: str
-    where: str = ""
-    files: list[str] = field(default_factory=list)
-    links: list[str] = field(default_factory=list)  # "[n] url — content" or "[n] url — (not readable: why)"
-    context: list[str] = field(default_factory=list)
-
-    def render(self) -> str:
-        """The reacted message first (what the model answers, what degraded mode searches), then the extras."""
-        lines = [self.text.strip() or "（本文なし）"]
-        extras: list[str] = []
-        if self.where:
-            extras.append(f"質問の場所: {self.where}")
-        if self.files:
-            extras.append("添付ファイル: " + ", ".join(self.files))
-        if self.links:
-            extras += ["メッセージ内のリンク先:", *self.links]
-        if self.context:
-            extras += ["同じスレッドのやり取り（抜粋・古い順。質問は上のメッセージ）:", *self.context]
-        if extras:
-            lines += ["", "---", "（以下は helpbot が添えた参考情報です）", *extras]
-        return redact_secrets("\n".join(lines))
-
-
-def build_question(ctx: ToolContext, registry: Registry, thread: Thread, *, skip: set[str],
-                   me: Me, bot_user_id: str | None) -> QuestionParts:
-    """The reacted message, its files, the messages it links to (tool rules apply), and the thread around it."""
-    from mcp_lib.platforms import slack
-
-    info = _channel(ctx, thread.channel)
-    target = thread.target
-    item = slack._message_item(ctx, info, target)
-    is_reply = str(target.get("ts")) != thread.root
-    parts = QuestionParts(text=item["text"], files=list(item.get("files") or []),
-                          where=f"{item['channel']}{'（スレッドの返信）' if is_reply else ''} / 投稿者 "
-                                f"@{item['author']} / {item['time']}")
-    for number, url in enumerate(slack_links(str(target.get("text") or "")), 1):
-        result = registry.call("slack_getThreadMessages", {"url": url})
-        if result.is_error:
-            parts.links.append(f"[{number}] {url} — （読めません: {_cut(result.message or '', 200)}）")
-            continue
-        _, ts, _ = slack.parse_permalink(url)
-        linked = [i for i in result.items if i.get("ts") == ts] or result.items[:1]
-        for hit in linked:
-            parts.links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
-                               f"{_cut(str(hit.get('text') or ''), LINK_CHARS)}")
-    others = [m for m in thread.messages
-              if str(m.get("ts")) not in skip and str(m.get("ts")) != str(target.get("ts"))
-              and not is_helpbot(m, me, bot_user_id) and m.get("subtype") not in _UNANSWERABLE]
-    before = [m for m in others if float(m["ts"]) < float(target["ts"])]
-    after = [m for m in others if float(m["ts"]) > float(target["ts"])]
-    chosen = before[:1] + before[1:][-CONTEXT_BEFORE:] if before else []
-    chosen += after[:CONTEXT_AFTER]
-    used = 0
-    for message in chosen:
-        line_item = slack._message_item(ctx, info, message)
-        files = f" [添付: {', '.join(line_item['files'])}]" if line_item.get("files") else ""
-        line = f"- @{line_item['author']} {line_item['time']}: {_cut(line_item['text'], CONTEXT_MESSAGE_CHARS)}{files}"
-        if used + len(line) > CONTEXT_CHARS:
-            parts.context.append("- …（以降省略）")
-            break
-        parts.context.append(line)
-        used += len(line)
-    return parts
-
-
-def _channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
-    from mcp_lib.core import ToolError
-    from mcp_lib.platforms import slack
-
-    try:
-        return slack._channel_info(ctx, channel)
-    except ToolError:
-        return {"id": channel, "name": channel}
-
-
-def _is_private(info: Mapping[str, Any]) -> bool:
-    return bool(info.get("is_private") or info.get("is_im") or info.get("is_mpim") or info.get("is_group")
-                or str(info.get("id", "")).startswith(("G", "D")))
-
-
 # -- the run --------------------------------------------------------------------------------------------------------
 @dataclass
 class Target:
@@ -683,6 +405,8 @@ class Front:
         return Registry(self.env, caller=caller, clients={"slack": clients}, sleep=self.sleep)
 
     def _reacted(self, trigger: Trigger) -> int:
+        from mcp_lib.platforms import slack
+
         assert trigger.channel and trigger.ts
         channel, ts = trigger.channel, trigger.ts
         settings = TriggerSettings.from_env(self.env)
@@ -697,8 +421,7 @@ class Front:
         message = thread.target
         if is_helpbot(message, me, settings.bot_user_id):
             return self._ignored("the message was written by helpbot itself", channel)
-        if message.get("subtype") in _UNANSWERABLE or not (str(message.get("text") or "").strip()
-                                                              or message.get("files")):
+        if not answerable(message):
             return self._ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
                                  channel)
         if not self.options.force:
@@ -709,23 +432,20 @@ class Front:
         caller = Caller(user=trigger.user, answer_channel=channel)
         registry = self._registry(clients, caller)
         ctx = registry.context("slack")
-        info = _channel(ctx, channel)
+        info = lookup_channel(ctx, channel)
         target = Target(channel=channel, root=thread.root, question_ts=ts, caller=caller,
-                        where=f"#{info.get('name') or channel} ({channel}) message {ts}", public=not _is_private(info),
+                        where=f"#{info.get('name') or channel} ({channel}) message {ts}",
+                        public=not (slack.is_dm(info) or slack.is_private(info)),
                         placeholder=stale_placeholder(thread, ts))
         out = SlackOut(None if self.dry_run else clients.bot, mask_personal=self.mask_personal, trace=self.trace)
 
-        def question() -> tuple[str, list[Turn], str]:
-            from mcp_lib.platforms import slack
-
+        def question() -> Asked:
             history = earlier_turns(thread, ts, me, settings.bot_user_id,
-                                    lambda m: slack._plain(ctx, str(m.get("text") or "")))
-            skip = {str(_metadata_for(m)[1].get("question_ts")) for m in thread.messages
-                    if _metadata_for(m)[0] == METADATA_EVENT_TYPE}  # earlier questions are in the history
-            parts = build_question(ctx, registry, thread, skip=skip, me=me, bot_user_id=settings.bot_user_id)
+                                    lambda m: slack.plain(ctx, str(m.get("text") or "")))
+            parts = build_question(ctx, registry, thread, me=me, bot_user_id=settings.bot_user_id)
             self.trace.front("question", chars=len(parts.text), files=len(parts.files), links=len(parts.links),
-                             context=len(parts.context), history_turns=len(history))
-            return parts.render(), history, parts.text
+                             context=len(parts.around), history_turns=len(history))
+            return parts.question(), parts.context(), history
 
         return self._answer(target, out, question)
 
@@ -740,7 +460,7 @@ class Front:
             target = Target(channel=None, root=None, question_ts=None, where="(printed: no channel)",
                             caller=Caller(answer_channel=None))
             return self._answer(target, SlackOut(None, mask_personal=self.mask_personal, trace=self.trace),
-                                lambda: (text, [], text), show_answer=True)
+                                lambda: (text, "", []), show_answer=True)
         clients, _, _ = self._slack(need_bot=True)
         out = SlackOut(clients.bot, mask_personal=self.mask_personal, trace=self.trace)
         actor = env_str(self.env, "GITHUB_ACTOR")
@@ -755,10 +475,10 @@ class Front:
         assert root is not None
         target = Target(channel=channel, root=root, question_ts=root, where=f"{channel} (question channel)",
                         caller=Caller(answer_channel=channel))
-        return self._answer(target, out, lambda: (text, [], text), show_answer=True)
+        return self._answer(target, out, lambda: (text, "", []), show_answer=True)
 
     # -- answering, with progress and the failure notice ---------------------------------------------------------
-    def _answer(self, target: Target, out: SlackOut, question: Callable[[], tuple[str, list[Turn], str]], *,
+    def _answer(self, target: Target, out: SlackOut, question: Callable[[], Asked], *,
                 show_answer: bool = False) -> int:
         """Show that work started, run the agent, deliver -- or leave a failure notice. Returns the exit code."""
         from .model import ModelRequestError
@@ -788,9 +508,9 @@ class Front:
                 out.react(target.channel, target.question_ts, WORKING)
                 placeholder = self._placeholder(out, target, placeholder)
                 last_at = self.clock()
-            text, history, asked = question()
+            asked, context, history = question()
             agent = self.make_agent(target.caller, on_progress, self.trace.write)
-            answer = agent.run(text, history)
+            answer = agent.run(asked, history, context=context)
             link = self._deliver(out, target, placeholder, answer) if posting else None
         except BaseException as exc:
             if isinstance(exc, ConfigError):
@@ -904,65 +624,3 @@ class Front:
             _log(f"answered: {link}")
         elif self.dry_run:
             _log("dry run: nothing was posted")
-
-
-# -- transcripts for ``helpbot ask --continue / --save`` -------------------------------------------------------------
-TRANSCRIPT_VERSION = 1
-MAX_TRANSCRIPT_TURNS = 10
-
-
-class TranscriptError(Exception):
-    """A transcript file that cannot be used (one line, exit 2)."""
-
-
-def _turn(data: Any, where: str) -> Turn:
-    if not isinstance(data, dict):
-        raise TranscriptError(f"{where} must be an object with question, answer and sources")
-    for key in ("question", "answer"):
-        if not isinstance(data.get(key), str) or not data[key].strip():
-            raise TranscriptError(f"{where}.{key} must be a non-empty string")
-    sources = data.get("sources", [])
-    if not isinstance(sources, list) or not all(
-            isinstance(s, dict) and isinstance(s.get("url"), str) and isinstance(s.get("title", ""), str)
-            for s in sources):
-        raise TranscriptError(f"{where}.sources must be a list of {{title, url}} objects")
-    return Turn(question=data["question"], answer=data["answer"],
-                sources=[{"title": str(s.get("title") or s["url"]), "url": s["url"]} for s in sources])
-
-
-def load_transcript(path: str | os.PathLike[str]) -> list[Turn]:
-    """The conversation so far from a file written by ``helpbot ask --save``: earlier turns, then the last one."""
-    try:
-        raw = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TranscriptError(f"cannot read {os.fspath(path)!r}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise TranscriptError(f"{os.fspath(path)!r} is not UTF-8 text") from None
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(f"{os.fspath(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(data, dict) or data.get("helpbot_transcript") != TRANSCRIPT_VERSION:
-        raise TranscriptError(f"{os.fspath(path)!r} is not a helpbot transcript (written by helpbot ask --save)")
-    history = data.get("history", [])
-    if not isinstance(history, list):
-        raise TranscriptError("history must be a list of turns")
-    turns = [_turn(item, f"history[{i}]") for i, item in enumerate(history)]
-    turns.append(_turn(data, "transcript"))
-    return turns[-MAX_TRANSCRIPT_TURNS:]
-
-
-def save_transcript(path: str | os.PathLike[str], question: str, answer: Answer, history: Sequence[Turn]) -> None:
-    """Question, answer, its sources and the turns before it: what ``--continue`` reads back."""
-    data = {
-        "helpbot_transcript": TRANSCRIPT_VERSION,
-        "question": question,
-        "answer": answer.text,
-        "sources": [{"title": s["title"], "url": s["url"]} for s in answer.sources],
-        "history": [{"question": t.question, "answer": t.answer, "sources": t.sources} for t in history],
-        "degraded": answer.degraded,
-    }
-    try:
-        Path(path).write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise TranscriptError(f"cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from None

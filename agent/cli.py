@@ -199,8 +199,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     question = args.question.strip()
     if not question:
         raise UsageError("helpbot ask: the question is empty")
-    from .answer import TranscriptError, load_transcript, save_transcript
     from .model import ModelRequestError
+    from .transcript import TranscriptError, load_transcript, save_transcript
 
     try:
         history = load_transcript(args.continue_from) if args.continue_from else []

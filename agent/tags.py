@@ -352,9 +352,10 @@ class TaggingAgent(Agent):
         super().__init__(*args, **kwargs)
         self.tag_config = tag_config
 
-    def run(self, question: str, history: Sequence[Turn] = ()) -> Answer:
-        # A follow-up inherits its thread's topic: the earlier questions count for the keywords too.
-        text = "\n".join([*(turn.question for turn in history), question])
+    def run(self, question: str, history: Sequence[Turn] = (), context: str = "") -> Answer:
+        # A follow-up inherits its thread's topic: the earlier questions and the context (the thread around the
+        # question) count too. Only the tagging sees them together; the run itself keeps them apart.
+        text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
         tagging = tag_question(self.tag_config, text, model=self.model, settings=self.settings, clock=self.clock)
         event = redact_deep({"t": 0.0, **tagging.event()})
         if self.on_event is not None:
@@ -366,7 +367,7 @@ class TaggingAgent(Agent):
         boosted: ToolExecutor = BoostedTools(tools, tagging.faq_tags) if tagging.faq_tags else tools
         self.tools = boosted
         try:
-            answer = super().run(question, history)
+            answer = super().run(question, history, context)
         finally:
             self.extra_prompt, self.tools = extra, tools
         answer.tags = tagging.names

@@ -208,7 +208,8 @@ def make_client(config: SlackConfig, sleep: Callable[[float], None] = time.sleep
     return SlackClients(config=config, bot=web(config.bot_token), user=web(config.user_token))
 
 
-_AUTH_ERRORS = {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+# Slack rejected the token itself: a configuration problem, not a failed lookup (the front exits 2 on these).
+AUTH_ERRORS = {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
 _HINTS = {
     "channel_not_found": "no such channel, or the bot is not a member of it",
     "not_in_channel": "the bot is not a member of this channel; invite it with /invite",
@@ -219,7 +220,8 @@ _HINTS = {
 }
 
 
-def _explain(exc: SlackApiError, api: str, variable: str) -> str:
+def explain(exc: SlackApiError, api: str, variable: str) -> str:
+    """A failed call in one line that says what to do; the helpbot front reports its Slack reads with it too."""
     response = exc.response
     data = response.data if isinstance(response.data, dict) else {}
     error = str(data.get("error") or "")
@@ -229,7 +231,7 @@ def _explain(exc: SlackApiError, api: str, variable: str) -> str:
         return f"Slack rate limit on {api}: still limited after retries{asked}; try again later"
     if response.status_code >= 500:
         return f"Slack is unavailable ({api} answered HTTP {response.status_code} after retries); try later"
-    if error in _AUTH_ERRORS:
+    if error in AUTH_ERRORS:
         return f"Slack rejected the token in {variable} ({error}): check that it is valid and not revoked"
     if error == "not_allowed_token_type":
         return (f"{api} does not accept the token in {variable} (not_allowed_token_type): search needs a user "
@@ -248,7 +250,7 @@ def _call(ctx: ToolContext, api: str, *, search: bool = False, **params: Any) ->
     try:
         response = method(**{k: v for k, v in params.items() if v is not None})
     except SlackApiError as exc:
-        raise ToolError(_explain(exc, api, variable)) from None
+        raise ToolError(explain(exc, api, variable)) from None
     except TimeoutError:
         raise ToolError(f"Slack did not answer {api} within {clients.config.timeout_s} s; try again later") from None
     except (URLError, OSError) as exc:
@@ -316,7 +318,8 @@ def _user_name(ctx: ToolContext, user_id: str) -> str:
     return clients.user_names[user_id]
 
 
-def _channel_info(ctx: ToolContext, channel_id: str) -> dict[str, Any]:
+def channel_info(ctx: ToolContext, channel_id: str) -> dict[str, Any]:
+    """conversations.info, cached per client: name and privacy, which the rules (and the front) decide on."""
     clients: SlackClients = ctx.client
     if channel_id not in clients.channel_info:
         clients.channel_info[channel_id] = _call(ctx, "conversations.info", channel=channel_id)["channel"]
@@ -335,7 +338,7 @@ def _list_channels(ctx: ToolContext, max_pages: int = 5) -> list[dict[str, Any]]
         cursor = (data.get("response_metadata") or {}).get("next_cursor")
         if not cursor:
             break
-    channels = [c for c in channels if not _is_dm(c)]
+    channels = [c for c in channels if not is_dm(c)]
     for channel in channels:
         clients.channel_ids[str(channel.get("name"))] = str(channel["id"])
         clients.channel_info.setdefault(str(channel["id"]), channel)
@@ -359,28 +362,30 @@ def _resolve_channel(ctx: ToolContext, channel: str) -> str:
 
 
 # -- the security rules -------------------------------------------------------------------------------------
-def _is_dm(channel: Mapping[str, Any]) -> bool:
+def is_dm(channel: Mapping[str, Any]) -> bool:
+    """A DM or group DM (a group DM may have a C id: ``is_mpim`` or its ``mpdm-`` name tells)."""
     return bool(channel.get("is_im") or channel.get("is_mpim") or str(channel.get("id", "")).startswith("D")
                 or str(channel.get("name", "")).startswith("mpdm-"))
 
 
-def _is_private(channel: Mapping[str, Any]) -> bool:
+def is_private(channel: Mapping[str, Any]) -> bool:
+    """A private channel (``G`` ids are the legacy private groups)."""
     return bool(channel.get("is_private") or channel.get("is_group") or str(channel.get("id", "")).startswith("G"))
 
 
 def _allowed(ctx: ToolContext, channel: Mapping[str, Any]) -> bool:
     """DMs never; a private channel only when the answer is posted in that same channel."""
-    if _is_dm(channel):
+    if is_dm(channel):
         return False
-    return not _is_private(channel) or channel.get("id") == ctx.caller.answer_channel
+    return not is_private(channel) or channel.get("id") == ctx.caller.answer_channel
 
 
 def _readable_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
     channel_id = _resolve_channel(ctx, channel)
     if channel_id.startswith("D"):  # refuse before any call
         raise ToolError(DM_REFUSAL)
-    info = _channel_info(ctx, channel_id)
-    if _is_dm(info):
+    info = channel_info(ctx, channel_id)
+    if is_dm(info):
         raise ToolError(DM_REFUSAL)
     if not _allowed(ctx, info):
         raise ToolError(f"#{info.get('name', channel_id)} is a private channel: its messages can only be used "
@@ -395,7 +400,7 @@ _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]+))?>")
 _SPECIAL = re.compile(r"<!(here|channel|everyone)(?:\|[^>]*)?>")
 
 
-def _plain(ctx: ToolContext, text: str) -> str:
+def plain(ctx: ToolContext, text: str) -> str:
     """Slack's mrkdwn markup made readable: mentions as @name, channel refs as #name, links as label (url)."""
     text = _MENTION.sub(lambda m: "@" + _user_name(ctx, m.group(1)), text)
     text = _CHANNEL_REF.sub(lambda m: "#" + (m.group(2) or m.group(1)), text)
@@ -422,11 +427,13 @@ def _author(ctx: ToolContext, message: Mapping[str, Any]) -> str:
     return str(message.get("username") or profile.get("name") or message.get("bot_id") or "unknown")
 
 
-def _message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
+def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as the tools return it (link, title, author, local time, plain text, file names); the front
+    shows the question and its thread in the same form."""
     ts = str(message["ts"])
     author = _author(ctx, message)
     when = _time(ctx, ts)
-    text = _plain(ctx, str(message.get("text") or ""))
+    text = plain(ctx, str(message.get("text") or ""))
     channel_id, name = str(channel["id"]), str(channel.get("name") or channel["id"])
     thread_ts = message.get("thread_ts")
     item: dict[str, Any] = {
@@ -516,7 +523,7 @@ def searchMessages(
         ts = str(match.get("ts") or "")
         author = str(match.get("username") or "") or _user_name(ctx, str(match.get("user") or "unknown"))
         when = _time(ctx, ts)
-        text = _plain(ctx, str(match.get("text") or ""))
+        text = plain(ctx, str(match.get("text") or ""))
         name = str(channel.get("name") or channel["id"])
         permalink = str(match.get("permalink") or "") or _permalink(ctx, str(channel["id"]), ts)
         item: dict[str, Any] = {
@@ -527,7 +534,7 @@ def searchMessages(
         thread_ts = _query_value(permalink, "thread_ts")
         if thread_ts:
             item["thread_ts"] = thread_ts
-        if _is_private(channel):
+        if is_private(channel):
             item["private"] = True
         items.append(item)
     notes = []
@@ -575,7 +582,7 @@ def getThreadMessages(
         messages = messages[:1] + messages[-(keep - 1):]
     if data.get("has_more"):
         notes.append("the thread is longer than 200 messages; only the first 200 were read")
-    items = [_message_item(ctx, info, m) for m in messages]
+    items = [message_item(ctx, info, m) for m in messages]
     return Result(items=items, total=len(data.get("messages") or []), notes=notes)
 
 
@@ -602,7 +609,7 @@ def getConversationHistory(
                  latest=latest_ts, inclusive=True if (oldest_ts or latest_ts) else None)
     noise = {"channel_join", "channel_leave"}
     messages = [m for m in data.get("messages") or [] if m.get("subtype") not in noise][:limit]
-    items = [_message_item(ctx, info, m) for m in messages]
+    items = [message_item(ctx, info, m) for m in messages]
     notes = []
     if data.get("has_more") and items:
         notes.append(f"older messages exist: call again with latest={items[-1]['ts']}")
@@ -631,7 +638,7 @@ def getChannels(
             "url": f"{_workspace_url(ctx)}archives/{channel['id']}", "title": f"#{name}", "id": channel["id"],
             "name": name, "purpose": purpose[:200], "members": channel.get("num_members"),
         }
-        if _is_private(channel):
+        if is_private(channel):
             item["private"] = True
             item["readable"] = channel.get("id") == ctx.caller.answer_channel
         items.append(item)

@@ -24,6 +24,7 @@ from agent.loop import Agent, Progress
 from agent.scripted import Request, ScriptedModel, calls
 from agent.settings import Settings
 from agent.slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, PLACEHOLDER
+from agent.thread import PROGRESS_EVENT_TYPE
 from agent.tools import RegistryTools
 from mcp_lib import Caller, Registry
 from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit
@@ -371,6 +372,8 @@ def test_a_model_down_for_good_degrades_to_a_labelled_search_answer(
     text = markdown_of(answers[0])
     assert text.startswith("⚠️") and text.count("⚠️") == 1 and FAQ_URL in text
     assert answers[0].metadata is not None and answers[0].metadata["event_payload"]["degraded"] is True
+    # the searches ran on the message itself, not on the thread context the model would have seen
+    assert [r.params["query"] for r in fake.calls("search.messages")] == [q.text]
 
 
 def test_a_crash_inside_the_run_leaves_a_failure_notice(ws: Workspace, fake: FakeSlack, env: dict[str, str],
@@ -405,7 +408,7 @@ def test_a_stale_placeholder_from_a_killed_run_is_reused(ws: Workspace, fake: Fa
                                                          env: dict[str, str]) -> None:
     q = question_of(ws)
     stale = ws.post("C0ECSUP", PLACEHOLDER, user=BOT, bot_id=ws.bot_id, thread_ts=q.ts, metadata={
-        "event_type": front.PROGRESS_EVENT_TYPE, "event_payload": {"question_ts": q.ts}})
+        "event_type": PROGRESS_EVENT_TYPE, "event_payload": {"question_ts": q.ts}})
     assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)[0] == 0
     assert fake.calls("chat.postMessage") == []
     [answer] = bot_messages(ws, "C0ECSUP", q.ts)

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from agent.answer import Me, Thread, earlier_turns, load_transcript, message_markdown, split_sources
 from agent.cli import main
 from agent.loop import Turn
 from agent.scripted import Request
 from agent.slack_format import METADATA_EVENT_TYPE, answer_payloads, failure_payload
+from agent.thread import Me, Thread, earlier_turns, message_markdown, split_sources
+from agent.transcript import load_transcript
 from tests.agent.test_answer import (
     BOT,
     FAQ_URL,

@@ -243,6 +243,20 @@ def test_a_follow_up_inherits_its_threads_tags() -> None:
     assert answer.tags == ["Shopify", "在庫"]
 
 
+def test_the_thread_context_counts_for_the_tags_and_still_reaches_the_model_apart() -> None:
+    model = ScriptedModel(answering)
+    tools = faq_tools()
+    agent = TaggingAgent(config(ask_model=False), model, tools, Settings(), clock=FakeClock())
+    answer = agent.run("それはいつ直りますか？", context="- @suzuki: Shopifyの在庫がずれています")
+    assert answer.tags == ["Shopify", "在庫"]
+    first = model.requests[0].messages[0]["content"][0]["text"]
+    assert first.startswith("それはいつ直りますか？\n\n<context>") and "Shopifyの在庫がずれています" in first
+
+    degraded = TaggingAgent(config(ask_model=False), None, tools, Settings(), clock=FakeClock())
+    degraded.run("それはいつ直りますか？", context="- @suzuki: Shopifyの在庫がずれています")
+    assert tools.seen[-1] == ("faq_search", {"query": "それはいつ直りますか？"})  # the question alone
+
+
 # -- through helpbot ask: footer, JSON, degraded boosts, Slack footer -------------------------------------------
 def test_helpbot_ask_shows_the_tags_in_the_footer_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:

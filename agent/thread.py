@@ -1,0 +1,350 @@
+"""The Slack thread a :help: reaction points at, read and turned into what the agent is asked.
+
+- :func:`fetch_thread`: the reacted message and its whole thread, with metadata (helpbot's answers, placeholders
+  and failure notices carry metadata naming the message they belong to).
+- :func:`earlier_turns`: helpbot's earlier answers in the thread, each with its question, become conversation
+  history (``Turn``), so that a follow-up builds on them instead of starting over.
+- :func:`build_question`: the reacted message itself is the question (a reply stays the reply). Where it was
+  asked, its files, the messages it links to (read through the Slack platform's tool, so the DM / private-channel
+  rules apply) and the thread around it (bounded) are the *context*: the model sees it, degraded mode's searches
+  and the job summary do not.
+
+Reading Slack reuses the Slack platform (:mod:`mcp_lib.platforms.slack`: plain text, message items, channel
+lookups, error messages). It is imported inside the functions, so ``helpbot answer --help`` never loads slack-sdk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcp_lib.config import ConfigError
+from mcp_lib.redact import redact_secrets
+
+from .loop import Turn
+from .slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
+    from mcp_lib import Registry, ToolContext
+
+PROGRESS_EVENT_TYPE = "helpbot_progress"  # the placeholder; a re-run reuses a stale one instead of adding more
+THREAD_PAGES = 5  # x 200 messages: enough for any real thread, bounded for a runaway one
+CONTEXT_BEFORE, CONTEXT_AFTER = 8, 2  # thread messages around the reacted one given as context
+CONTEXT_MESSAGE_CHARS, CONTEXT_CHARS = 600, 6000
+MAX_LINKS, LINK_CHARS = 3, 1500
+MAX_TURNS = 5  # earlier Q&A pairs of the thread passed as history
+_UNANSWERABLE = {"tombstone", "channel_join", "channel_leave", "message_deleted", "bot_add", "bot_remove"}
+# Candidate message links in raw text (bare, or the url of <url|label>); ASCII only, as Japanese text may follow
+# a bare link without a space. Whether one really is a message link is parse_permalink's to say.
+_LINK = re.compile(r"https?://[A-Za-z0-9.-]+/archives/[A-Za-z0-9/?#=&%._~-]+")
+
+
+class FrontError(Exception):
+    """A failure helpbot can explain in one line (exit 1)."""
+
+
+@dataclass
+class Thread:
+    channel: str
+    root: str
+    target: dict[str, Any]  # the reacted message
+    messages: list[dict[str, Any]]  # parent first, then replies, with metadata
+
+
+@dataclass(frozen=True)
+class Me:
+    """Who helpbot is (auth.test): its own messages are never a question or its context."""
+
+    user_id: str | None
+    bot_id: str | None
+
+
+# -- reading Slack --------------------------------------------------------------------------------------------------
+def slack_call(web: WebClient, api: str, variable: str, **params: Any) -> dict[str, Any]:
+    """One read; rejected credentials are ConfigError (exit 2), anything else a one-line FrontError."""
+    from slack_sdk.errors import SlackApiError
+
+    from mcp_lib.platforms.slack import AUTH_ERRORS, explain
+
+    try:
+        response = getattr(web, api.replace(".", "_"))(**{k: v for k, v in params.items() if v is not None})
+    except SlackApiError as exc:
+        data = exc.response.data if isinstance(exc.response.data, dict) else {}
+        if data.get("error") in AUTH_ERRORS:
+            raise ConfigError(variable, f"Slack rejected the token ({data.get('error')})") from None
+        raise FrontError(explain(exc, api, variable)) from None
+    except OSError as exc:
+        raise FrontError(f"cannot reach Slack ({api}): {getattr(exc, 'reason', exc)}") from None
+    return dict(response.data) if isinstance(response.data, dict) else {}
+
+
+def fetch_thread(web: WebClient, variable: str, channel: str, ts: str) -> Thread:
+    """The reacted message and its whole thread (parent first), metadata included, pagination bounded."""
+
+    def replies(of: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(THREAD_PAGES):
+            data = slack_call(web, "conversations.replies", variable, channel=channel, ts=of, limit=200,
+                              include_all_metadata=True, cursor=cursor)
+            messages += data.get("messages") or []
+            cursor = (data.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                break
+        return messages
+
+    messages = replies(ts)
+    target = next((m for m in messages if m.get("ts") == ts), None)
+    if target is None:
+        raise FrontError(f"message {channel}/{ts} not found (deleted, or not visible to helpbot)")
+    root = str(target.get("thread_ts") or ts)
+    if root != ts and (not messages or messages[0].get("ts") != root):  # asked by a reply ts: read from the root
+        messages = replies(root)
+    return Thread(channel=channel, root=root, target=target, messages=messages)
+
+
+def lookup_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
+    """The channel's info (name, privacy); only its id when it cannot be looked up -- the message still can be."""
+    from mcp_lib.core import ToolError
+    from mcp_lib.platforms import slack
+
+    try:
+        return slack.channel_info(ctx, channel)
+    except ToolError:
+        return {"id": channel, "name": channel}
+
+
+# -- which messages are what ----------------------------------------------------------------------------------------
+def is_helpbot(message: Mapping[str, Any], me: Me, bot_user_id: str | None = None) -> bool:
+    """Written by helpbot: its bot id or user, or helpbot's own metadata on it."""
+    event_type = str((message.get("metadata") or {}).get("event_type") or "")
+    return bool(
+        (me.bot_id and message.get("bot_id") == me.bot_id)
+        or (message.get("user") and message.get("user") in {me.user_id, bot_user_id} - {None})
+        or event_type in (METADATA_EVENT_TYPE, FAILURE_EVENT_TYPE, PROGRESS_EVENT_TYPE)
+    )
+
+
+def answerable(message: Mapping[str, Any]) -> bool:
+    """Something a person wrote, with text or files (not a join, a deletion or a tombstone)."""
+    return message.get("subtype") not in _UNANSWERABLE and bool(str(message.get("text") or "").strip()
+                                                                  or message.get("files"))
+
+
+def _metadata_for(message: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    metadata = message.get("metadata") or {}
+    return str(metadata.get("event_type") or ""), metadata.get("event_payload") or {}
+
+
+def stale_placeholder(thread: Thread, question_ts: str) -> str | None:
+    """A placeholder or failure notice an earlier run left for this message: reused, so re-runs don't pile up."""
+    found = None
+    for message in thread.messages:
+        kind, payload = _metadata_for(message)
+        if kind in (PROGRESS_EVENT_TYPE, FAILURE_EVENT_TYPE) and payload.get("question_ts") == question_ts:
+            found = str(message["ts"])
+    return found
+
+
+# -- earlier answers in the thread (follow-ups) ---------------------------------------------------------------------
+_SOURCES_HEAD = re.compile(r"^\s*[*_]*参照元[*_]*\s*$")
+_SOURCE_MD = re.compile(r"^\s*[-•*]\s*\[(?P<title>[^\]\n]*)\]\((?P<url>[^)\s]+)\)\s*$")
+_SOURCE_MRKDWN = re.compile(r"^\s*[-•*]\s*<(?P<url>https?://[^|>\s]+)\|(?P<title>[^>]*)>\s*$")
+
+
+def _rich_elements(elements: Sequence[Mapping[str, Any]]) -> str:
+    out = []
+    for element in elements:
+        kind = element.get("type")
+        if kind == "text":
+            text = str(element.get("text") or "")
+            style = element.get("style") or {}
+            if style.get("code"):
+                text = f"`{text}`"
+            if style.get("bold"):
+                text = f"**{text}**"
+            out.append(text)
+        elif kind == "link":
+            url = str(element.get("url") or "")
+            out.append(f"[{element.get('text') or url}]({url})")
+        elif kind == "emoji":
+            out.append(f":{element.get('name')}:")
+        elif kind in ("user", "channel", "usergroup"):
+            out.append(f"<@{element.get('user_id') or element.get('channel_id') or element.get('usergroup_id')}>")
+        elif "elements" in element:
+            out.append(_rich_elements(element["elements"]))
+    return "".join(out)
+
+
+def block_text(block: Mapping[str, Any]) -> str | None:
+    """The text of one block as markdown (Slack may hand a posted markdown block back as rich_text/sections)."""
+    kind = block.get("type")
+    if kind == "markdown":
+        return str(block.get("text") or "")
+    if kind in ("section", "header"):
+        text = block.get("text") or {}
+        return str(text.get("text") or "") if isinstance(text, dict) else str(text)
+    if kind != "rich_text":
+        return None  # context (the footer), dividers, images: not part of the answer
+    parts = []
+    for element in block.get("elements") or []:
+        sub = element.get("type")
+        if sub == "rich_text_list":
+            ordered = element.get("style") == "ordered"
+            parts.append("\n".join(f"{f'{n}.' if ordered else '-'} {_rich_elements(item.get('elements') or [])}"
+                                   for n, item in enumerate(element.get("elements") or [], 1)))
+        elif sub == "rich_text_preformatted":
+            parts.append(f"```\n{_rich_elements(element.get('elements') or [])}\n```")
+        elif sub == "rich_text_quote":
+            parts.append("> " + _rich_elements(element.get("elements") or []))
+        else:
+            parts.append(_rich_elements(element.get("elements") or []))
+    return "\n".join(parts)
+
+
+def message_markdown(message: Mapping[str, Any]) -> str:
+    """A posted answer as markdown again: its blocks when it has any, else its fallback text."""
+    texts = [t for b in message.get("blocks") or [] if isinstance(b, dict) and (t := block_text(b)) is not None]
+    return "\n\n".join(t for t in texts if t.strip()) if texts else str(message.get("text") or "")
+
+
+def split_sources(markdown: str) -> tuple[str, list[dict[str, str]]]:
+    """An answer's text and the sources listed in its 参照元 section."""
+    lines = markdown.split("\n")
+    head = next((i for i, line in enumerate(lines) if _SOURCES_HEAD.match(line)), None)
+    if head is None:
+        return markdown.strip(), []
+    sources = []
+    for line in lines[head + 1:]:
+        match = _SOURCE_MD.match(line) or _SOURCE_MRKDWN.match(line)
+        if match:
+            sources.append({"title": match.group("title").strip(), "url": match.group("url")})
+    return "\n".join(lines[:head]).strip(), sources
+
+
+def earlier_turns(thread: Thread, question_ts: str, me: Me, bot_user_id: str | None,
+                  plain: Callable[[Mapping[str, Any]], str]) -> list[Turn]:
+    """helpbot's earlier answers in this thread, each with its question: the conversation so far."""
+    by_ts = {str(m.get("ts")): m for m in thread.messages}
+    turns: list[Turn] = []
+    for index, message in enumerate(thread.messages):
+        kind, payload = _metadata_for(message)
+        asked = str(payload.get("question_ts") or "")
+        if kind != METADATA_EVENT_TYPE or asked == question_ts or asked not in by_ts:
+            continue
+        parts = [message_markdown(message)]
+        wanted = int(payload.get("parts") or 1) - 1
+        for later in thread.messages[index + 1:]:  # the answer's further parts: helpbot's next plain messages
+            if len(parts) > wanted or later.get("metadata"):
+                break
+            if is_helpbot(later, me, bot_user_id):
+                parts.append(message_markdown(later))
+        answer, sources = split_sources("\n\n".join(parts))
+        question = plain(by_ts[asked])
+        if question.strip() and answer:
+            turns.append(Turn(question=question, answer=answer, sources=sources))
+    return turns[-MAX_TURNS:]
+
+
+# -- the question and its context -----------------------------------------------------------------------------------
+def _cut(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def slack_links(text: str) -> list[tuple[str, str]]:
+    """Slack message links in raw message text, as (url, ts): de-duplicated, at most MAX_LINKS. What counts as a
+    message link is the Slack platform's :func:`~mcp_lib.platforms.slack.parse_permalink`."""
+    from mcp_lib.core import ToolError
+    from mcp_lib.platforms.slack import parse_permalink
+
+    links = []
+    for url in dict.fromkeys(_LINK.findall(text)):
+        with contextlib.suppress(ToolError):
+            links.append((url, parse_permalink(url)[1]))
+    return links[:MAX_LINKS]
+
+
+@dataclass
+class QuestionParts:
+    text: str  # the reacted message, as plain text
+    where: str = ""
+    files: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # "[n] url — content" or "[n] url — (not readable: why)"
+    around: list[str] = field(default_factory=list)  # thread messages around it, oldest first
+
+    def question(self) -> str:
+        """The reacted message alone: what the model answers, degraded mode searches and the summary shows."""
+        return redact_secrets(self.text.strip() or "（本文なし）")
+
+    def context(self) -> str:
+        """What helpbot adds around the question (the loop marks it as untrusted context); empty when nothing."""
+        lines: list[str] = []
+        if self.where:
+            lines.append(f"質問の場所: {self.where}")
+        if self.files:
+            lines.append("添付ファイル: " + ", ".join(self.files))
+        if self.links:
+            lines += ["メッセージ内のリンク先:", *self.links]
+        if self.around:
+            lines += ["同じスレッドのやり取り（抜粋・古い順。質問は上のメッセージ）:", *self.around]
+        return redact_secrets("\n".join(lines))
+
+
+def build_question(ctx: ToolContext, registry: Registry, thread: Thread, *, me: Me,
+                   bot_user_id: str | None) -> QuestionParts:
+    """The reacted message, its files, the messages it links to (tool rules apply), and the thread around it."""
+    from mcp_lib.platforms import slack
+
+    info = lookup_channel(ctx, thread.channel)
+    target = thread.target
+    item = slack.message_item(ctx, info, target)
+    is_reply = str(target.get("ts")) != thread.root
+    parts = QuestionParts(text=item["text"], files=list(item.get("files") or []),
+                          where=f"{item['channel']}{'（スレッドの返信）' if is_reply else ''} / 投稿者 "
+                                f"@{item['author']} / {item['time']}")
+    for number, (url, ts) in enumerate(slack_links(str(target.get("text") or "")), 1):
+        result = registry.call("slack_getThreadMessages", {"url": url})
+        if result.is_error:
+            parts.links.append(f"[{number}] {url} — （読めません: {_cut(result.message or '', 200)}）")
+            continue
+        linked = [i for i in result.items if i.get("ts") == ts] or result.items[:1]
+        for hit in linked:
+            parts.links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
+                               f"{_cut(str(hit.get('text') or ''), LINK_CHARS)}")
+    parts.around = _around(ctx, info, thread, me, bot_user_id)
+    return parts
+
+
+def _around(ctx: ToolContext, info: Mapping[str, Any], thread: Thread, me: Me, bot_user_id: str | None) -> list[str]:
+    """The thread's first message and the ones just before and after the question, within CONTEXT_CHARS.
+    Questions helpbot answered earlier are left out: they are in the history already."""
+    from mcp_lib.platforms import slack
+
+    target = str(thread.target["ts"])
+    answered = {str(payload.get("question_ts")) for kind, payload in map(_metadata_for, thread.messages)
+                if kind == METADATA_EVENT_TYPE}
+    others = [m for m in thread.messages
+              if str(m.get("ts")) not in answered and str(m.get("ts")) != target
+              and not is_helpbot(m, me, bot_user_id) and m.get("subtype") not in _UNANSWERABLE]
+    before = [m for m in others if float(m["ts"]) < float(target)]
+    after = [m for m in others if float(m["ts"]) > float(target)]
+    chosen = before[:1] + before[1:][-CONTEXT_BEFORE:] if before else []
+    chosen += after[:CONTEXT_AFTER]
+    lines: list[str] = []
+    used = 0
+    for message in chosen:
+        item = slack.message_item(ctx, info, message)
+        files = f" [添付: {', '.join(item['files'])}]" if item.get("files") else ""
+        line = f"- @{item['author']} {item['time']}: {_cut(item['text'], CONTEXT_MESSAGE_CHARS)}{files}"
+        if used + len(line) > CONTEXT_CHARS:
+            lines.append("- …（以降省略）")
+            break
+        lines.append(line)
+        used += len(line)
+    return lines
