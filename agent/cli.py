@@ -17,7 +17,6 @@ import importlib
 import json
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     from mcp_lib import Caller
 
-    from .loop import Agent, Answer, Progress
+    from .loop import Agent, Progress
     from .tools import ToolExecutor
 
 
@@ -181,19 +180,6 @@ def _print_progress(progress: Progress) -> None:
     print(f"helpbot: {progress.describe()}", file=sys.stderr, flush=True)
 
 
-def footer(answer: Answer) -> str:
-    """One line: rounds, tools used, tokens, estimated cost, seconds."""
-    used = Counter(call.name for call in answer.tool_calls)
-    tools = ", ".join(f"{name}×{n}" if n > 1 else name for name, n in used.items()) or "none"
-    u = answer.usage
-    tokens = (f"tokens in {u.input_tokens:,} (cache read {u.cache_read_input_tokens:,}, write "
-              f"{u.cache_creation_input_tokens:,}) out {u.output_tokens:,}")
-    head = "degraded: not AI-generated · " if answer.degraded else ""
-    tags = f"tags {', '.join(answer.tags)} · " if answer.tags else ""
-    return (f"{head}rounds {answer.rounds} · tools {len(answer.tool_calls)} ({tools}) · {tags}{tokens} · "
-            f"est. ${answer.cost_usd:.4f} · {answer.seconds:.1f} s")
-
-
 @subcommand("ask", "Answer a question locally (a dry run of the Slack bot; nothing is posted).", _ask_arguments)
 def cmd_ask(args: argparse.Namespace) -> int:
     question = args.question.strip()
@@ -220,12 +206,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
         return 0
-    print(answer.text)
-    if answer.sources:
-        print("\nSources:")
-        for number, source in enumerate(answer.sources, 1):
-            print(f"  {number}. {source['title']}\n     {source['url']}")
-    print(f"\n— {footer(answer)}")
+    from .report import print_answer
+
+    print_answer(answer)
     return 0
 
 
@@ -233,14 +216,8 @@ register("answer", "Answer a Slack message in its thread (a :help: trigger, a me
          "agent.answer:add_arguments", "agent.answer:main")
 
 
-def _relay_arguments(parser: argparse.ArgumentParser) -> None:
-    """``helpbot relay``'s options, as ``agent.relay.add_relay_command`` declares them (a test keeps them equal)."""
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000; 0 = any)")
-
-
-register("relay", "Serve the Slack Events relay (reaction_added -> repository_dispatch).", _relay_arguments,
-         "agent.relay:run_relay_command")
+register("relay", "Serve the Slack Events relay (reaction_added -> repository_dispatch).",
+         "agent.relay:add_arguments", "agent.relay:run_relay_command")
 register("eval", "Run eval cases (questions, expected sources and phrases) through the agent and score them.",
          "agent.evals:add_arguments", "agent.evals:cmd_eval")
 register("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",

@@ -32,7 +32,7 @@ from typing import IO, Any
 from zoneinfo import ZoneInfo
 
 from mcp_lib.config import ConfigError, env_list, env_str
-from mcp_lib.core import ToolContext, ToolError
+from mcp_lib.core import CredentialsError, ToolContext, ToolError
 from mcp_lib.platforms import slack as slack_platform
 
 from .cli import UsageError
@@ -258,7 +258,7 @@ class Scanner:
         self.page_size = page_size
 
     def call(self, api: str, **params: Any) -> dict[str, Any]:
-        return slack_platform._call(self.ctx, api, **params)
+        return slack_platform.call(self.ctx, api, **params)
 
     def is_ours(self, message: Mapping[str, Any]) -> bool:
         return message.get("user") == self.bot_user_id or bool(self.bot_id and message.get("bot_id") == self.bot_id)
@@ -510,7 +510,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
     config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
     ctx = ToolContext(client=slack_platform.make_client(config, sleep), config=config)
     try:
-        me = slack_platform._call(ctx, "auth.test")
+        me = slack_platform.call(ctx, "auth.test")
         scanner = Scanner(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"),
                           excluded=[extra] if extra else [], page_size=page_size)
         answers = [answer for channel in channels for answer in scanner.scan(channel, since)]
@@ -524,8 +524,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
             print(render_text(report, tz), file=out)
         if post_to:
             payload = summary_payload(report, tz, mask_personal=mask_personal_from_env(env))
-            posted = slack_platform._call(ctx, "chat.postMessage", channel=post_to, **payload, **POST_OPTIONS)
+            posted = slack_platform.call(ctx, "chat.postMessage", channel=post_to, **payload, **POST_OPTIONS)
             print(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})", file=sys.stderr)
+    except CredentialsError as exc:
+        raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
     except ToolError as exc:
         print(f"helpbot feedback: {exc}", file=sys.stderr)
         return 1

@@ -255,17 +255,11 @@ def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Rela
 
 
 # -- CLI wiring -----------------------------------------------------------------------------------------------------
-def add_relay_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``helpbot relay [--host] [--port]``; the parsed args carry ``handler=run_relay_command``."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "relay", help="serve the Slack Events relay (reaction_added -> repository_dispatch)",
-        description="Verify Slack event signatures and turn :help: reactions into repository_dispatch events. "
-                    "Needs SLACK_SIGNING_SECRET, GITHUB_REPOSITORY and HELPBOT_DISPATCH_TOKEN (or GITHUB_TOKEN).",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``helpbot relay [--host] [--port]``; needs SLACK_SIGNING_SECRET, GITHUB_REPOSITORY and
+    HELPBOT_DISPATCH_TOKEN (or GITHUB_TOKEN)."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000; 0 = any)")
-    parser.set_defaults(handler=run_relay_command)
-    return parser
 
 
 def run_relay_command(args: argparse.Namespace) -> int:

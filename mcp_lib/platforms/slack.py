@@ -39,7 +39,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
 from ..config import ConfigError, env_str, env_url
-from ..core import Platform, Result, ToolContext, ToolError
+from ..core import CredentialsError, Platform, Result, ToolContext, ToolError
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_TIMEZONE = "Asia/Tokyo"
@@ -242,15 +242,17 @@ def explain(exc: SlackApiError, api: str, variable: str) -> str:
     return f"Slack {api} failed: {error or 'unknown error'}" + (f" ({hint})" if hint else "")
 
 
-def _call(ctx: ToolContext, api: str, *, search: bool = False, **params: Any) -> dict[str, Any]:
-    """One Web API call through slack-sdk; every failure becomes a ToolError that says what to do."""
+def call(ctx: ToolContext, api: str, *, search: bool = False, **params: Any) -> dict[str, Any]:
+    """One Web API call through slack-sdk; every failure becomes a ToolError that says what to do
+    (a CredentialsError when Slack rejects the token)."""
     clients: SlackClients = ctx.client
     web, variable = clients.searcher() if search else clients.reader()
     method = getattr(web, api.replace(".", "_"))
     try:
         response = method(**{k: v for k, v in params.items() if v is not None})
     except SlackApiError as exc:
-        raise ToolError(explain(exc, api, variable)) from None
+        error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
+        raise (CredentialsError if error in AUTH_ERRORS else ToolError)(explain(exc, api, variable)) from None
     except TimeoutError:
         raise ToolError(f"Slack did not answer {api} within {clients.config.timeout_s} s; try again later") from None
     except (URLError, OSError) as exc:
@@ -292,7 +294,7 @@ def parse_permalink(url: str) -> tuple[str, str, str | None]:
 def _workspace_url(ctx: ToolContext) -> str:
     clients: SlackClients = ctx.client
     if clients.workspace_url is None:
-        url = str(_call(ctx, "auth.test").get("url") or "https://slack.com/")
+        url = str(call(ctx, "auth.test").get("url") or "https://slack.com/")
         clients.workspace_url = url if url.endswith("/") else url + "/"
     return clients.workspace_url
 
@@ -309,7 +311,7 @@ def _user_name(ctx: ToolContext, user_id: str) -> str:
     clients: SlackClients = ctx.client
     if user_id not in clients.user_names:
         try:
-            user = _call(ctx, "users.info", user=user_id).get("user") or {}
+            user = call(ctx, "users.info", user=user_id).get("user") or {}
         except ToolError:
             return user_id
         profile = user.get("profile") or {}
@@ -322,7 +324,7 @@ def channel_info(ctx: ToolContext, channel_id: str) -> dict[str, Any]:
     """conversations.info, cached per client: name and privacy, which the rules (and the front) decide on."""
     clients: SlackClients = ctx.client
     if channel_id not in clients.channel_info:
-        clients.channel_info[channel_id] = _call(ctx, "conversations.info", channel=channel_id)["channel"]
+        clients.channel_info[channel_id] = call(ctx, "conversations.info", channel=channel_id)["channel"]
     return clients.channel_info[channel_id]
 
 
@@ -332,7 +334,7 @@ def _list_channels(ctx: ToolContext, max_pages: int = 5) -> list[dict[str, Any]]
     channels: list[dict[str, Any]] = []
     cursor = None
     for _ in range(max_pages):
-        data = _call(ctx, "conversations.list", types="public_channel,private_channel", exclude_archived=True,
+        data = call(ctx, "conversations.list", types="public_channel,private_channel", exclude_archived=True,
                      limit=200, cursor=cursor)
         channels += data.get("channels") or []
         cursor = (data.get("response_metadata") or {}).get("next_cursor")
@@ -511,7 +513,7 @@ def searchMessages(
     with slack_getThreadMessages(url=<its url>). Times are ISO 8601 in the configured zone (default Asia/Tokyo).
     Matches in DMs or group DMs are never returned; private channels only when answering in that channel.
     """
-    data = _call(ctx, "search.messages", search=True, query=query, count=count)
+    data = call(ctx, "search.messages", search=True, query=query, count=count)
     block = data.get("messages") or {}
     matches = block.get("matches") or []
     items, hidden = [], 0
@@ -573,7 +575,7 @@ def getThreadMessages(
         raise ToolError(f"ts {ts!r} is not a Slack timestamp like 1735779660.000001")
     info = _readable_channel(ctx, channel)
     root = thread_ts or ts
-    data = _call(ctx, "conversations.replies", channel=info["id"], ts=root, limit=200)
+    data = call(ctx, "conversations.replies", channel=info["id"], ts=root, limit=200)
     messages = data.get("messages") or []
     notes = []
     keep = max(2, ctx.limits.max_items)
@@ -605,7 +607,7 @@ def getConversationHistory(
     """
     info = _readable_channel(ctx, channel)
     oldest_ts, latest_ts = _epoch(ctx, oldest, "oldest"), _epoch(ctx, latest, "latest")
-    data = _call(ctx, "conversations.history", channel=info["id"], limit=limit, oldest=oldest_ts,
+    data = call(ctx, "conversations.history", channel=info["id"], limit=limit, oldest=oldest_ts,
                  latest=latest_ts, inclusive=True if (oldest_ts or latest_ts) else None)
     noise = {"channel_join", "channel_leave"}
     messages = [m for m in data.get("messages") or [] if m.get("subtype") not in noise][:limit]

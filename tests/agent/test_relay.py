@@ -18,7 +18,6 @@ from agent.relay import (
     DispatchError,
     Relay,
     RelayConfig,
-    add_relay_command,
     github_dispatcher,
     handle,
     lambda_handler,
@@ -330,12 +329,12 @@ def test_server_handles_a_real_http_request(server_url: str, github: GitHub) -> 
 
 
 # -- CLI wiring ---------------------------------------------------------------------------------------------------
-def test_add_relay_command_parses_host_and_port() -> None:
-    parser = argparse.ArgumentParser(prog="helpbot")
-    add_relay_command(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["relay", "--host", "0.0.0.0", "--port", "8080"])
-    assert (args.command, args.host, args.port, args.handler) == ("relay", "0.0.0.0", 8080, run_relay_command)
-    defaults = parser.parse_args(["relay"])
+def test_helpbot_relay_parses_host_and_port() -> None:
+    from agent.cli import build_parser
+
+    args = build_parser("relay").parse_args(["relay", "--host", "0.0.0.0", "--port", "8080"])
+    assert (args.host, args.port) == ("0.0.0.0", 8080)
+    defaults = build_parser("relay").parse_args(["relay"])
     assert (defaults.host, defaults.port) == ("127.0.0.1", 3000)
 
 

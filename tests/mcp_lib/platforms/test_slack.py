@@ -208,6 +208,7 @@ def test_invalid_auth_is_an_error_naming_the_variable(fake: FakeSlack, sleeps: l
     tool, args = ("searchMessages", {"query": "在庫"}) if bad == "user" else ("getChannels", {})
     result = run(ctx, tool, **args)
     assert result.is_error and "invalid_auth" in (result.message or "") and variable in (result.message or "")
+    assert result.kind == "credentials"  # the CLI exits 2 on it, naming the variable
 
 
 def test_search_never_returns_dms_or_group_dms_even_when_answering_there(fake: FakeSlack,
