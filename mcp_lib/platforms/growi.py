@@ -79,8 +79,10 @@ def _json(response: httpx.Response, what: str) -> Any:
     status = response.status_code
     if 300 <= status < 400:
         where = response.headers.get("location", "")
-        hint = "GROWI_ACCESS_TOKEN was not accepted" if "login" in where else "check GROWI_URL"
-        raise ToolError(f"Growi redirected {what} to {where!r} (HTTP {status}): {hint}")
+        if "login" in where:
+            raise CredentialsError(f"Growi redirected {what} to its login page (HTTP {status}): "
+                                   "GROWI_ACCESS_TOKEN was not accepted")
+        raise ToolError(f"Growi redirected {what} to {where!r} (HTTP {status}): check GROWI_URL")
     if status in (401, 403):
         raise CredentialsError(f"Growi refused {what} (HTTP {status}{_errors(response)}): GROWI_ACCESS_TOKEN is wrong, "
                         "expired, or lacks the read:features:page scope")

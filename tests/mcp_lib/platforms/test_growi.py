@@ -195,6 +195,7 @@ def test_a_wrong_token_names_the_variable(fake: FakeGrowi, clock: Clock) -> None
     page = call(fake, clock, "getPage", env=env, path="/手順/在庫同期")
     for result in (search, page):
         assert result.status == "error" and "GROWI_ACCESS_TOKEN" in (result.message or "")
+        assert result.kind == "credentials"  # the CLI exits 2 on it
     assert clock.sleeps == []
 
 
