@@ -397,6 +397,7 @@ def answer_metadata(result: Mapping[str, Any], *, channel: str | None, question_
             "cost_usd": round(float(result["cost_usd"]), 6) if result.get("cost_usd") is not None else None,
             "degraded": bool(result.get("degraded")),
             "parts": parts,
+            "tags": ",".join(result.get("tags") or []) or None,
         }),
     }
 

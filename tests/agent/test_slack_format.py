@@ -15,6 +15,7 @@ from agent.slack_format import (
     MAX_ANSWER_PARTS,
     METADATA_EVENT_TYPE,
     PLACEHOLDER,
+    answer_metadata,
     answer_payloads,
     failure_payload,
     find_answer,
@@ -383,3 +384,11 @@ def test_guard_is_applied_to_every_part_of_the_answer() -> None:
 def test_mask_personal_setting() -> None:
     assert mask_personal_from_env({}) is True
     assert mask_personal_from_env({"HELPBOT_MASK_PERSONAL": "false"}) is False
+
+
+def test_the_metadata_carries_the_tags_for_feedback_reports() -> None:
+    result = {"answer": "a", "rounds": 1, "tool_calls": [{"name": "faq_search"}], "tags": ["Shopify", "在庫"]}
+    payload = answer_metadata(result, channel="C1", question_ts="1.000001", parts=1)["event_payload"]
+    assert payload["tags"] == "Shopify,在庫" and payload["tools"] == "faq_search"
+    untagged = answer_metadata({"answer": "a"}, channel="C1", question_ts="1.000001", parts=1)
+    assert "tags" not in untagged["event_payload"]
