@@ -27,38 +27,19 @@ from agent.slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, PLACEHOL
 from agent.thread import PROGRESS_EVENT_TYPE
 from agent.tools import RegistryTools
 from mcp_lib import Caller, Registry
+from tests.agent.conftest import PREFIXES
 from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Message, Workspace, sample_workspace
+from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Message, Workspace
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIXES = ("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_")
 WRITES = {"chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove"}
 BOT = "U0HELPBOT"
 FAQ_URL = "https://github.com/acme/helpbot/blob/HEAD/faq/stock-sync-delay.md"
 
 
 # -- fixtures and helpers ---------------------------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No credentials or settings leak in from the machine running the tests."""
-    for name in list(os.environ):
-        if name.startswith(PREFIXES):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def ws() -> Workspace:
-    return sample_workspace()
-
-
-@pytest.fixture
-def fake(ws: Workspace) -> Iterator[FakeSlack]:
-    with FakeSlack(ws) as running:
-        yield running
-
-
 @pytest.fixture
 def env(fake: FakeSlack) -> dict[str, str]:
     return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,

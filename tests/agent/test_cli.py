@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,23 +18,6 @@ from tests.fakes.bedrock import BedrockStub
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = "Shopifyの在庫同期が遅れているときの確認手順は？"
-PREFIXES = ("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_")
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No credentials or settings leak in from the machine running the tests."""
-    for name in list(os.environ):
-        if name.startswith(PREFIXES):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[BedrockStub]:
-    with BedrockStub() as running:
-        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "test-bedrock-key")
-        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", running.url)
-        yield running
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:

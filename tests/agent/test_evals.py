@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +20,10 @@ from tests.fakes.bedrock import BedrockStub
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "evals" / "faq.yaml"
-PREFIXES = ("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_")
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(PREFIXES):
-            monkeypatch.delenv(name)
+def in_tmp_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # no stray ./helpbot.toml
 
 
@@ -211,14 +205,6 @@ def test_pass_fail_counting_through_a_scripted_agent(tmp_path: Path) -> None:
 
 
 # -- with a model behind the real entry point (the Bedrock stand-in) -----------------------------------------------
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[BedrockStub]:
-    with BedrockStub() as running:
-        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "test-bedrock-key")
-        monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", running.url)
-        yield running
-
-
 def test_a_real_model_run_reports_rounds_tokens_and_cost(stub: BedrockStub, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     stub.responder = answering_with_the_first_faq_hit  # searches "Shopify 在庫同期 遅延", cites the first hit

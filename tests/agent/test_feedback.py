@@ -11,7 +11,6 @@ import argparse
 import csv
 import io
 import json
-import os
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,7 +39,6 @@ JST = ZoneInfo("Asia/Tokyo")
 NOW = datetime(2025, 1, 20, 10, 0, tzinfo=JST)
 BOT = "U0HELPBOT"
 TANAKA, SUZUKI, OWNER = "U0TANAKA", "U0SUZUKI", "U0OWNER"
-PREFIXES = ("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "GITHUB_")
 LONG_ANSWER = "\n\n".join(f"手順{i}: 在庫同期ジョブのログを確認し、APIの429エラーが出ていないかを見てください。" * 2
                           for i in range(1, 6))
 
@@ -72,13 +70,6 @@ def post_answer(client: WebClient, channel: str, question_ts: str | None, res: d
 
 def react(ws: Workspace, channel: str, ts: str, name: str, *users: str) -> None:
     ws.message(channel, ts).reactions.setdefault(name, []).extend(users)  # type: ignore[union-attr]
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(PREFIXES):
-            monkeypatch.delenv(name)
 
 
 class Seeded:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,6 @@ from agent.transcript import load_transcript
 from tests.agent.test_answer import (
     BOT,
     FAQ_URL,
-    PREFIXES,
     answer_scripted,
     bot_messages,
     cites_first_faq_hit,
@@ -30,28 +27,10 @@ from tests.agent.test_answer import (
 )
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
+from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
 FOLLOW_UP = "手順どおりにしても直りません。次に何を確認すればいいですか？"
 OTHER_URL = "https://github.com/acme/helpbot/blob/HEAD/faq/job-rerun.md"
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(PREFIXES):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def ws() -> Workspace:
-    return sample_workspace()
-
-
-@pytest.fixture
-def fake(ws: Workspace) -> Iterator[FakeSlack]:
-    with FakeSlack(ws) as running:
-        yield running
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ and helpbot.toml errors."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from tests.agent.loop_fakes import FakeClock, FakeTools
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "helpbot.example.toml"
-PREFIXES = ("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_")
 
 CONFIG: dict[str, Any] = {
     "tagging": {"max_tags": 2},
@@ -57,10 +55,7 @@ def config(**tagging: Any) -> TagConfig:
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(PREFIXES):
-            monkeypatch.delenv(name)
+def in_tmp_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # no ./helpbot.toml but the ones the tests write
 
 
