@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,3 +122,71 @@ def test_a_prefix_renames_the_tools_and_nested_rows_are_capped(tmp_path: Path) -
     assert not listing.is_error and listing.item is not None
     assert len(listing.item["data"]["customers"]) == 3
     assert any("showing 3 of" in note for note in listing.notes)
+
+
+# -- over streamable HTTP, with a header taken from the environment ------------------------------------------------
+@contextmanager
+def sales_over_http(tmp_path: Path, token: str) -> Iterator[tuple[str, list[str | None]]]:
+    """The example server in-process behind a bearer check (an in-house server's usual gate), on a free port."""
+    import uvicorn
+
+    from examples.sales_db.server import build_server
+
+    app = build_server(tmp_path / "sales.sqlite3", today=lambda: date(2025, 5, 15)).streamable_http_app()
+    seen: list[str | None] = []
+
+    async def gate(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            header = dict(scope["headers"]).get(b"authorization")
+            seen.append(header.decode() if header else None)
+            if header != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await app(scope, receive, send)
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(gate, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(600):  # readiness, not timing
+            if server.started:
+                break
+            threading.Event().wait(0.01)
+        yield f"http://127.0.0.1:{port}/mcp", seen
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_a_streamable_http_server_with_a_header_from_the_environment(tmp_path: Path) -> None:
+    with sales_over_http(tmp_path, token="s3cret") as (url, seen):
+        config = tmp_path / "helpbot.toml"
+        config.write_text(f'[[mcp_servers]]\nname = "sales"\nurl = "{url}"\nheader_env = "SALES_MCP_TOKEN"\n'
+                          'tools = ["get_sales"]\n', encoding="utf-8")
+        registry = Registry(env={"HELPBOT_CONFIG": str(config), "SALES_MCP_TOKEN": "s3cret"})
+        assert [t.wire_name for t in registry.tools(only=["sales"])] == ["sales_get_sales"]
+        found = registry.call("sales_get_sales", {"code_customer": "0009", "date_sales_begin_str": "2025-05-05",
+                                                  "date_sales_end_str": "2025-05-11"})
+        assert not found.is_error and found.item and found.item["data"]["count"] == 1
+        assert seen and set(seen) == {"Bearer s3cret"}
+
+        refused = Registry(env={"HELPBOT_CONFIG": str(config), "SALES_MCP_TOKEN": "wrong"})
+        assert "unavailable" in refused.platforms()["sales"].overview
+        with pytest.raises(ConfigError, match="SALES_MCP_TOKEN"):
+            Registry(env={"HELPBOT_CONFIG": str(config)}).platforms()
+
+
+def test_mcp_lib_all_commands_lists_the_server_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_lib.cli import main
+
+    for name, value in write_config(tmp_path, tools=["get_customers", "get_sales"]).items():
+        monkeypatch.setenv(name, value)
+    assert main(["all-commands"]) == 0
+    out = capsys.readouterr().out
+    assert "# SALES Platform" in out and "sales:get_sales" in out and "sales:add_sale" not in out
+    assert "Only these tools are offered: get_customers, get_sales" in out
