@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # -- helpbot ask -----------------------------------------------------------------------------------------------
-def _rounds(value: str) -> int:
+def parse_rounds(value: str) -> int:
+    """``--max-rounds N`` (also used by ``helpbot eval``): a whole number from 1 to 50."""
     try:
         number = int(value)
     except ValueError:
@@ -134,7 +136,7 @@ def _rounds(value: str) -> int:
 def _ask_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question, as a user would ask it in Slack")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--max-rounds", type=_rounds, metavar="N", help="tool rounds (default HELPBOT_MAX_ROUNDS "
+    parser.add_argument("--max-rounds", type=parse_rounds, metavar="N", help="tool rounds (default HELPBOT_MAX_ROUNDS "
                                                                         "or 10)")
     parser.add_argument("--continue", dest="continue_from", metavar="FILE",
                         help="continue the conversation saved in FILE (by --save): its turns are the history")
@@ -192,24 +194,37 @@ def cmd_ask(args: argparse.Namespace) -> int:
         history = load_transcript(args.continue_from) if args.continue_from else []
     except TranscriptError as exc:
         raise UsageError(f"helpbot ask: --continue: {exc}") from None
+    if args.save:
+        _check_writable(args.save)  # before the run: its answer is paid for
     agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, on_progress=_print_progress)
     try:
         answer = agent.run(question, history)
     except ModelRequestError as exc:
         print(f"helpbot: {exc}", file=sys.stderr)
         return 1
-    if args.save:
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+    else:
+        from .report import print_answer
+
+        print_answer(answer)
+    if args.save:  # after printing: a file that became unwritable meanwhile costs the file, not the answer
         try:
             save_transcript(args.save, question, answer, history)
         except TranscriptError as exc:
             raise UsageError(f"helpbot ask: --save: {exc}") from None
-    if args.json:
-        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
-        return 0
-    from .report import print_answer
-
-    print_answer(answer)
     return 0
+
+
+def _check_writable(path: str) -> None:
+    """A --save file that cannot be written is one line and exit 2, before anything is asked."""
+    target = Path(path)
+    problem = ("it is a directory" if target.is_dir()
+               else f"the folder {str(target.parent)!r} does not exist" if not target.parent.is_dir()
+               else "permission denied" if not os.access(target if target.exists() else target.parent, os.W_OK)
+               else None)
+    if problem:
+        raise UsageError(f"helpbot ask: --save: cannot write {path!r}: {problem}")
 
 
 register("answer", "Answer a Slack message in its thread (a :help: trigger, a message link, or channel + ts).",

@@ -39,7 +39,8 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .cli import UsageError, _rounds
+from .cli import UsageError, parse_rounds
+from .settings import validation_problem
 
 if TYPE_CHECKING:
     from .loop import Agent, Answer
@@ -121,9 +122,7 @@ def load_cases(path: str | Path) -> list[Case]:
         try:
             case = Case.model_validate(item)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field_name = ".".join(str(p) for p in err["loc"]) or "case"
-            raise UsageError(f"helpbot eval: {where}: {name}: {field_name}: {err['msg']}") from None
+            raise UsageError(f"helpbot eval: {where}: {name}: {validation_problem(exc, 'case')}") from None
         if not case.expect_sources and not case.expect_phrases:
             raise UsageError(f"helpbot eval: {where}: {name}: expect_sources: give expect_sources or "
                              "expect_phrases (a case without expectations always passes)")
@@ -287,7 +286,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cases", metavar="CASES.yaml", help="the case file (see evals/README.md)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
-    parser.add_argument("--max-rounds", type=_rounds, metavar="N",
+    parser.add_argument("--max-rounds", type=parse_rounds, metavar="N",
                         help="tool rounds for cases without max_rounds (default HELPBOT_MAX_ROUNDS or 10)")
 
 

@@ -34,13 +34,17 @@ MAX_QUESTION_CHARS = 4000
 PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id"})
 WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run"})
 
-CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{2,20}$")
-USER_RE = re.compile(r"^[UWB][A-Z0-9]{2,20}$")
-TS_RE = re.compile(r"^\d{10}\.\d{6}$")
-REACTION_RE = re.compile(r"^[a-z0-9_+'\-]{1,100}$")
-EVENT_ID_RE = re.compile(r"^[A-Za-z0-9]{1,64}$")
-_PERMALINK_PATH_RE = re.compile(r"^/archives/([^/]+)/p(\d{16})/?$")
-_SKIN_TONE_RE = re.compile(r"::skin-tone-\d$")
+# Whole-value patterns: always used with fullmatch (``match`` with ``$`` would accept a trailing newline).
+CHANNEL_RE = re.compile(r"[CGD][A-Z0-9]{2,20}")
+USER_RE = re.compile(r"[UWB][A-Z0-9]{2,20}")
+TS_RE = re.compile(r"\d{10}\.\d{6}")
+REACTION_RE = re.compile(r"[a-z0-9_+'\-]{1,100}")
+EVENT_ID_RE = re.compile(r"[A-Za-z0-9]{1,64}")
+_PERMALINK_PATH_RE = re.compile(r"/archives/([^/]+)/p(\d{16})/?")
+_SKIN_TONE_RE = re.compile(r"::skin-tone-\d+$")
+# helpbot adds these itself (working, done, failed): as the trigger they would answer helpbot's own progress.
+WORKING_REACTION, DONE_REACTION, FAILED_REACTION = "eyes", "white_check_mark", "x"
+RESERVED_REACTIONS = frozenset({WORKING_REACTION, DONE_REACTION, FAILED_REACTION})
 
 
 class BadInput(Exception):
@@ -235,7 +239,7 @@ def parse_permalink(url: str, where: str = "url") -> Permalink:
     host = (parsed.hostname or "").lower()
     if parsed.scheme != "https" or not (host == "slack.com" or host.endswith(".slack.com")):
         raise BadInput(f"{where} {url!r} is not a Slack message link (https://WORKSPACE.slack.com/archives/...)")
-    match = _PERMALINK_PATH_RE.match(parsed.path)
+    match = _PERMALINK_PATH_RE.fullmatch(parsed.path)
     if not match:
         raise BadInput(f"{where} {url!r} is not a Slack message link; expected /archives/CHANNEL/pTIMESTAMP")
     channel, digits = match.groups()
@@ -251,8 +255,28 @@ def parse_permalink(url: str, where: str = "url") -> Permalink:
 
 
 def normalize_reaction(name: str) -> str:
-    """``:help:`` (as Zapier may send it) and skin-tone variants compare equal to ``help``."""
+    """``:help:`` (as Zapier may send it) and skin-tone variants compare equal to ``help``; the one place
+    reaction names are normalized (``helpbot feedback`` maps its 👍/👎 aliases on top of this)."""
     return _SKIN_TONE_RE.sub("", name.strip().strip(":")).lower()
+
+
+def is_channel_id(value: str) -> bool:
+    """A Slack conversation ID (``C…``, ``G…``, ``D…``); the whole value, nothing trailing."""
+    return CHANNEL_RE.fullmatch(value) is not None
+
+
+def is_dm_id(channel: str) -> bool:
+    """A direct message by its ID alone (group DMs have C/G IDs: only conversations.info tells them)."""
+    return channel.startswith("D")
+
+
+def env_channels(env: Mapping[str, str], variable: str) -> list[str]:
+    """A list of channel IDs from the environment (HELPBOT_CHANNELS), de-duplicated; a bad one is ConfigError."""
+    channels = list(dict.fromkeys(env_list(env, variable)))
+    for channel in channels:
+        if not is_channel_id(channel):
+            raise ConfigError(variable, f"{channel!r} is not a channel ID (like C0123456789)")
+    return channels
 
 
 def _optional_str(payload: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -276,7 +300,7 @@ def _bool(value: Any, where: str) -> bool:
 
 
 def _check(value: str, pattern: re.Pattern[str], where: str, expected: str) -> None:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise BadInput(f"{where} {value[:80]!r} is not {expected}")
 
 
@@ -298,14 +322,14 @@ class TriggerSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TriggerSettings:
         reaction = normalize_reaction(env_str(env, "HELPBOT_REACTION") or DEFAULT_REACTION)
-        if not REACTION_RE.match(reaction):
+        if not REACTION_RE.fullmatch(reaction):
             raise ConfigError("HELPBOT_REACTION", f"{reaction!r} is not an emoji name (like help)")
-        channels = env_list(env, "HELPBOT_CHANNELS")
-        for channel in channels:
-            if not CHANNEL_RE.match(channel):
-                raise ConfigError("HELPBOT_CHANNELS", f"{channel!r} is not a channel ID (like C0123456789)")
+        if reaction in RESERVED_REACTIONS:
+            raise ConfigError("HELPBOT_REACTION", f":{reaction}: is a reaction helpbot adds itself (working, done, "
+                                                  "failed); choose another, like help")
+        channels = env_channels(env, "HELPBOT_CHANNELS")
         bot = env_str(env, "HELPBOT_BOT_USER_ID")
-        if bot and not USER_RE.match(bot):
+        if bot and not USER_RE.fullmatch(bot):
             raise ConfigError("HELPBOT_BOT_USER_ID", f"{bot!r} is not a Slack user ID (like U0123456789)")
         return cls(reaction=reaction, channels=frozenset(channels), bot_user_id=bot)
 
@@ -314,6 +338,8 @@ def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
     """The ignores that need no Slack call. The glue still checks authorship and "already answered" in Slack."""
     if trigger.reaction is not None and trigger.reaction != settings.reaction:
         return Ignore(f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
+    if trigger.channel and is_dm_id(trigger.channel):
+        return Ignore(f"{trigger.channel} is a direct message; helpbot answers in channels only")
     if trigger.channel and settings.channels and trigger.channel not in settings.channels:
         return Ignore(f"channel {trigger.channel} is not in HELPBOT_CHANNELS")
     if settings.bot_user_id and trigger.item_user == settings.bot_user_id:

@@ -31,14 +31,14 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
-from mcp_lib.config import ConfigError, env_list, env_str
+from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
 from mcp_lib.platforms import slack as slack_platform
 
 from .cli import UsageError
-from .events import CHANNEL_RE, USER_RE
+from .events import USER_RE, env_channels, is_channel_id, is_dm_id
+from .events import normalize_reaction as normalize_reaction_name
 from .slack_format import (
-    METADATA_EVENT_TYPE,
     POST_OPTIONS,
     format_cost,
     guard_public,
@@ -46,17 +46,14 @@ from .slack_format import (
     platform_label,
     slack_len,
 )
+from .thread import Me, answers_in_sequence, message_markdown, read_answer
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
 THREAD_LOOKBACK = timedelta(days=14)
 SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
-SOURCES_HEADING = "**参照元**"  # how slack_format.sources_markdown starts the sources block
 POSITIVE, NEGATIVE = "+1", "-1"
 _ALIASES = {"thumbsup": POSITIVE, "thumbsdown": NEGATIVE}
-_SKIN_TONE = re.compile(r"::skin-tone-\d+$")
-_DURATION = re.compile(r"^(\d{1,6})\s*([hdw])$", re.I)
-_SOURCE_LINE = re.compile(r"^- \[([^\]]*)\]\((\S+)\)$")
-_MORE_SOURCES = re.compile(r"^- ほか (\d+) 件$")
+_DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)
 MAX_POSTED_NEGATIVES = 20
 POST_LIMIT = 11_000  # below the 12,000 markdown characters of one message
 
@@ -67,7 +64,7 @@ def parse_since(value: str, now: datetime) -> datetime:
     raw = value.strip()
     bad = UsageError(f"helpbot feedback: --since {value!r} is neither a duration like 7d, 30d or 12h nor a date "
                      "like 2025-01-31")
-    match = _DURATION.match(raw)
+    match = _DURATION.fullmatch(raw)
     if match:
         amount, unit = int(match.group(1)), match.group(2).lower()
         if amount == 0:
@@ -94,8 +91,8 @@ def _ts(when: datetime) -> str:
 
 # -- one answer -----------------------------------------------------------------------------------------------
 def normalize_reaction(name: str) -> str:
-    """``+1::skin-tone-3`` and ``thumbsup`` are both 👍 (``+1``)."""
-    name = _SKIN_TONE.sub("", name)
+    """``+1::skin-tone-3`` and ``thumbsup`` are both 👍 (``+1``): the trigger's normalization plus the aliases."""
+    name = normalize_reaction_name(name)
     return _ALIASES.get(name, name)
 
 
@@ -161,56 +158,24 @@ def _float(value: Any) -> float | None:
 
 
 def parse_sources(messages: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, str]], int]:
-    """The 「参照元」 block of an answer's messages -> ([{title, url}], how many the block left out)."""
-    sources: list[dict[str, str]] = []
-    left_out = 0
-    for message in messages:
-        for block in message.get("blocks") or []:
-            if not isinstance(block, dict) or block.get("type") != "markdown":
-                continue
-            text = str(block.get("text") or "")
-            if not text.startswith(SOURCES_HEADING):
-                continue
-            for line in text.splitlines()[1:]:
-                link, more = _SOURCE_LINE.match(line), _MORE_SOURCES.match(line)
-                if link:
-                    sources.append({"title": link.group(1), "url": link.group(2)})
-                elif more:
-                    left_out += int(more.group(1))
-                elif line.startswith("- "):
-                    sources.append({"title": line[2:], "url": ""})
-    return sources, left_out
+    """The 「参照元」 section of an answer's messages -> ([{title, url}], how many the section left out).
 
-
-def _event_type(message: Mapping[str, Any]) -> str | None:
-    metadata = message.get("metadata")
-    return str(metadata.get("event_type")) if isinstance(metadata, dict) else None
+    Read the way follow-ups read answers (:func:`agent.thread.read_answer`), so it works whether Slack hands the
+    markdown blocks back as they were posted or translated into rich_text."""
+    read = read_answer("\n\n".join(message_markdown(m) for m in messages))
+    return read.sources + [{"title": title, "url": ""} for title in read.unlinked], read.left_out
 
 
 def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: float,
                is_ours: Callable[[Mapping[str, Any]], bool]) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
-    """helpbot's answers in one thread (or one lone message), each with the messages that make it up.
-
-    An answer is helpbot's message with ``helpbot_answer`` metadata; its further parts are helpbot's next
-    messages without metadata (people may reply in between), up to ``parts`` in all.
-    """
+    """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with the messages
+    that make it up (grouped as :func:`agent.thread.answers_in_sequence` groups them for follow-ups)."""
     found = []
-    for index, message in enumerate(sequence):
-        if _event_type(message) != METADATA_EVENT_TYPE or not is_ours(message):
-            continue
+    for message, parts in answers_in_sequence(sequence, is_ours):
         if float(message.get("ts") or 0) < since_ts:
             continue
         payload = message["metadata"].get("event_payload") or {}
         parts_wanted = max(1, _int(payload.get("parts")))
-        parts = [message]
-        for later in sequence[index + 1:]:
-            if len(parts) >= parts_wanted:
-                break
-            if not is_ours(later):
-                continue  # people may reply between the parts
-            if _event_type(later) is not None:
-                break  # helpbot's next answer or failure notice
-            parts.append(later)
         sources, left_out = parse_sources(parts)
         tools = [t for t in str(payload.get("tools") or "").split(",") if t]
         answer = RatedAnswer(
@@ -253,7 +218,7 @@ class Scanner:
                  page_size: int = PAGE_SIZE):
         self.ctx = ctx
         self.bot_user_id = bot_user_id
-        self.bot_id = bot_id
+        self.me = Me(bot_user_id or None, bot_id)
         self.excluded = {bot_user_id, *excluded}
         self.page_size = page_size
 
@@ -261,7 +226,7 @@ class Scanner:
         return slack_platform.call(self.ctx, api, **params)
 
     def is_ours(self, message: Mapping[str, Any]) -> bool:
-        return message.get("user") == self.bot_user_id or bool(self.bot_id and message.get("bot_id") == self.bot_id)
+        return self.me.wrote(message)
 
     def _pages(self, api: str, **params: Any) -> Iterator[dict[str, Any]]:
         cursor = None
@@ -465,18 +430,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _channels(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
     if args.channel:
-        channels = [c.strip() for c in args.channel]
-        for channel in channels:
-            if not CHANNEL_RE.match(channel):
-                raise UsageError(f"helpbot feedback: --channel {channel!r} is not a channel ID (like C0123456789)")
-        return list(dict.fromkeys(channels))
-    channels = env_list(env, "HELPBOT_CHANNELS")
+        channels = list(dict.fromkeys(c.strip() for c in args.channel))
+        bad = next((c for c in channels if not is_channel_id(c)), None)
+        if bad is not None:
+            raise UsageError(f"helpbot feedback: --channel {bad!r} is not a channel ID (like C0123456789)")
+        return channels
+    channels = env_channels(env, "HELPBOT_CHANNELS")
     if not channels:
         raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
-    for channel in channels:
-        if not CHANNEL_RE.match(channel):
-            raise ConfigError("HELPBOT_CHANNELS", f"{channel!r} is not a channel ID (like C0123456789)")
-    return list(dict.fromkeys(channels))
+    return channels
 
 
 def _post_channel(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
@@ -485,7 +447,7 @@ def _post_channel(args: argparse.Namespace, env: Mapping[str, str]) -> str | Non
     channel = args.post.strip() or env_str(env, "HELPBOT_FEEDBACK_CHANNEL")
     if not channel:
         raise ConfigError("HELPBOT_FEEDBACK_CHANNEL", "not set: --post needs a channel ID (--post C0123456789)")
-    if not CHANNEL_RE.match(channel) or channel.startswith("D"):
+    if not is_channel_id(channel) or is_dm_id(channel):
         raise UsageError(f"helpbot feedback: --post {channel!r} is not a channel ID (like C0123456789)")
     return channel
 
@@ -502,7 +464,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
     channels = _channels(args, env)
     post_to = _post_channel(args, env)
     extra = env_str(env, "HELPBOT_BOT_USER_ID")
-    if extra and not USER_RE.match(extra):
+    if extra and not USER_RE.fullmatch(extra):
         raise ConfigError("HELPBOT_BOT_USER_ID", f"{extra!r} is not a Slack user ID (like U0123456789)")
     if config is None or config.bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN", "not set: helpbot feedback reads the channels (and posts) as the bot "

@@ -9,15 +9,21 @@ One run, in order:
 2. Up to ``max_rounds`` rounds: send the request; if the model asks for tools, run *all* of them at once
    (threads, each with a timeout), answer *every* ``tool_use`` with a ``tool_result`` (``is_error`` on
    failure) and go again. An identical earlier call is not re-run: a note points to its result.
-3. When the round limit or the deadline is reached, one more request with the tools still defined and
-   ``tool_choice: none`` makes the model answer from what was gathered: work is never thrown away.
+3. Time: the last ``final_reserve_s`` of the deadline belong to the final answer. Up to that *soft deadline*
+   rounds start, tools run and requests for more tools wait; past it (or at the round limit) one more request
+   with the tools still defined and ``tool_choice: none`` makes the model answer from what was gathered: work
+   is never thrown away.
 4. Before every request the transcript is kept affordable (``agent.history``): past the summary threshold the
-   older tool results are summarized by the cheap model (pairs stay intact, URLs kept); past the hard budget
-   the largest results are cut. Cache breakpoints let each request re-read the previous one's prefix.
+   older tool results are summarized by the cheap model (pairs stay intact, URLs kept) -- except before the
+   final answer, where a summary would only cost (it pays off in later requests); past the hard budget
+   the largest results are cut, then the earliest turns of the conversation are shortened or dropped. Cache
+   breakpoints let each request re-read the previous one's prefix.
 5. The answer's sources are the gathered sources whose URL the answer cites (the prompt asks it to cite URLs).
 
-If there is no model, or it stays unavailable after retries, the run degrades: the enabled platforms' search
-tools run on the question and their best hits are returned, labelled as not AI-generated.
+If there is no model, or it stays unavailable after retries, or it rejects a request after tools have run, the
+run degrades: the enabled platforms' search tools run on the question and their best hits -- then what the run
+had gathered -- are returned, labelled as not AI-generated, with the reason in ``Answer.error``. A rejected
+*first* request is raised instead (nothing was gathered; it is usually configuration).
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ CONTEXT_NOTE = ("[helpbot] Background gathered around the question above (where 
 _CONTEXT_TAG = re.compile(r"<\s*(/?)\s*context\s*>", re.IGNORECASE)
 NO_ANSWER = "回答を生成できませんでした。下の情報源を確認してください。/ No answer could be generated; see the sources."
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+DEGRADED_QUERY_CHARS = 300  # a search engine gets the head of a long question
+MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
+NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
+NOT_RUN_AFTER_WRITE_TIMEOUT = "[helpbot] Not run: an earlier write in this round timed out (it may still be running)."
 
 
 @dataclass
@@ -69,8 +79,7 @@ class ToolCall:
     name: str
     input: dict[str, Any]
     is_error: bool
-    round: int
-    seconds: float = 0.0
+    round: int  # 1 for the first round of tools; 0 for degraded mode's searches
     reused: bool = False
 
 
@@ -103,7 +112,7 @@ class Answer:
     degraded: bool
     seconds: float
     stop: str  # end_turn | round_limit | deadline | max_tokens | degraded | ...
-    error: str | None = None
+    error: str | None = None  # why the run degraded
     trace: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)  # the question's tags (agent.tags), shown in the footers
@@ -132,24 +141,36 @@ class Answer:
 class _Run:
     """Everything one run accumulates."""
 
-    question: str
+    question: str  # as the model sees it (cut to max_question_chars)
+    query: str  # what degraded mode searches for: the head of the question, without any cut marker
     started: float
-    soft_deadline: float  # no tool round starts after this
-    hard_deadline: float  # retries and tool waits end here
+    soft_deadline: float  # no tool round starts, no tool runs and no request for more tools waits past this
+    hard_deadline: float  # the final answer's request ends here
     system: str
     tools: list[dict[str, Any]]
     messages: list[dict[str, Any]]
-    question_index: int
+    question_index: int  # moves up when earlier turns are dropped
     rounds: int = 0
     calls: list[ToolCall] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)
     sources: dict[str, dict[str, str]] = field(default_factory=dict)  # url -> source, first seen first
     sources_by_id: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     seen: dict[str, tuple[int, str]] = field(default_factory=dict)  # call key -> (round, tool_use_id)
-    shrunk: set[str] = field(default_factory=set)  # tool_use ids summarized or cut
+    summarized: set[str] = field(default_factory=set)  # tool_use ids whose results now live in the notes
+    cut: set[str] = field(default_factory=set)  # tool_use ids whose results were shortened to fit the budget
+    notes: str = ""  # the summary so far; the notes block adds notes_sources to it
     notes_sources: list[dict[str, str]] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
-    calibration: float = 1.0
+    calibration: float = 1.0  # how much the reported usage exceeded our estimate (never below 1)
+
+
+@dataclass
+class _Plan:
+    """Which of a round's calls run, and which are answered from an identical earlier read."""
+
+    fresh: list[dict[str, Any]] = field(default_factory=list)
+    reused: dict[str, tuple[int, str]] = field(default_factory=dict)  # call id -> (round, id) of the call it reuses
+    writes: bool = False  # the round contains a write: its calls run one after another
 
 
 class Agent:
@@ -181,22 +202,38 @@ class Agent:
         if self.model is None:
             return self._degraded(r, "no model credentials are configured", no_model=True)
         try:
-            while True:
-                forced = self._must_answer(r)
-                response = self._ask(r, forced)
-                r.messages.append({"role": "assistant", "content": response.content})
-                calls = response.tool_uses
-                if forced or not calls:
-                    return self._finish(r, response.text, forced or response.stop_reason or "end_turn")
-                r.rounds += 1
-                self._progress(r, "tools", [c["name"] for c in calls])
-                r.messages.append({"role": "user", "content": self._run_tools(r, calls)})
+            return self._investigate(r)
         except ModelUnavailable as exc:
             self._event(r, "model_unavailable", error=str(exc))
             return self._degraded(r, str(exc))
+        except ModelRequestError as exc:
+            if not r.rounds:  # nothing gathered yet: a rejected first request is a failure (usually configuration)
+                raise
+            self._event(r, "model_rejected", error=str(exc))
+            return self._degraded(r, str(exc))
+
+    def _investigate(self, r: _Run) -> Answer:
+        while True:
+            forced = self._must_answer(r)
+            if forced:
+                return self._final_answer(r, forced)
+            self._progress(r, "thinking")
+            try:
+                response = self._request(r, final=False)
+            except ModelUnavailable as exc:
+                if not exc.out_of_time:
+                    raise
+                return self._final_answer(r, "deadline")  # its retries ran into the time kept for the answer
+            r.messages.append({"role": "assistant", "content": response.content})
+            if not response.tool_uses:
+                return self._finish(r, response.text, response.stop_reason or "end_turn")
+            r.rounds += 1
+            self._progress(r, "tools", [c["name"] for c in response.tool_uses])
+            r.messages.append({"role": "user", "content": self._run_tools(r, response.tool_uses)})
 
     def _start(self, question: str, history: Sequence[Turn], context: str) -> _Run:
         s = self.settings
+        query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = h.cut(question.strip(), s.max_question_chars)
         context = h.cut(context.strip(), s.max_question_chars)
         started = self.clock()
@@ -212,9 +249,9 @@ class Agent:
                 {"type": "text", "text": h.cut(turn.answer, 8000) + (f"\n\nSources:{cited}" if cited else "")}]})
             earlier += turn.sources
         messages.append({"role": "user", "content": [{"type": "text", "text": _with_context(question, context)}]})
-        r = _Run(question=question, started=started, soft_deadline=started + s.deadline_s - s.final_reserve_s,
-                 hard_deadline=started + s.deadline_s, system=system, tools=tools, messages=messages,
-                 question_index=len(messages) - 1)
+        r = _Run(question=question, query=query, started=started,
+                 soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
+                 system=system, tools=tools, messages=messages, question_index=len(messages) - 1)
         self._add_sources(r, "history", earlier)
         self._event(r, "run_start", question=question[:500], model=s.model if self.model else None,
                     max_rounds=s.max_rounds, deadline_s=s.deadline_s, tools=[t["name"] for t in tools],
@@ -228,29 +265,33 @@ class Agent:
             return "deadline"
         return None
 
+    def _final_answer(self, r: _Run, reason: str) -> Answer:
+        """One more request, tools still defined but ``tool_choice: none``: the answer from what was gathered."""
+        self._event(r, "forced_final", reason=reason, rounds=r.rounds)
+        self._progress(r, "answering")
+        last = r.messages[-1]  # the question or the last round's results: the note joins that user message
+        r.messages[-1] = {**last, "content": [*last["content"], {"type": "text", "text": FORCED_NOTES[reason]}]}
+        response = self._request(r, final=True)
+        r.messages.append({"role": "assistant", "content": response.content})
+        return self._finish(r, response.text, reason)
+
     # -- one model request -------------------------------------------------------------------------------------
-    def _ask(self, r: _Run, forced: str | None) -> ModelResponse:
+    def _request(self, r: _Run, *, final: bool) -> ModelResponse:
+        """Send the transcript, made to fit the budget, with cache breakpoints. A request for more tools must end
+        by the soft deadline; the final answer may use the time kept back for it."""
         assert self.model is not None
-        if forced:
-            self._event(r, "forced_final", reason=forced, rounds=r.rounds)
-            self._progress(r, "answering")
-            last = r.messages[-1]
-            r.messages[-1] = {**last, "content": [*last["content"], {"type": "text", "text": FORCED_NOTES[forced]}]}
-        else:
-            self._progress(r, "thinking")
-        estimate = self._fit(r)
-        system, tools, messages = h.cached_request(r.system, r.tools, r.messages, final=bool(forced))
-        self._event(r, "model_request", round=r.rounds + 1, forced=bool(forced), estimated_tokens=estimate,
+        deadline = r.hard_deadline if final else r.soft_deadline
+        estimate = self._fit(r, deadline, final)
+        raw = self._raw_estimate(r)
+        system, tools, messages = h.cached_request(r.system, r.tools, r.messages, final=final)
+        self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))
         began = self.clock()
         response = self.model.create(system=system, messages=messages, tools=tools,
-                                     tool_choice=({"type": "none"} if forced else {"type": "auto"}) if tools else None,
-                                     max_tokens=self.settings.max_tokens, model=self.settings.model,
-                                     deadline=r.hard_deadline)
+                                     tool_choice=({"type": "none"} if final else {"type": "auto"}) if tools else None,
+                                     max_tokens=self.settings.max_tokens, model=self.settings.model, deadline=deadline)
         self._tally(r, self.settings.model, response.usage)
-        raw = h.request_tokens(r.system, r.tools, r.messages)
-        if response.usage.prompt_tokens > raw:  # our estimate ran low: trust the model's count from now on
-            r.calibration = max(r.calibration, min(4.0, response.usage.prompt_tokens / raw))
+        self._calibrate(r, raw, response.usage)
         for line in response.retries:
             self._event(r, "model_retry", detail=line)
         self._event(r, "model_response", round=r.rounds + 1, stop_reason=response.stop_reason,
@@ -258,123 +299,160 @@ class Agent:
                     text_chars=len(response.text), seconds=round(self.clock() - began, 3))
         return response
 
-    def _estimate(self, r: _Run) -> int:
-        return int(h.request_tokens(r.system, r.tools, r.messages) * r.calibration)
+    def _raw_estimate(self, r: _Run) -> int:
+        return h.request_tokens(r.system, r.tools, r.messages)
 
-    def _fit(self, r: _Run) -> int:
-        """Summarize past the threshold, cut past the budget; returns the request's estimated size."""
+    def _estimate(self, r: _Run) -> int:
+        return int(self._raw_estimate(r) * r.calibration)
+
+    def _fits(self, r: _Run) -> bool:
+        return self._estimate(r) <= self.settings.request_budget_tokens
+
+    def _calibrate(self, r: _Run, estimated: int, usage: Usage) -> None:
+        """When a model counted more tokens than we estimated, scale every later estimate up to match."""
+        if usage.prompt_tokens > estimated > 0:
+            r.calibration = max(r.calibration, min(MAX_CALIBRATION, usage.prompt_tokens / estimated))
+
+    def _fit(self, r: _Run, deadline: float, final: bool) -> int:
+        """Summarize past the threshold -- except before the final answer: a summary pays off in later requests
+        and the final one has none. Past the budget cut the largest tool results, then shorten or drop the
+        earliest turns of the conversation. Returns the request's estimated size."""
         s = self.settings
-        if self._estimate(r) > s.summary_threshold_tokens:
-            self._summarize(r)
-        if self._estimate(r) > s.request_budget_tokens:
+        if not final and self._estimate(r) > s.summary_threshold_tokens:
+            self._summarize(r, deadline)
+        if not self._fits(r):
             cut_ids = h.fit_budget(r.messages, s.request_budget_tokens, lambda: self._estimate(r))
-            r.shrunk.update(cut_ids)
+            r.cut.update(cut_ids)
             self._event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self._estimate(r))
+        if not self._fits(r):
+            shortened, dropped = h.trim_history(r.messages, r.question_index, lambda: self._fits(r))
+            r.question_index -= dropped
+            self._event(r, "history_trimmed", shortened_messages=shortened, dropped_turns=dropped // 2,
+                        estimated_tokens=self._estimate(r))
         estimate = self._estimate(r)
         if estimate > s.request_budget_tokens:
-            raise ModelRequestError(f"the request would need ~{estimate} tokens even with every tool result cut; "
-                                    f"raise HELPBOT_REQUEST_BUDGET_TOKENS ({s.request_budget_tokens})")
+            raise ModelRequestError(f"the request would need ~{estimate} tokens even with every tool result cut "
+                                    f"and no earlier turns; raise HELPBOT_REQUEST_BUDGET_TOKENS "
+                                    f"({s.request_budget_tokens}) or ask a shorter question")
         return estimate
 
-    def _summarize(self, r: _Run) -> None:
+    # -- summaries ---------------------------------------------------------------------------------------------
+    def _summarize(self, r: _Run, deadline: float) -> None:
         """Replace the contents of tool results the model has already read by notes from the summary model."""
-        assert self.model is not None
-        s = self.settings
         read = h.tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
-        refs = [ref for ref in read if ref.tool_use_id not in r.shrunk]
-        if sum(h.estimate_tokens(ref.content) for ref in refs) < s.summary_threshold_tokens // 4:
+        refs = [ref for ref in read if ref.tool_use_id not in r.summarized]
+        if sum(h.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
         self._progress(r, "summarizing")
         before = self._estimate(r)
-        earlier = h.current_notes(r.messages, r.question_index)
-        prompt = h.summary_request(r.question, earlier, refs, budget_chars=s.request_budget_tokens * 8 // 10)
-        fallback = None
-        try:
-            response = self.model.create(
-                system=[{"type": "text", "text": h.SUMMARY_SYSTEM}],
-                messages=[{"role": "user", "content": [{"type": "text", "text": prompt}]}],
-                tools=[], tool_choice=None, max_tokens=s.summary_max_tokens, model=s.summary_model,
-                deadline=r.hard_deadline)
-            self._tally(r, s.summary_model, response.usage)
-            summary = response.text
-            if not summary:
-                raise ModelError("the summary model returned no text")
-        except ModelError as exc:  # the notes must not depend on the cheap model being up
-            fallback = str(exc)
-            summary = "\n".join(part for part in (earlier, h.mechanical_summary(refs)) if part)
+        summary, fallback = self._new_notes(r, refs, deadline)
         for ref in refs:
             h.replace_result(r.messages, ref, h.SUMMARIZED_STUB)
-            r.shrunk.add(ref.tool_use_id)
+            r.summarized.add(ref.tool_use_id)
             r.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
                                 if src not in r.notes_sources]
-        h.set_notes(r.messages, r.question_index, h.notes_text(summary, r.notes_sources))
+        r.notes = summary
+        h.set_notes(r.messages, r.question_index, h.notes_text(r.notes, r.notes_sources))
         self._event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self._estimate(r),
                     fallback=fallback)
 
+    def _new_notes(self, r: _Run, refs: list[h.ResultRef], deadline: float) -> tuple[str, str | None]:
+        """The notes so far and these results, compressed by the summary model -- within the budget and its own
+        short deadline. Returns (notes, why the fallback was used): without that model the notes so far plus
+        the head of each result, so the notes never depend on the cheap model being up."""
+        assert self.model is not None
+        s = self.settings
+
+        def fits(prompt: str) -> bool:
+            return h.request_tokens(h.SUMMARY_SYSTEM, [], [_user(prompt)]) * r.calibration <= s.request_budget_tokens
+
+        fallback = "\n".join(part for part in (r.notes, h.mechanical_summary(refs)) if part)
+        prompt = h.summary_request(r.question, r.notes, refs, fits)
+        if prompt is None:
+            return fallback, "the results do not fit the request budget even when cut"
+        try:
+            response = self.model.create(
+                system=[{"type": "text", "text": h.SUMMARY_SYSTEM}], messages=[_user(prompt)], tools=[],
+                tool_choice=None, max_tokens=s.summary_max_tokens, model=s.summary_model,
+                deadline=min(deadline, self.clock() + s.summary_timeout_s))
+        except ModelError as exc:
+            return fallback, str(exc)
+        self._tally(r, s.summary_model, response.usage)
+        if not response.text:
+            return fallback, "the summary model returned no text"
+        return response.text, None
+
     # -- one round of tools ------------------------------------------------------------------------------------
     def _run_tools(self, r: _Run, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run the round's new calls concurrently; answer every tool_use with a tool_result, in order.
+        """Run the round's new calls; answer every tool_use with a tool_result, in the model's order."""
+        plan = self._plan(r, calls)
+        outcomes = self._execute(r, plan)
+        return [self._result_block(r, call, plan, outcomes) for call in calls]
 
-        A successful write (a tool not marked read-only) makes every earlier read stale: reads are never reused
-        across it, and a round that contains a write runs its calls one after another, in the model's order."""
+    def _plan(self, r: _Run, calls: list[dict[str, Any]]) -> _Plan:
+        """An identical earlier read is reused, not re-run. A write (a tool not marked read-only) makes every
+        earlier read stale: reads are never reused across it, and its round runs in order."""
+        plan = _Plan()
         first: dict[str, str] = {}  # call key -> the id of the call that runs it in this round
-        dup_of: dict[str, tuple[int, str]] = {}  # call id -> (round, id) of the identical call it reuses
-        fresh = []
-        after_write = False
         for call in calls:
             key = _call_key(call)
             writes = not self.tools.is_read_only(call["name"])
             if writes:
-                after_write, first = True, {}
-            earlier = (r.rounds, first[key]) if key in first else None if after_write else r.seen.get(key)
+                plan.writes, first = True, {}
+            if key in first:
+                earlier: tuple[int, str] | None = (r.rounds, first[key])  # the same call, earlier in this round
+            elif plan.writes:
+                earlier = None  # after a write, what was read before may be stale
+            else:
+                earlier = r.seen.get(key)
             if earlier is None or writes:
                 first[key] = call["id"]
-                fresh.append(call)
+                plan.fresh.append(call)
             else:
-                dup_of[call["id"]] = earlier
+                plan.reused[call["id"]] = earlier
             self._event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
-                        reused=call["id"] in dup_of)
-        timeout = max(0.1, min(self.settings.tool_timeout_s, r.hard_deadline - self.clock()))
-        jobs = [lambda c=call: self._call_tool(c) for call in fresh]
+                        reused=call["id"] in plan.reused)
+        return plan
 
-        def on_timeout(i: int) -> tuple[ToolOutcome, float]:
-            return ToolOutcome.error(f"{fresh[i]['name']} timed out after {timeout:g} s"), timeout
-
-        if after_write:  # order matters once something is written
-            done = []
-            for index, job in enumerate(jobs):
-                def timed_out(_: int, index: int = index) -> tuple[ToolOutcome, float]:
-                    return on_timeout(index)
-                done += run_concurrently([job], timeout, on_timeout=timed_out)
+    def _execute(self, r: _Run, plan: _Plan) -> dict[str, tuple[ToolOutcome, float]]:
+        """The fresh calls' outcomes and seconds by call id: all at once, or in order when the round writes."""
+        if plan.writes:
+            done = self._run_in_order(r, plan.fresh)
         else:
-            done = run_concurrently(jobs, timeout, on_timeout=on_timeout)
-        outcomes = dict(zip([c["id"] for c in fresh], done, strict=True))
-        blocks = []
+            timeout = self._tool_time(r)
+            if timeout <= 0:
+                done = [(ToolOutcome.error(NOT_RUN_LATE), 0.0) for _ in plan.fresh]
+            else:
+                jobs = [lambda c=call: self._call_tool(c) for call in plan.fresh]
+                done = run_concurrently(jobs, timeout, on_timeout=lambda i: _timed_out(plan.fresh[i], timeout))
+        return dict(zip([c["id"] for c in plan.fresh], done, strict=True))
+
+    def _run_in_order(self, r: _Run, calls: list[dict[str, Any]]) -> list[tuple[ToolOutcome, float]]:
+        """One call after another, each with the time left. After a write that timed out (it may still be
+        running) or once the time is up, the rest of the round is not started."""
+        done: list[tuple[ToolOutcome, float]] = []
+        stopped: str | None = None
         for call in calls:
-            key = _call_key(call)
-            if call["id"] in outcomes:
-                outcome, seconds = outcomes[call["id"]]
-                content = h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
-                is_error, reused = outcome.is_error, False
-                self._add_sources(r, call["id"], outcome.sources)
-                if not self.tools.is_read_only(call["name"]):
-                    if not is_error:
-                        r.seen.clear()  # what was read before may have changed
-                elif not is_error:  # only successful reads are reused; a failed call may be tried again
-                    r.seen[key] = (r.rounds, call["id"])
-            else:  # identical to an earlier read in this run, or earlier in this very response: not re-run
-                earlier_round, earlier_id = dup_of[call["id"]]
-                where = ("its result was summarized into the 調査メモ notes" if earlier_id in r.shrunk
-                         else "its result is above, unchanged")
-                content = f"[helpbot] Not run again: identical to call {earlier_id} in round {earlier_round}; {where}."
-                is_error = earlier_id in outcomes and outcomes[earlier_id][0].is_error
-                seconds, reused = 0.0, True
-            r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, seconds, reused))
-            self._event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
-                        reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300])
-            blocks.append({"type": "tool_result", "tool_use_id": call["id"], "content": content,
-                           **({"is_error": True} if is_error else {})})
-        return blocks
+            timeout = self._tool_time(r)
+            if stopped is None and timeout <= 0:
+                stopped = NOT_RUN_LATE
+            if stopped:
+                done.append((ToolOutcome.error(stopped), 0.0))
+                continue
+            outcome, seconds = self._run_one(call, timeout)
+            done.append((outcome, seconds))
+            if outcome.timed_out and not self.tools.is_read_only(call["name"]):
+                stopped = NOT_RUN_AFTER_WRITE_TIMEOUT
+        return done
+
+    def _run_one(self, call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
+        [done] = run_concurrently([lambda: self._call_tool(call)], timeout,
+                                  on_timeout=lambda _: _timed_out(call, timeout))
+        return done
+
+    def _tool_time(self, r: _Run) -> float:
+        """A call's timeout: the tool timeout, or less when the soft deadline comes first."""
+        return min(self.settings.tool_timeout_s, r.soft_deadline - self.clock())
 
     def _call_tool(self, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
         began = self.clock()
@@ -383,6 +461,45 @@ class Agent:
         except Exception as exc:  # a provider that raises is still only a failed call
             outcome = ToolOutcome.error(f"{type(exc).__name__}: {exc}")
         return outcome, self.clock() - began
+
+    def _result_block(self, r: _Run, call: dict[str, Any], plan: _Plan,
+                      outcomes: dict[str, tuple[ToolOutcome, float]]) -> dict[str, Any]:
+        """The call's tool_result: its own outcome, or a note pointing to the identical call it reuses."""
+        if call["id"] in outcomes:
+            outcome, seconds = outcomes[call["id"]]
+            content = self._record_outcome(r, call, outcome)
+            is_error, reused = outcome.is_error, False
+        else:
+            content, is_error = self._reuse_note(r, plan.reused[call["id"]], outcomes)
+            seconds, reused = 0.0, True
+        r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, reused))
+        self._event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
+                    reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300])
+        return {"type": "tool_result", "tool_use_id": call["id"], "content": content,
+                **({"is_error": True} if is_error else {})}
+
+    def _record_outcome(self, r: _Run, call: dict[str, Any], outcome: ToolOutcome) -> str:
+        """Keep the outcome's sources and what later calls may reuse; returns the content the model reads."""
+        self._add_sources(r, call["id"], outcome.sources)
+        if not self.tools.is_read_only(call["name"]):
+            if not outcome.is_error or outcome.timed_out:  # it wrote, or may still be writing
+                r.seen.clear()  # what was read before may have changed
+        elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
+            r.seen[_call_key(call)] = (r.rounds, call["id"])
+        return h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
+
+    def _reuse_note(self, r: _Run, earlier: tuple[int, str], outcomes: dict[str, tuple[ToolOutcome, float]]
+                    ) -> tuple[str, bool]:
+        """What an identical call is answered with instead of running again: where the earlier result is."""
+        earlier_round, earlier_id = earlier
+        if earlier_id in r.summarized:
+            where = "its result was summarized into the 調査メモ notes"
+        elif earlier_id in r.cut:
+            where = "its result is above, shortened to fit the request budget"
+        else:
+            where = "its result is above, unchanged"
+        failed = earlier_id in outcomes and outcomes[earlier_id][0].is_error  # the same call, failed this round
+        return f"[helpbot] Not run again: identical to call {earlier_id} in round {earlier_round}; {where}.", failed
 
     # -- endings -----------------------------------------------------------------------------------------------
     def _finish(self, r: _Run, text: str, stop: str) -> Answer:
@@ -399,14 +516,14 @@ class Agent:
 
     def _degraded(self, r: _Run, reason: str, no_model: bool = False) -> Answer:
         """No model: run the search tools on the question itself and show their best hits, clearly labelled."""
-        searches = self.tools.search_calls(r.question)
+        searches = self.tools.search_calls(r.query)
         self._progress(r, "degraded", [name for name, _ in searches])
         timeout = min(self.settings.tool_timeout_s, max(10.0, r.hard_deadline - self.clock()))  # even when late
         jobs = [lambda c={"id": f"degraded-{i}", "name": name, "input": args}: self._call_tool(c)
                 for i, (name, args) in enumerate(searches)]
-        outcomes = run_concurrently(jobs, timeout, on_timeout=lambda i: (ToolOutcome.error("timed out"), timeout))
-        for (name, args), (outcome, seconds) in zip(searches, outcomes, strict=True):
-            r.calls.append(ToolCall(name, args, outcome.is_error, 0, seconds))
+        outcomes = run_concurrently(jobs, timeout, on_timeout=lambda i: (ToolOutcome.timeout("timed out"), timeout))
+        for (name, args), (outcome, _) in zip(searches, outcomes, strict=True):
+            r.calls.append(ToolCall(name, args, outcome.is_error, 0))
         ranked: list[dict[str, str]] = []  # best hit of every search first, then the second ones, ...
         lists = [outcome.sources for outcome, _ in outcomes if not outcome.is_error]
         for rank in range(max((len(x) for x in lists), default=0)):
@@ -423,10 +540,10 @@ class Agent:
 
     def _answer(self, r: _Run, text: str, cited: list[dict[str, str]], *, degraded: bool, stop: str,
                 error: str | None = None) -> Answer:
-        cost = sum(self.settings.price_of(model).cost(usage) for model, usage in r.usage.items())
         return Answer(text=text, sources=cited, consulted=list(r.sources.values()), rounds=r.rounds,
-                      tool_calls=r.calls, usage_by_model=dict(r.usage), cost_usd=cost, degraded=degraded,
-                      seconds=self.clock() - r.started, stop=stop, error=error, trace=r.trace, messages=r.messages)
+                      tool_calls=r.calls, usage_by_model=dict(r.usage), cost_usd=self.settings.cost(r.usage),
+                      degraded=degraded, seconds=self.clock() - r.started, stop=stop, error=error, trace=r.trace,
+                      messages=r.messages)
 
     # -- bookkeeping -------------------------------------------------------------------------------------------
     def _add_sources(self, r: _Run, tool_use_id: str, sources: list[dict[str, str]]) -> None:
@@ -449,11 +566,23 @@ class Agent:
             self._event(r, "callback_error", callback="on_progress", error=f"{type(exc).__name__}: {exc}")
 
     def _event(self, r: _Run, kind: str, **data: Any) -> None:
-        event = redact_deep({"t": round(self.clock() - r.started, 3), "event": kind, **data})
-        r.trace.append(event)
+        r.trace.append(self._publish({"t": round(self.clock() - r.started, 3), "event": kind, **data}))
+
+    def _publish(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Mask secrets and hand the event to ``on_event``; returns the masked event for the trace."""
+        masked = redact_deep(event)
         if self.on_event is not None:
             with contextlib.suppress(Exception):  # the trace is best effort; the answer is not
-                self.on_event(event)
+                self.on_event(masked)
+        return masked
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def _timed_out(call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
+    return ToolOutcome.timeout(f"{call['name']} timed out after {timeout:.1f} s"), timeout
 
 
 def _cites(text: str, url: str) -> bool:

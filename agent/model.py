@@ -1,20 +1,23 @@
 """The model seam: a small protocol the loop talks to, and its two SDK-backed implementations.
 
-The loop only needs ``create(system, messages, tools, tool_choice, max_tokens, model) -> ModelResponse``;
+The loop only needs ``create(system, messages, tools, tool_choice, max_tokens, model, deadline) -> ModelResponse``;
 :class:`BedrockModel` (``anthropic.AnthropicBedrock``) and :class:`AnthropicModel` (``anthropic.Anthropic``)
 implement it, and so does the scripted model the tests use (``agent.scripted``). Content blocks are plain
 JSON dicts, so a transcript can be saved, traced and replayed.
 
 Retries are ours (tenacity), not the SDK's: the SDK is built with ``max_retries=0`` so the two never multiply.
 Throttling (429 / ThrottlingException), 5xx/529 and timeouts are retried with exponential backoff and jitter,
-honouring ``retry-after``, until the attempts or the run's deadline are spent (then :class:`ModelUnavailable`).
-Client errors (400/401/403/404...) are not retried: :class:`ModelRequestError` says what was rejected.
+honouring ``retry-after``, until the attempts or the caller's deadline are spent (then :class:`ModelUnavailable`);
+no attempt starts, and no request outlives, the deadline. Client errors (400/401/403/404...) are not retried:
+:class:`ModelRequestError` says what was rejected. Local AWS credentials that botocore cannot find or read (an
+unknown ``AWS_PROFILE``, no credentials at all) are bad configuration: ``ConfigError`` (exit 2).
 
 ``anthropic`` is imported lazily: ``helpbot --help`` must not pay for it.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -33,6 +36,7 @@ DEFAULT_MODELS = {
     "anthropic": ("claude-sonnet-4-6", "claude-haiku-4-5-20251001"),  # 4.5 is deprecated on the direct API
 }
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
+MIN_ATTEMPT_S = 1.0  # an attempt with less time than this before the deadline is not started
 
 # Bedrock ids: optional cross-region prefix, provider, model, optional version; or an inference-profile ARN.
 _BEDROCK_ID = re.compile(r"^(?:(global|us|eu|apac|jp|au|ca|us-gov)\.)?anthropic\.claude-[a-z0-9.-]+(?::\d+)?$")
@@ -41,8 +45,9 @@ _BEDROCK_ARN = re.compile(r"^arn:aws[a-z-]*:bedrock:[a-z0-9-]+:\d{12}:"
 _ANTHROPIC_ID = re.compile(r"^claude-[a-z0-9.-]+$")
 _REGION = re.compile(r"^[a-z]{2}(?:-gov)?-[a-z]+-\d$")
 # A cross-region profile is only callable from regions of its geography.
-_PROFILE_REGIONS = {"jp": ("ap-northeast-",), "apac": ("ap-",), "au": ("ap-southeast-",), "us": ("us-",),
-                    "us-gov": ("us-gov-",), "eu": ("eu-",), "ca": ("ca-",)}
+# A value ending in "-" is a prefix; otherwise a whole region name (jp. routes only to Tokyo and Osaka).
+_PROFILE_REGIONS = {"jp": ("ap-northeast-1", "ap-northeast-3"), "apac": ("ap-",), "au": ("ap-southeast-",),
+                    "us": ("us-",), "us-gov": ("us-gov-",), "eu": ("eu-",), "ca": ("ca-",)}
 
 
 # -- values the loop sees --------------------------------------------------------------------------------------
@@ -76,7 +81,6 @@ class ModelResponse:
     content: list[dict[str, Any]]
     stop_reason: str | None
     usage: Usage
-    model: str = ""
     retries: list[str] = field(default_factory=list)  # one line per retried attempt, for the trace
 
     @property
@@ -107,7 +111,14 @@ class ModelError(Exception):
 
 
 class ModelUnavailable(ModelError):
-    """Throttled, overloaded or unreachable even after retries: the run degrades instead of failing."""
+    """Throttled, overloaded or unreachable even after retries: the run degrades instead of failing.
+
+    ``out_of_time``: the caller's deadline, not the number of attempts, ended the retries (the loop then still
+    asks for the final answer in the time it kept back for it)."""
+
+    def __init__(self, message: str, out_of_time: bool = False):
+        super().__init__(message)
+        self.out_of_time = out_of_time
 
 
 class ModelRequestError(ModelError):
@@ -147,6 +158,11 @@ class ModelConfig:
         web_identity = env_str(env, "AWS_WEB_IDENTITY_TOKEN_FILE")
         api_key = env_str(env, "ANTHROPIC_API_KEY")
         aws_keys = access_key or secret_key or profile
+        if web_identity and not env_str(env, "AWS_ROLE_ARN"):
+            raise ConfigError("AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not; OIDC "
+                                              "web identity needs the role to assume")
+        if web_identity and not os.path.isfile(web_identity):
+            raise ConfigError("AWS_WEB_IDENTITY_TOKEN_FILE", f"{web_identity!r} is not a file (the OIDC token)")
         if bearer and aws_keys:
             other = "AWS_ACCESS_KEY_ID" if access_key else "AWS_SECRET_ACCESS_KEY" if secret_key else "AWS_PROFILE"
             raise ConfigError("AWS_BEARER_TOKEN_BEDROCK",
@@ -214,10 +230,14 @@ def _region(env: Mapping[str, str], model_ids: tuple[str, ...]) -> str:
     for model_id in model_ids:
         match = _BEDROCK_ID.match(model_id)
         geography = match.group(1) if match else None
-        if geography in _PROFILE_REGIONS and not region.startswith(_PROFILE_REGIONS[geography]):
+        if geography in _PROFILE_REGIONS and not _in_geography(region, _PROFILE_REGIONS[geography]):
             raise ConfigError(variable, f"{region!r} cannot call the {geography}. inference profile {model_id}; "
                                         f"use a region of that geography (e.g. {DEFAULT_REGION} for jp.)")
     return region
+
+
+def _in_geography(region: str, allowed: tuple[str, ...]) -> bool:
+    return any(region.startswith(a) if a.endswith("-") else region == a for a in allowed)
 
 
 # -- retry policy ----------------------------------------------------------------------------------------------
@@ -230,8 +250,39 @@ def _is_retryable(exc: BaseException) -> bool:
 
     if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
         return True
+    if _is_boto_network_error(exc):  # e.g. STS unreachable while resolving OIDC credentials
+        return True
     status = _status(exc)
     return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+def _is_boto_network_error(exc: BaseException) -> bool:
+    try:
+        from botocore import exceptions as boto
+    except ImportError:
+        return False
+    return isinstance(exc, boto.ConnectionError | boto.HTTPClientError)
+
+
+def _credentials_problem(exc: BaseException) -> ConfigError | None:
+    """botocore failing to find or read the local AWS credentials or config: bad configuration, not a rejection
+    by Bedrock (the SDK resolves credentials while preparing each request)."""
+    try:
+        from botocore import exceptions as boto
+    except ImportError:
+        return None
+    if isinstance(exc, boto.ProfileNotFound):
+        return ConfigError("AWS_PROFILE", f"{exc} (check AWS_PROFILE and AWS_CONFIG_FILE)")
+    if isinstance(exc, boto.BotoCoreError) and not _is_boto_network_error(exc):
+        return ConfigError("AWS credentials", f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, RuntimeError) and "AWS credentials" in str(exc):  # the SDK: "Could not resolve AWS ..."
+        return ConfigError("AWS credentials", f"{exc}; set AWS_BEARER_TOKEN_BEDROCK, AWS keys, AWS_PROFILE or "
+                                              "OIDC (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN)")
+    return None
+
+
+class _OutOfTime(Exception):
+    """Raised instead of starting an attempt that the deadline leaves no time for."""
 
 
 def _server_wait(exc: BaseException | None) -> float | None:
@@ -289,7 +340,7 @@ class RetryPolicy:
         def stop(state: tenacity.RetryCallState) -> bool:
             exc = state.outcome.exception() if state.outcome else None
             asked = _server_wait(exc) or 0.0
-            return state.attempt_number >= self.max_attempts or asked >= remaining() or remaining() <= 1.0
+            return state.attempt_number >= self.max_attempts or asked >= remaining() or remaining() <= MIN_ATTEMPT_S
 
         return tenacity.Retrying(retry=tenacity.retry_if_exception(_is_retryable), wait=wait, stop=stop,
                                  sleep=self.sleep, reraise=True)
@@ -327,32 +378,50 @@ class SdkModel:
             kwargs["tool_choice"] = tool_choice
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
-        retries: list[str] = []
+        retries: list[str] = []  # one line per failed attempt that was retried, for the trace
+        last_error = ""
 
         def attempt() -> Any:
-            left = None if deadline is None else deadline - self.policy.clock()
-            timeout = self.request_timeout_s if left is None else max(5.0, min(self.request_timeout_s, left))
+            timeout = self.request_timeout_s
+            if deadline is not None:
+                left = deadline - self.policy.clock()
+                if left < MIN_ATTEMPT_S:
+                    raise _OutOfTime
+                timeout = min(timeout, left)  # a request never outlives the deadline
             return self.client.messages.create(timeout=timeout, **kwargs)
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
+            nonlocal last_error
             exc = state.outcome.exception() if state.outcome else None
             wait = state.next_action.sleep if state.next_action else 0.0
-            retries.append(f"attempt {state.attempt_number} failed ({describe(exc) if exc else '?'}); "
-                           f"retrying in {wait:.1f} s")
+            last_error = describe(exc) if exc else "?"
+            retries.append(f"attempt {state.attempt_number} failed ({last_error}); retrying in {wait:.1f} s")
 
         retrying = self.policy.retrying(deadline).copy(before_sleep=before_sleep)
         try:
             message = retrying(attempt)
         except Exception as exc:
-            if _is_retryable(exc):
-                raise ModelUnavailable(f"{self.provider} model {model} unavailable after {len(retries) + 1} "
-                                       f"attempt(s): {describe(exc)}") from None
-            hint = {401: " (check the API key / AWS credentials)",
-                    403: " (check the credentials' permissions and the model access for this region)",
-                    404: " (check HELPBOT_MODEL and the region)"}.get(_status(exc) or 0, "")
-            raise ModelRequestError(f"{self.provider} rejected the request to {model}: {describe(exc)}{hint}",
-                                    status=_status(exc)) from None
+            raise self._failure(exc, model, retries, last_error) from None
         return _to_response(message, retries)
+
+    def _failure(self, exc: Exception, model: str, retries: list[str], last_error: str) -> Exception:
+        """What a failed request means for the run: out of time, unavailable, bad local config, or rejected."""
+        if isinstance(exc, _OutOfTime):
+            last = f"; last error: {last_error}" if last_error else ""
+            return ModelUnavailable(f"{self.provider} model {model}: no time left before the deadline for "
+                                    f"{'another' if retries else 'a first'} attempt{last}", out_of_time=True)
+        if _is_retryable(exc):
+            attempts = len(retries) + 1
+            return ModelUnavailable(f"{self.provider} model {model} unavailable after {attempts} attempt(s): "
+                                    f"{describe(exc)}", out_of_time=attempts < self.policy.max_attempts)
+        config_error = _credentials_problem(exc)
+        if config_error is not None:
+            return config_error
+        hint = {401: " (check the API key / AWS credentials)",
+                403: " (check the credentials' permissions and the model access for this region)",
+                404: " (check HELPBOT_MODEL and the region)"}.get(_status(exc) or 0, "")
+        return ModelRequestError(f"{self.provider} rejected the request to {model}: {describe(exc)}{hint}",
+                                 status=_status(exc))
 
 
 class BedrockModel(SdkModel):
@@ -381,8 +450,7 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
     u = message.usage
     usage = Usage(u.input_tokens or 0, u.output_tokens or 0, u.cache_read_input_tokens or 0,
                   u.cache_creation_input_tokens or 0)
-    return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage,
-                         model=getattr(message, "model", "") or "", retries=retries)
+    return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage, retries=retries)
 
 
 def build_model(

@@ -8,15 +8,19 @@ Decisions worth knowing:
 - Every request must carry a valid Slack signature (``slack_sdk.signature.SignatureVerifier``, which also
   rejects timestamps more than 5 minutes off): otherwise 401 and nothing is dispatched. That includes
   ``url_verification``, whose challenge is echoed only once the signature checks out.
-- The dispatch happens *before* the response, with a 2 s timeout and no retries. A background thread would
-  ack sooner, but Lambda freezes the process as soon as the handler returns, so the thread might never run;
-  one code path for both hosts is worth the wait. ``POST /dispatches`` usually takes well under a second, so
-  the ack stays within Slack's 3 s.
-- Slack retries (``X-Slack-Retry-Num``) are acknowledged and not dispatched again: the first delivery was
-  almost certainly dispatched and only our ack was late. The one exception is ``X-Slack-Retry-Reason:
-  http_error``: Slack only sends it after we answered with an error status, which this relay does only when
-  the dispatch itself failed -- so that retry is the way to recover from a GitHub hiccup. (A duplicate run
-  would still be harmless: the workflow's concurrency group and the "already answered" check stop it.)
+- The dispatch happens *before* the response, within an overall deadline of 2 s (connect, send and read
+  together: httpx's own timeouts apply per phase and could add up past Slack's 3 s) and no retries. A
+  background thread would ack sooner, but Lambda freezes the process as soon as the handler returns, so the
+  thread might never run; one code path for both hosts is worth the wait. ``POST /dispatches`` usually takes
+  well under a second.
+- Slack retries (``X-Slack-Retry-Num``) are dispatched like first deliveries, except ``X-Slack-Retry-Reason:
+  http_timeout``: only then did the first delivery certainly arrive (and get dispatched; our ack was just
+  late). After ``connection_failed``, ``ssl_error``, ``too_many_redirects``, ``unknown_error`` or our own error
+  status (``http_error``) it may never have been dispatched. A duplicate run is harmless: the workflow's
+  concurrency group per message and the "already answered" check stop it.
+- Nothing a client sends can crash it: bodies are bounded (``MAX_BODY_BYTES``), the Content-Length must be a
+  plain number, the local server drops a connection that stalls (``SOCKET_TIMEOUT_S``), and whatever the signed
+  JSON holds is checked before use.
 - Other reactions, reactions on non-messages, bot users (``HELPBOT_BOT_USER_ID``, and messages that user
   wrote) and channels outside ``HELPBOT_CHANNELS`` are acknowledged with 200 and ignored, so an Actions run
   is never spent on them.
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anyio
 import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
@@ -44,7 +49,9 @@ from mcp_lib.config import ConfigError, env_str, env_url
 from .events import DISPATCH_EVENT_TYPE, BadInput, TriggerSettings, check_ignore, parse_event_data
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
-DISPATCH_TIMEOUT_S = 2.0
+DISPATCH_DEADLINE_S = 2.0  # the whole POST /dispatches: Slack wants our ack within 3 s
+SOCKET_TIMEOUT_S = 10.0  # helpbot relay: a client that stops sending is dropped
+RETRY_ALREADY_DELIVERED = "http_timeout"  # the only retry reason after which the first delivery surely arrived
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
 
 Response = tuple[int, dict[str, str], bytes]
@@ -83,19 +90,26 @@ class RelayConfig:
                    settings=TriggerSettings.from_env(env))
 
 
-def github_dispatcher(config: RelayConfig, *, transport: httpx.BaseTransport | None = None,
-                      timeout: float = DISPATCH_TIMEOUT_S) -> Dispatch:
-    """``POST {GITHUB_API_URL}/repos/{repo}/dispatches`` with ``event_type: slack-help`` (204 expected)."""
-    client = httpx.Client(
-        base_url=config.api_url, transport=transport, timeout=timeout,
-        headers={"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
-                 "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"},
-    )
+def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTransport | None = None,
+                      deadline: float = DISPATCH_DEADLINE_S) -> Dispatch:
+    """``POST {GITHUB_API_URL}/repos/{repo}/dispatches`` with ``event_type: slack-help`` (204 expected), all of it
+    within ``deadline`` seconds (a cancel scope around the whole request, not a timeout per phase)."""
+    headers = {"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
+               "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"}
+    url = f"/repos/{config.repository}/dispatches"
+
+    async def post(body: dict[str, Any]) -> httpx.Response:
+        with anyio.fail_after(deadline):
+            async with httpx.AsyncClient(base_url=config.api_url, transport=transport, timeout=deadline,
+                                         headers=headers) as client:
+                return await client.post(url, json=body)
 
     def dispatch(client_payload: dict[str, str]) -> None:
         body = {"event_type": DISPATCH_EVENT_TYPE, "client_payload": client_payload}
         try:
-            response = client.post(f"/repos/{config.repository}/dispatches", json=body)
+            response = anyio.run(post, body)
+        except TimeoutError:
+            raise DispatchError(f"GitHub did not answer within {deadline:g} s") from None
         except httpx.HTTPError as exc:
             raise DispatchError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code != 204:
@@ -126,11 +140,14 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
            now: Callable[[], float] = time.time, settings: TriggerSettings | None = None) -> Response:
     """One Slack Events API request -> (status, headers, body). Dispatches at most once, only when signed."""
     settings = settings or TriggerSettings()
-    lower = {k.lower(): v for k, v in headers.items()}
+    if len(raw_body) > MAX_BODY_BYTES:
+        return _reply(413, "too large")
+    lower = {str(k).lower(): str(v) for k, v in headers.items()}
     verifier = SignatureVerifier(signing_secret, clock=_InjectedClock(now))
     try:
+        # hmac.compare_digest raises TypeError on a non-ASCII signature; int() ValueError on a bad timestamp
         valid = verifier.is_valid_request(raw_body, lower)
-    except (ValueError, UnicodeDecodeError):  # a non-numeric timestamp header, a body that is not UTF-8
+    except (ValueError, TypeError, UnicodeError, OverflowError):
         valid = False
     if not valid:
         _log("rejected a request with a missing, invalid or stale Slack signature")
@@ -144,10 +161,11 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
     if envelope.get("type") == "url_verification":
         return _reply(200, {"challenge": str(envelope.get("challenge", ""))})
     retry = lower.get("x-slack-retry-num")
-    if retry and lower.get("x-slack-retry-reason") != "http_error":
-        _log(f"ignored Slack retry {retry} ({lower.get('x-slack-retry-reason', 'no reason')})")
+    if retry and lower.get("x-slack-retry-reason") == RETRY_ALREADY_DELIVERED:
+        _log(f"ignored Slack retry {retry} ({RETRY_ALREADY_DELIVERED}: the first delivery was dispatched)")
         return _reply(200, "ignored: retry")
-    if envelope.get("type") != "event_callback" or (envelope.get("event") or {}).get("type") != "reaction_added":
+    event = envelope.get("event")
+    if envelope.get("type") != "event_callback" or not isinstance(event, dict) or event.get("type") != "reaction_added":
         return _reply(200, "ignored: not a reaction_added event")
     try:
         trigger = parse_event_data(envelope)
@@ -181,22 +199,40 @@ class Relay:
         self.now = now
 
     def __call__(self, headers: Mapping[str, str], raw_body: bytes) -> Response:
-        return handle(headers, raw_body, signing_secret=self.config.signing_secret, dispatch=self.dispatch,
-                      now=self.now, settings=self.config.settings)
+        try:
+            return handle(headers, raw_body, signing_secret=self.config.signing_secret, dispatch=self.dispatch,
+                          now=self.now, settings=self.config.settings)
+        except Exception as exc:  # a bug must be one log line and a 500 (Slack retries), never a traceback
+            _log(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+            return _reply(500, "internal error")
 
 
-def make_server(host: str, port: int, relay: Relay) -> ThreadingHTTPServer:
-    """A stdlib HTTP server answering POSTs (any path) with the relay; port 0 picks a free port."""
+def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_TIMEOUT_S) -> ThreadingHTTPServer:
+    """A stdlib HTTP server answering POSTs (any path) with the relay; port 0 picks a free port. A client that
+    sends nothing for ``timeout`` seconds is dropped."""
+
+    socket_timeout = timeout
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "helpbot-relay"
+        timeout = socket_timeout  # StreamRequestHandler puts it on the socket
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
+            raw_length = self.headers.get("Content-Length")
+            if raw_length is None:
+                self._send(_reply(411, "Content-Length required"))
+                return
+            if not raw_length.isascii() or not raw_length.isdigit():  # -1, +5, 1e3: never rfile.read(-1)
+                self._send(_reply(400, "bad Content-Length"))
+                return
+            length = int(raw_length)
             if length > MAX_BODY_BYTES:
-                self._send((413, {"Content-Type": "text/plain"}, b"too large"))
+                self._send(_reply(413, "too large"))
                 return
             body = self.rfile.read(length)
+            if len(body) < length:  # the client closed early
+                self._send(_reply(400, "incomplete body"))
+                return
             self._send(relay(dict(self.headers.items()), body))
 
         def do_GET(self) -> None:

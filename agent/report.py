@@ -35,13 +35,16 @@ def footer(answer: Answer) -> str:
 
 
 def print_answer(answer: Answer) -> None:
-    """The answer, its sources and the footer, as a person reads them in a terminal."""
+    """The answer, its sources, why the run degraded (if it did) and the footer, as a person reads them."""
     print(answer.text)
     if answer.sources:
         print("\nSources:")
         for number, source in enumerate(answer.sources, 1):
             print(f"  {number}. {source['title']}\n     {source['url']}")
-    print(f"\n— {footer(answer)}")
+    print()
+    if answer.degraded and answer.error:
+        print(f"— why not AI-generated: {' '.join(answer.error.split())}")
+    print(f"— {footer(answer)}")
 
 
 class Trace:

@@ -8,8 +8,9 @@
     agent = Agent(ScriptedModel(script), tools)
 
 The function sees exactly what a real model would (system blocks, messages, tools, tool_choice) and every
-request is recorded, deep-copied, in ``model.requests``. Usage is estimated from the request, so cost and
-budget logic run as they would against Bedrock. A script may raise ModelUnavailable to act like an outage.
+request is recorded, deep-copied, in ``model.requests`` (with the deadline the loop gave it). Usage is estimated
+from the request, so cost and budget logic run as they would against Bedrock; a script may return a response
+with its own usage instead. A script may raise ModelUnavailable to act like an outage.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Request:
     tool_choice: dict[str, Any] | None
     max_tokens: int
     model: str
+    deadline: float | None = None
 
     @property
     def system_text(self) -> str:
@@ -103,7 +105,7 @@ class ScriptedModel:
         model: str,
         deadline: float | None = None,
     ) -> ModelResponse:
-        request = Request(system, messages, tools, tool_choice, max_tokens, model)
+        request = Request(system, messages, tools, tool_choice, max_tokens, model, deadline)
         if self.record:
             request = copy.deepcopy(request)
             self.requests.append(request)
@@ -116,5 +118,5 @@ class ScriptedModel:
         if reply.usage == Usage():
             prompt = request_tokens("\n".join(b.get("text", "") for b in system), tools, messages)
             output = estimate_tokens(json.dumps(reply.content, ensure_ascii=False))
-            reply = ModelResponse(reply.content, reply.stop_reason, Usage(prompt, output), model, reply.retries)
+            reply = ModelResponse(reply.content, reply.stop_reason, Usage(prompt, output), reply.retries)
         return reply

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from mcp_lib.config import ConfigError, env_float, env_int, env_str
 
 from .model import DEFAULT_MODELS, Usage
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 # Cache reads and writes are billed relative to the base input price (api-notes: ~0.1x and ~1.25x).
 CACHE_READ_FACTOR = 0.1
@@ -28,6 +32,18 @@ class Price:
         return (billed_input * self.input + usage.output_tokens * self.output) / 1_000_000
 
 
+# List prices of the Claude 4.5 generation by family, found in the model id (jp.anthropic.claude-haiku-4-5-...).
+# Older generations and regional endpoints may be priced differently: HELPBOT_PRICE_* / HELPBOT_SUMMARY_PRICE_*
+# override. An id naming no family (an application inference profile ARN) is priced as Sonnet.
+LIST_PRICES = {"haiku": Price(1.0, 5.0), "sonnet": Price(3.0, 15.0), "opus": Price(5.0, 25.0)}
+DEFAULT_FAMILY = "sonnet"
+
+
+def list_price(model: str) -> Price:
+    family = next((name for name in LIST_PRICES if name in model.lower()), DEFAULT_FAMILY)
+    return LIST_PRICES[family]
+
+
 @dataclass(frozen=True)
 class Settings:
     model: str = DEFAULT_MODELS["bedrock"][0]
@@ -39,11 +55,15 @@ class Settings:
     request_budget_tokens: int = 100_000  # no request to the model may be larger (estimated)
     summary_threshold_tokens: int = 60_000  # above this, older tool results are summarized
     summary_max_tokens: int = 2048
+    summary_timeout_s: float = 25.0  # a slow or throttled summary model gives up this soon (notes fall back)
     tool_result_max_chars: int = 24_000  # last line of defence; mcp_lib's own limits are tighter
     max_question_chars: int = 20_000
     timezone: str = "Asia/Tokyo"
-    price: Price = Price(3.0, 15.0)  # Claude Sonnet 4.5 list price
-    summary_price: Price = Price(1.0, 5.0)  # Claude Haiku 4.5 list price
+    # USD per million tokens; None: the list price of the model's family (LIST_PRICES).
+    price_input: float | None = None
+    price_output: float | None = None
+    summary_price_input: float | None = None
+    summary_price_output: float | None = None
 
     @property
     def final_reserve_s(self) -> float:
@@ -51,7 +71,19 @@ class Settings:
         return min(60.0, self.deadline_s * 0.125)
 
     def price_of(self, model: str) -> Price:
-        return self.summary_price if model == self.summary_model and model != self.model else self.price
+        """The list price of the model's family, with the configured overrides for the main or summary model."""
+        listed = list_price(model)
+        if model == self.model:
+            given = (self.price_input, self.price_output)
+        elif model == self.summary_model:
+            given = (self.summary_price_input, self.summary_price_output)
+        else:
+            return listed
+        return Price(listed.input if given[0] is None else given[0], listed.output if given[1] is None else given[1])
+
+    def cost(self, usage_by_model: Mapping[str, Usage]) -> float:
+        """Estimated USD of a run's usage."""
+        return sum(self.price_of(model).cost(usage) for model, usage in usage_by_model.items())
 
     def tz(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
@@ -80,11 +112,23 @@ class Settings:
             max_tokens=env_int(env, "HELPBOT_MAX_TOKENS", d.max_tokens, minimum=256),
             request_budget_tokens=budget,
             summary_threshold_tokens=threshold,
+            summary_timeout_s=env_float(env, "HELPBOT_SUMMARY_TIMEOUT_S", d.summary_timeout_s, minimum=1.0),
             tool_result_max_chars=env_int(env, "HELPBOT_TOOL_RESULT_MAX_CHARS", d.tool_result_max_chars,
                                           minimum=1_000),
             timezone=timezone,
-            price=Price(env_float(env, "HELPBOT_PRICE_INPUT", d.price.input),
-                        env_float(env, "HELPBOT_PRICE_OUTPUT", d.price.output)),
-            summary_price=Price(env_float(env, "HELPBOT_SUMMARY_PRICE_INPUT", d.summary_price.input),
-                                env_float(env, "HELPBOT_SUMMARY_PRICE_OUTPUT", d.summary_price.output)),
+            price_input=_optional_price(env, "HELPBOT_PRICE_INPUT"),
+            price_output=_optional_price(env, "HELPBOT_PRICE_OUTPUT"),
+            summary_price_input=_optional_price(env, "HELPBOT_SUMMARY_PRICE_INPUT"),
+            summary_price_output=_optional_price(env, "HELPBOT_SUMMARY_PRICE_OUTPUT"),
         )
+
+
+def _optional_price(env: Mapping[str, str], name: str) -> float | None:
+    return env_float(env, name, 0.0) if env_str(env, name) is not None else None
+
+
+def validation_problem(exc: ValidationError, whole: str) -> str:
+    """A pydantic error as one line, ``field.path: message`` (``whole`` names the object when no field does)."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or whole
+    return f"{where}: {error['msg']}"

@@ -11,14 +11,15 @@ A payload is ``{"text": fallback, "blocks": [...], "metadata"?: {...}}`` and goe
 - Every string that leaves here has passed :func:`guard_public`: secrets and (unless configured otherwise)
   e-mail addresses and phone numbers are masked, and @channel/@here broadcasts are defused.
 - The first answer payload carries message metadata (``event_type: helpbot_answer``) naming the question it
-  answers; :func:`find_answer` recognises it in ``conversations.replies(..., include_all_metadata=True)``.
+  answers; :func:`find_answer` recognises it in ``conversations.replies(..., include_all_metadata=True)`` --
+  but only on a message helpbot itself wrote: any app can attach metadata of any event type.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlparse
@@ -35,6 +36,10 @@ FALLBACK_CHARS = 600
 METADATA_EVENT_TYPE = "helpbot_answer"
 FAILURE_EVENT_TYPE = "helpbot_failure"
 METADATA_VERSION = 1
+
+SECTION_LIMIT = 3_000  # the text of one section block
+SOURCES_TITLE = "参照元"
+SOURCES_HEADING = f"**{SOURCES_TITLE}**"  # how the sources block starts; thread.split_sources reads it back
 
 PLACEHOLDER = "調べています…"
 FEEDBACK_LINE = "役に立ちましたか？ 👍 / 👎 のリアクションで教えてください。"
@@ -293,7 +298,7 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
         return ""
     if left_out:
         lines.append(f"- ほか {left_out} 件")
-    return "**参照元**\n" + "\n".join(lines)
+    return f"{SOURCES_HEADING}\n" + "\n".join(lines)
 
 
 def platform_label(tool_name: str) -> str:
@@ -354,10 +359,14 @@ def progress_payload(round_no: int, max_rounds: int, tool_names: Sequence[str] =
             "blocks": [_context_block(f":hourglass_flowing_sand: {mrkdwn_escape(text)}")]}
 
 
+_URL = re.compile(r"\(?(?:url: )?https?://\S+")
+
+
 def failure_payload(what: str, run_link: str | None = None, *, channel: str | None = None,
                     question_ts: str | None = None) -> dict[str, Any]:
-    """The notice that replaces silence: what failed, and where to look."""
-    what = " ".join(guard_public(what).split())
+    """The notice that replaces silence: what failed (one line, no URLs: the run log has the details), and where
+    to look."""
+    what = " ".join(_URL.sub("", guard_public(what)).split()) or "不明なエラー"
     if slack_len(what) > 300:
         what = _hard_split(what, 299)[0] + "…"
     text = f":warning: 回答を作成できませんでした（{mrkdwn_escape(what)}）。"
@@ -374,6 +383,22 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
                                                             "question_ts": question_ts,
                                                             "version": METADATA_VERSION})}
     return payload
+
+
+def question_payload(question: str, actor: str | None = None, *, limit: int = SECTION_LIMIT) -> dict[str, Any]:
+    """A free question (workflow_dispatch) reposted as the thread root: escaped, so ``<url|label>`` cannot become a
+    disguised link or a broadcast, and split into section blocks of at most ``limit`` characters (Slack's 3,000
+    per section; the question itself may have up to 4,000)."""
+    head = f"❓ *質問*（GitHub Actions から{f'・{mrkdwn_escape(actor)}' if actor else ''}）"
+    lines = [mrkdwn_escape(line) for line in question.strip().splitlines() if line.strip()] or ["（本文なし）"]
+    quoted = "\n".join(f">{line}" for line in lines)
+    pieces = [p if p.startswith(">") else f">{p}"  # a cut inside a line keeps the quote
+              for p in _hard_split(quoted, limit - slack_len(head) - 2)]
+    texts = [f"{head}\n{pieces[0]}", *pieces[1:]]
+    fallback = f"{head}\n{pieces[0]}"
+    if slack_len(fallback) > FALLBACK_CHARS:
+        fallback = _hard_split(fallback, FALLBACK_CHARS - 1)[0] + "…"
+    return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]}
 
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -445,10 +470,15 @@ def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, qu
     return payloads
 
 
-def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str,
-                channel: str | None = None) -> Mapping[str, Any] | None:
-    """helpbot's earlier answer to ``question_ts`` among thread messages (fetched with include_all_metadata)."""
+def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str, channel: str | None = None, *,
+                is_ours: Callable[[Mapping[str, Any]], bool]) -> Mapping[str, Any] | None:
+    """helpbot's earlier answer to ``question_ts`` among thread messages (fetched with include_all_metadata).
+
+    ``is_ours`` says whether helpbot wrote a message: metadata alone proves nothing, so another app could
+    otherwise plant a fake "answer" that silences helpbot for that message."""
     for message in messages:
+        if not is_ours(message):
+            continue
         metadata = message.get("metadata") or {}
         if metadata.get("event_type") != METADATA_EVENT_TYPE:
             continue

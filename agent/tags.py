@@ -25,7 +25,6 @@ to pass them; degraded mode passes them itself), and the tags appear in the answ
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -37,11 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcp_lib.config import ConfigError
 from mcp_lib.external import load_file_config
 from mcp_lib.platforms.faq import normalize
-from mcp_lib.redact import redact_deep
 
 from .loop import Agent, Answer, Turn
 from .model import Model, ModelError, Usage
-from .settings import Settings
+from .settings import Settings, validation_problem
 from .tools import ToolExecutor, ToolOutcome
 
 FAQ_SEARCH = "faq_search"
@@ -155,9 +153,7 @@ def parse_tag_config(raw: Mapping[str, Any], where: str = "helpbot.toml") -> Tag
         try:
             entry = TagEntry.model_validate(item)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field_name = ".".join(str(p) for p in err["loc"]) or "entry"
-            raise ConfigError(label, f"{field_name}: {err['msg']}") from None
+            raise ConfigError(label, validation_problem(exc, "entry")) from None
         matchers = [(word, _keyword_matcher(word)) for word in entry.keywords]
         matchers += [(pattern, re.compile(pattern)) for pattern in entry.patterns]
         tags.append(Tag(entry.name, entry.description.strip(), tuple(h.strip() for h in entry.hints if h.strip()),
@@ -172,8 +168,7 @@ def parse_tag_config(raw: Mapping[str, Any], where: str = "helpbot.toml") -> Tag
     try:
         options = TaggingOptions.model_validate(options_raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(f"{where} tagging", f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+        raise ConfigError(f"{where} tagging", validation_problem(exc, "tagging")) from None
     return TagConfig(tuple(tags), options.max_tags, options.ask_model) if tags else None
 
 
@@ -310,17 +305,11 @@ def tag_question(config: TagConfig, question: str, *, model: Model | None, setti
 
 # -- applying the tags -----------------------------------------------------------------------------------------
 class BoostedTools:
-    """The same tools, except that degraded mode's faq_search also gets the tags to boost. Everything else is
-    the inner executor's (``__getattr__`` passes on what this class does not define)."""
+    """The same tools, except that degraded mode's faq_search also gets the tags to boost."""
 
     def __init__(self, inner: ToolExecutor, faq_tags: Sequence[str]):
         self.inner = inner
         self.faq_tags = list(faq_tags)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet (copy, pickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def schemas(self) -> list[dict[str, Any]]:
         return self.inner.schemas()
@@ -357,10 +346,7 @@ class TaggingAgent(Agent):
         # question) count too. Only the tagging sees them together; the run itself keeps them apart.
         text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
         tagging = tag_question(self.tag_config, text, model=self.model, settings=self.settings, clock=self.clock)
-        event = redact_deep({"t": 0.0, **tagging.event()})
-        if self.on_event is not None:
-            with contextlib.suppress(Exception):  # the trace is best effort
-                self.on_event(event)
+        event = self._publish({"t": 0.0, **tagging.event()})
         extra, tools = self.extra_prompt, self.tools
         part = tagging.prompt([s["name"] for s in tools.schemas()])
         self.extra_prompt = (*extra, part) if part else extra
@@ -376,5 +362,5 @@ class TaggingAgent(Agent):
         if tagging.consulted:
             usage = answer.usage_by_model
             usage[tagging.model] = usage.get(tagging.model, Usage()) + tagging.usage
-            answer.cost_usd = sum(self.settings.price_of(m).cost(u) for m, u in usage.items())
+            answer.cost_usd = self.settings.cost(usage)
         return answer

@@ -4,6 +4,9 @@
   and failure notices carry metadata naming the message they belong to).
 - :func:`earlier_turns`: helpbot's earlier answers in the thread, each with its question, become conversation
   history (``Turn``), so that a follow-up builds on them instead of starting over.
+- Which messages are helpbot's is decided by their author (:meth:`Me.wrote`), never by metadata alone: any app
+  can post a message carrying ``helpbot_answer`` metadata. :func:`answers_in_sequence` and :func:`read_answer`
+  are shared with ``helpbot feedback``.
 - :func:`build_question`: the reacted message itself is the question (a reply stays the reply). Where it was
   asked, its files, the messages it links to (read through the Slack platform's tool, so the DM / private-channel
   rules apply) and the thread around it (bounded) are the *context*: the model sees it, degraded mode's searches
@@ -25,7 +28,7 @@ from mcp_lib.config import ConfigError
 from mcp_lib.redact import redact_secrets
 
 from .loop import Turn
-from .slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE
+from .slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, SOURCES_TITLE
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -58,10 +61,17 @@ class Thread:
 
 @dataclass(frozen=True)
 class Me:
-    """Who helpbot is (auth.test): its own messages are never a question or its context."""
+    """Who helpbot is (auth.test, plus HELPBOT_BOT_USER_ID): its own messages are never a question or its
+    context, and only its own messages count as its answers, placeholders and notices."""
 
     user_id: str | None
     bot_id: str | None
+    configured_user_id: str | None = None  # HELPBOT_BOT_USER_ID (a dry run may have no bot token to ask)
+
+    def wrote(self, message: Mapping[str, Any]) -> bool:
+        user = message.get("user")
+        return bool((self.bot_id and message.get("bot_id") == self.bot_id)
+                    or (user and user in (self.user_id, self.configured_user_id)))
 
 
 # -- reading Slack --------------------------------------------------------------------------------------------------
@@ -120,14 +130,9 @@ def lookup_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
 
 
 # -- which messages are what ----------------------------------------------------------------------------------------
-def is_helpbot(message: Mapping[str, Any], me: Me, bot_user_id: str | None = None) -> bool:
-    """Written by helpbot: its bot id or user, or helpbot's own metadata on it."""
-    event_type = str((message.get("metadata") or {}).get("event_type") or "")
-    return bool(
-        (me.bot_id and message.get("bot_id") == me.bot_id)
-        or (message.get("user") and message.get("user") in {me.user_id, bot_user_id} - {None})
-        or event_type in (METADATA_EVENT_TYPE, FAILURE_EVENT_TYPE, PROGRESS_EVENT_TYPE)
-    )
+def is_helpbot(message: Mapping[str, Any], me: Me) -> bool:
+    """Written by helpbot (its bot id or user). helpbot's metadata on someone else's message proves nothing."""
+    return me.wrote(message)
 
 
 def answerable(message: Mapping[str, Any]) -> bool:
@@ -137,24 +142,60 @@ def answerable(message: Mapping[str, Any]) -> bool:
 
 
 def _metadata_for(message: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
-    metadata = message.get("metadata") or {}
-    return str(metadata.get("event_type") or ""), metadata.get("event_payload") or {}
+    metadata = message.get("metadata")
+    if not isinstance(metadata, dict):
+        return "", {}
+    payload = metadata.get("event_payload")
+    return str(metadata.get("event_type") or ""), payload if isinstance(payload, dict) else {}
 
 
-def stale_placeholder(thread: Thread, question_ts: str) -> str | None:
-    """A placeholder or failure notice an earlier run left for this message: reused, so re-runs don't pile up."""
+def stale_placeholder(thread: Thread, question_ts: str, me: Me) -> str | None:
+    """A placeholder or failure notice an earlier run left for this message: reused, so re-runs don't pile up.
+    Only helpbot's own: another app's look-alike would be "updated" (and fail) instead of a real placeholder."""
     found = None
     for message in thread.messages:
         kind, payload = _metadata_for(message)
-        if kind in (PROGRESS_EVENT_TYPE, FAILURE_EVENT_TYPE) and payload.get("question_ts") == question_ts:
+        if (kind in (PROGRESS_EVENT_TYPE, FAILURE_EVENT_TYPE) and payload.get("question_ts") == question_ts
+                and me.wrote(message)):
             found = str(message["ts"])
     return found
 
 
+def answers_in_sequence(messages: Sequence[Mapping[str, Any]], is_ours: Callable[[Mapping[str, Any]], bool]
+                        ) -> list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
+    """helpbot's answers among thread messages, each with the messages that make it up (itself first).
+
+    An answer is helpbot's message with ``helpbot_answer`` metadata; its further parts are helpbot's next
+    messages without metadata (people may reply in between), up to the ``parts`` its metadata names.
+    """
+    found = []
+    for index, message in enumerate(messages):
+        kind, payload = _metadata_for(message)
+        if kind != METADATA_EVENT_TYPE or not is_ours(message):
+            continue
+        try:
+            wanted = max(1, int(payload.get("parts") or 1))
+        except (TypeError, ValueError):
+            wanted = 1
+        parts = [message]
+        for later in messages[index + 1:]:
+            if len(parts) >= wanted:
+                break
+            if not is_ours(later):
+                continue  # people may reply between the parts
+            if _metadata_for(later)[0]:
+                break  # helpbot's next answer, placeholder or failure notice
+            parts.append(later)
+        found.append((message, parts))
+    return found
+
+
 # -- earlier answers in the thread (follow-ups) ---------------------------------------------------------------------
-_SOURCES_HEAD = re.compile(r"^\s*[*_]*参照元[*_]*\s*$")
-_SOURCE_MD = re.compile(r"^\s*[-•*]\s*\[(?P<title>[^\]\n]*)\]\((?P<url>[^)\s]+)\)\s*$")
-_SOURCE_MRKDWN = re.compile(r"^\s*[-•*]\s*<(?P<url>https?://[^|>\s]+)\|(?P<title>[^>]*)>\s*$")
+_SOURCES_HEAD = re.compile(rf"\s*[*_]*{re.escape(SOURCES_TITLE)}[*_]*\s*")
+_SOURCE_MD = re.compile(r"\s*[-•*]\s*\[(?P<title>[^\]\n]*)\]\((?P<url>[^)\s]+)\)\s*")
+_SOURCE_MRKDWN = re.compile(r"\s*[-•*]\s*<(?P<url>https?://[^|>\s]+)\|(?P<title>[^>]*)>\s*")
+_SOURCE_MORE = re.compile(r"\s*[-•*]\s*ほか\s*(?P<n>\d+)\s*件\s*")  # sources_markdown's "- ほか N 件"
+_SOURCE_PLAIN = re.compile(r"\s*[-•*]\s+(?P<title>\S.*?)\s*")  # a source without a URL
 
 
 def _rich_elements(elements: Sequence[Mapping[str, Any]]) -> str:
@@ -213,38 +254,48 @@ def message_markdown(message: Mapping[str, Any]) -> str:
     return "\n\n".join(t for t in texts if t.strip()) if texts else str(message.get("text") or "")
 
 
-def split_sources(markdown: str) -> tuple[str, list[dict[str, str]]]:
-    """An answer's text and the sources listed in its 参照元 section."""
+@dataclass
+class ReadAnswer:
+    """A posted answer read back: its text and what its 参照元 section lists."""
+
+    text: str
+    sources: list[dict[str, str]]  # {title, url}: the linked ones
+    unlinked: list[str] = field(default_factory=list)  # titles listed without a URL
+    left_out: int = 0  # "ほか N 件": sources the section had no room for
+
+
+def read_answer(markdown: str) -> ReadAnswer:
+    """Split an answer (markdown, or rich_text read back as markdown) at its last 参照元 heading."""
     lines = markdown.split("\n")
-    head = next((i for i, line in enumerate(lines) if _SOURCES_HEAD.match(line)), None)
+    head = next((i for i in range(len(lines) - 1, -1, -1) if _SOURCES_HEAD.fullmatch(lines[i])), None)
     if head is None:
-        return markdown.strip(), []
-    sources = []
+        return ReadAnswer(markdown.strip(), [])
+    read = ReadAnswer("\n".join(lines[:head]).strip(), [])
     for line in lines[head + 1:]:
-        match = _SOURCE_MD.match(line) or _SOURCE_MRKDWN.match(line)
-        if match:
-            sources.append({"title": match.group("title").strip(), "url": match.group("url")})
-    return "\n".join(lines[:head]).strip(), sources
+        if match := _SOURCE_MD.fullmatch(line) or _SOURCE_MRKDWN.fullmatch(line):
+            read.sources.append({"title": match.group("title").strip(), "url": match.group("url")})
+        elif more := _SOURCE_MORE.fullmatch(line):
+            read.left_out += int(more.group("n"))
+        elif plain := _SOURCE_PLAIN.fullmatch(line):
+            read.unlinked.append(plain.group("title"))
+    return read
 
 
-def earlier_turns(thread: Thread, question_ts: str, me: Me, bot_user_id: str | None,
-                  plain: Callable[[Mapping[str, Any]], str]) -> list[Turn]:
+def split_sources(markdown: str) -> tuple[str, list[dict[str, str]]]:
+    """An answer's text and the (linked) sources listed in its 参照元 section."""
+    read = read_answer(markdown)
+    return read.text, read.sources
+
+
+def earlier_turns(thread: Thread, question_ts: str, me: Me, plain: Callable[[Mapping[str, Any]], str]) -> list[Turn]:
     """helpbot's earlier answers in this thread, each with its question: the conversation so far."""
     by_ts = {str(m.get("ts")): m for m in thread.messages}
     turns: list[Turn] = []
-    for index, message in enumerate(thread.messages):
-        kind, payload = _metadata_for(message)
-        asked = str(payload.get("question_ts") or "")
-        if kind != METADATA_EVENT_TYPE or asked == question_ts or asked not in by_ts:
+    for message, parts in answers_in_sequence(thread.messages, me.wrote):
+        asked = str(_metadata_for(message)[1].get("question_ts") or "")
+        if asked == question_ts or asked not in by_ts:
             continue
-        parts = [message_markdown(message)]
-        wanted = int(payload.get("parts") or 1) - 1
-        for later in thread.messages[index + 1:]:  # the answer's further parts: helpbot's next plain messages
-            if len(parts) > wanted or later.get("metadata"):
-                break
-            if is_helpbot(later, me, bot_user_id):
-                parts.append(message_markdown(later))
-        answer, sources = split_sources("\n\n".join(parts))
+        answer, sources = split_sources("\n\n".join(message_markdown(part) for part in parts))
         question = plain(by_ts[asked])
         if question.strip() and answer:
             turns.append(Turn(question=question, answer=answer, sources=sources))
@@ -296,8 +347,7 @@ class QuestionParts:
         return redact_secrets("\n".join(lines))
 
 
-def build_question(ctx: ToolContext, registry: Registry, thread: Thread, *, me: Me,
-                   bot_user_id: str | None) -> QuestionParts:
+def build_question(ctx: ToolContext, registry: Registry, thread: Thread, *, me: Me) -> QuestionParts:
     """The reacted message, its files, the messages it links to (tool rules apply), and the thread around it."""
     from mcp_lib.platforms import slack
 
@@ -317,21 +367,20 @@ def build_question(ctx: ToolContext, registry: Registry, thread: Thread, *, me: 
         for hit in linked:
             parts.links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
                                f"{_cut(str(hit.get('text') or ''), LINK_CHARS)}")
-    parts.around = _around(ctx, info, thread, me, bot_user_id)
+    parts.around = _around(ctx, info, thread, me)
     return parts
 
 
-def _around(ctx: ToolContext, info: Mapping[str, Any], thread: Thread, me: Me, bot_user_id: str | None) -> list[str]:
+def _around(ctx: ToolContext, info: Mapping[str, Any], thread: Thread, me: Me) -> list[str]:
     """The thread's first message and the ones just before and after the question, within CONTEXT_CHARS.
     Questions helpbot answered earlier are left out: they are in the history already."""
     from mcp_lib.platforms import slack
 
     target = str(thread.target["ts"])
-    answered = {str(payload.get("question_ts")) for kind, payload in map(_metadata_for, thread.messages)
-                if kind == METADATA_EVENT_TYPE}
+    answered = {str(_metadata_for(m)[1].get("question_ts")) for m, _ in answers_in_sequence(thread.messages, me.wrote)}
     others = [m for m in thread.messages
               if str(m.get("ts")) not in answered and str(m.get("ts")) != target
-              and not is_helpbot(m, me, bot_user_id) and m.get("subtype") not in _UNANSWERABLE]
+              and not is_helpbot(m, me) and m.get("subtype") not in _UNANSWERABLE]
     before = [m for m in others if float(m["ts"]) < float(target)]
     after = [m for m in others if float(m["ts"]) > float(target)]
     chosen = before[:1] + before[1:][-CONTEXT_BEFORE:] if before else []

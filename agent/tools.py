@@ -24,10 +24,15 @@ class ToolOutcome:
     content: str  # what the model reads (JSON text for mcp_lib tools)
     is_error: bool = False
     sources: list[dict[str, str]] = field(default_factory=list)  # {"url", "title", "snippet"?}
+    timed_out: bool = False  # abandoned after its timeout: the call may still be running (and writing)
 
     @classmethod
     def error(cls, message: str) -> ToolOutcome:
         return cls(content=message, is_error=True)
+
+    @classmethod
+    def timeout(cls, message: str) -> ToolOutcome:
+        return cls(content=message, is_error=True, timed_out=True)
 
 
 class ToolExecutor(Protocol):
@@ -135,16 +140,25 @@ class CompositeTools:
         return [call for provider in self.providers for call in provider.search_calls(question)]
 
 
-def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float,
-                     on_timeout: Callable[[int], T]) -> list[T]:
-    """Run every job in its own daemon thread; a job still running after ``timeout_s`` is replaced by
-    ``on_timeout(index)``. Daemon threads: a stuck tool can neither block the answer nor the process exit."""
+MAX_IN_FLIGHT = 8  # tool calls of one batch running at the same time; the rest wait for a free slot
+
+
+def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeout: Callable[[int], T],
+                     max_in_flight: int = MAX_IN_FLIGHT) -> list[T]:
+    """Run the jobs in daemon threads, at most ``max_in_flight`` at a time; a job not finished ``timeout_s`` after
+    the batch started is replaced by ``on_timeout(index)``, and one still waiting for a slot then never starts.
+    Daemon threads: a stuck tool can neither block the answer nor the process exit."""
     results: list[Any] = [None] * len(jobs)
     finished = [False] * len(jobs)
+    slots = threading.Semaphore(max_in_flight)
+    expired = threading.Event()
 
     def runner(index: int) -> None:
-        results[index] = jobs[index]()
-        finished[index] = True
+        with slots:
+            if expired.is_set():
+                return
+            results[index] = jobs[index]()
+            finished[index] = True
 
     threads = [threading.Thread(target=runner, args=(i,), daemon=True, name=f"helpbot-tool-{i}")
                for i in range(len(jobs))]
@@ -153,4 +167,5 @@ def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float,
     end = time.monotonic() + timeout_s
     for thread in threads:
         thread.join(max(0.0, end - time.monotonic()))
+    expired.set()
     return [results[i] if finished[i] else on_timeout(i) for i in range(len(jobs))]

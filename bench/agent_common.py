@@ -106,6 +106,9 @@ class BenchTools:
         content, sources = self.result_json(name, arguments)
         return ToolOutcome(content, sources=sources)
 
+    def is_read_only(self, name: str) -> bool:
+        return True  # like every mcp_lib tool
+
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         return [("faq_search", {"query": question})]
 
@@ -179,7 +182,7 @@ class CachingBedrock:
                       cache_read_input_tokens=read, cache_creation_input_tokens=write)
         self.requests.append(usage)
         self.max_prompt = max(self.max_prompt, total)
-        return ModelResponse(reply.content, reply.stop_reason, usage, model)
+        return ModelResponse(reply.content, reply.stop_reason, usage)
 
 
 def billed_equivalent(usage: Usage) -> float:

@@ -2,18 +2,23 @@
 
     mcp-lib all-commands
     mcp-lib faq:search "在庫 同期 遅い" limit=3
-    mcp-lib docs --write | --check
+    mcp-lib docs --write | --check [--dir DIR]
     mcp-lib schemas [--only faq,redmine]
     mcp-lib serve [--only ...]
 
-Bad input (unknown tool, bad arguments, bad configuration) prints one line plus the right usage and exits 2.
-A tool that runs but fails prints its error result and exits 1.
+Arguments of a tool are positional (in the order of its parameters) or ``name=value`` for one of its parameter
+names; anything else with ``=`` in it (``"在庫=0になる"``) is an ordinary value.
+
+Exit codes: 0 done; 1 a tool ran but failed (its error result is printed as JSON), or ``docs --check`` found
+stale docs; 2 bad input -- an unknown tool, command or ``--only`` name, or bad arguments (the problem, then the
+tool's usage) -- or bad configuration and rejected credentials (one line naming the variable).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,12 @@ DOCS_DIR = Path(__file__).resolve().parents[1] / "tools_docs"
 USAGE = """usage: mcp-lib PLATFORM:FUNCTION [positional ...] [key=value ...]
        mcp-lib all-commands | docs --write|--check [--dir DIR] | schemas [--only NAMES] | serve [--only NAMES]"""
 
+# ASCII digits only: str.isdigit() also accepts "²" and "٣", which int() then refuses. Longer numbers stay text
+# and the schema check says what is wrong with them.
+_INTEGER = re.compile(r"^-?[0-9]{1,18}$")
+_NUMBER = re.compile(r"^-?[0-9]{1,18}(?:\.[0-9]{1,18})?(?:[eE][-+]?[0-9]{1,3})?$")
+_PARAMETER_LIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 
 class BadInput(Exception):
     """Exit 2 with this message."""
@@ -34,26 +45,30 @@ class BadInput(Exception):
 def coerce(value: str, schema: dict[str, Any]) -> Any:
     """A command-line string as the schema's type; pydantic then checks it strictly."""
     kinds = [schema.get("type")] + [s.get("type") for s in schema.get("anyOf", [])]
-    if "integer" in kinds and value.lstrip("-").isdigit():
+    if "integer" in kinds and _INTEGER.match(value):
         return int(value)
-    if "number" in kinds:
-        try:
-            return float(value)
-        except ValueError:
-            pass
+    if "number" in kinds and _NUMBER.match(value):
+        return float(value)
     if "boolean" in kinds and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    if ("array" in kinds or "object" in kinds) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{value!r} is not valid JSON: {exc.msg}") from None
+    if ("array" in kinds or "object" in kinds) and value.startswith(("[", "{")):
+        return _json(value)
     if "array" in kinds:
-        return [part for part in value.split(",") if part]
+        return [part.strip() for part in value.split(",") if part.strip()]
     return value
 
 
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, and numbers past Python's digit limit
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise BadInput(f"{text[:80]!r} is not valid JSON: {reason}") from None
+
+
 def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
+    """Positional values fill the parameters in order; ``name=value`` sets a parameter only when ``name`` is
+    one of the tool's parameters (otherwise the whole token is a value: a query may contain ``=``)."""
     params = {p.name: p for p in tool.params}
     order = list(params)
     arguments: dict[str, Any] = {}
@@ -63,16 +78,13 @@ def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
         if sep and key in params:
             name = key
         elif token.startswith("{") and positional == 0 and not arguments:
-            try:  # the old library's JSON form: mcp-lib redmine:getIssues '{"subject": "~在庫"}'
-                loaded = json.loads(token)
-            except json.JSONDecodeError as exc:
-                raise BadInput(f"{token!r} is not valid JSON: {exc.msg}") from None
+            loaded = _json(token)  # the old library's JSON form: mcp-lib redmine:getIssues '{"subject": "~在庫"}'
+            if not isinstance(loaded, dict):
+                raise BadInput(f"{token[:80]!r} is not a JSON object of arguments")
             arguments.update(loaded)
             continue
         else:
             unfilled = [n for n in order if n not in arguments]
-            if sep and key.isidentifier():
-                raise BadInput(f"unknown parameter {key!r}; parameters: {', '.join(order) or '(none)'}")
             if not unfilled:
                 raise BadInput(f"too many arguments: {token!r}")
             name, value = unfilled[0], token
@@ -83,9 +95,20 @@ def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
     return arguments
 
 
+def _values_that_look_like_parameters(tool: Tool, argv: list[str]) -> str:
+    """A hint for a mistyped ``name=value``: it was read as a value, and may be why the arguments failed."""
+    names = [p.name for p in tool.params]
+    odd = [token for token in argv if "=" in token and token.partition("=")[0] not in names
+           and _PARAMETER_LIKE.match(token.partition("=")[0])]
+    if not odd:
+        return ""
+    listed = ", ".join(repr(token.partition("=")[0]) for token in odd)
+    return (f"\n(note: {tool.cli_name} has no parameter {listed}, so {', '.join(map(repr, odd))} was read as a "
+            f"value; parameters: {', '.join(names) or '(none)'})")
+
+
 def tool_usage(tool: Tool) -> str:
-    args = " ".join(f"<{p.name}>" if p.required else f"[{p.name}=…]" for p in tool.params)
-    lines = [f"usage: mcp-lib {tool.cli_name} {args}".rstrip()]
+    lines = [f"usage: {tool.usage}"]
     lines += [f"  {p.name}: {p.description}" for p in tool.params]
     if tool.example:
         lines.append(f"example: mcp-lib {tool.example}")
@@ -100,7 +123,8 @@ def run_tool(registry: Registry, name: str, argv: list[str]) -> int:
     try:
         arguments = tool.validate(parse_tool_args(tool, argv))
     except (ArgumentError, BadInput) as exc:
-        raise BadInput(f"{tool.cli_name}: {exc}\n{tool_usage(tool)}") from None
+        hint = _values_that_look_like_parameters(tool, argv)
+        raise BadInput(f"{tool.cli_name}: {exc}{hint}\n{tool_usage(tool)}") from None
     if not registry.is_enabled(tool.platform):
         setup = registry.platforms()[tool.platform].setup
         raise BadInput(f"platform {tool.platform!r} is not configured. {setup}")
@@ -139,30 +163,15 @@ def _main(argv: list[str]) -> int:
         print(all_commands(list(registry.platforms().values())))
         return 0
     parser = argparse.ArgumentParser(prog=f"mcp-lib {command}")
-    parser.add_argument("--only", help="comma-separated platforms or tool names", default=None)
     if command == "docs":
-        from . import docs
-
-        mode = parser.add_mutually_exclusive_group(required=True)
-        mode.add_argument("--write", action="store_true")
-        mode.add_argument("--check", action="store_true")
-        parser.add_argument("--dir", type=Path, default=DOCS_DIR)
-        args = _parse(parser, rest)
-        platforms = list(registry.builtin_platforms().values())
-        if args.write:
-            for name in docs.write(platforms, args.dir):
-                print(f"wrote {args.dir / name}")
-            return 0
-        stale = docs.check(platforms, args.dir)
-        if stale:
-            print(f"mcp-lib: tools_docs is stale ({', '.join(stale)}); run `uv run mcp-lib docs --write`",
-                  file=sys.stderr)
-            return 1
-        print("tools_docs is up to date")
-        return 0
+        return _docs(registry, parser, rest)
     if command in ("schemas", "serve"):
+        parser.add_argument("--only", help="comma-separated platforms or tool names", default=None)
         args = _parse(parser, rest)
-        only = args.only.split(",") if args.only else None
+        try:
+            only = registry.resolve_only(args.only.split(",")) if args.only is not None else None
+        except UnknownTool as exc:
+            raise BadInput(str(exc)) from None
         if command == "schemas":
             from .schemas import claude_tools
 
@@ -173,6 +182,32 @@ def _main(argv: list[str]) -> int:
         serve_stdio(registry, only)
         return 0
     raise BadInput(f"unknown command {command!r}\n{USAGE}")
+
+
+def _docs(registry: Registry, parser: argparse.ArgumentParser, rest: list[str]) -> int:
+    from . import docs
+
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true")
+    mode.add_argument("--check", action="store_true")
+    parser.add_argument("--dir", type=Path, default=DOCS_DIR)
+    args = _parse(parser, rest)
+    platforms = list(registry.builtin_platforms().values())
+    try:
+        if args.write:
+            for name in docs.write(platforms, args.dir):
+                print(f"wrote {args.dir / name}")
+            return 0
+        stale = docs.check(platforms, args.dir)
+    except OSError as exc:
+        raise BadInput(f"docs: cannot {'write' if args.write else 'read'} {args.dir}: "
+                       f"{exc.strerror or exc}") from None
+    if stale:
+        print(f"mcp-lib: tools_docs is stale ({', '.join(stale)}); run `uv run mcp-lib docs --write`",
+              file=sys.stderr)
+        return 1
+    print("tools_docs is up to date")
+    return 0
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

@@ -5,13 +5,19 @@ is derived from that one declaration (the idea of FastMCP's ``func_metadata``). 
 injected :class:`ToolContext`; it is left out of the schema. Tools return a list of items, one item (a dict) or
 a :class:`Result`; every item that comes from a source carries ``url`` and ``title``.
 
-Tool failures are values: :meth:`Tool.invoke` never raises, it returns ``status: "error"`` with a message.
+Tool failures are values: :meth:`Tool.invoke` never raises; whatever goes wrong (bad arguments, a failing
+service, a tool bug, a result that cannot be serialised) comes back as ``status: "error"`` with a short message.
+Every result is masked (:mod:`mcp_lib.redact`) before it is cut to the limits, so a cut never leaves half a
+secret behind.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
+import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,10 +25,14 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from .config import env_int
-from .redact import redact_deep
+from .config import env_float, env_int
+from .redact import redact_deep, redact_secrets
 
 TRUNCATION_MARKER = "…[truncated: {n} more characters]"
+_MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
+MAX_MESSAGE_CHARS = 1000  # an error message (a server's text, an exception) is no place for a whole page
+MAX_NOTES = 12
+MAX_NOTE_CHARS = 300
 
 
 class ToolError(Exception):
@@ -47,23 +57,39 @@ class Caller:
 
 @dataclass(frozen=True)
 class Limits:
-    """How much one tool call may hand to the model. A tool declaration may lower or raise them."""
+    """How much one tool call may hand to the model, and how long it may take.
+
+    A tool declaration may set its own output limits (``@platform.tool(max_field_chars=20000)``); they replace the
+    defaults, but a limit set explicitly in the environment (``HELPBOT_TOOL_MAX_ITEMS``,
+    ``HELPBOT_TOOL_MAX_FIELD_CHARS``, ``HELPBOT_TOOL_MAX_RESULT_CHARS``) caps the tool's own value too: the operator
+    has the last word. ``budget_s`` (``HELPBOT_TOOL_BUDGET_S``) bounds the time one call may spend, retries included.
+    """
 
     max_items: int = 20
     max_field_chars: int = 1500
     max_result_chars: int = 16000
+    budget_s: float = 45.0
+    explicit: frozenset[str] = frozenset()  # the fields set by environment variables
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Limits:
+        variables = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
+                     "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
         return cls(
             max_items=env_int(env, "HELPBOT_TOOL_MAX_ITEMS", cls.max_items, minimum=1),
             max_field_chars=env_int(env, "HELPBOT_TOOL_MAX_FIELD_CHARS", cls.max_field_chars, minimum=100),
             max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", cls.max_result_chars, minimum=1000),
+            budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", cls.budget_s, minimum=1.0),
+            explicit=frozenset(name for name, variable in variables.items() if env.get(variable, "").strip()),
         )
 
     def merged(self, **overrides: int | None) -> Limits:
-        values = {k: v for k, v in overrides.items() if v is not None}
-        return Limits(**{**self.__dict__, **values})
+        """A tool's own limits over these; a limit set explicitly in the environment stays the upper bound."""
+        values: dict[str, Any] = {}
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = min(value, getattr(self, name)) if name in self.explicit else value
+        return dataclasses.replace(self, **values)
 
 
 @dataclass
@@ -76,6 +102,9 @@ class ToolContext:
     limits: Limits = field(default_factory=Limits)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
+    # When this call must be over (a ``clock()`` value); set by Tool.invoke from ``limits.budget_s``. Retries
+    # (mcp_lib.http, the Slack retry handlers) never wait past it, so one call cannot multiply its budget.
+    deadline: float | None = None
 
 
 class Result(BaseModel):
@@ -110,61 +139,157 @@ class Result(BaseModel):
             if entry.get("url")
         ]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form every surface shows: ``status`` first, defaults left out."""
+        return {"status": self.status, **self.model_dump(exclude_defaults=True, exclude={"status"})}
+
     def to_json(self, indent: int | None = None) -> str:
-        data = {"status": self.status, **self.model_dump(exclude_defaults=True, exclude={"status"})}
-        return json.dumps(data, ensure_ascii=False, indent=indent)
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
 
 
 def cut_text(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` cut to ``limit`` characters with the explicit marker; and whether it was cut."""
+    """``text`` masked, then cut to ``limit`` characters with the explicit marker; and whether it was cut.
+
+    Masking comes first so that a cut through a token cannot leave a piece too short to be recognised. A text
+    that already ends with a marker (cut once by the platform) gets one marker that counts everything left out.
+    """
+    text = redact_secrets(text)
+    return _cut(text, limit)
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
     if len(text) <= limit:
         return text, False
-    return text[:limit] + TRUNCATION_MARKER.format(n=len(text) - limit), True
+    earlier = 0
+    found = _MARKER_AT_END.search(text)
+    if found:
+        earlier = int(found.group(1))
+        text = text[: found.start()]
+        if len(text) <= limit:
+            return text + TRUNCATION_MARKER.format(n=earlier), True
+    return text[:limit] + TRUNCATION_MARKER.format(n=len(text) - limit + earlier), True
 
 
-def _cut_fields(value: Any, limit: int) -> tuple[Any, bool]:
-    if isinstance(value, str):
-        return cut_text(value, limit)
-    if isinstance(value, dict):
-        cut_any = False
-        out = {}
-        for key, inner in value.items():
-            out[key], cut = _cut_fields(inner, limit)
-            cut_any |= cut
-        return out, cut_any
-    if isinstance(value, list):
-        pairs = [_cut_fields(inner, limit) for inner in value]
-        return [p[0] for p in pairs], any(p[1] for p in pairs)
-    return value, False
+# Fields that are never cut: a cut link or title is a broken source, a cut id cannot be looked up.
+_WHOLE = frozenset({"url", "title", "id", "path", "filename", "repo", "ts", "thread_ts", "wikiTitle", "permalink"})
+
+
+def _keep_whole(key: str | None) -> bool:
+    return key is not None and (key in _WHOLE or key.endswith(("Id", "_id", "_url", "Url")))
+
+
+@dataclass
+class _Shrink:
+    """One pass over a result's values: long strings cut to ``field_limit``, nested lists to ``list_limit``
+    entries; with ``whole_only`` only the fields that are never cut are kept. Always applied to the original
+    values, so every marker counts what was really left out."""
+
+    field_limit: int
+    list_limit: int
+    whole_only: bool = False
+    fields_cut: int = 0
+    fields_dropped: int = 0
+    lists: dict[str, tuple[int, int]] = field(default_factory=dict)  # where -> (kept, longest seen)
+
+    def value(self, value: Any, where: str, key: str | None = None) -> Any:
+        if isinstance(value, str):
+            if _keep_whole(key):
+                return value
+            text, cut = _cut(value, self.field_limit)
+            self.fields_cut += cut
+            return text
+        if isinstance(value, dict):
+            out = {}
+            for name, inner in value.items():
+                if self.whole_only and not _keep_whole(name):
+                    self.fields_dropped += 1
+                    continue
+                out[name] = self.value(inner, f"{where}.{name}", name)
+            return out
+        if isinstance(value, list):
+            if len(value) > self.list_limit:
+                kept, longest = self.lists.get(where, (self.list_limit, 0))
+                self.lists[where] = (kept, max(longest, len(value)))
+                value = value[: self.list_limit]
+            return [self.value(inner, f"{where}[]", key) for inner in value]
+        return value
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.fields_cut:
+            notes.append(f"long fields cut to {self.field_limit} characters")
+        for where, (kept, longest) in self.lists.items():
+            notes.append(f"showing {kept} of {longest} entries at {where}" if "[]" not in where
+                         else f"lists at {where} cut to {kept} entries (the longest had {longest})")
+        if self.fields_dropped:
+            notes.append("only titles, links and ids are shown: the full result was too large; read one item "
+                         "with the platform's get tool")
+        return notes
+
+
+def _capped_notes(notes: list[str]) -> list[str]:
+    kept = [_cut(note, MAX_NOTE_CHARS)[0] for note in notes[:MAX_NOTES]]
+    if len(notes) > MAX_NOTES:
+        kept.append(f"{len(notes) - MAX_NOTES} more notes left out")
+    return kept
 
 
 def apply_limits(result: Result, limits: Limits) -> Result:
-    """Cut long fields, then drop trailing items, then shrink fields until the whole result fits."""
+    """Hold a result to the limits, and guarantee ``max_result_chars`` for its JSON (``Result.to_json()``).
+
+    In order: at most ``max_items`` items; every other string cut to ``max_field_chars`` and every nested list
+    (a PR's files, an issue's comments, a server's rows) to ``max_items`` entries; then, while the JSON is still
+    too large, trailing items are dropped, then fields and nested lists shrink further (always from the original
+    values), then only the never-cut fields (url, title, ids, paths) are kept. Links, titles and ids are never
+    cut. The notes say what was left out and where, with the limits that were finally used.
+    """
     notes = list(result.notes)
-    items = result.items
+    items = list(result.items)
     if len(items) > limits.max_items:
         notes.append(f"showing {limits.max_items} of {len(items)} items")
         items = items[: limits.max_items]
-    items, cut_items = _cut_fields(items, limits.max_field_chars)
-    item, cut_item = _cut_fields(result.item, limits.max_field_chars)
-    if cut_items or cut_item:
-        notes.append(f"long fields cut to {limits.max_field_chars} characters")
-    out = result.model_copy(update={"items": items, "item": item, "notes": notes})
+    cap = limits.max_result_chars
 
-    def size(r: Result) -> int:
-        return len(r.to_json())
+    def build(count: int, shrink: _Shrink, extra: list[str]) -> Result:
+        shown = [shrink.value(item, "items[]") for item in items[:count]]
+        one = shrink.value(result.item, "item")
+        return result.model_copy(update={"items": shown, "item": one,
+                                         "notes": _capped_notes(notes + shrink.notes() + extra)})
 
-    dropped = 0
-    while size(out) > limits.max_result_chars and len(out.items) > 1:
-        out.items = out.items[:-1]
-        dropped += 1
-    field_limit = limits.max_field_chars
-    while size(out) > limits.max_result_chars and field_limit > 50:
-        field_limit //= 2
-        out.items = _cut_fields(out.items, field_limit)[0]
-        out.item = _cut_fields(out.item, field_limit)[0]
-    if dropped:
-        out.notes = [*out.notes, f"{dropped} more items left out to stay within {limits.max_result_chars} characters"]
+    def dropped_note(count: int) -> list[str]:
+        left = len(items) - count
+        return [f"{left} more items left out to stay within {cap} characters"] if left else []
+
+    def fits(out: Result) -> bool:
+        return len(out.to_json()) <= cap
+
+    field_limit, list_limit = limits.max_field_chars, limits.max_items
+    out = build(len(items), _Shrink(field_limit, list_limit), [])
+    if fits(out):
+        return out
+    # 1. fewer items, keeping the best-ranked ones: the largest count that fits (binary search, sizes are monotone)
+    low, high = 1, len(items)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(build(middle, _Shrink(field_limit, list_limit), dropped_note(middle))):
+            low = middle
+        else:
+            high = middle - 1
+    count = low if items else 0
+    out = build(count, _Shrink(field_limit, list_limit), dropped_note(count))
+    # 2. shorter fields and nested lists, from the originals
+    while not fits(out) and (field_limit > 100 or list_limit > 1):
+        if field_limit > 100:
+            field_limit = max(100, field_limit // 2)
+        if list_limit > 1 and field_limit <= 400:
+            list_limit = max(1, list_limit // 2)
+        out = build(count, _Shrink(field_limit, list_limit), dropped_note(count))
+    # 3. only what identifies each item; 4. nothing but the notes
+    if not fits(out):
+        out = build(count, _Shrink(field_limit, list_limit, whole_only=True), dropped_note(count))
+    if not fits(out):
+        out = result.model_copy(update={"items": [], "item": None, "notes": _capped_notes(
+            [*notes, f"the result was too large to show within {cap} characters; ask for less"])[:3]})
     return out
 
 
@@ -238,6 +363,12 @@ class Tool:
         return self.description.split("\n\n")[0].replace("\n", " ").strip()
 
     @property
+    def usage(self) -> str:
+        """``mcp-lib platform:function <required> [optional=…]``: the CLI form, for usage messages and the docs."""
+        args = " ".join(f"<{p.name}>" if p.required else f"[{p.name}=…]" for p in self.params)
+        return f"mcp-lib {self.cli_name} {args}".rstrip()
+
+    @property
     def params(self) -> list[Param]:
         required = set(self.input_schema.get("required", []))
         return [
@@ -270,7 +401,16 @@ class Tool:
         return self.validator(arguments)
 
     def invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
-        """Run the tool: validated, limited, redacted; failures come back as ``status: "error"``."""
+        """Run the tool: validated, masked, limited, within its time budget. Never raises: every failure, also
+        one while masking or limiting the result, comes back as ``status: "error"`` with a short message."""
+        try:
+            return self._invoke(ctx, arguments)
+        except Exception as exc:
+            return Result.error(self.wire_name, _message(f"{type(exc).__name__}: {exc}"))
+
+    def _invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
+        if ctx.deadline is None:
+            ctx = dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
         try:
             values = self.validate(arguments)
             result = _normalize(self.wire_name, self.fn(ctx, **values))
@@ -282,9 +422,19 @@ class Tool:
             result = Result.error(self.wire_name, str(exc))
         except Exception as exc:  # a tool bug or an unexpected client error must not end the run
             result = Result.error(self.wire_name, f"{type(exc).__name__}: {exc}")
-        if not result.is_error:
-            result = apply_limits(result, ctx.limits.merged(**self.limit_overrides))
-        return Result.model_validate(redact_deep(result.model_dump()))
+        if result.is_error:
+            return result.model_copy(update={"message": _message(result.message or "failed"),
+                                             "notes": _capped_notes(redact_deep(result.notes))})
+        # JSON-safe (a date becomes its string), masked while whole, then cut to the limits
+        payload = json.loads(json.dumps({"items": result.items, "item": result.item, "notes": result.notes},
+                                        ensure_ascii=False, default=str))
+        masked = result.model_copy(update=redact_deep(payload))
+        return apply_limits(masked, ctx.limits.merged(**self.limit_overrides))
+
+
+def _message(text: str) -> str:
+    """An error message masked and cut: it may carry a server's text or an exception's."""
+    return _cut(redact_secrets(text), MAX_MESSAGE_CHARS)[0]
 
 
 @dataclass
@@ -294,6 +444,8 @@ class Platform:
     ``load_config(env)`` returns None when the platform is not configured (then it is disabled), a config
     object when it is, and raises ConfigError when the configuration is present but wrong.
     ``make_client(config)`` builds the real client; tests inject their own instead.
+    ``load_tools(platform)``, when given, fills in the tools on first use of :attr:`tools`: an in-house MCP
+    server is contacted only when one of its tools is really needed, not whenever a registry is built.
     """
 
     name: str
@@ -303,7 +455,18 @@ class Platform:
     load_config: Callable[[Mapping[str, str]], Any | None]
     make_client: Callable[..., Any]
     setup: str = ""
-    tools: dict[str, Tool] = field(default_factory=dict)
+    load_tools: Callable[[Platform], None] | None = field(default=None, repr=False, compare=False)
+    _tools: dict[str, Tool] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        if self.load_tools is not None:
+            with self._lock:
+                if self.load_tools is not None:
+                    load, self.load_tools = self.load_tools, None
+                    load(self)
+        return self._tools
 
     def tool(
         self,

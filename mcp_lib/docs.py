@@ -25,8 +25,11 @@ def _type_of(schema: dict) -> str:
     return str(schema.get("type", "any"))
 
 
+LIMIT_VARIABLES = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
+                   "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
+
+
 def tool_markdown(tool: Tool, number: int) -> str:
-    usage_args = " ".join(f"<{p.name}>" if p.required else f"[{p.name}=…]" for p in tool.params)
     lines = [
         f"### {number}. {tool.cli_name}",
         "",
@@ -34,8 +37,11 @@ def tool_markdown(tool: Tool, number: int) -> str:
         "",
         tool.description,
         "",
-        f"Usage: `mcp-lib {tool.cli_name} {usage_args}`".rstrip() + "",
+        f"Usage: `{tool.usage}`",
     ]
+    if tool.limit_overrides:
+        own = ", ".join(f"{LIMIT_VARIABLES[name]} {value}" for name, value in sorted(tool.limit_overrides.items()))
+        lines += ["", f"Own limits: {own} (a variable set explicitly is the upper bound)"]
     if tool.example:
         lines += ["", f"Example: `uv run mcp-lib {tool.example}`"]
     if tool.params:
@@ -70,7 +76,13 @@ def render(platforms: list[Platform]) -> dict[str, str]:
     files = {f"{p.name}.md": f"{GENERATED}\n\n{platform_markdown(p)}" for p in platforms}
     index = [GENERATED, "", "# helpbot tools", "",
              "Generated from the declarations in `mcp_lib/platforms/`. Regenerate with "
-             "`uv run mcp-lib docs --write`.", "", "| platform | tools | overview |", "|---|---|---|"]
+             "`uv run mcp-lib docs --write`.", "",
+             "Every result is masked for secrets, then held to `HELPBOT_TOOL_MAX_ITEMS` items (also for lists "
+             "inside an item), `HELPBOT_TOOL_MAX_FIELD_CHARS` characters per field (links, titles and ids are "
+             "never cut) and `HELPBOT_TOOL_MAX_RESULT_CHARS` characters in all; a tool may declare its own "
+             "limits, and a variable that is set explicitly caps them. One call may take "
+             "`HELPBOT_TOOL_BUDGET_S` seconds (default 45), retries included.", "",
+             "| platform | tools | overview |", "|---|---|---|"]
     for p in platforms:
         tools = ", ".join(f"`{t.cli_name}`" for t in p.tools.values())
         index.append(f"| [{p.name}]({p.name}.md) | {tools} | {p.overview} |")

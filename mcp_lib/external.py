@@ -14,6 +14,14 @@
 A remote tool runs through the same ``Tool.invoke`` as the built-in ones (validation against the server's schema,
 limits, redaction, errors as values). Each call opens its own short connection, as the seed's concierge did: no
 session state to lose, no process left behind; the cost is one process start per call for stdio servers.
+
+A server is contacted only when its tools are needed (the tool list, one of its tools, ``all-commands``), never
+merely because a registry was built or another platform's tool was looked up; listing its tools is bounded by
+``list_timeout_s``. A tool whose name cannot make a wire name (``PREFIX_tool`` within ``[A-Za-z0-9_-]{1,64}``)
+is skipped, and the platform's overview says so.
+
+``./helpbot.toml`` (the working directory's) is read only for the process environment itself -- ``os.environ``
+or a copy of it, as the CLIs pass; a mapping a test or a caller builds sees only ``HELPBOT_CONFIG``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +45,7 @@ from .config import ConfigError, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
 
 CONFIG_FILE = "helpbot.toml"
+WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what MCP clients and the Messages API accept
 
 
 class ServerEntry(BaseModel):
@@ -56,6 +66,7 @@ class ServerEntry(BaseModel):
     tools: list[str]
     allow_writes: bool = False
     timeout_s: float = 60.0
+    list_timeout_s: float = 20.0  # connecting and listing the tools; a hung server must not hang the catalog
 
     @field_validator("name")
     @classmethod
@@ -84,13 +95,20 @@ class ServerEntry(BaseModel):
         return self
 
 
+def is_process_env(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` is this process's environment (``os.environ`` itself or an unchanged copy)."""
+    return env is os.environ or dict(env) == dict(os.environ)
+
+
 def config_path(env: Mapping[str, str]) -> Path | None:
-    """``HELPBOT_CONFIG``, else ``./helpbot.toml`` when it exists."""
+    """``HELPBOT_CONFIG``, else -- for the process environment only -- ``./helpbot.toml`` when it exists."""
     configured = env_str(env, "HELPBOT_CONFIG")
     if configured:
         if not Path(configured).is_file():
             raise ConfigError("HELPBOT_CONFIG", f"{configured!r} is not a file")
         return Path(configured)
+    if not is_process_env(env):
+        return None
     default = Path.cwd() / CONFIG_FILE
     return default if default.is_file() else None
 
@@ -106,6 +124,10 @@ def load_file_config(env: Mapping[str, str]) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), f"not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), f"not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot be read ({exc.strerror or exc})") from None
 
 
 def server_entries(env: Mapping[str, str]) -> list[ServerEntry]:
@@ -170,18 +192,6 @@ def _error_message(called: Any, text: str) -> str:
     return text or "the MCP server reported an error"
 
 
-def _cap_lists(value: Any, max_items: int, where: str, notes: list[str]) -> Any:
-    """Lists nested inside a server's result (its rows) are held to the same item limit as ours."""
-    if isinstance(value, dict):
-        return {k: _cap_lists(v, max_items, f"{where}.{k}" if where else k, notes) for k, v in value.items()}
-    if isinstance(value, list):
-        if len(value) > max_items:
-            notes.append(f"showing {max_items} of {len(value)} items at {where or 'the result'}")
-            value = value[:max_items]
-        return [_cap_lists(v, max_items, where, notes) for v in value]
-    return value
-
-
 def _to_result(name: str, called: Any) -> Result:
     text = "\n".join(getattr(block, "text", "") for block in called.content).strip()
     if called.is_error:
@@ -220,8 +230,8 @@ def _run(fn: Any) -> Any:
 
 
 def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
-    """Connect once to list the tools; keep the allowed ones. A server that cannot be reached yields a
-    platform with no tools and says why in its overview (the run goes on without it)."""
+    """The server as a platform whose tools are listed on first use. A server that cannot be reached (or does
+    not answer within ``list_timeout_s``) yields no tools, and its overview says why: the run goes on without it."""
     platform = Platform(
         name=entry.platform_name,
         overview=entry.description or f"In-house MCP server {entry.name!r}.",
@@ -233,22 +243,34 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
         load_config=lambda _env: entry,
         make_client=lambda config: config,
         setup=f"helpbot.toml [[mcp_servers]] name = {entry.name!r}",
+        load_tools=lambda platform: _list_tools(platform, entry, env),
     )
+    return platform
 
+
+def _list_tools(platform: Platform, entry: ServerEntry, env: Mapping[str, str]) -> None:
     async def list_remote() -> Any:
-        async with _session(entry, env) as client:
-            return (await client.list_tools()).tools
+        with anyio.fail_after(entry.list_timeout_s):
+            async with _session(entry, env) as client:
+                return (await client.list_tools()).tools
 
     try:
         listed = _run(list_remote)
     except ConfigError:
         raise
+    except TimeoutError:
+        platform.overview += f" (unavailable: no tool list within {entry.list_timeout_s:g} s)"
+        return
     except Exception as exc:
         platform.overview += f" (unavailable: {type(exc).__name__}: {exc})"
-        return platform
+        return
 
+    badly_named = []
     for remote in listed:
         if remote.name not in entry.tools:
+            continue
+        if not WIRE_NAME.match(f"{entry.platform_name}_{remote.name}"):
+            badly_named.append(remote.name)
             continue
         read_only = _is_read_only(remote)
         if not read_only and not entry.allow_writes:
@@ -262,7 +284,9 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
             validator=_schema_validator(dict(remote.input_schema)),
             read_only=read_only,
         )
-    return platform
+    if badly_named:
+        platform.overview += (f" (skipped tools whose names cannot be used: {', '.join(map(repr, badly_named))}; "
+                              "a name must fit [A-Za-z0-9_-], 64 characters with the prefix)")
 
 
 def _caller(entry: ServerEntry, env: Mapping[str, str], tool_name: str) -> Any:
@@ -275,12 +299,7 @@ def _caller(entry: ServerEntry, env: Mapping[str, str], tool_name: str) -> Any:
             called = _run(run)
         except Exception as exc:
             raise ToolError(f"MCP server {entry.name!r} failed: {type(exc).__name__}: {exc}") from None
-        result = _to_result(f"{entry.platform_name}_{tool_name}", called)
-        if result.is_error:
-            return result
-        notes: list[str] = []
-        item = _cap_lists(result.item, ctx.limits.max_items, "", notes)
-        return result.model_copy(update={"item": item, "notes": [*result.notes, *notes]})
+        return _to_result(f"{entry.platform_name}_{tool_name}", called)  # nested rows: held by apply_limits
 
     return call
 

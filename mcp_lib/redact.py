@@ -17,17 +17,31 @@ from typing import Any
 MASK = "[REDACTED]"
 
 _A = re.ASCII
+# A value after ``KEY=`` / ``"key": ``: printable ASCII without quotes or brackets (secrets are ASCII; Japanese
+# prose after 「password:」 is not a secret), at least 8 characters, taken whole (possessive) and not followed by
+# ``(`` or ``[`` so that code such as ``token = get_token()`` or ``os.environ["X"]`` is left alone.
+_VALUE = r"[A-Za-z0-9!#$%&*+\-./:;=?@^_`|~]{8,}+(?![(\[])"
+_KEY_WORDS = (r"api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|secret"
+              r"|password|passwd|passphrase|token|credentials?")
 _SECRET_PATTERNS = [
     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S | _A),
-    re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}", _A),  # Slack tokens
-    re.compile(r"\bxapp-[A-Za-z0-9-]{10,}", _A),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}", _A),  # GitHub classic tokens
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}", _A),
-    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", _A),  # AWS access key ids
-    re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}", _A),  # Anthropic keys
-    re.compile(r"\bABSK[A-Za-z0-9+/=]{20,}", _A),  # Bedrock API keys
-    re.compile(r"(?i)\b(aws_secret_access_key|secret_access_key|api[_-]?key|password|passwd|token)"
-               r"(\s*[:=]\s*)([\"']?)[^\s\"']{8,}", _A),
+    # Distinctive prefixes match anywhere, also glued to the text before them (``TOKEN_ghp_…``, ``キーxoxb-…``).
+    re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}", _A),  # Slack tokens
+    re.compile(r"xapp-[A-Za-z0-9-]{10,}", _A),
+    re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}", _A),  # GitHub tokens: ghp_ gho_ ghu_ ghs_ ghr_
+    re.compile(r"github_pat_[A-Za-z0-9_]{30,}", _A),
+    re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _A),  # AWS access key ids
+    re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}", _A),  # Anthropic keys
+    re.compile(r"(?<![A-Za-z0-9])ABSK[A-Za-z0-9+/=]{20,}", _A),  # Bedrock API keys
+    re.compile(r"(?<![A-Za-z0-9])AIza[A-Za-z0-9_-]{35}", _A),  # Google API keys
+    re.compile(r"(?<![A-Za-z0-9])[sr]k_live_[A-Za-z0-9]{16,}", _A),  # Stripe secret keys
+    re.compile(r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", _A),  # JWTs
+    # Slack incoming webhooks and workflow triggers: the path is the secret, the host tells the reader what it was.
+    re.compile(r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}", _A),
+    # Authorization: Bearer <credential> / Basic <credential>: the scheme is kept (three groups, as key=value)
+    re.compile(r"(?i)(\bbearer\s+|\bauthorization:\s*basic\s+)()()[A-Za-z0-9._~+/-]{16,}=*", _A),
+    # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
+    re.compile(rf"(?i)(?<![A-Za-z0-9])([A-Za-z0-9_.-]*(?:{_KEY_WORDS}))([\"']?\s*[:=]\s*)([\"']?){_VALUE}", _A),
 ]
 
 _EMAIL = re.compile(r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", _A)
@@ -56,8 +70,8 @@ def _sub(pattern: re.Pattern[str], text: str, replace: Callable[[re.Match[str]],
 
 
 def _mask_secret(match: re.Match[str]) -> str:
-    if match.lastindex == 3:  # key=value form: keep the key so the reader knows what was there
-        return f"{match.group(1)}{match.group(2)}{MASK}"
+    if match.re.groups == 3:  # key=value form: keep the key (and quote) so the reader knows what was there
+        return f"{match.group(1)}{match.group(2)}{match.group(3)}{MASK}"
     return MASK
 
 

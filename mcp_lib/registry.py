@@ -4,7 +4,8 @@
     >>> get_mcp("faq").functions["search"]("在庫 同期")          # doctest: +SKIP
 
 A platform is enabled exactly when its configuration is present in the environment; FAQ always is.
-Clients are created lazily on first use, or handed in (``clients={"slack": fake}``) by tests.
+Clients are created lazily on first use, or handed in (``clients={"slack": fake}``) by tests. In-house MCP
+servers from helpbot.toml join as platforms whose tools are listed only when first needed (``mcp_lib.external``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +75,7 @@ class Registry:
         return {name: load_platform(name) for name in PLATFORM_NAMES}
 
     def platforms(self) -> dict[str, Platform]:
-        """Built-in platforms plus the in-house MCP servers listed in helpbot.toml."""
+        """Built-in platforms plus the in-house MCP servers listed in helpbot.toml (not contacted here)."""
         if self._platforms is None:
             from .external import external_platforms
 
@@ -119,6 +120,24 @@ class Registry:
                 if only is None or platform.name in only or tool.wire_name in only or tool.cli_name in only:
                     chosen.append(tool)
         return chosen
+
+    def resolve_only(self, names: Iterable[str]) -> list[str]:
+        """``--only`` names, stripped and checked against the enabled platforms and their tools; an unknown or
+        disabled name is an UnknownTool that lists what can be chosen."""
+        known: list[str] = []
+        for platform in self.enabled():
+            known += [platform.name, *(t.wire_name for t in platform.tools.values())]
+        choices = ", ".join(known)
+        known += [t.cli_name for t in self.tools()]
+        wanted = [name.strip() for name in names if name.strip()]
+        if not wanted:
+            raise UnknownTool(f"--only names nothing; give platforms or tools (known: {choices})")
+        unknown = [name for name in wanted if name not in known]
+        if unknown:
+            disabled = [name for name in unknown if name in self.platforms()]
+            hint = f"; not configured here: {', '.join(disabled)}" if disabled else ""
+            raise UnknownTool(f"unknown name in --only: {', '.join(unknown)}{hint} (known: {choices})")
+        return wanted
 
     def find(self, name: str) -> Tool:
         """Look up by wire name (``redmine_getIssue``) or CLI name (``redmine:getIssue``)."""

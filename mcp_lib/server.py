@@ -1,8 +1,8 @@
 """A real MCP server (official ``mcp`` SDK, low-level ``Server``) serving the enabled platforms' tools.
 
-The tool list and schemas are the very ones Claude gets (``Tool.input_schema``). Arguments are validated against
-that schema with jsonschema before the tool runs (the low-level server does not validate); a bad call or a failing
-tool is an ``isError`` result, never a protocol error.
+The tool list and schemas are the very ones Claude gets (``Tool.input_schema``). The low-level server does not
+validate arguments; ``Tool.invoke`` does (the same check on every surface), and a bad call (``kind:
+"arguments"``) or a failing tool is an ``isError`` result, never a protocol error.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import anyio
-import jsonschema
 from mcp import types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
@@ -30,9 +29,9 @@ def _mcp_tool(tool: Tool) -> types.Tool:
 
 
 def _call_result(result: Result) -> types.CallToolResult:
-    payload = json.loads(result.to_json())
+    payload = result.to_dict()
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=result.to_json(indent=1))],
+        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
         structured_content=payload,
         is_error=result.is_error,
     )
@@ -48,13 +47,7 @@ def build_server(registry: Registry, only: list[str] | None = None) -> Server[An
         tool = tools.get(params.name)
         if tool is None:
             return _call_result(Result.error(params.name, f"unknown tool {params.name!r}; see tools/list"))
-        arguments = params.arguments or {}
-        try:
-            jsonschema.validate(arguments, tool.input_schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-            return _call_result(Result.error(tool.wire_name, f"invalid arguments: {where}: {exc.message}"))
-        result = await anyio.to_thread.run_sync(registry.call, tool.wire_name, arguments)
+        result = await anyio.to_thread.run_sync(registry.call, tool.wire_name, params.arguments or {})
         return _call_result(result)
 
     return Server(

@@ -118,9 +118,19 @@ note(hr_issue, admin, "在庫管理ツールの見積もりを依頼しました
 hr_child = new_issue.call(hr, feature, "総務側の在庫ツール設定", "", parent_issue_id: parent.id)
 ids["hr_child"] = hr_child.id
 
+# a private issue (admin's key can read it; the answer's readers may not): a child of the parent, related to
+# the stock issue, with 在庫 in its subject, so every tool would meet it
+secret = new_issue.call(ec, bug, "在庫の非公開チケット", "極秘：取引先Yの在庫調整メモ", is_private: true,
+                        parent_issue_id: parent.id)
+ids["private"] = secret.id
+IssueRelation.create!(issue_from: Issue.find(stock.id), issue_to: Issue.find(secret.id), relation_type: "relates")
+
 wiki_page(ec, "在庫同期の手順",
           "h1. 在庫同期の手順\n\n在庫同期は15分ごとに走る。遅延したら夜間バッチを確認する。", admin)
 wiki_page(hr, "在庫ツール契約", "総務の在庫ツール契約の一覧。", admin)
+# a redirect in ec-sync's wiki to a page that lives in internal-hr (what moving a page to another project leaves)
+WikiRedirect.create!(wiki: Wiki.find_by!(project_id: ec.id), title: "契約一覧", redirects_to: "在庫ツール契約",
+                     redirects_to_wiki_id: Wiki.find_by!(project_id: hr.id).id)
 
 puts "HELPBOT_SEED " + JSON.generate(api_key: admin.api_key, ids: ids)
 """

@@ -35,6 +35,7 @@ from pydantic import Field
 
 from ..config import ConfigError, env_str, env_url
 from ..core import Platform, Result, ToolContext, ToolError
+from ..redact import redact_secrets
 
 _REPO_FAQ = Path(__file__).resolve().parents[2] / "faq"
 _BUNDLED_FAQ = Path(__file__).resolve().parents[1] / "_bundled_faq"
@@ -551,7 +552,7 @@ def search(
     plan = index.plan(query)
     items = [
         {"id": entry.id, "title": entry.question, "url": index.url_of(entry), "tags": entry.tags,
-         "score": round(score, 3), "snippet": index.snippet(entry.body, plan)}
+         "score": round(score, 3), "snippet": index.snippet(redact_secrets(entry.body), plan)}
         for entry, score in index.search(plan, limit, boost_tags=tags or ())
     ]
     notes = [] if items else ["no FAQ entry matches; try other words, or search Slack, Redmine, Growi or GitHub"]

@@ -2,10 +2,10 @@
 
 The allowlist is enforced here, not in the prompt: a ``repo`` argument outside ``HELPBOT_GITHUB_REPOS`` is
 refused before any request, searches are scoped with a ``repo:`` qualifier for every allowlisted repo, and
-results from any other repo are dropped anyway. Only GET requests are sent.
+results from any other repo are dropped anyway. The client refuses anything but GET (an httpx request hook).
 
-``send`` (one HTTP call under the shared tenacity policy of ``mcp_lib.http``) and ``cut`` are shared with the
-Growi platform.
+Requests go through ``mcp_lib.http.send``: retries under the shared tenacity policy, within the tool call's
+deadline. Long bodies, comments and patches are cut with ``mcp_lib.core.cut_text`` (masked first).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pydantic import Field
 
 from ..config import ConfigError, env_float, env_int, env_list, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
-from ..http import brief_error, send
+from ..http import error_detail, json_answer, read_only_client, send
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
@@ -46,7 +46,7 @@ class GitHubConfig:
     max_body_chars: int = 6000
     max_comments: int = 10
     max_comment_chars: int = 1000
-    max_files: int = 30
+    max_files: int = 20
     max_patch_chars: int = 1500
     search_per_page: int = 20
 
@@ -79,14 +79,15 @@ def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
         timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", 20.0, minimum=0.1),
         max_body_chars=env_int(env, "HELPBOT_GITHUB_MAX_BODY_CHARS", 6000, minimum=200),
         max_comments=env_int(env, "HELPBOT_GITHUB_MAX_COMMENTS", 10, minimum=1),
-        max_files=env_int(env, "HELPBOT_GITHUB_MAX_FILES", 30, minimum=1),
+        max_files=env_int(env, "HELPBOT_GITHUB_MAX_FILES", 20, minimum=1),
         max_patch_chars=env_int(env, "HELPBOT_GITHUB_MAX_PATCH_CHARS", 1500, minimum=100),
     )
 
 
 def make_client(config: GitHubConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """The real client; tests pass ``transport=httpx.MockTransport(fake.handler)`` or point api_url at a server."""
-    return httpx.Client(
+    """The real client (GET only); tests pass ``transport=httpx.MockTransport(fake.handler)`` or point api_url
+    at a server."""
+    return read_only_client(
         base_url=config.api_url,
         headers={
             "Accept": JSON_MEDIA,
@@ -105,12 +106,8 @@ def _get(ctx: ToolContext, path: str, what: str, **kwargs: Any) -> Any:
     response = send(ctx, "GitHub", "GET", path, **kwargs)
     status = response.status_code
     if status == 200:
-        try:
-            return response.json()
-        except ValueError:
-            raise ToolError(f"GitHub answered {what} with something that is not JSON; "
-                            "check GITHUB_API_URL") from None
-    detail = brief_error(response)
+        return json_answer(response, "GitHub", what, "GITHUB_API_URL")
+    detail = error_detail(response)
     if status == 401:
         raise CredentialsError(f"GitHub rejected GITHUB_TOKEN (HTTP 401{detail}); the token is wrong or expired")
     if status == 403:
@@ -119,20 +116,11 @@ def _get(ctx: ToolContext, path: str, what: str, **kwargs: Any) -> Any:
         raise ToolError(f"{what} was not found on GitHub (HTTP 404{detail}); check the repo, path, ref or "
                         "number, or whether the token can see it")
     if status == 422:
-        raise ToolError(f"GitHub could not process {what} (HTTP 422{detail}{_validation_errors(response)})")
+        raise ToolError(f"GitHub could not process {what} (HTTP 422{detail})")
     if 300 <= status < 400:
         raise ToolError(f"GitHub redirected {what} (HTTP {status} to {response.headers.get('location')}); "
                         "the repository may have been renamed: update HELPBOT_GITHUB_REPOS")
     raise ToolError(f"GitHub answered HTTP {status} for {what}{detail}")
-
-
-def _validation_errors(response: httpx.Response) -> str:
-    try:
-        errors = response.json().get("errors") or []
-    except (ValueError, AttributeError):
-        return ""
-    messages = [str(e["message"]) for e in errors if isinstance(e, dict) and e.get("message")]
-    return f": {'; '.join(messages)}" if messages else ""
 
 
 def _checked_repo(ctx: ToolContext, repo: str) -> str:
@@ -214,7 +202,8 @@ PLATFORM = Platform(
     setup=("`GITHUB_TOKEN`（対象リポジトリを読めるトークン）と `HELPBOT_GITHUB_REPOS`（owner/name のカンマ区切り）"
            "の両方があると有効。`GITHUB_API_URL`（GitHub Enterprise 用、既定 https://api.github.com）、"
            "`HELPBOT_HTTP_TIMEOUT_S`（既定 20）、`HELPBOT_GITHUB_MAX_BODY_CHARS`（既定 6000）、"
-           "`HELPBOT_GITHUB_MAX_COMMENTS`（既定 10）、`HELPBOT_GITHUB_MAX_FILES`（既定 30）、"
+           "`HELPBOT_GITHUB_MAX_COMMENTS`（既定 10）、"
+           "`HELPBOT_GITHUB_MAX_FILES`（既定 20、HELPBOT_TOOL_MAX_ITEMS を超えない）、"
            "`HELPBOT_GITHUB_MAX_PATCH_CHARS`（既定 1500）で調整できる。"),
 )
 
@@ -425,11 +414,12 @@ def getPullRequest(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result
     """
     name = _checked_repo(ctx, repo)
     config: GitHubConfig = ctx.config
+    max_files = min(config.max_files, ctx.limits.max_items)  # nested lists are held to the item limit anyway
     pull = _get(ctx, f"{_repo_path(name)}/pulls/{number}", f"pull request {name}#{number}")
     files = _get(ctx, f"{_repo_path(name)}/pulls/{number}/files", f"files of {name}#{number}",
-                 params={"per_page": min(config.max_files, 100)}) or []
+                 params={"per_page": min(max_files, 100)}) or []
     changed = []
-    for f in files[: config.max_files]:
+    for f in files[:max_files]:
         patch, patch_cut = cut_text(f.get("patch") or "", config.max_patch_chars)
         changed.append({"filename": f.get("filename"), "status": f.get("status"),
                         "additions": f.get("additions"), "deletions": f.get("deletions"),

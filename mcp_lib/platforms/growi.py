@@ -2,7 +2,8 @@
 
 Growi reports search failures as HTTP 200 with ``ok: false`` (e.g. "SearchService is not reachable." while
 Elasticsearch is down); that is an error here, never an empty result. An optional path allowlist
-(``HELPBOT_GROWI_PATHS``) is enforced in code on every search hit and page. Retries are GitHub's ``send``.
+(``HELPBOT_GROWI_PATHS``) is enforced in code on every search hit and page. Requests go through
+``mcp_lib.http.send`` (retries within the tool call's deadline) on a client that refuses anything but GET.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import Field
 
 from ..config import ConfigError, env_float, env_int, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
-from ..http import send
+from ..http import error_detail, json_answer, read_only_client, send
 
 _PAGE_ID_RE = re.compile(r"^[0-9a-fA-F]{24}$")
 _TAG_RE = re.compile(r"</?em\b[^>]*>", re.I)
@@ -67,8 +68,9 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
 
 
 def make_client(config: GrowiConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """The real client (Bearer access token); tests pass a MockTransport or point GROWI_URL at a local server."""
-    return httpx.Client(base_url=config.url, headers={"Authorization": f"Bearer {config.token}",
+    """The real client (Bearer access token, GET only); tests pass a MockTransport or point GROWI_URL at a local
+    server."""
+    return read_only_client(base_url=config.url, headers={"Authorization": f"Bearer {config.token}",
                                                       "Accept": "application/json",
                                                       "User-Agent": "helpbot-mcp-lib"},
                         timeout=config.timeout_s, transport=transport)
@@ -83,32 +85,15 @@ def _json(response: httpx.Response, what: str) -> Any:
             raise CredentialsError(f"Growi redirected {what} to its login page (HTTP {status}): "
                                    "GROWI_ACCESS_TOKEN was not accepted")
         raise ToolError(f"Growi redirected {what} to {where!r} (HTTP {status}): check GROWI_URL")
+    detail = error_detail(response)
     if status in (401, 403):
-        raise CredentialsError(f"Growi refused {what} (HTTP {status}{_errors(response)}): GROWI_ACCESS_TOKEN is wrong, "
-                        "expired, or lacks the read:features:page scope")
+        raise CredentialsError(f"Growi refused {what} (HTTP {status}{detail}): GROWI_ACCESS_TOKEN is wrong, "
+                               "expired, or lacks the read:features:page scope")
     if status == 404:
-        raise ToolError(f"{what} was not found in Growi (HTTP 404{_errors(response)}); "
-                        "find pages with growi_searchPages")
+        raise ToolError(f"{what} was not found in Growi (HTTP 404{detail}); find pages with growi_searchPages")
     if status >= 400:
-        raise ToolError(f"Growi answered HTTP {status} for {what}{_errors(response)}")
-    try:
-        return response.json()
-    except ValueError:
-        kind = response.headers.get("content-type", "unknown content")
-        raise ToolError(f"Growi answered {what} with {kind}, not JSON: check GROWI_URL") from None
-
-
-def _errors(response: httpx.Response) -> str:
-    """`` (message; ...)`` from Growi's ``{errors: [...]}`` / ``{error}`` bodies."""
-    try:
-        body = response.json()
-    except ValueError:
-        return ""
-    if not isinstance(body, dict):
-        return ""
-    errors = body.get("errors") or ([body["error"]] if body.get("error") else [])
-    messages = [str(e.get("message") if isinstance(e, dict) else e) for e in errors]
-    return f" ({'; '.join(messages)[:300]})" if messages else ""
+        raise ToolError(f"Growi answered HTTP {status} for {what}{detail}")
+    return json_answer(response, "Growi", what, "GROWI_URL")
 
 
 def _title(path: str) -> str:

@@ -3,12 +3,14 @@
 The seam for retries is python-redmine's engine: :class:`Engine` turns 429/5xx answers and connection failures
 or timeouts into :class:`~mcp_lib.http.RetryableError` (with the server's Retry-After), and refuses anything but
 GET. Each tool call then runs its requests under one tenacity policy from ``mcp_lib.http`` with the injected
-sleep, so a Redmine that stays down becomes an error result within a time budget.
+sleep, bounded by the call's deadline, so a Redmine that stays down becomes an error result in time.
 
 The optional project allowlist (``HELPBOT_REDMINE_PROJECTS``) is enforced here, not in the prompt: ``project``
 arguments outside it are refused, searches are scoped to the allowed projects, and any result, issue, child or
-related issue that belongs to another project (a subproject included) is dropped or refused anyway.
-Private notes are never returned: the answer is posted where not everyone may see them.
+related issue that belongs to another project (a subproject included) is dropped or refused anyway. A wiki title
+cannot walk out of its project (``../`` is refused and titles are URL-quoted), and a wiki redirect (a renamed
+or moved page) is followed only into an allowed project.
+Private issues and private notes are never returned: the answer is posted where not everyone may see them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import zip_longest
 from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlparse
 
 import requests
 from pydantic import Field
@@ -29,7 +31,8 @@ from redminelib.engines.sync import SyncEngine
 
 from ..config import env_float, env_int, env_list, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
-from ..http import MAX_SERVER_WAIT_S, RETRYABLE_STATUS, RetryableError, call_with_retries, retrying, server_wait
+from ..http import RetryableError, call_with_retries, check_retryable, policy_for
+from ..redact import redact_secrets
 
 T = TypeVar("T")
 SNIPPET_CHARS = 300
@@ -83,17 +86,25 @@ class Engine(SyncEngine):
         return kwargs
 
     def process_response(self, response: requests.Response) -> Any:
-        if response.status_code in RETRYABLE_STATUS:
-            wait = server_wait(response.headers, time.time())
-            if wait is not None and wait > MAX_SERVER_WAIT_S:  # as mcp_lib.http.send: say so rather than sit it out
-                raise ToolError(f"Redmine is rate limited (HTTP {response.status_code}); it asks to wait "
-                                f"{wait:.0f} s, more than the {MAX_SERVER_WAIT_S:.0f} s we wait; try later")
-            raise RetryableError(f"Redmine answered HTTP {response.status_code}", wait=wait)
+        check_retryable("Redmine", response.status_code, response.headers, time.time())
+        if response.history:  # http -> https keeps the path; a wiki redirect (a moved page) does not
+            asked = urlparse(str(response.history[0].request.url)).path
+            landed = urlparse(str(response.url)).path
+            if asked != landed:
+                raise Redirected(landed)
         return super().process_response(response)
 
 
 class NotFound(ToolError):
     """Redmine answered 404 (or the key's user may not see the thing)."""
+
+
+class Redirected(ToolError):
+    """Redmine redirected to another path (a renamed or moved wiki page); ``path`` is where it landed."""
+
+    def __init__(self, path: str):
+        super().__init__(f"Redmine redirected the request to {path}")
+        self.path = path
 
 
 class RedmineClient:
@@ -118,7 +129,7 @@ class Session:
         self.config: RedmineConfig = ctx.config
         self.api = self.client.api
         self.base = self.config.url
-        self.policy = retrying(sleep=ctx.sleep, clock=ctx.clock, budget_s=self.config.retry_budget_s)
+        self.policy = policy_for(ctx, budget_s=self.config.retry_budget_s)
 
     def call(self, fn: Callable[[], T], not_found: str = "not found in Redmine") -> T:
         if not self.client.key_checked:
@@ -144,6 +155,8 @@ class Session:
 
     # -- the allowlist ----------------------------------------------------------------------------------------
     def check_project(self, project: str) -> None:
+        if not _PROJECT_IDENT.match(project):
+            raise ToolError(f"project {project!r} is not a project identifier (as in /projects/IDENT, e.g. ec-sync)")
         if self.config.projects and project not in self.config.projects:
             raise ToolError(f"project {project!r} is outside HELPBOT_REDMINE_PROJECTS; allowed: "
                             + ", ".join(self.config.projects))
@@ -164,6 +177,16 @@ class Session:
     def allowed(self, issue: Mapping[str, Any] | None) -> bool:
         ids = self.allowed_ids()
         return ids is None or (issue is not None and issue.get("project", {}).get("id") in ids)
+
+    def hidden(self, issue: Mapping[str, Any] | None) -> str | None:
+        """Why an issue must not be shown ("private", "outside the allowed projects", "unknown"), or None."""
+        if issue is None:
+            return "unknown"  # not visible to the key, or not found: nothing to show, nothing to vouch for
+        if issue.get("is_private"):
+            return "private"
+        if not self.allowed(issue):
+            return "outside the allowed projects"
+        return None
 
     def projects_to_search(self, project: str | None) -> list[str | None]:
         """None means all projects; with an allowlist, each allowed project on its own."""
@@ -193,6 +216,18 @@ class Session:
         return f"{self.base}/projects/{project}/wiki/{quote(title, safe='')}"
 
 
+_PROJECT_IDENT = re.compile(r"^[A-Za-z0-9_-]+$")
+_BAD_WIKI_TITLE = re.compile(r"[/\\?#%]|\.\.")
+
+
+def _left_out(reasons: list[str], what: str) -> list[str]:
+    """``2 issues left out (private: 1, outside the allowed projects: 1)``, or nothing."""
+    if not reasons:
+        return []
+    counts = ", ".join(f"{reason}: {reasons.count(reason)}" for reason in dict.fromkeys(reasons))
+    return [f"{len(reasons)} {what} left out ({counts})"]
+
+
 def _name(value: Any) -> str | None:
     return value.get("name") if isinstance(value, Mapping) else None
 
@@ -212,8 +247,9 @@ def _summary(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
-    """The part of the text around the first query word found, so the model sees why it matched."""
-    flat = " ".join((text or "").split())
+    """The part of the text around the first query word found, so the model sees why it matched (masked before
+    it is cut, so that no piece of a secret is left at an edge)."""
+    flat = " ".join(redact_secrets(text or "").split())
     lower = flat.lower()
     positions = [p for word in query.lower().split() if (p := lower.find(word)) >= 0]
     start = max(0, min(positions) - width // 4) if positions else 0
@@ -276,11 +312,12 @@ def search(
     hits with redmine_getWikiPage(project, wikiTitle). Few hits? Try fewer or other words (synonyms, English).
     """
     session = Session(ctx)
+    fetch = min(100, limit * 2)  # room for hits that are private or outside the allowlist
     per_project: list[list[dict[str, Any]]] = []
     total = 0
     for scope in session.projects_to_search(project):
         path = f"/projects/{quote(scope, safe='')}/search.json" if scope else "/search.json"
-        params = {"q": query, "issues": 1, "wiki_pages": 1, "limit": limit}
+        params = {"q": query, "issues": 1, "wiki_pages": 1, "limit": fetch}
         try:
             answer = session.call(partial(session.api.engine.request, "get", f"{session.api.url}{path}",
                                           params=params), not_found=f"no project {scope!r}")
@@ -291,34 +328,43 @@ def search(
         per_project.append(list(answer.get("results", [])))
         total += int(answer.get("total_count", 0))
 
-    hits = list(_round_robin(per_project))[:limit]
+    hits = list(_round_robin(per_project))[:fetch]
     issues = session.issues_by_id([h["id"] for h in hits if str(h.get("type", "")).startswith("issue")])
-    items = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None]
-    dropped = len(hits) - len(items)
-    notes = [f"{dropped} results outside the allowed projects left out"] if dropped else []
-    return Result(items=items, total=total, notes=notes)
+    items: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    for hit in hits:
+        if len(items) == limit:
+            break
+        item, reason = _hit(session, hit, query, issues)
+        if item is None:
+            reasons.append(reason or "hidden")
+        else:
+            items.append(item)
+    return Result(items=items, total=total, notes=_left_out(reasons, "results"))
 
 
 def _hit(session: Session, hit: Mapping[str, Any], query: str,
-         issues: Mapping[int, dict[str, Any]]) -> dict[str, Any] | None:
-    """One search result as an item, or None when it is outside the allowlist."""
+         issues: Mapping[int, dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """One search result as an item; or None and the reason it must not be shown."""
     base = {"title": hit.get("title"), "snippet": snippet(hit.get("description") or "", query),
             "datetime": hit.get("datetime")}
     if str(hit.get("type", "")).startswith("issue"):
         raw = issues.get(int(hit["id"]))
-        if not session.allowed(raw):
-            return None
+        reason = session.hidden(raw)
+        if reason or raw is None:
+            return None, reason
         return {"type": "issue", "issueId": hit["id"], "url": session.issue_url(hit["id"]), **base,
-                "project": _name(raw.get("project")) if raw else None,
-                "status": _name(raw.get("status")) if raw else None}
+                "project": _name(raw.get("project")), "status": _name(raw.get("status"))}, None
     match = re.search(r"/projects/([^/]+)/wiki/([^/?#]+)", str(hit.get("url", "")))
     if not match:
-        return None if session.config.projects else {"type": hit.get("type"), "url": hit.get("url"), **base}
+        if session.config.projects:
+            return None, "outside the allowed projects"
+        return {"type": hit.get("type"), "url": hit.get("url"), **base}, None
     project, title = unquote(match.group(1)), unquote(match.group(2))
     if session.config.projects and project not in session.config.projects:
-        return None
+        return None, "outside the allowed projects"
     return {"type": "wiki-page", "url": session.wiki_url(project, title), **base, "project": project,
-            "wikiTitle": title}
+            "wikiTitle": title}, None
 
 
 @PLATFORM.tool(example="redmine:getIssues query=在庫 status=open limit=10")
@@ -340,7 +386,7 @@ def getIssues(
     """
     session = Session(ctx)
     filters: dict[str, Any] = {"status_id": {"open": "open", "closed": "closed", "all": "*"}[status],
-                               "sort": "updated_on:desc", "limit": limit}
+                               "sort": "updated_on:desc", "limit": min(100, limit * 2)}  # room for hidden ones
     if query:
         filters["subject"] = f"~{query}"
     found: list[dict[str, Any]] = []
@@ -348,11 +394,10 @@ def getIssues(
         scoped = {**filters, "project_id": scope} if scope else filters
         found += session.call(partial(session.raw_issues, scoped),
                               not_found=f"no project {scope!r}; use the identifier from /projects/IDENT")
-    kept = [raw for raw in found if session.allowed(raw)]
-    dropped = len(found) - len(kept)
+    reasons = [reason for raw in found if (reason := session.hidden(raw))]
+    kept = [raw for raw in found if not session.hidden(raw)]
     kept.sort(key=lambda raw: str(raw.get("updated_on") or ""), reverse=True)
-    notes = [f"{dropped} issues outside the allowed projects left out"] if dropped else []
-    return Result(items=[_summary(session, raw) for raw in kept[:limit]], notes=notes)
+    return Result(items=[_summary(session, raw) for raw in kept[:limit]], notes=_left_out(reasons, "issues"))
 
 
 @PLATFORM.tool(example="redmine:getIssue 123", max_field_chars=3000)
@@ -371,6 +416,9 @@ def getIssue(
     raw = session.call(lambda: session.api.issue.get(
         issueId, include=["journals", "children", "relations", "attachments"]).raw(),
         not_found=f"no issue #{issueId} (or the API key may not see it)")
+    if raw.get("is_private"):
+        raise ToolError(f"issue #{issueId} is a private issue: it is never shown (the answer is posted where "
+                        "not everyone may see it)")
     if not session.allowed(raw):
         raise ToolError(f"issue #{issueId} belongs to a project outside HELPBOT_REDMINE_PROJECTS")
     config: RedmineConfig = session.config
@@ -387,9 +435,8 @@ def getIssue(
         notes.append(f"{omitted} older comments left out (showing the last {config.max_journals} of "
                      f"{len(journals)}; set HELPBOT_REDMINE_MAX_JOURNALS for more)")
 
-    related, dropped = _related(session, raw)
-    if dropped:
-        notes.append(f"{dropped} related issues outside the allowed projects left out")
+    related, reasons = _related(session, raw)
+    notes += _left_out(reasons, "related issues")
     item = {
         **_summary(session, raw),
         "author": _name(raw.get("author")),
@@ -412,8 +459,9 @@ def _journal(issue_url: str, index: int, journal: Mapping[str, Any], max_chars: 
             "url": f"{issue_url}#note-{index}"}
 
 
-def _related(session: Session, raw: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
-    """Parent, children and relations with their subjects and status, minus those outside the allowlist."""
+def _related(session: Session, raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Parent, children and relations with their subjects and status, minus private ones and those outside the
+    allowlist (with the reasons they were left out)."""
     issue_id = int(raw["id"])
     parent_id = (raw.get("parent") or {}).get("id")
     child_ids = [int(c["id"]) for c in raw.get("children") or []]
@@ -423,23 +471,22 @@ def _related(session: Session, raw: Mapping[str, Any]) -> tuple[dict[str, Any], 
         relations.append((rel.get("relation_type"), outgoing, int(rel["issue_to_id" if outgoing else "issue_id"])))
     ids = ([parent_id] if parent_id else []) + child_ids + [other for _, _, other in relations]
     known = session.issues_by_id(ids)
-    dropped = 0
+    reasons: list[str] = []
 
     def link(other: int, **extra: Any) -> dict[str, Any] | None:
-        nonlocal dropped
         info = known.get(other)
-        if not session.allowed(info):
-            dropped += 1
+        reason = session.hidden(info)
+        if reason or info is None:
+            reasons.append(reason or "unknown")
             return None
-        title = f"#{other} {info['subject']}" if info else f"#{other}"
-        return {"issueId": other, "title": title, "url": session.issue_url(other),
-                "status": _name(info.get("status")) if info else None, **extra}
+        return {"issueId": other, "title": f"#{other} {info['subject']}", "url": session.issue_url(other),
+                "status": _name(info.get("status")), **extra}
 
     parent = link(parent_id) if parent_id else None
     children = [c for other in child_ids if (c := link(other))]
     linked = [r for kind, outgoing, other in relations
               if (r := link(other, relation=kind if outgoing else f"{kind} (inverse)"))]
-    return {"parent": parent, "children": children, "relations": linked}, dropped
+    return {"parent": parent, "children": children, "relations": linked}, reasons
 
 
 @PLATFORM.tool(example="redmine:getWikiPage ec-sync 在庫同期の手順", max_field_chars=6000)
@@ -455,8 +502,30 @@ def getWikiPage(
     """
     session = Session(ctx)
     session.check_project(project)
-    raw = session.call(lambda: session.api.wiki_page.get(title, project_id=project).raw(),
-                       not_found=f"no wiki page {title!r} in project {project!r}")
-    return {"title": raw.get("title") or title, "url": session.wiki_url(project, raw.get("title") or title),
-            "project": project, "version": raw.get("version"), "author": _name(raw.get("author")),
-            "updated_on": raw.get("updated_on"), "text": raw.get("text") or ""}
+    if _BAD_WIKI_TITLE.search(title):
+        raise ToolError(f"{title!r} is not a wiki page title (titles contain no / \\ ? # % or ..); use the "
+                        "wikiTitle of a redmine_search hit")
+
+    def fetch(project: str, title: str) -> Any:
+        url = f"{session.base}/projects/{quote(project, safe='')}/wiki/{quote(title, safe='')}.json"
+        return session.call(partial(session.api.engine.request, "get", url),
+                            not_found=f"no wiki page {title!r} in project {project!r}")
+
+    try:
+        answer = fetch(project, title)
+    except Redirected as moved:
+        # a renamed page, or one moved to another project's wiki: follow it once, if that project is allowed
+        found = re.search(r"/projects/([^/]+)/wiki/([^/?#]+)$", moved.path)
+        if not found:
+            raise ToolError(f"Redmine redirected wiki page {title!r} to {moved.path}, which is not a wiki page") \
+                from None
+        project, title = unquote(found.group(1)), unquote(found.group(2))
+        session.check_project(project)
+        answer = fetch(project, title)
+    raw = answer.get("wiki_page") if isinstance(answer, dict) else None
+    if not isinstance(raw, dict):
+        raise ToolError(f"Redmine sent no wiki page for {title!r} in project {project!r}")
+    real_title = str(raw.get("title") or title)
+    return {"title": real_title, "url": session.wiki_url(project, real_title), "project": project,
+            "version": raw.get("version"), "author": _name(raw.get("author")), "updated_on": raw.get("updated_on"),
+            "text": raw.get("text") or ""}

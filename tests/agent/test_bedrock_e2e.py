@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from agent.loop import Agent
-from agent.model import ModelConfig, ModelRequestError, ModelUnavailable, SdkModel, build_model
+from agent.model import ModelConfig, ModelRequestError, ModelUnavailable, RetryPolicy, SdkModel, build_model
 from agent.settings import Settings
 from agent.tools import RegistryTools
 from mcp_lib import Registry
+from mcp_lib.config import ConfigError
 from tests.agent.loop_fakes import FakeClock, check_transcript
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
@@ -35,6 +39,19 @@ def bedrock(stub: BedrockStub, clock: FakeClock, **env: str) -> SdkModel:
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url, **env})
     assert config is not None
     return build_model(config, sleep=clock.sleep, clock=clock)
+
+
+def through_transport(handler: Callable[[httpx2.Request], httpx2.Response], clock: FakeClock) -> SdkModel:
+    """The real SDK over an httpx2 MockTransport: for failures a local server cannot produce on cue."""
+    config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key"})
+    assert config is not None
+    client = httpx2.Client(transport=httpx2.MockTransport(handler))
+    return build_model(config, sleep=clock.sleep, clock=clock, http_client=client)
+
+
+def ok(request: httpx2.Request) -> httpx2.Response:
+    status, headers, body = stub_lib.text("ok")
+    return httpx2.Response(status, headers=headers, json=body)
 
 
 def ask(model: SdkModel, deadline: float | None = None) -> Any:
@@ -117,18 +134,61 @@ def test_throttled_twice_then_success_with_our_retries_only(stub: BedrockStub) -
 def test_throttled_forever_gives_up_after_the_attempts(stub: BedrockStub) -> None:
     stub.script(stub_lib.throttled())
     clock = FakeClock()
-    with pytest.raises(ModelUnavailable, match=r"after 3 attempt.*HTTP 429 ThrottlingException"):
+    with pytest.raises(ModelUnavailable, match=r"after 3 attempt.*HTTP 429 ThrottlingException") as caught:
         ask(bedrock(stub, clock, HELPBOT_MODEL_MAX_ATTEMPTS="3"))
     assert len(stub.requests) == 3 and len(clock.sleeps) == 2
+    assert not caught.value.out_of_time  # the attempts ran out, not the time
+
+
+def test_retry_after_ms_is_honoured(stub: BedrockStub) -> None:
+    stub.script(stub_lib.error(429, "ThrottlingException", "Too many requests", {"retry-after-ms": "1500"}),
+                stub_lib.text("ok"))
+    clock = FakeClock()
+    assert ask(bedrock(stub, clock)).text == "ok"
+    assert clock.sleeps == [1.5] and len(stub.requests) == 2
+
+
+def test_connection_errors_and_timeouts_are_retried() -> None:
+    failures: list[Exception] = [httpx2.ConnectError("connection refused"), httpx2.ReadTimeout("read timed out")]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if failures:
+            raise failures.pop(0)
+        return ok(request)
+
+    clock = FakeClock()
+    response = ask(through_transport(handler, clock))
+    assert response.text == "ok" and len(clock.sleeps) == 2
+    assert "APIConnectionError" in response.retries[0] and "APITimeoutError" in response.retries[1]
+
+
+def test_a_request_never_outlives_the_deadline() -> None:
+    timeouts: list[dict[str, float]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        timeouts.append(request.extensions["timeout"])
+        return ok(request)
+
+    clock = FakeClock()
+    ask(through_transport(handler, clock), deadline=clock() + 3)
+    assert timeouts[0]["read"] == 3.0  # not the 120 s request timeout, and no floor above the time left
+
+
+def test_no_request_is_sent_once_the_deadline_leaves_no_time(stub: BedrockStub) -> None:
+    clock = FakeClock()
+    with pytest.raises(ModelUnavailable, match="no time left") as caught:
+        ask(bedrock(stub, clock), deadline=clock() + 0.5)
+    assert caught.value.out_of_time and stub.requests == [] and clock.sleeps == []
 
 
 def test_retries_stop_at_the_deadline(stub: BedrockStub) -> None:
     stub.script(stub_lib.error(503, "ServiceUnavailableException", "Bedrock is unable to process your request."))
     clock = FakeClock()
-    with pytest.raises(ModelUnavailable, match="503 ServiceUnavailableException"):
+    with pytest.raises(ModelUnavailable, match="503 ServiceUnavailableException") as caught:
         ask(bedrock(stub, clock), deadline=clock() + 10)
     assert sum(clock.sleeps) == pytest.approx(10)  # 2 + 4 + the rest of the 10 s, never beyond
     assert 2 <= len(stub.requests) <= 4
+    assert caught.value.out_of_time  # the loop then still asks for the final answer
 
 
 def test_a_retry_after_beyond_the_deadline_is_not_waited_for(stub: BedrockStub) -> None:
@@ -158,6 +218,60 @@ def test_client_errors_are_not_retried_and_say_what_was_rejected(stub: BedrockSt
         ask(bedrock(stub, clock))
     assert caught.value.status == 400 and len(stub.requests) == 1 and clock.sleeps == []
     assert "HTTP 400 ValidationException: messages.1: tool_use ids" in str(caught.value)
+
+
+def test_a_401_is_not_retried(stub: BedrockStub) -> None:
+    stub.script(stub_lib.error(401, "UnrecognizedClientException", "The security token included in the request is "
+                                                                   "invalid."), stub_lib.text("ok"))
+    clock = FakeClock()
+    with pytest.raises(ModelRequestError, match=r"401 UnrecognizedClientException.*check the API key") as caught:
+        ask(bedrock(stub, clock))
+    assert caught.value.status == 401 and len(stub.requests) == 1 and clock.sleeps == []
+
+
+@pytest.fixture
+def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore reads only these: a profile "empty" with a region and no credentials; no instance metadata."""
+    config = tmp_path / "aws-config"
+    config.write_text("[profile empty]\nregion = ap-northeast-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.mark.usefixtures("aws_files")
+@pytest.mark.parametrize(("profile", "variable", "words"), [
+    ("nope", "AWS_PROFILE", "The config profile (nope) could not be found"),
+    ("empty", "AWS credentials", "Could not resolve AWS credentials"),
+])
+def test_local_credential_problems_are_configuration_errors(stub: BedrockStub, profile: str, variable: str,
+                                                            words: str) -> None:
+    config = ModelConfig.from_env({"AWS_PROFILE": profile, "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
+    assert config is not None
+    with pytest.raises(ConfigError) as caught:
+        ask(build_model(config, sleep=FakeClock().sleep))
+    assert caught.value.variable == variable and words in str(caught.value)
+    assert stub.requests == []  # nothing reached Bedrock: it rejected nothing
+
+
+class Failing:
+    """A Messages client (``.messages.create``) that raises the given errors in turn, then answers."""
+
+    def __init__(self, *errors: Exception):
+        self.errors = list(errors)
+        self.messages = self
+
+    def create(self, **kwargs: Any) -> anthropic.types.Message:
+        if self.errors:
+            raise self.errors.pop(0)
+        return anthropic.types.Message.model_validate(stub_lib.text("ok")[2])
+
+
+def test_botocore_network_errors_are_retried() -> None:
+    clock = FakeClock()
+    model = SdkModel(Failing(EndpointConnectionError(endpoint_url="https://sts.ap-northeast-1.amazonaws.com")),
+                     policy=RetryPolicy(sleep=clock.sleep, clock=clock))
+    assert ask(model).text == "ok" and len(clock.sleeps) == 1
 
 
 def test_access_denied_carries_a_hint(stub: BedrockStub) -> None:

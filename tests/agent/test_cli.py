@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.cli import SUBCOMMANDS, Subcommand, main
-from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit
+from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit, aws_files  # noqa: F401 -- a fixture
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
 
@@ -66,6 +67,7 @@ def test_zero_configuration_degrades_to_faq_sources(capsys: pytest.CaptureFixtur
     assert "\nSources:\n  1. " in captured.out
     assert "faq" in captured.out.split("Sources:")[1]
     assert "degraded: not AI-generated · rounds 0 · tools 1 (faq_search)" in captured.out
+    assert "\n— why not AI-generated: no model credentials are configured\n" in captured.out
     assert "no AI model" in captured.err
 
 
@@ -112,6 +114,40 @@ def test_a_rejected_request_is_one_line_and_exit_1(stub: BedrockStub, capsys: py
     assert main(["ask", QUESTION]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("helpbot: bedrock rejected the request") and "403 AccessDeniedException" in err[-1]
+
+
+@pytest.mark.usefixtures("aws_files")
+def test_an_unknown_aws_profile_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", "http://127.0.0.1:9")  # never reached
+    assert main(["ask", QUESTION]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("helpbot: configuration error: AWS_PROFILE: ") and "(nope) could not be found" in error
+
+
+def test_an_unwritable_save_path_fails_before_the_run(stub: BedrockStub, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    stub.responder = answering_with_the_first_faq_hit
+    assert main(["ask", QUESTION, "--save", str(tmp_path / "no-such-folder" / "t.json")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("helpbot ask: --save: cannot write") and "does not exist" in error
+    assert stub.requests == []  # nothing was paid for
+
+
+def test_the_answer_is_printed_even_when_saving_fails_after_the_run(stub: BedrockStub, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "t.json"
+
+    def responder(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
+        saved.mkdir(exist_ok=True)  # the path becomes a folder while the run goes on
+        return answering_with_the_first_faq_hit(model_id, body)
+
+    stub.responder = responder
+    assert main(["ask", QUESTION, "--save", str(saved)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.startswith("連携ログを確認してください。")  # the paid answer is not lost
+    assert "helpbot ask: --save: cannot write" in captured.err.strip().splitlines()[-1]
 
 
 def probe_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.cli import UsageError, main
+from agent.cli import main
 from agent.evals import load_cases, run_cases, totals, url_matches
 from agent.loop import Agent
 from agent.model import ModelRequestError
@@ -16,6 +16,7 @@ from agent.scripted import Request, ScriptedModel, calls
 from agent.settings import Settings
 from tests.agent.loop_fakes import FakeClock, FakeTools
 from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit
+from tests.agent.test_cli import one_line_error
 from tests.fakes.bedrock import BedrockStub
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,13 +32,6 @@ def cases_file(tmp_path: Path, text: str) -> str:
     path = tmp_path / "cases.yaml"
     path.write_text(text, encoding="utf-8")
     return str(path)
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert "Traceback" not in err
-    return err
 
 
 # -- the real entry point, degraded mode (no credentials) -------------------------------------------------------
@@ -108,6 +102,7 @@ def test_case_filter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     ("cases: [", "not valid YAML at line"),
     ("just a string", "expected a non-empty list of cases"),
     ("cases: []", "expected a non-empty list of cases"),
+    ("cases: 3", "expected a non-empty list of cases"),
     ("- id: a\n  expect_phrases: [x]", "case 'a' (#1): question: Field required"),
     ("- question: q\n  expect_phrases: [x]", "case #1: id: Field required"),
     ("- id: a\n  question: q\n  expect_phrases: [x]\n- id: b\n  question: q\n  expect_source: [x]",
@@ -158,10 +153,10 @@ TOOLS = {
 
 
 def investigating(request: Request) -> Any:
+    if "壊れて" in request.messages[0]["content"][0]["text"]:  # a rejected first request raises
+        raise ModelRequestError("bedrock rejected the request: 400 ValidationException", 400)
     if request.round == 1:
         return calls(("redmine_search", {"query": request.messages[-1]["content"][0]["text"]}))
-    if "壊れて" in request.messages[0]["content"][0]["text"]:
-        raise ModelRequestError("bedrock rejected the request: 400 ValidationException", 400)
     return "ＵＴＣ で保存しています。詳しくは https://redmine.example/issues/123 を参照。"
 
 
@@ -217,7 +212,3 @@ def test_a_real_model_run_reports_rounds_tokens_and_cost(stub: BedrockStub, tmp_
     assert case["tokens"]["total"] == 1200 + 80 + 300 + 120 + 2900 + 1500 and case["cost_usd"] > 0
     assert "at most 3 rounds" in stub.requests[0].body["system"][0]["text"]
 
-
-def test_usage_errors_from_load_cases_are_usage_errors(tmp_path: Path) -> None:
-    with pytest.raises(UsageError):
-        load_cases(cases_file(tmp_path, "cases: 3"))

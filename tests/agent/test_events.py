@@ -235,3 +235,44 @@ def test_bad_settings_name_the_variable(env: dict[str, str], variable: str) -> N
     with pytest.raises(ConfigError) as caught:
         TriggerSettings.from_env(env)
     assert caught.value.variable == variable
+
+
+# -- whole values only ---------------------------------------------------------------------------------------------
+def test_a_trailing_newline_is_not_a_valid_value() -> None:
+    """``re.match`` with ``$`` accepts "…\\n" (here a %0A in a permalink's thread_ts); every check is a fullmatch."""
+    with pytest.raises(BadInput, match="thread_ts"):
+        parse_event(repository_dispatch(url=PERMALINK + "?thread_ts=1699999999.000100%0A"))
+
+
+# -- channels and reactions helpbot must not take --------------------------------------------------------------
+def test_a_direct_message_is_ignored_whatever_started_it() -> None:
+    settings = TriggerSettings()
+    ignored = check_ignore(trigger(channel="D0TANAKA"), settings)
+    assert ignored is not None and "direct message" in ignored.reason
+    dispatched = parse_event(workflow_dispatch(url="https://acme.slack.com/archives/D0TANAKA/p1700000000123456"))
+    assert check_ignore(dispatched, settings) is not None
+    assert check_ignore(trigger(channel="C0123ABCD"), settings) is None
+
+
+@pytest.mark.parametrize("reaction", ["eyes", ":white_check_mark:", "x", "X"])
+def test_a_reaction_helpbot_adds_itself_cannot_be_the_trigger(reaction: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        TriggerSettings.from_env({"HELPBOT_REACTION": reaction})
+    assert caught.value.variable == "HELPBOT_REACTION" and "helpbot adds itself" in str(caught.value)
+
+
+def test_channel_lists_are_validated_and_deduplicated_in_one_place() -> None:
+    from agent.events import env_channels, is_channel_id
+
+    assert env_channels({"HELPBOT_CHANNELS": "C0AAA, C0BBB C0AAA"}, "HELPBOT_CHANNELS") == ["C0AAA", "C0BBB"]
+    with pytest.raises(ConfigError, match="'#general' is not a channel ID"):
+        env_channels({"HELPBOT_CHANNELS": "C0AAA #general"}, "HELPBOT_CHANNELS")
+    assert is_channel_id("C0AAA") and not is_channel_id("C0AAA\n") and not is_channel_id("general")
+
+
+def test_reaction_normalization_is_shared_with_feedback() -> None:
+    from agent import feedback
+
+    for name in ("+1::skin-tone-2", ":help::skin-tone-6:", "HELP", "thumbsup::skin-tone-3"):
+        assert feedback.normalize_reaction(name) in (normalize_reaction(name), "+1")
+    assert normalize_reaction("+1::skin-tone-2") == "+1" and normalize_reaction(":help::skin-tone-6:") == "help"

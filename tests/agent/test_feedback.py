@@ -212,6 +212,17 @@ def test_per_answer_rows(env: dict[str, str], seeded: Seeded) -> None:
     assert free["channel"] == "C0GENERAL" and free["question_ts"] is None and free["thread_ts"] is None
 
 
+def test_sources_are_read_whether_slack_returns_markdown_or_rich_text(env: dict[str, str], seeded: Seeded) -> None:
+    """Slack may hand a posted markdown block back as rich_text: the sources must be found in both forms."""
+    as_posted = {a["ts"]: a["sources"] for a in as_json(env, "--since", "7d")["answers"]}
+    seeded.ws.markdown_as_rich_text = True
+    read_back = as_json(env, "--since", "7d")["answers"]
+    assert seeded.fake.calls("conversations.replies")[-1]  # really read again, now as rich_text
+    assert {a["ts"]: a["sources"] for a in read_back} == as_posted
+    a2 = next(a for a in read_back if a["ts"] == seeded.ts["a2"][0])
+    assert [s["url"] for s in a2["sources"]] == [f"https://faq.example/{i}" for i in (1, 2, 3)]
+
+
 def test_negative_answers_listed_with_permalinks(env: dict[str, str], seeded: Seeded) -> None:
     report = as_json(env, "--since", "30d")
     a2, old = seeded.ts["a2"][0], seeded.ts["old"][0]

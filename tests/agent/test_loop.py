@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agent.history import NOTES_HEADER, SUMMARIZED_STUB, request_tokens
+from agent.history import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, request_tokens
 from agent.loop import FORCED_NOTES, Agent, Progress, Turn
 from agent.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
 from agent.scripted import Request, ScriptedModel, calls, text
-from agent.settings import Price, Settings
+from agent.settings import Settings
 from agent.tools import ToolOutcome
 from tests.agent.loop_fakes import FakeClock, FakeTools, check_transcript
 
@@ -345,7 +345,7 @@ def test_usage_is_tallied_per_model_and_priced() -> None:
         reply = calls(("faq_search", {"query": "x"})) if request.round == 1 else text("done")
         return ModelResponse(reply.content, reply.stop_reason, next(usages))
 
-    settings = replace(SETTINGS, price=Price(3.0, 15.0))
+    settings = replace(SETTINGS, price_input=3.0, price_output=15.0)
     agent, _ = make_agent(script, tools, settings)
     answer = agent.run("q")
     assert answer.usage == Usage(1200, 400, 3000, 3500)
@@ -489,3 +489,311 @@ def test_a_failing_progress_callback_does_not_end_the_run() -> None:
     answer = agent.run("q")
     assert answer.text == "done"
     assert any(e["event"] == "callback_error" for e in answer.trace)
+
+
+# -- time: the soft deadline for rounds, tools and requests for more tools; the rest for the final answer --------
+SHORT = replace(SETTINGS, deadline_s=10)  # 1.25 s are kept for the final answer: the soft deadline is at 8.75 s
+
+
+def test_requests_for_more_tools_end_by_the_soft_deadline_and_the_final_answer_by_the_hard_one() -> None:
+    clock = FakeClock()
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+
+    def script(request: Request) -> Any:
+        return "final" if request.forced else calls(("faq_search", {"query": str(request.round)}))
+
+    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=2), clock=clock)
+    start = clock()
+    agent.run("q")
+    assert [r.deadline for r in model.requests] == [start + 420, start + 420, start + 480]
+
+
+def test_a_round_near_the_soft_deadline_gives_its_tools_only_the_time_left() -> None:
+    clock = FakeClock()
+    release = threading.Event()
+    tools = FakeTools({"slow_search": lambda a: (release.wait(10), item(1))[1]})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            clock.advance(8.55)  # the model took its time: 0.2 s are left before the soft deadline
+            return calls(("slow_search", {"query": "x"}))
+        return "partial"
+
+    agent, model = make_agent(script, tools, SHORT, clock=clock)
+    try:
+        agent.run("q")
+    finally:
+        release.set()
+    [result] = model.requests[-1].tool_results()
+    assert result["is_error"] and "timed out after 0.2 s" in result["content"]  # not the 1.45 s to the hard one
+
+
+def test_a_request_cut_short_by_the_soft_deadline_still_gets_the_final_answer() -> None:
+    clock = FakeClock()
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+
+    def script(request: Request) -> Any:
+        if request.forced:
+            return "From what I found: [#1](https://redmine.example/issues/1)"
+        if request.round == 1:
+            return calls(("faq_search", {"query": "x"}))
+        assert request.deadline is not None
+        clock.now = request.deadline  # throttled until its deadline
+        raise ModelUnavailable("bedrock model: no time left before the deadline", out_of_time=True)
+
+    agent, model = make_agent(script, tools, clock=clock)
+    answer = agent.run("q")
+    assert not answer.degraded and answer.stop == "deadline" and answer.rounds == 1
+    assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/1"]
+    assert model.requests[-1].forced and model.requests[-1].deadline == clock.now + 60
+    check_transcript(answer.messages)
+
+
+def test_a_write_that_times_out_stops_the_rest_of_its_round_and_makes_reads_stale() -> None:
+    release = threading.Event()
+
+    def hanging_write(arguments: dict[str, Any]) -> Any:
+        release.wait(10)
+        return {"title": "added", "url": "https://x.example/added"}
+
+    tools = FakeTools({"db_read": lambda a: {"title": "stock", "url": "https://x.example/stock"},
+                       "db_add": hanging_write, "db_note": lambda a: "noted"}, writes=frozenset({"db_add", "db_note"}))
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("db_read", {}))
+        if request.round == 2:
+            return calls(("db_add", {}), ("db_note", {}), ("db_read", {"query": "after"}))
+        if request.round == 3:
+            results = request.tool_results()
+            assert results[0]["is_error"] and "timed out" in results[0]["content"]
+            for later in results[1:]:
+                assert later["is_error"] and "an earlier write in this round timed out" in later["content"]
+            return calls(("db_read", {}))  # identical to round 1, but the write may have changed it
+        return "done"
+
+    agent, _ = make_agent(script, tools, replace(SETTINGS, tool_timeout_s=0.2))
+    try:
+        answer = agent.run("在庫を足して")
+    finally:
+        release.set()
+    assert tools.counts == {"db_read": 2, "db_add": 1}  # db_note and the read after it never started
+    assert [c.reused for c in answer.tool_calls] == [False] * 5
+    check_transcript(answer.messages)
+
+
+def test_each_call_of_a_write_round_gets_only_the_time_left() -> None:
+    clock = FakeClock()
+    release = threading.Event()
+
+    def slow_write(arguments: dict[str, Any]) -> Any:
+        clock.advance(8.65)  # leaves 0.1 s before the soft deadline
+        return "written"
+
+    tools = FakeTools({"db_add": slow_write, "db_hang": lambda a: (release.wait(10), "late")[1]},
+                      writes=frozenset({"db_add", "db_hang"}))
+
+    def script(request: Request) -> Any:
+        return calls(("db_add", {}), ("db_hang", {})) if request.round == 1 else "done"
+
+    agent, model = make_agent(script, tools, SHORT, clock=clock)
+    try:
+        agent.run("q")
+    finally:
+        release.set()
+    results = model.requests[-1].tool_results()
+    assert "is_error" not in results[0]
+    assert results[1]["is_error"] and "timed out after 0.1 s" in results[1]["content"]
+
+
+@pytest.mark.parametrize("late", ["a write in the round", "the model's response"])
+def test_no_call_starts_once_the_time_for_tools_is_up(late: str) -> None:
+    clock = FakeClock()
+
+    def slow_write(arguments: dict[str, Any]) -> Any:
+        clock.advance(9)  # past the soft deadline
+        return "written"
+
+    tools = FakeTools({"db_add": slow_write, "db_read": lambda a: "read"}, writes=frozenset({"db_add"}))
+
+    def script(request: Request) -> Any:
+        if request.forced:
+            return "what I have"
+        if late == "a write in the round":
+            return calls(("db_add", {}), ("db_read", {}))  # a round with a write runs in order
+        clock.advance(9)  # the response asking for tools came at the very end
+        return calls(("db_read", {}))
+
+    agent, model = make_agent(script, tools, replace(SHORT, tool_timeout_s=20), clock=clock)
+    answer = agent.run("q")
+    assert tools.counts["db_read"] == 0 and answer.stop == "deadline"
+    last = model.requests[-1].tool_results()[-1]
+    assert last["is_error"] and "time for tools is up" in last["content"]
+
+
+def test_a_throttled_summary_model_gets_its_own_short_deadline() -> None:
+    clock = FakeClock()
+    tools = FakeTools({"redmine_getIssue": lambda a: long_result(a["n"])})
+    waited: list[float] = []
+
+    def script(request: Request) -> Any:
+        if request.model == "summary":
+            assert request.deadline is not None
+            waited.append(request.deadline - clock.now)
+            clock.now = request.deadline  # throttled until its deadline
+            raise ModelUnavailable("summary model: no time left before the deadline", out_of_time=True)
+        return calls(("redmine_getIssue", {"n": request.round})) if request.round <= 5 else "done"
+
+    settings = replace(summary_settings(), model="main", summary_model="summary")
+    agent, _ = make_agent(script, tools, settings, clock=clock)
+    answer = agent.run("q")
+    assert waited and all(w == settings.summary_timeout_s for w in waited)
+    assert answer.text == "done" and answer.stop == "end_turn"  # the run kept its own time
+
+
+# -- the budget, summaries and notes -----------------------------------------------------------------------------
+def test_japanese_is_estimated_at_one_and_a_half_tokens_per_character() -> None:
+    assert estimate_tokens("在庫同期" * 1000) >= 6000
+    assert estimate_tokens("stock sync " * 1000) <= 11_000 / 3.5 + 1
+
+
+def test_when_the_model_counts_more_tokens_than_estimated_later_requests_still_fit() -> None:
+    """A model that counts Japanese at 3 tokens per character, twice our estimate: once its usage has shown that,
+    no request -- the main model's or the summary model's -- is larger than the budget by its count."""
+    budget = 30_000
+
+    def counted(request: Request) -> int:
+        payload = request.system_text + json.dumps([request.tools, request.messages], ensure_ascii=False)
+        ascii_chars = len(payload.encode("ascii", "ignore"))
+        return int(ascii_chars / 3.5 + (len(payload) - ascii_chars) * 3)
+
+    tools = FakeTools({"redmine_getIssue": lambda a: item(a["n"], body=f"チケット{a['n']}の調査ログ。" * 1200)})
+    sizes: list[tuple[str, int]] = []
+
+    def script(request: Request) -> Any:
+        sizes.append((request.model, counted(request)))
+        if request.model == "summary":
+            reply = text("- 調査済み: #1-#3")
+        else:
+            reply = calls(("redmine_getIssue", {"n": request.round})) if request.round <= 5 else text("done")
+        return ModelResponse(reply.content, reply.stop_reason, Usage(counted(request), 50))
+
+    settings = replace(SETTINGS, model="main", summary_model="summary", request_budget_tokens=budget,
+                       summary_threshold_tokens=15_000)
+    agent, _ = make_agent(script, tools, settings)
+    assert agent.run("q").text == "done"
+    assert sizes[1][1] > budget  # the first request with a long Japanese result: our estimate was low
+    assert "summary" in [model for model, _ in sizes[2:]]
+    assert max(size for _, size in sizes[2:]) <= budget
+
+
+def test_no_summary_before_the_final_answer() -> None:
+    tools = FakeTools({"redmine_getIssue": lambda a: long_result(a["n"])})
+
+    def script(request: Request) -> Any:
+        if request.model == "summary":
+            return "- 要約"
+        return "final" if request.forced else calls(("redmine_getIssue", {"n": request.round}))
+
+    settings = replace(summary_settings(), model="main", summary_model="summary", max_rounds=3)
+    agent, model = make_agent(script, tools, settings)
+    agent.run("q")
+    final, before = model.requests[-1], model.requests[-2]
+    assert final.forced and before.model == "main"  # a summary now would only have cost: nothing follows
+    assert request_tokens(final.system_text, final.tools, final.messages) > settings.summary_threshold_tokens
+
+
+def test_notes_keep_one_source_list_however_often_they_are_summarized() -> None:
+    tools = FakeTools({"redmine_getIssue": lambda a: long_result(a["n"])})
+    asked: list[str] = []
+
+    def script(request: Request) -> Any:
+        if request.model == "summary":
+            asked.append(request.messages[0]["content"][0]["text"])
+            if len(asked) % 2:  # the cheap model is down every other time: the notes fall back
+                raise ModelUnavailable("summary model throttled")
+            return "- 要約: 在庫同期の調査"
+        return calls(("redmine_getIssue", {"n": request.round})) if request.round <= 9 else "done"
+
+    settings = replace(summary_settings(), model="main", summary_model="summary", max_rounds=10)
+    agent, _ = make_agent(script, tools, settings)
+    answer = agent.run("q")
+    assert sum(e["event"] == "summary" for e in answer.trace) >= 4
+    notes = answer.messages[0]["content"][-1]["text"]
+    assert notes.count(NOTES_HEADER) == 1 and notes.count("Sources seen in the summarized results:") == 1
+    for n in range(1, 9):
+        if f"issues/{n}\"" in json.dumps(answer.messages):
+            continue  # not summarized (yet)
+        assert notes.count(f"- Ticket #{n} <https://redmine.example/issues/{n}>") == 1
+    assert not any("Sources seen" in prompt for prompt in asked)  # the summary model gets the summary alone
+
+
+def test_a_result_cut_for_the_budget_is_still_summarized_later() -> None:
+    dump = "在庫同期ログ、ジョブ四七一一が遅延。" * 3_000
+    tools = FakeTools({"dump": lambda a: ToolOutcome(dump, sources=[{"url": "https://logs.example/dump",
+                                                                     "title": "dump"}]),
+                       "redmine_getIssue": lambda a: long_result(a["n"])})
+
+    def script(request: Request) -> Any:
+        if request.model == "summary":
+            return "- ログは job=4711 の遅延を示す"
+        if request.round <= 2:
+            return calls(("dump", {}))  # the same call twice: the second is answered with a note
+        return calls(("redmine_getIssue", {"n": request.round})) if request.round <= 4 else "done"
+
+    settings = replace(SETTINGS, model="main", summary_model="summary", request_budget_tokens=20_000,
+                       summary_threshold_tokens=12_000)
+    agent, model = make_agent(script, tools, settings)
+    answer = agent.run("q")
+    assert any(e["event"] == "budget_cut" and e["tool_use_ids"] for e in answer.trace)
+    [note] = [r for r in model.requests if r.model == "main"][2].tool_results()
+    assert "shortened to fit the request budget" in note["content"] and "summarized" not in note["content"]
+    notes = answer.messages[0]["content"][-1]["text"]
+    assert notes.startswith(NOTES_HEADER) and "https://logs.example/dump" in notes
+    check_transcript(answer.messages)
+
+
+@pytest.mark.parametrize(("budget", "drops"), [(100_000, False), (20_000, True)])
+def test_a_long_conversation_is_shortened_oldest_first_instead_of_failing(budget: int, drops: bool) -> None:
+    turns = [Turn(f"質問{i}: " + "在庫同期が遅れる件について" * 400, f"回答{i}: " + "確認手順は次の通りです。" * 800,
+                  [{"url": f"faq://turn-{i}", "title": f"turn {i}"}]) for i in range(10)]
+
+    def script(request: Request) -> Any:
+        return "最新の回答 [turn 9](faq://turn-9)"
+
+    settings = replace(SETTINGS, request_budget_tokens=budget, summary_threshold_tokens=budget // 2)
+    agent, model = make_agent(script, FakeTools({}), settings)
+    answer = agent.run("それで？", history=turns)
+    [request] = model.requests
+    assert request_tokens(request.system_text, request.tools, request.messages) <= budget
+    check_transcript(request.messages)
+    texts = [m["content"][0]["text"] for m in request.messages]
+    assert texts[-1] == "それで？" and texts[-2].startswith("回答9: ")
+    assert len(texts[-2]) > 8000 or drops  # the newest turn is whole unless even every turn shortened was too much
+    assert texts[0].startswith("質問0: ") != drops  # the oldest turn was dropped, or shortened
+    assert len(texts[0]) < 1100 or drops
+    assert answer.sources == [{"url": "faq://turn-9", "title": "turn 9"}]
+    assert any(e["event"] == "history_trimmed" for e in answer.trace)
+
+
+# -- degraded mode ---------------------------------------------------------------------------------------------
+def test_degraded_searches_use_the_head_of_a_long_question_without_the_cut_marker() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+    question = "在庫同期が遅れている。" * 3000  # 33,000 characters: the model would see it cut
+    Agent(None, tools, SETTINGS, now=lambda: NOW).run(question)
+    [(_, arguments)] = tools.seen
+    assert arguments["query"] == question[:300]
+
+
+def test_a_request_rejected_mid_run_degrades_and_keeps_what_was_gathered() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(5), "redmine_getIssue": lambda a: item(7)})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("redmine_getIssue", {"query": "x"}))
+        raise ModelRequestError("bedrock rejected the request: HTTP 400 ValidationException: too long", 400)
+
+    agent, _ = make_agent(script, tools)
+    answer = agent.run("在庫が合わない")
+    assert answer.degraded and "400 ValidationException" in (answer.error or "")
+    assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/5", "https://redmine.example/issues/7"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent.model import ModelConfig
-from agent.settings import Settings
+from agent.settings import Price, Settings, list_price
 from mcp_lib.config import ConfigError
 
 KEY = {"AWS_BEARER_TOKEN_BEDROCK": "ABSKdGVzdA=="}
@@ -35,10 +37,24 @@ def test_aws_credentials_region_and_base_url() -> None:
     assert config.base_url == "http://127.0.0.1:9"
 
 
-def test_oidc_web_identity_counts_as_credentials() -> None:
-    config = ModelConfig.from_env({"AWS_WEB_IDENTITY_TOKEN_FILE": "/tmp/token",
+def test_oidc_web_identity_counts_as_credentials(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("eyJ...")
+    config = ModelConfig.from_env({"AWS_WEB_IDENTITY_TOKEN_FILE": str(token),
                                    "AWS_ROLE_ARN": "arn:aws:iam::1:role/x"})
     assert config is not None and config.provider == "bedrock"
+
+
+def test_oidc_needs_the_role_and_the_token_file(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("eyJ...")
+    with pytest.raises(ConfigError) as caught:
+        ModelConfig.from_env({"AWS_WEB_IDENTITY_TOKEN_FILE": str(token)})
+    assert caught.value.variable == "AWS_ROLE_ARN"
+    with pytest.raises(ConfigError) as caught:
+        ModelConfig.from_env({"AWS_WEB_IDENTITY_TOKEN_FILE": str(tmp_path / "missing"),
+                              "AWS_ROLE_ARN": "arn:aws:iam::1:role/x"})
+    assert caught.value.variable == "AWS_WEB_IDENTITY_TOKEN_FILE"
 
 
 def test_anthropic_api_key_uses_anthropic_model_ids() -> None:
@@ -58,6 +74,7 @@ def test_anthropic_api_key_uses_anthropic_model_ids() -> None:
     ({**KEY, "AWS_REGION": "tokyo"}, "AWS_REGION", "not an AWS region"),
     ({**KEY, "AWS_DEFAULT_REGION": "ap_northeast_1"}, "AWS_DEFAULT_REGION", "not an AWS region"),
     ({**KEY, "AWS_REGION": "us-east-1"}, "AWS_REGION", "cannot call the jp. inference profile"),
+    ({**KEY, "AWS_REGION": "ap-northeast-2"}, "AWS_REGION", "cannot call the jp. inference profile"),  # Seoul
     ({**KEY, "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "s"}, "AWS_BEARER_TOKEN_BEDROCK",
      "use either a Bedrock API key or AWS credentials"),
     ({**KEY, "AWS_PROFILE": "dev"}, "AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE"),
@@ -81,6 +98,12 @@ def test_the_provider_can_be_chosen_when_both_are_configured() -> None:
     assert config is not None and config.provider == "anthropic"
 
 
+@pytest.mark.parametrize("region", ["ap-northeast-1", "ap-northeast-3"])  # Tokyo and Osaka
+def test_jp_profiles_are_callable_from_tokyo_and_osaka(region: str) -> None:
+    config = ModelConfig.from_env({**KEY, "AWS_REGION": region})
+    assert config is not None and config.region == region
+
+
 def test_an_inference_profile_arn_is_a_valid_model_id() -> None:
     arn = "arn:aws:bedrock:ap-northeast-1:123456789012:application-inference-profile/abc123"
     config = ModelConfig.from_env({**KEY, "HELPBOT_MODEL": arn})
@@ -92,7 +115,21 @@ def test_settings_from_env() -> None:
                                   "HELPBOT_REQUEST_BUDGET_TOKENS": "50000", "HELPBOT_PRICE_INPUT": "3.3"})
     assert (settings.max_rounds, settings.deadline_s, settings.request_budget_tokens) == (4, 120.0, 50_000)
     assert settings.summary_threshold_tokens == 30_000  # follows a smaller budget
-    assert settings.price.input == 3.3 and settings.final_reserve_s == 15.0
+    assert settings.price_of(settings.model) == Price(3.3, 15.0)  # the output price stays Sonnet's list price
+    assert settings.final_reserve_s == 15.0
+
+
+def test_prices_follow_the_model_family_and_the_environment_overrides() -> None:
+    assert list_price("jp.anthropic.claude-haiku-4-5-20251001-v1:0") == Price(1.0, 5.0)
+    assert list_price("claude-opus-4-5") == Price(5.0, 25.0)
+    assert list_price("arn:aws:bedrock:ap-northeast-1:123456789012:application-inference-profile/x") == Price(3, 15)
+    haiku_main = Settings().with_models("jp.anthropic.claude-haiku-4-5-20251001-v1:0",
+                                        "jp.anthropic.claude-haiku-4-5-20251001-v1:0")
+    assert haiku_main.price_of(haiku_main.model) == Price(1.0, 5.0)  # not Sonnet's price for a Haiku run
+    env = Settings.from_env({"HELPBOT_PRICE_OUTPUT": "20", "HELPBOT_SUMMARY_PRICE_INPUT": "0.5"}).with_models(
+        "global.anthropic.claude-opus-4-5-20251101-v1:0", "jp.anthropic.claude-haiku-4-5-20251001-v1:0")
+    assert env.price_of(env.model) == Price(5.0, 20.0)
+    assert env.price_of(env.summary_model) == Price(0.5, 5.0)
 
 
 @pytest.mark.parametrize(("env", "variable"), [
@@ -101,6 +138,8 @@ def test_settings_from_env() -> None:
     ({"HELPBOT_SUMMARY_THRESHOLD_TOKENS": "200000"}, "HELPBOT_SUMMARY_THRESHOLD_TOKENS"),
     ({"HELPBOT_TIMEZONE": "Tokyo/Japan"}, "HELPBOT_TIMEZONE"),
     ({"HELPBOT_DEADLINE_S": "-1"}, "HELPBOT_DEADLINE_S"),
+    ({"HELPBOT_SUMMARY_TIMEOUT_S": "0"}, "HELPBOT_SUMMARY_TIMEOUT_S"),
+    ({"HELPBOT_PRICE_INPUT": "cheap"}, "HELPBOT_PRICE_INPUT"),
 ])
 def test_bad_settings_name_the_variable(env: dict[str, str], variable: str) -> None:
     with pytest.raises(ConfigError) as caught:

@@ -7,14 +7,17 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
 import threading
 from collections.abc import Iterator
 
+import anyio
 import httpx
 import pytest
 
 from agent.events import TriggerSettings
 from agent.relay import (
+    MAX_BODY_BYTES,
     DispatchError,
     Relay,
     RelayConfig,
@@ -185,17 +188,80 @@ def test_url_verification_echoes_the_challenge(github: GitHub) -> None:
     assert github.requests == []
 
 
-def test_slack_retry_is_acknowledged_without_dispatch(github: GitHub) -> None:
+def test_a_retry_after_a_slow_ack_is_acknowledged_without_dispatch(github: GitHub) -> None:
+    """http_timeout: the first delivery arrived and was dispatched, only our ack was late."""
     headers = signed(BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"})
     assert post(relay_for(github), BODY, headers) == (200, b"ignored: retry")
     assert github.requests == []
 
 
-def test_retry_after_our_own_error_status_dispatches(github: GitHub) -> None:
-    """http_error means we answered non-2xx, which the relay only does when the dispatch failed."""
-    headers = signed(BODY, extra={"X-Slack-Retry-Num": "2", "X-Slack-Retry-Reason": "http_error"})
+@pytest.mark.parametrize("reason", ["http_error", "connection_failed", "ssl_error", "too_many_redirects",
+                                    "unknown_error"])
+def test_a_retry_whose_first_delivery_may_never_have_arrived_dispatches(github: GitHub, reason: str) -> None:
+    """Every other reason Slack gives may mean the first delivery never reached us (or our dispatch failed)."""
+    headers = signed(BODY, extra={"X-Slack-Retry-Num": "2", "X-Slack-Retry-Reason": reason})
     assert post(relay_for(github), BODY, headers) == (200, b"ok")
     assert len(github.requests) == 1
+
+
+# -- nothing a client sends crashes it -----------------------------------------------------------------------
+@pytest.mark.parametrize("signature", ["v0=ü" + "0" * 63, "v0=" + "０" * 64, "\x00"], ids=["latin", "fullwidth", "nul"])
+def test_a_non_ascii_signature_is_401_not_a_crash(github: GitHub, signature: str) -> None:
+    """hmac.compare_digest raises TypeError on non-ASCII strings: that must be a bad signature, not a 500."""
+    status, _ = post(relay_for(github), BODY, {**signed(BODY), "X-Slack-Signature": signature})
+    assert status == 401 and github.requests == []
+
+
+ODD_BODIES = {
+    "event is a string": {"type": "event_callback", "event": "reaction_added"},
+    "event is a list": {"type": "event_callback", "event": ["reaction_added"]},
+    "event is a number": {"type": "event_callback", "event": 1},
+    "item is a string": {"type": "event_callback", "event": {"type": "reaction_added", "item": "C0123ABCD"}},
+    "user is an object": envelope(user={"id": "U0REACTOR"}),
+    "reaction is a list": envelope(reaction=["help"]),
+    "item channel is a number": envelope(item={"type": "message", "channel": 5, "ts": "1700000000.123456"}),
+    "type is a list": {"type": ["event_callback"], "event": {}},
+    "challenge is an object": {"type": "url_verification", "challenge": {"a": 1}},
+}
+
+
+@pytest.mark.parametrize("body", ODD_BODIES.values(), ids=ODD_BODIES.keys())
+def test_odd_but_signed_json_is_answered_not_crashed_on(github: GitHub, body: dict[str, object]) -> None:
+    status, _, _ = handle(signed(json.dumps(body).encode()), json.dumps(body).encode(), signing_secret=SECRET,
+                          dispatch=lambda p: None, now=lambda: NOW)
+    assert status in (200, 400)
+
+
+def test_a_body_over_the_bound_is_413_before_anything_else(github: GitHub) -> None:
+    huge = json.dumps({**envelope(), "padding": "x" * MAX_BODY_BYTES}).encode()
+    status, _ = post(relay_for(github), huge, signed(huge))
+    assert status == 413 and github.requests == []
+
+
+def test_a_bug_is_one_log_line_and_a_500(capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(payload: dict[str, str]) -> None:
+        raise RuntimeError("unexpected\nsecond line")
+
+    relay = Relay(RelayConfig.from_env(ENV), broken, now=lambda: NOW)
+    status, _, body = relay(signed(BODY), BODY)
+    assert (status, body) == (500, b"internal error")
+    err = capsys.readouterr().err.strip()
+    assert err == "helpbot relay: internal error: RuntimeError: unexpected second line"
+
+
+def test_the_dispatch_has_one_deadline_for_the_whole_request(github: GitHub) -> None:
+    """httpx timeouts apply per phase (connect, write, each read): a slow GitHub could add them up past Slack's
+    3 s. The whole request runs under one deadline instead (here a GitHub that never answers)."""
+    async def never(request: httpx.Request) -> httpx.Response:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    config = RelayConfig.from_env(ENV)
+    dispatch = github_dispatcher(config, transport=httpx.MockTransport(never), deadline=0.05)
+    with pytest.raises(DispatchError, match=r"did not answer within 0\.05 s"):
+        dispatch({"channel": "C0123ABCD", "ts": "1700000000.123456"})
+    relay = Relay(config, dispatch, now=lambda: NOW)
+    assert relay(signed(BODY), BODY)[:1] == (502,)
 
 
 IGNORED = {
@@ -305,7 +371,7 @@ def test_lambda_handler_url_verification(github: GitHub) -> None:
 # -- the stdlib server --------------------------------------------------------------------------------------------
 @pytest.fixture
 def server_url(github: GitHub) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, relay_for(github))
+    server = make_server("127.0.0.1", 0, relay_for(github), timeout=0.2)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -320,7 +386,8 @@ def test_server_handles_a_real_http_request(server_url: str, github: GitHub) -> 
     with httpx.Client(base_url=server_url) as client:
         accepted = client.post("/slack/events", content=BODY, headers=signed(BODY))
         retried = client.post("/slack/events", content=BODY,
-                              headers=signed(BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "x"}))
+                              headers=signed(BODY, extra={"X-Slack-Retry-Num": "1",
+                                                          "X-Slack-Retry-Reason": "http_timeout"}))
         rejected = client.post("/slack/events", content=BODY, headers={"Content-Type": "application/json"})
         probed = client.get("/")
     assert (accepted.status_code, accepted.text) == (200, "ok")
@@ -345,3 +412,34 @@ def test_relay_command_without_configuration_exits_2(monkeypatch: pytest.MonkeyP
     assert run_relay_command(argparse.Namespace(host="127.0.0.1", port=0)) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("helpbot relay: SLACK_SIGNING_SECRET:") and "\n" not in err
+
+
+def raw_request(server_url: str, data: bytes) -> bytes:
+    """Send raw bytes; whatever the server answers before it closes (a client timeout fails the test)."""
+    host, port = server_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(4096):
+            received += chunk
+    return received
+
+
+@pytest.mark.parametrize("length,status", [("-1", b"400"), ("+5", b"400"), ("1e3", b"400"), (None, b"411"),
+                                           (str(MAX_BODY_BYTES + 1), b"413")])
+def test_server_rejects_a_bad_content_length_at_once(server_url: str, github: GitHub, length: str | None,
+                                                     status: bytes) -> None:
+    """Content-Length -1 used to reach rfile.read(-1): read until the client closes, i.e. hang."""
+    head = b"POST /slack/events HTTP/1.1\r\nHost: relay\r\n"
+    if length is not None:
+        head += f"Content-Length: {length}\r\n".encode()
+    answer = raw_request(server_url, head + b"\r\n" + BODY[:10])
+    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == status
+    assert github.requests == []
+
+
+def test_server_drops_a_client_that_stops_sending(server_url: str, github: GitHub) -> None:
+    """A body shorter than its Content-Length: the socket timeout ends the wait (no thread stuck forever)."""
+    head = f"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: {len(BODY)}\r\n\r\n".encode()
+    assert raw_request(server_url, head + BODY[:10]) == b""  # closed by the server, not our 5 s timeout
+    assert github.requests == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from agent.slack_format import (
     placeholder_payload,
     progress_payload,
     progress_text,
+    question_payload,
     run_url,
     slack_len,
     sources_markdown,
@@ -296,9 +298,32 @@ def test_failure_notice_names_what_failed_and_links_the_run() -> None:
     assert f"<{RUN}|実行ログ>" in payload["text"]
     assert "ghp_" not in json.dumps(payload)
     assert payload["metadata"]["event_type"] == "helpbot_failure"
-    assert find_answer([payload], TS) is None  # a failure is not an answer: a new reaction tries again
+    assert find_answer([payload], TS, is_ours=lambda m: True) is None  # not an answer: a new reaction tries again
     no_link = failure_payload("x" * 2000)
     assert "もう一度リアクション" in no_link["text"] and slack_len(no_link["text"]) < 400
+
+
+def test_failure_notice_is_one_line_without_urls() -> None:
+    """A SlackApiError's text is several lines with the API URL in it: the channel gets one line, no URL."""
+    what = ("The request to the Slack API failed. (url: https://slack.com/api/chat.postMessage)\n"
+            "The server responded with: {'ok': False, 'error': 'msg_too_long'}")
+    text = failure_payload(what, RUN)["text"]
+    assert "\n" not in text and "slack.com/api" not in text and "msg_too_long" in text
+    assert f"<{RUN}|実行ログ>" in text  # the run link is the one URL, added on purpose
+
+
+def test_a_free_question_is_escaped_and_fits_slacks_section_limit() -> None:
+    question = ("<https://evil.example.com|社内ポータル> から <!channel> @here 在庫の件。 & 詳細は以下\n"
+                + "在庫同期の遅延について詳しく説明します。" * 190)  # about 3,900 characters, under the 4,000 allowed
+    payload = question_payload(question, "octocat")
+    texts = [b["text"]["text"] for b in payload["blocks"]]
+    assert len(texts) >= 2 and all(b["type"] == "section" for b in payload["blocks"])
+    assert all(slack_len(t) <= 3000 for t in texts)
+    joined = "".join(texts)
+    assert "<https://evil" not in joined and "<!channel>" not in joined and "<" not in payload["text"]
+    assert "&lt;https://evil.example.com|社内ポータル&gt;" in joined and "&amp;" in joined
+    assert "octocat" in texts[0] and all(t.split("\n")[-1].startswith(">") for t in texts)
+    assert slack_len(payload["text"]) <= 600
 
 
 def test_run_url() -> None:
@@ -307,17 +332,28 @@ def test_run_url() -> None:
     assert run_url({**env, "GITHUB_RUN_ID": ""}) is None
 
 
+def ours(message: dict[str, Any]) -> bool:
+    return message.get("bot_id") == "B0HELPBOT"
+
+
 def test_find_answer_uses_the_metadata() -> None:
     [payload] = answer_payloads(result("OK"), channel="C0123ABCD", question_ts=TS)
     thread = [
         {"ts": TS, "text": "在庫がずれています"},
-        {"ts": "1700000001.000000", "text": PLACEHOLDER},
-        {"ts": "1700000002.000000", "text": "OK", "metadata": payload["metadata"]},
+        {"ts": "1700000001.000000", "text": PLACEHOLDER, "bot_id": "B0HELPBOT"},
+        {"ts": "1700000002.000000", "text": "OK", "bot_id": "B0HELPBOT", "metadata": payload["metadata"]},
     ]
-    assert find_answer(thread, TS) is thread[2]
-    assert find_answer(thread, "1700000009.000000") is None
-    assert find_answer(thread, TS, channel="C0OTHER") is None
-    assert find_answer(thread[:2], TS) is None
+    assert find_answer(thread, TS, is_ours=ours) is thread[2]
+    assert find_answer(thread, "1700000009.000000", is_ours=ours) is None
+    assert find_answer(thread, TS, channel="C0OTHER", is_ours=ours) is None
+    assert find_answer(thread[:2], TS, is_ours=ours) is None
+
+
+def test_find_answer_ignores_helpbot_metadata_on_another_apps_message() -> None:
+    """Any app can attach ``helpbot_answer`` metadata: only helpbot's own message counts as its answer."""
+    [payload] = answer_payloads(result("OK"), channel="C0123ABCD", question_ts=TS)
+    forged = {"ts": "1700000002.000000", "text": "OK", "bot_id": "B0OTHERAPP", "metadata": payload["metadata"]}
+    assert find_answer([{"ts": TS, "text": "質問"}, forged], TS, is_ours=ours) is None
 
 
 # -- the public guard -----------------------------------------------------------------------------------------------

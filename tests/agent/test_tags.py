@@ -12,7 +12,7 @@ import pytest
 
 from agent.cli import main
 from agent.loop import Agent
-from agent.model import ModelUnavailable, Usage
+from agent.model import ModelUnavailable
 from agent.scripted import Request, ScriptedModel, calls
 from agent.settings import Settings
 from agent.slack_format import answer_payloads
@@ -354,6 +354,3 @@ def test_the_commented_mcp_server_examples_are_valid_when_uncommented(tmp_path: 
     assert entries[0].command == "uv" and entries[0].tools == ["get_customers", "get_sales"]
     assert not entries[0].allow_writes and entries[1].url == "http://127.0.0.1:8765/mcp"
 
-
-def test_usage_defaults_are_zero_without_a_model() -> None:
-    assert tag("Shopify").usage == Usage()

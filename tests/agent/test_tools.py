@@ -57,3 +57,40 @@ def test_run_concurrently_replaces_late_jobs() -> None:
                                on_timeout=lambda i: f"timeout {i}")
     release.set()
     assert results == ["fast", "timeout 1"]
+
+
+def test_run_concurrently_keeps_at_most_eight_jobs_in_flight() -> None:
+    release, lock = threading.Event(), threading.Lock()
+    active, peak = [0], [0]
+
+    def job(i: int) -> int:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        release.wait(5)
+        with lock:
+            active[0] -= 1
+        return i
+
+    results: list[list[int | str]] = []
+    batch = threading.Thread(target=lambda: results.append(run_concurrently(
+        [lambda i=i: job(i) for i in range(12)], 10, on_timeout=lambda i: f"timeout {i}")))
+    batch.start()
+    for _ in range(500):  # until the first eight are running
+        if peak[0] >= 8:
+            break
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.2)  # time for any ninth to start, if it could
+    assert peak[0] == 8
+    release.set()
+    batch.join(5)
+    assert results == [list(range(12))]  # the other four ran as slots came free
+
+
+def test_a_job_still_waiting_for_a_slot_at_the_timeout_never_starts() -> None:
+    release, second_ran = threading.Event(), threading.Event()
+    results = run_concurrently([lambda: release.wait(5), lambda: second_ran.set()], 0.1,
+                               on_timeout=lambda i: f"timeout {i}", max_in_flight=1)
+    release.set()  # the first finishes and frees its slot; the second must not start now
+    assert results == ["timeout 0", "timeout 1"]
+    assert not second_ran.wait(0.3)

@@ -57,6 +57,9 @@ Where Slack is vague the fake is deliberately strict, so that bugs show up here 
 - ``markdown_text`` over 12,000 characters, or combined with ``text``/``blocks`` -> ``invalid_arguments``; it is
   stored as one ``markdown`` block. ``blocks`` are checked for the limits in api-notes.md (50 blocks, section text
   3,000, markdown block text 12,000 cumulative) -> ``invalid_blocks``; ``text`` over 40,000 -> ``msg_too_long``.
+- ``ws.markdown_as_rich_text = True``: messages are read back with each ``markdown`` block translated into a
+  ``rich_text`` block (sections, bullet/ordered lists, quotes, preformatted code; bold, code and link styles),
+  as real Slack may hand them back. Code reading helpbot's own answers must cope with both forms.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ import base64
 import json
 import re
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -212,6 +216,7 @@ class Workspace:
         self._start = start  # 2025-01-02 10:00 JST
         self._count = 0
         self._latest = 0.0
+        self.markdown_as_rich_text = False  # read markdown blocks back as rich_text, as real Slack may
         self.add_user(self.bot_user_id, "helpbot", real_name="helpbot", is_bot=True, bot_id=self.bot_id)
         self.add_user(self.owner_id, "owner", real_name="Token Owner")
 
@@ -308,7 +313,8 @@ class Workspace:
             out["user"] = m.user
         out.update({"text": m.text, "ts": m.ts, "team": self.team_id})
         if m.blocks is not None:
-            out["blocks"] = m.blocks
+            out["blocks"] = ([markdown_to_rich_text(b["text"]) if b.get("type") == "markdown" else b for b in m.blocks]
+                             if self.markdown_as_rich_text else m.blocks)
         if m.bot_id:
             out.update({"bot_id": m.bot_id, "app_id": m.app_id,
                         "bot_profile": {"id": m.bot_id, "app_id": m.app_id, "name": m.username or "helpbot",
@@ -338,6 +344,64 @@ class Workspace:
         if include_metadata and m.metadata is not None:
             out["metadata"] = dict(m.metadata)
         return out
+
+
+_INLINE = re.compile(r"\*\*(?P<bold>[^*\n]+)\*\*|`(?P<code>[^`\n]+)`|\[(?P<label>[^\]\n]*)\]\((?P<url>[^)\s]+)\)")
+_LIST_ITEM = re.compile(r"\s*(?:(?P<bullet>[-*•])|(?P<number>\d+)[.)])\s+(?P<text>.*)")
+
+
+def _rich_inline(text: str) -> list[dict[str, Any]]:
+    """``**bold**``, ``code`` and ``[label](url)`` as rich_text elements; the rest as plain text."""
+    elements: list[dict[str, Any]] = []
+    at = 0
+    for match in _INLINE.finditer(text):
+        if match.start() > at:
+            elements.append({"type": "text", "text": text[at:match.start()]})
+        if match.group("bold") is not None:
+            elements.append({"type": "text", "text": match.group("bold"), "style": {"bold": True}})
+        elif match.group("code") is not None:
+            elements.append({"type": "text", "text": match.group("code"), "style": {"code": True}})
+        else:
+            elements.append({"type": "link", "url": match.group("url"), "text": match.group("label")})
+        at = match.end()
+    if at < len(text):
+        elements.append({"type": "text", "text": text[at:]})
+    return elements
+
+
+def markdown_to_rich_text(markdown: str) -> dict[str, Any]:
+    """A markdown block as Slack may return it on read: one rich_text block."""
+    elements: list[dict[str, Any]] = []
+    lines = markdown.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.strip().startswith(("```", "~~~")):
+            fence, body = line.strip()[:3], []
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith(fence):
+                body.append(lines[i])
+                i += 1
+            elements.append({"type": "rich_text_preformatted", "elements": [{"type": "text", "text": "\n".join(body)}]})
+            i += 1
+            continue
+        item = _LIST_ITEM.fullmatch(line)
+        if item:
+            ordered = item.group("number") is not None
+            items = []
+            while i < len(lines) and (item := _LIST_ITEM.fullmatch(lines[i])) and (item.group("number") is not None) \
+                    == ordered:
+                items.append({"type": "rich_text_section", "elements": _rich_inline(item.group("text"))})
+                i += 1
+            elements.append({"type": "rich_text_list", "style": "ordered" if ordered else "bullet", "indent": 0,
+                             "elements": items})
+            continue
+        if line.startswith(">"):
+            elements.append({"type": "rich_text_quote", "elements": _rich_inline(line[1:].lstrip())})
+        elif line.strip():
+            elements.append({"type": "rich_text_section", "elements": _rich_inline(line)})
+        i += 1
+    return {"type": "rich_text", "block_id": f"rt{zlib.crc32(markdown.encode()):08x}", "elements": elements}
 
 
 def sample_workspace() -> Workspace:

@@ -41,7 +41,14 @@ def test_json_argument_form_of_the_old_library(capsys: pytest.CaptureFixture[str
         (["faq:search"], "query: field required"),
         (["faq:search", "x", "limit=many"], "limit: input should be a valid integer"),
         (["faq:search", "x", "limit=0"], "limit: input should be greater than or equal to 1"),
-        (["faq:search", "x", "bogus=1"], "unknown parameter 'bogus'"),
+        (["faq:search", "x", "bogus=1"], "faq:search has no parameter 'bogus'"),
+        (["faq:search", "x", "limit=²"], "limit: input should be a valid integer"),
+        (["faq:search", "x", "limit=--1"], "limit: input should be a valid integer"),
+        (["faq:search", "x", "limit=" + "9" * 5000], "limit: unable to parse input string as an integer"),
+        (["faq:search", "x", "limit=" + "9" * 30], "limit: input should be less than or equal to 20"),
+        (["faq:search", '{"query": "x", "limit": ' + "9" * 5000 + "}"], "not valid JSON"),
+        (["faq:search", "x", "tags=[" + "9" * 5000 + "]"], "not valid JSON"),
+        (["faq:search", "x", "tags=[1,"], "not valid JSON"),
         (["faq:search", "x", "5", "Shopify", "extra"], "too many arguments"),
         (["faq:search", "{bad json"], "not valid JSON"),
         (["github:searchCode", "inventory"], "platform 'github' is not configured"),
@@ -54,6 +61,56 @@ def test_bad_input_exits_2_with_usage(capsys: pytest.CaptureFixture[str], argv: 
     assert code == 2
     assert expected in (err + out)
     assert "Traceback" not in err
+
+
+def test_an_empty_list_argument_is_an_empty_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "faq:search", "在庫", "tags=")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "ok"
+
+
+@pytest.mark.parametrize("query", ["在庫=0になる", "stock=0", "a=b=c"])
+def test_a_value_with_an_equals_sign_is_a_value(capsys: pytest.CaptureFixture[str], query: str) -> None:
+    """Only ``name=value`` with one of the tool's parameter names sets a parameter."""
+    code, out, err = run(capsys, "faq:search", query, "limit=1")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "ok"
+
+
+def test_parse_keeps_unknown_key_value_tokens_as_values() -> None:
+    from mcp_lib import Registry
+    from mcp_lib.cli import parse_tool_args
+
+    tool = Registry(env={}).find("faq:search")
+    assert parse_tool_args(tool, ["在庫=0になる", "limit=3"]) == {"query": "在庫=0になる", "limit": 3}
+    assert parse_tool_args(tool, ["limit=3", "query=a=b"]) == {"limit": 3, "query": "a=b"}
+    assert parse_tool_args(tool, ["x", "tags= Shopify , 在庫 ,"]) == {"query": "x", "tags": ["Shopify", "在庫"]}
+
+
+@pytest.mark.parametrize(("only", "expected"), [("nosuch", "unknown name in --only: nosuch"),
+                                                ("faq,nosuch_tool", "unknown name in --only: nosuch_tool"),
+                                                ("redmine", "not configured here: redmine"),
+                                                (" , ", "names nothing")])
+def test_only_with_unknown_names_exits_2_listing_the_known(capsys: pytest.CaptureFixture[str], only: str,
+                                                          expected: str) -> None:
+    code, out, err = run(capsys, "schemas", "--only", only)
+    assert code == 2 and out == "" and expected in err and "faq_search" in err
+
+
+def test_only_names_are_stripped(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "schemas", "--only", " faq_search , faq:getEntry ")
+    assert code == 0 and [t["name"] for t in json.loads(out)] == ["faq_search", "faq_getEntry"]
+
+
+def test_docs_has_no_only_option_and_reports_an_unwritable_directory(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["docs", "--check", "--only", "faq"])
+    assert stopped.value.code == 2 and "unrecognized arguments: --only" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    code, _, err = run(capsys, "docs", "--write", "--dir", str(blocker / "docs"))
+    assert code == 2 and "cannot write" in err and "Traceback" not in err and err.count("\n") == 1
 
 
 def test_tool_failure_exits_1_with_an_error_result(capsys: pytest.CaptureFixture[str]) -> None:

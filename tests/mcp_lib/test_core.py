@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import Field
 
 from mcp_lib import ArgumentError, Caller, Limits, Platform, Registry, Result, ToolContext, ToolError
-from mcp_lib.core import TRUNCATION_MARKER, apply_limits
+from mcp_lib.core import MAX_MESSAGE_CHARS, TRUNCATION_MARKER, apply_limits, cut_text
 
 
 def make_platform() -> Platform:
@@ -165,3 +166,185 @@ def test_real_registry_always_has_faq() -> None:
     assert [p.name for p in registry.enabled()] == ["faq"]
     assert {t.wire_name for t in registry.tools()} >= {"faq_search", "faq_getEntry"}
     json.dumps([t.input_schema for t in registry.tools(enabled_only=False)])  # every schema is JSON
+
+
+# -- limits on nested payloads: the size cap really holds --------------------------------------------------------
+def nested_result(files: int, patch: int, comments: int = 0) -> Result:
+    return Result(tool="t", item={
+        "title": "Rename every module " + "T" * 300, "url": "https://example.test/pull/1?" + "q" * 400,
+        "issueId": 7, "body": "b" * 20_000,
+        "files": [{"filename": f"src/{n:03d}/" + "long_name_" * 8 + ".py", "patch": "+" * patch,
+                   "url": f"https://example.test/f/{n}"} for n in range(files)],
+        "comments": [{"author": "a", "body": "c" * 3000, "reactions": list(range(50))} for _ in range(comments)],
+    })
+
+
+@pytest.mark.parametrize(("files", "patch", "comments"), [(100, 1500, 0), (500, 10, 0), (3, 50_000, 40),
+                                                          (0, 0, 200), (30, 3000, 30)])
+@pytest.mark.parametrize("cap", [1000, 5000, 16000])
+def test_the_size_cap_holds_for_nested_payloads(files: int, patch: int, comments: int, cap: int) -> None:
+    original = nested_result(files, patch, comments)
+    assert original.item is not None
+    limited = apply_limits(original, Limits(max_result_chars=cap))
+    assert len(limited.to_json()) <= cap
+    assert limited.notes
+    if limited.item is not None:  # what identifies the item is never cut
+        assert limited.item["url"] == original.item["url"] and limited.item["title"] == original.item["title"]
+        assert limited.item["issueId"] == 7
+        names = {f["filename"] for f in original.item["files"]}
+        assert all(f["filename"] in names for f in limited.item.get("files", []))
+
+
+def test_nested_lists_are_trimmed_with_a_note_naming_where() -> None:
+    limited = apply_limits(nested_result(files=30, patch=10, comments=0), Limits(max_items=5))
+    assert limited.item is not None and len(limited.item["files"]) == 5
+    assert "showing 5 of 30 entries at item.files" in limited.notes
+    many = Result(tool="t", items=[{"title": f"t{i}", "url": f"u{i}", "labels": list(range(i * 4))}
+                                   for i in range(3)])
+    trimmed = apply_limits(many, Limits(max_items=5))
+    assert [len(i["labels"]) for i in trimmed.items] == [0, 4, 5]
+    assert "lists at items[].labels cut to 5 entries (the longest had 8)" in trimmed.notes
+
+
+def test_markers_count_what_was_left_of_the_original_and_the_note_names_the_final_limit() -> None:
+    original = Result(tool="t", item={"title": "x", "url": "u", "body": "a" * 50_000})
+    limited = apply_limits(original, Limits(max_field_chars=4000, max_result_chars=2000))
+    body = limited.item["body"]  # type: ignore[index]
+    kept = body.split("…[truncated:")[0]
+    assert body == kept + TRUNCATION_MARKER.format(n=50_000 - len(kept))
+    assert body.count("truncated") == 1
+    assert f"long fields cut to {len(kept)} characters" in limited.notes
+    assert len(limited.to_json()) <= 2000
+
+
+def test_a_platform_cut_and_a_limit_cut_make_one_marker_with_the_full_count() -> None:
+    text, cut = cut_text("z" * 10_000, 6000)  # the platform's own cut
+    assert cut
+    limited = apply_limits(Result(tool="t", item={"body": text}), Limits(max_field_chars=1500))
+    assert limited.item == {"body": "z" * 1500 + TRUNCATION_MARKER.format(n=8500)}
+
+
+def test_url_title_and_ids_are_never_cut() -> None:
+    long_url = "https://example.test/" + "p" * 5000
+    item = {"url": long_url, "title": "T" * 3000, "pageId": "i" * 2000, "channel_id": "C" * 2000,
+            "path": "/" + "d/" * 1000, "text": "t" * 5000}
+    limited = apply_limits(Result(tool="t", items=[item]), Limits(max_field_chars=100, max_result_chars=20_000))
+    assert {k: v for k, v in limited.items[0].items() if k != "text"} == {k: v for k, v in item.items()
+                                                                          if k != "text"}
+    assert len(limited.items[0]["text"]) < 200
+
+
+# -- masking before cutting ----------------------------------------------------------------------------------------
+GITHUB_SECRET = "ghp_" + "A1b2C3d4E5" * 3 + "xyz123"
+
+
+def test_cut_text_masks_before_it_cuts() -> None:
+    text, cut = cut_text("x" * 90 + GITHUB_SECRET + " and some more text", 100)
+    assert cut and "ghp_" not in text and "A1b2" not in text
+
+
+def test_a_secret_across_the_field_limit_is_masked_whole() -> None:
+    platform = make_platform()
+
+    @platform.tool()
+    def leak(ctx: ToolContext) -> dict[str, Any]:
+        """Return a body with a token right at the field limit."""
+        return {"title": "t", "url": "u", "body": "x" * (1500 - 10) + GITHUB_SECRET + " tail"}
+
+    result = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": platform}).call("demo_leak", {})
+    assert result.status == "ok" and "ghp_" not in result.to_json() and "A1b2" not in result.to_json()
+
+
+# -- invoke never raises -------------------------------------------------------------------------------------------
+def test_invoke_never_raises_and_makes_results_json_safe() -> None:
+    platform = make_platform()
+
+    @platform.tool()
+    def dated(ctx: ToolContext) -> list[dict[str, Any]]:
+        """Items with values JSON does not know."""
+        return [{"title": "t", "url": "u", "when": datetime(2025, 5, 15, 10, 0, tzinfo=UTC),
+                 "tags": {"only-one"}}]
+
+    @platform.tool()
+    def circular(ctx: ToolContext) -> dict[str, Any]:
+        """An item that cannot be serialised at all."""
+        loop: dict[str, Any] = {"title": "t"}
+        loop["self"] = loop
+        return loop
+
+    @platform.tool()
+    def noisy(ctx: ToolContext) -> dict[str, Any]:
+        """An exception with a whole page (and a token) in it."""
+        raise RuntimeError("<html>" + "error page " * 2000 + f" token={GITHUB_SECRET}</html>")
+
+    registry = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": platform})
+    dated_result = registry.call("demo_dated", {})
+    assert dated_result.status == "ok" and dated_result.items[0]["when"] == "2025-05-15 10:00:00+00:00"
+    assert dated_result.items[0]["tags"] == "{'only-one'}"
+    json.loads(dated_result.to_json())
+    broken = registry.call("demo_circular", {})
+    assert broken.is_error and "ValueError" in (broken.message or "")
+    noisy_result = registry.call("demo_noisy", {})
+    assert noisy_result.is_error and len(noisy_result.message or "") <= MAX_MESSAGE_CHARS + 60
+    assert "ghp_" not in noisy_result.to_json() and "truncated" in (noisy_result.message or "")
+
+
+# -- explicit environment limits cap a tool's own ----------------------------------------------------------------
+def test_an_explicit_env_limit_caps_the_tools_declared_limit() -> None:
+    platform = make_platform()
+
+    @platform.tool(max_field_chars=20_000, max_items=200)
+    def big(ctx: ToolContext) -> list[dict[str, Any]]:
+        """Many items with long bodies."""
+        return [{"title": str(i), "url": f"u{i}", "body": "b" * 10_000} for i in range(300)]
+
+    def run(env: dict[str, str]) -> Result:
+        return Registry(env={"DEMO_TOKEN": "x", "HELPBOT_TOOL_MAX_RESULT_CHARS": "10000000", **env},
+                        platforms={"demo": platform}).call("demo_big", {})
+
+    assert len(run({}).items) == 200 and len(run({}).items[0]["body"]) == 10_000  # the tool's own limits
+    capped = run({"HELPBOT_TOOL_MAX_FIELD_CHARS": "500", "HELPBOT_TOOL_MAX_ITEMS": "7"})
+    assert len(capped.items) == 7 and capped.items[0]["body"].startswith("b" * 500 + "…[truncated")
+    looser = run({"HELPBOT_TOOL_MAX_FIELD_CHARS": "50000"})  # a cap, not a raise
+    assert len(looser.items[0]["body"]) == 10_000 and len(looser.items) == 200
+    limits = Limits.from_env({"HELPBOT_TOOL_MAX_ITEMS": "3"})
+    assert limits.merged(max_items=200).max_items == 3 and Limits().merged(max_items=200).max_items == 200
+
+
+# -- one time budget per call --------------------------------------------------------------------------------------
+def test_invoke_gives_each_call_a_deadline_from_the_budget() -> None:
+    platform = make_platform()
+    seen: list[float | None] = []
+
+    @platform.tool()
+    def timed(ctx: ToolContext) -> list[dict[str, Any]]:
+        """Report the deadline."""
+        seen.append(ctx.deadline)
+        return []
+
+    now = [1000.0]
+    registry = Registry(env={"DEMO_TOKEN": "x", "HELPBOT_TOOL_BUDGET_S": "12"}, platforms={"demo": platform},
+                        clock=lambda: now[0])
+    registry.call("demo_timed", {})
+    now[0] = 2000.0
+    registry.call("demo_timed", {})
+    assert seen == [1012.0, 2012.0]  # a fresh deadline per call, not one carried over
+    assert Registry(env={}).limits.budget_s == 45.0
+
+
+# -- lazily loaded tools ---------------------------------------------------------------------------------------------
+def test_a_platform_loads_its_tools_only_when_they_are_used() -> None:
+    loads: list[str] = []
+
+    def load(platform: Platform) -> None:
+        loads.append(platform.name)
+        platform.tools.update(make_platform().tools)
+
+    lazy = Platform(name="lazy", overview="o", scenes=[], security_rules=[], load_config=lambda env: {"token": "t"},
+                    make_client=lambda config: {"made_with": "t"}, load_tools=load)
+    registry = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": make_platform(), "lazy": lazy})
+    assert registry.call("demo_find", {"query": "q"}).status == "ok"
+    assert registry.is_enabled("lazy") and loads == []
+    assert registry.find("lazy_find").wire_name == "demo_find"  # the borrowed declarations keep their name
+    registry.tools()
+    assert loads == ["lazy"]

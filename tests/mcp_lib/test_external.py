@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -86,9 +87,9 @@ def test_unreachable_server_leaves_an_empty_platform(tmp_path: Path) -> None:
     config = Path(env["HELPBOT_CONFIG"])
     config.write_text(config.read_text().replace(json.dumps(sys.executable), '"/nonexistent/python"'))
     registry = Registry(env=env)
-    assert "unavailable" in registry.platforms()["sales"].overview
     assert [p.name for p in registry.enabled()][:1] == ["faq"]
     assert registry.tools(only=["sales"]) == []
+    assert "unavailable" in registry.platforms()["sales"].overview
 
 
 @pytest.mark.parametrize(
@@ -175,9 +176,10 @@ def test_a_streamable_http_server_with_a_header_from_the_environment(tmp_path: P
         assert seen and set(seen) == {"Bearer s3cret"}
 
         refused = Registry(env={"HELPBOT_CONFIG": str(config), "SALES_MCP_TOKEN": "wrong"})
+        assert refused.tools(only=["sales"]) == []
         assert "unavailable" in refused.platforms()["sales"].overview
         with pytest.raises(ConfigError, match="SALES_MCP_TOKEN"):
-            Registry(env={"HELPBOT_CONFIG": str(config)}).platforms()
+            Registry(env={"HELPBOT_CONFIG": str(config)}).tools()
 
 
 def test_mcp_lib_all_commands_lists_the_server_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -190,3 +192,85 @@ def test_mcp_lib_all_commands_lists_the_server_tools(tmp_path: Path, monkeypatch
     out = capsys.readouterr().out
     assert "# SALES Platform" in out and "sales:get_sales" in out and "sales:add_sale" not in out
     assert "Only these tools are offered: get_customers, get_sales" in out
+
+
+# -- contacted only when needed, bounded, and named so that clients accept the names ------------------------------
+def odd_server(tmp_path: Path, body: str, tools: list[str], extra: str = "") -> dict[str, str]:
+    """A small stdio MCP server written for one test (official SDK), and a helpbot.toml naming it."""
+    script = tmp_path / "odd_server.py"
+    script.write_text(body, encoding="utf-8")
+    config = tmp_path / "odd.toml"
+    config.write_text(f"[[mcp_servers]]\nname = \"odd\"\ncommand = {json.dumps(sys.executable)}\n"
+                      f"args = [{json.dumps(str(script))}]\ntools = {json.dumps(tools)}\n{extra}", encoding="utf-8")
+    return {"HELPBOT_CONFIG": str(config)}
+
+
+ODD_TOOLS = """
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("odd")
+read_only = ToolAnnotations(read_only_hint=True)
+
+@server.tool(name="get.rows", annotations=read_only)
+def dotted() -> str:
+    return "dotted"
+
+@server.tool(name="r" * 70, annotations=read_only)
+def long_name() -> str:
+    return "long"
+
+@server.tool(name="fine_tool", annotations=read_only)
+def fine() -> str:
+    return "fine"
+
+server.run("stdio")
+"""
+
+
+def test_tools_whose_wire_names_would_be_invalid_are_skipped_with_a_note(tmp_path: Path) -> None:
+    registry = Registry(env=odd_server(tmp_path, ODD_TOOLS, ["get.rows", "r" * 70, "fine_tool"]))
+    assert [t.wire_name for t in registry.tools(only=["odd"])] == ["odd_fine_tool"]
+    overview = registry.platforms()["odd"].overview
+    assert "'get.rows'" in overview and "r" * 70 in overview and "[A-Za-z0-9_-]" in overview
+    assert registry.call("odd_fine_tool", {}).item == {"result": "fine"}
+
+
+def test_a_server_is_not_started_for_other_platforms_tools(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    body = f"open({str(marker)!r}, 'w').close()\n" + ODD_TOOLS
+    registry = Registry(env=odd_server(tmp_path, body, ["fine_tool"]))
+    assert registry.call("faq_search", {"query": "在庫"}).status == "ok"
+    assert registry.find("faq:getEntry").platform == "faq"
+    assert registry.is_enabled("odd") and "odd" in registry.platforms()
+    assert not marker.exists()  # nothing so far needed the odd server
+    assert [t.wire_name for t in registry.tools(only=["odd"])] == ["odd_fine_tool"]
+    assert marker.exists()
+
+
+def test_a_hung_server_costs_at_most_its_listing_timeout(tmp_path: Path) -> None:
+    hung = "import time\ntime.sleep(600)\n"  # never answers initialize
+    registry = Registry(env=odd_server(tmp_path, hung, ["fine_tool"], extra="list_timeout_s = 0.5\n"))
+    assert registry.tools(only=["odd"]) == []
+    assert "no tool list within 0.5 s" in registry.platforms()["odd"].overview
+    assert {t.wire_name for t in registry.tools()} >= {"faq_search"}  # the rest of the catalog is intact
+
+
+def test_the_working_directorys_helpbot_toml_is_only_for_the_process_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "helpbot.toml").write_text('[[mcp_servers]]\nname = "faq"\ncommand = "x"\ntools = ["a"]\n',
+                                           encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert "faq" in Registry(env={}).platforms()  # an injected environment: the stray file is not read
+    assert server_entries({"SOME": "thing"}) == []
+    with pytest.raises(ConfigError, match="taken"):
+        Registry().platforms()  # the process environment: ./helpbot.toml applies, as documented
+    with pytest.raises(ConfigError, match="taken"):
+        Registry(env=dict(os.environ)).platforms()  # an unchanged copy of it, as the helpbot CLI passes
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "helpbot.toml"
+    path.write_bytes('[[mcp_servers]]\nname = "販売"\n'.encode("shift_jis"))
+    with pytest.raises(ConfigError, match="UTF-8"):
+        server_entries({"HELPBOT_CONFIG": str(path)})

@@ -37,6 +37,45 @@ def test_key_value_form_keeps_the_key() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
+        # a prefix before the key word (the word boundary never matched after an underscore)
+        ("REDMINE_API_KEY=0123456789abcdef0123456789abcdef01234567", "REDMINE_API_KEY=[REDACTED]"),
+        ("GROWI_ACCESS_TOKEN=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==", "GROWI_ACCESS_TOKEN=[REDACTED]"),
+        ("export GITHUB_TOKEN=gho_shortbutsecret1", "export GITHUB_TOKEN=[REDACTED]"),
+        ("MY_PASSWORD=hunter2hunter2", "MY_PASSWORD=[REDACTED]"),
+        ("db.password: s3cr3t-pass", "db.password: [REDACTED]"),
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED]"),
+        # JSON: the closing quote of the key comes before the colon
+        ('{"api_key": "abcdef0123456789"}', '{"api_key": "[REDACTED]"}'),
+        ("{'client_secret': 'abcdef0123456789'}", "{'client_secret': '[REDACTED]'}"),
+        # Authorization headers and JWTs
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+         "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "Authorization: Bearer [REDACTED]"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZDEyMzQ=", "Authorization: Basic [REDACTED]"),
+        ("id_token は eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2V4YW1wbGUifQ.c2lnbmF0dXJlMTIzNDU2 です",
+         "id_token は [REDACTED] です"),
+        # Slack webhooks: the path is the secret
+        ("通知先 https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx に送る",
+         "通知先 https://hooks.slack.com/[REDACTED] に送る"),
+        # GitHub's other token kinds, also straight after an underscore or Japanese text
+        ("トークンgho_" + "a" * 36 + "です", "トークン[REDACTED]です"),
+        ("x_ghs_" + "B" * 36, "x_[REDACTED]"),
+        ("prefixghp_" + "F" * 36, "prefix[REDACTED]"),
+        ("ghu_" + "c" * 36 + " ghr_" + "d" * 36, "[REDACTED] [REDACTED]"),
+        ("key AIza" + "e" * 35, "key [REDACTED]"),
+    ],
+)
+def test_secrets_behind_prefixes_quotes_and_headers_are_masked(text: str, expected: str) -> None:
+    assert redact_secrets(text) == expected
+
+
+def test_masking_is_idempotent() -> None:
+    once = redact_secrets('GITHUB_TOKEN="abcdefgh12345678" and Bearer abcdefghijklmnopqrstuv')
+    assert redact_secrets(once) == once
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
         ("連絡先はtaro@example.comまで", "連絡先は[email]まで"),
         ("電話は03-1234-5678です", "電話は[phone]です"),
         ("携帯 090-1234-5678", "携帯 [phone]"),
@@ -50,8 +89,17 @@ def test_personal_data_is_masked(text: str, expected: str) -> None:
     assert redact_personal(text) == expected
 
 
-@pytest.mark.parametrize("text", ["git@github.com:acme/shop.git", "2025-05-15", "注文番号 100234", "v1.2.3",
-                                  "SKU-0012-3456"])
+@pytest.mark.parametrize("text", [
+    "git@github.com:acme/shop.git", "2025-05-15", "注文番号 100234", "v1.2.3", "SKU-0012-3456",
+    # words that name secrets, in prose and code, without a secret after them
+    "パスワード: 管理者に聞いてください", "password: 管理者に確認", "token: 期限切れ", "the token expired yesterday",
+    "max_tokens: 4096", "TOKEN_EXPIRY=3600", "tokens: 1234567890", "token_count=123456789",
+    "token = get_token()", 'token = os.environ["GITHUB_TOKEN"]', "password: ${DB_PASSWORD}",
+    "token: ${{ secrets.GITHUB_TOKEN }}", "secret: 社外秘です", "Bearer トークンを使う", "Bearer tokens expire",
+    "basic authentication is disabled", "https://hooks.slack.com/", "Slack の hooks.slack.com を使う",
+    "commit 0123456789abcdef0123456789abcdef01234567", "eyJ だけでは JWT ではない", "AKIA is a prefix",
+    "ghp_short", "xoxb-short", "[REDACTED]",
+])
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert redact_personal(redact_secrets(text)) == text
 

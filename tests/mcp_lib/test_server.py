@@ -43,20 +43,23 @@ async def test_calls_a_tool_and_returns_structured_content() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    ("name", "arguments", "expected"),
+    ("name", "arguments", "expected", "kind"),
     [
-        ("faq_search", {}, "'query' is a required property"),
-        ("faq_search", {"query": "x", "limit": "five"}, "limit"),
-        ("faq_search", {"query": "x", "extra": 1}, "Additional properties"),
-        ("faq_getEntry", {"id": "no-such-entry"}, "no FAQ entry"),
-        ("redmine_getIssue", {"issueId": 1}, "unknown tool"),
+        ("faq_search", {}, "query: field required", "arguments"),
+        ("faq_search", {"query": "x", "limit": "five"}, "limit: input should be a valid integer", "arguments"),
+        ("faq_search", {"query": "x", "extra": 1}, "extra: extra inputs are not permitted", "arguments"),
+        ("faq_getEntry", {"id": "no-such-entry"}, "no FAQ entry", "failed"),
+        ("redmine_getIssue", {"issueId": 1}, "unknown tool", "failed"),
     ],
 )
-async def test_bad_calls_are_is_error_results(name: str, arguments: dict, expected: str) -> None:
+async def test_bad_calls_are_is_error_results(name: str, arguments: dict, expected: str, kind: str) -> None:
+    """Arguments are checked once, by Tool.invoke, as on every other surface; the kind says it was them."""
     async with Client(build_server(Registry(env={}))) as client:
         result = await client.call_tool(name, arguments)
     assert result.is_error
-    assert expected in result.content[0].text  # type: ignore[union-attr]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert expected in text
+    assert json.loads(text) == result.structured_content and json.loads(text)["kind"] == kind
 
 
 @pytest.mark.anyio

@@ -396,3 +396,13 @@ def test_a_boost_by_the_expected_entrys_tag_never_lowers_its_rank(bundled: FaqIn
         before = rank([e.id for e, _ in bundled.search(query, limit=10)], wanted)
         after = rank([e.id for e, _ in bundled.search(query, limit=10, boost_tags=tags)], wanted)
         assert after <= before, (query, tags, before, after)
+
+
+def test_a_secret_at_the_edge_of_a_snippet_is_masked_whole(tmp_path: Path) -> None:
+    """The snippet window is cut from the body; masking comes first, so no piece of a token is left at its edge."""
+    token = "ghp_" + "Zy9" * 12
+    body = "在庫連携の設定 " + "手順の説明です。" * 23 + " " + token + " を使う"  # the token starts at 193
+    write_entry(tmp_path, "token.md", entry_text("token-note", "在庫連携の設定", body))
+    result = Registry(env={"HELPBOT_FAQ_PATH": str(tmp_path)}).call("faq_search", {"query": "在庫連携の設定"})
+    assert result.status == "ok" and result.items
+    assert "ghp_" not in result.to_json() and "Zy9" not in result.to_json()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from mcp_lib.config import ConfigError
-from mcp_lib.core import Result
+from mcp_lib.core import Result, ToolError
 from mcp_lib.platforms import github
 from mcp_lib.registry import Registry
 from tests.fakes.github import (
@@ -506,3 +506,47 @@ def test_a_renamed_repository_says_to_update_the_allowlist(fake: FakeGitHub, clo
                                               {"location": "https://api.github.com/repositories/1/issues/1"}))
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
     assert result.status == "error" and "HELPBOT_GITHUB_REPOS" in (result.message or "")
+
+
+# -- one time budget per tool call, GET only, size caps ------------------------------------------------------
+def test_all_requests_of_one_call_share_its_time_budget(fake: FakeGitHub, clock: Clock) -> None:
+    """getIssue makes several requests; they share HELPBOT_TOOL_BUDGET_S instead of each starting afresh."""
+    fake.script("GET", r"/issues/1$", too_many(20), too_many(20))
+    fake.script("GET", r"/issues/1/comments$", *[too_many(20) for _ in range(10)])
+    result = call(fake, clock, "getIssue", env={"HELPBOT_TOOL_BUDGET_S": "45"}, repo="acme/shop-sync", number=1)
+    assert result.status == "error" and "left for this call" in (result.message or ""), result.message
+    assert clock.sleeps == [20.0, 20.0]  # the third 20 s would pass 45 s: stop rather than retry early
+
+
+@pytest.mark.parametrize("value", ["soon", "Thu, 99 Foo 2026 25:61:00 GMT", "-"])
+def test_an_unreadable_retry_after_is_backoff_not_a_crash(fake: FakeGitHub, clock: Clock, value: str) -> None:
+    fake.script("GET", r"/issues/1$", respond(429, {"message": "Too Many Requests"}, {"retry-after": value}))
+    result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
+    assert result.status == "ok", result.message
+    assert len(clock.sleeps) == 1 and 0 < clock.sleeps[0] <= 1
+
+
+def test_the_client_refuses_anything_but_get(fake: FakeGitHub) -> None:
+    config = github.load_config(ENV)
+    assert config is not None
+    client = github.make_client(config, transport=fake.transport())
+    for method in ("POST", "PATCH", "PUT", "DELETE"):
+        with pytest.raises(ToolError, match="read-only"):
+            client.request(method, "/repos/acme/shop-sync/issues/1", json={"state": "closed"})
+    assert fake.requests == []
+    assert client.get("/repos/acme/shop-sync/issues/1").status_code == 200
+
+
+def test_a_pull_request_with_many_files_stays_within_the_result_limit(fake: FakeGitHub, clock: Clock) -> None:
+    files = [{"filename": f"src/module_{n:03d}/a_rather_long_file_name_{n:03d}.py", "additions": 50,
+              "patch": "@@ -1,50 +1,50 @@\n" + "+changed line of code\n" * 80} for n in range(100)]
+    number = fake.add_pull("acme/shop-sync", "Rename every module", "Big refactor. " * 2000, files=files)
+    env = {"HELPBOT_GITHUB_MAX_FILES": "100", "HELPBOT_TOOL_MAX_ITEMS": "100"}
+    result = call(fake, clock, "getPullRequest", env=env, repo="acme/shop-sync", number=number)
+    assert result.status == "ok", result.message
+    assert len(result.to_json()) <= 16000
+    item = result.item or {}
+    assert item["url"] == f"https://github.com/acme/shop-sync/pull/{number}" and item["title"] == "Rename every module"
+    assert all(f["filename"] in {x["filename"] for x in files} for f in item["files"])  # names whole, never cut
+    assert 0 < len(item["files"]) < 100
+    assert any("item.files" in note for note in result.notes), result.notes

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mcp_lib.config import ConfigError
-from mcp_lib.core import Result
+from mcp_lib.core import Result, ToolError
 from mcp_lib.platforms import growi
 from mcp_lib.registry import Registry
 from tests.fakes.github import Clock, respond, serve, slow
@@ -250,3 +250,20 @@ def test_over_a_real_local_server_under_a_sub_path(clock: Clock) -> None:
     assert search.items[0]["url"] == f"{url}/wiki/{pid}"
     assert (page.item or {})["body"] == "在庫同期の手順"
     assert [r.url.path for r in fake.requests] == ["/wiki/_api/search", "/wiki/_api/v3/page"]
+
+
+def test_the_client_refuses_anything_but_get(fake: FakeGrowi) -> None:
+    config = growi.load_config(ENV)
+    assert config is not None
+    client = growi.make_client(config, transport=fake.transport())
+    for method in ("POST", "PUT", "DELETE"):
+        with pytest.raises(ToolError, match="read-only"):
+            client.request(method, "/_api/v3/page", json={"path": "/x", "body": "overwritten"})
+    assert fake.requests == []
+
+
+def test_an_unreadable_retry_after_is_backoff_not_a_crash(fake: FakeGrowi, clock: Clock) -> None:
+    fake.script("GET", r"^/_api/search$", respond(429, {"error": "Too Many Requests"}, {"Retry-After": "soon"}))
+    result = call(fake, clock, "searchPages", query="在庫")
+    assert result.status == "ok", result.message
+    assert len(clock.sleeps) == 1 and 0 < clock.sleeps[0] <= 1

@@ -224,6 +224,53 @@ def test_project_allowlist_is_enforced(redmine_server: RedmineServer, ids: dict[
 
 
 @real
+@pytest.mark.parametrize("title", [
+    "../../internal-hr/wiki/在庫ツール契約", "..%2F..%2Finternal-hr%2Fwiki%2F在庫ツール契約",
+    "x/../../../internal-hr/wiki/在庫ツール契約", "在庫ツール契約?project_id=internal-hr", "在庫同期の手順#x"])
+def test_a_wiki_title_cannot_leave_the_allowed_project(redmine_server: RedmineServer, title: str) -> None:
+    rm = make_registry(redmine_server.url, redmine_server.api_key, HELPBOT_REDMINE_PROJECTS="ec-sync")
+    refused = rm.call("redmine:getWikiPage", {"project": "ec-sync", "title": title})
+    assert refused.is_error, refused.to_json()
+    assert "総務" not in refused.to_json() and "not a wiki page title" in (refused.message or "")
+
+
+@real
+def test_a_wiki_redirect_into_another_project_is_refused(redmine_server: RedmineServer) -> None:
+    url, key = redmine_server.url, redmine_server.api_key
+    rm = make_registry(url, key, HELPBOT_REDMINE_PROJECTS="ec-sync")
+    refused = rm.call("redmine:getWikiPage", {"project": "ec-sync", "title": "契約一覧"})
+    assert refused.is_error and "HELPBOT_REDMINE_PROJECTS" in (refused.message or ""), refused.to_json()
+    assert "internal-hr" in (refused.message or "") and "総務" not in refused.to_json()
+    # without an allowlist the redirect is followed, and the page says where it really lives
+    moved = ok(make_registry(url, key).call("redmine:getWikiPage", {"project": "ec-sync", "title": "契約一覧"})).item
+    assert moved is not None and moved["project"] == "internal-hr" and moved["title"] == "在庫ツール契約"
+    assert moved["url"].startswith(f"{url}/projects/internal-hr/wiki/") and "総務" in moved["text"]
+    assert ok(rm.call("redmine:getWikiPage", {"project": "ec-sync", "title": "在庫同期の手順"})).item
+    bad_project = rm.call("redmine:getWikiPage", {"project": "ec-sync/../internal-hr", "title": "在庫ツール契約"})
+    assert bad_project.is_error and "総務" not in bad_project.to_json()
+
+
+@real
+def test_private_issues_are_never_returned(rm: Registry, ids: dict[str, int]) -> None:
+    secret = ids["private"]
+    searched = ok(rm.call("redmine:search", {"query": "在庫", "limit": 50}))
+    assert secret not in {item.get("issueId") for item in searched.items}
+    assert any("private: 1" in note for note in searched.notes), searched.notes
+    listed = ok(rm.call("redmine:getIssues", {"query": "在庫", "limit": 50}))
+    assert secret not in {item["issueId"] for item in listed.items}
+    assert any("private" in note for note in listed.notes)
+    refused = rm.call("redmine:getIssue", {"issueId": secret})
+    assert refused.is_error and "private" in (refused.message or "")
+    parent = ok(rm.call("redmine:getIssue", {"issueId": ids["parent"]}))
+    stock = ok(rm.call("redmine:getIssue", {"issueId": ids["stock_sync"]}))
+    for result in (searched, listed, refused, parent, stock):
+        assert "非公開" not in result.to_json() and "極秘" not in result.to_json()
+    assert parent.item is not None and secret not in [c["issueId"] for c in parent.item["children"]]
+    assert stock.item is not None and secret not in [r["issueId"] for r in stock.item["relations"]]
+    assert any("private" in note for note in stock.notes)
+
+
+@real
 def test_wrong_api_key_is_a_clear_error(redmine_server: RedmineServer, ids: dict[str, int]) -> None:
     # Redmine would treat an unknown key as anonymous and still show its public projects
     rm = make_registry(redmine_server.url, "0" * 40)
@@ -378,6 +425,33 @@ def test_429_is_retried_honouring_retry_after(stub: Stub) -> None:
     assert sleeps == [7.0]
 
 
+@pytest.mark.parametrize("value", ["soon", "Mon, 99 Foo 2025 99:99:99 GMT", "1e999x"])
+def test_an_unreadable_retry_after_is_retried_with_backoff(stub: Stub, value: str) -> None:
+    stub.script = [(429, {"Retry-After": value}, {"errors": ["Too many requests"]})]
+    sleeps: list[float] = []
+    result = ok(make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1}))
+    assert result.item is not None and len(sleeps) == 1 and 0 < sleeps[0] <= 2
+
+
+def test_retries_stop_at_the_tool_calls_deadline(stub: Stub) -> None:
+    """One budget per tool call (HELPBOT_TOOL_BUDGET_S), not one per request; a wait that does not fit is not
+    shortened into an early retry."""
+    stub.script = [(503, {"Retry-After": "20"}, {})] * 10
+    clock = [1000.0]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock[0] += seconds
+
+    registry = Registry(env={"REDMINE_URL": stub.url, "REDMINE_API_KEY": "k", "HELPBOT_TOOL_BUDGET_S": "30",
+                             "HELPBOT_REDMINE_RETRY_BUDGET": "600"},
+                        platforms={"redmine": redmine.PLATFORM}, sleep=sleep, clock=lambda: clock[0])
+    result = registry.call("redmine:getIssue", {"issueId": 1})
+    assert result.is_error and "left for this call" in (result.message or ""), result.message
+    assert sleeps == [20.0]  # 20 s fit in 30; the next 20 s would not (10 s left): stop, do not retry early
+
+
 def test_a_long_retry_after_is_reported_not_sat_out(stub: Stub) -> None:
     stub.script = [(429, {"Retry-After": "3600"}, {})]
     sleeps: list[float] = []
@@ -432,4 +506,17 @@ def test_search_drops_hits_of_other_projects_even_when_redmine_returns_them(stub
     result = ok(make_registry(stub.url, "k", HELPBOT_REDMINE_PROJECTS="ec-sync")
                 .call("redmine:search", {"query": "在庫"}))
     assert [item["url"] for item in result.items] == [f"{stub.url}/issues/1"]
-    assert "2 results outside the allowed projects left out" in result.notes
+    assert "2 results left out (outside the allowed projects: 2)" in result.notes
+
+
+def test_a_secret_at_the_edge_of_a_search_snippet_is_masked_whole(stub: Stub) -> None:
+    token = "ghp_" + "Qx7" * 12
+    description = "在庫 " + "a" * 291 + " " + token + " tail"  # the 300-character snippet ends 5 characters in
+    hits = {"results": [{"id": 1, "title": "Bug #1 (New): 在庫同期が遅延する", "type": "issue",
+                         "url": f"{stub.url}/issues/1", "description": description,
+                         "datetime": "2026-11-30T10:51:03Z"}], "total_count": 1, "offset": 0, "limit": 10}
+    stub.routes["/search.json"] = lambda q: (200, {}, hits)
+    stub.routes["/issues.json"] = lambda q: (200, {}, {"issues": [ISSUE["issue"]], "total_count": 1, "offset": 0,
+                                                       "limit": 1})
+    result = ok(make_registry(stub.url, "k").call("redmine:search", {"query": "在庫"}))
+    assert result.items and "ghp_" not in result.to_json() and "Qx7" not in result.to_json()

@@ -27,6 +27,7 @@ from mcp_lib.platforms.slack import (
     parse_permalink,
 )
 from mcp_lib.registry import Registry
+from tests.fakes.github import Clock
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
 
 SECRET_TOKEN = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
@@ -170,8 +171,8 @@ def test_search_returns_linked_items_with_channel_author_and_tokyo_time(fake: Fa
     assert result.status == "ok", result.message
     (item,) = result.items
     assert item["url"] == "https://helpbot-test.slack.com/archives/C0ECSUP/p1735783200000004"
-    assert item["title"] == "#ec-support @suzuki 2025-01-02 11:00: 楽天の注文取込は15分ごとです"
-    assert (item["channel"], item["author"], item["time"]) == ("#ec-support", "suzuki", "2025-01-02T11:00:00+09:00")
+    assert item["title"] == "#ec-support @鈴木 2025-01-02 11:00: 楽天の注文取込は15分ごとです"
+    assert (item["channel"], item["author"], item["time"]) == ("#ec-support", "鈴木", "2025-01-02T11:00:00+09:00")
     assert item["text"] == "楽天の注文取込は15分ごとです"
     assert [c.kind for c in fake.calls("search.messages")] == ["user"]
     assert result.sources() == [{"url": item["url"], "title": item["title"]}]
@@ -234,7 +235,7 @@ def test_search_private_channel_only_when_the_answer_goes_there(fake: FakeSlack,
 def test_search_modifiers_reach_slack_unchanged(fake: FakeSlack, sleeps: list[float]) -> None:
     ctx = context(fake, sleeps)
     from_suzuki = run(ctx, "searchMessages", query="在庫同期 in:#ec-support from:@suzuki")
-    assert [(i["author"], i["channel"]) for i in from_suzuki.items] == [("suzuki", "#ec-support")]
+    assert [(i["author"], i["channel"]) for i in from_suzuki.items] == [("鈴木", "#ec-support")]
     assert len(run(ctx, "searchMessages", query="在庫同期 in:#ec-support").items) == 3
     assert run(ctx, "searchMessages", query="在庫同期 after:2025-01-02").items == []
     assert len(run(ctx, "searchMessages", query="在庫同期 on:2025-01-02 in:#ec-support").items) == 3
@@ -402,17 +403,30 @@ def test_history_private_and_dm_rules(fake: FakeSlack, sleeps: list[float]) -> N
 
 
 # -- getChannels --------------------------------------------------------------------------------------------
-def test_channels_public_and_private_marked_never_dms(fake: FakeSlack, sleeps: list[float]) -> None:
+def test_channels_public_and_the_answer_channel_never_dms(fake: FakeSlack, sleeps: list[float]) -> None:
     result = run(context(fake, sleeps, answer_channel="C0SECRET"), "getChannels")
     by_id = {item["id"]: item for item in result.items}
     assert set(by_id) == {"C0ECSUP", "C0GENERAL", "C0SECRET", "C0NOBOT"}
-    assert by_id["C0SECRET"]["private"] is True and by_id["C0SECRET"]["readable"] is True
+    assert by_id["C0SECRET"]["private"] is True
     assert "private" not in by_id["C0ECSUP"]
     assert by_id["C0ECSUP"]["title"] == "#ec-support" and by_id["C0ECSUP"]["purpose"].startswith("EC連携")
     assert by_id["C0ECSUP"]["url"] == "https://helpbot-test.slack.com/archives/C0ECSUP"
     filtered = run(context(fake, sleeps), "getChannels", query="shopify")
     assert [i["id"] for i in filtered.items] == ["C0ECSUP"]
-    assert run(context(fake, sleeps), "getChannels", query="secret").items[0]["readable"] is False
+
+
+@pytest.mark.parametrize("answer_channel", [None, "C0ECSUP", "D0TANAKA"])
+def test_other_private_channels_are_not_even_listed(fake: FakeSlack, sleeps: list[float],
+                                                    answer_channel: str | None) -> None:
+    """Their names and purposes are private too, wherever the answer goes."""
+    ctx = context(fake, sleeps, answer_channel=answer_channel)
+    listed = run(ctx, "getChannels")
+    assert listed.status == "ok" and "C0ECSUP" in {i["id"] for i in listed.items}
+    assert "C0SECRET" not in {i["id"] for i in listed.items}
+    dumped = listed.to_json() + run(ctx, "getChannels", query="secret").to_json()
+    assert "secret-ops" not in dumped and "社内限定" not in dumped
+    assert run(ctx, "getChannels", query="secret").items == []
+    assert "private_channel" in fake.calls("conversations.list")[0].params["types"]  # Slack did send it
 
 
 def test_channel_list_is_paginated(ws: Workspace, fake: FakeSlack, sleeps: list[float]) -> None:
@@ -421,6 +435,91 @@ def test_channel_list_is_paginated(ws: Workspace, fake: FakeSlack, sleeps: list[
     result = run(context(fake, sleeps), "getChannels", query="team-0249")
     assert [i["id"] for i in result.items] == ["C10249"]
     assert len(fake.calls("conversations.list")) == 2
+
+
+# -- user names are cosmetic: never worth a wait -------------------------------------------------------------
+def test_a_rate_limited_users_info_is_asked_once_and_never_waited_for(ws: Workspace, fake: FakeSlack,
+                                                                      sleeps: list[float]) -> None:
+    for n in range(6):
+        user = f"U0MEMBER{n}"
+        ws.add_user(user, f"member{n}")
+        ws.post("C0GENERAL", f"<@U0TANAKA> 在庫の件 {n}", user=user)
+    fake.fail("users.info", status=429, retry_after=25, times=1000)
+    ctx = context(fake, sleeps)
+    first = run(ctx, "getConversationHistory", channel="C0GENERAL", limit=10)
+    again = run(ctx, "getConversationHistory", channel="C0GENERAL", limit=10)
+    assert first.status == "ok" and again.status == "ok"
+    assert {item["author"] for item in first.items} == {f"U0MEMBER{n}" for n in range(6)}  # the ids stand in
+    assert all(item["text"].startswith("@U0TANAKA") for item in first.items)
+    assert len(fake.calls("users.info")) == 1 and sleeps == []
+
+
+def test_a_failed_user_lookup_is_remembered(ws: Workspace, fake: FakeSlack, sleeps: list[float]) -> None:
+    for n in range(4):
+        ws.post("C0GENERAL", f"退職済みユーザーの投稿 {n}", user="U0GONE")  # users.info -> user_not_found
+    ctx = context(fake, sleeps)
+    for _ in range(2):
+        result = run(ctx, "getConversationHistory", channel="C0GENERAL")
+        assert result.status == "ok" and result.items[0]["author"] == "U0GONE"
+    assert [c.params["user"] for c in fake.calls("users.info")].count("U0GONE") == 1
+
+
+def test_slack_retries_never_wait_past_the_calls_deadline(fake: FakeSlack) -> None:
+    """HELPBOT_TOOL_BUDGET_S bounds the whole call: a Retry-After that does not fit ends the retries at once."""
+    clock = Clock()
+    config = load_config(env_for(fake))
+    assert config is not None
+    ctx = ToolContext(client=make_client(config, sleep=clock.sleep), config=config, limits=Limits(budget_s=30),
+                      sleep=clock.sleep, clock=clock.time)
+    fake.fail("search.messages", status=429, retry_after=20, times=10)
+    result = run(ctx, "searchMessages", query="在庫")
+    assert result.is_error and "rate limit" in (result.message or "")
+    assert len(clock.sleeps) == 1 and 20 <= clock.sleeps[0] < 20.5  # the second 20 s wait would pass 30 s
+    assert len(fake.calls("search.messages")) == 2
+
+
+def test_server_error_backoff_is_cut_to_the_time_left(fake: FakeSlack) -> None:
+    clock = Clock()
+    config = load_config(env_for(fake))
+    assert config is not None
+    ctx = ToolContext(client=make_client(config, sleep=clock.sleep), config=config, sleep=clock.sleep,
+                      clock=clock.time, deadline=clock.now + 0.25)
+    fake.fail("conversations.history", status=503, times=10)
+    result = run(ctx, "getConversationHistory", channel="C0ECSUP")
+    assert result.is_error and sum(clock.sleeps) <= 0.25 + 1e-9
+
+
+class _OneSearch:
+    """A stand-in for the user WebClient (a seam, not a patch): answers search.messages with ``matches``."""
+
+    def __init__(self, matches: list[dict[str, Any]]):
+        self.matches = matches
+
+    def search_messages(self, **params: Any) -> Any:
+        data = {"ok": True, "messages": {"total": len(self.matches), "matches": self.matches}}
+        return type("Response", (), {"data": data})()
+
+
+def test_one_malformed_search_match_is_skipped_not_fatal() -> None:
+    channel = {"id": "C0ECSUP", "name": "ec-support", "is_private": False}
+    good = {"channel": channel, "ts": "1735783200.000004", "text": "楽天の注文取込", "username": "suzuki",
+            "permalink": "https://helpbot-test.slack.com/archives/C0ECSUP/p1735783200000004"}
+    matches = [{**good, "ts": ""}, {**good, "ts": None}, {k: v for k, v in good.items() if k != "ts"}, good]
+    config = SlackConfig(api_url=DEFAULT_API_URL, user_token=USER_TOKEN)
+    clients = SlackClients(config=config, bot=None, user=_OneSearch(matches))  # type: ignore[arg-type]
+    result = run(ToolContext(client=clients, config=config), "searchMessages", query="注文")
+    assert result.status == "ok", result.message
+    assert [item["url"] for item in result.items] == [good["permalink"]] and result.items[0]["author"] == "suzuki"
+    assert any("3 matches" in note and "skipped" in note for note in result.notes)
+
+
+def test_a_token_near_the_title_cut_is_masked_in_the_title_too(ws: Workspace, fake: FakeSlack,
+                                                               sleeps: list[float]) -> None:
+    prefix = "メモ: 本番環境の設定値は以下のとおりです。必ず確認してください "  # the title keeps 40 characters:
+    assert len(prefix) == 33  # 7 of them would be the token's, too few for the pattern once cut
+    ws.post("C0GENERAL", prefix + SECRET_TOKEN, user="U0TANAKA", ts="1735790000.000001")
+    result = run(context(fake, sleeps), "getConversationHistory", channel="C0GENERAL")
+    assert result.status == "ok" and "xoxb" not in result.to_json() and "[REDAC" in result.items[0]["title"]
 
 
 # -- rate limits, outages, timeouts -------------------------------------------------------------------------
