@@ -93,6 +93,14 @@ def slack_call(web: WebClient, api: str, variable: str, **params: Any) -> dict[s
     return dict(response.data) if isinstance(response.data, dict) else {}
 
 
+def who_am_i(bot: WebClient | None, configured_user_id: str | None) -> Me:
+    """helpbot's identity from ``auth.test``; a dry run without a bot token has only HELPBOT_BOT_USER_ID."""
+    if bot is None:
+        return Me(None, None, configured_user_id)
+    who = slack_call(bot, "auth.test", "SLACK_BOT_TOKEN")
+    return Me(who.get("user_id"), who.get("bot_id"), configured_user_id)
+
+
 def fetch_thread(web: WebClient, variable: str, channel: str, ts: str) -> Thread:
     """The reacted message and its whole thread (parent first), metadata included, pagination bounded."""
 
@@ -127,6 +135,13 @@ def lookup_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
         return slack.channel_info(ctx, channel)
     except ToolError:
         return {"id": channel, "name": channel}
+
+
+def is_public(info: Mapping[str, Any]) -> bool:
+    """Public only when Slack said so: a channel whose info could not be read counts as private."""
+    from mcp_lib.platforms import slack
+
+    return "is_private" in info and not (slack.is_dm(info) or slack.is_private(info))
 
 
 # -- which messages are what ----------------------------------------------------------------------------------------

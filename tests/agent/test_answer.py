@@ -24,6 +24,7 @@ from agent.loop import Agent, Progress
 from agent.scripted import Request, ScriptedModel, calls
 from agent.settings import Settings
 from agent.slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, PLACEHOLDER
+from agent.slack_out import ProgressThrottle, SlackOut
 from agent.thread import PROGRESS_EVENT_TYPE
 from agent.tools import RegistryTools
 from mcp_lib import Caller, Registry
@@ -850,7 +851,7 @@ def test_a_reaction_that_blows_up_never_hides_the_outcome(tmp_path: Path) -> Non
 
     from agent.report import Trace
 
-    out = front.SlackOut(Broken(), mask_personal=True, trace=Trace(None, lambda: 0.0))  # type: ignore[arg-type]
+    out = SlackOut(Broken(), mask_personal=True, trace=Trace(None, lambda: 0.0))  # type: ignore[arg-type]
     out.react("C0ECSUP", "1735779660.000001", "eyes")
     out.react("C0ECSUP", "1735779660.000001", "eyes", remove=True)
 
@@ -873,7 +874,7 @@ def test_a_free_question_of_4000_characters_with_a_disguised_link_is_posted(
 # -- the progress throttle --------------------------------------------------------------------------------------------
 def test_progress_throttle_shows_new_texts_at_most_every_interval() -> None:
     clock = Clock(step=0)
-    throttle = front.ProgressThrottle(clock, 5.0)
+    throttle = ProgressThrottle(clock, 5.0)
     assert not throttle.due("ラウンド 1")  # too soon after the placeholder
     clock.now += 5
     assert throttle.due("ラウンド 1") and not throttle.due("ラウンド 2")

@@ -1,0 +1,126 @@
+"""The token economy of a run: estimate each request, and make the transcript fit before it is sent.
+
+The loop calls ``Economy.fit`` before every request and ``Economy.calibrate`` after it. ``fit`` summarizes past
+the summary threshold (the older tool results become notes from the cheap model) -- except before the final
+answer, where a summary would only cost: it pays off in later requests. Past the hard budget it cuts the largest
+tool results, then shortens or drops the earliest turns of the conversation. ``calibrate`` scales later
+estimates up when a model counted more tokens than we estimated. The transcript operations themselves live in
+``agent.history``; this module decides when to use them and keeps the run's records of them (what was
+summarized or cut, the notes, the calibration). Events and progress go through the loop's callbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import history as h
+from .model import Model, ModelError, ModelRequestError, Usage
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .loop import Run
+
+MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
+
+
+class Economy:
+    """One per agent; what it records lives in the run (``agent.loop.Run``), so runs never share it."""
+
+    def __init__(self, model: Model | None, settings: Settings, clock: Callable[[], float], *,
+                 event: Callable[..., None], progress: Callable[[Run, str], None]):
+        self.model = model
+        self.settings = settings
+        self.clock = clock
+        self.event = event  # event(run, kind, **data): the loop's trace
+        self.progress = progress  # progress(run, phase): the loop's progress report
+
+    # -- estimates ---------------------------------------------------------------------------------------------
+    def estimate(self, r: Run) -> int:
+        """The next request's size in tokens: our pessimistic estimate, scaled by what models reported."""
+        return int(_raw_estimate(r) * r.calibration)
+
+    def fits(self, r: Run) -> bool:
+        return self.estimate(r) <= self.settings.request_budget_tokens
+
+    def calibrate(self, r: Run, usage: Usage) -> None:
+        """When a model counted more tokens than we estimated for the transcript it was sent (unchanged since
+        ``fit``), scale every later estimate up to match."""
+        estimated = _raw_estimate(r)
+        if usage.prompt_tokens > estimated > 0:
+            r.calibration = max(r.calibration, min(MAX_CALIBRATION, usage.prompt_tokens / estimated))
+
+    # -- fitting the budget ------------------------------------------------------------------------------------
+    def fit(self, r: Run, deadline: float, final: bool) -> int:
+        """Summarize past the threshold -- except before the final answer: a summary pays off in later requests
+        and the final one has none. Past the budget cut the largest tool results, then shorten or drop the
+        earliest turns of the conversation. Returns the request's estimated size."""
+        s = self.settings
+        if not final and self.estimate(r) > s.summary_threshold_tokens:
+            self._summarize(r, deadline)
+        if not self.fits(r):
+            cut_ids = h.fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r))
+            r.cut.update(cut_ids)
+            self.event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self.estimate(r))
+        if not self.fits(r):
+            shortened, dropped = h.trim_history(r.messages, r.question_index, lambda: self.fits(r))
+            r.question_index -= dropped
+            self.event(r, "history_trimmed", shortened_messages=shortened, dropped_turns=dropped // 2,
+                       estimated_tokens=self.estimate(r))
+        estimate = self.estimate(r)
+        if estimate > s.request_budget_tokens:
+            raise ModelRequestError(f"the request would need ~{estimate} tokens even with every tool result cut "
+                                    f"and no earlier turns; raise HELPBOT_REQUEST_BUDGET_TOKENS "
+                                    f"({s.request_budget_tokens}) or ask a shorter question")
+        return estimate
+
+    # -- summaries ---------------------------------------------------------------------------------------------
+    def _summarize(self, r: Run, deadline: float) -> None:
+        """Replace the contents of tool results the model has already read by notes from the summary model."""
+        read = h.tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
+        refs = [ref for ref in read if ref.tool_use_id not in r.summarized]
+        if sum(h.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
+            return  # too little to gain: the budget cut handles one oversized round
+        self.progress(r, "summarizing")
+        before = self.estimate(r)
+        summary, fallback = self._new_notes(r, refs, deadline)
+        for ref in refs:
+            h.replace_result(r.messages, ref, h.SUMMARIZED_STUB)
+            r.summarized.add(ref.tool_use_id)
+            r.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
+                                if src not in r.notes_sources]
+        r.notes = summary
+        h.set_notes(r.messages, r.question_index, h.notes_text(r.notes, r.notes_sources))
+        self.event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self.estimate(r),
+                   fallback=fallback)
+
+    def _new_notes(self, r: Run, refs: list[h.ResultRef], deadline: float) -> tuple[str, str | None]:
+        """The notes so far and these results, compressed by the summary model -- within the budget and its own
+        short deadline. Returns (notes, why the fallback was used): without that model the notes so far plus
+        the head of each result, so the notes never depend on the cheap model being up."""
+        assert self.model is not None
+        s = self.settings
+
+        def fits(prompt: str) -> bool:
+            tokens = h.request_tokens(h.SUMMARY_SYSTEM, [], [h.user_message(prompt)])
+            return tokens * r.calibration <= s.request_budget_tokens
+
+        fallback = "\n".join(part for part in (r.notes, h.mechanical_summary(refs)) if part)
+        prompt = h.summary_request(r.question, r.notes, refs, fits)
+        if prompt is None:
+            return fallback, "the results do not fit the request budget even when cut"
+        try:
+            response = self.model.create(
+                system=[{"type": "text", "text": h.SUMMARY_SYSTEM}], messages=[h.user_message(prompt)], tools=[],
+                tool_choice=None, max_tokens=s.summary_max_tokens, model=s.summary_model,
+                deadline=min(deadline, self.clock() + s.summary_timeout_s))
+        except ModelError as exc:
+            return fallback, str(exc)
+        r.tally(s.summary_model, response.usage)
+        if not response.text:
+            return fallback, "the summary model returned no text"
+        return response.text, None
+
+
+def _raw_estimate(r: Run) -> int:
+    return h.request_tokens(r.system, r.tools, r.messages)
