@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from agent.core.loop import Agent, Progress
+    from agent.core.tools import ToolExecutor
     from mcp_lib import Caller
-
-    from .loop import Agent, Progress
-    from .tools import ToolExecutor
 
 
 class UsageError(Exception):
@@ -63,7 +62,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {}
 
 def register(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None] | str,
              run: Callable[[argparse.Namespace], int] | str) -> None:
-    """``register("relay", "Serve the Slack Events relay.", "agent.relay:add_arguments", "agent.relay:main")``"""
+    """``register("relay", "Serve the Slack Events relay.", "agent.slack.relay:add_arguments", "…:main")``"""
     SUBCOMMANDS[name] = Subcommand(name, help, arguments, run)
 
 
@@ -152,12 +151,11 @@ def build_agent(env: dict[str, str], *, max_rounds: int | None = None, caller: C
     goes (``caller``), later features add tool providers (external MCP servers) and prompt parts (tag hints)."""
     from dataclasses import replace
 
+    from agent.core.loop import Agent
+    from agent.core.model import ModelConfig, build_model
+    from agent.core.settings import Settings
+    from agent.core.tools import CompositeTools, RegistryTools
     from mcp_lib import Registry
-
-    from .loop import Agent
-    from .model import ModelConfig, build_model
-    from .settings import Settings
-    from .tools import CompositeTools, RegistryTools
 
     settings = Settings.from_env(env)
     config = ModelConfig.from_env(env)
@@ -169,7 +167,7 @@ def build_agent(env: dict[str, str], *, max_rounds: int | None = None, caller: C
     tools: ToolExecutor = RegistryTools(Registry(env, caller=caller))
     if extra_tools:
         tools = CompositeTools(tools, *extra_tools)
-    from .tags import TaggingAgent, load_tag_config
+    from agent.core.tags import TaggingAgent, load_tag_config
 
     tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run
     if tag_config is not None:
@@ -187,8 +185,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     question = args.question.strip()
     if not question:
         raise UsageError("helpbot ask: the question is empty")
-    from .model import ModelRequestError
-    from .transcript import TranscriptError, load_transcript, save_transcript
+    from agent.core.model import ModelRequestError
+    from agent.saved import TranscriptError, load_transcript, save_transcript
 
     try:
         history = load_transcript(args.continue_from) if args.continue_from else []
@@ -205,7 +203,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
     else:
-        from .report import print_answer
+        from agent.report import print_answer
 
         print_answer(answer)
     if args.save:  # after printing: a file that became unwritable meanwhile costs the file, not the answer
@@ -228,15 +226,15 @@ def _check_writable(path: str) -> None:
 
 
 register("answer", "Answer a Slack message in its thread (a :help: trigger, a message link, or channel + ts).",
-         "agent.answer:add_arguments", "agent.answer:main")
+         "agent.slack.front:add_arguments", "agent.slack.front:main")
 
 
 register("relay", "Serve the Slack Events relay (reaction_added -> repository_dispatch).",
-         "agent.relay:add_arguments", "agent.relay:run_relay_command")
+         "agent.slack.relay:add_arguments", "agent.slack.relay:run_relay_command")
 register("eval", "Run eval cases (questions, expected sources and phrases) through the agent and score them.",
          "agent.evals:add_arguments", "agent.evals:cmd_eval")
 register("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",
-         "agent.feedback:add_arguments", "agent.feedback:main")
+         "agent.slack.feedback:add_arguments", "agent.slack.feedback:main")
 
 
 if __name__ == "__main__":

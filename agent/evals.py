@@ -39,11 +39,11 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .cli import UsageError, parse_rounds
-from .settings import validation_problem
+from agent.cli import UsageError, parse_rounds
+from agent.core.settings import validation_problem
 
 if TYPE_CHECKING:
-    from .loop import Agent, Answer
+    from agent.core.loop import Agent, Answer
 
 _ID = re.compile(r"^[\w.-]{1,80}$")
 
@@ -293,7 +293,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import os
 
-    from .cli import build_agent
+    from agent.cli import build_agent
 
     cases = load_cases(args.cases)
     if args.case:

@@ -12,13 +12,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent.slack.blocks import guard_public
 from mcp_lib.config import env_str
 from mcp_lib.redact import redact_deep
 
-from .slack_format import guard_public
-
 if TYPE_CHECKING:
-    from .loop import Answer
+    from agent.core.loop import Answer
 
 SUMMARY_QUESTION_CHARS = 300
 

@@ -12,12 +12,12 @@ from dataclasses import replace
 
 from agent_common import BenchTools, CachingBedrock, investigation
 
-from agent.history import request_tokens
-from agent.loop import Agent
-from agent.model import ModelResponse
-from agent.scripted import Request
-from agent.settings import Settings
-from agent.tools import ToolOutcome
+from agent.core.loop import Agent
+from agent.core.messages import request_tokens
+from agent.core.model import ModelResponse
+from agent.core.scripted import Request
+from agent.core.settings import Settings
+from agent.core.tools import ToolOutcome
 
 FIVE_MB = ("在庫同期ログ 2026-11-10T10:00:00 stock-sync job=4711 status=running " * 80_000)[:5_000_000]
 

@@ -10,10 +10,10 @@ import json
 import random
 from typing import Any
 
-from agent.history import estimate_tokens
-from agent.model import ModelResponse, Usage
-from agent.scripted import Request, calls, text
-from agent.tools import ToolOutcome
+from agent.core.messages import estimate_tokens
+from agent.core.model import ModelResponse, Usage
+from agent.core.scripted import Request, calls, text
+from agent.core.tools import ToolOutcome
 from mcp_lib.core import Limits, Result, apply_limits
 
 WORDS = ("在庫同期", "注文取込", "楽天", "Shopify", "Yahoo!ショッピング", "API", "レート制限", "429", "CSV",

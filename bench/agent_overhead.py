@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 from agent_common import PLAN, TOOL_NAMES, BenchTools, investigation, tool_overrides
 
-from agent.loop import Agent
-from agent.model import ModelResponse
-from agent.scripted import ScriptedModel
-from agent.tools import ToolOutcome
+from agent.core.loop import Agent
+from agent.core.model import ModelResponse
+from agent.core.scripted import ScriptedModel
+from agent.core.tools import ToolOutcome
 
 
 class TimedModel(ScriptedModel):

@@ -9,10 +9,10 @@ import time
 
 from agent_common import TOOL_NAMES, BenchTools, tool_overrides
 
-from agent.loop import Agent, Progress
-from agent.model import ModelResponse
-from agent.scripted import Request, ScriptedModel, calls
-from agent.tools import ToolOutcome
+from agent.core.loop import Agent, Progress
+from agent.core.model import ModelResponse
+from agent.core.scripted import Request, ScriptedModel, calls
+from agent.core.tools import ToolOutcome
 
 
 class SlowTools(BenchTools):

@@ -16,10 +16,10 @@ from typing import Any
 
 from agent_common import PLAN, BenchTools, CachingBedrock, billed_equivalent, investigation
 
-from agent.history import request_tokens
-from agent.loop import Agent
-from agent.prompt import build_system_prompt
-from agent.settings import Settings
+from agent.core.loop import Agent
+from agent.core.messages import request_tokens
+from agent.core.prompt import build_system_prompt
+from agent.core.settings import Settings
 
 QUESTION = "楽天とShopifyで在庫同期が30分以上遅れることがある。原因と、再発したときの確認手順を教えて。"
 

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli import build_agent
+from agent.core.loop import Agent
+from agent.core.scripted import Request, ScriptedModel, calls
+from agent.core.settings import Settings
+from agent.core.tags import TAGGER_SYSTEM, TaggingAgent, load_tag_config, tag_question
+from agent.core.tools import RegistryTools
 from agent.evals import CaseResult, load_cases, run_cases, totals
-from agent.loop import Agent
-from agent.scripted import Request, ScriptedModel, calls
-from agent.settings import Settings
-from agent.tags import TAGGER_SYSTEM, TaggingAgent, load_tag_config, tag_question
-from agent.tools import RegistryTools
 from mcp_lib import Registry
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent.cli import SUBCOMMANDS, Subcommand, main
-from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit, aws_files  # noqa: F401 -- a fixture
+from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit, aws_files  # noqa: F401 -- a fixture
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
 

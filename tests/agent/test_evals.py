@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from agent.cli import main
+from agent.core.loop import Agent
+from agent.core.model import ModelRequestError
+from agent.core.scripted import Request, ScriptedModel, calls
+from agent.core.settings import Settings
 from agent.evals import load_cases, run_cases, totals, url_matches
-from agent.loop import Agent
-from agent.model import ModelRequestError
-from agent.scripted import Request, ScriptedModel, calls
-from agent.settings import Settings
-from tests.agent.loop_fakes import FakeClock, FakeTools
-from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit
+from tests.agent.core.loop_fakes import FakeClock, FakeTools
+from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
 from tests.agent.test_cli import one_line_error
 from tests.fakes.bedrock import BedrockStub
 

@@ -1,6 +1,6 @@
 """Issue 6.4 end to end: the DB-concierge article's conversations, replayed through helpbot.
 
-The real agent loop (``agent.loop.Agent`` with the tools and settings ``agent.cli.build_agent`` wires from a
+The real agent loop (``agent.core.loop.Agent`` with the tools and settings ``agent.cli.build_agent`` wires from a
 ``helpbot.toml``) talks to the real example server (``examples/sales_db/server.py``) over stdio; only the model
 is scripted. Each script is a function of the transcript, like a model: it reads the date ranges from the system
 prompt's date context, the customer codes and products from the question, the tool names from the tools it was
@@ -26,14 +26,14 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.cli import build_agent
-from agent.loop import Agent, Answer, Turn
-from agent.scripted import Reply, Request, ScriptedModel, calls
-from agent.settings import Settings
-from agent.tools import ToolExecutor
+from agent.core.loop import Agent, Answer, Turn
+from agent.core.scripted import Reply, Request, ScriptedModel, calls
+from agent.core.settings import Settings
+from agent.core.tools import ToolExecutor
 from examples.sales_db import store
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
-from tests.agent.loop_fakes import check_transcript
+from tests.agent.core.loop_fakes import check_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "examples" / "sales_db" / "server.py"

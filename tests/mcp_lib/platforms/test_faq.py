@@ -364,7 +364,7 @@ def test_bundled_entries_are_well_formed(bundled: FaqIndex) -> None:
         assert entry.tags and len(entry.body) > 300, entry.id
 
 
-# -- tag boosts (the question's tags, agent.tags) -------------------------------------------------------------
+# -- tag boosts (the question's tags, agent.core.tags) -------------------------------------------------------------
 def test_boost_tags_reorder_matching_entries_but_add_none(tmp_path: Path) -> None:
     write_entry(tmp_path, "a.md", "---\nid: rakuten\nquestion: 在庫同期が遅い\ntags: [楽天]\n---\n"
                                   "在庫同期が遅いときは在庫同期ジョブを確認します。\n")

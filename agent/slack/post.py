@@ -1,6 +1,6 @@
 """Every write ``helpbot answer`` makes to Slack, and what it leaves in the question's thread.
 
-- :class:`SlackOut` is the one door: each payload's text passes :func:`agent.slack_format.guard_public`
+- :class:`SlackOut` is the one door: each payload's text passes :func:`agent.slack.blocks.guard_public`
   (:func:`guard_payload`) and each write is traced. Reactions are a courtesy: their failures are logged, never
   raised. A dry run has no SlackOut at all.
 - :class:`ThreadReply` is helpbot's side of one thread: 👀 and the placeholder 「調べています…」 (reusing one an
@@ -16,8 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .events import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
-from .slack_format import (
+from agent.slack.blocks import (
     METADATA_VERSION,
     POST_OPTIONS,
     answer_payloads,
@@ -27,13 +26,14 @@ from .slack_format import (
     progress_payload,
     question_payload,
 )
-from .thread import PROGRESS_EVENT_TYPE, FrontError
+from agent.slack.thread import PROGRESS_EVENT_TYPE, FrontError
+from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
-    from .loop import Answer, Progress
-    from .report import Trace
+    from agent.core.loop import Answer, Progress
+    from agent.report import Trace
 
 
 def log(message: str) -> None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .tools import ToolOutcome, run_concurrently
+from agent.core.tools import ToolOutcome, run_concurrently
 
 DEGRADED_QUERY_CHARS = 300  # a search engine gets the head of a long question
 MAX_SOURCES = 8

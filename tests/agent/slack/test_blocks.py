@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.slack_format import (
+from agent.slack.blocks import (
     DEGRADED_LABEL,
     FEEDBACK_LINE,
     MARKDOWN_LIMIT,

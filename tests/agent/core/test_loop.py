@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from agent.history import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, request_tokens
-from agent.loop import FORCED_NOTES, Agent, Progress, Turn
-from agent.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
-from agent.scripted import Request, ScriptedModel, calls, text
-from agent.settings import Settings
-from agent.tools import ToolOutcome
-from tests.agent.loop_fakes import FakeClock, FakeTools, check_transcript
+from agent.core.loop import FORCED_NOTES, Agent, Progress, Turn
+from agent.core.messages import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, request_tokens
+from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from agent.core.scripted import Request, ScriptedModel, calls, text
+from agent.core.settings import Settings
+from agent.core.tools import ToolOutcome
+from tests.agent.core.loop_fakes import FakeClock, FakeTools, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0)
 NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)

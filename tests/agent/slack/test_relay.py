@@ -15,8 +15,7 @@ import anyio
 import httpx
 import pytest
 
-from agent.events import TriggerSettings
-from agent.relay import (
+from agent.slack.relay import (
     MAX_BODY_BYTES,
     DispatchError,
     Relay,
@@ -27,6 +26,7 @@ from agent.relay import (
     make_server,
     run_relay_command,
 )
+from agent.slack.trigger import TriggerSettings
 from mcp_lib.config import ConfigError
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -109,7 +109,7 @@ def test_signed_reaction_dispatches_once(github: GitHub) -> None:
 
 def test_dispatched_payload_is_accepted_by_the_event_parser(github: GitHub) -> None:
     """What the relay sends must come back through `helpbot answer --event` as the same message."""
-    from agent.events import parse_event
+    from agent.slack.trigger import parse_event
 
     post(relay_for(github), envelope())
     event = {"action": "slack-help", "client_payload": github.payloads[0]["client_payload"]}

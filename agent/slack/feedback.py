@@ -1,6 +1,6 @@
 """``helpbot feedback``: how helpbot's answers were received -- 👍/👎 per answer and in total, what they cost.
 
-Answers are found by their ``helpbot_answer`` message metadata (see :mod:`agent.slack_format`), and only when
+Answers are found by their ``helpbot_answer`` message metadata (see :mod:`agent.slack.blocks`), and only when
 helpbot itself wrote them: another app cannot forge entries. Failure notices (``helpbot_failure``) are skipped.
 
 How the scan stays cheap: one ``conversations.history`` pass per channel (``include_all_metadata``, cursor
@@ -31,14 +31,8 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
-from mcp_lib.config import ConfigError, env_str
-from mcp_lib.core import CredentialsError, ToolContext, ToolError
-from mcp_lib.platforms import slack as slack_platform
-
-from .cli import UsageError
-from .events import USER_RE, env_channels, is_channel_id, is_dm_id
-from .events import normalize_reaction as normalize_reaction_name
-from .slack_format import (
+from agent.cli import UsageError
+from agent.slack.blocks import (
     POST_OPTIONS,
     format_cost,
     guard_public,
@@ -46,7 +40,12 @@ from .slack_format import (
     platform_label,
     slack_len,
 )
-from .thread import Me, answers_in_sequence, message_markdown, read_answer
+from agent.slack.thread import Me, answers_in_sequence, message_markdown, read_answer
+from agent.slack.trigger import USER_RE, env_channels, is_channel_id, is_dm_id
+from agent.slack.trigger import normalize_reaction as normalize_reaction_name
+from mcp_lib.config import ConfigError, env_str
+from mcp_lib.core import CredentialsError, ToolContext, ToolError
+from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
 THREAD_LOOKBACK = timedelta(days=14)
@@ -160,7 +159,7 @@ def _float(value: Any) -> float | None:
 def parse_sources(messages: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, str]], int]:
     """The 「参照元」 section of an answer's messages -> ([{title, url}], how many the section left out).
 
-    Read the way follow-ups read answers (:func:`agent.thread.read_answer`), so it works whether Slack hands the
+    Read the way follow-ups read answers (:func:`agent.slack.thread.read_answer`), so it works whether Slack hands the
     markdown blocks back as they were posted or translated into rich_text."""
     read = read_answer("\n\n".join(message_markdown(m) for m in messages))
     return read.sources + [{"title": title, "url": ""} for title in read.unlinked], read.left_out
@@ -169,7 +168,7 @@ def parse_sources(messages: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str,
 def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: float,
                is_ours: Callable[[Mapping[str, Any]], bool]) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
     """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with the messages
-    that make it up (grouped as :func:`agent.thread.answers_in_sequence` groups them for follow-ups)."""
+    that make it up (grouped as :func:`agent.slack.thread.answers_in_sequence` groups them for follow-ups)."""
     found = []
     for message, parts in answers_in_sequence(sequence, is_ours):
         if float(message.get("ts") or 0) < since_ts:

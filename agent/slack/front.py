@@ -1,8 +1,8 @@
 """``helpbot answer``: from a :help: trigger to an answer in the Slack thread -- and never silence.
 
 This module is the flow: the options, :func:`run`, and :class:`Front`, which decides what a trigger leads to.
-What the flow reads and writes lives next door: :mod:`agent.events` (the trigger), :mod:`agent.thread` (the
-thread and the question), :mod:`agent.slack_out` (every write to Slack), :mod:`agent.report` (summary, trace,
+What the flow reads and writes lives next door: :mod:`agent.slack.trigger` (the trigger), :mod:`agent.slack.thread` (the
+thread and the question), :mod:`agent.slack.post` (every write to Slack), :mod:`agent.report` (summary, trace,
 printing).
 
 One run (:meth:`Front.run`), and what happens when a step fails:
@@ -16,16 +16,16 @@ One run (:meth:`Front.run`), and what happens when a step fails:
    channel named by hand through workflow_dispatch is refused unless HELPBOT_CHANNELS lists it), then the reacted
    message and its whole thread. A message helpbot wrote, or one it already answered (``--force`` answers again),
    is ignored: exit 0. Nothing has been posted yet; a Slack failure here is one line and exit 1.
-3. The question (:mod:`agent.thread`): the reacted message itself; the thread around it, its files and the
+3. The question (:mod:`agent.slack.thread`): the reacted message itself; the thread around it, its files and the
    messages it links to as context; helpbot's earlier answers in the thread as history, so that a follow-up
    builds on them.
-4. The answer (:meth:`Front._answer`, :class:`agent.slack_out.ThreadReply`): 👀 and a placeholder
+4. The answer (:meth:`Front._answer`, :class:`agent.slack.post.ThreadReply`): 👀 and a placeholder
    「調べています…」 showing progress; the answer replaces it and ✅ replaces 👀. A dry run posts nothing. From
    the moment the thread is known, any failure leaves a notice in the thread (❌) -- never over the answer -- and
    exits 1, or 2 for bad configuration, or 130 when cancelled (SIGTERM raises :class:`Terminated`;
    :func:`_classify` words every failure).
 
-Everything posted passes :func:`agent.slack_format.guard_public` in one place (:class:`agent.slack_out.SlackOut`).
+Everything posted passes :func:`agent.slack.blocks.guard_public` in one place (:class:`agent.slack.post.SlackOut`).
 In GitHub Actions a job summary goes to ``$GITHUB_STEP_SUMMARY``; the trace (front and agent events, JSON lines,
 secrets masked) to ``$HELPBOT_TRACE_FILE``.
 
@@ -49,23 +49,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mcp_lib import Caller
-from mcp_lib.config import ConfigError, env_float, env_str
-
-from .events import (
-    BadInput,
-    Trigger,
-    TriggerSettings,
-    check_ignore,
-    from_options,
-    is_channel_id,
-    is_dm_id,
-    load_event,
-)
-from .report import Trace, print_answer, summary_markdown, write_summary
-from .slack_format import find_answer, mask_personal_from_env, run_url
-from .slack_out import ProgressThrottle, SlackOut, ThreadReply, describe, log, one_line
-from .thread import (
+from agent.report import Trace, print_answer, summary_markdown, write_summary
+from agent.slack.blocks import find_answer, mask_personal_from_env, run_url
+from agent.slack.post import ProgressThrottle, SlackOut, ThreadReply, describe, log, one_line
+from agent.slack.thread import (
     FrontError,
     answerable,
     build_question,
@@ -77,14 +64,25 @@ from .thread import (
     stale_placeholder,
     who_am_i,
 )
+from agent.slack.trigger import (
+    BadInput,
+    Trigger,
+    TriggerSettings,
+    check_ignore,
+    from_options,
+    is_channel_id,
+    is_dm_id,
+    load_event,
+)
+from mcp_lib import Caller
+from mcp_lib.config import ConfigError, env_float, env_str
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
+    from agent.core.loop import Agent, Answer, Progress, Turn
     from mcp_lib import Registry
     from mcp_lib.platforms.slack import SlackClients
-
-    from .loop import Agent, Answer, Progress, Turn
 
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
 
@@ -383,7 +381,7 @@ class Front:
 
     def _build_agent(self, caller: Caller, on_progress: Callable[[Progress], None],
                      on_event: Callable[[dict[str, Any]], None]) -> Agent:
-        from .cli import build_agent
+        from agent.cli import build_agent
 
         return build_agent(self.env, caller=caller, on_progress=on_progress, on_event=on_event)
 
@@ -417,7 +415,7 @@ def _sigterm_raises() -> Iterator[None]:
 
 def _classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, bool]:
     """A failure -> (what to tell people, in one line; the exit code; re-raise it?)."""
-    from .model import ModelRequestError
+    from agent.core.model import ModelRequestError
 
     if isinstance(exc, ConfigError):
         return f"設定エラー: {exc}", 2, False

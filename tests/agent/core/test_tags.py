@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 
 from agent.cli import main
-from agent.loop import Agent
-from agent.model import ModelUnavailable
-from agent.scripted import Request, ScriptedModel, calls
-from agent.settings import Settings
-from agent.slack_format import answer_payloads
-from agent.tags import (
+from agent.core.loop import Agent
+from agent.core.model import ModelUnavailable
+from agent.core.scripted import Request, ScriptedModel, calls
+from agent.core.settings import Settings
+from agent.core.tags import (
     TAGGER_SYSTEM,
     TagConfig,
     TaggingAgent,
@@ -25,12 +24,13 @@ from agent.tags import (
     parse_tagger_reply,
     tag_question,
 )
+from agent.slack.blocks import answer_payloads
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
 from mcp_lib.platforms.faq import FaqIndex
-from tests.agent.loop_fakes import FakeClock, FakeTools
+from tests.agent.core.loop_fakes import FakeClock, FakeTools
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "helpbot.example.toml"
 
 CONFIG: dict[str, Any] = {
@@ -230,7 +230,7 @@ def test_degraded_mode_passes_the_faq_tags_to_faq_search() -> None:
 
 
 def test_a_follow_up_inherits_its_threads_tags() -> None:
-    from agent.loop import Turn
+    from agent.core.loop import Turn
 
     model = ScriptedModel(answering)
     agent = TaggingAgent(config(ask_model=False), model, faq_tools(), Settings(), clock=FakeClock())

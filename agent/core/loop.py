@@ -3,7 +3,7 @@
 One run (``Agent.run``), in order:
 
 1. ``_start``: the system prompt (role, today's date and week ranges, rules, the tools' guide), the tool schemas
-   and the messages (earlier turns of the conversation, then the question; built by ``agent.history``).
+   and the messages (earlier turns of the conversation, then the question; built by ``agent.core.messages``).
    Context the caller gathered around the question (e.g. the Slack thread) follows it in the same message,
    marked as untrusted data; everything else -- degraded mode's searches, the summaries, the trace -- works on
    the question alone.
@@ -15,15 +15,15 @@ One run (``Agent.run``), in order:
    rounds start, tools run and requests for more tools wait; past it (or at the round limit) ``_final_answer``
    sends one more request with the tools still defined and ``tool_choice: none``, so the model answers from
    what was gathered: work is never thrown away.
-4. Before every request ``agent.economy`` keeps the transcript affordable: past the summary threshold the older
+4. Before every request ``agent.core.economy`` keeps the transcript affordable: past the summary threshold the older
    tool results are summarized by the cheap model (not before the final answer); past the hard budget the
    largest results are cut, then the earliest turns are shortened or dropped (the transcript operations are in
-   ``agent.history``). Cache breakpoints let each request re-read the previous one's prefix.
+   ``agent.core.messages``). Cache breakpoints let each request re-read the previous one's prefix.
 5. ``_finish``: the answer's sources are the gathered sources whose URL the answer cites (the prompt asks it to
    cite URLs).
 
 If there is no model, or it stays unavailable after retries, or it rejects a request after tools have run, the
-run degrades (``_degraded``, with ``agent.degraded``): the enabled platforms' search tools run on the question
+run degrades (``_degraded``, with ``agent.core.degraded``): the enabled platforms' search tools run on the question
 and their best hits -- then what the run had gathered -- are returned, labelled as not AI-generated, with the
 reason in ``Answer.error``. A rejected *first* request is raised instead (nothing was gathered; it is usually
 configuration). Everything a run accumulates is in ``Run``; every step is recorded in ``Answer.trace``.
@@ -41,15 +41,14 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
+from agent.core import messages as h
+from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, run_searches
+from agent.core.economy import Economy
+from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from agent.core.prompt import build_system_prompt
+from agent.core.settings import Settings
+from agent.core.tools import ToolExecutor, ToolOutcome, run_concurrently
 from mcp_lib.redact import redact_deep
-
-from . import history as h
-from .degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, run_searches
-from .economy import Economy
-from .model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Usage
-from .prompt import build_system_prompt
-from .settings import Settings
-from .tools import ToolExecutor, ToolOutcome, run_concurrently
 
 FORCED_NOTES = {
     "round_limit": "[helpbot] The tool rounds are used up. Answer now from the information above, without "
@@ -112,7 +111,7 @@ class Answer:
     error: str | None = None  # why the run degraded
     trace: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)  # the question's tags (agent.tags), shown in the footers
+    tags: list[str] = field(default_factory=list)  # the question's tags (agent.core.tags), shown in the footers
 
     @property
     def usage(self) -> Usage:
@@ -136,7 +135,7 @@ class Answer:
 
 @dataclass
 class Run:
-    """Everything one run accumulates (``agent.economy`` keeps the summaries, cuts and calibration here too)."""
+    """Everything one run accumulates (``agent.core.economy`` keeps the summaries, cuts and calibration here too)."""
 
     question: str  # as the model sees it (cut to max_question_chars)
     query: str  # what degraded mode searches for: the head of the question, without any cut marker

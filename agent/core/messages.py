@@ -5,7 +5,7 @@ Every function here works on the transcript (Messages API dicts) without ever sp
 investigation: a ``tool_use`` and its ``tool_result`` always stay together, only the *contents* of old tool
 results shrink. Only earlier turns of the conversation (plain question/answer text before the question) may be
 shortened or dropped, a whole turn at a time. Blocks are replaced, never mutated, so a request already sent (or
-recorded by a test) stays as it was. When to summarize or cut is decided by ``agent.economy``.
+recorded by a test) stays as it was. When to summarize or cut is decided by ``agent.core.economy``.
 """
 
 from __future__ import annotations

@@ -44,9 +44,8 @@ import anyio
 import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, BadInput, TriggerSettings, check_ignore, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
-
-from .events import DISPATCH_EVENT_TYPE, BadInput, TriggerSettings, check_ignore, parse_event_data
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
 DISPATCH_DEADLINE_S = 2.0  # the whole POST /dispatches: Slack wants our ack within 3 s
@@ -270,7 +269,7 @@ _LAMBDA_RELAY: Relay | None = None
 
 
 def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Relay | None = None) -> dict[str, Any]:
-    """AWS Lambda entry point (function URL / API Gateway v2): ``agent.relay.lambda_handler``."""
+    """AWS Lambda entry point (function URL / API Gateway v2): ``agent.slack.relay.lambda_handler``."""
     global _LAMBDA_RELAY
     if relay is None:
         if _LAMBDA_RELAY is None:

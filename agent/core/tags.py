@@ -33,14 +33,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent.core.loop import Agent, Answer, Turn
+from agent.core.model import Model, ModelError, Usage
+from agent.core.settings import Settings, validation_problem
+from agent.core.tools import ToolExecutor, ToolOutcome
 from mcp_lib.config import ConfigError
 from mcp_lib.external import load_file_config
 from mcp_lib.platforms.faq import normalize
-
-from .loop import Agent, Answer, Turn
-from .model import Model, ModelError, Usage
-from .settings import Settings, validation_problem
-from .tools import ToolExecutor, ToolOutcome
 
 FAQ_SEARCH = "faq_search"
 TAGGER_MAX_TOKENS = 200

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .history import estimate_tokens, request_tokens
-from .model import ModelResponse, Usage
+from agent.core.messages import estimate_tokens, request_tokens
+from agent.core.model import ModelResponse, Usage
 
 
 @dataclass

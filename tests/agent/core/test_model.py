@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import ModelConfig
-from agent.settings import Price, Settings, list_price
+from agent.core.model import ModelConfig
+from agent.core.settings import Price, Settings, list_price
 from mcp_lib.config import ConfigError
 
 KEY = {"AWS_BEARER_TOKEN_BEDROCK": "ABSKdGVzdA=="}

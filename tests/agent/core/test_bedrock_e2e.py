@@ -13,13 +13,13 @@ import httpx2
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from agent.loop import Agent
-from agent.model import ModelConfig, ModelRequestError, ModelUnavailable, RetryPolicy, SdkModel, build_model
-from agent.settings import Settings
-from agent.tools import RegistryTools
+from agent.core.loop import Agent
+from agent.core.model import ModelConfig, ModelRequestError, ModelUnavailable, RetryPolicy, SdkModel, build_model
+from agent.core.settings import Settings
+from agent.core.tools import RegistryTools
 from mcp_lib import Registry
 from mcp_lib.config import ConfigError
-from tests.agent.loop_fakes import FakeClock, check_transcript
+from tests.agent.core.loop_fakes import FakeClock, check_transcript
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
 

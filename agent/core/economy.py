@@ -5,7 +5,7 @@ the summary threshold (the older tool results become notes from the cheap model)
 answer, where a summary would only cost: it pays off in later requests. Past the hard budget it cuts the largest
 tool results, then shortens or drops the earliest turns of the conversation. ``calibrate`` scales later
 estimates up when a model counted more tokens than we estimated. The transcript operations themselves live in
-``agent.history``; this module decides when to use them and keeps the run's records of them (what was
+``agent.core.messages``; this module decides when to use them and keeps the run's records of them (what was
 summarized or cut, the notes, the calibration). Events and progress go through the loop's callbacks.
 """
 
@@ -14,18 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import history as h
-from .model import Model, ModelError, ModelRequestError, Usage
-from .settings import Settings
+from agent.core import messages as h
+from agent.core.model import Model, ModelError, ModelRequestError, Usage
+from agent.core.settings import Settings
 
 if TYPE_CHECKING:
-    from .loop import Run
+    from agent.core.loop import Run
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 
 
 class Economy:
-    """One per agent; what it records lives in the run (``agent.loop.Run``), so runs never share it."""
+    """One per agent; what it records lives in the run (``agent.core.loop.Run``), so runs never share it."""
 
     def __init__(self, model: Model | None, settings: Settings, clock: Callable[[], float], *,
                  event: Callable[..., None], progress: Callable[[Run, str], None]):

@@ -17,24 +17,24 @@ from typing import Any
 
 import pytest
 
-from agent import answer as front
-from agent.answer import Options, run
+from agent.slack import front
 from agent.cli import main
-from agent.loop import Agent, Progress
-from agent.scripted import Request, ScriptedModel, calls
-from agent.settings import Settings
-from agent.slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, PLACEHOLDER
-from agent.slack_out import ProgressThrottle, SlackOut
-from agent.thread import PROGRESS_EVENT_TYPE
-from agent.tools import RegistryTools
+from agent.core.loop import Agent, Progress
+from agent.core.scripted import Request, ScriptedModel, calls
+from agent.core.settings import Settings
+from agent.core.tools import RegistryTools
+from agent.slack.blocks import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, PLACEHOLDER
+from agent.slack.front import Options, run
+from agent.slack.post import ProgressThrottle, SlackOut
+from agent.slack.thread import PROGRESS_EVENT_TYPE
 from mcp_lib import Caller, Registry
 from tests.agent.conftest import PREFIXES
-from tests.agent.test_bedrock_e2e import answering_with_the_first_faq_hit
+from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Message, Workspace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WRITES = {"chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove"}
 BOT = "U0HELPBOT"
 FAQ_URL = "https://github.com/acme/helpbot/blob/HEAD/faq/stock-sync-delay.md"
@@ -919,7 +919,7 @@ LINK = f"https://acme.slack.com/archives/{CHANNEL}/p{TS.replace('.', '')}"
 
 
 def test_every_form_of_the_same_message_gets_the_same_concurrency_key(tmp_path: Path) -> None:
-    from agent.events import parse_event
+    from agent.slack.trigger import parse_event
 
     events = [
         {"action": "slack-help", "client_payload": {"channel": CHANNEL, "ts": TS, "reaction": "help"}},

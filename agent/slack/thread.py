@@ -24,11 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.core.loop import Turn
+from agent.slack.blocks import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, SOURCES_TITLE
 from mcp_lib.config import ConfigError
 from mcp_lib.redact import redact_secrets
-
-from .loop import Turn
-from .slack_format import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, SOURCES_TITLE
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient

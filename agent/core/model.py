@@ -2,7 +2,7 @@
 
 The loop only needs ``create(system, messages, tools, tool_choice, max_tokens, model, deadline) -> ModelResponse``;
 :class:`BedrockModel` (``anthropic.AnthropicBedrock``) and :class:`AnthropicModel` (``anthropic.Anthropic``)
-implement it, and so does the scripted model the tests use (``agent.scripted``). Content blocks are plain
+implement it, and so does the scripted model the tests use (``agent.core.scripted``). Content blocks are plain
 JSON dicts, so a transcript can be saved, traced and replayed.
 
 Retries are ours (tenacity), not the SDK's: the SDK is built with ``max_retries=0`` so the two never multiply.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from agent.loop import Agent
-from agent.prompt import build_system_prompt, date_context
-from agent.scripted import Request, ScriptedModel
-from agent.settings import Settings
-from tests.agent.loop_fakes import FakeTools
+from agent.core.loop import Agent
+from agent.core.prompt import build_system_prompt, date_context
+from agent.core.scripted import Request, ScriptedModel
+from agent.core.settings import Settings
+from tests.agent.core.loop_fakes import FakeTools
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 
@@ -80,7 +80,7 @@ def test_the_prompt_carries_the_rules_and_the_tools_guide() -> None:
 
 
 def test_the_registry_guide_reaches_the_model() -> None:
-    from agent.tools import RegistryTools
+    from agent.core.tools import RegistryTools
     from mcp_lib import Registry
 
     seen: list[Request] = []

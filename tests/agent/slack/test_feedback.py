@@ -21,7 +21,8 @@ from slack_sdk import WebClient
 
 from agent.cli import UsageError, build_parser
 from agent.cli import main as helpbot_main
-from agent.feedback import (
+from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload
+from agent.slack.feedback import (
     RatedAnswer,
     Scanner,
     _cell,
@@ -30,7 +31,6 @@ from agent.feedback import (
     run,
     tally_reactions,
 )
-from agent.slack_format import answer_payloads, failure_payload, placeholder_payload
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from agent.tools import ToolOutcome
+from agent.core.tools import ToolOutcome
 
 
 class FakeTools:

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from agent.cli import main
-from agent.loop import Turn
-from agent.scripted import Request
-from agent.slack_format import METADATA_EVENT_TYPE, answer_payloads, failure_payload
-from agent.thread import Me, Thread, earlier_turns, message_markdown, split_sources
-from agent.transcript import load_transcript
-from tests.agent.test_answer import (
+from agent.core.loop import Turn
+from agent.core.scripted import Request
+from agent.saved import load_transcript
+from agent.slack.blocks import METADATA_EVENT_TYPE, answer_payloads, failure_payload
+from agent.slack.thread import Me, Thread, earlier_turns, message_markdown, split_sources
+from tests.agent.slack.test_front import (
     BOT,
     FAQ_URL,
     answer_scripted,

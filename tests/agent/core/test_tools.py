@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from agent.tools import CompositeTools, RegistryTools, run_concurrently
+from agent.core.tools import CompositeTools, RegistryTools, run_concurrently
 from mcp_lib import Registry
-from tests.agent.loop_fakes import FakeTools
+from tests.agent.core.loop_fakes import FakeTools
 
 
 def test_registry_tools_call_the_registry_and_collect_sources() -> None:

@@ -7,9 +7,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agent.core.model import DEFAULT_MODELS, Usage
 from mcp_lib.config import ConfigError, env_float, env_int, env_str
-
-from .model import DEFAULT_MODELS, Usage
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent.events import (
+from agent.slack.trigger import (
     BadInput,
     Ignore,
     Trigger,
@@ -262,7 +262,7 @@ def test_a_reaction_helpbot_adds_itself_cannot_be_the_trigger(reaction: str) -> 
 
 
 def test_channel_lists_are_validated_and_deduplicated_in_one_place() -> None:
-    from agent.events import env_channels, is_channel_id
+    from agent.slack.trigger import env_channels, is_channel_id
 
     assert env_channels({"HELPBOT_CHANNELS": "C0AAA, C0BBB C0AAA"}, "HELPBOT_CHANNELS") == ["C0AAA", "C0BBB"]
     with pytest.raises(ConfigError, match="'#general' is not a channel ID"):
@@ -271,7 +271,7 @@ def test_channel_lists_are_validated_and_deduplicated_in_one_place() -> None:
 
 
 def test_reaction_normalization_is_shared_with_feedback() -> None:
-    from agent import feedback
+    from agent.slack import feedback
 
     for name in ("+1::skin-tone-2", ":help::skin-tone-6:", "HELP", "thumbsup::skin-tone-3"):
         assert feedback.normalize_reaction(name) in (normalize_reaction(name), "+1")

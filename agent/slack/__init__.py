@@ -1,0 +1,1 @@
+"""``helpbot answer`` and its Slack companions: trigger -> thread -> question -> agent -> post; relay; feedback."""
