@@ -152,8 +152,8 @@ def _transport(entry: ServerEntry, env: Mapping[str, str]) -> Any:
     if entry.command is not None:
         passed = {name: env[name] for name in entry.env if name in env}
         return StdioServerParameters(command=entry.command, args=entry.args, env=passed, cwd=entry.cwd)
+    import httpx2  # the client type streamable_http_client takes (mcp's public API)
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
     headers = {}
     if entry.header_env:
@@ -162,7 +162,9 @@ def _transport(entry: ServerEntry, env: Mapping[str, str]) -> Any:
             raise ConfigError(entry.header_env, f"needed by MCP server {entry.name!r} but not set")
         headers[entry.header] = entry.header_prefix + token
     assert entry.url is not None
-    return streamable_http_client(entry.url, http_client=create_mcp_http_client(headers=headers))
+    # mcp's own defaults: 30 s to connect/write, 300 s to read (a server may hold its event stream open).
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    return streamable_http_client(entry.url, http_client=client)
 
 
 def _session(entry: ServerEntry, env: Mapping[str, str]) -> AbstractAsyncContextManager[Any]:
