@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from agent.slack import front
 from agent.cli import main
 from agent.core.loop import Agent, Progress
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
+from agent.slack import front
 from agent.slack.blocks import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, PLACEHOLDER
 from agent.slack.front import Options, run
 from agent.slack.post import ProgressThrottle, SlackOut
