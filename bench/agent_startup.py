@@ -1,38 +1,138 @@
-"""Bench: `helpbot --help` must start in < 0.5 s (anthropic, slack_sdk and mcp_lib are imported lazily).
+"""Bench: how fast ``helpbot answer`` shows 👀 and sends its first model request, from process start.
 
-    uv run python bench/agent_startup.py
+    uv run python bench/agent_startup.py [--runs 5] [--venv /tmp/helpbot-startup-venv]
+
+The production path on a new runner: a fresh virtual environment holding helpbot and its runtime dependencies
+only (``uv sync --frozen --no-dev --no-editable`` into ``--venv``), the installed ``helpbot`` console script in
+its own process, Slack (the fake, over HTTP, with its real shapes) and Bedrock (the stub, over HTTP, through the
+real SDK). Times are taken from just before the process is spawned to the moment the fake Slack receives
+``reactions.add`` (👀) and the stub receives the first ``/invoke``, and to the process's exit.
+
+Two cases: *no bytecode* (``PYTHONDONTWRITEBYTECODE=1`` and every ``__pycache__`` of the venv removed first: each
+run compiles everything, as the first run on a new runner does) and *bytecode* (``compileall`` once, as
+``UV_COMPILE_BYTECODE=1`` does at install). Targets (issue "Honest benches"): no bytecode 👀 ≤ 0.8 s and first
+model request ≤ 2 s; with bytecode half that.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit  # noqa: E402
+from tests.fakes.bedrock import BedrockStub  # noqa: E402
+from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, sample_workspace  # noqa: E402
+
+TARGETS = {"no bytecode": (0.8, 2.0), "bytecode": (0.4, 1.0)}
 
 
-def timed(command: list[str]) -> float:
-    began = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True)
-    return time.perf_counter() - began
+def build_venv(venv: Path) -> Path:
+    """helpbot and its runtime dependencies, nothing else, as the answer job installs them."""
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
+    env.pop("UV_COMPILE_BYTECODE", None)
+    subprocess.run(["uv", "sync", "--frozen", "--no-dev", "--no-editable", "--quiet"], cwd=ROOT, env=env, check=True)
+    return venv / "bin" / "helpbot"
 
 
-def main() -> None:
-    script = Path(sys.executable).with_name("helpbot")
-    command = [str(script), "--help"] if script.exists() else [sys.executable, "-m", "agent.cli", "--help"]
-    timed(command)  # warm the file cache
-    runs = [timed(command) for _ in range(10)]
-    print(f"{' '.join(Path(command[0]).name for _ in [0])} --help: median {statistics.median(runs) * 1000:.0f} ms, "
-          f"max {max(runs) * 1000:.0f} ms over {len(runs)} runs -> target < 500 ms: "
-          f"{'PASS' if max(runs) < 0.5 else 'FAIL'}")
-    ask_help = [timed([*command[:-1], "ask", "--help"]) for _ in range(5)]
-    print(f"helpbot ask --help: median {statistics.median(ask_help) * 1000:.0f} ms")
-    probe = "import sys, agent.cli; print(sorted(m for m in ('anthropic', 'mcp_lib', 'slack_sdk', 'pydantic') " \
-            "if m in sys.modules))"
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
-    print(f"heavy modules imported by agent.cli: {loaded}")
+def drop_bytecode(venv: Path) -> None:
+    for cache in venv.rglob("__pycache__"):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def compile_bytecode(venv: Path) -> None:
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0", str(venv / "lib")], check=True,
+                   capture_output=True)
+
+
+def first_time(items: list[Any], predicate: Any, stop: threading.Event, began: float) -> float | None:
+    """Poll ``items`` (appended to by a server thread) until one matches; seconds since ``began``."""
+    seen = 0
+    while not stop.is_set():
+        while seen < len(items):
+            if predicate(items[seen]):
+                return time.perf_counter() - began
+            seen += 1
+        time.sleep(0.0005)
+    return None
+
+
+def one_run(helpbot: Path, bytecode: bool) -> dict[str, float | None]:
+    ws = sample_workspace()
+    question = ws.history("C0ECSUP")[0]
+    with FakeSlack(ws) as fake, BedrockStub() as stub:
+        stub.responder = answering_with_the_first_faq_hit
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_",
+                                    "VIRTUAL_ENV", "UV_"))}
+        env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_USER_TOKEN=USER_TOKEN, SLACK_API_URL=fake.url,
+                   AWS_BEARER_TOKEN_BEDROCK="bench-key", ANTHROPIC_BEDROCK_BASE_URL=stub.url,
+                   AWS_REGION="ap-northeast-1")
+        if not bytecode:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        stop = threading.Event()
+        marks: dict[str, float | None] = {}
+
+        def watch(name: str, items: list[Any], predicate: Any) -> None:
+            marks[name] = first_time(items, predicate, stop, began)
+
+        watchers = [
+            threading.Thread(target=watch, args=("eyes", fake.requests,
+                                                 lambda r: r.method == "reactions.add")),
+            threading.Thread(target=watch, args=("model", stub.requests, lambda r: r.path.endswith("/invoke"))),
+        ]
+        began = time.perf_counter()
+        for w in watchers:
+            w.start()
+        done = subprocess.run([str(helpbot), "answer", "--channel", "C0ECSUP", "--ts", question.ts],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        marks["exit"] = time.perf_counter() - began
+        stop.set()
+        for w in watchers:
+            w.join()
+        if done.returncode != 0:
+            raise SystemExit(f"helpbot answer failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    return marks
+
+
+def report(case: str, runs: list[dict[str, float | None]]) -> bool:
+    def med(key: str) -> float:
+        values = [r[key] for r in runs if r[key] is not None]
+        return statistics.median(values) if values else float("nan")  # type: ignore[type-var]
+
+    eyes_target, model_target = TARGETS[case]
+    eyes, model, end = med("eyes"), med("model"), med("exit")
+    ok = eyes <= eyes_target and model <= model_target
+    print(f"{case:12s} 👀 {eyes:5.2f} s (target ≤ {eyes_target}) · first model request {model:5.2f} s "
+          f"(≤ {model_target}) · process exit {end:5.2f} s · median of {len(runs)} -> {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--venv", type=Path, default=Path("/tmp/helpbot-startup-venv"))
+    args = parser.parse_args(argv)
+    helpbot = build_venv(args.venv)
+    ok = True
+    drop_bytecode(args.venv)
+    ok &= report("no bytecode", [one_run(helpbot, bytecode=False) for _ in range(args.runs)])
+    compile_bytecode(args.venv)
+    one_run(helpbot, bytecode=True)  # warm the file cache
+    ok &= report("bytecode", [one_run(helpbot, bytecode=True) for _ in range(args.runs)])
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
