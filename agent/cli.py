@@ -17,25 +17,23 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from agent.build import parse_rounds
+
 if TYPE_CHECKING:
-    from agent.core.loop import Agent, Progress
-    from agent.core.tools import ToolExecutor
-    from mcp_lib import Caller
-
-
-class UsageError(Exception):
-    """Bad input on the command line: one line, exit 2."""
+    from agent.core.loop import Progress
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but errors are one line (and still exit 2)."""
 
     def error(self, message: str) -> NoReturn:
+        from agent.errors import UsageError
+
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
@@ -93,45 +91,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(next((a for a in args_list if not a.startswith("-")), None))
     try:
         args = parser.parse_args(args_list)  # --help exits here, before anything heavy is imported
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    command = getattr(args, "_subcommand", None)
-    if command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    from mcp_lib.config import ConfigError
-
-    try:
+        command = getattr(args, "_subcommand", None)
+        if command is None:
+            parser.print_help(sys.stderr)
+            return 2
         return command.handler()(args)
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"helpbot: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("helpbot: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        if os.environ.get("HELPBOT_DEBUG"):
-            raise
-        print(f"helpbot: failed: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 1
+    except BaseException as exc:
+        return _exit(exc)
+
+
+def _exit(exc: BaseException) -> int:
+    """The one exception -> exit code mapping of ``helpbot`` (:mod:`agent.errors`); one line, no traceback."""
+    from agent.errors import ConfigError, HelpbotError, Terminated, exit_code
+
+    if isinstance(exc, SystemExit) or (os.environ.get("HELPBOT_DEBUG") and not isinstance(
+            exc, HelpbotError | KeyboardInterrupt | Terminated)):
+        raise exc
+    if isinstance(exc, KeyboardInterrupt | Terminated):
+        line = "helpbot: interrupted"
+    elif isinstance(exc, ConfigError):
+        line = f"helpbot: configuration error: {exc}"
+    elif isinstance(exc, HelpbotError):
+        line = str(exc)
+    elif isinstance(exc, Exception):
+        line = f"helpbot: failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+    else:
+        raise exc
+    print(line, file=sys.stderr)
+    return exit_code(exc)
 
 
 # -- helpbot ask -----------------------------------------------------------------------------------------------
-def parse_rounds(value: str) -> int:
-    """``--max-rounds N`` (also used by ``helpbot eval``): a whole number from 1 to 50."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if not 1 <= number <= 50:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 50, got {number}")
-    return number
-
-
 def _ask_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question, as a user would ask it in Slack")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -142,51 +132,20 @@ def _ask_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save", metavar="FILE", help="save question, answer, sources and earlier turns to FILE")
 
 
-def build_agent(env: dict[str, str], *, max_rounds: int | None = None, caller: Caller | None = None,
-                extra_tools: Sequence[ToolExecutor] = (), extra_prompt: Sequence[str] = (),
-                on_progress: Callable[[Progress], None] | None = None,
-                on_event: Callable[[dict[str, Any]], None] | None = None) -> Agent:
-    """The agent as the environment configures it: its model (None without credentials: degraded mode) and the
-    enabled platforms' tools. Every front builds it here: ``helpbot answer`` passes who asks and where the answer
-    goes (``caller``), later features add tool providers (external MCP servers) and prompt parts (tag hints)."""
-    from dataclasses import replace
-
-    from agent.core.loop import Agent
-    from agent.core.model import ModelConfig, build_model
-    from agent.core.settings import Settings
-    from agent.core.tools import CompositeTools, RegistryTools
-    from mcp_lib import Registry
-
-    settings = Settings.from_env(env)
-    config = ModelConfig.from_env(env)
-    if config is not None:
-        settings = settings.with_models(config.model, config.summary_model)
-    if max_rounds is not None:
-        settings = replace(settings, max_rounds=max_rounds)
-    model = build_model(config) if config is not None else None
-    tools: ToolExecutor = RegistryTools(Registry(env, caller=caller))
-    if extra_tools:
-        tools = CompositeTools(tools, *extra_tools)
-    from agent.core.tags import TaggingAgent, load_tag_config
-
-    tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run
-    if tag_config is not None:
-        return TaggingAgent(tag_config, model, tools, settings, on_progress=on_progress, on_event=on_event,
-                            extra_prompt=extra_prompt)
-    return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event, extra_prompt=extra_prompt)
-
-
 def _print_progress(progress: Progress) -> None:
     print(f"helpbot: {progress.describe()}", file=sys.stderr, flush=True)
 
 
 @subcommand("ask", "Answer a question locally (a dry run of the Slack bot; nothing is posted).", _ask_arguments)
 def cmd_ask(args: argparse.Namespace) -> int:
+    from agent.errors import UsageError
+
     question = args.question.strip()
     if not question:
         raise UsageError("helpbot ask: the question is empty")
     from agent.core.model import ModelRequestError
-    from agent.saved import TranscriptError, load_transcript, save_transcript
+    from agent.errors import TranscriptError
+    from agent.saved import load_transcript, save_transcript
 
     try:
         history = load_transcript(args.continue_from) if args.continue_from else []
@@ -194,6 +153,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError(f"helpbot ask: --continue: {exc}") from None
     if args.save:
         _check_writable(args.save)  # before the run: its answer is paid for
+    from agent.build import build_agent
+
     agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, on_progress=_print_progress)
     try:
         answer = agent.run(question, history)
@@ -217,6 +178,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def _check_writable(path: str) -> None:
     """A --save file that cannot be written is one line and exit 2, before anything is asked."""
     target = Path(path)
+    from agent.errors import UsageError
+
     problem = ("it is a directory" if target.is_dir()
                else f"the folder {str(target.parent)!r} does not exist" if not target.parent.is_dir()
                else "permission denied" if not os.access(target if target.exists() else target.parent, os.W_OK)

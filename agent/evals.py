@@ -39,8 +39,9 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent.cli import UsageError, parse_rounds
+from agent.build import parse_rounds
 from agent.core.settings import validation_problem
+from agent.errors import UsageError
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent, Answer
@@ -293,7 +294,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import os
 
-    from agent.cli import build_agent
+    from agent.build import build_agent
 
     cases = load_cases(args.cases)
     if args.case:

@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.core.loop import Turn
+from agent.errors import TranscriptError
 
 if TYPE_CHECKING:
     from agent.core.loop import Answer
 
 TRANSCRIPT_VERSION = 1
 MAX_TRANSCRIPT_TURNS = 10  # older turns are dropped: the history must stay affordable
-
-
-class TranscriptError(Exception):
-    """A transcript file that cannot be used (one line, exit 2)."""
 
 
 def _turn(data: Any, where: str) -> Turn:

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent.cli import build_agent
+from agent.build import build_agent
 from agent.core.loop import Agent
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings

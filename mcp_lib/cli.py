@@ -25,6 +25,7 @@ from typing import Any
 
 from .config import ConfigError
 from .core import ArgumentError, Tool
+from .errors import BadInput, ExitError, exit_code
 from .registry import Registry, UnknownTool
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "tools_docs"
@@ -36,10 +37,6 @@ USAGE = """usage: mcp-lib PLATFORM:FUNCTION [positional ...] [key=value ...]
 _INTEGER = re.compile(r"^-?[0-9]{1,18}$")
 _NUMBER = re.compile(r"^-?[0-9]{1,18}(?:\.[0-9]{1,18})?(?:[eE][-+]?[0-9]{1,3})?$")
 _PARAMETER_LIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class BadInput(Exception):
-    """Exit 2 with this message."""
 
 
 def coerce(value: str, schema: dict[str, Any]) -> Any:
@@ -139,14 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(argv)
-    except BadInput as exc:
-        print(f"mcp-lib: {exc}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"mcp-lib: configuration: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    except (ExitError, KeyboardInterrupt) as exc:  # the one exception -> exit code mapping of mcp-lib
+        if not isinstance(exc, KeyboardInterrupt):
+            print(f"mcp-lib: {'configuration: ' if isinstance(exc, ConfigError) else ''}{exc}", file=sys.stderr)
+        return exit_code(exc)
 
 
 def _main(argv: list[str]) -> int:

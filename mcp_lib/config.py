@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlparse
 
+from .errors import EXIT_BAD_INPUT, ExitError
 
-class ConfigError(Exception):
+
+class ConfigError(ExitError):
     """Bad configuration: the CLIs print it as one line and exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, variable: str, problem: str):
         super().__init__(f"{variable}: {problem}")

@@ -31,7 +31,7 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
-from agent.cli import UsageError
+from agent.errors import UsageError
 from agent.slack.blocks import (
     POST_OPTIONS,
     format_cost,

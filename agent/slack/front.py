@@ -49,11 +49,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agent.errors import BadInput, ConfigError, RunFailed, Terminated, exit_code
 from agent.report import Trace, print_answer, summary_markdown, write_summary
 from agent.slack.blocks import find_answer, mask_personal_from_env, run_url
 from agent.slack.post import ProgressThrottle, SlackOut, ThreadReply, describe, log, one_line
 from agent.slack.thread import (
-    FrontError,
     answerable,
     build_question,
     earlier_turns,
@@ -65,7 +65,6 @@ from agent.slack.thread import (
     who_am_i,
 )
 from agent.slack.trigger import (
-    BadInput,
     Trigger,
     TriggerSettings,
     check_ignore,
@@ -75,7 +74,7 @@ from agent.slack.trigger import (
     load_event,
 )
 from mcp_lib import Caller
-from mcp_lib.config import ConfigError, env_float, env_str
+from mcp_lib.config import env_float, env_str
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -185,7 +184,7 @@ class Front:
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
             return self._config_error(exc)
-        except FrontError as exc:
+        except RunFailed as exc:
             log(str(exc))
             self.trace.front("error", error=str(exc))
             self._summary("failed (nothing posted)", where=trigger.channel, detail=str(exc))
@@ -381,16 +380,12 @@ class Front:
 
     def _build_agent(self, caller: Caller, on_progress: Callable[[Progress], None],
                      on_event: Callable[[dict[str, Any]], None]) -> Agent:
-        from agent.cli import build_agent
+        from agent.build import build_agent
 
         return build_agent(self.env, caller=caller, on_progress=on_progress, on_event=on_event)
 
 
 # -- failures and private channels ----------------------------------------------------------------------------------
-class Terminated(BaseException):
-    """SIGTERM (a cancelled or timed-out Actions job): still leave a notice in the thread."""
-
-
 @contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
     """SIGTERM raises :class:`Terminated` once; a second one (while the notice is posted) is ignored."""
@@ -417,15 +412,16 @@ def _classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, boo
     """A failure -> (what to tell people, in one line; the exit code; re-raise it?)."""
     from agent.core.model import ModelRequestError
 
+    code = exit_code(exc)
     if isinstance(exc, ConfigError):
-        return f"設定エラー: {exc}", 2, False
+        return f"設定エラー: {exc}", code, False
     if isinstance(exc, Terminated | KeyboardInterrupt):
-        return "実行が中断されました", 130, False
+        return "実行が中断されました", code, False
     if isinstance(exc, ModelRequestError):
-        return one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), 1, debug
+        return one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug
     if isinstance(exc, Exception):
-        return describe(exc), 1, debug
-    return type(exc).__name__, 1, True  # SystemExit and friends: noted, then on their way
+        return describe(exc), code, debug
+    return type(exc).__name__, code, True  # SystemExit and friends: noted, then on their way
 
 
 WITHHELD = "[withheld: private channel]"

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent.errors import RunFailed
 from agent.slack.blocks import (
     METADATA_VERSION,
     POST_OPTIONS,
@@ -26,7 +27,7 @@ from agent.slack.blocks import (
     progress_payload,
     question_payload,
 )
-from agent.slack.thread import PROGRESS_EVENT_TYPE, FrontError
+from agent.slack.thread import PROGRESS_EVENT_TYPE
 from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class SlackOut:
         try:
             return self.post(channel, question_payload(text, actor))
         except SlackApiError as exc:
-            raise FrontError(f"cannot post the question to {channel}: {slack_error_code(exc)}") from None
+            raise RunFailed(f"cannot post the question to {channel}: {slack_error_code(exc)}") from None
 
 
 class ProgressThrottle:

@@ -44,7 +44,8 @@ import anyio
 import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from agent.slack.trigger import DISPATCH_EVENT_TYPE, BadInput, TriggerSettings, check_ignore, parse_event_data
+from agent.errors import BadInput, DispatchError
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, TriggerSettings, check_ignore, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
@@ -55,10 +56,6 @@ DEFAULT_GITHUB_API_URL = "https://api.github.com"
 
 Response = tuple[int, dict[str, str], bytes]
 Dispatch = Callable[[dict[str, str]], None]
-
-
-class DispatchError(Exception):
-    """GitHub did not accept the repository_dispatch."""
 
 
 @dataclass(frozen=True)
@@ -298,13 +295,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_relay_command(args: argparse.Namespace) -> int:
-    """Exit codes: 2 for bad configuration (one line), 0 when stopped."""
+    """0 when stopped; bad configuration and an address it cannot listen on are exit 2 (:mod:`agent.errors`)."""
     try:
         serve(args.host, args.port)
-    except ConfigError as exc:
-        print(f"helpbot relay: {exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
-        print(f"helpbot relay: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise BadInput(f"helpbot relay: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0

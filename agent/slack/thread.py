@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.core.loop import Turn
+from agent.errors import ConfigError, RunFailed
 from agent.slack.blocks import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, SOURCES_TITLE
-from mcp_lib.config import ConfigError
 from mcp_lib.redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -44,10 +44,6 @@ _UNANSWERABLE = {"tombstone", "channel_join", "channel_leave", "message_deleted"
 # Candidate message links in raw text (bare, or the url of <url|label>); ASCII only, as Japanese text may follow
 # a bare link without a space. Whether one really is a message link is parse_permalink's to say.
 _LINK = re.compile(r"https?://[A-Za-z0-9.-]+/archives/[A-Za-z0-9/?#=&%._~-]+")
-
-
-class FrontError(Exception):
-    """A failure helpbot can explain in one line (exit 1)."""
 
 
 @dataclass
@@ -75,7 +71,7 @@ class Me:
 
 # -- reading Slack --------------------------------------------------------------------------------------------------
 def slack_call(web: WebClient, api: str, variable: str, **params: Any) -> dict[str, Any]:
-    """One read; rejected credentials are ConfigError (exit 2), anything else a one-line FrontError."""
+    """One read; rejected credentials are ConfigError (exit 2), anything else a one-line RunFailed."""
     from slack_sdk.errors import SlackApiError
 
     from mcp_lib.platforms.slack import AUTH_ERRORS, explain
@@ -86,9 +82,9 @@ def slack_call(web: WebClient, api: str, variable: str, **params: Any) -> dict[s
         data = exc.response.data if isinstance(exc.response.data, dict) else {}
         if data.get("error") in AUTH_ERRORS:
             raise ConfigError(variable, f"Slack rejected the token ({data.get('error')})") from None
-        raise FrontError(explain(exc, api, variable)) from None
+        raise RunFailed(explain(exc, api, variable)) from None
     except OSError as exc:
-        raise FrontError(f"cannot reach Slack ({api}): {getattr(exc, 'reason', exc)}") from None
+        raise RunFailed(f"cannot reach Slack ({api}): {getattr(exc, 'reason', exc)}") from None
     return dict(response.data) if isinstance(response.data, dict) else {}
 
 
@@ -118,7 +114,7 @@ def fetch_thread(web: WebClient, variable: str, channel: str, ts: str) -> Thread
     messages = replies(ts)
     target = next((m for m in messages if m.get("ts") == ts), None)
     if target is None:
-        raise FrontError(f"message {channel}/{ts} not found (deleted, or not visible to helpbot)")
+        raise RunFailed(f"message {channel}/{ts} not found (deleted, or not visible to helpbot)")
     root = str(target.get("thread_ts") or ts)
     if root != ts and (not messages or messages[0].get("ts") != root):  # asked by a reply ts: read from the root
         messages = replies(root)

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from mcp_lib.config import ConfigError, env_list, env_str
+from agent.errors import BadInput, ConfigError
+from mcp_lib.config import env_list, env_str
 
 DISPATCH_EVENT_TYPE = "slack-help"
 DEFAULT_REACTION = "help"
@@ -45,10 +46,6 @@ _SKIN_TONE_RE = re.compile(r"::skin-tone-\d+$")
 # helpbot adds these itself (working, done, failed): as the trigger they would answer helpbot's own progress.
 WORKING_REACTION, DONE_REACTION, FAILED_REACTION = "eyes", "white_check_mark", "x"
 RESERVED_REACTIONS = frozenset({WORKING_REACTION, DONE_REACTION, FAILED_REACTION})
-
-
-class BadInput(Exception):
-    """Malformed trigger input: one line for the user, exit 2, nothing posted."""
 
 
 @dataclass(frozen=True)

@@ -179,3 +179,30 @@ def test_the_console_script_with_a_bare_environment() -> None:
     assert "Sources:" in done.stdout and "Traceback" not in done.stderr
     help_run = subprocess.run([*command, "--help"], env=env, capture_output=True, text=True, timeout=60)
     assert help_run.returncode == 0 and "ask" in help_run.stdout
+
+
+def test_one_error_tree_with_its_exit_codes() -> None:
+    import mcp_lib.cli
+    from agent import errors
+    from mcp_lib.config import ConfigError
+
+    assert errors.BadInput is mcp_lib.cli.BadInput  # one class, whichever entry point raises it
+    assert issubclass(ConfigError, errors.HelpbotError) and issubclass(errors.UsageError, errors.BadInput)
+    codes = {errors.UsageError("x"): 2, errors.TranscriptError("x"): 2, ConfigError("V", "x"): 2,
+             errors.RunFailed("x"): 1, errors.DispatchError("x"): 1, errors.Terminated(): 130,
+             KeyboardInterrupt(): 130, ValueError("x"): 1}
+    assert {type(e).__name__: errors.exit_code(e) for e in codes} == {type(e).__name__: c for e, c in codes.items()}
+
+
+def test_nothing_but_the_entry_point_imports_the_cli() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    importers = []
+    for path in [*(root / "agent").rglob("*.py"), *(root / "mcp_lib").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if "agent.cli" in names:
+                importers.append(str(path.relative_to(root)))
+    assert importers == []

@@ -1,6 +1,6 @@
 """Issue 6.4 end to end: the DB-concierge article's conversations, replayed through helpbot.
 
-The real agent loop (``agent.core.loop.Agent`` with the tools and settings ``agent.cli.build_agent`` wires from a
+The real agent loop (``agent.core.loop.Agent`` with the tools and settings ``agent.build.build_agent`` wires from a
 ``helpbot.toml``) talks to the real example server (``examples/sales_db/server.py``) over stdio; only the model
 is scripted. Each script is a function of the transcript, like a model: it reads the date ranges from the system
 prompt's date context, the customer codes and products from the question, the tool names from the tools it was
@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.cli import build_agent
+from agent.build import build_agent
 from agent.core.loop import Agent, Answer, Turn
 from agent.core.scripted import Reply, Request, ScriptedModel, calls
 from agent.core.settings import Settings

@@ -19,8 +19,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from slack_sdk import WebClient
 
-from agent.cli import UsageError, build_parser
+from agent.cli import build_parser
 from agent.cli import main as helpbot_main
+from agent.errors import UsageError
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload
 from agent.slack.feedback import (
     RatedAnswer,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import hmac
@@ -24,7 +23,6 @@ from agent.slack.relay import (
     handle,
     lambda_handler,
     make_server,
-    run_relay_command,
 )
 from agent.slack.trigger import TriggerSettings
 from mcp_lib.config import ConfigError
@@ -409,9 +407,11 @@ def test_relay_command_without_configuration_exits_2(monkeypatch: pytest.MonkeyP
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("SLACK_SIGNING_SECRET", "GITHUB_REPOSITORY", "HELPBOT_DISPATCH_TOKEN", "GITHUB_TOKEN"):
         monkeypatch.delenv(name, raising=False)
-    assert run_relay_command(argparse.Namespace(host="127.0.0.1", port=0)) == 2
+    from agent.cli import main
+
+    assert main(["relay", "--port", "0"]) == 2  # the mapping is the entry point's (agent.errors)
     err = capsys.readouterr().err.strip()
-    assert err.startswith("helpbot relay: SLACK_SIGNING_SECRET:") and "\n" not in err
+    assert err.startswith("helpbot: configuration error: SLACK_SIGNING_SECRET:") and "\n" not in err
 
 
 def raw_request(server_url: str, data: bytes) -> bytes:

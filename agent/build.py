@@ -1,0 +1,65 @@
+"""The one composition root: the agent as the environment configures it (``helpbot ask``, ``answer``, ``eval``).
+
+Heavy SDKs are imported inside :func:`build_agent`, so importing this module stays cheap for ``--help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.core.loop import Agent, Progress
+    from agent.core.tools import ToolExecutor
+    from mcp_lib import Caller, Registry
+
+MAX_ROUNDS_LIMIT = 50
+
+
+def parse_rounds(value: str) -> int:
+    """``--max-rounds N`` (``helpbot ask`` and ``helpbot eval``): a whole number from 1 to 50."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= number <= MAX_ROUNDS_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_ROUNDS_LIMIT}, got {number}")
+    return number
+
+
+def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller: Caller | None = None,
+                registry: Registry | None = None, extra_tools: Sequence[ToolExecutor] = (),
+                extra_prompt: Sequence[str] = (), on_progress: Callable[[Progress], None] | None = None,
+                on_event: Callable[[dict[str, Any]], None] | None = None) -> Agent:
+    """The agent: its model (None without credentials: degraded mode) and the enabled platforms' tools.
+
+    ``registry``: the tools' registry when the caller already holds one (``helpbot answer`` passes its own, with
+    the Slack clients it reads the thread with and its injected sleep); otherwise one is built for ``caller``
+    (who asks, where the answer goes). ``extra_tools`` add tool providers, ``extra_prompt`` prompt parts.
+    """
+    from dataclasses import replace
+
+    from agent.core.loop import Agent
+    from agent.core.model import ModelConfig, build_model
+    from agent.core.settings import Settings
+    from agent.core.tags import TaggingAgent, load_tag_config
+    from agent.core.tools import CompositeTools, RegistryTools
+    from mcp_lib import Registry
+
+    env = dict(env)
+    settings = Settings.from_env(env)
+    config = ModelConfig.from_env(env)
+    if config is not None:
+        settings = settings.with_models(config.model, config.summary_model)
+    if max_rounds is not None:
+        settings = replace(settings, max_rounds=max_rounds)
+    model = build_model(config) if config is not None else None
+    tools: ToolExecutor = RegistryTools(registry if registry is not None else Registry(env, caller=caller))
+    if extra_tools:
+        tools = CompositeTools(tools, *extra_tools)
+    tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run
+    if tag_config is not None:
+        return TaggingAgent(tag_config, model, tools, settings, on_progress=on_progress, on_event=on_event,
+                            extra_prompt=extra_prompt)
+    return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event, extra_prompt=extra_prompt)

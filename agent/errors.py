@@ -1,0 +1,46 @@
+"""helpbot's exceptions, and the exit code each one means (mapped once per entry point: ``helpbot`` in
+:func:`agent.cli.main`, ``mcp-lib`` in :func:`mcp_lib.cli.main`; the relay's Lambda answers HTTP statuses).
+
+    HelpbotError (mcp_lib.errors.ExitError)       1    explained in one line, never a traceback
+    ├── BadInput (mcp_lib.errors.BadInput)        2    malformed input: an event file, a trigger, a value
+    │   ├── UsageError                            2    the command line (argparse and option checks)
+    │   └── TranscriptError                       2    a saved conversation (``--continue``/``--save``)
+    ├── ConfigError (mcp_lib.config.ConfigError)  2    bad configuration: names the variable, never its value
+    └── RunFailed                                 1    the run could not finish (Slack unreachable, ...)
+        └── DispatchError                         1    the relay: GitHub did not accept repository_dispatch
+    Terminated (BaseException)                  130    SIGTERM (a cancelled Actions job), like Ctrl-C
+
+mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's; everything else is here.
+"""
+
+from __future__ import annotations
+
+from mcp_lib.config import ConfigError
+from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, exit_code
+from mcp_lib.errors import ExitError as HelpbotError
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "BadInput", "ConfigError", "DispatchError",
+           "HelpbotError", "RunFailed", "Terminated", "TranscriptError", "UsageError", "exit_code"]
+
+
+class UsageError(BadInput):
+    """Bad input on the command line: one line, exit 2."""
+
+
+class TranscriptError(BadInput):
+    """A saved conversation that cannot be read or written."""
+
+
+class RunFailed(HelpbotError):
+    """A failure helpbot can explain in one line (exit 1)."""
+
+
+class DispatchError(RunFailed):
+    """GitHub did not accept the repository_dispatch."""
+
+
+class Terminated(BaseException):
+    """SIGTERM (a cancelled or timed-out Actions job): still leave a notice in the thread. A BaseException, so
+    that no ``except Exception`` on the way swallows it."""
+
+    exit_code = EXIT_INTERRUPTED
