@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent.core.loop import Agent, Progress
+    from agent.core.loop import Agent
+    from agent.core.run import Progress
     from agent.core.tools import ToolExecutor
     from mcp_lib import Caller, Registry
 
@@ -40,8 +41,8 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller
     """
     from dataclasses import replace
 
+    from agent.core.claude import ModelConfig, build_model
     from agent.core.loop import Agent
-    from agent.core.model import ModelConfig, build_model
     from agent.core.settings import Settings
     from agent.core.tags import TaggingAgent, load_tag_config
     from agent.core.tools import CompositeTools, RegistryTools

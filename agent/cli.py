@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from agent.build import parse_rounds
 
 if TYPE_CHECKING:
-    from agent.core.loop import Progress
+    from agent.core.run import Progress
 
 
 class _Parser(argparse.ArgumentParser):

@@ -44,7 +44,8 @@ from agent.core.settings import validation_problem
 from agent.errors import UsageError
 
 if TYPE_CHECKING:
-    from agent.core.loop import Agent, Answer
+    from agent.core.loop import Agent
+    from agent.core.run import Answer
 
 _ID = re.compile(r"^[\w.-]{1,80}$")
 

@@ -17,7 +17,7 @@ from mcp_lib.config import env_str
 from mcp_lib.redact import redact_deep
 
 if TYPE_CHECKING:
-    from agent.core.loop import Answer
+    from agent.core.run import Answer
 
 SUMMARY_QUESTION_CHARS = 300
 

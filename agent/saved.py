@@ -1,7 +1,7 @@
 """Transcripts for ``helpbot ask --save / --continue``: a local conversation kept in a JSON file.
 
 The file holds the last question, its answer and sources, and the turns before it, so that ``--continue`` can
-hand them back to the loop as history (:class:`agent.core.loop.Turn`). A file that cannot be used is one line and
+hand them back to the loop as history (:class:`agent.core.run.Turn`). A file that cannot be used is one line and
 exit 2 (:class:`TranscriptError`), before anything runs.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.core.loop import Turn
+from agent.core.run import Turn
 from agent.errors import TranscriptError
 
 if TYPE_CHECKING:
-    from agent.core.loop import Answer
+    from agent.core.run import Answer
 
 TRANSCRIPT_VERSION = 1
 MAX_TRANSCRIPT_TURNS = 10  # older turns are dropped: the history must stay affordable

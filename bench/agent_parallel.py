@@ -9,8 +9,9 @@ import time
 
 from agent_common import TOOL_NAMES, BenchTools, tool_overrides
 
-from agent.core.loop import Agent, Progress
+from agent.core.loop import Agent
 from agent.core.model import ModelResponse
+from agent.core.run import Progress
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.tools import ToolOutcome
 

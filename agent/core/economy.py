@@ -12,20 +12,17 @@ summarized or cut, the notes, the calibration). Events and progress go through t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from agent.core import messages as h
 from agent.core.model import Model, ModelError, ModelRequestError, Usage
+from agent.core.run import Run
 from agent.core.settings import Settings
-
-if TYPE_CHECKING:
-    from agent.core.loop import Run
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 
 
 class Economy:
-    """One per agent; what it records lives in the run (``agent.core.loop.Run``), so runs never share it."""
+    """One per agent; what it records lives in the run (``agent.core.run.Run``), so runs never share it."""
 
     def __init__(self, model: Model | None, settings: Settings, clock: Callable[[], float], *,
                  event: Callable[..., None], progress: Callable[[Run, str], None]):

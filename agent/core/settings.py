@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.core.model import DEFAULT_MODELS, Usage
+from agent.core.claude import DEFAULT_MODELS
+from agent.core.model import Usage
 from mcp_lib.config import ConfigError, env_float, env_int, env_str
 
 if TYPE_CHECKING:

@@ -33,8 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent.core.loop import Agent, Answer, Turn
+from agent.core.loop import Agent
 from agent.core.model import Model, ModelError, Usage
+from agent.core.run import Answer, Turn
 from agent.core.settings import Settings, validation_problem
 from agent.core.tools import ToolExecutor, ToolOutcome
 from mcp_lib.config import ConfigError

@@ -79,7 +79,8 @@ from mcp_lib.config import env_float, env_str
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
-    from agent.core.loop import Agent, Answer, Progress, Turn
+    from agent.core.loop import Agent
+    from agent.core.run import Answer, Progress, Turn
     from mcp_lib import Registry
     from mcp_lib.platforms.slack import SlackClients
 

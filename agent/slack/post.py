@@ -33,7 +33,7 @@ from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
-    from agent.core.loop import Answer, Progress
+    from agent.core.run import Answer, Progress
     from agent.report import Trace
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent.core.loop import Turn
+from agent.core.run import Turn
 from agent.errors import ConfigError, RunFailed
 from agent.slack.blocks import FAILURE_EVENT_TYPE, METADATA_EVENT_TYPE, SOURCES_TITLE
 from mcp_lib.redact import redact_secrets

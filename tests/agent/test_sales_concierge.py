@@ -26,7 +26,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.build import build_agent
-from agent.core.loop import Agent, Answer, Turn
+from agent.core.loop import Agent
+from agent.core.run import Answer, Turn
 from agent.core.scripted import Reply, Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tools import ToolExecutor

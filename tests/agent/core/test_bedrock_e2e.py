@@ -13,8 +13,9 @@ import httpx2
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
+from agent.core.claude import ModelConfig, RetryPolicy, SdkModel, build_model
 from agent.core.loop import Agent
-from agent.core.model import ModelConfig, ModelRequestError, ModelUnavailable, RetryPolicy, SdkModel, build_model
+from agent.core.model import ModelRequestError, ModelUnavailable
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from mcp_lib import Registry

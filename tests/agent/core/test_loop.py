@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from agent.core.loop import FORCED_NOTES, Agent, Progress, Turn
+from agent.core.loop import FORCED_NOTES, Agent
 from agent.core.messages import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, request_tokens
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from agent.core.run import Progress, Turn
 from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings
 from agent.core.tools import ToolOutcome

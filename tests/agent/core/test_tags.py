@@ -230,7 +230,7 @@ def test_degraded_mode_passes_the_faq_tags_to_faq_search() -> None:
 
 
 def test_a_follow_up_inherits_its_threads_tags() -> None:
-    from agent.core.loop import Turn
+    from agent.core.run import Turn
 
     model = ScriptedModel(answering)
     agent = TaggingAgent(config(ask_model=False), model, faq_tools(), Settings(), clock=FakeClock())

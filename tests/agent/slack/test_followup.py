@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.cli import main
-from agent.core.loop import Turn
+from agent.core.run import Turn
 from agent.core.scripted import Request
 from agent.saved import load_transcript
 from agent.slack.blocks import METADATA_EVENT_TYPE, answer_payloads, failure_payload

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from agent.cli import main
-from agent.core.loop import Agent, Progress
+from agent.core.loop import Agent
+from agent.core.run import Progress
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools

@@ -1,0 +1,402 @@
+"""Claude through the anthropic SDK: configuration from the environment, and the SDK client behind the model seam.
+
+Retries are ours, not the SDK's: the SDK is built with ``max_retries=0`` so the two never multiply.
+Throttling (429 / ThrottlingException), 5xx/529 and timeouts are retried with exponential backoff and jitter,
+honouring ``retry-after``, until the attempts or the caller's deadline are spent (then :class:`ModelUnavailable`);
+no attempt starts, and no request outlives, the deadline. Client errors (400/401/403/404...) are not retried:
+:class:`ModelRequestError` says what was rejected. Local AWS credentials that botocore cannot find or read (an
+unknown ``AWS_PROFILE``, no credentials at all) are bad configuration: ``ConfigError`` (exit 2).
+
+``anthropic`` is imported lazily: ``helpbot --help`` must not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import tenacity
+
+from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from mcp_lib.config import ConfigError, env_float, env_int, env_str, env_url
+
+BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
+DEFAULT_REGION = "ap-northeast-1"
+DEFAULT_MODELS = {
+    "bedrock": ("jp.anthropic.claude-sonnet-4-5-20250929-v1:0", "jp.anthropic.claude-haiku-4-5-20251001-v1:0"),
+    "anthropic": ("claude-sonnet-4-6", "claude-haiku-4-5-20251001"),  # 4.5 is deprecated on the direct API
+}
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
+MIN_ATTEMPT_S = 1.0  # an attempt with less time than this before the deadline is not started
+
+# Bedrock ids: optional cross-region prefix, provider, model, optional version; or an inference-profile ARN.
+_BEDROCK_ID = re.compile(r"^(?:(global|us|eu|apac|jp|au|ca|us-gov)\.)?anthropic\.claude-[a-z0-9.-]+(?::\d+)?$")
+_BEDROCK_ARN = re.compile(r"^arn:aws[a-z-]*:bedrock:[a-z0-9-]+:\d{12}:"
+                          r"(?:inference-profile|application-inference-profile|foundation-model)/\S+$")
+_ANTHROPIC_ID = re.compile(r"^claude-[a-z0-9.-]+$")
+_REGION = re.compile(r"^[a-z]{2}(?:-gov)?-[a-z]+-\d$")
+# A cross-region profile is only callable from regions of its geography.
+# A value ending in "-" is a prefix; otherwise a whole region name (jp. routes only to Tokyo and Osaka).
+_PROFILE_REGIONS = {"jp": ("ap-northeast-1", "ap-northeast-3"), "apac": ("ap-",), "au": ("ap-southeast-",),
+                    "us": ("us-",), "us-gov": ("us-gov-",), "eu": ("eu-",), "ca": ("ca-",)}
+
+
+# -- configuration ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which provider, which models, and how to reach and authenticate to them (all from the environment)."""
+
+    provider: str  # "bedrock" | "anthropic"
+    model: str
+    summary_model: str
+    region: str | None = None
+    base_url: str | None = None
+    bearer_token: str | None = None  # AWS_BEARER_TOKEN_BEDROCK
+    aws_access_key: str | None = None
+    aws_secret_key: str | None = None
+    aws_session_token: str | None = None
+    aws_profile: str | None = None
+    anthropic_api_key: str | None = None
+    request_timeout_s: float = 120.0
+    max_attempts: int = 6
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ModelConfig | None:
+        """The configured provider; None when no credentials are set at all (helpbot then degrades)."""
+        bearer = env_str(env, "AWS_BEARER_TOKEN_BEDROCK")
+        access_key = env_str(env, "AWS_ACCESS_KEY_ID")
+        secret_key = env_str(env, "AWS_SECRET_ACCESS_KEY")
+        profile = env_str(env, "AWS_PROFILE")
+        web_identity = env_str(env, "AWS_WEB_IDENTITY_TOKEN_FILE")
+        api_key = env_str(env, "ANTHROPIC_API_KEY")
+        aws_keys = access_key or secret_key or profile
+        if web_identity and not env_str(env, "AWS_ROLE_ARN"):
+            raise ConfigError("AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not; OIDC "
+                                              "web identity needs the role to assume")
+        if web_identity and not os.path.isfile(web_identity):
+            raise ConfigError("AWS_WEB_IDENTITY_TOKEN_FILE", f"{web_identity!r} is not a file (the OIDC token)")
+        if bearer and aws_keys:
+            other = "AWS_ACCESS_KEY_ID" if access_key else "AWS_SECRET_ACCESS_KEY" if secret_key else "AWS_PROFILE"
+            raise ConfigError("AWS_BEARER_TOKEN_BEDROCK",
+                              f"set together with {other}; use either a Bedrock API key or AWS credentials")
+        has_bedrock = bool(bearer or aws_keys or web_identity)
+        provider = env_str(env, "HELPBOT_PROVIDER")
+        if provider is not None and provider not in DEFAULT_MODELS:
+            raise ConfigError("HELPBOT_PROVIDER", f"{provider!r} is not one of: bedrock, anthropic")
+        if provider is None:
+            if has_bedrock and api_key:
+                raise ConfigError("HELPBOT_PROVIDER", "both ANTHROPIC_API_KEY and AWS credentials are set; "
+                                                      "choose one with HELPBOT_PROVIDER=bedrock or anthropic")
+            provider = "bedrock" if has_bedrock else "anthropic" if api_key else None
+        elif provider == "bedrock" and not has_bedrock:
+            raise ConfigError("AWS_BEARER_TOKEN_BEDROCK", "HELPBOT_PROVIDER=bedrock but no Bedrock API key or "
+                                                          "AWS credentials are set")
+        elif provider == "anthropic" and not api_key:
+            raise ConfigError("ANTHROPIC_API_KEY", "HELPBOT_PROVIDER=anthropic but ANTHROPIC_API_KEY is not set")
+
+        model, summary_model = _model_ids(env, provider)
+        timeout = env_float(env, "HELPBOT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)
+        attempts = env_int(env, "HELPBOT_MODEL_MAX_ATTEMPTS", 6, minimum=1)
+        if provider is None:
+            return None
+        if provider == "anthropic":
+            return cls("anthropic", model, summary_model, base_url=env_url(env, "ANTHROPIC_BASE_URL"),
+                       anthropic_api_key=api_key, request_timeout_s=timeout, max_attempts=attempts)
+
+        region = _region(env, (model, summary_model))
+        if access_key and not secret_key:
+            raise ConfigError("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID is set but its secret key is not")
+        if secret_key and not access_key:
+            raise ConfigError("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not")
+        return cls("bedrock", model, summary_model, region=region,
+                   base_url=env_url(env, "ANTHROPIC_BEDROCK_BASE_URL"), bearer_token=bearer,
+                   aws_access_key=access_key, aws_secret_key=secret_key,
+                   aws_session_token=env_str(env, "AWS_SESSION_TOKEN") if access_key else None,
+                   aws_profile=profile, request_timeout_s=timeout, max_attempts=attempts)
+
+
+def _model_ids(env: Mapping[str, str], provider: str | None) -> tuple[str, str]:
+    defaults = DEFAULT_MODELS[provider or "bedrock"]
+    ids = []
+    for variable, default in zip(("HELPBOT_MODEL", "HELPBOT_SUMMARY_MODEL"), defaults, strict=True):
+        value = env_str(env, variable) or default
+        bedrock_ok = bool(_BEDROCK_ID.match(value) or _BEDROCK_ARN.match(value))
+        anthropic_ok = bool(_ANTHROPIC_ID.match(value))
+        if provider == "bedrock" and not bedrock_ok:
+            raise ConfigError(variable, f"{value!r} is not a Bedrock model id; expected e.g. {defaults[0]}")
+        if provider == "anthropic" and not anthropic_ok:
+            raise ConfigError(variable, f"{value!r} is not an Anthropic API model id; expected e.g. "
+                                        f"{DEFAULT_MODELS['anthropic'][0]}")
+        if provider is None and not (bedrock_ok or anthropic_ok):
+            raise ConfigError(variable, f"{value!r} is not a Claude model id; expected e.g. {defaults[0]}")
+        ids.append(value)
+    return ids[0], ids[1]
+
+
+def _region(env: Mapping[str, str], model_ids: tuple[str, ...]) -> str:
+    variable = "AWS_DEFAULT_REGION" if env_str(env, "AWS_DEFAULT_REGION") and not env_str(env, "AWS_REGION") \
+        else "AWS_REGION"
+    region = env_str(env, variable) or DEFAULT_REGION
+    if not _REGION.match(region):
+        raise ConfigError(variable, f"{region!r} is not an AWS region; expected e.g. {DEFAULT_REGION}")
+    for model_id in model_ids:
+        match = _BEDROCK_ID.match(model_id)
+        geography = match.group(1) if match else None
+        if geography in _PROFILE_REGIONS and not _in_geography(region, _PROFILE_REGIONS[geography]):
+            raise ConfigError(variable, f"{region!r} cannot call the {geography}. inference profile {model_id}; "
+                                        f"use a region of that geography (e.g. {DEFAULT_REGION} for jp.)")
+    return region
+
+
+def _in_geography(region: str, allowed: tuple[str, ...]) -> bool:
+    return any(region.startswith(a) if a.endswith("-") else region == a for a in allowed)
+
+
+# -- retry policy ----------------------------------------------------------------------------------------------
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    import anthropic
+
+    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
+        return True
+    if _is_boto_network_error(exc):  # e.g. STS unreachable while resolving OIDC credentials
+        return True
+    status = _status(exc)
+    return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+def _is_boto_network_error(exc: BaseException) -> bool:
+    try:
+        from botocore import exceptions as boto
+    except ImportError:
+        return False
+    return isinstance(exc, boto.ConnectionError | boto.HTTPClientError)
+
+
+def _credentials_problem(exc: BaseException) -> ConfigError | None:
+    """botocore failing to find or read the local AWS credentials or config: bad configuration, not a rejection
+    by Bedrock (the SDK resolves credentials while preparing each request)."""
+    try:
+        from botocore import exceptions as boto
+    except ImportError:
+        return None
+    if isinstance(exc, boto.ProfileNotFound):
+        return ConfigError("AWS_PROFILE", f"{exc} (check AWS_PROFILE and AWS_CONFIG_FILE)")
+    if isinstance(exc, boto.BotoCoreError) and not _is_boto_network_error(exc):
+        return ConfigError("AWS credentials", f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, RuntimeError) and "AWS credentials" in str(exc):  # the SDK: "Could not resolve AWS ..."
+        return ConfigError("AWS credentials", f"{exc}; set AWS_BEARER_TOKEN_BEDROCK, AWS keys, AWS_PROFILE or "
+                                              "OIDC (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN)")
+    return None
+
+
+class _OutOfTime(Exception):
+    """Raised instead of starting an attempt that the deadline leaves no time for."""
+
+
+def _server_wait(exc: BaseException | None) -> float | None:
+    """What the server asked for: ``retry-after-ms`` or ``retry-after`` (seconds)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is not None:
+            try:
+                return max(0.0, float(raw) * scale)
+            except ValueError:
+                continue
+    return None
+
+
+def describe(exc: BaseException) -> str:
+    """One line: HTTP status, the Bedrock error type and the service's message, or the exception itself."""
+    status = _status(exc)
+    if status is None:
+        return f"{type(exc).__name__}: {exc}".strip()
+    response = getattr(exc, "response", None)
+    error_type = (response.headers.get("x-amzn-errortype", "") if response is not None else "").split(":")[0]
+    body = getattr(exc, "body", None)
+    message = None
+    if isinstance(body, dict):
+        message = body.get("message") or (body.get("error") or {}).get("message")
+    kind = error_type or type(exc).__name__
+    return f"HTTP {status} {kind}: {message or exc}"
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with jitter, honouring retry-after, bounded by attempts and the run deadline."""
+
+    max_attempts: int = 6
+    base_s: float = 2.0
+    max_wait_s: float = 30.0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+
+    def retrying(self, deadline: float | None) -> tenacity.Retrying:
+        def remaining() -> float:
+            return float("inf") if deadline is None else deadline - self.clock()
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            asked = _server_wait(exc)
+            backoff = min(self.base_s * 2 ** (state.attempt_number - 1), self.max_wait_s)
+            chosen = asked if asked is not None else backoff * random.uniform(0.75, 1.25)
+            return max(0.0, min(chosen, remaining()))
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            exc = state.outcome.exception() if state.outcome else None
+            asked = _server_wait(exc) or 0.0
+            return state.attempt_number >= self.max_attempts or asked >= remaining() or remaining() <= MIN_ATTEMPT_S
+
+        return tenacity.Retrying(retry=tenacity.retry_if_exception(_is_retryable), wait=wait, stop=stop,
+                                 sleep=self.sleep, reraise=True)
+
+
+# -- the SDK-backed models -------------------------------------------------------------------------------------
+class SdkModel:
+    """A Messages API client (anything with ``.messages.create``) behind the :class:`Model` protocol."""
+
+    extra_body: ClassVar[dict[str, Any] | None] = None
+    provider = "anthropic"
+
+    def __init__(self, client: Any, *, policy: RetryPolicy | None = None, request_timeout_s: float = 120.0):
+        self.client = client
+        self.policy = policy or RetryPolicy()
+        self.request_timeout_s = request_timeout_s
+
+    def create(
+        self,
+        *,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tool_choice: dict[str, Any] | None,
+        max_tokens: int,
+        model: str,
+        deadline: float | None = None,
+    ) -> ModelResponse:
+        kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+        if system:
+            kwargs["system"] = system
+        if tools:
+            kwargs["tools"] = tools
+        if tool_choice:
+            kwargs["tool_choice"] = tool_choice
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
+        retries: list[str] = []  # one line per failed attempt that was retried, for the trace
+        last_error = ""
+
+        def attempt() -> Any:
+            timeout = self.request_timeout_s
+            if deadline is not None:
+                left = deadline - self.policy.clock()
+                if left < MIN_ATTEMPT_S:
+                    raise _OutOfTime
+                timeout = min(timeout, left)  # a request never outlives the deadline
+            return self.client.messages.create(timeout=timeout, **kwargs)
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            nonlocal last_error
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else 0.0
+            last_error = describe(exc) if exc else "?"
+            retries.append(f"attempt {state.attempt_number} failed ({last_error}); retrying in {wait:.1f} s")
+
+        retrying = self.policy.retrying(deadline).copy(before_sleep=before_sleep)
+        try:
+            message = retrying(attempt)
+        except Exception as exc:
+            raise self._failure(exc, model, retries, last_error) from None
+        return _to_response(message, retries)
+
+    def _failure(self, exc: Exception, model: str, retries: list[str], last_error: str) -> Exception:
+        """What a failed request means for the run: out of time, unavailable, bad local config, or rejected."""
+        if isinstance(exc, _OutOfTime):
+            last = f"; last error: {last_error}" if last_error else ""
+            return ModelUnavailable(f"{self.provider} model {model}: no time left before the deadline for "
+                                    f"{'another' if retries else 'a first'} attempt{last}", out_of_time=True)
+        if _is_retryable(exc):
+            attempts = len(retries) + 1
+            return ModelUnavailable(f"{self.provider} model {model} unavailable after {attempts} attempt(s): "
+                                    f"{describe(exc)}", out_of_time=attempts < self.policy.max_attempts)
+        config_error = _credentials_problem(exc)
+        if config_error is not None:
+            return config_error
+        hint = {401: " (check the API key / AWS credentials)",
+                403: " (check the credentials' permissions and the model access for this region)",
+                404: " (check HELPBOT_MODEL and the region)"}.get(_status(exc) or 0, "")
+        return ModelRequestError(f"{self.provider} rejected the request to {model}: {describe(exc)}{hint}",
+                                 status=_status(exc))
+
+
+class BedrockModel(SdkModel):
+    """Claude on Amazon Bedrock (InvokeModel). The body must carry Bedrock's ``anthropic_version``: anthropic
+    2.x fills in its own API version with ``setdefault``, which Claude 4.5 on Bedrock may refuse with a 400."""
+
+    extra_body: ClassVar[dict[str, Any] | None] = {"anthropic_version": BEDROCK_ANTHROPIC_VERSION}
+    provider = "bedrock"
+
+
+class AnthropicModel(SdkModel):
+    """Claude through the direct Anthropic API (ANTHROPIC_API_KEY)."""
+
+    provider = "anthropic"
+
+
+def _to_response(message: Any, retries: list[str]) -> ModelResponse:
+    content: list[dict[str, Any]] = []
+    for block in message.content:
+        if block.type == "text":
+            content.append({"type": "text", "text": block.text})
+        elif block.type == "tool_use":
+            content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)})
+        else:  # thinking and server-tool blocks are passed back as they came
+            content.append(block.model_dump(exclude_none=True))
+    u = message.usage
+    usage = Usage(u.input_tokens or 0, u.output_tokens or 0, u.cache_read_input_tokens or 0,
+                  u.cache_creation_input_tokens or 0)
+    return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage, retries=retries)
+
+
+def build_model(
+    config: ModelConfig,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    http_client: Any = None,
+) -> SdkModel:
+    """The SDK client for the configured provider, with the SDK's own retries off (ours apply)."""
+    import anthropic
+
+    policy = RetryPolicy(max_attempts=config.max_attempts, sleep=sleep, clock=clock)
+    common: dict[str, Any] = {"max_retries": 0, "timeout": config.request_timeout_s}
+    if http_client is not None:
+        common["http_client"] = http_client
+    if config.provider == "anthropic":
+        direct = anthropic.Anthropic(api_key=config.anthropic_api_key, base_url=config.base_url, **common)
+        return AnthropicModel(direct, policy=policy, request_timeout_s=config.request_timeout_s)
+    auth: dict[str, Any]
+    if config.bearer_token:
+        auth = {"api_key": config.bearer_token}
+    elif config.aws_access_key:
+        auth = {"aws_access_key": config.aws_access_key, "aws_secret_key": config.aws_secret_key,
+                "aws_session_token": config.aws_session_token}
+    else:  # a profile, or web identity (OIDC) resolved by botocore
+        auth = {"aws_profile": config.aws_profile}
+    try:
+        client = anthropic.AnthropicBedrock(aws_region=config.region, base_url=config.base_url, **auth, **common)
+    except ValueError as exc:  # e.g. AWS_BEARER_TOKEN_BEDROCK in the process env next to explicit keys
+        raise ConfigError("AWS_BEARER_TOKEN_BEDROCK", str(exc)) from None
+    return BedrockModel(client, policy=policy, request_timeout_s=config.request_timeout_s)

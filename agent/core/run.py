@@ -1,0 +1,116 @@
+"""What a run is made of: the conversation it builds on, what it did, and the answer it gives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.core.model import Usage
+
+
+@dataclass
+class Turn:
+    """An earlier question and answer of the same conversation (a thread follow-up)."""
+
+    question: str
+    answer: str
+    sources: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class ToolCall:
+    name: str
+    input: dict[str, Any]
+    is_error: bool
+    round: int  # 1 for the first round of tools; 0 for degraded mode's searches
+    reused: bool = False
+
+
+@dataclass
+class Progress:
+    """What the run is doing now; the Slack front shows it in the placeholder message."""
+
+    round: int
+    max_rounds: int
+    phase: str  # thinking | tools | summarizing | answering | degraded
+    tools: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.phase == "tools":
+            return f"round {self.round}/{self.max_rounds}: {', '.join(self.tools)}"
+        return {"thinking": f"round {self.round}/{self.max_rounds}: thinking",
+                "summarizing": "summarizing earlier results", "answering": "writing the answer",
+                "degraded": "no AI model: searching directly"}.get(self.phase, self.phase)
+
+
+@dataclass
+class Answer:
+    text: str
+    sources: list[dict[str, str]]  # the ones the answer cites
+    consulted: list[dict[str, str]]  # everything the tools returned
+    rounds: int
+    tool_calls: list[ToolCall]
+    usage_by_model: dict[str, Usage]
+    cost_usd: float
+    degraded: bool
+    seconds: float
+    stop: str  # end_turn | round_limit | deadline | max_tokens | degraded | ...
+    error: str | None = None  # why the run degraded
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)  # the question's tags (agent.core.tags), shown in the footers
+
+    @property
+    def usage(self) -> Usage:
+        return sum(self.usage_by_model.values(), Usage())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.text,
+            "sources": [{"title": s["title"], "url": s["url"]} for s in self.sources],
+            "rounds": self.rounds,
+            "tool_calls": [{"name": c.name, "input": c.input, "is_error": c.is_error} for c in self.tool_calls],
+            "usage": self.usage.to_dict(),
+            "degraded": self.degraded,
+            "cost_usd": round(self.cost_usd, 6),
+            "seconds": round(self.seconds, 2),
+            "stop": self.stop,
+            "error": self.error,
+            "tags": self.tags,
+        }
+
+
+@dataclass
+class Run:
+    """Everything one run accumulates (``agent.core.economy`` keeps the summaries, cuts and calibration here too)."""
+
+    question: str  # as the model sees it (cut to max_question_chars)
+    query: str  # what degraded mode searches for: the head of the question, without any cut marker
+    started: float
+    soft_deadline: float  # no tool round starts, no tool runs and no request for more tools waits past this
+    hard_deadline: float  # the final answer's request ends here
+    system: str
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    question_index: int  # moves up when earlier turns are dropped
+    rounds: int = 0
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, Usage] = field(default_factory=dict)
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)  # url -> source, first seen first
+    sources_by_id: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    seen: dict[str, tuple[int, str]] = field(default_factory=dict)  # call key -> (round, tool_use_id)
+    summarized: set[str] = field(default_factory=set)  # tool_use ids whose results now live in the notes
+    cut: set[str] = field(default_factory=set)  # tool_use ids whose results were shortened to fit the budget
+    notes: str = ""  # the summary so far; the notes block adds notes_sources to it
+    notes_sources: list[dict[str, str]] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    calibration: float = 1.0  # how much the reported usage exceeded our estimate (never below 1)
+
+    def add_sources(self, tool_use_id: str, sources: list[dict[str, str]]) -> None:
+        self.sources_by_id.setdefault(tool_use_id, [])
+        for src in sources:
+            self.sources.setdefault(src["url"], src)
+            self.sources_by_id[tool_use_id].append(src)
+
+    def tally(self, model: str, usage: Usage) -> None:
+        self.usage[model] = self.usage.get(model, Usage()) + usage
