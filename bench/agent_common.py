@@ -150,10 +150,8 @@ class CachingBedrock:
                 out.append((prefix + json.dumps(clean, ensure_ascii=False), "cache_control" in block))
         return out
 
-    def create(self, *, system: list[dict[str, Any]], messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-               tool_choice: dict[str, Any] | None, max_tokens: int, model: str, deadline: float | None = None
-               ) -> ModelResponse:
-        request = Request(system, messages, tools, tool_choice, max_tokens, model)
+    def create(self, request: Request) -> ModelResponse:
+        system, tools, messages = request.system, request.tools, request.messages
         reply = self.script(request)
         blocks = self._blocks(system, tools, messages)
         sizes = [estimate_tokens(b) for b, _ in blocks]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from agent_common import PLAN, TOOL_NAMES, BenchTools, investigation, tool_overrides
 
 from agent.core.loop import Agent
-from agent.core.model import ModelResponse
+from agent.core.model import ModelResponse, Request
 from agent.core.scripted import ScriptedModel
 from agent.core.tools import ToolOutcome
 
@@ -24,10 +24,10 @@ from agent.core.tools import ToolOutcome
 class TimedModel(ScriptedModel):
     spent = 0.0
 
-    def create(self, **kwargs: Any) -> ModelResponse:
+    def create(self, request: Request) -> ModelResponse:
         began = time.perf_counter()
         try:
-            return super().create(**kwargs)
+            return super().create(request)
         finally:
             TimedModel.spent += time.perf_counter() - began
 

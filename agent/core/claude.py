@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import tenacity
 
-from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Request, Usage
 from mcp_lib.config import ConfigError, env_float, env_int, env_str, env_url
 
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
@@ -275,24 +275,16 @@ class SdkModel:
         self.policy = policy or RetryPolicy()
         self.request_timeout_s = request_timeout_s
 
-    def create(
-        self,
-        *,
-        system: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        tool_choice: dict[str, Any] | None,
-        max_tokens: int,
-        model: str,
-        deadline: float | None = None,
-    ) -> ModelResponse:
-        kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
-        if system:
-            kwargs["system"] = system
-        if tools:
-            kwargs["tools"] = tools
-        if tool_choice:
-            kwargs["tool_choice"] = tool_choice
+    def create(self, request: Request) -> ModelResponse:
+        kwargs: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens,
+                                  "messages": request.messages}
+        if request.system:
+            kwargs["system"] = request.system
+        if request.tools:
+            kwargs["tools"] = request.tools
+        if request.tool_choice:
+            kwargs["tool_choice"] = request.tool_choice
+        deadline, model = request.deadline, request.model
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
         retries: list[str] = []  # one line per failed attempt that was retried, for the trace

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.core import messages as h
-from agent.core.model import Model, ModelError, ModelRequestError, Usage
+from agent.core.model import Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.run import Run
 from agent.core.settings import Settings
 
@@ -107,10 +107,9 @@ class Economy:
         if prompt is None:
             return fallback, "the results do not fit the request budget even when cut"
         try:
-            response = self.model.create(
-                system=[{"type": "text", "text": h.SUMMARY_SYSTEM}], messages=[h.user_message(prompt)], tools=[],
-                tool_choice=None, max_tokens=s.summary_max_tokens, model=s.summary_model,
-                deadline=min(deadline, self.clock() + s.summary_timeout_s))
+            response = self.model.create(Request(
+                [{"type": "text", "text": h.SUMMARY_SYSTEM}], [h.user_message(prompt)], [], None,
+                s.summary_max_tokens, s.summary_model, min(deadline, self.clock() + s.summary_timeout_s)))
         except ModelError as exc:
             return fallback, str(exc)
         r.tally(s.summary_model, response.usage)

@@ -44,7 +44,7 @@ from urllib.parse import unquote
 from agent.core import messages as h
 from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, run_searches
 from agent.core.economy import Economy
-from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable
+from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
 from agent.core.run import Answer, Progress, Run, ToolCall, Turn
 from agent.core.settings import Settings
@@ -178,9 +178,9 @@ class Agent:
         self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))
         began = self.clock()
-        response = self.model.create(system=system, messages=messages, tools=tools,
-                                     tool_choice=({"type": "none"} if final else {"type": "auto"}) if tools else None,
-                                     max_tokens=self.settings.max_tokens, model=self.settings.model, deadline=deadline)
+        choice = ({"type": "none"} if final else {"type": "auto"}) if tools else None
+        response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
+                                             self.settings.model, deadline))
         r.tally(self.settings.model, response.usage)
         self.economy.calibrate(r, response.usage)
         for line in response.retries:

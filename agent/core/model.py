@@ -6,8 +6,59 @@ Implementations: ``agent.core.claude`` (the anthropic SDK, Bedrock or direct) an
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request to the model: everything the Messages API call carries, plus the caller's deadline
+    (monotonic seconds of the run's clock; no attempt starts, and no request outlives, it)."""
+
+    system: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    tool_choice: dict[str, Any] | None
+    max_tokens: int
+    model: str
+    deadline: float | None = None
+
+    @property
+    def system_text(self) -> str:
+        return "\n".join(block.get("text", "") for block in self.system)
+
+    @property
+    def round(self) -> int:
+        """1 for the first request about the current question, 2 after one round of tools, ..."""
+        rounds = 0
+        for message in reversed(self.messages):
+            if message["role"] == "user" and not any(b.get("type") == "tool_result" for b in _blocks(message)):
+                break
+            rounds += message["role"] == "assistant"
+        return rounds + 1
+
+    @property
+    def forced(self) -> bool:
+        """The final answer: tools still defined, but the model may not call them."""
+        return (self.tool_choice or {}).get("type") == "none"
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks of the last user message."""
+        return [b for b in _blocks(self.messages[-1]) if b.get("type") == "tool_result"]
+
+    def all_text(self) -> str:
+        return json.dumps(self.messages, ensure_ascii=False)
+
+    @property
+    def cache_breakpoints(self) -> int:
+        return self.all_text().count('"cache_control"') + sum("cache_control" in t for t in self.tools) + sum(
+            "cache_control" in b for b in self.system)
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 @dataclass
@@ -52,17 +103,7 @@ class ModelResponse:
 
 
 class Model(Protocol):
-    def create(
-        self,
-        *,
-        system: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        tool_choice: dict[str, Any] | None,
-        max_tokens: int,
-        model: str,
-        deadline: float | None = None,
-    ) -> ModelResponse: ...
+    def create(self, request: Request) -> ModelResponse: ...
 
 
 class ModelError(Exception):

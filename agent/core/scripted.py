@@ -19,58 +19,10 @@ import copy
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from agent.core.messages import estimate_tokens, request_tokens
-from agent.core.model import ModelResponse, Usage
-
-
-@dataclass
-class Request:
-    system: list[dict[str, Any]]
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    tool_choice: dict[str, Any] | None
-    max_tokens: int
-    model: str
-    deadline: float | None = None
-
-    @property
-    def system_text(self) -> str:
-        return "\n".join(block.get("text", "") for block in self.system)
-
-    @property
-    def round(self) -> int:
-        """1 for the first request about the current question, 2 after one round of tools, ..."""
-        rounds = 0
-        for message in reversed(self.messages):
-            if message["role"] == "user" and not any(b.get("type") == "tool_result" for b in _blocks(message)):
-                break
-            rounds += message["role"] == "assistant"
-        return rounds + 1
-
-    @property
-    def forced(self) -> bool:
-        return (self.tool_choice or {}).get("type") == "none"
-
-    def tool_results(self) -> list[dict[str, Any]]:
-        """The tool_result blocks of the last user message."""
-        return [b for b in _blocks(self.messages[-1]) if b.get("type") == "tool_result"]
-
-    def all_text(self) -> str:
-        return json.dumps(self.messages, ensure_ascii=False)
-
-    @property
-    def cache_breakpoints(self) -> int:
-        return self.all_text().count('"cache_control"') + sum("cache_control" in t for t in self.tools) + sum(
-            "cache_control" in b for b in self.system)
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message["content"]
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
-
+from agent.core.model import ModelResponse, Request, Usage
 
 Reply = ModelResponse | str | list[dict[str, Any]]
 _ids = itertools.count(1)
@@ -94,18 +46,7 @@ class ScriptedModel:
         self.record = record
         self.requests: list[Request] = []
 
-    def create(
-        self,
-        *,
-        system: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        tool_choice: dict[str, Any] | None,
-        max_tokens: int,
-        model: str,
-        deadline: float | None = None,
-    ) -> ModelResponse:
-        request = Request(system, messages, tools, tool_choice, max_tokens, model, deadline)
+    def create(self, request: Request) -> ModelResponse:
         if self.record:
             request = copy.deepcopy(request)
             self.requests.append(request)
@@ -116,7 +57,7 @@ class ScriptedModel:
             reply = ModelResponse(content=reply, stop_reason="tool_use" if any(
                 b.get("type") == "tool_use" for b in reply) else "end_turn", usage=Usage())
         if reply.usage == Usage():
-            prompt = request_tokens("\n".join(b.get("text", "") for b in system), tools, messages)
+            prompt = request_tokens(request.system_text, request.tools, request.messages)
             output = estimate_tokens(json.dumps(reply.content, ensure_ascii=False))
             reply = ModelResponse(reply.content, reply.stop_reason, Usage(prompt, output), reply.retries)
         return reply

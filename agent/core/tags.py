@@ -34,7 +34,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.core.loop import Agent
-from agent.core.model import Model, ModelError, Usage
+from agent.core.messages import user_message
+from agent.core.model import Model, ModelError, Request, Usage
 from agent.core.run import Answer, Turn
 from agent.core.settings import Settings, validation_problem
 from agent.core.tools import ToolExecutor, ToolOutcome
@@ -285,12 +286,10 @@ def tag_question(config: TagConfig, question: str, *, model: Model | None, setti
     if ambiguous and config.ask_model and model is not None:
         result.consulted, result.model = True, settings.summary_model
         try:
-            response = model.create(
-                system=[{"type": "text", "text": TAGGER_SYSTEM}],
-                messages=[{"role": "user", "content": [{"type": "text", "text": tagger_request(
-                    candidates, question, config.max_tags)}]}],
-                tools=[], tool_choice=None, max_tokens=TAGGER_MAX_TOKENS, model=settings.summary_model,
-                deadline=clock() + TAGGER_TIMEOUT_S)
+            prompt = tagger_request(candidates, question, config.max_tags)
+            response = model.create(Request(
+                [{"type": "text", "text": TAGGER_SYSTEM}], [user_message(prompt)], [], None, TAGGER_MAX_TOKENS,
+                settings.summary_model, clock() + TAGGER_TIMEOUT_S))
             result.usage = response.usage
             chosen = parse_tagger_reply(response.text, candidates, config.max_tags)
             if chosen is None:

@@ -15,7 +15,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from agent.core.claude import ModelConfig, RetryPolicy, SdkModel, build_model
 from agent.core.loop import Agent
-from agent.core.model import ModelRequestError, ModelUnavailable
+from agent.core.model import ModelRequestError, ModelUnavailable, Request
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from mcp_lib import Registry
@@ -56,8 +56,7 @@ def ok(request: httpx2.Request) -> httpx2.Response:
 
 
 def ask(model: SdkModel, deadline: float | None = None) -> Any:
-    return model.create(system=SYSTEM, messages=HELLO, tools=[], tool_choice=None, max_tokens=256, model=MODEL,
-                        deadline=deadline)
+    return model.create(Request(SYSTEM, HELLO, [], None, 256, MODEL, deadline))
 
 
 def answering_with_the_first_faq_hit(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
@@ -308,8 +307,7 @@ def test_the_direct_anthropic_api_behind_the_same_interface(stub: BedrockStub) -
     config = ModelConfig.from_env({"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": stub.url})
     assert config is not None
     model = build_model(config, sleep=FakeClock().sleep)
-    response = model.create(system=SYSTEM, messages=HELLO, tools=[], tool_choice=None, max_tokens=64,
-                            model=config.model)
+    response = model.create(Request(SYSTEM, HELLO, [], None, 64, config.model))
     assert response.text == "ok"
     request = stub.requests[0]
     assert request.path == "/v1/messages" and request.body["model"] == "claude-sonnet-4-6"
