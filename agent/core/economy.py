@@ -1,12 +1,9 @@
 """The token economy of a run: estimate each request, and make the transcript fit before it is sent.
 
-The loop calls ``Economy.fit`` before every request and ``Economy.calibrate`` after it. ``fit`` summarizes past
-the summary threshold (the older tool results become notes from the cheap model) -- except before the final
-answer, where a summary would only cost: it pays off in later requests. Past the hard budget it cuts the largest
-tool results, then shortens or drops the earliest turns of the conversation. ``calibrate`` scales later
-estimates up when a model counted more tokens than we estimated. The transcript operations themselves live in
-``agent.core.messages``; this module decides when to use them and keeps the run's records of them (what was
-summarized or cut, the notes, the calibration). Events and progress go through the loop's callbacks.
+Past the summary threshold the older tool results become notes from the cheap model (never before the final
+answer: a summary pays off only in later requests); past the hard budget the largest results are cut, then the
+earliest turns shortened or dropped. Estimates are scaled up when a model reports more tokens than we guessed.
+The transcript operations live in ``agent.core.messages``; this module decides when to use them.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from collections.abc import Callable
 
 from agent.core import messages as h
 from agent.core.model import Model, ModelError, ModelRequestError, Request, Usage
-from agent.core.run import Run
+from agent.core.run import Phase, Run
 from agent.core.settings import Settings
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
@@ -25,7 +22,7 @@ class Economy:
     """One per agent; what it records lives in the run (``agent.core.run.Run``), so runs never share it."""
 
     def __init__(self, model: Model | None, settings: Settings, clock: Callable[[], float], *,
-                 event: Callable[..., None], progress: Callable[[Run, str], None]):
+                 event: Callable[..., None], progress: Callable[[Run, Phase], None]):
         self.model = model
         self.settings = settings
         self.clock = clock
@@ -103,7 +100,7 @@ class Economy:
             return tokens * r.calibration <= s.request_budget_tokens
 
         fallback = "\n".join(part for part in (r.notes, h.mechanical_summary(refs)) if part)
-        prompt = h.summary_request(r.question, r.notes, refs, fits)
+        prompt = h.summary_request(r.plan.question, r.notes, refs, fits)
         if prompt is None:
             return fallback, "the results do not fit the request budget even when cut"
         try:
@@ -119,4 +116,4 @@ class Economy:
 
 
 def _raw_estimate(r: Run) -> int:
-    return h.request_tokens(r.system, r.tools, r.messages)
+    return h.request_tokens(r.plan.system, r.plan.schemas, r.messages)

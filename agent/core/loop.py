@@ -1,32 +1,10 @@
 """The agent loop: ask the model, run the tools it asks for, repeat -- and always end with an answer.
 
-One run (``Agent.run``), in order:
-
-1. ``_start``: the system prompt (role, today's date and week ranges, rules, the tools' guide), the tool schemas
-   and the messages (earlier turns of the conversation, then the question; built by ``agent.core.messages``).
-   Context the caller gathered around the question (e.g. the Slack thread) follows it in the same message,
-   marked as untrusted data; everything else -- degraded mode's searches, the summaries, the trace -- works on
-   the question alone.
-2. ``_investigate``: up to ``max_rounds`` rounds. ``_request`` sends the transcript; if the model asks for tools,
-   ``_run_tools`` runs *all* of them at once (threads, each with a timeout; one after another when the round
-   writes), answers *every* ``tool_use`` with a ``tool_result`` (``is_error`` on failure) and the loop goes
-   again. An identical earlier read is not re-run: a note points to its result.
-3. Time: the last ``final_reserve_s`` of the deadline belong to the final answer. Up to that *soft deadline*
-   rounds start, tools run and requests for more tools wait; past it (or at the round limit) ``_final_answer``
-   sends one more request with the tools still defined and ``tool_choice: none``, so the model answers from
-   what was gathered: work is never thrown away.
-4. Before every request ``agent.core.economy`` keeps the transcript affordable: past the summary threshold the older
-   tool results are summarized by the cheap model (not before the final answer); past the hard budget the
-   largest results are cut, then the earliest turns are shortened or dropped (the transcript operations are in
-   ``agent.core.messages``). Cache breakpoints let each request re-read the previous one's prefix.
-5. ``_finish``: the answer's sources are the gathered sources whose URL the answer cites (the prompt asks it to
-   cite URLs).
-
-If there is no model, or it stays unavailable after retries, or it rejects a request after tools have run, the
-run degrades (``_degraded``, with ``agent.core.degraded``): the enabled platforms' search tools run on the question
-and their best hits -- then what the run had gathered -- are returned, labelled as not AI-generated, with the
-reason in ``Answer.error``. A rejected *first* request is raised instead (nothing was gathered; it is usually
-configuration). Everything a run accumulates is in ``Run``; every step is recorded in ``Answer.trace``.
+Work is never thrown away: every tool_use gets a tool_result (``is_error`` when the call failed), and at the round
+limit or the soft deadline (the run's deadline minus the time kept for the answer) one more request with the tools
+still defined and ``tool_choice: none`` answers from what was gathered. Without a usable model the run degrades to
+direct searches, labelled as not AI-generated (``agent.core.degraded``); ``agent.core.economy`` keeps each request
+within the budget. What a run is given and what it gathers are in ``agent.core.run``.
 """
 
 from __future__ import annotations
@@ -38,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from agent.core import messages as h
@@ -46,7 +24,7 @@ from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, 
 from agent.core.economy import Economy
 from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
-from agent.core.run import Answer, Progress, Run, ToolCall, Turn
+from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
 from agent.core.tools import ToolExecutor, ToolOutcome, run_concurrently
 from mcp_lib.redact import redact_deep
@@ -95,9 +73,14 @@ class Agent:
         self.economy = Economy(model, self.settings, clock, event=self._event, progress=self._progress)
 
     # -- the loop ----------------------------------------------------------------------------------------------
-    def run(self, question: str, history: Sequence[Turn] = (), context: str = "") -> Answer:
-        """Answer ``question``, building on ``history``; ``context`` is shown to the model only."""
-        r = self._start(question, history, context)
+    def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
+            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None
+            ) -> Answer:
+        """Answer ``question``, building on ``history``; ``context`` is shown to the model only. Per run:
+        ``tools`` instead of the agent's, ``extra_prompt`` parts after the agent's own, and the ``prelude``'s
+        work (tags, trace events, usage, time) counted in the answer."""
+        r = self._start(question, history, context, tools or self.tools, (*self.extra_prompt, *extra_prompt),
+                        prelude or Prelude())
         if self.model is None:
             return self._degraded(r, "no model credentials are configured", no_model=True)
         try:
@@ -125,39 +108,44 @@ class Agent:
                 return self._final_answer(r, "deadline")  # its retries ran into the time kept for the answer
             r.messages.append({"role": "assistant", "content": response.content})
             if not response.tool_uses:
-                return self._finish(r, response.text, response.stop_reason or "end_turn")
+                return self._finish(r, response.text, model_stop(response.stop_reason))
             r.rounds += 1
             self._progress(r, "tools", [c["name"] for c in response.tool_uses])
             r.messages.append({"role": "user", "content": self._run_tools(r, response.tool_uses)})
 
-    def _start(self, question: str, history: Sequence[Turn], context: str) -> Run:
+    def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
+               extra_prompt: Sequence[str], prelude: Prelude) -> Run:
         s = self.settings
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = h.cut(question.strip(), s.max_question_chars)
         context = h.cut(context.strip(), s.max_question_chars)
-        started = self.clock()
-        tools = self.tools.schemas()
-        system = build_system_prompt(now=self.now().astimezone(s.tz()), guide=self.tools.guide(),
-                                     max_rounds=s.max_rounds, extra=self.extra_prompt)
+        started = self.clock() - prelude.seconds
+        schemas = tools.schemas()
+        system = build_system_prompt(now=self.now().astimezone(s.tz()), guide=tools.guide(),
+                                     max_rounds=s.max_rounds, extra=extra_prompt)
         messages = [m for turn in history for m in h.earlier_turn(turn.question, turn.answer, turn.sources)]
         messages.append(h.user_message(h.with_context(question, context)))
-        r = Run(question=question, query=query, started=started,
-                soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
-                system=system, tools=tools, messages=messages, question_index=len(messages) - 1)
+        plan = Plan(question=question, query=query, started=started,
+                    soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
+                    system=system, tools=tools, schemas=schemas, tags=prelude.tags)
+        r = Run(plan, messages=messages, question_index=len(messages) - 1)
+        for model, usage in prelude.usage.items():
+            r.tally(model, usage)
+        r.trace += [self._publish({"t": 0.0, **event}) for event in prelude.events]  # at the start
         r.add_sources("history", [src for turn in history for src in turn.sources])
         self._event(r, "run_start", question=question[:500], model=s.model if self.model else None,
-                    max_rounds=s.max_rounds, deadline_s=s.deadline_s, tools=[t["name"] for t in tools],
+                    max_rounds=s.max_rounds, deadline_s=s.deadline_s, tools=[t["name"] for t in schemas],
                     history_turns=len(history), context_chars=len(context))
         return r
 
-    def _must_answer(self, r: Run) -> str | None:
+    def _must_answer(self, r: Run) -> Literal["round_limit", "deadline"] | None:
         if r.rounds >= self.settings.max_rounds:
             return "round_limit"
-        if self.clock() >= r.soft_deadline:
+        if self.clock() >= r.plan.soft_deadline:
             return "deadline"
         return None
 
-    def _final_answer(self, r: Run, reason: str) -> Answer:
+    def _final_answer(self, r: Run, reason: Literal["round_limit", "deadline"]) -> Answer:
         """One more request, tools still defined but ``tool_choice: none``: the answer from what was gathered."""
         self._event(r, "forced_final", reason=reason, rounds=r.rounds)
         self._progress(r, "answering")
@@ -172,9 +160,9 @@ class Agent:
         """Send the transcript, made to fit the budget, with cache breakpoints. A request for more tools must end
         by the soft deadline; the final answer may use the time kept back for it."""
         assert self.model is not None
-        deadline = r.hard_deadline if final else r.soft_deadline
+        deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
         estimate = self.economy.fit(r, deadline, final)
-        system, tools, messages = h.cached_request(r.system, r.tools, r.messages, final=final)
+        system, tools, messages = h.cached_request(r.plan.system, r.plan.schemas, r.messages, final=final)
         self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))
         began = self.clock()
@@ -204,7 +192,7 @@ class Agent:
         first: dict[str, str] = {}  # call key -> the id of the call that runs it in this round
         for call in calls:
             key = _call_key(call)
-            writes = not self.tools.is_read_only(call["name"])
+            writes = not r.plan.tools.is_read_only(call["name"])
             if writes:
                 plan.writes, first = True, {}
             if key in first:
@@ -231,7 +219,7 @@ class Agent:
             if timeout <= 0:
                 done = [(ToolOutcome.error(NOT_RUN_LATE), 0.0) for _ in plan.fresh]
             else:
-                jobs = [lambda c=call: self._call_tool(c) for call in plan.fresh]
+                jobs = [lambda c=call: self._call_tool(r, c) for call in plan.fresh]
                 done = run_concurrently(jobs, timeout, on_timeout=lambda i: _timed_out(plan.fresh[i], timeout))
         return dict(zip([c["id"] for c in plan.fresh], done, strict=True))
 
@@ -247,25 +235,25 @@ class Agent:
             if stopped:
                 done.append((ToolOutcome.error(stopped), 0.0))
                 continue
-            outcome, seconds = self._run_one(call, timeout)
+            outcome, seconds = self._run_one(r, call, timeout)
             done.append((outcome, seconds))
-            if outcome.timed_out and not self.tools.is_read_only(call["name"]):
+            if outcome.timed_out and not r.plan.tools.is_read_only(call["name"]):
                 stopped = NOT_RUN_AFTER_WRITE_TIMEOUT
         return done
 
-    def _run_one(self, call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
-        [done] = run_concurrently([lambda: self._call_tool(call)], timeout,
+    def _run_one(self, r: Run, call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
+        [done] = run_concurrently([lambda: self._call_tool(r, call)], timeout,
                                   on_timeout=lambda _: _timed_out(call, timeout))
         return done
 
     def _tool_time(self, r: Run) -> float:
         """A call's timeout: the tool timeout, or less when the soft deadline comes first."""
-        return min(self.settings.tool_timeout_s, r.soft_deadline - self.clock())
+        return min(self.settings.tool_timeout_s, r.plan.soft_deadline - self.clock())
 
-    def _call_tool(self, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
+    def _call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
         began = self.clock()
         try:
-            outcome = self.tools.call(call["name"], dict(call.get("input") or {}))
+            outcome = r.plan.tools.call(call["name"], dict(call.get("input") or {}))
         except Exception as exc:  # a provider that raises is still only a failed call
             outcome = ToolOutcome.error(f"{type(exc).__name__}: {exc}")
         return outcome, self.clock() - began
@@ -289,7 +277,7 @@ class Agent:
     def _record_outcome(self, r: Run, call: dict[str, Any], outcome: ToolOutcome) -> str:
         """Keep the outcome's sources and what later calls may reuse; returns the content the model reads."""
         r.add_sources(call["id"], outcome.sources)
-        if not self.tools.is_read_only(call["name"]):
+        if not r.plan.tools.is_read_only(call["name"]):
             if not outcome.is_error or outcome.timed_out:  # it wrote, or may still be writing
                 r.seen.clear()  # what was read before may have changed
         elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
@@ -310,7 +298,7 @@ class Agent:
         return f"[helpbot] Not run again: identical to call {earlier_id} in round {earlier_round}; {where}.", failed
 
     # -- endings -----------------------------------------------------------------------------------------------
-    def _finish(self, r: Run, text: str, stop: str) -> Answer:
+    def _finish(self, r: Run, text: str, stop: Stop) -> Answer:
         last = r.messages[-1]
         if any(b.get("type") == "tool_use" for b in last["content"]):  # a forced answer must not leave calls open
             kept = [b for b in last["content"] if b.get("type") != "tool_use"]
@@ -324,27 +312,27 @@ class Agent:
 
     def _degraded(self, r: Run, reason: str, no_model: bool = False) -> Answer:
         """No model: run the search tools on the question itself and show their best hits, clearly labelled."""
-        searches = self.tools.search_calls(r.query)
+        searches = r.plan.tools.search_calls(r.plan.query)
         self._progress(r, "degraded", [name for name, _ in searches])
-        timeout = min(self.settings.tool_timeout_s, max(10.0, r.hard_deadline - self.clock()))  # even when late
-        outcomes = run_searches(searches, timeout, self._call_tool)
+        timeout = min(self.settings.tool_timeout_s, max(10.0, r.plan.hard_deadline - self.clock()))  # even when late
+        outcomes = run_searches(searches, timeout, lambda call: self._call_tool(r, call))
         for (name, args), outcome in zip(searches, outcomes, strict=True):
             r.calls.append(ToolCall(name, args, outcome.is_error, 0))
         ranked, picked = best_hits(outcomes, list(r.sources.values()))
         r.add_sources("degraded", ranked)
         self._event(r, "degraded", reason=reason, searches=[n for n, _ in searches], sources=len(picked))
-        text = degraded_text(r.question, no_model, picked)
+        text = degraded_text(r.plan.question, no_model, picked)
         return self._answer(r, text, picked, degraded=True, stop="degraded", error=reason)
 
-    def _answer(self, r: Run, text: str, cited: list[dict[str, str]], *, degraded: bool, stop: str,
+    def _answer(self, r: Run, text: str, cited: list[dict[str, str]], *, degraded: bool, stop: Stop,
                 error: str | None = None) -> Answer:
         return Answer(text=text, sources=cited, consulted=list(r.sources.values()), rounds=r.rounds,
                       tool_calls=r.calls, usage_by_model=dict(r.usage), cost_usd=self.settings.cost(r.usage),
-                      degraded=degraded, seconds=self.clock() - r.started, stop=stop, error=error, trace=r.trace,
-                      messages=r.messages)
+                      degraded=degraded, seconds=self.clock() - r.plan.started, stop=stop, tags=list(r.plan.tags),
+                      error=error, trace=r.trace, messages=r.messages)
 
     # -- bookkeeping -------------------------------------------------------------------------------------------
-    def _progress(self, r: Run, phase: str, tools: list[str] | None = None) -> None:
+    def _progress(self, r: Run, phase: Phase, tools: list[str] | None = None) -> None:
         if self.on_progress is None:
             return
         upcoming = phase in ("thinking", "summarizing")  # before a request: the round about to happen
@@ -355,7 +343,7 @@ class Agent:
             self._event(r, "callback_error", callback="on_progress", error=f"{type(exc).__name__}: {exc}")
 
     def _event(self, r: Run, kind: str, **data: Any) -> None:
-        r.trace.append(self._publish({"t": round(self.clock() - r.started, 3), "event": kind, **data}))
+        r.trace.append(self._publish({"t": round(self.clock() - r.plan.started, 3), "event": kind, **data}))
 
     def _publish(self, event: dict[str, Any]) -> dict[str, Any]:
         """Mask secrets and hand the event to ``on_event``; returns the masked event for the trace."""

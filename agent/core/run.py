@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from agent.core.model import Usage
+from agent.core.tools import ToolExecutor
+
+Phase = Literal["thinking", "tools", "summarizing", "answering", "degraded"]
+# Why the run ended: the model's own stop reasons, or the loop's (rounds used up, out of time, no model).
+Stop = Literal["end_turn", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded",
+               "round_limit", "deadline", "degraded"]
+_MODEL_STOPS = frozenset(get_args(Stop)) - {"round_limit", "deadline", "degraded"}
+
+
+def model_stop(reason: str | None) -> Stop:
+    """The model's stop_reason as a :data:`Stop`; one we do not know (a newer API) counts as ``end_turn``."""
+    return cast(Stop, reason) if reason in _MODEL_STOPS else "end_turn"
 
 
 @dataclass
@@ -32,7 +45,7 @@ class Progress:
 
     round: int
     max_rounds: int
-    phase: str  # thinking | tools | summarizing | answering | degraded
+    phase: Phase
     tools: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -40,11 +53,13 @@ class Progress:
             return f"round {self.round}/{self.max_rounds}: {', '.join(self.tools)}"
         return {"thinking": f"round {self.round}/{self.max_rounds}: thinking",
                 "summarizing": "summarizing earlier results", "answering": "writing the answer",
-                "degraded": "no AI model: searching directly"}.get(self.phase, self.phase)
+                "degraded": "no AI model: searching directly"}[self.phase]
 
 
 @dataclass
 class Answer:
+    """What a run gives back: the answer, its sources, and what it took (rounds, calls, usage, cost, time)."""
+
     text: str
     sources: list[dict[str, str]]  # the ones the answer cites
     consulted: list[dict[str, str]]  # everything the tools returned
@@ -54,11 +69,11 @@ class Answer:
     cost_usd: float
     degraded: bool
     seconds: float
-    stop: str  # end_turn | round_limit | deadline | max_tokens | degraded | ...
+    stop: Stop
+    tags: list[str]  # the question's tags (agent.core.tags), shown in the footers
     error: str | None = None  # why the run degraded
     trace: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)  # the question's tags (agent.core.tags), shown in the footers
 
     @property
     def usage(self) -> Usage:
@@ -80,17 +95,38 @@ class Answer:
         }
 
 
-@dataclass
-class Run:
-    """Everything one run accumulates (``agent.core.economy`` keeps the summaries, cuts and calibration here too)."""
+@dataclass(frozen=True)
+class Prelude:
+    """Work done for a run before its loop starts (question tagging): the tags it found, and the trace events,
+    model usage and seconds it spent, which count in the run's answer like its own."""
+
+    tags: tuple[str, ...] = ()
+    events: tuple[dict[str, Any], ...] = ()
+    usage: Mapping[str, Usage] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run is given and never changes: the question, the prompt, the tools and the deadlines."""
 
     question: str  # as the model sees it (cut to max_question_chars)
     query: str  # what degraded mode searches for: the head of the question, without any cut marker
-    started: float
+    started: float  # on the run's clock (including the prelude's time)
     soft_deadline: float  # no tool round starts, no tool runs and no request for more tools waits past this
     hard_deadline: float  # the final answer's request ends here
     system: str
-    tools: list[dict[str, Any]]
+    tools: ToolExecutor  # this run's tools (Agent.run(tools=...) or the agent's)
+    schemas: list[dict[str, Any]]  # their Claude tool entries
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class Run:
+    """What one run accumulates over its plan (``agent.core.economy`` keeps the summaries, cuts and calibration
+    here too)."""
+
+    plan: Plan
     messages: list[dict[str, Any]]
     question_index: int  # moves up when earlier turns are dropped
     rounds: int = 0

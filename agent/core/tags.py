@@ -29,14 +29,14 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.core.loop import Agent
 from agent.core.messages import user_message
 from agent.core.model import Model, ModelError, Request, Usage
-from agent.core.run import Answer, Turn
+from agent.core.run import Answer, Prelude, Turn
 from agent.core.settings import Settings, validation_problem
 from agent.core.tools import ToolExecutor, ToolOutcome
 from mcp_lib.config import ConfigError
@@ -185,7 +185,7 @@ class Tagging:
 
     tags: list[Tag]
     matched: dict[str, list[str]]  # tag name -> keywords/patterns found, for every tag the keywords hit
-    method: str  # keywords | model | none
+    method: Literal["keywords", "model", "none"]
     ambiguous: str | None = None  # why the keywords were not enough
     consulted: bool = False  # the summary model was asked
     model_error: str | None = None
@@ -331,35 +331,29 @@ class BoostedTools:
 
 
 class TaggingAgent(Agent):
-    """An :class:`Agent` that tags each question first and applies the tags to that run.
-
-    The per-run prompt part and tools are swapped in for the run and restored after it: one run at a time per
-    agent (as every front uses it)."""
+    """An :class:`Agent` that tags each question first and runs it with the tags applied: the prompt part and
+    the boosted tools are that run's options, and the tagging is its prelude (trace, usage, time, tags)."""
 
     def __init__(self, tag_config: TagConfig, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.tag_config = tag_config
 
-    def run(self, question: str, history: Sequence[Turn] = (), context: str = "") -> Answer:
+    def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
+            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None
+            ) -> Answer:
         # A follow-up inherits its thread's topic: the earlier questions and the context (the thread around the
         # question) count too. Only the tagging sees them together; the run itself keeps them apart.
         text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
         tagging = tag_question(self.tag_config, text, model=self.model, settings=self.settings, clock=self.clock)
-        event = self._publish({"t": 0.0, **tagging.event()})
-        extra, tools = self.extra_prompt, self.tools
+        tools = tools or self.tools
         part = tagging.prompt([s["name"] for s in tools.schemas()])
-        self.extra_prompt = (*extra, part) if part else extra
-        boosted: ToolExecutor = BoostedTools(tools, tagging.faq_tags) if tagging.faq_tags else tools
-        self.tools = boosted
-        try:
-            answer = super().run(question, history, context)
-        finally:
-            self.extra_prompt, self.tools = extra, tools
-        answer.tags = tagging.names
-        answer.trace.insert(0, event)
-        answer.seconds += tagging.seconds
+        earlier = prelude or Prelude()
+        usage = dict(earlier.usage)
         if tagging.consulted:
-            usage = answer.usage_by_model
             usage[tagging.model] = usage.get(tagging.model, Usage()) + tagging.usage
-            answer.cost_usd = self.settings.cost(usage)
-        return answer
+        return super().run(
+            question, history, context,
+            tools=BoostedTools(tools, tagging.faq_tags) if tagging.faq_tags else tools,
+            extra_prompt=(*extra_prompt, part) if part else extra_prompt,
+            prelude=Prelude(tags=(*earlier.tags, *tagging.names), events=(*earlier.events, tagging.event()),
+                            usage=usage, seconds=earlier.seconds + tagging.seconds))

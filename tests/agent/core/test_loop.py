@@ -13,7 +13,7 @@ import pytest
 from agent.core.loop import FORCED_NOTES, Agent
 from agent.core.messages import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, request_tokens
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
-from agent.core.run import Progress, Turn
+from agent.core.run import Prelude, Progress, Turn
 from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings
 from agent.core.tools import ToolOutcome
@@ -798,3 +798,26 @@ def test_a_request_rejected_mid_run_degrades_and_keeps_what_was_gathered() -> No
     answer = agent.run("在庫が合わない")
     assert answer.degraded and "400 ValidationException" in (answer.error or "")
     assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/5", "https://redmine.example/issues/7"]
+
+
+def test_per_run_tools_prompt_and_prelude_leave_the_agent_as_it_was() -> None:
+    own = FakeTools({"own_search": lambda args: item(1)})
+    other = FakeTools({"other_search": lambda args: item(2)})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls((request.tools[0]["name"], {"query": "x"}))
+        return "done"
+
+    agent, model = make_agent(script, own, extra_prompt=("AGENT PART",))
+    prelude = Prelude(tags=("在庫",), events=({"event": "tags", "tags": ["在庫"]},),
+                      usage={"haiku": Usage(100, 10)}, seconds=2.0)
+    answer = agent.run("x", tools=other, extra_prompt=("RUN PART",), prelude=prelude)
+    assert [t["name"] for t in model.requests[0].tools] == ["other_search"] and other.counts["other_search"] == 1
+    assert "AGENT PART" in model.requests[0].system_text and "RUN PART" in model.requests[0].system_text
+    assert answer.tags == ["在庫"] and answer.trace[0] == {"t": 0.0, "event": "tags", "tags": ["在庫"]}
+    assert answer.usage_by_model["haiku"] == Usage(100, 10) and answer.seconds >= 2.0
+
+    plain = agent.run("x")  # the next run: the agent's own tools and prompt, no tags
+    assert [t["name"] for t in model.requests[-1].tools] == ["own_search"] and own.counts["own_search"] == 1
+    assert "RUN PART" not in model.requests[-1].system_text and plain.tags == [] and "haiku" not in plain.usage_by_model
