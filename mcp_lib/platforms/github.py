@@ -2,7 +2,8 @@
 
 The allowlist is enforced here, not in the prompt: a ``repo`` argument outside ``HELPBOT_GITHUB_REPOS`` is
 refused before any request, searches are scoped with a ``repo:`` qualifier for every allowlisted repo, and
-results from any other repo are dropped anyway. The client refuses anything but GET (an httpx request hook).
+results from any other repo are dropped anyway, without a trace (no note, not counted). The client refuses
+anything but GET (an httpx request hook).
 
 Requests go through ``mcp_lib.http.send``: retries under the shared tenacity policy, within the tool call's
 deadline. Long bodies, comments and patches are cut with ``mcp_lib.core.cut_text`` (masked first).
@@ -243,12 +244,12 @@ def searchCode(
 
 
 def _search_result(data: Mapping[str, Any], items: list[dict[str, Any]], dropped: int) -> Result:
+    """The filter leaves no trace: with hits dropped, no note says so and ``total`` counts only what is shown
+    (GitHub's own count includes the dropped ones), so only-foreign hits read exactly like no hits."""
     notes = []
-    if dropped:
-        notes.append(f"{dropped} results from repositories outside the allowlist were dropped")
     if data.get("incomplete_results"):
         notes.append("GitHub reports incomplete results (the search timed out on its side)")
-    return Result(items=items, total=data.get("total_count", len(items)), notes=notes)
+    return Result(items=items, total=len(items) if dropped else data.get("total_count", len(items)), notes=notes)
 
 
 @PLATFORM.tool(example='github:searchIssues query="在庫 同期" state=open')

@@ -90,10 +90,15 @@ def _json(response: httpx.Response, what: str) -> Any:
         raise CredentialsError(f"Growi refused {what} (HTTP {status}{detail}): GROWI_ACCESS_TOKEN is wrong, "
                                "expired, or lacks the read:features:page scope")
     if status == 404:
-        raise ToolError(f"{what} was not found in Growi (HTTP 404{detail}); find pages with growi_searchPages")
+        raise _not_found(what)
     if status >= 400:
         raise ToolError(f"Growi answered HTTP {status} for {what}{detail}")
     return json_answer(response, "Growi", what, "GROWI_URL")
+
+
+def _not_found(what: str) -> ToolError:
+    """One answer for a page that does not exist and one outside HELPBOT_GROWI_PATHS: a refusal tells nothing."""
+    return ToolError(f"{what} was not found in Growi; find pages with growi_searchPages")
 
 
 def _title(path: str) -> str:
@@ -151,19 +156,19 @@ def searchPages(
         error = data.get("error") if isinstance(data, dict) else None
         raise ToolError(f"Growi search failed: {error or 'ok is not true'} (the wiki's search engine may be "
                         "down; try again later or use another source)")
-    items, dropped = [], 0
+    items = []
     for hit in data.get("data") or []:
         page, meta = hit.get("data") or {}, hit.get("meta") or {}
         path = str(page.get("path") or "")
         if not config.allows(path):
-            dropped += 1
-            continue
+            continue  # no note, not counted: only-hidden hits read exactly like no hits
         es = meta.get("elasticSearchResult") or {}
         items.append({"title": _title(path), "url": f"{config.url}/{page.get('_id')}", "pageId": page.get("_id"),
                       "path": path, "snippet": _snippet(es.get("snippet")), "updatedAt": page.get("updatedAt")})
-    notes = [f"{dropped} pages outside HELPBOT_GROWI_PATHS were left out"] if dropped else []
-    total = (data.get("meta") or {}).get("total")
-    return Result(items=items[:limit], total=total if isinstance(total, int) else len(items), notes=notes)
+    total = (data.get("meta") or {}).get("total")  # counts the pages outside the allowed paths too
+    if config.paths or not isinstance(total, int):
+        total = len(items)
+    return Result(items=items[:limit], total=total)
 
 
 @PLATFORM.tool(example="growi:getPage path=/手順/在庫同期", max_field_chars=20000)
@@ -194,11 +199,9 @@ def getPage(
         params, what = {"path": wanted}, f"page {wanted}"
     data = _json(send(ctx, "Growi", "GET", "/_api/v3/page", params=params), what)
     page = data.get("page") if isinstance(data, dict) else None
-    if not isinstance(page, dict):
-        raise ToolError(f"{what} was not found in Growi; find pages with growi_searchPages")
-    page_path = str(page.get("path") or "")
-    if not config.allows(page_path):
-        raise ToolError(f"{what} is outside the allowed wiki paths (HELPBOT_GROWI_PATHS)")
+    page_path = str(page.get("path") or "") if isinstance(page, dict) else ""
+    if not isinstance(page, dict) or not config.allows(page_path):
+        raise _not_found(what)
     revision = page.get("revision")
     body = revision.get("body") if isinstance(revision, dict) else None
     text, truncated = cut_text(body or "", config.max_body_chars)

@@ -11,6 +11,8 @@ related issue that belongs to another project (a subproject included) is dropped
 cannot walk out of its project (``../`` is refused and titles are URL-quoted), and a wiki redirect (a renamed
 or moved page) is followed only into an allowed project.
 Private issues and private notes are never returned: the answer is posted where not everyone may see them.
+The filters leave no trace: a search whose only hits are hidden returns what a search without hits returns (no
+count, no note), and a refused issue or page gets the words a missing one gets.
 """
 
 from __future__ import annotations
@@ -178,15 +180,10 @@ class Session:
         ids = self.allowed_ids()
         return ids is None or (issue is not None and issue.get("project", {}).get("id") in ids)
 
-    def hidden(self, issue: Mapping[str, Any] | None) -> str | None:
-        """Why an issue must not be shown ("private", "outside the allowed projects", "unknown"), or None."""
-        if issue is None:
-            return "unknown"  # not visible to the key, or not found: nothing to show, nothing to vouch for
-        if issue.get("is_private"):
-            return "private"
-        if not self.allowed(issue):
-            return "outside the allowed projects"
-        return None
+    def hidden(self, issue: Mapping[str, Any] | None) -> bool:
+        """An issue that must not be shown: private, outside the allowed projects, or unknown (not visible to
+        the key: nothing to show, nothing to vouch for)."""
+        return issue is None or bool(issue.get("is_private")) or not self.allowed(issue)
 
     def projects_to_search(self, project: str | None) -> list[str | None]:
         """None means all projects; with an allowlist, each allowed project on its own."""
@@ -218,14 +215,6 @@ class Session:
 
 _PROJECT_IDENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _BAD_WIKI_TITLE = re.compile(r"[/\\?#%]|\.\.")
-
-
-def _left_out(reasons: list[str], what: str) -> list[str]:
-    """``2 issues left out (private: 1, outside the allowed projects: 1)``, or nothing."""
-    if not reasons:
-        return []
-    counts = ", ".join(f"{reason}: {reasons.count(reason)}" for reason in dict.fromkeys(reasons))
-    return [f"{len(reasons)} {what} left out ({counts})"]
 
 
 def _name(value: Any) -> str | None:
@@ -314,7 +303,6 @@ def search(
     session = Session(ctx)
     fetch = min(100, limit * 2)  # room for hits that are private or outside the allowlist
     per_project: list[list[dict[str, Any]]] = []
-    total = 0
     for scope in session.projects_to_search(project):
         path = f"/projects/{quote(scope, safe='')}/search.json" if scope else "/search.json"
         params = {"q": query, "issues": 1, "wiki_pages": 1, "limit": fetch}
@@ -326,45 +314,35 @@ def search(
                 raise
             continue  # an allowlisted project that does not exist (any more)
         per_project.append(list(answer.get("results", [])))
-        total += int(answer.get("total_count", 0))
 
     hits = list(_round_robin(per_project))[:fetch]
     issues = session.issues_by_id([h["id"] for h in hits if str(h.get("type", "")).startswith("issue")])
-    items: list[dict[str, Any]] = []
-    reasons: list[str] = []
-    for hit in hits:
-        if len(items) == limit:
-            break
-        item, reason = _hit(session, hit, query, issues)
-        if item is None:
-            reasons.append(reason or "hidden")
-        else:
-            items.append(item)
-    return Result(items=items, total=total, notes=_left_out(reasons, "results"))
+    visible = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None]
+    # Redmine's total_count counts the hidden hits too: only what may be shown is counted, nothing is noted.
+    return Result(items=visible[:limit], total=len(visible))
 
 
 def _hit(session: Session, hit: Mapping[str, Any], query: str,
-         issues: Mapping[int, dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
-    """One search result as an item; or None and the reason it must not be shown."""
+         issues: Mapping[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """One search result as an item; or None when it must not be shown."""
     base = {"title": hit.get("title"), "snippet": snippet(hit.get("description") or "", query),
             "datetime": hit.get("datetime")}
     if str(hit.get("type", "")).startswith("issue"):
         raw = issues.get(int(hit["id"]))
-        reason = session.hidden(raw)
-        if reason or raw is None:
-            return None, reason
+        if raw is None or session.hidden(raw):
+            return None
         return {"type": "issue", "issueId": hit["id"], "url": session.issue_url(hit["id"]), **base,
-                "project": _name(raw.get("project")), "status": _name(raw.get("status"))}, None
+                "project": _name(raw.get("project")), "status": _name(raw.get("status"))}
     match = re.search(r"/projects/([^/]+)/wiki/([^/?#]+)", str(hit.get("url", "")))
     if not match:
         if session.config.projects:
-            return None, "outside the allowed projects"
-        return {"type": hit.get("type"), "url": hit.get("url"), **base}, None
+            return None
+        return {"type": hit.get("type"), "url": hit.get("url"), **base}
     project, title = unquote(match.group(1)), unquote(match.group(2))
     if session.config.projects and project not in session.config.projects:
-        return None, "outside the allowed projects"
+        return None
     return {"type": "wiki-page", "url": session.wiki_url(project, title), **base, "project": project,
-            "wikiTitle": title}, None
+            "wikiTitle": title}
 
 
 @PLATFORM.tool(example="redmine:getIssues query=在庫 status=open limit=10")
@@ -394,10 +372,9 @@ def getIssues(
         scoped = {**filters, "project_id": scope} if scope else filters
         found += session.call(partial(session.raw_issues, scoped),
                               not_found=f"no project {scope!r}; use the identifier from /projects/IDENT")
-    reasons = [reason for raw in found if (reason := session.hidden(raw))]
-    kept = [raw for raw in found if not session.hidden(raw)]
+    kept = [raw for raw in found if not session.hidden(raw)]  # dropped without a note
     kept.sort(key=lambda raw: str(raw.get("updated_on") or ""), reverse=True)
-    return Result(items=[_summary(session, raw) for raw in kept[:limit]], notes=_left_out(reasons, "issues"))
+    return Result(items=[_summary(session, raw) for raw in kept[:limit]])
 
 
 @PLATFORM.tool(example="redmine:getIssue 123", max_field_chars=3000)
@@ -413,30 +390,23 @@ def getIssue(
     Related issues worth reading can be opened with redmine_getIssue as well.
     """
     session = Session(ctx)
+    missing = f"no issue #{issueId} (or the API key may not see it)"
     raw = session.call(lambda: session.api.issue.get(
-        issueId, include=["journals", "children", "relations", "attachments"]).raw(),
-        not_found=f"no issue #{issueId} (or the API key may not see it)")
-    if raw.get("is_private"):
-        raise ToolError(f"issue #{issueId} is a private issue: it is never shown (the answer is posted where "
-                        "not everyone may see it)")
-    if not session.allowed(raw):
-        raise ToolError(f"issue #{issueId} belongs to a project outside HELPBOT_REDMINE_PROJECTS")
+        issueId, include=["journals", "children", "relations", "attachments"]).raw(), not_found=missing)
+    if session.hidden(raw):  # private, or outside the allowed projects: the words a missing issue gets
+        raise ToolError(missing)
     config: RedmineConfig = session.config
     url = session.issue_url(issueId)
     notes: list[str] = []
 
-    journals = [(index, j) for index, j in enumerate(raw.get("journals") or [], start=1) if j.get("notes")]
-    private = sum(1 for _, j in journals if j.get("private_notes"))
-    journals = [(index, j) for index, j in journals if not j.get("private_notes")]
+    journals = [(index, j) for index, j in enumerate(raw.get("journals") or [], start=1)
+                if j.get("notes") and not j.get("private_notes")]  # private notes: dropped without a note
     omitted = max(0, len(journals) - config.max_journals)
-    if private:
-        notes.append(f"{private} private notes left out")
     if omitted:
         notes.append(f"{omitted} older comments left out (showing the last {config.max_journals} of "
                      f"{len(journals)}; set HELPBOT_REDMINE_MAX_JOURNALS for more)")
 
-    related, reasons = _related(session, raw)
-    notes += _left_out(reasons, "related issues")
+    related = _related(session, raw)
     item = {
         **_summary(session, raw),
         "author": _name(raw.get("author")),
@@ -459,9 +429,9 @@ def _journal(issue_url: str, index: int, journal: Mapping[str, Any], max_chars: 
             "url": f"{issue_url}#note-{index}"}
 
 
-def _related(session: Session, raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Parent, children and relations with their subjects and status, minus private ones and those outside the
-    allowlist (with the reasons they were left out)."""
+def _related(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Parent, children and relations with their subjects and status, minus (without a trace) private ones and
+    those outside the allowlist."""
     issue_id = int(raw["id"])
     parent_id = (raw.get("parent") or {}).get("id")
     child_ids = [int(c["id"]) for c in raw.get("children") or []]
@@ -471,13 +441,10 @@ def _related(session: Session, raw: Mapping[str, Any]) -> tuple[dict[str, Any], 
         relations.append((rel.get("relation_type"), outgoing, int(rel["issue_to_id" if outgoing else "issue_id"])))
     ids = ([parent_id] if parent_id else []) + child_ids + [other for _, _, other in relations]
     known = session.issues_by_id(ids)
-    reasons: list[str] = []
 
     def link(other: int, **extra: Any) -> dict[str, Any] | None:
         info = known.get(other)
-        reason = session.hidden(info)
-        if reason or info is None:
-            reasons.append(reason or "unknown")
+        if info is None or session.hidden(info):
             return None
         return {"issueId": other, "title": f"#{other} {info['subject']}", "url": session.issue_url(other),
                 "status": _name(info.get("status")), **extra}
@@ -486,7 +453,7 @@ def _related(session: Session, raw: Mapping[str, Any]) -> tuple[dict[str, Any], 
     children = [c for other in child_ids if (c := link(other))]
     linked = [r for kind, outgoing, other in relations
               if (r := link(other, relation=kind if outgoing else f"{kind} (inverse)"))]
-    return {"parent": parent, "children": children, "relations": linked}, reasons
+    return {"parent": parent, "children": children, "relations": linked}
 
 
 @PLATFORM.tool(example="redmine:getWikiPage ec-sync 在庫同期の手順", max_field_chars=6000)
@@ -506,10 +473,11 @@ def getWikiPage(
         raise ToolError(f"{title!r} is not a wiki page title (titles contain no / \\ ? # % or ..); use the "
                         "wikiTitle of a redmine_search hit")
 
+    missing = f"no wiki page {title!r} in project {project!r}"
+
     def fetch(project: str, title: str) -> Any:
         url = f"{session.base}/projects/{quote(project, safe='')}/wiki/{quote(title, safe='')}.json"
-        return session.call(partial(session.api.engine.request, "get", url),
-                            not_found=f"no wiki page {title!r} in project {project!r}")
+        return session.call(partial(session.api.engine.request, "get", url), not_found=missing)
 
     try:
         answer = fetch(project, title)
@@ -520,7 +488,9 @@ def getWikiPage(
             raise ToolError(f"Redmine redirected wiki page {title!r} to {moved.path}, which is not a wiki page") \
                 from None
         project, title = unquote(found.group(1)), unquote(found.group(2))
-        session.check_project(project)
+        if not _PROJECT_IDENT.match(project) or (session.config.projects
+                                                  and project not in session.config.projects):
+            raise ToolError(missing) from None  # moved out of the allowed projects: as if it were not there
         answer = fetch(project, title)
     raw = answer.get("wiki_page") if isinstance(answer, dict) else None
     if not isinstance(raw, dict):

@@ -13,6 +13,8 @@ The security rules are enforced here, not only stated in the prompt:
 - A private channel's messages are returned only when the answer goes to that same channel
   (``ctx.caller.answer_channel``); privacy is looked up with conversations.info (cached per client). Other
   private channels are not even listed by getChannels: their names and purposes are private too.
+- The rules leave no trace: a search whose only matches are hidden returns what a search without matches
+  returns (no count, no note), and a refused read says what an unknown channel says, without the channel's name.
 - No tool posts, edits, deletes or reacts.
 """
 
@@ -286,6 +288,10 @@ def explain(exc: SlackApiError, api: str, variable: str) -> str:
     return f"Slack {api} failed: {error or 'unknown error'}" + (f" ({hint})" if hint else "")
 
 
+class _ChannelNotFound(ToolError):
+    """Slack does not know the channel (or will not say): answered like a channel the rules refuse."""
+
+
 class RateLimited(ToolError):
     """Slack still answered 429 after the retries; ``retry_after`` is what it asked for, if anything."""
 
@@ -310,6 +316,8 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
     except SlackApiError as exc:
         error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
         message = explain(exc, api, variable)
+        if error == "channel_not_found":
+            raise _ChannelNotFound(message) from None
         if exc.response.status_code == 429:
             wait = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
             raise RateLimited(message, _seconds(wait)) from None
@@ -328,9 +336,16 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
 # -- lookups (cached per client) ----------------------------------------------------------------------------
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _TS = re.compile(r"^\d{9,10}\.\d{6}$")
+_SEARCH_PAGE = 100  # search.messages' largest page
 _PERMALINK = re.compile(r"^https?://[^/\s]+/archives/([A-Z0-9]+)/p(\d{9,10})(\d{6})(?:[/?#]\S*)?$")
 
-DM_REFUSAL = "direct messages and group DMs are never read (security rule)"
+
+
+def _unreadable(channel: str) -> ToolError:
+    """The one answer for a channel that cannot be read -- unknown, a DM, or private and not where the answer
+    goes: the same words whatever the reason, naming only what the caller wrote."""
+    return ToolError(f"no readable channel {channel.strip()!r} (DMs, and private channels other than the one "
+                     "the answer goes to, are never read); list channels with slack_getChannels")
 
 
 def _query_value(url: str, key: str) -> str | None:
@@ -429,7 +444,7 @@ def _resolve_channel(ctx: ToolContext, channel: str) -> str:
     if name not in clients.channel_ids:
         _list_channels(ctx)
     if name not in clients.channel_ids:
-        raise ToolError(f"no channel named #{name} that the bot can see; list them with slack_getChannels")
+        raise _unreadable(channel)
     return clients.channel_ids[name]
 
 
@@ -453,15 +468,16 @@ def _allowed(ctx: ToolContext, channel: Mapping[str, Any]) -> bool:
 
 
 def _readable_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
+    """The channel's info when the rules allow reading it; else the refusal an unknown channel gets."""
     channel_id = _resolve_channel(ctx, channel)
     if channel_id.startswith("D"):  # refuse before any call
-        raise ToolError(DM_REFUSAL)
-    info = channel_info(ctx, channel_id)
-    if is_dm(info):
-        raise ToolError(DM_REFUSAL)
+        raise _unreadable(channel)
+    try:
+        info = channel_info(ctx, channel_id)
+    except _ChannelNotFound:
+        raise _unreadable(channel) from None
     if not _allowed(ctx, info):
-        raise ToolError(f"#{info.get('name', channel_id)} is a private channel: its messages can only be used "
-                        "when the answer is posted in that same channel (security rule)")
+        raise _unreadable(channel)
     return info
 
 
@@ -587,15 +603,14 @@ def searchMessages(
     with slack_getThreadMessages(url=<its url>). Times are ISO 8601 in the configured zone (default Asia/Tokyo).
     Matches in DMs or group DMs are never returned; private channels only when answering in that channel.
     """
-    data = call(ctx, "search.messages", search=True, query=query, count=count)
-    block = data.get("messages") or {}
-    matches = block.get("matches") or []
-    items, hidden, malformed = [], 0, 0
+    # Ask for a full page: the matches the rules hide then crowd out as few visible ones as possible.
+    data = call(ctx, "search.messages", search=True, query=query, count=_SEARCH_PAGE)
+    matches = (data.get("messages") or {}).get("matches") or []
+    visible, malformed = [], 0
     for match in matches:
         channel = match.get("channel") or {}
         if not channel.get("id") or not _allowed(ctx, channel):
-            hidden += 1
-            continue
+            continue  # no count, no note: a hidden match must not change the answer (see the module doc)
         try:
             item = message_item(ctx, channel, match)
         except (KeyError, TypeError, ValueError, OverflowError):  # one odd match must not fail the search
@@ -603,16 +618,14 @@ def searchMessages(
             continue
         if is_private(channel):
             item["private"] = True
-        items.append(item)
+        visible.append(item)
     notes = []
-    total = int(block.get("total") or len(matches))
-    if hidden:
-        notes.append(f"{hidden} matches in DMs, group DMs or other private channels were left out (security rules)")
     if malformed:
         notes.append(f"{malformed} matches Slack sent without a readable ts were skipped")
-    if total > len(matches):
-        notes.append(f"{total} matches in all; refine the query to narrow them down")
-    return Result(items=items, total=total, notes=notes)
+    if len(visible) > count:
+        notes.append(f"more than {count} matches; refine the query to narrow them down")
+    # Slack's own total counts the hidden matches too: only what may be shown is counted.
+    return Result(items=visible[:count], total=len(visible), notes=notes)
 
 
 @PLATFORM.tool(example="slack:getThreadMessages url=https://example.slack.com/archives/C0123ABCD/p1735779660000001")

@@ -166,7 +166,24 @@ def test_results_from_other_repos_are_dropped_anyway(fake: FakeGitHub, clock: Cl
         assert result.status == "ok"
         assert result.items and all(hit["repo"].startswith("acme/") for hit in result.items)
         assert "evil" not in result.to_json()
-        assert any("outside the allowlist were dropped" in note for note in result.notes)
+        assert result.notes == [] and result.total == len(result.items)  # dropped without a trace
+
+
+@pytest.mark.parametrize("tool", ["searchCode", "searchIssues"])
+@pytest.mark.parametrize("hits", [1, 3, 30])
+def test_search_whose_only_hits_are_outside_the_allowlist_is_a_search_without_hits(
+        fake: FakeGitHub, clock: Clock, tool: str, hits: int) -> None:
+    """Whole results compared: nothing tells "only foreign hits" from "no hits"."""
+    fake.ignore_repo_qualifiers = True
+    for n in range(hits):
+        fake.add_file("evil/leak", f"src/zanzibar_{n}.py", "zanzibar = 1\n")
+        fake.add_issue("evil/leak", f"zanzibar {n}", "zanzibar")
+    only_foreign = call(fake, clock, tool, query="zanzibar")
+    nothing = call(fake, clock, tool, query="quetzalcoatl")
+    assert only_foreign.to_dict() == nothing.to_dict()
+    assert only_foreign.to_dict() == {"status": "ok", "tool": f"github_{tool}", "total": 0}
+    # the fake did find them: the filter, not the fake, keeps them out
+    assert call(fake, clock, tool, env={"HELPBOT_GITHUB_REPOS": "evil/leak"}, query="zanzibar").items
 
 
 @pytest.mark.parametrize("tool,arguments", [

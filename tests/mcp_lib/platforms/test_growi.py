@@ -124,7 +124,20 @@ def test_search_results_outside_the_path_allowlist_are_dropped(fake: FakeGrowi, 
     result = call(fake, clock, "searchPages", env={"HELPBOT_GROWI_PATHS": "/手順"}, query="在庫")
     assert result.items and all(hit["path"].startswith("/手順/") for hit in result.items)
     assert "/議事録/2026-05-01" not in result.to_json()
-    assert any("outside HELPBOT_GROWI_PATHS" in note for note in result.notes)
+    assert result.notes == [] and result.total == len(result.items)  # dropped without a trace
+
+
+@pytest.mark.parametrize("hits", [1, 3, 40])
+def test_search_whose_only_hits_are_outside_the_paths_is_a_search_without_hits(fake: FakeGrowi, clock: Clock,
+                                                                               hits: int) -> None:
+    """Whole results compared: nothing tells "only hidden pages" from "no pages"."""
+    env = {"HELPBOT_GROWI_PATHS": "/手順"}
+    for n in range(hits):
+        fake.add_page(f"/人事/評価/{n}", "暗証番号 4711 の控え")
+    only_hidden = call(fake, clock, "searchPages", env=env, query="暗証番号 4711")
+    nothing = call(fake, clock, "searchPages", env=env, query="ケツァルコアトル")
+    assert only_hidden.to_dict() == nothing.to_dict() == {"status": "ok", "tool": "growi_searchPages", "total": 0}
+    assert call(fake, clock, "searchPages", query="暗証番号 4711").items  # the fake did find them
 
 
 # -- getPage ------------------------------------------------------------------------------------------------
@@ -161,10 +174,10 @@ def test_malformed_page_id_is_refused_before_the_request(fake: FakeGrowi, clock:
     assert fake.requests == []
 
 
-def test_missing_page_is_an_error_with_growis_message(fake: FakeGrowi, clock: Clock) -> None:
+def test_missing_page_is_an_error(fake: FakeGrowi, clock: Clock) -> None:
     result = call(fake, clock, "getPage", path="/どこにもない")
     assert result.status == "error"
-    assert "404" in (result.message or "") and "Page is not found" in (result.message or "")
+    assert "page /どこにもない was not found in Growi" in (result.message or "")
     assert clock.sleeps == []
 
 
@@ -174,7 +187,11 @@ def test_pages_outside_the_path_allowlist_are_refused(fake: FakeGrowi, clock: Cl
     assert by_path.status == "error" and "HELPBOT_GROWI_PATHS" in (by_path.message or "")
     assert fake.requests == []
     by_id = call(fake, clock, "getPage", env=env, pageId=page_id(fake, "/議事録/2026-05-01"))
-    assert by_id.status == "error" and "議論" not in by_id.to_json()
+    assert by_id.status == "error" and "議論" not in by_id.to_json() and "議事録" not in by_id.to_json()
+    # the refusal reads exactly like a page that does not exist
+    missing = call(fake, clock, "getPage", env=env, pageId="0123456789abcdef01234567")
+    assert by_id.to_dict() == {**missing.to_dict(), "message": (missing.message or "").replace(
+        "0123456789abcdef01234567", page_id(fake, "/議事録/2026-05-01"))}
     sibling = call(fake, clock, "getPage", env=env, path="/手順書/x")  # a prefix is a path, not a string prefix
     assert sibling.status == "error"
     allowed = call(fake, clock, "getPage", env=env, path="/手順/在庫同期")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pytest
 
@@ -138,7 +139,7 @@ def test_getIssue_history_relations_attachments(rm: Registry, ids: dict[str, int
 def test_getIssue_private_notes_are_never_returned(rm: Registry, ids: dict[str, int]) -> None:
     result = ok(rm.call("redmine:getIssue", {"issueId": ids["stock_sync"]}))
     assert "社外秘" not in result.to_json()  # the admin key could read it; the Slack thread must not
-    assert any("private" in note for note in result.notes)
+    assert not any("private" in note for note in result.notes)
 
 
 @real
@@ -207,16 +208,18 @@ def test_project_allowlist_is_enforced(redmine_server: RedmineServer, ids: dict[
     # Redmine lists subproject issues under project_id=ec-sync; the allowlist drops them
     scoped = ok(rm.call("redmine:getIssues", {"project": "ec-sync", "limit": 50}))
     assert ids["lab"] not in {i["issueId"] for i in scoped.items}
-    assert any("outside the allowed projects" in note for note in scoped.notes)
+    assert scoped.notes == []  # dropped without a trace
 
     refusals: list[tuple[str, dict[str, Any]]] = [
         ("getIssues", {"project": "internal-hr"}), ("search", {"query": "在庫", "project": "ec-lab"}),
-        ("getWikiPage", {"project": "internal-hr", "title": "在庫ツール契約"}),
-        ("getIssue", {"issueId": ids["hr"]}), ("getIssue", {"issueId": ids["lab"]})]
-    for name, args in refusals:
+        ("getWikiPage", {"project": "internal-hr", "title": "在庫ツール契約"})]
+    for name, args in refusals:  # the caller's own argument: refused before any request, naming the allowlist
         refused = rm.call(f"redmine:{name}", args)
         assert refused.is_error and "HELPBOT_REDMINE_PROJECTS" in (refused.message or ""), (name, refused)
         assert "総務" not in refused.to_json()
+    for number in (ids["hr"], ids["lab"]):  # known only from Redmine's answer: refused as if missing
+        refused = rm.call("redmine:getIssue", {"issueId": number})
+        assert refused.is_error and refused.message == f"no issue #{number} (or the API key may not see it)"
 
     parent = ok(rm.call("redmine:getIssue", {"issueId": ids["parent"]}))
     assert parent.item is not None and [c["issueId"] for c in parent.item["children"]] == [ids["child"]]
@@ -239,8 +242,9 @@ def test_a_wiki_redirect_into_another_project_is_refused(redmine_server: Redmine
     url, key = redmine_server.url, redmine_server.api_key
     rm = make_registry(url, key, HELPBOT_REDMINE_PROJECTS="ec-sync")
     refused = rm.call("redmine:getWikiPage", {"project": "ec-sync", "title": "契約一覧"})
-    assert refused.is_error and "HELPBOT_REDMINE_PROJECTS" in (refused.message or ""), refused.to_json()
-    assert "internal-hr" in (refused.message or "") and "総務" not in refused.to_json()
+    missing = rm.call("redmine:getWikiPage", {"project": "ec-sync", "title": "契約二覧"})
+    assert refused.is_error and refused.message == (missing.message or "").replace("契約二覧", "契約一覧")
+    assert "internal-hr" not in refused.to_json() and "総務" not in refused.to_json()
     # without an allowlist the redirect is followed, and the page says where it really lives
     moved = ok(make_registry(url, key).call("redmine:getWikiPage", {"project": "ec-sync", "title": "契約一覧"})).item
     assert moved is not None and moved["project"] == "internal-hr" and moved["title"] == "在庫ツール契約"
@@ -255,19 +259,19 @@ def test_private_issues_are_never_returned(rm: Registry, ids: dict[str, int]) ->
     secret = ids["private"]
     searched = ok(rm.call("redmine:search", {"query": "在庫", "limit": 50}))
     assert secret not in {item.get("issueId") for item in searched.items}
-    assert any("private: 1" in note for note in searched.notes), searched.notes
+    assert searched.notes == [] and searched.total == len(searched.items), searched.notes
     listed = ok(rm.call("redmine:getIssues", {"query": "在庫", "limit": 50}))
     assert secret not in {item["issueId"] for item in listed.items}
-    assert any("private" in note for note in listed.notes)
+    assert listed.notes == []
     refused = rm.call("redmine:getIssue", {"issueId": secret})
-    assert refused.is_error and "private" in (refused.message or "")
+    assert refused.is_error and refused.message == f"no issue #{secret} (or the API key may not see it)"
     parent = ok(rm.call("redmine:getIssue", {"issueId": ids["parent"]}))
     stock = ok(rm.call("redmine:getIssue", {"issueId": ids["stock_sync"]}))
     for result in (searched, listed, refused, parent, stock):
         assert "非公開" not in result.to_json() and "極秘" not in result.to_json()
     assert parent.item is not None and secret not in [c["issueId"] for c in parent.item["children"]]
     assert stock.item is not None and secret not in [r["issueId"] for r in stock.item["relations"]]
-    assert any("private" in note for note in stock.notes)
+    assert not any("private" in note for note in stock.notes)
 
 
 @real
@@ -506,7 +510,66 @@ def test_search_drops_hits_of_other_projects_even_when_redmine_returns_them(stub
     result = ok(make_registry(stub.url, "k", HELPBOT_REDMINE_PROJECTS="ec-sync")
                 .call("redmine:search", {"query": "在庫"}))
     assert [item["url"] for item in result.items] == [f"{stub.url}/issues/1"]
-    assert "2 results left out (outside the allowed projects: 2)" in result.notes
+    assert result.notes == [] and result.total == 1  # dropped without a trace
+
+
+def search_hits(stub: Stub, ids: list[int]) -> dict[str, Any]:
+    return {"results": [{"id": n, "title": f"Bug #{n} (New): 暗証番号 4711", "type": "issue",
+                         "url": f"{stub.url}/issues/{n}", "description": "暗証番号 4711",
+                         "datetime": "2026-11-30T10:51:03Z"} for n in ids],
+            "total_count": len(ids), "offset": 0, "limit": 10}
+
+
+@pytest.mark.parametrize("allowlist", [{}, {"HELPBOT_REDMINE_PROJECTS": "ec-sync"}])
+@pytest.mark.parametrize("hidden", [1, 3, 30])
+def test_search_whose_only_hits_are_hidden_is_a_search_without_hits(stub: Stub, allowlist: dict[str, str],
+                                                                    hidden: int) -> None:
+    """Private issues (and, with an allowlist, other projects' issues): whole results compared with no hits."""
+    private = [{**ISSUE["issue"], "id": 100 + n, "is_private": True} for n in range(hidden)]
+    foreign = [{**ISSUE["issue"], "id": 200 + n, "project": {"id": 3, "name": "社内総務"}} for n in range(hidden)]
+    shown = private + (foreign if allowlist else [])
+    ids = [issue["id"] for issue in shown]
+
+    def search(q: str) -> Reply:
+        return 200, {}, search_hits(stub, ids if "4711" in unquote_plus(q) else [])
+
+    stub.routes["/search.json"] = stub.routes["/projects/ec-sync/search.json"] = search
+    stub.routes["/issues.json"] = lambda q: (200, {}, {"issues": shown, "total_count": len(shown), "offset": 0,
+                                                       "limit": len(shown)})
+    registry = make_registry(stub.url, "k", **allowlist)
+    only_hidden = registry.call("redmine:search", {"query": "暗証番号 4711"})
+    nothing = registry.call("redmine:search", {"query": "暗証番号 4712"})
+    assert only_hidden.to_dict() == nothing.to_dict() == {"status": "ok", "tool": "redmine_search", "total": 0}
+    listed = registry.call("redmine:getIssues", {"query": "暗証番号"})
+    stub.routes["/issues.json"] = lambda q: (200, {}, {"issues": [], "total_count": 0, "offset": 0, "limit": 0})
+    assert listed.to_dict() == registry.call("redmine:getIssues", {"query": "暗証番号"}).to_dict()
+
+
+def test_a_private_issue_reads_like_a_missing_one(stub: Stub) -> None:
+    stub.routes["/issues/8.json"] = lambda q: (200, {}, {"issue": {**ISSUE["issue"], "id": 8, "is_private": True}})
+    stub.routes["/issues/9.json"] = lambda q: (200, {}, {"issue": {
+        **ISSUE["issue"], "id": 9, "project": {"id": 3, "name": "社内総務"}}})
+    registry = make_registry(stub.url, "k", HELPBOT_REDMINE_PROJECTS="ec-sync")
+    for number in (8, 9):
+        refused = registry.call("redmine:getIssue", {"issueId": number})
+        missing = registry.call("redmine:getIssue", {"issueId": number + 1000})
+        assert refused.is_error and refused.to_dict() == {
+            **missing.to_dict(), "message": (missing.message or "").replace(f"#{number + 1000}", f"#{number}")}
+        assert "private" not in refused.to_json() and "総務" not in refused.to_json()
+
+
+def test_private_notes_and_hidden_relations_leave_no_note(stub: Stub) -> None:
+    journals = [*ISSUE["issue"]["journals"], {"id": 2, "user": {"id": 5, "name": "太郎 田中"}, "notes": "極秘メモ",
+                                              "created_on": "2026-11-30T10:51:03Z", "private_notes": True}]
+    stub.routes["/issues/1.json"] = lambda q: (200, {}, {"issue": {
+        **ISSUE["issue"], "journals": journals, "relations": [
+            {"id": 1, "issue_id": 1, "issue_to_id": 8, "relation_type": "relates"}]}})
+    stub.routes["/issues.json"] = lambda q: (200, {}, {"issues": [{**ISSUE["issue"], "id": 8, "is_private": True}],
+                                                       "total_count": 1, "offset": 0, "limit": 1})
+    with_hidden = make_registry(stub.url, "k").call("redmine:getIssue", {"issueId": 1})
+    stub.routes["/issues/1.json"] = lambda q: (200, {}, ISSUE)
+    plain_issue = make_registry(stub.url, "k").call("redmine:getIssue", {"issueId": 1})
+    assert with_hidden.to_dict() == plain_issue.to_dict()
 
 
 def test_a_secret_at_the_edge_of_a_search_snippet_is_masked_whole(stub: Stub) -> None:

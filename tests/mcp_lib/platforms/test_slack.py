@@ -219,7 +219,7 @@ def test_search_never_returns_dms_or_group_dms_even_when_answering_there(fake: F
         channels = {item["channel_id"] for item in result.items}
         assert "D0TANAKA" not in channels and "C0MPIM" not in channels, answer_channel
         assert "パスワード" not in json.dumps(result.items, ensure_ascii=False)
-        assert any("left out" in note for note in result.notes)
+        assert result.notes == [] and result.total == len(result.items)  # no trace of what was left out
     # the fake did return them: the filter, not the fake, keeps them out
     raw = fake.calls("search.messages")
     assert len(raw) == 3
@@ -256,8 +256,8 @@ def test_search_count_is_passed_and_bounded(ws: Workspace, fake: FakeSlack, slee
         ws.post("C0GENERAL", f"バッチ結果 {n}", user="U0TANAKA")
     result = run(context(fake, sleeps), "searchMessages", query="バッチ結果", count=5)
     assert len(result.items) == 5 and result.total == 30
-    assert fake.calls("search.messages")[-1].params["count"] == "5"
-    assert any("30 matches in all" in note for note in result.notes)
+    assert fake.calls("search.messages")[-1].params["count"] == "100"  # a full page: room for hidden matches
+    assert any("more than 5 matches" in note for note in result.notes)
     too_many = run(context(fake, sleeps), "searchMessages", query="バッチ結果", count=500)
     assert too_many.is_error and "count" in (too_many.message or "")
 
@@ -312,7 +312,7 @@ def test_thread_by_channel_name_and_ts(fake: FakeSlack, sleeps: list[float]) -> 
         ({"url": "https://helpbot-test.slack.com/archives/C0ECSUP/p1735779660000001", "ts": "1735779720.000002"},
          "different messages"),
         ({"channel": "C0ECSUP", "ts": "1735000000.000000"}, "thread_not_found"),
-        ({"channel": "#no-such-channel", "ts": "1735779660.000001"}, "no channel named #no-such-channel"),
+        ({"channel": "#no-such-channel", "ts": "1735779660.000001"}, "no readable channel '#no-such-channel'"),
     ],
 )
 def test_thread_bad_input_is_a_clear_error(fake: FakeSlack, sleeps: list[float], arguments: dict[str, str],
@@ -325,7 +325,7 @@ def test_thread_in_a_dm_is_refused_even_when_answering_in_that_dm(ws: Workspace,
                                                                   sleeps: list[float]) -> None:
     url = ws.permalink("D0TANAKA", "1735779960.000007")
     result = run(context(fake, sleeps, answer_channel="D0TANAKA"), "getThreadMessages", url=url)
-    assert result.is_error and "never read" in (result.message or "")
+    assert result.is_error and result.message == unknown_channel_message("D0TANAKA")
     assert fake.calls("conversations.replies") == []
 
 
@@ -334,14 +334,14 @@ def test_group_dm_is_refused_by_its_is_mpim_flag_even_when_answering_there(fake:
     ctx = context(fake, sleeps, answer_channel="C0MPIM")
     for result in (run(ctx, "getThreadMessages", channel="C0MPIM", ts="1735780020.000008"),
                    run(ctx, "getConversationHistory", channel="C0MPIM")):
-        assert result.is_error and "never read" in (result.message or "")
+        assert result.is_error and "no readable channel 'C0MPIM'" in (result.message or "")
     assert fake.calls("conversations.replies") == [] and fake.calls("conversations.history") == []
 
 
 def test_private_thread_only_when_answering_in_that_channel(fake: FakeSlack, sleeps: list[float]) -> None:
     refused = run(context(fake, sleeps, answer_channel="C0ECSUP"), "getThreadMessages",
                   channel="C0SECRET", ts="1735779900.000005")
-    assert refused.is_error and "private channel" in (refused.message or "")
+    assert refused.is_error and refused.message == unknown_channel_message("C0SECRET")
     assert fake.calls("conversations.replies") == []
     allowed = run(context(fake, sleeps, answer_channel="C0SECRET"), "getThreadMessages",
                   channel="C0SECRET", ts="1735779900.000005")
@@ -384,8 +384,8 @@ def test_history_newest_first_with_limit_and_window(fake: FakeSlack, sleeps: lis
     assert bad.is_error and "oldest" in (bad.message or "")
 
 
-@pytest.mark.parametrize(("channel", "error"), [("C0NOBOT", "not_in_channel"), ("C0NOPE", "channel_not_found"),
-                                                ("C0HIDDEN", "channel_not_found")])
+@pytest.mark.parametrize(("channel", "error"), [("C0NOBOT", "not_in_channel"), ("C0NOPE", "no readable channel"),
+                                                ("C0HIDDEN", "no readable channel")])
 def test_history_slack_errors_are_errors_not_empty_successes(fake: FakeSlack, sleeps: list[float],
                                                              channel: str, error: str) -> None:
     result = run(context(fake, sleeps, answer_channel=channel), "getConversationHistory", channel=channel)
@@ -394,12 +394,76 @@ def test_history_slack_errors_are_errors_not_empty_successes(fake: FakeSlack, sl
 
 def test_history_private_and_dm_rules(fake: FakeSlack, sleeps: list[float]) -> None:
     refused = run(context(fake, sleeps), "getConversationHistory", channel="#secret-ops")
-    assert refused.is_error and "private channel" in (refused.message or "")
+    assert refused.is_error and refused.message == unknown_channel_message("#secret-ops")
     allowed = run(context(fake, sleeps, answer_channel="C0SECRET"), "getConversationHistory", channel="#secret-ops")
     assert texts(allowed) == ["在庫同期の障害対応メモ（社内限定）"]
     dm = run(context(fake, sleeps, answer_channel="D0TANAKA"), "getConversationHistory", channel="D0TANAKA")
-    assert dm.is_error and "never read" in (dm.message or "")
+    assert dm.is_error and dm.message == unknown_channel_message("D0TANAKA")
     assert all(call.params.get("channel") != "D0TANAKA" for call in fake.requests)
+
+
+def unknown_channel_message(channel: str) -> str | None:
+    """What a read of a channel that does not exist at all says, written as the caller wrote ``channel``."""
+    ws = Workspace()
+    ws.add_channel("C0ONLY", "only", members=set())
+    with FakeSlack(ws) as empty:
+        missing = run(context(empty, []), "getConversationHistory", channel="C0ZZZZ")
+    assert missing.is_error
+    return (missing.message or "").replace("'C0ZZZZ'", repr(channel))
+
+
+@pytest.mark.parametrize("channel", ["C0SECRET", "#secret-ops", "C0HIDDEN", "#no-bot-here", "D0TANAKA", "C0MPIM",
+                                     "#nope"])
+@pytest.mark.parametrize("tool", ["getConversationHistory", "getThreadMessages"])
+def test_a_refused_read_says_what_an_unknown_channel_says(fake: FakeSlack, sleeps: list[float], channel: str,
+                                                          tool: str) -> None:
+    """Nothing tells a private channel (or a DM) from one that does not exist: not its name, not the wording."""
+    args = {"channel": channel} if tool == "getConversationHistory" else {"channel": channel,
+                                                                         "ts": "1735779900.000005"}
+    refused = run(context(fake, sleeps, answer_channel="C0ECSUP"), tool, **args)
+    assert refused.is_error and refused.message == unknown_channel_message(channel)
+    for hidden in ("secret-ops", "no-bot-here", "mpdm", "社内限定", "C0SECRET"):
+        assert hidden not in refused.to_json() or hidden in channel
+
+
+HIDDEN_PLACES = ["C0SECRET", "C0HIDDEN", "D0TANAKA", "C0MPIM"]
+
+
+@pytest.mark.parametrize("hits", [1, 3, 25, 150])
+@pytest.mark.parametrize("answer_channel", [None, "C0ECSUP", "D0TANAKA", "C0MPIM"])
+def test_search_whose_only_hits_are_hidden_is_a_search_without_hits(ws: Workspace, fake: FakeSlack,
+                                                                    sleeps: list[float], hits: int,
+                                                                    answer_channel: str | None) -> None:
+    """The oracle: searching 「暗証番号は 4<d>」 digit by digit must tell the model nothing. Whole results compared."""
+    for n in range(hits):
+        ws.post(HIDDEN_PLACES[n % len(HIDDEN_PLACES)], f"暗証番号は 4711 です {n}", user="U0TANAKA")
+    ctx = context(fake, sleeps, answer_channel=answer_channel)
+    for count in (1, 5, 20):
+        only_hidden = run(ctx, "searchMessages", query="暗証番号は 4711", count=count)
+        nothing = run(ctx, "searchMessages", query="暗証番号は 4712", count=count)
+        assert only_hidden.to_dict() == nothing.to_dict() == {"status": "ok", "tool": "slack_searchMessages",
+                                                              "total": 0}
+    # and Slack did send the hidden matches: the filter, not the fake, keeps them out
+    raw = WebClient(token=USER_TOKEN, base_url=fake.url + "/").search_messages(query="暗証番号は 4711", count=100)
+    assert raw.data["messages"]["matches"]
+
+
+def test_hidden_hits_next_to_visible_ones_change_nothing(ws: Workspace, fake: FakeSlack,
+                                                         sleeps: list[float]) -> None:
+    ctx = context(fake, sleeps, answer_channel="C0ECSUP")
+    for n in range(3):
+        ws.post("C0GENERAL", f"棚卸し 手順 {n}", user="U0TANAKA", ts=f"17357{n}0000.000001")
+    before = run(ctx, "searchMessages", query="棚卸し", count=5).to_dict()
+    for n, place in enumerate(HIDDEN_PLACES):
+        ws.post(place, f"棚卸し 内緒 {n}", user="U0TANAKA", ts=f"17358{n}0000.000001")
+    assert run(ctx, "searchMessages", query="棚卸し", count=5).to_dict() == before
+
+
+def test_an_answer_in_a_private_channel_still_reads_it(fake: FakeSlack, sleeps: list[float]) -> None:
+    ctx = context(fake, sleeps, answer_channel="C0SECRET")
+    found = run(ctx, "searchMessages", query="障害対応メモ")
+    assert [i["channel_id"] for i in found.items] == ["C0SECRET"] and found.total == 1
+    assert texts(run(ctx, "getConversationHistory", channel="#secret-ops")) == ["在庫同期の障害対応メモ（社内限定）"]
 
 
 # -- getChannels --------------------------------------------------------------------------------------------
