@@ -24,13 +24,24 @@ def env_str(env: Mapping[str, str], name: str) -> str | None:
 
 
 def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
-    """A base URL without a trailing slash; a value without http(s):// is a ConfigError, not a late crash."""
+    """A base URL without a trailing slash; a value without http(s):// is a ConfigError, not a late crash.
+
+    A URL may carry no credentials (``http://admin:pass@host``): every source link built from it would carry
+    them into the answer. Credentials go in their own variables. The error names the variable, never the value.
+    """
     value = env_str(env, name) or default
     if value is None:
         return None
-    parsed = urlparse(value)
+    try:
+        parsed = urlparse(value)
+        _ = parsed.port  # raises on a port that is not a number
+    except ValueError:
+        raise ConfigError(name, "is not a URL; expected something like https://host/path") from None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(name, f"{value!r} is not a URL; expected something like https://host/path")
+        raise ConfigError(name, "is not a URL; expected something like https://host/path")
+    if "@" in parsed.netloc:
+        raise ConfigError(name, "must not carry a user name or password (user:pass@host); give the credentials "
+                                "in their own variable (the token or API key) and the URL without them")
     return value.rstrip("/")
 
 
