@@ -1,0 +1,101 @@
+"""faq.entries: the FAQ folder's files -- entries with front matter, and the synonym table."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ...config import ConfigError
+
+SYNONYMS_FILE = "_synonyms.yml"
+
+
+def entry_files(path: Path) -> list[Path]:
+    """Every ``*.md`` under the folder, except README and files or folders starting with ``_`` or ``.``."""
+    return sorted(
+        p for p in path.rglob("*.md")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+        and p.name.lower() != "readme.md"
+    )
+
+
+
+@dataclass
+class Entry:
+    id: str
+    question: str
+    tags: list[str]
+    body: str
+    file: str
+    url: str | None = None
+
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster on big FAQs
+_FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n(.*))?\Z", re.S)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def parse_entry(path: Path, root: Path | None = None) -> Entry:
+    """One FAQ file: a ``---`` front matter block (id, question, tags, optional url), then the markdown answer.
+    Anything malformed is a ConfigError that names the file and says what to fix."""
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    except UnicodeDecodeError:
+        raise ConfigError(where, "not UTF-8 text; save FAQ files as UTF-8") from None
+    match = _FRONT_MATTER_RE.match(text)
+    if not match:
+        raise ConfigError(where, "no front matter: the file must start with a '---' line, then id/question/tags, "
+                                 "then a closing '---' line")
+    try:
+        meta = yaml.load(match.group(1), Loader=_YAML_LOADER)
+    except yaml.YAMLError as exc:
+        raise ConfigError(where, f"front matter is not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(where, "front matter must be 'key: value' lines (id, question, tags, url)")
+    for key in ("id", "question"):
+        value = meta.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise ConfigError(where, f"front matter lacks {key!r}")
+        if not _scalar(value):
+            raise ConfigError(where, f"{key!r} must be a single value, not {type(value).__name__}")
+    entry_id = str(meta["id"]).strip()
+    if re.search(r"\s", entry_id):
+        raise ConfigError(where, f"id {entry_id!r} must not contain spaces")
+    tags = meta.get("tags")
+    if tags is None:
+        tags = []
+    if not isinstance(tags, list) or not all(_scalar(tag) for tag in tags):
+        raise ConfigError(where, "'tags' must be a list of words, e.g. tags: [在庫, Shopify]")
+    url = meta.get("url")
+    if url is not None and not (isinstance(url, str) and re.match(r"https?://\S+\Z", url.strip())):
+        raise ConfigError(where, f"'url' must be an http(s) URL, got {url!r}")
+    body = (match.group(2) or "").strip()
+    if not body:
+        raise ConfigError(where, "the answer is missing: write it below the closing '---'")
+    name = path.relative_to(root).as_posix() if root else path.name
+    return Entry(id=entry_id, question=str(meta["question"]).strip(), tags=[str(t) for t in tags], body=body,
+                 file=name, url=url.strip() if url else None)
+
+
+def load_synonyms(path: Path) -> list[list[str]]:
+    """``_synonyms.yml``: a list of groups, each a list of words meaning the same thing for searching."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), f"not valid YAML ({str(exc).splitlines()[0]})") from None
+    groups = raw or []
+    if not isinstance(groups, list):
+        raise ConfigError(str(path), "expected a list of synonym groups, e.g. - [在庫, stock, inventory]")
+    for group in groups:
+        if not isinstance(group, list) or len(group) < 2 or not all(_scalar(w) for w in group):
+            raise ConfigError(str(path), f"each synonym group must be a list of two or more words, got {group!r}")
+    return [[str(w) for w in group] for group in groups]
+

@@ -1,0 +1,278 @@
+"""faq.index: BM25 over the entries, with the synonym table and typo tolerance."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+import unicodedata
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from ...config import ConfigError
+from .entries import SYNONYMS_FILE, Entry, entry_files, load_synonyms, parse_entry
+from .text import (
+    FUZZY_CANDIDATES,
+    FUZZY_MIN_SIMILARITY,
+    TAG_BOOST,
+    analyze,
+    fuzzy_candidate,
+    normalize,
+    query_weights,
+    trigrams,
+)
+
+
+@dataclass
+class _SynonymGroup:
+    key: str  # the index term that stands for the whole group
+    words: list[str]
+    patterns: list[re.Pattern[str]]
+    terms: list[list[str]]  # the index terms of each word
+
+
+def _compile_synonyms(groups: Iterable[list[str]]) -> list[_SynonymGroup]:
+    """Latin words match as whole words (``sku`` not inside ``skus``; ``rate limit`` as a phrase); Japanese
+    words match anywhere, since Japanese has no spaces that mark words (ずれ matches ずれてる)."""
+    compiled = []
+    for number, group in enumerate(groups):
+        words = list(dict.fromkeys(w for w in (normalize(str(w)).strip() for w in group) if w))
+        patterns = []
+        for word in words:
+            pattern = re.escape(word)
+            if word[0].isascii():
+                pattern = r"(?<![a-z0-9])" + pattern
+            if word[-1].isascii():
+                pattern += r"(?![a-z0-9])"
+            patterns.append(re.compile(pattern))
+        terms = [list(dict.fromkeys(analyze(word, normalized=True))) for word in words]
+        compiled.append(_SynonymGroup(f"={number}", words, patterns, terms))
+    return compiled
+
+
+@dataclass
+class QueryPlan:
+    """What a query looks for: index terms with weights (a synonym group is one term), the known words that
+    stand in for misspelt ones, and the words a snippet should show."""
+
+    terms: dict[str, float]
+    corrections: dict[str, str]
+    words: set[str]
+
+
+Posting = tuple["array[int]", "array[float]"]  # entry numbers, and the term's BM25 weight in each
+
+
+@dataclass
+class FaqIndex:
+    """BM25 over CJK bigrams and Latin words, with the weights of every (term, entry) pair computed at load.
+
+    - Fields: a term's count is weighted by field (question x4, tags x2, body x1), so a word in the question
+      counts more than the same word in the body.
+    - Synonyms: each group is indexed as one more term whose count in an entry is the sum of its words' counts
+      (as Lucene's SynonymQuery does), so 在庫 / stock / inventory score as one word with one idf, and an entry
+      that uses a rare spelling is not favoured over one that uses the common one.
+    - Typos: a Latin query word that no entry contains is replaced by the known words closest to it by
+      character trigrams (shopfy -> shopify), which may in turn pull in its synonym group.
+    """
+
+    entries: list[Entry]
+    synonyms: list[list[str]] = field(default_factory=list)
+    base_url: str | None = None
+    k1: float = 2.0
+    b: float = 0.6
+    min_relative_score: float = 0.15
+
+    FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
+
+    def __post_init__(self) -> None:
+        seen: dict[str, str] = {}
+        for entry in self.entries:
+            if entry.id in seen:
+                raise ConfigError(entry.file, f"duplicate FAQ id {entry.id!r} (also in {seen[entry.id]})")
+            seen[entry.id] = entry.file
+        self.by_id = {entry.id: entry for entry in self.entries}
+        self._tag_sets = [frozenset(normalize(tag).strip() for tag in entry.tags) for entry in self.entries]
+        self._groups = _compile_synonyms(self.synonyms)
+
+        postings, lengths = self._count_terms()
+        for group in self._groups:
+            counts = self._group_counts(group, postings)
+            if counts:
+                ordered = sorted(counts)
+                postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
+        self.postings = self._bm25(postings, lengths)
+        self._index_vocabulary()
+
+    def _count_terms(self) -> tuple[dict[str, Posting], list[float]]:
+        """Per term, the entries containing it and its field-weighted count there; and each entry's length."""
+        postings: dict[str, Posting] = {}
+        lengths: list[float] = []
+        for doc, entry in enumerate(self.entries):
+            weighted: dict[str, float] = {}
+            texts = {"question": entry.question, "tags": " ".join(entry.tags), "body": entry.body}
+            for name, weight in self.FIELD_WEIGHTS:
+                for term in analyze(texts[name]):
+                    weighted[term] = weighted.get(term, 0.0) + weight
+            for term, count in weighted.items():
+                posting = postings.get(term)
+                if posting is None:
+                    posting = postings[term] = (array("i"), array("f"))
+                posting[0].append(doc)
+                posting[1].append(count)
+            lengths.append(sum(weighted.values()))
+        return postings, lengths
+
+    def _bm25(self, postings: dict[str, Posting], lengths: list[float]) -> dict[str, Posting]:
+        """Replace each count by the term's BM25 weight in that entry, so that a query only adds numbers up."""
+        average = sum(lengths) / len(lengths) if lengths else 1.0
+        norms = [self.k1 * (1 - self.b + self.b * length / average) for length in lengths]
+        n_docs = len(self.entries)
+        k1_plus_1 = self.k1 + 1
+        weighted: dict[str, Posting] = {}
+        for term, (docs, counts) in postings.items():
+            idf = math.log(1 + (n_docs - len(docs) + 0.5) / (len(docs) + 0.5))
+            impacts = [idf * c * k1_plus_1 / (c + norms[d]) for d, c in zip(docs, counts, strict=True)]
+            weighted[term] = (docs, array("f", impacts))
+        return weighted
+
+    def _index_vocabulary(self) -> None:
+        """Trigrams of every Latin word the entries or the synonym table know, for correcting typos."""
+        vocabulary = {t for t in self.postings if fuzzy_candidate(t)}
+        vocabulary.update(t for group in self._groups for terms in group.terms for t in terms if fuzzy_candidate(t))
+        self._trigram_words: dict[str, list[str]] = {}
+        self._trigram_counts: dict[str, int] = {}
+        for word in sorted(vocabulary):
+            grams = trigrams(word)
+            self._trigram_counts[word] = len(grams)
+            for gram in grams:
+                self._trigram_words.setdefault(gram, []).append(word)
+
+    @staticmethod
+    def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict[int, float]:
+        """Per entry, the summed counts of the group's words. A word of several bigrams is counted as often as
+        its rarest bigram occurs there (an upper bound: the bigrams need not be adjacent)."""
+        total: dict[int, float] = {}
+        for terms in group.terms:
+            if not terms or any(term not in postings for term in terms):
+                continue
+            rarest, *others = sorted(terms, key=lambda t: len(postings[t][0]))
+            counts = dict(zip(*postings[rarest], strict=True))
+            for term in others:
+                other = dict(zip(*postings[term], strict=True))
+                counts = {doc: min(count, other[doc]) for doc, count in counts.items() if doc in other}
+            for doc, count in counts.items():
+                total[doc] = total.get(doc, 0.0) + count
+        return total
+
+    @classmethod
+    def load(cls, path: Path, base_url: str | None = None) -> FaqIndex:
+        synonyms_path = path / SYNONYMS_FILE
+        synonyms = load_synonyms(synonyms_path) if synonyms_path.exists() else []
+        entries = [parse_entry(p, root=path) for p in entry_files(path)]
+        return cls(entries, synonyms=synonyms, base_url=base_url)
+
+    def similar_words(self, word: str) -> list[tuple[str, float]]:
+        """Known words whose trigrams overlap the word's the most (Dice coefficient), best first."""
+        grams = trigrams(word)
+        shared: Counter[str] = Counter()
+        for gram in grams:
+            shared.update(self._trigram_words.get(gram, ()))
+        scored = [(known, 2 * n / (len(grams) + self._trigram_counts[known])) for known, n in shared.items()]
+        good = sorted((pair for pair in scored if pair[1] >= FUZZY_MIN_SIMILARITY), key=lambda p: (-p[1], p[0]))
+        return good[:FUZZY_CANDIDATES]
+
+    def plan(self, query: str) -> QueryPlan:
+        norm = normalize(query)
+        weights: dict[str, float] = dict(query_weights(norm, normalized=True))
+        corrections: dict[str, str] = {}
+        for word in [w for w in weights if w not in self.postings and fuzzy_candidate(w)]:
+            similar = self.similar_words(word)
+            for known, similarity in similar:
+                weights[known] = max(weights.get(known, 0.0), weights[word] * similarity)
+            if similar:
+                corrections[word] = similar[0][0]
+        words = {t for t in weights if len(t) > 1}
+        text = " ".join([norm, *corrections.values()])
+        for group in self._groups:
+            matched = [i for i, pattern in enumerate(group.patterns) if pattern.search(text)]
+            if not matched or group.key not in self.postings:
+                continue
+            # the group replaces the words that matched it, with the weight of the heaviest of them
+            weight = max(sum(weights.get(t, 0.0) for t in group.terms[i]) or 1.0 for i in matched)
+            for i in matched:
+                for term in group.terms[i]:
+                    weights.pop(term, None)
+            weights[group.key] = max(weights.get(group.key, 0.0), weight)
+            words.update(t for terms in group.terms for t in terms if len(t) > 1)
+        return QueryPlan(weights, corrections, words)
+
+    def search(self, query: str | QueryPlan, limit: int = 5,
+               boost_tags: Iterable[str] = ()) -> list[tuple[Entry, float]]:
+        """Best entries first. Entries scoring far below the best one are left out: they matched only noise.
+        Entries carrying one of ``boost_tags`` (compared normalised: ``shopify`` = ``Shopify``) score
+        ``TAG_BOOST`` times more."""
+        plan = self.plan(query) if isinstance(query, str) else query
+        scores: dict[int, float] = {}
+        get = scores.get
+        for term, weight in plan.terms.items():
+            posting = self.postings.get(term)
+            if posting is None:
+                continue
+            for doc, impact in zip(*posting, strict=True):
+                scores[doc] = get(doc, 0.0) + impact * weight
+        boosts = {normalize(tag).strip() for tag in boost_tags} - {""}
+        if boosts:
+            for doc in scores:
+                if self._tag_sets[doc] & boosts:
+                    scores[doc] *= TAG_BOOST
+        top = heapq.nlargest(limit, scores.items(), key=lambda pair: pair[1])
+        if not top:
+            return []
+        floor = top[0][1] * self.min_relative_score
+        return [(self.entries[doc], score) for doc, score in top if score >= floor]
+
+    def url_of(self, entry: Entry) -> str:
+        """The entry's own url; else the file under HELPBOT_FAQ_BASE_URL (or on GitHub in Actions); else faq://id."""
+        if entry.url:
+            return entry.url
+        if self.base_url:
+            return f"{self.base_url}/{quote(entry.file)}"
+        return f"faq://{entry.id}"
+
+    def snippet(self, body: str, query: str | QueryPlan, width: int = 200) -> str:
+        """The part of the body where the most query words (or their synonyms) meet, so the model sees why
+        the entry matched."""
+        flat = " ".join(body.split())
+        if len(flat) <= width:
+            return flat
+        # Normalise character by character, remembering where each normalised character came from.
+        chars: list[str] = []
+        origin: list[int] = []
+        for i, ch in enumerate(flat):
+            folded = unicodedata.normalize("NFKC", ch).lower()
+            chars.append(folded)
+            origin.extend([i] * len(folded))
+        norm = "".join(chars)
+        words = (self.plan(query) if isinstance(query, str) else query).words
+        hits = sorted((m.start(), word) for word in words for m in re.finditer(re.escape(word), norm))
+        # Slide a window over the hits; keep the one that shows the most different words.
+        best, best_count, right = 0, 0, 0
+        window: Counter[str] = Counter()
+        for position, word in hits:
+            while right < len(hits) and hits[right][0] < position + width * 3 // 4:
+                window[hits[right][1]] += 1
+                right += 1
+            if len(window) > best_count:
+                best, best_count = max(0, position - width // 4), len(window)
+            window[word] -= 1
+            if not window[word]:
+                del window[word]
+        start = origin[best] if hits else 0
+        piece = flat[start : start + width]
+        return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+

@@ -1,0 +1,117 @@
+"""faq.text: how FAQ text and queries become index terms.
+
+Japanese has no spaces between words and we want no dictionary, so the terms are character bigrams of CJK runs
+(split at particles: 在庫|が|ずれる) and the words of Latin text. Text is NFKC-normalised (half-width katakana,
+full-width letters), lower-cased, English plurals folded, and a word-final long-vowel mark dropped
+(サーバー = サーバ). Function words (です, して, the, how) are not indexed: in a mostly Japanese FAQ the English
+ones would otherwise look rare, and so important. Katakana is deliberately not folded into hiragana: loanwords
+would then collide with those function words (サイズ -> さいず ~ ください).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+import unicodedata
+
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ー"
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
+_KATAKANA_WORD_RE = re.compile(r"[ァ-ヺー]{3,}")
+
+# A Latin word weighs as much as one CJK bigram in a query; a misspelt word is replaced by up to
+# FUZZY_CANDIDATES known words whose trigrams overlap (Dice coefficient) by at least FUZZY_MIN_SIMILARITY.
+LATIN_WEIGHT = 2.0
+FUZZY_MIN_SIMILARITY = 0.5
+FUZZY_CANDIDATES = 3
+# An entry carrying one of the caller's boost tags (the question's tags) scores this much more. Multiplied, not
+# added: a boost reorders entries that match the query but never brings in one that does not.
+TAG_BOOST = 1.3
+
+# Words that say nothing about the topic. English ones matter most: in a mostly Japanese FAQ they occur only in
+# the English entries and would otherwise look rare (and so important) to BM25.
+_STOP_WORDS = frozenset((
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
+    "can", "could", "did", "do", "does", "for", "from", "get", "got", "has", "have", "how", "i", "if", "in",
+    "into", "is", "it", "its", "just", "me", "my", "no", "not", "of", "on", "one", "or", "our", "please",
+    "should", "so", "some", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this",
+    "to", "too", "us", "very", "was", "we", "what", "when", "where", "which", "who", "why", "will", "with",
+    "would", "you", "your",
+))
+# Japanese function words and endings; their hiragana bigrams are not indexed ("ですか", "している", "んだけど").
+_STOP_PHRASES = (
+    "です", "ですか", "でした", "でしょう", "ます", "ません", "ました", "ましょう", "ください", "ほしい", "たい",
+    "して", "している", "しています", "した", "する", "される", "されて", "された", "すれば", "なる", "なった",
+    "なって", "ある", "あります", "いる", "いない", "いた", "って", "という", "けど", "けれど", "だけど", "んです",
+    "んだ", "ので", "のに", "から", "まで", "には", "では", "での", "とは", "への", "でも", "など", "こと", "もの",
+    "とき", "ため", "ような", "ように", "どう", "どの", "どこ", "なぜ", "なん", "いつ", "これ", "それ", "あれ",
+    "この", "その", "あの", "ちゃん", "ちゃう", "かな", "かも", "よね",
+)
+_STOP_BIGRAMS = frozenset(p[i : i + 2] for p in _STOP_PHRASES for i in range(len(p) - 1))
+
+
+def _drop_long_vowel(match: re.Match[str]) -> str:
+    word = match.group()
+    return word[:-1] if word.endswith("ー") else word
+
+
+def normalize(text: str) -> str:
+    """NFKC (full/half width), lower case, サーバー -> サーバ."""
+    return _KATAKANA_WORD_RE.sub(_drop_long_vowel, unicodedata.normalize("NFKC", text).lower())
+
+
+def _stem(word: str) -> str:
+    """Just enough English stemming for plurals: orders -> order, webhooks -> webhook (not address)."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def trigrams(word: str) -> set[str]:
+    """Character trigrams of a word padded with spaces; ``shopfy`` shares 4 of its 6 with ``shopify``."""
+    padded = f" {word} "
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+
+
+def fuzzy_candidate(word: str) -> bool:
+    return len(word) >= 4 and word[0].isalpha() and word.isascii()
+
+
+@functools.lru_cache(maxsize=65536)
+def _latin_words(token: str) -> tuple[str, ...]:
+    """``sp-api`` is indexed as itself and as ``sp`` and ``api``."""
+    words = [token] if token.isalnum() else [token, *(p for p in re.split(r"[._'-]", token) if p)]
+    return tuple(_stem(w) for w in words if w not in _STOP_WORDS)
+
+
+# A particle right after a kanji or katakana ends a word (在庫|が|ずれる, 楽天|の|受注); bigrams across it
+# (庫が, がず) would match the same particle in unrelated entries.
+_PARTICLE_RE = re.compile(r"(?<=[^\u3040-\u309f])[のがをにはへでとも]")
+
+
+@functools.lru_cache(maxsize=65536)
+def _cjk_terms(run: str) -> tuple[str, ...]:
+    """Bigrams of a CJK run split at particles, without function-word bigrams; a lone kanji stays a term."""
+    terms: list[str] = []
+    for part in _PARTICLE_RE.split(run):
+        if len(part) > 1:
+            terms.extend(b for b in map(operator.add, part, part[1:]) if b not in _STOP_BIGRAMS)
+        elif part and not "\u3040" <= part <= "\u309f":
+            terms.append(part)
+    return tuple(terms)
+
+
+def analyze(text: str, normalized: bool = False) -> list[str]:
+    """Index terms of a text: bigrams of its CJK runs and its Latin words (lower-case, plurals folded)."""
+    terms: list[str] = []
+    for run in _TOKEN_RE.findall(text if normalized else normalize(text)):
+        terms.extend(_latin_words(run) if run[0].isascii() else _cjk_terms(run))
+    return terms
+
+
+def query_weights(text: str, normalized: bool = False) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for term in analyze(text, normalized):
+        weights[term] = weights.get(term, 0.0) + (LATIN_WEIGHT if term[0].isascii() else 1.0)
+    return weights
+
