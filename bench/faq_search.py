@@ -1,13 +1,19 @@
-"""FAQ search over a large synthetic FAQ: load time and per-query latency (target: < 50 ms per query).
+"""FAQ search over a large synthetic FAQ: build vs cached load, and per-query latency.
 
-    uv run python bench/faq_search.py [--entries 10000] [--repeat 5] [--seed 7]
+    uv run python bench/faq_search.py [--entries 10000] [--repeat 5] [--loads 5] [--seed 7]
+
+Targets: the first tool call of a new process (a fresh Registry) with the index in the cache <= 0.2 s at 10k
+entries; < 50 ms per query after that.
 
 The entries are written as real markdown files to a temporary folder and loaded the way the tool loads them, so
-the load time includes parsing. Their text is recombined from the bundled FAQ (sentences, tags, questions) with
-random store names, SKUs and error codes mixed in, so the vocabulary and the posting lengths look like a large
-real FAQ of the same team rather than random characters. Queries are the kind users ask (Japanese, English,
-mixed, with typos). Latency is measured twice: the bare ranking (``FaqIndex.search``) and the whole tool call
-(ranking, snippets, limits, redaction, the result envelope) through the registry.
+the build time includes parsing. "build" is the first faq_search call of a fresh Registry with an empty cache
+folder (list, hash, parse, index, write the cache); "load" is the same first call with the index cached (list
+and hash the files, read the cache file, rank). Both go through the real tool call. The entries' text is
+recombined from the bundled FAQ (sentences, tags, questions) with random store names, SKUs and error codes mixed
+in, so the vocabulary and the posting lengths look like a large real FAQ of the same team rather than random
+characters. Queries are the kind users ask (Japanese, English, mixed, with typos). Latency is measured twice: the
+bare ranking (``FaqIndex.search``) and the whole tool call (ranking, snippets, limits, redaction, the result
+envelope) through the registry.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from mcp_lib.platforms.faq import FaqIndex
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "faq"
 TARGET_MS = 50.0
+LOAD_TARGET_S = 0.2
 
 QUERIES = [
     "在庫がずれる",
@@ -126,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5, help="how many times each query is run")
+    parser.add_argument("--loads", type=int, default=5, help="how many fresh processes' first calls to time")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
 
@@ -139,25 +147,40 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {len(entries)} entries in {time.perf_counter() - start:.2f} s "
               f"({sum(len(e[3]) for e in entries) / len(entries):.0f} characters of answer on average)")
 
-        start = time.perf_counter()
-        index = FaqIndex.load(folder)
-        load_s = time.perf_counter() - start
-        longest = max(len(docs) for docs, _ in index.postings.values())
-        print(f"load (parse + index)         {load_s:6.2f} s    {len(index.postings)} terms, "
-              f"longest posting list {longest} entries")
+        cache = folder / "_cache"  # inside the FAQ folder: names starting with "_" are not entries
+        env = {"HELPBOT_FAQ_PATH": str(folder), "HELPBOT_FAQ_CACHE_DIR": str(cache)}
 
-        registry = Registry(env={"HELPBOT_FAQ_PATH": str(folder)}, clients={"faq": index})
+        def first_call() -> tuple[float, Registry]:
+            start = time.perf_counter()
+            registry = Registry(env=env)
+            result = registry.get_mcp("faq").functions["search"](QUERIES[0], limit=3)
+            elapsed = time.perf_counter() - start
+            assert result.status == "ok" and result.items, result.to_json()
+            return elapsed, registry
+
+        build_s, _ = first_call()
+        loads = [first_call() for _ in range(args.loads)]
+        load_s = [elapsed for elapsed, _ in loads]
+        registry = loads[-1][1]
+        index = registry.context("faq").client
+        longest = max(len(docs) for docs, _ in index.postings.values())
+        size = sum(p.stat().st_size for p in cache.iterdir()) / 2**20
+        print(f"build (first call, empty cache)   {build_s:6.2f} s    {len(index.postings)} terms, "
+              f"longest posting list {longest} entries, cache {size:.1f} MiB")
+        print(f"load  (first call, cached index)  min {min(load_s):5.3f} s   median {statistics.median(load_s):5.3f} s"
+              f"   max {max(load_s):5.3f} s   (n={len(load_s)})")
         tool = registry.get_mcp("faq").functions["search"]
-        sample = tool(QUERIES[0], limit=3)
-        assert sample.status == "ok" and sample.items, sample.to_json()
 
         print(f"{len(QUERIES)} queries x {args.repeat}, limit=5:")
         report("ranking (FaqIndex.search)", timings(lambda q: index.search(q, 5), QUERIES, args.repeat))
         p95 = report("tool call (faq_search)", timings(lambda q: tool(q, limit=5), QUERIES, args.repeat))
 
+    load_ok = statistics.median(load_s) <= LOAD_TARGET_S
+    print(f"target: cached load <= {LOAD_TARGET_S} s -> {'OK' if load_ok else 'TOO SLOW'} "
+          f"(median {statistics.median(load_s):.3f} s)")
     verdict = "OK" if p95 < TARGET_MS else "TOO SLOW"
     print(f"target: < {TARGET_MS:.0f} ms per query after loading -> {verdict} (p95 of the tool call {p95:.2f} ms)")
-    return 0 if p95 < TARGET_MS else 1
+    return 0 if p95 < TARGET_MS and load_ok else 1
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from pydantic import Field
 from ...config import ConfigError, env_str, env_url
 from ...core import Platform, Result, ToolContext, ToolError
 from ...redact import redact_secrets
-from .entries import SYNONYMS_FILE, Entry, entry_files, load_synonyms, parse_entry
+from . import store
+from .entries import SYNONYMS_FILE, Entry, entry_files, entry_names, load_synonyms, parse_entry
 from .index import FaqIndex, QueryPlan
 from .text import TAG_BOOST, analyze, normalize, query_weights, trigrams
 
@@ -36,7 +37,7 @@ _BUNDLED_FAQ = Path(__file__).resolve().parents[2] / "_bundled_faq"
 class FaqConfig:
     path: Path
     base_url: str | None
-
+    cache_dir: Path | None = None  # where the built index is kept (faq.store); None: in memory only
 
 
 def load_config(env: Mapping[str, str]) -> FaqConfig:
@@ -45,7 +46,7 @@ def load_config(env: Mapping[str, str]) -> FaqConfig:
         path = Path(configured).expanduser()
         if not path.is_dir():
             raise ConfigError("HELPBOT_FAQ_PATH", f"{configured!r} is not a directory of FAQ markdown files")
-        if not entry_files(path):
+        if not entry_names(path):
             raise ConfigError("HELPBOT_FAQ_PATH", f"{configured!r} contains no FAQ entries (*.md files)")
     else:
         path = _REPO_FAQ if _REPO_FAQ.is_dir() else _BUNDLED_FAQ
@@ -54,12 +55,11 @@ def load_config(env: Mapping[str, str]) -> FaqConfig:
         server = env_str(env, "GITHUB_SERVER_URL") or "https://github.com"
         ref = env_str(env, "GITHUB_SHA") or "HEAD"
         base_url = f"{server}/{env['GITHUB_REPOSITORY']}/blob/{ref}/faq"
-    return FaqConfig(path=path, base_url=base_url.rstrip("/") if base_url else None)
-
+    return FaqConfig(path=path, base_url=base_url.rstrip("/") if base_url else None, cache_dir=store.cache_dir(env))
 
 
 def make_client(config: FaqConfig) -> FaqIndex:
-    return FaqIndex.load(config.path, base_url=config.base_url)
+    return store.load_index(config.path, base_url=config.base_url, cache=config.cache_dir)
 
 
 PLATFORM = Platform(
@@ -77,7 +77,8 @@ PLATFORM = Platform(
     load_config=load_config,
     make_client=make_client,
     setup="設定不要。`faq/` の markdown を読む"
-          "（`HELPBOT_FAQ_PATH` で別のフォルダ、`HELPBOT_FAQ_BASE_URL` でリンク先）。",
+          "（`HELPBOT_FAQ_PATH` で別のフォルダ、`HELPBOT_FAQ_BASE_URL` でリンク先、"
+          "`HELPBOT_FAQ_CACHE_DIR` で索引のキャッシュ先）。",
 )
 
 

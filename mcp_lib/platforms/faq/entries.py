@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,14 +15,22 @@ from ...config import ConfigError
 SYNONYMS_FILE = "_synonyms.yml"
 
 
+def entry_names(path: Path) -> list[str]:
+    """The entry files under the folder, as sorted relative posix paths: every ``*.md`` except README and files
+    or folders starting with ``_`` or ``.``. Plain strings: listing 10k entries stays a few milliseconds."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        prefix = os.path.relpath(folder, path).replace(os.sep, "/") + "/"
+        prefix = "" if prefix == "./" else prefix
+        found.extend(prefix + name for name in files
+                     if name.endswith(".md") and not name.startswith(("_", ".")) and name.lower() != "readme.md")
+    return sorted(found, key=lambda name: name.split("/"))
+
+
 def entry_files(path: Path) -> list[Path]:
     """Every ``*.md`` under the folder, except README and files or folders starting with ``_`` or ``.``."""
-    return sorted(
-        p for p in path.rglob("*.md")
-        if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
-        and p.name.lower() != "readme.md"
-    )
-
+    return [path / name for name in entry_names(path)]
 
 
 @dataclass

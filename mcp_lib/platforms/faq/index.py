@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
@@ -86,6 +87,8 @@ class FaqIndex:
     k1: float = 2.0
     b: float = 0.6
     min_relative_score: float = 0.15
+    # The BM25 weights when they come from the on-disk cache (faq.store); computed from the entries otherwise.
+    postings: Mapping[str, Posting] = field(default_factory=dict, repr=False)
 
     FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
 
@@ -96,17 +99,15 @@ class FaqIndex:
                 raise ConfigError(entry.file, f"duplicate FAQ id {entry.id!r} (also in {seen[entry.id]})")
             seen[entry.id] = entry.file
         self.by_id = {entry.id: entry for entry in self.entries}
-        self._tag_sets = [frozenset(normalize(tag).strip() for tag in entry.tags) for entry in self.entries]
         self._groups = _compile_synonyms(self.synonyms)
-
-        postings, lengths = self._count_terms()
-        for group in self._groups:
-            counts = self._group_counts(group, postings)
-            if counts:
-                ordered = sorted(counts)
-                postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
-        self.postings = self._bm25(postings, lengths)
-        self._index_vocabulary()
+        if not self.postings:
+            postings, lengths = self._count_terms()
+            for group in self._groups:
+                counts = self._group_counts(group, postings)
+                if counts:
+                    ordered = sorted(counts)
+                    postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
+            self.postings = self._bm25(postings, lengths)
 
     def _count_terms(self) -> tuple[dict[str, Posting], list[float]]:
         """Per term, the entries containing it and its field-weighted count there; and each entry's length."""
@@ -140,17 +141,25 @@ class FaqIndex:
             weighted[term] = (docs, array("f", impacts))
         return weighted
 
-    def _index_vocabulary(self) -> None:
-        """Trigrams of every Latin word the entries or the synonym table know, for correcting typos."""
+    @functools.cached_property
+    def _tag_sets(self) -> list[frozenset[str]]:
+        """Each entry's tags, normalised; built on the first search with boost tags."""
+        return [frozenset(normalize(tag).strip() for tag in entry.tags) for entry in self.entries]
+
+    @functools.cached_property
+    def _vocabulary(self) -> tuple[dict[str, list[str]], dict[str, int]]:
+        """Trigrams of every Latin word the entries or the synonym table know, for correcting typos: per trigram
+        the words having it, and each word's trigram count. Built on the first query with an unknown word."""
         vocabulary = {t for t in self.postings if fuzzy_candidate(t)}
         vocabulary.update(t for group in self._groups for terms in group.terms for t in terms if fuzzy_candidate(t))
-        self._trigram_words: dict[str, list[str]] = {}
-        self._trigram_counts: dict[str, int] = {}
+        words: dict[str, list[str]] = {}
+        counts: dict[str, int] = {}
         for word in sorted(vocabulary):
             grams = trigrams(word)
-            self._trigram_counts[word] = len(grams)
+            counts[word] = len(grams)
             for gram in grams:
-                self._trigram_words.setdefault(gram, []).append(word)
+                words.setdefault(gram, []).append(word)
+        return words, counts
 
     @staticmethod
     def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict[int, float]:
@@ -170,19 +179,21 @@ class FaqIndex:
         return total
 
     @classmethod
-    def load(cls, path: Path, base_url: str | None = None) -> FaqIndex:
+    def load(cls, path: Path, base_url: str | None = None, files: list[Path] | None = None) -> FaqIndex:
+        """Built from the folder (``files``: its entry files, when the caller has listed them already)."""
         synonyms_path = path / SYNONYMS_FILE
         synonyms = load_synonyms(synonyms_path) if synonyms_path.exists() else []
-        entries = [parse_entry(p, root=path) for p in entry_files(path)]
+        entries = [parse_entry(p, root=path) for p in (entry_files(path) if files is None else files)]
         return cls(entries, synonyms=synonyms, base_url=base_url)
 
     def similar_words(self, word: str) -> list[tuple[str, float]]:
         """Known words whose trigrams overlap the word's the most (Dice coefficient), best first."""
         grams = trigrams(word)
+        trigram_words, trigram_counts = self._vocabulary
         shared: Counter[str] = Counter()
         for gram in grams:
-            shared.update(self._trigram_words.get(gram, ()))
-        scored = [(known, 2 * n / (len(grams) + self._trigram_counts[known])) for known, n in shared.items()]
+            shared.update(trigram_words.get(gram, ()))
+        scored = [(known, 2 * n / (len(grams) + trigram_counts[known])) for known, n in shared.items()]
         good = sorted((pair for pair in scored if pair[1] >= FUZZY_MIN_SIMILARITY), key=lambda p: (-p[1], p[0]))
         return good[:FUZZY_CANDIDATES]
 

@@ -1,0 +1,113 @@
+"""The FAQ index on disk: built once per content, loaded when the content is the same, rebuilt otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_lib import Registry
+from mcp_lib.platforms import faq
+from mcp_lib.platforms.faq import store
+
+REPO_FAQ = Path(__file__).resolve().parents[4] / "faq"
+QUERIES = ["在庫がずれる", "rakuten orders not importing", "shopfy 在庫 反映されない", "CSVが文字化けする"]
+
+
+def copy_faq(target: Path) -> Path:
+    target.mkdir()
+    for source in REPO_FAQ.iterdir():
+        (target / source.name).write_bytes(source.read_bytes())
+    return target
+
+
+def ranking(index: faq.FaqIndex) -> list[list[tuple[str, float]]]:
+    return [[(entry.id, round(score, 6)) for entry, score in index.search(q, 5)] for q in QUERIES]
+
+
+def index_files(cache: Path) -> list[Path]:
+    return sorted(cache.glob("index-*.bin"))
+
+
+def test_second_load_comes_from_the_cache_and_ranks_the_same(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    built = store.load_index(folder, cache=cache)
+    assert not isinstance(built.postings, store.PackedPostings) and len(index_files(cache)) == 1
+    loaded = store.load_index(folder, cache=cache)
+    assert isinstance(loaded.postings, store.PackedPostings)
+    assert ranking(loaded) == ranking(built)
+    assert [e.__dict__ for e in loaded.entries] == [e.__dict__ for e in built.entries]
+    assert loaded.similar_words("shopfy") == built.similar_words("shopfy")
+    assert loaded.snippet(loaded.by_id["stock-mismatch"].body, "在庫がずれる") == \
+        built.snippet(built.by_id["stock-mismatch"].body, "在庫がずれる")
+
+
+def test_changed_content_is_a_new_index(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    store.load_index(folder, cache=cache)
+    (folder / "gift.md").write_text("---\nid: gift\nquestion: ギフト包装はできますか？\ntags: [ギフト]\n---\n"
+                                    "のし・包装は注文備考で指定します。\n", encoding="utf-8")
+    index = store.load_index(folder, cache=cache)
+    assert [e.id for e, _ in index.search("ギフト包装")][:1] == ["gift"]
+    assert len(index_files(cache)) == 2
+    (folder / "_synonyms.yml").write_text("- [ギフト, present]\n", encoding="utf-8")
+    assert [e.id for e, _ in store.load_index(folder, cache=cache).search("present")][:1] == ["gift"]
+
+
+def test_same_content_elsewhere_has_the_same_key(tmp_path: Path) -> None:
+    first, second = copy_faq(tmp_path / "a"), copy_faq(tmp_path / "b")
+    assert store.content_key(first, store.entry_names(first)) == store.content_key(second, store.entry_names(second))
+    (second / "job-rerun.md").write_bytes((second / "job-rerun.md").read_bytes() + b"\n")
+    assert store.content_key(first, store.entry_names(first)) != store.content_key(second, store.entry_names(second))
+
+
+@pytest.mark.parametrize("damage", [
+    lambda data: data[: len(data) // 2],
+    lambda data: b"not an index" + data,
+    lambda data: data.replace(b'"terms"', b'"tarms"', 1),
+    lambda data: b"",
+])
+def test_a_damaged_cache_file_is_rebuilt(tmp_path: Path, damage) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    expected = ranking(store.load_index(folder, cache=cache))
+    [path] = index_files(cache)
+    path.write_bytes(damage(path.read_bytes()))
+    assert store.undump(path.read_bytes(), None) is None
+    assert ranking(store.load_index(folder, cache=cache)) == expected
+    assert store.undump(path.read_bytes(), None) is not None  # and written back whole
+
+
+def test_a_cache_folder_that_cannot_be_written_is_no_error(tmp_path: Path) -> None:
+    folder = copy_faq(tmp_path / "faq")
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    assert ranking(store.load_index(folder, cache=blocker / "cache")) == ranking(store.load_index(folder))
+
+
+def test_old_index_files_are_pruned(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    for n in range(store.KEEP_FILES + 2):
+        (folder / "extra.md").write_text(f"---\nid: extra\nquestion: 追加 {n}\n---\n本文 {n}\n", encoding="utf-8")
+        store.load_index(folder, cache=cache)
+    assert len(index_files(cache)) == store.KEEP_FILES
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"HELPBOT_FAQ_CACHE_DIR": "/srv/cache", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, Path("/srv/cache")),
+    ({"HELPBOT_FAQ_CACHE_DIR": "", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, Path("/x/helpbot/faq")),
+    ({"XDG_CACHE_HOME": "", "HOME": "/h"}, Path("/h/.cache/helpbot/faq")),
+    ({"HOME": ""}, None),
+    ({}, None),
+])
+def test_cache_folder_from_the_environment(env: dict[str, str], expected: Path | None) -> None:
+    assert store.cache_dir(env) == expected
+    assert faq.load_config(env).cache_dir == expected
+
+
+def test_the_tool_uses_the_configured_cache(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    env = {"HELPBOT_FAQ_PATH": str(folder), "HELPBOT_FAQ_CACHE_DIR": str(cache)}
+    first = Registry(env=env).get_mcp("faq").functions["search"]("在庫がずれる")
+    assert len(index_files(cache)) == 1
+    second = Registry(env=env).get_mcp("faq").functions["search"]("在庫がずれる")
+    assert first.items == second.items and first.items
