@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.slack.blocks import guard_public
+from agent.slack.split import cut
 from mcp_lib.config import env_str
 from mcp_lib.redact import redact_deep
 
@@ -81,10 +82,7 @@ class Trace:
 
 
 def _md_quote(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    if len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    return flat.replace("|", "\\|") or "(empty)"
+    return cut(" ".join(text.split()), limit).replace("|", "\\|") or "(empty)"
 
 
 def write_summary(env: Mapping[str, str], markdown: str) -> None:

@@ -10,32 +10,26 @@ A payload is ``{"text": fallback, "blocks": [...], "metadata"?: {...}}`` and goe
   never less than the number of code points, and a Japanese character counts as one (not three UTF-8 bytes).
 - Every string that leaves here has passed :func:`guard_public`: secrets and (unless configured otherwise)
   e-mail addresses and phone numbers are masked, and @channel/@here broadcasts are defused.
-- The first answer payload carries message metadata (``event_type: helpbot_answer``) naming the question it
-  answers; :func:`find_answer` recognises it in ``conversations.replies(..., include_all_metadata=True)`` --
-  but only on a message helpbot itself wrote: any app can attach metadata of any event type.
+- The first answer payload carries its marker (:mod:`agent.slack.markers`), naming the question it answers.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlparse
 
+from agent.slack import markers
+from agent.slack.split import MARKDOWN_LIMIT, cut, hard_split, slack_len, split_markdown
 from mcp_lib.config import env_bool, env_str
 from mcp_lib.redact import redact_personal, redact_secrets
 
-MARKDOWN_LIMIT = 12_000  # per payload, all markdown blocks together
 MAX_ANSWER_PARTS = 5  # a runaway answer must not flood the thread
 MAX_SOURCES = 15
 MAX_TITLE_CHARS = 150
 MAX_SOURCES_CHARS = 4_000
 FALLBACK_CHARS = 600
-METADATA_EVENT_TYPE = "helpbot_answer"
-FAILURE_EVENT_TYPE = "helpbot_failure"
-METADATA_VERSION = 1
 
 SECTION_LIMIT = 3_000  # the text of one section block
 SOURCES_TITLE = "参照元"
@@ -51,11 +45,6 @@ TRUNCATED_NOTE = "\n\n…（回答が長すぎるため、以降を省略しま�
 POST_OPTIONS = {"unfurl_links": False, "unfurl_media": False}  # many source links must not unfurl
 
 PLATFORM_LABELS = {"faq": "FAQ", "slack": "Slack", "redmine": "Redmine", "github": "GitHub", "growi": "Growi"}
-
-
-def slack_len(text: str) -> int:
-    """Length as Slack counts it (UTF-16 code units): one per Japanese character, two per emoji."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 # -- the public guard -------------------------------------------------------------------------------------------
@@ -85,155 +74,6 @@ def run_url(env: Mapping[str, str]) -> str | None:
     return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}"
 
 
-# -- splitting ----------------------------------------------------------------------------------------------------
-_FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_SENTENCE_END = re.compile(r"[。！？!?]|[.;:,、，](?=\s)|\s")
-
-
-@dataclass
-class _Segment:
-    """A paragraph, a fenced code block or a table: split only inside, repeating ``head``/``tail``."""
-
-    lines: list[str]
-    head: list[str] = field(default_factory=list)
-    tail: list[str] = field(default_factory=list)
-
-    def text(self) -> str:
-        return "\n".join(self.head + self.lines + self.tail)
-
-
-def _segments(text: str) -> list[_Segment]:
-    segments: list[_Segment] = []
-    para: list[str] = []
-
-    def flush() -> None:
-        if para:
-            if len(para) >= 2 and para[0].lstrip().startswith("|") and _TABLE_RULE.match(para[1]):
-                segments.append(_Segment(para[2:], head=para[:2]))
-            else:
-                segments.append(_Segment(list(para)))
-            para.clear()
-
-    lines = text.replace("\r\n", "\n").split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        opener = _FENCE_OPEN.match(line)
-        if opener and not (opener.group(1)[0] == "`" and "`" in opener.group(2)):
-            flush()
-            fence = opener.group(1)
-            body: list[str] = []
-            i += 1
-            closing = None
-            while i < len(lines):
-                stripped = lines[i].strip()
-                if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
-                    closing = lines[i]
-                    break
-                body.append(lines[i])
-                i += 1
-            # An unterminated fence (the model stopped mid-block) is closed, so every part stays balanced.
-            indent = line[: len(line) - len(line.lstrip())]
-            segments.append(_Segment(body, head=[line], tail=[closing if closing is not None else indent + fence]))
-            i += 1
-            continue
-        if line.strip():
-            para.append(line)
-        else:
-            flush()
-        i += 1
-    flush()
-    return segments
-
-
-def _unbreakable_before(text: str, pos: int) -> bool:
-    """True where a cut at ``pos`` would separate a character from its combining mark / ZWJ / modifier."""
-    if pos <= 0 or pos >= len(text):
-        return False
-    nxt, prev = text[pos], text[pos - 1]
-    return (
-        unicodedata.combining(nxt) != 0
-        or unicodedata.category(nxt) in ("Mn", "Me")
-        or nxt in "\u200d\ufe0e\ufe0f" or prev == "\u200d"
-        or 0x1F3FB <= ord(nxt) <= 0x1F3FF  # skin tones
-        or 0xE0020 <= ord(nxt) <= 0xE007F  # tag sequences (flags)
-    )
-
-
-def _hard_split(line: str, budget: int) -> list[str]:
-    """Cut one over-long line: after a sentence end or a space when possible, never inside a grapheme."""
-    pieces = []
-    while slack_len(line) > budget:
-        end, used = 0, 0
-        while end < len(line) and used + slack_len(line[end]) <= budget:
-            used += slack_len(line[end])
-            end += 1
-        window_start = max(1, end * 6 // 10)
-        best = None
-        for match in _SENTENCE_END.finditer(line, window_start, end):
-            best = match.end()
-        cut = best if best and best > 0 else end
-        while cut > 1 and _unbreakable_before(line, cut):
-            cut -= 1
-        pieces.append(line[:cut].rstrip())
-        line = line[cut:].lstrip() if best else line[cut:]
-    pieces.append(line)
-    return [p for p in pieces if p]
-
-
-def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None) -> list[str]:
-    """The segment whole if it fits, else pieces of at most ``limit`` (the first at most ``first_limit``)."""
-    whole = segment.text()
-    if slack_len(whole) <= limit:
-        return [whole]
-    frame = slack_len("\n".join([*segment.head, ""])) + slack_len("\n".join(["", *segment.tail]))
-    budget = max(limit - frame, 1)
-    lines: list[str] = []
-    for line in segment.lines:
-        lines += _hard_split(line, budget) if slack_len(line) > budget else [line]
-    pieces: list[str] = []
-    current: list[str] = []
-    used = 0
-    room = budget if first_limit is None else first_limit - frame
-    for line in lines:
-        cost = slack_len(line) + (1 if current else 0)
-        if used + cost > room:
-            if current:
-                pieces.append("\n".join(segment.head + current + segment.tail))
-            current, used, room = [], 0, budget
-            cost = slack_len(line)
-        current.append(line)
-        used += cost
-    if current or not pieces:
-        pieces.append("\n".join(segment.head + current + segment.tail))
-    return pieces
-
-
-def split_markdown(text: str, limit: int = MARKDOWN_LIMIT) -> list[str]:
-    """Split markdown into parts of at most ``limit`` UTF-16 units, each with balanced code fences.
-
-    A paragraph, code block or table that fits in a part is never cut; one that does not fit in any part
-    is cut at line (then sentence) boundaries, its first piece filling what is left of the current part.
-    """
-    if limit < 40:
-        raise ValueError("limit too small to split markdown sensibly")
-    parts: list[str] = []
-    current = ""
-    for segment in _segments(text):
-        room = limit - slack_len(current) - 2 if current else limit
-        for piece in _split_segment(segment, limit, room if room >= limit // 4 else None):
-            candidate = f"{current}\n\n{piece}" if current else piece
-            if slack_len(candidate) <= limit:
-                current = candidate
-            else:
-                parts.append(current)
-                current = piece
-    if current or not parts:
-        parts.append(current)
-    return parts
-
-
 # -- pieces of a message ------------------------------------------------------------------------------------------
 def _markdown_block(text: str) -> dict[str, Any]:
     return {"type": "markdown", "text": text}
@@ -257,9 +97,7 @@ def plain_fallback(markdown: str, limit: int = FALLBACK_CHARS) -> str:
     text = _MD_LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", markdown)
     text = _MD_NOISE.sub("", text)
     text = re.sub(r"\n{3,}", "\n\n", text).strip()
-    if slack_len(text) > limit:
-        text = _hard_split(text, limit - 1)[0] + "…"
-    return mrkdwn_escape(text)
+    return mrkdwn_escape(cut(text, limit))
 
 
 def _safe_url(url: str) -> str | None:
@@ -270,10 +108,7 @@ def _safe_url(url: str) -> str | None:
 
 
 def _title(title: str) -> str:
-    title = " ".join(title.split()).replace("[", "［").replace("]", "］")
-    if len(title) > MAX_TITLE_CHARS:
-        title = title[: MAX_TITLE_CHARS - 1] + "…"
-    return title or "(無題)"
+    return cut(" ".join(title.split()).replace("[", "［").replace("]", "］"), MAX_TITLE_CHARS) or "(無題)"
 
 
 def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
@@ -366,9 +201,7 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
                     question_ts: str | None = None) -> dict[str, Any]:
     """The notice that replaces silence: what failed (one line, no URLs: the run log has the details), and where
     to look."""
-    what = " ".join(_URL.sub("", guard_public(what)).split()) or "不明なエラー"
-    if slack_len(what) > 300:
-        what = _hard_split(what, 299)[0] + "…"
+    what = cut(" ".join(_URL.sub("", guard_public(what)).split()), 300) or "不明なエラー"
     text = f":warning: 回答を作成できませんでした（{mrkdwn_escape(what)}）。"
     safe = _safe_url(run_link) if run_link else None
     if safe:
@@ -378,10 +211,7 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
     payload: dict[str, Any] = {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn",
                                                                                       "text": text}}]}
     if question_ts:
-        payload["metadata"] = {"event_type": FAILURE_EVENT_TYPE,
-                               "event_payload": _drop_none({"question_channel": channel,
-                                                            "question_ts": question_ts,
-                                                            "version": METADATA_VERSION})}
+        payload["metadata"] = markers.metadata("failure", channel=channel, question_ts=question_ts)
     return payload
 
 
@@ -393,11 +223,9 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
     lines = [mrkdwn_escape(line) for line in question.strip().splitlines() if line.strip()] or ["（本文なし）"]
     quoted = "\n".join(f">{line}" for line in lines)
     pieces = [p if p.startswith(">") else f">{p}"  # a cut inside a line keeps the quote
-              for p in _hard_split(quoted, limit - slack_len(head) - 2)]
+              for p in hard_split(quoted, limit - slack_len(head) - 2)]
     texts = [f"{head}\n{pieces[0]}", *pieces[1:]]
-    fallback = f"{head}\n{pieces[0]}"
-    if slack_len(fallback) > FALLBACK_CHARS:
-        fallback = _hard_split(fallback, FALLBACK_CHARS - 1)[0] + "…"
+    fallback = cut(f"{head}\n{pieces[0]}", FALLBACK_CHARS)
     return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]}
 
 
@@ -409,22 +237,16 @@ def answer_metadata(result: Mapping[str, Any], *, channel: str | None, question_
                     parts: int) -> dict[str, Any]:
     """Slack message metadata marking a helpbot answer (how "already answered" and feedback find it)."""
     tool_names = [str(c.get("name", "")) for c in result.get("tool_calls") or []]
-    return {
-        "event_type": METADATA_EVENT_TYPE,
-        "event_payload": _drop_none({
-            "version": METADATA_VERSION,
-            "question_channel": channel,
-            "question_ts": question_ts,
-            "rounds": int(result.get("rounds") or 0),
-            "tool_calls": len(tool_names),
-            "tools": ",".join(_unique(tool_names)),
-            "sources": len(result.get("sources") or []),
-            "cost_usd": round(float(result["cost_usd"]), 6) if result.get("cost_usd") is not None else None,
-            "degraded": bool(result.get("degraded")),
-            "parts": parts,
-            "tags": ",".join(result.get("tags") or []) or None,
-        }),
-    }
+    return markers.metadata(
+        "answer", channel=channel, question_ts=question_ts,
+        rounds=int(result.get("rounds") or 0),
+        tool_calls=len(tool_names),
+        tools=",".join(_unique(tool_names)),
+        sources=len(result.get("sources") or []),
+        cost_usd=round(float(result["cost_usd"]), 6) if result.get("cost_usd") is not None else None,
+        degraded=bool(result.get("degraded")),
+        parts=parts,
+        tags=",".join(result.get("tags") or []) or None)
 
 
 def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, question_ts: str | None = None,
@@ -468,24 +290,3 @@ def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, qu
                                                   parts=len(block_lists))
         payloads.append(payload)
     return payloads
-
-
-def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str, channel: str | None = None, *,
-                is_ours: Callable[[Mapping[str, Any]], bool]) -> Mapping[str, Any] | None:
-    """helpbot's earlier answer to ``question_ts`` among thread messages (fetched with include_all_metadata).
-
-    ``is_ours`` says whether helpbot wrote a message: metadata alone proves nothing, so another app could
-    otherwise plant a fake "answer" that silences helpbot for that message."""
-    for message in messages:
-        if not is_ours(message):
-            continue
-        metadata = message.get("metadata") or {}
-        if metadata.get("event_type") != METADATA_EVENT_TYPE:
-            continue
-        payload = metadata.get("event_payload") or {}
-        if payload.get("question_ts") != question_ts:
-            continue
-        if channel and payload.get("question_channel") not in (None, channel):
-            continue
-        return message
-    return None

@@ -1,7 +1,7 @@
 """``helpbot feedback``: how helpbot's answers were received -- 👍/👎 per answer and in total, what they cost.
 
-Answers are found by their ``helpbot_answer`` message metadata (see :mod:`agent.slack.blocks`), and only when
-helpbot itself wrote them: another app cannot forge entries. Failure notices (``helpbot_failure``) are skipped.
+Answers are found by their marker (:mod:`agent.slack.markers`), and only when helpbot itself wrote them: another
+app cannot forge entries. Placeholders and failure notices are skipped.
 
 How the scan stays cheap: one ``conversations.history`` pass per channel (``include_all_metadata``, cursor
 paging), then ``conversations.replies`` only for threads that have replies since the window opened and that
@@ -38,9 +38,10 @@ from agent.slack.blocks import (
     guard_public,
     mask_personal_from_env,
     platform_label,
-    slack_len,
 )
-from agent.slack.thread import Me, answers_in_sequence, message_markdown, read_answer
+from agent.slack.markers import Me, answers_in_sequence
+from agent.slack.readback import message_markdown, read_answer
+from agent.slack.split import slack_len
 from agent.slack.trigger import USER_RE, env_channels, is_channel_id, is_dm_id
 from agent.slack.trigger import normalize_reaction as normalize_reaction_name
 from mcp_lib.config import ConfigError, env_str
@@ -159,31 +160,30 @@ def _float(value: Any) -> float | None:
 def parse_sources(messages: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, str]], int]:
     """The 「参照元」 section of an answer's messages -> ([{title, url}], how many the section left out).
 
-    Read the way follow-ups read answers (:func:`agent.slack.thread.read_answer`), so it works whether Slack hands the
+    Read the way follow-ups read answers (:func:`agent.slack.readback.read_answer`), so it works whether Slack hands the
     markdown blocks back as they were posted or translated into rich_text."""
     read = read_answer("\n\n".join(message_markdown(m) for m in messages))
     return read.sources + [{"title": title, "url": ""} for title in read.unlinked], read.left_out
 
 
 def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: float,
-               is_ours: Callable[[Mapping[str, Any]], bool]) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
+               me: Me) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
     """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with the messages
-    that make it up (grouped as :func:`agent.slack.thread.answers_in_sequence` groups them for follow-ups)."""
+    that make it up (grouped as :func:`agent.slack.markers.answers_in_sequence` groups them for follow-ups)."""
     found = []
-    for message, parts in answers_in_sequence(sequence, is_ours):
+    for marker, message, parts in answers_in_sequence(sequence, me):
         if float(message.get("ts") or 0) < since_ts:
             continue
-        payload = message["metadata"].get("event_payload") or {}
-        parts_wanted = max(1, _int(payload.get("parts")))
+        payload = marker.payload
         sources, left_out = parse_sources(parts)
         tools = [t for t in str(payload.get("tools") or "").split(",") if t]
         answer = RatedAnswer(
             channel=channel, ts=str(message["ts"]), thread_ts=message.get("thread_ts"),
-            question_ts=payload.get("question_ts"), rounds=_int(payload.get("rounds")),
+            question_ts=marker.question_ts, rounds=_int(payload.get("rounds")),
             tool_calls=_int(payload.get("tool_calls")), tools=tools,
             sources_count=_int(payload.get("sources")) or len(sources) + left_out, sources=sources,
             cost_usd=_float(payload.get("cost_usd")), degraded=bool(payload.get("degraded")),
-            parts=parts_wanted)
+            parts=marker.parts)
         found.append((answer, parts))
     return found
 
@@ -224,9 +224,6 @@ class Scanner:
     def call(self, api: str, **params: Any) -> dict[str, Any]:
         return slack_platform.call(self.ctx, api, **params)
 
-    def is_ours(self, message: Mapping[str, Any]) -> bool:
-        return self.me.wrote(message)
-
     def _pages(self, api: str, **params: Any) -> Iterator[dict[str, Any]]:
         cursor = None
         while True:
@@ -240,7 +237,7 @@ class Scanner:
         if not _int(root.get("reply_count")) or float(root.get("latest_reply") or 0) < since_ts:
             return False
         users = root.get("reply_users")
-        if self.is_ours(root) or not isinstance(users, list) or len(users) < _int(root.get("reply_users_count")):
+        if self.me.wrote(root) or not isinstance(users, list) or len(users) < _int(root.get("reply_users_count")):
             return True  # Slack did not list every replier: look
         return self.bot_user_id in users
 
@@ -255,7 +252,7 @@ class Scanner:
                                             oldest=_ts(since)))
             else:
                 sequence = [message]
-            for answer, parts in answers_in(sequence, channel, since_ts, self.is_ours):
+            for answer, parts in answers_in(sequence, channel, since_ts, self.me):
                 if answer.ts not in found:
                     tally_reactions(answer, parts, self.excluded, lambda m: self._refetch(channel, m))
                     found[answer.ts] = answer

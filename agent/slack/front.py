@@ -1,33 +1,11 @@
 """``helpbot answer``: from a :help: trigger to an answer in the Slack thread -- and never silence.
 
-This module is the flow: the options, :func:`run`, and :class:`Front`, which decides what a trigger leads to.
-What the flow reads and writes lives next door: :mod:`agent.slack.trigger` (the trigger), :mod:`agent.slack.thread` (the
-thread and the question), :mod:`agent.slack.post` (every write to Slack), :mod:`agent.report` (summary, trace,
-printing).
-
-One run (:meth:`Front.run`), and what happens when a step fails:
-
-1. The trigger (``--event FILE`` | ``--url PERMALINK`` | ``--channel C --ts TS``) is parsed strictly. Malformed:
-   one line, exit 2, nothing posted. A deliberate ignore (another reaction, a channel outside the allowlist, a
-   direct message, helpbot's own reaction): one log line, exit 0. A free question (workflow_dispatch
-   ``question``, :meth:`Front._free_question`) is posted to HELPBOT_QUESTION_CHANNEL and answered in its thread
-   from step 4 on -- or, without that channel, answered and printed.
-2. Slack (:meth:`Front._reacted`): who helpbot is (``auth.test``), the channel (a group DM is ignored; a private
-   channel named by hand through workflow_dispatch is refused unless HELPBOT_CHANNELS lists it), then the reacted
-   message and its whole thread. A message helpbot wrote, or one it already answered (``--force`` answers again),
-   is ignored: exit 0. Nothing has been posted yet; a Slack failure here is one line and exit 1.
-3. The question (:mod:`agent.slack.thread`): the reacted message itself; the thread around it, its files and the
-   messages it links to as context; helpbot's earlier answers in the thread as history, so that a follow-up
-   builds on them.
-4. The answer (:meth:`Front._answer`, :class:`agent.slack.post.ThreadReply`): 👀 and a placeholder
-   「調べています…」 showing progress; the answer replaces it and ✅ replaces 👀. A dry run posts nothing. From
-   the moment the thread is known, any failure leaves a notice in the thread (❌) -- never over the answer -- and
-   exits 1, or 2 for bad configuration, or 130 when cancelled (SIGTERM raises :class:`Terminated`;
-   :func:`_classify` words every failure).
-
-Everything posted passes :func:`agent.slack.blocks.guard_public` in one place (:class:`agent.slack.post.SlackOut`).
-In GitHub Actions a job summary goes to ``$GITHUB_STEP_SUMMARY``; the trace (front and agent events, JSON lines,
-secrets masked) to ``$HELPBOT_TRACE_FILE``.
+The flow (:class:`Front`): the trigger (:mod:`~agent.slack.trigger`; malformed: one line, exit 2, nothing posted;
+a deliberate ignore: one line, exit 0), Slack (:mod:`~agent.slack.handle`: who helpbot is, the channel, the
+thread), the question (:mod:`~agent.slack.thread`), the agent (:mod:`agent.build`), and helpbot's side of the
+thread (:mod:`~agent.slack.post`: 👀 and a placeholder, then the answer and ✅ -- or a notice and ❌, exit 1, 2
+for bad configuration, 130 when cancelled). A dry run posts nothing. The job summary and the trace are
+:mod:`agent.report`'s.
 
 Private channels: the summary, the trace and the Actions log are read by everyone with access to the repository,
 a wider audience than the channel. For a private channel (or one whose privacy cannot be looked up) the summary
@@ -51,19 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated, exit_code
 from agent.report import Trace, print_answer, summary_markdown, write_summary
-from agent.slack.blocks import find_answer, mask_personal_from_env, run_url
+from agent.slack import markers
+from agent.slack.blocks import mask_personal_from_env, run_url
+from agent.slack.handle import Slack, is_public
 from agent.slack.post import ProgressThrottle, SlackOut, ThreadReply, describe, log, one_line
-from agent.slack.thread import (
-    answerable,
-    build_question,
-    earlier_turns,
-    fetch_thread,
-    is_helpbot,
-    is_public,
-    lookup_channel,
-    stale_placeholder,
-    who_am_i,
-)
+from agent.slack.thread import answerable, build_question, earlier_turns
 from agent.slack.trigger import (
     Trigger,
     TriggerSettings,
@@ -77,16 +47,13 @@ from mcp_lib import Caller
 from mcp_lib.config import env_float, env_str
 
 if TYPE_CHECKING:
-    from slack_sdk import WebClient
-
     from agent.core.loop import Agent
     from agent.core.run import Answer, Progress, Turn
     from mcp_lib import Registry
-    from mcp_lib.platforms.slack import SlackClients
 
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
 
-AgentFactory = Callable[[Caller, Callable[["Progress"], None], Callable[[dict[str, Any]], None]], "Agent"]
+AgentFactory = Callable[["Registry", Callable[["Progress"], None], Callable[[dict[str, Any]], None]], "Agent"]
 Asked = tuple[str, str, list["Turn"]]  # the question, its context, the conversation before it
 
 
@@ -135,7 +102,7 @@ class Target:
     """Where the answer goes, and who may read what of it."""
 
     where: str  # for the summary (no name for a private channel)
-    caller: Caller
+    slack: Slack | None = None  # None: a free question answered without Slack (printed)
     reply: ThreadReply | None = None  # helpbot's messages in the thread; None: nothing is posted
     public: bool = True  # may the question, the answer and the agent's text appear in summary, log and trace?
     dry_run: bool = False
@@ -206,44 +173,41 @@ class Front:
         raise BadInput("give one of --event FILE, --url PERMALINK, or --channel C --ts TS")
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
-        from mcp_lib.platforms import slack
+        from mcp_lib.platforms.slack import is_dm
 
         assert trigger.channel and trigger.ts
         channel, ts = trigger.channel, trigger.ts
-        clients, web, variable = self._slack(need_bot=not dry_run)
-        me = who_am_i(clients.bot, settings.bot_user_id)
-        if trigger.user and trigger.user in (me.user_id, me.configured_user_id):
+        slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=channel), need_bot=not dry_run,
+                      sleep=self.sleep, configured_user_id=settings.bot_user_id)
+        if slack.me.is_me(trigger.user):
             return self._ignored("the reaction was added by helpbot itself", channel)
-        caller = Caller(user=trigger.user, answer_channel=channel)
-        registry = self._registry(clients, caller)
-        ctx = registry.context("slack")
-        info = lookup_channel(ctx, channel)
-        if slack.is_dm(info):  # a group DM (a DM is already ignored by its D id): no history scope, no answers
+        info = slack.channel(channel)
+        if is_dm(info):  # a group DM (a DM is already ignored by its D id): no history scope, no answers
             return self._ignored(f"{channel} is a group DM; helpbot answers in channels only", channel)
         public = is_public(info)
         if trigger.source == "workflow_dispatch" and not public and channel not in settings.channels:
             return self._rejected(f"{channel} is a private channel (or its privacy cannot be read); a message link "
                                   "given by hand is answered there only when HELPBOT_CHANNELS lists it")
-        thread = fetch_thread(web, variable, channel, ts)
+        thread = slack.thread(channel, ts)
         message = thread.target
-        if is_helpbot(message, me):
+        if slack.me.wrote(message):
             return self._ignored("the message was written by helpbot itself", channel)
         if not answerable(message):
             return self._ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
                                  channel)
         if not self.options.force:
-            found = find_answer(thread.messages, ts, channel, is_ours=me.wrote)
+            found = markers.find_answer(thread.messages, ts, channel, me=slack.me)
             if found is not None:
                 return self._ignored(f"message {ts} was already answered (answer {found.get('ts')}; --force "
                                      "answers again)", channel)
         where = f"#{info.get('name') or channel} ({channel})" if public else f"private channel {channel}"
-        reply = self._reply(None if dry_run else clients.bot, channel, thread.root, ts,
-                            stale=stale_placeholder(thread, ts, me))
-        target = Target(where=f"{where} message {ts}", caller=caller, reply=reply, public=public, dry_run=dry_run)
+        reply = None if dry_run else self._reply(slack, channel, thread.root, ts,
+                                                 stale=markers.stale_placeholder(thread.messages, ts, slack.me))
+        target = Target(where=f"{where} message {ts}", slack=slack, reply=reply, public=public, dry_run=dry_run)
 
         def question() -> Asked:
-            history = earlier_turns(thread, ts, me, lambda m: slack.plain(ctx, str(m.get("text") or "")))
-            parts = build_question(ctx, registry, thread, me=me)
+            history = earlier_turns(thread, ts, slack.me, slack.plain)
+            parts = build_question(slack, thread)
             self.trace.front("question", chars=len(parts.text), files=len(parts.files), links=len(parts.links),
                              context=len(parts.around), history_turns=len(history))
             return parts.question(), parts.context(), history
@@ -256,17 +220,15 @@ class Front:
         if channel and (not is_channel_id(channel) or is_dm_id(channel)):
             raise ConfigError("HELPBOT_QUESTION_CHANNEL", f"{channel!r} is not a channel ID (like C0123456789)")
         if not channel or dry_run:
-            target = Target(where="(printed: no channel)", caller=Caller(answer_channel=None), dry_run=dry_run)
+            target = Target(where="(printed: no channel)", dry_run=dry_run)
             return self._answer(target, lambda: (text, "", []), show_answer=True)
-        clients, _, _ = self._slack(need_bot=True)
-        assert clients.bot is not None
-        caller = Caller(answer_channel=channel)
-        public = is_public(lookup_channel(self._registry(clients, caller).context("slack"), channel))
-        out = SlackOut(clients.bot, mask_personal=self.mask_personal, trace=self.trace)
+        slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, sleep=self.sleep)
+        assert slack.bot is not None
+        public = is_public(slack.channel(channel))
+        out = SlackOut(slack.bot, mask_personal=self.mask_personal, trace=self.trace)
         root = out.post_question(channel, text, env_str(self.env, "GITHUB_ACTOR"))
         where = f"{channel} (question channel)" if public else f"private channel {channel} (question channel)"
-        target = Target(where=where, caller=caller, reply=self._reply(clients.bot, channel, root, root),
-                        public=public)
+        target = Target(where=where, slack=slack, reply=self._reply(slack, channel, root, root), public=public)
         return self._answer(target, lambda: (text, "", []), show_answer=True)
 
     # -- answering, with progress and the failure notice ------------------------------------------------------------
@@ -287,7 +249,7 @@ class Front:
             if reply is not None:
                 reply.start()
             asked, context, history = question()
-            agent = self.make_agent(target.caller, on_progress, on_event)
+            agent = self.make_agent(self._registry(target), on_progress, on_event)
             answer = agent.run(asked, history, context=context)
             link = reply.deliver(answer) if reply is not None else None
         except BaseException as exc:
@@ -354,36 +316,28 @@ class Front:
                                                  link=link, detail=detail, show_answer=show_answer))
 
     # -- clients ----------------------------------------------------------------------------------------------------
-    def _slack(self, *, need_bot: bool) -> tuple[SlackClients, WebClient, str]:
-        from mcp_lib.platforms import slack
-
-        config = slack.load_config(self.env)
-        if config is None or (need_bot and config.bot_token is None):
-            raise ConfigError("SLACK_BOT_TOKEN", "not set; helpbot answer reads the thread and posts with the "
-                                                 "bot token (xoxb-)")
-        clients = slack.make_client(config, sleep=self.sleep)
-        web, variable = clients.reader()
-        return clients, web, variable
-
-    def _registry(self, clients: SlackClients, caller: Caller) -> Registry:
-        from mcp_lib import Registry
-
-        return Registry(self.env, caller=caller, clients={"slack": clients}, sleep=self.sleep)
-
-    def _reply(self, web: WebClient | None, channel: str, root: str, question_ts: str, *,
+    def _reply(self, slack: Slack, channel: str, root: str, question_ts: str, *,
                stale: str | None = None) -> ThreadReply | None:
-        """helpbot's side of the thread (``stale``: a placeholder an earlier run left); None without a client."""
-        if web is None:
+        """helpbot's side of the thread (``stale``: a placeholder an earlier run left); None without a bot client."""
+        if slack.bot is None:
             return None
-        out = SlackOut(web, mask_personal=self.mask_personal, trace=self.trace)
+        out = SlackOut(slack.bot, mask_personal=self.mask_personal, trace=self.trace)
         return ThreadReply(out, channel=channel, root=root, question_ts=question_ts, stale=stale,
                            throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link)
 
-    def _build_agent(self, caller: Caller, on_progress: Callable[[Progress], None],
+    def _registry(self, target: Target) -> Registry:
+        """The agent's tools use the front's own Slack clients (and sleep); a printed question builds its own."""
+        from mcp_lib import Registry
+
+        if target.slack is not None:
+            return target.slack.registry
+        return Registry(self.env, caller=Caller(answer_channel=None), sleep=self.sleep)
+
+    def _build_agent(self, registry: Registry, on_progress: Callable[[Progress], None],
                      on_event: Callable[[dict[str, Any]], None]) -> Agent:
         from agent.build import build_agent
 
-        return build_agent(self.env, caller=caller, on_progress=on_progress, on_event=on_event)
+        return build_agent(self.env, registry=registry, on_progress=on_progress, on_event=on_event)
 
 
 # -- failures and private channels ----------------------------------------------------------------------------------

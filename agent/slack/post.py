@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import RunFailed
+from agent.slack import markers
 from agent.slack.blocks import (
-    METADATA_VERSION,
     POST_OPTIONS,
     answer_payloads,
     failure_payload,
@@ -27,7 +27,6 @@ from agent.slack.blocks import (
     progress_payload,
     question_payload,
 )
-from agent.slack.thread import PROGRESS_EVENT_TYPE
 from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
 
 if TYPE_CHECKING:
@@ -210,9 +209,7 @@ class ThreadReply:
         self.out.react(self.channel, self.question_ts, FAILED_REACTION)
 
     def _progress_metadata(self) -> dict[str, Any]:
-        return {"event_type": PROGRESS_EVENT_TYPE,
-                "event_payload": {"question_channel": self.channel, "question_ts": self.question_ts,
-                                  "version": METADATA_VERSION}}
+        return markers.metadata("progress", channel=self.channel, question_ts=self.question_ts)
 
     def _placeholder(self, stale: str | None) -> str:
         """The stale placeholder updated (re-runs don't pile up), else a new one."""

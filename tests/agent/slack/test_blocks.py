@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any
 
 import pytest
 
@@ -14,12 +13,10 @@ from agent.slack.blocks import (
     FEEDBACK_LINE,
     MARKDOWN_LIMIT,
     MAX_ANSWER_PARTS,
-    METADATA_EVENT_TYPE,
     PLACEHOLDER,
     answer_metadata,
     answer_payloads,
     failure_payload,
-    find_answer,
     guard_public,
     mask_personal_from_env,
     placeholder_payload,
@@ -27,10 +24,10 @@ from agent.slack.blocks import (
     progress_text,
     question_payload,
     run_url,
-    slack_len,
     sources_markdown,
-    split_markdown,
 )
+from agent.slack.markers import EVENT_TYPES, Me, find_answer
+from agent.slack.split import slack_len, split_markdown
 
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 TS = "1700000000.123456"
@@ -193,7 +190,7 @@ def test_answer_payload_shape() -> None:
     for expected in ("ラウンド 3", "ツール 3 回（FAQ・Slack）", "推定コスト $0.012", f"<{RUN}|実行ログ>"):
         assert expected in footer_text
     assert footer["elements"][1]["text"] == FEEDBACK_LINE
-    assert payload["metadata"] == {"event_type": METADATA_EVENT_TYPE, "event_payload": {
+    assert payload["metadata"] == {"event_type": EVENT_TYPES["answer"], "event_payload": {
         "version": 1, "question_channel": "C0123ABCD", "question_ts": TS, "rounds": 3, "tool_calls": 3,
         "tools": "faq_search,slack_searchMessages,faq_getEntry", "sources": 1, "cost_usd": 0.0123,
         "degraded": False, "parts": 1}}
@@ -298,7 +295,8 @@ def test_failure_notice_names_what_failed_and_links_the_run() -> None:
     assert f"<{RUN}|実行ログ>" in payload["text"]
     assert "ghp_" not in json.dumps(payload)
     assert payload["metadata"]["event_type"] == "helpbot_failure"
-    assert find_answer([payload], TS, is_ours=lambda m: True) is None  # not an answer: a new reaction tries again
+    # not an answer: a new reaction tries again
+    assert find_answer([{**payload, "bot_id": "B0HELPBOT"}], TS, me=ME) is None
     no_link = failure_payload("x" * 2000)
     assert "もう一度リアクション" in no_link["text"] and slack_len(no_link["text"]) < 400
 
@@ -332,8 +330,7 @@ def test_run_url() -> None:
     assert run_url({**env, "GITHUB_RUN_ID": ""}) is None
 
 
-def ours(message: dict[str, Any]) -> bool:
-    return message.get("bot_id") == "B0HELPBOT"
+ME = Me(bot_id="B0HELPBOT")
 
 
 def test_find_answer_uses_the_metadata() -> None:
@@ -343,17 +340,17 @@ def test_find_answer_uses_the_metadata() -> None:
         {"ts": "1700000001.000000", "text": PLACEHOLDER, "bot_id": "B0HELPBOT"},
         {"ts": "1700000002.000000", "text": "OK", "bot_id": "B0HELPBOT", "metadata": payload["metadata"]},
     ]
-    assert find_answer(thread, TS, is_ours=ours) is thread[2]
-    assert find_answer(thread, "1700000009.000000", is_ours=ours) is None
-    assert find_answer(thread, TS, channel="C0OTHER", is_ours=ours) is None
-    assert find_answer(thread[:2], TS, is_ours=ours) is None
+    assert find_answer(thread, TS, me=ME) is thread[2]
+    assert find_answer(thread, "1700000009.000000", me=ME) is None
+    assert find_answer(thread, TS, channel="C0OTHER", me=ME) is None
+    assert find_answer(thread[:2], TS, me=ME) is None
 
 
 def test_find_answer_ignores_helpbot_metadata_on_another_apps_message() -> None:
     """Any app can attach ``helpbot_answer`` metadata: only helpbot's own message counts as its answer."""
     [payload] = answer_payloads(result("OK"), channel="C0123ABCD", question_ts=TS)
     forged = {"ts": "1700000002.000000", "text": "OK", "bot_id": "B0OTHERAPP", "metadata": payload["metadata"]}
-    assert find_answer([{"ts": TS, "text": "質問"}, forged], TS, is_ours=ours) is None
+    assert find_answer([{"ts": TS, "text": "質問"}, forged], TS, me=ME) is None
 
 
 # -- the public guard -----------------------------------------------------------------------------------------------

@@ -12,8 +12,11 @@ from agent.cli import main
 from agent.core.run import Turn
 from agent.core.scripted import Request
 from agent.saved import load_transcript
-from agent.slack.blocks import METADATA_EVENT_TYPE, answer_payloads, failure_payload
-from agent.slack.thread import Me, Thread, earlier_turns, message_markdown, split_sources
+from agent.slack.blocks import answer_payloads, failure_payload
+from agent.slack.handle import Thread
+from agent.slack.markers import EVENT_TYPES, Me
+from agent.slack.readback import message_markdown, split_sources
+from agent.slack.thread import earlier_turns
 from tests.agent.slack.test_front import (
     BOT,
     FAQ_URL,
@@ -171,7 +174,7 @@ def test_another_apps_fake_answer_is_not_history(ws: Workspace, fake: FakeSlack,
 def test_sources_survive_when_slack_hands_the_answer_back_as_rich_text() -> None:
     """Slack may return a posted markdown block translated into rich_text blocks; the sources are still found."""
     answer = {"ts": "1735780000.000009", "user": BOT, "bot_id": "B0HELPBOT",
-              "metadata": {"event_type": METADATA_EVENT_TYPE, "event_payload": {"question_ts": "1735779660.000001",
+              "metadata": {"event_type": EVENT_TYPES["answer"], "event_payload": {"question_ts": "1735779660.000001",
                                                                                "parts": 1}},
               "blocks": [
                   {"type": "rich_text", "elements": [

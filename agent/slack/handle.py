@@ -1,0 +1,123 @@
+"""The front's one handle on Slack: the platform's clients (with the run's sleep), the registry the agent's tools
+use (the same clients), who helpbot is, and the one read path (:meth:`Slack.call`).
+
+Reads go through the Slack platform (:func:`mcp_lib.platforms.slack.call`: its retry handlers, its error
+messages); writes go through :class:`agent.slack.post.SlackOut` on :attr:`Slack.bot`. slack-sdk is imported
+inside, so ``helpbot answer --help`` never loads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agent.errors import ConfigError, RunFailed
+from agent.slack.markers import Me
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
+    from mcp_lib import Caller, Registry, ToolContext
+    from mcp_lib.platforms.slack import SlackClients
+
+THREAD_PAGES = 5  # x 200 messages: enough for any real thread, bounded for a runaway one
+
+
+@dataclass
+class Thread:
+    channel: str
+    root: str
+    target: dict[str, Any]  # the reacted message
+    messages: list[dict[str, Any]]  # parent first, then replies, with metadata
+
+
+class Slack:
+    """Slack as the front sees it. ``need_bot``: the run posts, so the bot token is required."""
+
+    def __init__(self, env: Mapping[str, str], *, caller: Caller, need_bot: bool,
+                 sleep: Callable[[float], None], configured_user_id: str | None = None):
+        from mcp_lib import Registry
+        from mcp_lib.platforms import slack
+
+        config = slack.load_config(env)
+        if config is None or (need_bot and config.bot_token is None):
+            raise ConfigError("SLACK_BOT_TOKEN", "not set; helpbot answer reads the thread and posts with the "
+                                                 "bot token (xoxb-)")
+        self.clients: SlackClients = slack.make_client(config, sleep=sleep)
+        self.registry: Registry = Registry(env, caller=caller, clients={"slack": self.clients}, sleep=sleep)
+        self.ctx: ToolContext = self.registry.context("slack")
+        self.bot: WebClient | None = self.clients.bot  # writes; None in a dry run without a bot token
+        self._configured_user_id = configured_user_id
+        self._me: Me | None = None
+
+    # -- the one read path ------------------------------------------------------------------------------------------
+    def call(self, api: str, **params: Any) -> dict[str, Any]:
+        """One read; rejected credentials are ConfigError (exit 2), anything else a one-line RunFailed (exit 1)."""
+        from mcp_lib.core import CredentialsError, ToolError
+        from mcp_lib.platforms import slack
+
+        try:
+            return slack.call(self.ctx, api, **params)
+        except CredentialsError as exc:
+            raise ConfigError(self.clients.reader()[1], str(exc)) from None
+        except ToolError as exc:
+            raise RunFailed(str(exc)) from None
+
+    @property
+    def me(self) -> Me:
+        """Who helpbot is (``auth.test``, once); a dry run without a bot token has only HELPBOT_BOT_USER_ID."""
+        if self._me is None:
+            if self.bot is None:
+                self._me = Me(configured_user_id=self._configured_user_id)
+            else:
+                who = self.call("auth.test")
+                self._me = Me(who.get("user_id"), who.get("bot_id"), self._configured_user_id)
+        return self._me
+
+    def channel(self, channel: str) -> dict[str, Any]:
+        """The channel's info (name, privacy); only its id when it cannot be looked up -- the message still can."""
+        from mcp_lib.core import ToolError
+        from mcp_lib.platforms import slack
+
+        try:
+            return slack.channel_info(self.ctx, channel)
+        except ToolError:
+            return {"id": channel, "name": channel}
+
+    def thread(self, channel: str, ts: str) -> Thread:
+        """The message and its whole thread (parent first), metadata included, pagination bounded."""
+
+        def replies(of: str) -> list[dict[str, Any]]:
+            messages: list[dict[str, Any]] = []
+            cursor = None
+            for _ in range(THREAD_PAGES):
+                data = self.call("conversations.replies", channel=channel, ts=of, limit=200,
+                                 include_all_metadata=True, cursor=cursor)
+                messages += data.get("messages") or []
+                cursor = (data.get("response_metadata") or {}).get("next_cursor")
+                if not cursor:
+                    break
+            return messages
+
+        messages = replies(ts)
+        target = next((m for m in messages if m.get("ts") == ts), None)
+        if target is None:
+            raise RunFailed(f"message {channel}/{ts} not found (deleted, or not visible to helpbot)")
+        root = str(target.get("thread_ts") or ts)
+        if root != ts and (not messages or messages[0].get("ts") != root):  # asked by a reply ts: from the root
+            messages = replies(root)
+        return Thread(channel=channel, root=root, target=target, messages=messages)
+
+    def plain(self, message: Mapping[str, Any]) -> str:
+        """A message's text as plain text (mentions, links and channel references resolved)."""
+        from mcp_lib.platforms import slack
+
+        return slack.plain(self.ctx, str(message.get("text") or ""))
+
+
+def is_public(info: Mapping[str, Any]) -> bool:
+    """Public only when Slack said so: a channel whose info could not be read counts as private."""
+    from mcp_lib.platforms import slack
+
+    return "is_private" in info and not (slack.is_dm(info) or slack.is_private(info))

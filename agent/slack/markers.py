@@ -1,0 +1,163 @@
+"""How helpbot marks its own messages in a thread (Slack message metadata): written and read here only.
+
+Three kinds of marker, each naming the question (channel, ts) it belongs to: ``answer`` (the first message of an
+answer; ``parts`` says how many messages make it up, with the answer's numbers), ``progress`` (the placeholder
+「調べています…」; ``run`` names the run that posted it, so racing runs can tell whose it is) and ``failure`` (a
+notice). A marker counts only on a message helpbot wrote (:meth:`Me.wrote`): any app can attach metadata of any
+event type.
+
+Stdlib only, so the workflow can run ``python -m agent.slack.markers failure --channel C --ts TS`` (prints the
+metadata JSON for its notice) when the run broke before helpbot's environment was installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["answer", "progress", "failure"]
+EVENT_TYPES: dict[Kind, str] = {"answer": "helpbot_answer", "progress": "helpbot_progress",
+                                "failure": "helpbot_failure"}
+_KINDS: dict[str, Kind] = {event_type: kind for kind, event_type in EVENT_TYPES.items()}
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Me:
+    """Who helpbot is: ``auth.test``'s user and bot id, plus HELPBOT_BOT_USER_ID (a dry run may have no bot
+    token to ask). The one answer to "did helpbot write this?"."""
+
+    user_id: str | None = None
+    bot_id: str | None = None
+    configured_user_id: str | None = None
+
+    def wrote(self, message: Mapping[str, Any]) -> bool:
+        user = message.get("user")
+        return bool((self.bot_id and message.get("bot_id") == self.bot_id)
+                    or (user and user in (self.user_id, self.configured_user_id)))
+
+    def is_me(self, user: str | None) -> bool:
+        """``user`` (a reaction's or a message's author) is helpbot."""
+        return bool(user) and user in (self.user_id, self.configured_user_id)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A marker read back from a message."""
+
+    kind: Kind
+    question_ts: str | None
+    question_channel: str | None
+    payload: Mapping[str, Any]
+
+    @property
+    def parts(self) -> int:
+        try:
+            return max(1, int(self.payload.get("parts") or 1))
+        except (TypeError, ValueError):
+            return 1
+
+    @property
+    def run(self) -> str | None:
+        run = self.payload.get("run")
+        return str(run) if run else None
+
+    def is_for(self, question_ts: str, channel: str | None = None) -> bool:
+        return self.question_ts == question_ts and (channel is None or self.question_channel in (None, channel))
+
+
+# -- writing ----------------------------------------------------------------------------------------------------
+def metadata(kind: Kind, *, channel: str | None, question_ts: str | None, **fields: Any) -> dict[str, Any]:
+    """The ``metadata`` of a message of this kind (None fields are left out)."""
+    payload = {"version": VERSION, "question_channel": channel, "question_ts": question_ts, **fields}
+    return {"event_type": EVENT_TYPES[kind], "event_payload": {k: v for k, v in payload.items() if v is not None}}
+
+
+# -- reading ----------------------------------------------------------------------------------------------------
+def read(message: Mapping[str, Any]) -> Marker | None:
+    """The marker a message carries, whoever wrote it (use :func:`ours` to trust it)."""
+    data = message.get("metadata")
+    if not isinstance(data, dict):
+        return None
+    kind = _KINDS.get(str(data.get("event_type") or ""))
+    if kind is None:
+        return None
+    payload = data.get("event_payload")
+    payload = payload if isinstance(payload, dict) else {}
+    ts, channel = payload.get("question_ts"), payload.get("question_channel")
+    return Marker(kind, str(ts) if ts else None, str(channel) if channel else None, payload)
+
+
+def ours(message: Mapping[str, Any], me: Me) -> Marker | None:
+    """The marker of a message helpbot wrote; None for anyone else's, whatever its metadata says."""
+    return read(message) if me.wrote(message) else None
+
+
+def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str, channel: str | None = None, *,
+                me: Me) -> Mapping[str, Any] | None:
+    """helpbot's answer to ``question_ts`` among thread messages (fetched with include_all_metadata)."""
+    for message in messages:
+        marker = ours(message, me)
+        if marker is not None and marker.kind == "answer" and marker.is_for(question_ts, channel):
+            return message
+    return None
+
+
+def answers_in_sequence(messages: Sequence[Mapping[str, Any]], me: Me
+                        ) -> list[tuple[Marker, Mapping[str, Any], list[Mapping[str, Any]]]]:
+    """helpbot's answers among thread messages: (marker, first message, the messages that make it up).
+
+    The further parts are helpbot's next messages without a marker (people may reply in between), up to the
+    ``parts`` the marker names."""
+    found = []
+    for index, message in enumerate(messages):
+        marker = ours(message, me)
+        if marker is None or marker.kind != "answer":
+            continue
+        parts = [message]
+        for later in messages[index + 1:]:
+            if len(parts) >= marker.parts:
+                break
+            if not me.wrote(later):
+                continue
+            if read(later) is not None:
+                break  # helpbot's next answer, placeholder or failure notice
+            parts.append(later)
+        found.append((marker, message, parts))
+    return found
+
+
+def earlier_runs(messages: Iterable[Mapping[str, Any]], question_ts: str, me: Me) -> list[Mapping[str, Any]]:
+    """helpbot's placeholders and notices for this question (from earlier or racing runs), oldest first."""
+    found = []
+    for message in messages:
+        marker = ours(message, me)
+        if marker is not None and marker.kind in ("progress", "failure") and marker.question_ts == question_ts:
+            found.append(message)
+    return sorted(found, key=lambda m: float(m.get("ts") or 0))
+
+
+def stale_placeholder(messages: Iterable[Mapping[str, Any]], question_ts: str, me: Me) -> str | None:
+    """The latest placeholder or notice an earlier run left for this question (reused: re-runs don't pile up)."""
+    found = earlier_runs(messages, question_ts, me)
+    return str(found[-1]["ts"]) if found else None
+
+
+# -- the workflow's fallback notice -----------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agent.slack.markers failure --channel C --ts TS``: the notice's metadata as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m agent.slack.markers")
+    parser.add_argument("kind", choices=["failure"])
+    parser.add_argument("--channel", required=True)
+    parser.add_argument("--ts", required=True)
+    args = parser.parse_args(argv)
+    print(json.dumps(metadata(args.kind, channel=args.channel, question_ts=args.ts)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
