@@ -1,9 +1,10 @@
 """Claude through the anthropic SDK: configuration from the environment, and the SDK client behind the model seam.
 
-Retries are ours, not the SDK's: the SDK is built with ``max_retries=0`` so the two never multiply.
-Throttling (429 / ThrottlingException), 5xx/529 and timeouts are retried with exponential backoff and jitter,
-honouring ``retry-after``, until the attempts or the caller's deadline are spent (then :class:`ModelUnavailable`);
-no attempt starts, and no request outlives, the deadline. Client errors (400/401/403/404...) are not retried:
+Retries are ours (:mod:`mcp_lib.retry`), not the SDK's: the SDK is built with ``max_retries=0``, so the two never
+multiply and every wait is on the run's clock. Throttling (429 / ThrottlingException), 5xx/529 and timeouts are
+retried with backoff, honouring the server's wait, until the attempts or the deadline are spent (then
+:class:`ModelUnavailable`); an unreachable endpoint (refused, DNS, TLS) gets one quick retry. No attempt starts,
+and no request outlives, the deadline. Client errors (400/401/403/404...) are not retried:
 :class:`ModelRequestError` says what was rejected. Local AWS credentials that botocore cannot find or read (an
 unknown ``AWS_PROFILE``, no credentials at all) are bad configuration: ``ConfigError`` (exit 2).
 
@@ -13,17 +14,15 @@ unknown ``AWS_PROFILE``, no credentials at all) are bad configuration: ``ConfigE
 from __future__ import annotations
 
 import os
-import random
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
-
-import tenacity
 
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Request, Usage
 from mcp_lib.config import ConfigError, env_float, env_int, env_str, env_url
+from mcp_lib.retry import Budget, GaveUp, Policy, Retry, call, server_wait
 
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 DEFAULT_REGION = "ap-northeast-1"
@@ -157,17 +156,33 @@ def _in_geography(region: str, allowed: tuple[str, ...]) -> bool:
     return any(region.startswith(a) if a.endswith("-") else region == a for a in allowed)
 
 
-# -- retry policy ----------------------------------------------------------------------------------------------
+# -- what is retryable -----------------------------------------------------------------------------------------
+# Throttling, 5xx/529 and timeouts: backoff from 2 s (or the server's retry-after), bounded by the deadline.
+DEFAULT_POLICY = Policy(attempts=6, base_s=2.0, max_backoff_s=30.0, max_server_wait_s=300.0)
+# An endpoint that refuses connections, does not resolve or fails TLS will not get better in a minute: one quick
+# retry, then the run degrades (a degraded answer within seconds instead of a minute of retries).
+UNREACHABLE_POLICY = Policy(attempts=2, base_s=1.0, max_backoff_s=1.0)
+CONNECT_TIMEOUT_S = 5.0  # a connection not made in this time counts as unreachable
+
+
 def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    """Connection refused, DNS failure, TLS failure or a connect timeout: the request never reached the model."""
+    import anthropic
+    import httpx2
+
+    if isinstance(exc, anthropic.APIConnectionError):  # the SDK raises it from the transport's error
+        return isinstance(exc.__cause__, httpx2.ConnectError | httpx2.ConnectTimeout)
+    return _is_boto_network_error(exc)  # e.g. STS unreachable while resolving OIDC credentials
 
 
 def _is_retryable(exc: BaseException) -> bool:
     import anthropic
 
     if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
-        return True
-    if _is_boto_network_error(exc):  # e.g. STS unreachable while resolving OIDC credentials
         return True
     status = _status(exc)
     return status is not None and (status in RETRYABLE_STATUS or status >= 500)
@@ -198,26 +213,6 @@ def _credentials_problem(exc: BaseException) -> ConfigError | None:
     return None
 
 
-class _OutOfTime(Exception):
-    """Raised instead of starting an attempt that the deadline leaves no time for."""
-
-
-def _server_wait(exc: BaseException | None) -> float | None:
-    """What the server asked for: ``retry-after-ms`` or ``retry-after`` (seconds)."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        if raw is not None:
-            try:
-                return max(0.0, float(raw) * scale)
-            except ValueError:
-                continue
-    return None
-
-
 def describe(exc: BaseException) -> str:
     """One line: HTTP status, the Bedrock error type and the service's message, or the exception itself."""
     status = _status(exc)
@@ -233,47 +228,21 @@ def describe(exc: BaseException) -> str:
     return f"HTTP {status} {kind}: {message or exc}"
 
 
-@dataclass
-class RetryPolicy:
-    """Exponential backoff with jitter, honouring retry-after, bounded by attempts and the run deadline."""
-
-    max_attempts: int = 6
-    base_s: float = 2.0
-    max_wait_s: float = 30.0
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
-
-    def retrying(self, deadline: float | None) -> tenacity.Retrying:
-        def remaining() -> float:
-            return float("inf") if deadline is None else deadline - self.clock()
-
-        def wait(state: tenacity.RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            asked = _server_wait(exc)
-            backoff = min(self.base_s * 2 ** (state.attempt_number - 1), self.max_wait_s)
-            chosen = asked if asked is not None else backoff * random.uniform(0.75, 1.25)
-            return max(0.0, min(chosen, remaining()))
-
-        def stop(state: tenacity.RetryCallState) -> bool:
-            exc = state.outcome.exception() if state.outcome else None
-            asked = _server_wait(exc) or 0.0
-            return state.attempt_number >= self.max_attempts or asked >= remaining() or remaining() <= MIN_ATTEMPT_S
-
-        return tenacity.Retrying(retry=tenacity.retry_if_exception(_is_retryable), wait=wait, stop=stop,
-                                 sleep=self.sleep, reraise=True)
-
-
 # -- the SDK-backed models -------------------------------------------------------------------------------------
 class SdkModel:
-    """A Messages API client (anything with ``.messages.create``) behind the :class:`Model` protocol."""
+    """A Messages API client (anything with ``.messages.create``) behind the :class:`Model` protocol; the
+    retries are :mod:`mcp_lib.retry`'s, on the injected clock and sleep."""
 
     extra_body: ClassVar[dict[str, Any] | None] = None
     provider = "anthropic"
 
-    def __init__(self, client: Any, *, policy: RetryPolicy | None = None, request_timeout_s: float = 120.0):
+    def __init__(self, client: Any, *, policy: Policy = DEFAULT_POLICY, request_timeout_s: float = 120.0,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
         self.client = client
-        self.policy = policy or RetryPolicy()
+        self.policy = policy
         self.request_timeout_s = request_timeout_s
+        self.sleep = sleep
+        self.clock = clock
 
     def create(self, request: Request) -> ModelResponse:
         kwargs: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens,
@@ -284,45 +253,53 @@ class SdkModel:
             kwargs["tools"] = request.tools
         if request.tool_choice:
             kwargs["tool_choice"] = request.tool_choice
-        deadline, model = request.deadline, request.model
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
         retries: list[str] = []  # one line per failed attempt that was retried, for the trace
-        last_error = ""
 
-        def attempt() -> Any:
-            timeout = self.request_timeout_s
-            if deadline is not None:
-                left = deadline - self.policy.clock()
-                if left < MIN_ATTEMPT_S:
-                    raise _OutOfTime
-                timeout = min(timeout, left)  # a request never outlives the deadline
-            return self.client.messages.create(timeout=timeout, **kwargs)
+        def attempt(left: float) -> Any:
+            return self.client.messages.create(timeout=self._timeout(left), **kwargs)
 
-        def before_sleep(state: tenacity.RetryCallState) -> None:
-            nonlocal last_error
-            exc = state.outcome.exception() if state.outcome else None
-            wait = state.next_action.sleep if state.next_action else 0.0
-            last_error = describe(exc) if exc else "?"
-            retries.append(f"attempt {state.attempt_number} failed ({last_error}); retrying in {wait:.1f} s")
+        def on_retry(attempt: int, failure: BaseException, wait: float) -> None:
+            retries.append(f"attempt {attempt} failed ({describe(failure)}); retrying in {wait:.1f} s")
 
-        retrying = self.policy.retrying(deadline).copy(before_sleep=before_sleep)
         try:
-            message = retrying(attempt)
+            message = call(attempt, retryable=self._retryable, budget=Budget(request.deadline, self.clock,
+                                                                             MIN_ATTEMPT_S),
+                           sleep=self.sleep, on_retry=on_retry)
+        except GaveUp as exc:
+            raise self._gave_up(exc, request.model, retries) from None
         except Exception as exc:
-            raise self._failure(exc, model, retries, last_error) from None
+            raise self._rejected(exc, request.model) from None
         return _to_response(message, retries)
 
-    def _failure(self, exc: Exception, model: str, retries: list[str], last_error: str) -> Exception:
-        """What a failed request means for the run: out of time, unavailable, bad local config, or rejected."""
-        if isinstance(exc, _OutOfTime):
-            last = f"; last error: {last_error}" if last_error else ""
+    def _timeout(self, left: float) -> Any:
+        """A request never outlives the deadline, and a connection not made in a few seconds is not waited for."""
+        import anthropic
+
+        total = min(self.request_timeout_s, left)
+        return anthropic.Timeout(total, connect=min(CONNECT_TIMEOUT_S, total))
+
+    def _retryable(self, exc: BaseException) -> Retry | None:
+        if _is_unreachable(exc):
+            return Retry(UNREACHABLE_POLICY)
+        if not _is_retryable(exc):
+            return None
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        return Retry(self.policy, server_wait(headers) if headers is not None else None)
+
+    def _gave_up(self, exc: GaveUp, model: str, retries: list[str]) -> ModelUnavailable:
+        """Out of retries: ``out_of_time`` when the deadline, not the number of attempts, ended them."""
+        out_of_time = exc.why != "attempts"
+        if exc.last is None:
+            last = f"; last error: {retries[-1]}" if retries else ""
             return ModelUnavailable(f"{self.provider} model {model}: no time left before the deadline for "
                                     f"{'another' if retries else 'a first'} attempt{last}", out_of_time=True)
-        if _is_retryable(exc):
-            attempts = len(retries) + 1
-            return ModelUnavailable(f"{self.provider} model {model} unavailable after {attempts} attempt(s): "
-                                    f"{describe(exc)}", out_of_time=attempts < self.policy.max_attempts)
+        return ModelUnavailable(f"{self.provider} model {model} unavailable after {exc.attempts} attempt(s): "
+                                f"{describe(exc.last)}", out_of_time=out_of_time)
+
+    def _rejected(self, exc: Exception, model: str) -> Exception:
+        """A failure retrying cannot help: bad local configuration, or a request the service rejected."""
         config_error = _credentials_problem(exc)
         if config_error is not None:
             return config_error
@@ -372,13 +349,15 @@ def build_model(
     """The SDK client for the configured provider, with the SDK's own retries off (ours apply)."""
     import anthropic
 
-    policy = RetryPolicy(max_attempts=config.max_attempts, sleep=sleep, clock=clock)
+    policy = replace(DEFAULT_POLICY, attempts=config.max_attempts)
+    options: dict[str, Any] = {"policy": policy, "request_timeout_s": config.request_timeout_s, "sleep": sleep,
+                               "clock": clock}
     common: dict[str, Any] = {"max_retries": 0, "timeout": config.request_timeout_s}
     if http_client is not None:
         common["http_client"] = http_client
     if config.provider == "anthropic":
         direct = anthropic.Anthropic(api_key=config.anthropic_api_key, base_url=config.base_url, **common)
-        return AnthropicModel(direct, policy=policy, request_timeout_s=config.request_timeout_s)
+        return AnthropicModel(direct, **options)
     auth: dict[str, Any]
     if config.bearer_token:
         auth = {"api_key": config.bearer_token}
@@ -387,8 +366,17 @@ def build_model(
                 "aws_session_token": config.aws_session_token}
     else:  # a profile, or web identity (OIDC) resolved by botocore
         auth = {"aws_profile": config.aws_profile}
+    if not config.bearer_token and os.environ.get("AWS_BEARER_TOKEN_BEDROCK") == "":
+        # Empty means unset (Actions passes an unset secret as ""), but the SDK reads the variable itself and takes
+        # "" for an API key: it would refuse it next to AWS credentials, or send an empty Bearer instead of SigV4.
+        # So the client is built without credentials and given ours (its public attributes) afterwards.
+        client = anthropic.AnthropicBedrock(aws_region=config.region, base_url=config.base_url, **common)
+        client.api_key = None
+        for name, value in auth.items():
+            setattr(client, name, value)
+        return BedrockModel(client, **options)
     try:
         client = anthropic.AnthropicBedrock(aws_region=config.region, base_url=config.base_url, **auth, **common)
     except ValueError as exc:  # e.g. AWS_BEARER_TOKEN_BEDROCK in the process env next to explicit keys
         raise ConfigError("AWS_BEARER_TOKEN_BEDROCK", str(exc)) from None
-    return BedrockModel(client, policy=policy, request_timeout_s=config.request_timeout_s)
+    return BedrockModel(client, **options)

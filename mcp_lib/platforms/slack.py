@@ -1,10 +1,8 @@
 """slack: the team's past conversations -- search, threads, channel history and the channel list. Read-only.
 
-Built on slack-sdk's ``WebClient`` with its own retry handlers (429 honouring Retry-After, 5xx, connection
-errors). Those handlers call ``time.sleep`` directly, so ours override ``prepare_for_next_attempt`` to sleep
-through an injected function: tests never really wait, and the retry count and each wait are bounded. The
-handlers are built once per client, so the deadline of the tool call in progress reaches them through a context
-variable: no retry waits past it, and a Retry-After longer than the time left ends the retries at once.
+Built on slack-sdk's ``WebClient`` with its retry handlers (429 honouring Retry-After, 5xx, connection errors),
+deciding with :mod:`mcp_lib.retry` and sleeping through an injected function: tests never really wait, no retry
+waits past the tool call's deadline, and a Retry-After longer than the time left ends the retries at once.
 User names are cosmetic: their lookups never wait for a retry, a failed one is remembered, and the user id (or
 the handle Slack sent along) stands in.
 
@@ -21,7 +19,7 @@ The security rules are enforced here, not only stated in the prompt:
 from __future__ import annotations
 
 import html
-import random
+import math
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -50,6 +48,7 @@ from slack_sdk.http_retry.state import RetryState
 from ..config import ConfigError, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError
 from ..redact import redact_secrets
+from ..retry import Budget, Policy, server_wait
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_TIMEZONE = "Asia/Tokyo"
@@ -110,105 +109,66 @@ def load_config(env: Mapping[str, str]) -> SlackConfig | None:
     return SlackConfig(api_url=f"{api_url}/", bot_token=bot, user_token=user, timezone=timezone)
 
 
-# -- retries: slack-sdk's handlers, sleeping through a seam -------------------------------------------------
-def _seconds(value: Any) -> float | None:
-    """A Retry-After header value (slack-sdk may hand a list) in seconds; None when unreadable."""
-    try:
-        return max(0.0, float(value[0] if isinstance(value, list) else value))
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
-def _retry_after(response: HttpResponse | None) -> float | None:
-    if response is None:
-        return None
-    for key, value in response.headers.items():
-        if key.lower() == "retry-after":
-            return _seconds(value)
-    return None
-
-
-# The deadline of the tool call running on this thread (a clock value, and the clock): set by ``call``.
-_DEADLINE: ContextVar[tuple[float, Callable[[], float]] | None] = ContextVar("slack_call_deadline", default=None)
-
-
-def _time_left() -> float | None:
-    current = _DEADLINE.get()
-    return None if current is None else current[0] - current[1]()
+# -- retries: slack-sdk's handlers, deciding with mcp_lib.retry --------------------------------------------
+# slack-sdk runs the retry loop and builds its handlers once per client, so the budget of the tool call in
+# progress on this thread reaches them here (set by ``call``).
+_BUDGET: ContextVar[Budget | None] = ContextVar("slack_call_budget", default=None)
 
 
 @contextmanager
-def _deadline(deadline: float | None, clock: Callable[[], float]) -> Iterator[None]:
-    token = _DEADLINE.set(None if deadline is None else (deadline, clock))
+def _budget(deadline: float | None, clock: Callable[[], float]) -> Iterator[None]:
+    token = _BUDGET.set(Budget(deadline, clock))
     try:
         yield
     finally:
-        _DEADLINE.reset(token)
+        _BUDGET.reset(token)
 
 
-class _InjectedSleep(RetryHandler):
-    """``prepare_for_next_attempt`` as in slack-sdk, but sleeping through ``self.sleep``, never past the
-    deadline of the call in progress."""
+class _Decided(RetryHandler):
+    """slack-sdk's handler says which failures are retryable; :mod:`mcp_lib.retry` decides whether and how long
+    to wait (within the call's budget), and the wait goes through the injected ``sleep``, never ``time.sleep``."""
 
-    sleep: Callable[[float], None]
+    def __init__(self, sleep: Callable[[float], None], policy: Policy):
+        super().__init__(max_retry_count=policy.attempts - 1)
+        self.sleep = sleep
+        self.policy = policy
+
+    def _verdict(self, state: RetryState, response: HttpResponse | None) -> float | str:
+        asked = server_wait(response.headers) if response is not None else None
+        return self.policy.next_wait(state.current_attempt + 1, asked, _BUDGET.get() or Budget())
 
     def can_retry(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
                   error: Exception | None = None) -> bool:
-        left = _time_left()
-        if left is not None and left <= 0:
-            return False
-        return super().can_retry(state=state, request=request, response=response, error=error)
-
-    def _pause(self, state: RetryState, response: HttpResponse | None) -> float:
-        return self.interval_calculator.calculate_sleep_duration(state.current_attempt)
+        return (super().can_retry(state=state, request=request, response=response, error=error)
+                and not isinstance(self._verdict(state, response), str))
 
     def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest,
                                  response: HttpResponse | None = None, error: Exception | None = None) -> None:
         state.next_attempt_requested = True
-        pause = self._pause(state, response)
-        left = _time_left()
-        self.sleep(pause if left is None else max(0.0, min(pause, left)))
+        wait = self._verdict(state, response)
+        self.sleep(0.0 if isinstance(wait, str) else wait)
         state.increment_current_attempt()
 
 
-class RateLimitRetry(_InjectedSleep, RateLimitErrorRetryHandler):
-    """429: wait what Retry-After says (plus jitter); a wait longer than ``max_wait_s``, or than the time the
-    call has left, is not worth it (retrying early would only be refused again)."""
-
-    def __init__(self, sleep: Callable[[float], None], max_retry_count: int, max_wait_s: float):
-        super().__init__(max_retry_count=max_retry_count)
-        self.sleep = sleep
-        self.max_wait_s = max_wait_s
-
-    def _can_retry(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
-                   error: Exception | None = None) -> bool:
-        asked = _retry_after(response)
-        left = _time_left()
-        return (super()._can_retry(state=state, request=request, response=response, error=error)
-                and (asked is None or (asked <= self.max_wait_s and (left is None or asked <= left))))
-
-    def _pause(self, state: RetryState, response: HttpResponse | None) -> float:
-        asked = _retry_after(response)
-        return (1.0 if asked is None else asked) + random.uniform(0, 0.5)
+class RateLimitRetry(_Decided, RateLimitErrorRetryHandler):
+    """429: wait what Retry-After says (plus jitter, as slack-sdk does)."""
 
 
-class ServerErrorRetry(_InjectedSleep, ServerErrorRetryHandler):
-    def __init__(self, sleep: Callable[[float], None], max_retry_count: int):
-        super().__init__(max_retry_count=max_retry_count)
-        self.sleep = sleep
+class ServerErrorRetry(_Decided, ServerErrorRetryHandler):
+    """500/503."""
 
 
-class ConnectionErrorRetry(_InjectedSleep, ConnectionErrorRetryHandler):
-    def __init__(self, sleep: Callable[[float], None], max_retry_count: int):
-        super().__init__(max_retry_count=max_retry_count)
-        self.sleep = sleep
+class ConnectionErrorRetry(_Decided, ConnectionErrorRetryHandler):
+    """A connection that failed or was reset."""
 
 
 def retry_handlers(config: SlackConfig, sleep: Callable[[float], None]) -> list[RetryHandler]:
+    attempts = config.max_retries + 1
     return [
-        RateLimitRetry(sleep, config.max_retries, config.max_retry_wait_s),
-        ServerErrorRetry(sleep, config.max_retries),
-        ConnectionErrorRetry(sleep, 1),
+        RateLimitRetry(sleep, Policy(attempts, base_s=1.0, max_server_wait_s=config.max_retry_wait_s,
+                                     server_jitter_s=0.5)),
+        ServerErrorRetry(sleep, Policy(attempts)),
+        ConnectionErrorRetry(sleep, Policy(2)),
     ]
 
 
@@ -272,8 +232,8 @@ def explain(exc: SlackApiError, api: str, variable: str) -> str:
     data = response.data if isinstance(response.data, dict) else {}
     error = str(data.get("error") or "")
     if response.status_code == 429:
-        wait = response.headers.get("Retry-After") or response.headers.get("retry-after")
-        asked = f" (Slack asks to wait {wait} s)" if wait else ""
+        wait = server_wait(response.headers)
+        asked = f" (Slack asks to wait {math.ceil(wait)} s)" if wait is not None else ""
         return f"Slack rate limit on {api}: still limited after retries{asked}; try again later"
     if response.status_code >= 500:
         return f"Slack is unavailable ({api} answered HTTP {response.status_code} after retries); try later"
@@ -311,7 +271,7 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
     method = getattr(web, api.replace(".", "_"))
     deadline = ctx.deadline if patient else ctx.clock()
     try:
-        with _deadline(deadline, ctx.clock):
+        with _budget(deadline, ctx.clock):
             response = method(**{k: v for k, v in params.items() if v is not None})
     except SlackApiError as exc:
         error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
@@ -319,8 +279,7 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
         if error == "channel_not_found":
             raise _ChannelNotFound(message) from None
         if exc.response.status_code == 429:
-            wait = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
-            raise RateLimited(message, _seconds(wait)) from None
+            raise RateLimited(message, server_wait(exc.response.headers)) from None
         raise (CredentialsError if error in AUTH_ERRORS else ToolError)(message) from None
     except TimeoutError:
         raise ToolError(f"Slack did not answer {api} within {clients.config.timeout_s} s; try again later") from None
