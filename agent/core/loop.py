@@ -66,7 +66,7 @@ class Agent:
         self.tools = tools
         self.settings = settings or Settings()
         self.clock = clock
-        self.now = now or (lambda: datetime.now(self.settings.tz()))
+        self.now = now or (lambda: self.settings.now or datetime.now(self.settings.tz()))
         self.on_progress = on_progress
         self.on_event = on_event
         self.extra_prompt = extra_prompt

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.core.claude import DEFAULT_MODELS
 from agent.core.model import Usage
-from mcp_lib.config import ConfigError, env_float, env_int, env_str
+from mcp_lib.config import ConfigError, env_datetime, env_float, env_int, env_str
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -64,6 +65,7 @@ class Settings:
     price_output: float | None = None
     summary_price_input: float | None = None
     summary_price_output: float | None = None
+    now: datetime | None = None  # HELPBOT_NOW: a fixed "now" for the date context (replays, evals)
 
     @property
     def final_reserve_s(self) -> float:
@@ -102,9 +104,10 @@ class Settings:
                               f"{threshold} must be below HELPBOT_REQUEST_BUDGET_TOKENS ({budget})")
         timezone = env_str(env, "HELPBOT_TIMEZONE") or d.timezone
         try:
-            ZoneInfo(timezone)
+            zone = ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ConfigError("HELPBOT_TIMEZONE", f"{timezone!r} is not a time zone name like Asia/Tokyo") from None
+        now = env_datetime(env, "HELPBOT_NOW")
         return cls(
             max_rounds=env_int(env, "HELPBOT_MAX_ROUNDS", d.max_rounds, minimum=1),
             deadline_s=env_float(env, "HELPBOT_DEADLINE_S", d.deadline_s, minimum=10.0),
@@ -120,6 +123,7 @@ class Settings:
             price_output=_optional_price(env, "HELPBOT_PRICE_OUTPUT"),
             summary_price_input=_optional_price(env, "HELPBOT_SUMMARY_PRICE_INPUT"),
             summary_price_output=_optional_price(env, "HELPBOT_SUMMARY_PRICE_OUTPUT"),
+            now=None if now is None else now.replace(tzinfo=zone) if now.tzinfo is None else now.astimezone(zone),
         )
 
 

@@ -1,0 +1,185 @@
+"""The configuration declaration: every variable the code reads is declared once, and every surface follows it."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mcp_lib import configdocs
+from mcp_lib.config import (
+    DECLARED,
+    VARIABLES,
+    env_bool,
+    env_datetime,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+    passed_by,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIXES = ("HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_", "AWS_", "ANTHROPIC_")
+READERS = {"env_str", "env_url", "env_int", "env_float", "env_list", "env_bool", "env_datetime", "getenv", "get"}
+
+
+def sources() -> list[Path]:
+    return sorted(p for pkg in ("agent", "mcp_lib") for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def names_in(path: Path) -> dict[str, list[int]]:
+    """Environment variable names a module reads: string constants that look like one (HELPBOT_X, SLACK_X, ...),
+    and the first string argument of env readers (``env_int(env, "X", ...)``, ``os.environ.get("X")``,
+    ``os.environ["X"]``), whatever its prefix. Docstrings do not count."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    found: dict[str, list[int]] = {}
+
+    def add(node: ast.AST) -> None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found.setdefault(node.value, []).append(node.lineno)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(PREFIXES) \
+                and node.value.replace("_", "").isalnum() and node.value.upper() == node.value:
+            add(node)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            args = [a for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            is_environ = isinstance(func, ast.Attribute) and "environ" in ast.unparse(func.value)
+            if name.startswith("env_") and name in READERS and len(node.args) > 1:
+                add(node.args[1])
+            elif (name == "getenv" or (name == "get" and is_environ)) and args:
+                add(args[0])
+        elif isinstance(node, ast.Subscript) and "environ" in ast.unparse(node.value):
+            add(node.slice)
+    return found
+
+
+def test_every_variable_the_code_reads_is_declared() -> None:
+    # (Names taken from helpbot.toml -- an MCP server's ``env`` and ``header_env`` -- are the team's, not ours.)
+    undeclared = {f"{name} ({path.relative_to(ROOT)}:{lines[0]})" for path in sources()
+                  if path.name != "config.py" for name, lines in names_in(path).items() if name not in DECLARED}
+    assert sorted(undeclared) == [], "declare these in mcp_lib/config.py (VARIABLES)"
+
+
+def test_the_scan_finds_reads_of_every_shape(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""HELPBOT_IN_A_DOCSTRING is not a read."""\nimport os\n'
+                      'a = env_int(env, "HELPBOT_A", 3)\nb = os.environ.get("PLAIN_B")\nc = os.environ["C_C"]\n'
+                      'd = ("SLACK_D", "GITHUB_E")\ne = os.getenv("F")\n', encoding="utf-8")
+    assert set(names_in(module)) == {"HELPBOT_A", "PLAIN_B", "C_C", "SLACK_D", "GITHUB_E", "F"}
+
+
+def test_every_declared_variable_is_read_somewhere() -> None:
+    code = "\n".join(p.read_text(encoding="utf-8") for p in sources() if p.name != "config.py")
+    unused = [v.name for v in VARIABLES if f'"{v.name}"' not in code]
+    assert unused == [], "declared but never read: remove them from mcp_lib/config.py or read them"
+
+
+def _literal_defaults() -> list[tuple[str, object, str]]:
+    found = []
+    for path in sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("env_int", "env_float") and len(node.args) > 2 \
+                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[2], ast.Constant):
+                found.append((node.args[1].value, node.args[2].value, f"{path.relative_to(ROOT)}:{node.lineno}"))
+    return found
+
+
+def test_declared_defaults_match_the_literal_defaults_in_the_code() -> None:
+    found = _literal_defaults()
+    assert len(found) >= 10  # the scan sees the readers
+    wrong = [f"{name}: code {value} at {where}, declared {DECLARED[name].default!r}" for name, value, where in found
+             if float(DECLARED[name].default) != float(value)]  # type: ignore[arg-type]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("value", ["", "   ", "\t\n"])
+def test_empty_means_unset_for_every_reader(value: str) -> None:
+    env = {"X": value}
+    assert env_str(env, "X") is None and env_url(env, "X") is None and env_datetime(env, "X") is None
+    assert env_int(env, "X", 7) == 7 and env_float(env, "X", 1.5) == 1.5
+    assert env_list(env, "X") == [] and env_bool(env, "X", True) is True
+
+
+def test_each_variable_is_declared_once_with_a_meaning_and_a_place() -> None:
+    assert len(DECLARED) == len(VARIABLES)
+    for v in VARIABLES:
+        assert v.meaning and v.where, v.name
+        assert not ("local" in v.where and {"help", "feedback"} & set(v.where)), v.name
+        assert not (v.secret and v.value), v.name  # a secret comes from secrets.*, never from an expression
+        assert not (v.source or v.name).startswith("GITHUB_") or not {"help", "feedback"} & set(v.where) \
+            or v.source, f"{v.name}: GitHub refuses secrets and variables named GITHUB_*"
+
+
+def _step_env(workflow: str, step_id_or_name: str) -> dict[str, str]:
+    data = yaml.safe_load((ROOT / ".github" / "workflows" / f"{workflow}.yml").read_text(encoding="utf-8"))
+    steps = [s for job in data["jobs"].values() for s in job["steps"]]
+    return next(s for s in steps if step_id_or_name in (s.get("id"), s.get("name")))["env"]
+
+
+@pytest.mark.parametrize("workflow,step", [("help", "answer"), ("feedback", "Report and post")])
+def test_the_workflow_passes_every_declared_variable_not_marked_local(workflow: str, step: str) -> None:
+    env = _step_env(workflow, step)
+    for v in passed_by(workflow):  # type: ignore[arg-type]
+        assert env.get(v.name) == v.expression(), v.name
+        if v.secret:
+            assert v.expression().startswith("${{ secrets."), v.name
+    ours = {name for name in env if name.startswith(PREFIXES)}
+    assert ours == {v.name for v in passed_by(workflow)}, "a variable in the workflow that is not declared"  # type: ignore[arg-type]
+    assert all(name in DECLARED or not name.startswith(PREFIXES) for name in env)
+
+
+def test_the_surfaces_are_current() -> None:
+    assert configdocs.stale() == [], "run `uv run mcp-lib config --write`"
+
+
+def _copy_surfaces(tmp_path: Path) -> Path:
+    for path in configdocs.SURFACES:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / path, tmp_path / path)
+    return tmp_path
+
+
+def test_a_variable_dropped_from_a_workflow_fails_the_check(tmp_path: Path) -> None:
+    root = _copy_surfaces(tmp_path)
+    help_yml = root / ".github" / "workflows" / "help.yml"
+    text = help_yml.read_text(encoding="utf-8")
+    help_yml.write_text(text.replace("          HELPBOT_REDMINE_PROJECTS: ${{ vars.HELPBOT_REDMINE_PROJECTS }}\n", ""),
+                        encoding="utf-8")
+    assert configdocs.stale(root) == [".github/workflows/help.yml"]
+    assert configdocs.write(root) == [".github/workflows/help.yml"]
+    assert help_yml.read_text(encoding="utf-8") == text and configdocs.stale(root) == []
+
+
+def test_a_surface_without_its_markers_is_reported(tmp_path: Path) -> None:
+    root = _copy_surfaces(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8").replace("config:end", "gone"), encoding="utf-8")
+    [problem] = configdocs.stale(root)
+    assert problem.startswith("README.md: expected one block")
+
+
+def test_the_tables_name_every_variable_and_the_setup_table_what_teams_set() -> None:
+    readme = "\n".join(configdocs.readme_table())
+    assert all(f"`{v.name}`" in readme for v in VARIABLES)
+    setup = "\n".join(configdocs.setup_table())
+    assert "`HELPBOT_GITHUB_TOKEN` | secret" in setup and "`SLACK_SIGNING_SECRET` | relay env" in setup
+    assert "`SLACK_API_URL`" not in setup and "`GITHUB_RUN_ID`" not in setup  # local and runner-set ones
+
+
+def test_mcp_lib_config_check_is_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_lib.cli import main
+
+    assert main(["config", "--check"]) == 0
+    assert "up to date" in capsys.readouterr().out
