@@ -1,0 +1,110 @@
+"""help.yml and feedback.yml as GitHub runs them: one job, the concurrency group straight from the payload,
+no parsing of our own, a fast install, and a notice when the run breaks before helpbot starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mcp_lib.config import passed_by
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, sample_workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def workflow(name: str) -> dict[str, Any]:
+    return yaml.safe_load((ROOT / ".github" / "workflows" / f"{name}.yml").read_text(encoding="utf-8"))
+
+
+def steps(name: str) -> list[dict[str, Any]]:
+    return [s for job in workflow(name)["jobs"].values() for s in job["steps"]]
+
+
+def step(name: str, id_or_name: str) -> dict[str, Any]:
+    return next(s for s in steps(name) if id_or_name in (s.get("id"), s.get("name")))
+
+
+def test_one_job_starts_on_the_dispatch_grouped_by_the_payload() -> None:
+    jobs = workflow("help")["jobs"]
+    assert list(jobs) == ["answer"] and "needs" not in jobs["answer"]
+    group = jobs["answer"]["concurrency"]["group"]
+    for part in ("client_payload.channel", "client_payload.ts", "client_payload.url", "inputs.url", "run_id"):
+        assert part in group
+    assert group.index("client_payload.channel") < group.index("inputs.url") < group.index("github.run_id")
+    assert jobs["answer"]["concurrency"]["cancel-in-progress"] is False
+
+
+@pytest.mark.parametrize("name", ["help", "feedback"])
+def test_no_inline_python_and_no_expressions_in_scripts(name: str) -> None:
+    for s in steps(name):
+        assert s.get("shell") != "python", s.get("name")
+        assert "${{" not in s.get("run", ""), s.get("name")  # data reaches scripts through env only
+
+
+@pytest.mark.parametrize("name", ["help", "feedback"])
+def test_the_install_is_cached_on_the_lock_with_bytecode_and_without_dev_tools(name: str) -> None:
+    job = next(iter(workflow(name)["jobs"].values()))
+    assert job["env"]["UV_COMPILE_BYTECODE"] == "1"
+    cache = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/cache@"))
+    assert cache["with"]["path"] == ".venv" and "hashFiles('uv.lock'" in cache["with"]["key"]
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert "uv sync --no-dev --frozen" in runs
+    assert all("uv run --no-sync" in r for r in runs if "uv run" in r)  # nothing installed after the sync
+
+
+def test_manual_runs_can_force_and_fix_now() -> None:
+    inputs = workflow("help")[True]["workflow_dispatch"]["inputs"]  # PyYAML reads the key `on` as True
+    assert inputs["force"]["type"] == "boolean" and inputs["now"]["type"] == "string"
+    answer = step("help", "answer")
+    assert answer["env"]["FORCE"] == "${{ inputs.force }}" and 'args+=(--force)' in answer["run"]
+    assert answer["env"]["HELPBOT_NOW"] == "${{ inputs.now }}"
+
+
+def test_oidc_needs_only_the_role_variable() -> None:
+    job = workflow("help")["jobs"]["answer"]
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    aws = step("help", "aws")
+    assert aws["if"] == "vars.AWS_ROLE_ARN != ''" and aws["continue-on-error"] is True
+    assert aws["with"]["role-to-assume"] == "${{ vars.AWS_ROLE_ARN }}"
+    names = [s.get("id") or s.get("name") for s in job["steps"]]
+    assert names.index("aws") < names.index("answer") < names.index("Fail the run when the AWS step broke")
+    assert step("help", "Fail the run when the AWS step broke")["if"] == "steps.aws.outcome == 'failure'"
+
+
+def test_the_answer_step_gets_exactly_the_declared_variables() -> None:
+    env = step("help", "answer")["env"]
+    assert set(env) == {v.name for v in passed_by("help")} | {"DRY_RUN", "FORCE"}
+
+
+def run_script(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    return subprocess.run(["/bin/bash", "-e", "-o", "pipefail", "-c", script], env={**base, **env},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_notice_when_helpbot_could_not_be_installed_reaches_the_thread() -> None:
+    notice = step("help", "Tell the thread when helpbot could not be installed")
+    assert "steps.install.outcome != 'success'" in notice["if"] and "repository_dispatch" in notice["if"]
+    ws = sample_workspace()
+    question = ws.history("C0ECSUP")[0]
+    with FakeSlack(ws) as fake:
+        done = run_script(notice["run"], {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": fake.url.rstrip("/"),
+                                          "CHANNEL": "C0ECSUP", "THREAD": question.ts,
+                                          "RUN_URL": "https://github.com/acme/helpbot/actions/runs/777"})
+    assert done.returncode == 0, done.stderr
+    assert '"ok":true' in done.stdout
+    [reply] = [m for m in ws.thread("C0ECSUP", question.ts) if m.user == ws.bot_user_id]
+    assert "actions/runs/777" in reply.text and "回答を作成できませんでした" in reply.text
+
+
+def test_feedback_skips_with_one_clear_line_when_its_channel_is_not_set() -> None:
+    report = step("feedback", "Report and post")
+    done = run_script(report["run"], {"HELPBOT_FEEDBACK_CHANNEL": "", "PATH": "/nonexistent"})  # no uv needed
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("::notice::feedback skipped: the repository variable HELPBOT_FEEDBACK_CHANNEL")
+    assert report["env"]["HELPBOT_FEEDBACK_CHANNEL"] == "${{ vars.HELPBOT_FEEDBACK_CHANNEL }}"
