@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.core.loop import Agent
-from agent.core.scripted import Request, ScriptedModel, text
+from agent.core.model import Request
+from agent.core.scripted import ScriptedModel, text
 from agent.core.settings import Settings
 from mcp_lib.config import ConfigError
 from tests.agent.core.loop_fakes import FakeTools
