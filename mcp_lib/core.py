@@ -7,8 +7,9 @@ a :class:`Result`; every item that comes from a source carries ``url`` and ``tit
 
 Tool failures are values: :meth:`Tool.invoke` never raises; whatever goes wrong (bad arguments, a failing
 service, a tool bug, a result that cannot be serialised) comes back as ``status: "error"`` with a short message.
-Every result is masked (:mod:`mcp_lib.redact`) before it is cut to the limits, so a cut never leaves half a
-secret behind.
+Every string of a result is cut, then masked (:mod:`mcp_lib.redact`), then cut again: cut to its limit plus a
+margin, masked, cut to the limit. Masking costs what is kept, not what was read (a 5 MB page is masked
+6,000 characters deep), and a secret that straddles the limit is masked whole before the final cut.
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ from typing import Any, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .config import env_float, env_int
-from .redact import redact_deep, redact_secrets
+from .redact import redact_secrets
 
 TRUNCATION_MARKER = "…[truncated: {n} more characters]"
 _MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
 MAX_MESSAGE_CHARS = 1000  # an error message (a server's text, an exception) is no place for a whole page
 MAX_NOTES = 12
 MAX_NOTE_CHARS = 300
+# How far past a cut masking looks: a secret shorter than this that straddles the cut is masked whole. A private
+# key block is masked to its end (or to the end of the window) whatever its length.
+MASK_MARGIN = 1024
 
 
 class ToolError(Exception):
@@ -147,27 +151,27 @@ class Result(BaseModel):
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
 
 
-def cut_text(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` masked, then cut to ``limit`` characters with the explicit marker; and whether it was cut.
+def cut_text(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` characters with the explicit marker and masked; and whether it was cut.
 
-    Masking comes first so that a cut through a token cannot leave a piece too short to be recognised. A text
-    that already ends with a marker (cut once by the platform) gets one marker that counts everything left out.
+    Cut to ``limit + MASK_MARGIN``, masked, then cut to ``limit``: masking reads only what may be kept, and a
+    cut through a token cannot leave a piece too short to be recognised. A text that already ends with a
+    marker (cut once by the platform) gets one marker that counts everything left out.
     """
-    text = redact_secrets(text)
-    return _cut(text, limit)
-
-
-def _cut(text: str, limit: int) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
     earlier = 0
-    found = _MARKER_AT_END.search(text)
+    found = _MARKER_AT_END.search(text) if text.endswith("]") else None
     if found:
         earlier = int(found.group(1))
         text = text[: found.start()]
-        if len(text) <= limit:
-            return text + TRUNCATION_MARKER.format(n=earlier), True
-    return text[:limit] + TRUNCATION_MARKER.format(n=len(text) - limit + earlier), True
+    window = limit + MASK_MARGIN
+    unread = max(0, len(text) - window)
+    masked = mask(text[:window] if unread else text)
+    left = unread + earlier
+    if len(masked) > limit:
+        return masked[:limit] + TRUNCATION_MARKER.format(n=len(masked) - limit + left), True
+    if left:
+        return masked + TRUNCATION_MARKER.format(n=left), True
+    return masked, False
 
 
 # Fields that are never cut: a cut link or title is a broken source, a cut id cannot be looked up.
@@ -187,15 +191,19 @@ class _Shrink:
     field_limit: int
     list_limit: int
     whole_only: bool = False
+    # (id of an original string, limit) -> (cut and masked, whether cut): the builds of one apply_limits share it
+    memo: dict[tuple[int, int], tuple[str, bool]] = field(default_factory=dict)
     fields_cut: int = 0
     fields_dropped: int = 0
     lists: dict[str, tuple[int, int]] = field(default_factory=dict)  # where -> (kept, longest seen)
 
     def value(self, value: Any, where: str, key: str | None = None) -> Any:
         if isinstance(value, str):
-            if _keep_whole(key):
-                return value
-            text, cut = _cut(value, self.field_limit)
+            limit = -1 if _keep_whole(key) else self.field_limit  # a link, title or id is masked, never cut
+            memo_key = (id(value), limit)
+            if memo_key not in self.memo:
+                self.memo[memo_key] = (redact_secrets(value), False) if limit < 0 else cut_text(value, limit)
+            text, cut = self.memo[memo_key]
             self.fields_cut += cut
             return text
         if isinstance(value, dict):
@@ -228,7 +236,7 @@ class _Shrink:
 
 
 def _capped_notes(notes: list[str]) -> list[str]:
-    kept = [_cut(note, MAX_NOTE_CHARS)[0] for note in notes[:MAX_NOTES]]
+    kept = [cut_text(str(note), MAX_NOTE_CHARS)[0] for note in notes[:MAX_NOTES]]
     if len(notes) > MAX_NOTES:
         kept.append(f"{len(notes) - MAX_NOTES} more notes left out")
     return kept
@@ -241,7 +249,8 @@ def apply_limits(result: Result, limits: Limits) -> Result:
     (a PR's files, an issue's comments, a server's rows) to ``max_items`` entries; then, while the JSON is still
     too large, trailing items are dropped, then fields and nested lists shrink further (always from the original
     values), then only the never-cut fields (url, title, ids, paths) are kept. Links, titles and ids are never
-    cut. The notes say what was left out and where, with the limits that were finally used.
+    cut. The notes say what was left out and where, with the limits that were finally used. Every string shown
+    is masked as it is cut (:func:`cut_text`); the builds share one memo, so each string is masked once per limit.
     """
     notes = list(result.notes)
     items = list(result.items)
@@ -249,6 +258,10 @@ def apply_limits(result: Result, limits: Limits) -> Result:
         notes.append(f"showing {limits.max_items} of {len(items)} items")
         items = items[: limits.max_items]
     cap = limits.max_result_chars
+    memo: dict[tuple[int, int], tuple[str, bool]] = {}
+
+    def shrinker(field_limit: int, list_limit: int, whole_only: bool = False) -> _Shrink:
+        return _Shrink(field_limit, list_limit, whole_only, memo=memo)
 
     def build(count: int, shrink: _Shrink, extra: list[str]) -> Result:
         shown = [shrink.value(item, "items[]") for item in items[:count]]
@@ -264,29 +277,29 @@ def apply_limits(result: Result, limits: Limits) -> Result:
         return len(out.to_json()) <= cap
 
     field_limit, list_limit = limits.max_field_chars, limits.max_items
-    out = build(len(items), _Shrink(field_limit, list_limit), [])
+    out = build(len(items), shrinker(field_limit, list_limit), [])
     if fits(out):
         return out
     # 1. fewer items, keeping the best-ranked ones: the largest count that fits (binary search, sizes are monotone)
     low, high = 1, len(items)
     while low < high:
         middle = (low + high + 1) // 2
-        if fits(build(middle, _Shrink(field_limit, list_limit), dropped_note(middle))):
+        if fits(build(middle, shrinker(field_limit, list_limit), dropped_note(middle))):
             low = middle
         else:
             high = middle - 1
     count = low if items else 0
-    out = build(count, _Shrink(field_limit, list_limit), dropped_note(count))
+    out = build(count, shrinker(field_limit, list_limit), dropped_note(count))
     # 2. shorter fields and nested lists, from the originals
     while not fits(out) and (field_limit > 100 or list_limit > 1):
         if field_limit > 100:
             field_limit = max(100, field_limit // 2)
         if list_limit > 1 and field_limit <= 400:
             list_limit = max(1, list_limit // 2)
-        out = build(count, _Shrink(field_limit, list_limit), dropped_note(count))
+        out = build(count, shrinker(field_limit, list_limit), dropped_note(count))
     # 3. only what identifies each item; 4. nothing but the notes
     if not fits(out):
-        out = build(count, _Shrink(field_limit, list_limit, whole_only=True), dropped_note(count))
+        out = build(count, shrinker(field_limit, list_limit, whole_only=True), dropped_note(count))
     if not fits(out):
         out = result.model_copy(update={"items": [], "item": None, "notes": _capped_notes(
             [*notes, f"the result was too large to show within {cap} characters; ask for less"])[:3]})
@@ -424,17 +437,16 @@ class Tool:
             result = Result.error(self.wire_name, f"{type(exc).__name__}: {exc}")
         if result.is_error:
             return result.model_copy(update={"message": _message(result.message or "failed"),
-                                             "notes": _capped_notes(redact_deep(result.notes))})
-        # JSON-safe (a date becomes its string), masked while whole, then cut to the limits
+                                             "notes": _capped_notes(result.notes)})
+        # JSON-safe (a date becomes its string), then cut and masked to the limits
         payload = json.loads(json.dumps({"items": result.items, "item": result.item, "notes": result.notes},
                                         ensure_ascii=False, default=str))
-        masked = result.model_copy(update=redact_deep(payload))
-        return apply_limits(masked, ctx.limits.merged(**self.limit_overrides))
+        return apply_limits(result.model_copy(update=payload), ctx.limits.merged(**self.limit_overrides))
 
 
 def _message(text: str) -> str:
     """An error message masked and cut: it may carry a server's text or an exception's."""
-    return _cut(redact_secrets(text), MAX_MESSAGE_CHARS)[0]
+    return cut_text(text, MAX_MESSAGE_CHARS)[0]
 
 
 @dataclass

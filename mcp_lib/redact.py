@@ -1,100 +1,153 @@
-"""Masking of secrets (and, for public posts, personal data) in any text that leaves a tool or the bot.
+"""The masking patterns: secrets, personal data and exact credential values, in one scan of a text.
 
 Tool output is untrusted: a pasted token in a Slack message or a wiki page must not travel on to the model,
 the trace or a public answer. The patterns are deliberately broad; a false positive costs a few characters.
+This module is the one pattern library: ``mcp_lib`` masks tool results with it (secrets only), and helpbot's
+egress guard (``agent/guard.py``) builds a :class:`Masker` with personal data and the exact values of the
+credentials the process holds.
 
 Japanese text runs straight into Latin text (「トークンはxoxb-…です」), so the patterns are ASCII-only
 (``re.ASCII``: a kana is not a word character for ``\\b``), and matching runs on a copy where full-width
-forms (０９０－１２３４, ｔａｒｏ＠…) are folded to ASCII one character for one, so spans carry over.
+forms (０９０－１２３４, ｔａｒｏ＠…) are folded to ASCII one character for one, so spans carry over. The text is
+folded once and scanned once, by one alternation of every pattern (the leftmost match wins; at one position,
+the first alternative).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 MASK = "[REDACTED]"
-
-_A = re.ASCII
-# A value after ``KEY=`` / ``"key": ``: printable ASCII without quotes or brackets (secrets are ASCII; Japanese
-# prose after 「password:」 is not a secret), at least 8 characters, taken whole (possessive) and not followed by
-# ``(`` or ``[`` so that code such as ``token = get_token()`` or ``os.environ["X"]`` is left alone.
-_VALUE = r"[A-Za-z0-9!#$%&*+\-./:;=?@^_`|~]{8,}+(?![(\[])"
-_KEY_WORDS = (r"api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|secret"
-              r"|password|passwd|passphrase|token|credentials?")
-_SECRET_PATTERNS = [
-    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S | _A),
-    # Distinctive prefixes match anywhere, also glued to the text before them (``TOKEN_ghp_…``, ``キーxoxb-…``).
-    re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}", _A),  # Slack tokens
-    re.compile(r"xapp-[A-Za-z0-9-]{10,}", _A),
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}", _A),  # GitHub tokens: ghp_ gho_ ghu_ ghs_ ghr_
-    re.compile(r"github_pat_[A-Za-z0-9_]{30,}", _A),
-    re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _A),  # AWS access key ids
-    re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}", _A),  # Anthropic keys
-    re.compile(r"(?<![A-Za-z0-9])ABSK[A-Za-z0-9+/=]{20,}", _A),  # Bedrock API keys
-    re.compile(r"(?<![A-Za-z0-9])AIza[A-Za-z0-9_-]{35}", _A),  # Google API keys
-    re.compile(r"(?<![A-Za-z0-9])[sr]k_live_[A-Za-z0-9]{16,}", _A),  # Stripe secret keys
-    re.compile(r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", _A),  # JWTs
-    # Slack incoming webhooks and workflow triggers: the path is the secret, the host tells the reader what it was.
-    re.compile(r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}", _A),
-    # Authorization: Bearer <credential> / Basic <credential>: the scheme is kept (three groups, as key=value)
-    re.compile(r"(?i)(\bbearer\s+|\bauthorization:\s*basic\s+)()()[A-Za-z0-9._~+/-]{16,}=*", _A),
-    # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
-    re.compile(rf"(?i)(?<![A-Za-z0-9])([A-Za-z0-9_.-]*(?:{_KEY_WORDS}))([\"']?\s*[:=]\s*)([\"']?){_VALUE}", _A),
-]
-
-_EMAIL = re.compile(r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b", _A)
-# 03-1234-5678, 090-1234-5678, 0120-123-456, (03) 1234-5678, +81 90 1234 5678, +1 (555) 123-4567, 09012345678
-_PHONES = [
-    re.compile(r"(?<![\w.-])\(?0\d{1,4}\)?[ -]?\d{1,4}[ -]\d{3,4}(?![\w-])", _A),
-    re.compile(r"(?<![\w.+-])\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,3}(?![\w-])", _A),
-    re.compile(r"(?<![\w.+-])0[5789]0\d{8}(?![\w-])", _A),
-]
 
 # Full-width ASCII and look-alike dashes/spaces, one code point for one.
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
 _FOLD.update({0x3000: 0x20, 0x30FC: 0x2D, 0x2010: 0x2D, 0x2011: 0x2D, 0x2012: 0x2D, 0x2013: 0x2D, 0x2212: 0x2D})
 
+# A value after ``KEY=`` / ``"key": ``: printable ASCII without quotes or brackets (secrets are ASCII; Japanese
+# prose after 「password:」 is not a secret), taken whole (possessive) and not followed by ``(`` or ``[`` so that
+# code such as ``token = get_token()`` or ``os.environ["X"]`` is left alone.
+_CHARS = r"[A-Za-z0-9!#$%&*+\-./:;=?@^_`|~]"
+_KEY_WORDS = (r"api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|secret"
+              r"|password|passwd|passphrase|pass|pwd|token|credentials?")
+# Japanese key words: 「パスワード：Hunter2」「暗証番号は 4711」 (the full-width colon is folded to ``:``).
+# Written as matched: on the folded text, where the long-vowel mark ー is a dash.
+_JA_KEY_WORDS = ("パスワード|暗証番号|パスコード|合言葉|トークン|アクセスキー|シークレット|秘密鍵|APIキー|API キー"
+                 .translate(_FOLD))
 
-def _sub(pattern: re.Pattern[str], text: str, replace: Callable[[re.Match[str]], str]) -> str:
-    """``pattern.sub`` matched on the folded text, replacing in the original."""
-    folded = text.translate(_FOLD)
-    pieces: list[str] = []
-    last = 0
-    for match in pattern.finditer(folded):
-        pieces += [text[last : match.start()], replace(match)]
-        last = match.end()
-    pieces.append(text[last:])
-    return "".join(pieces)
+# (name, pattern) in priority order; a pattern with groups ``k``, ``s`` and ``q`` keeps them (key, separator,
+# quote) and masks the rest, so the reader still sees what was there.
+_SECRETS = [
+    ("pem", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"),
+    # Credentials inside a URL: postgres://u:pw@db keeps the user, loses the password
+    ("url", r"(?P<url_k>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@<>|\"']+)(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)"),
+    # Distinctive prefixes match anywhere, also glued to the text before them (``TOKEN_ghp_…``, ``キーxoxb-…``).
+    ("slack", r"(?:xoxe\.)?xox[abposre]-[A-Za-z0-9-]{3,}|xapp-[A-Za-z0-9-]{3,}"),
+    ("github", r"gh[pousr]_[A-Za-z0-9]{4,}|github_pat_[A-Za-z0-9_]{8,}"),
+    ("aws", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ("anthropic", r"sk-ant-[A-Za-z0-9_-]{8,}"),
+    ("bedrock", r"(?<![A-Za-z0-9])ABSK[A-Za-z0-9+/=]{20,}"),
+    ("google", r"(?<![A-Za-z0-9])AIza[A-Za-z0-9_-]{35}"),
+    ("stripe", r"(?<![A-Za-z0-9])[sr]k_live_[A-Za-z0-9]{16,}"),
+    ("jwt", r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    # Slack incoming webhooks and workflow triggers: the path is the secret, the host tells the reader what it was.
+    ("hook", r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"),
+    # Authorization: Bearer <credential> / Basic <credential>: the scheme is kept
+    ("auth", r"(?P<auth_k>(?i:\bbearer\s+|\bauthorization:\s*basic\s+))(?P<auth_s>)(?P<auth_q>)"
+             r"[A-Za-z0-9._~+/-]{16,}=*"),
+    # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
+    ("kv", rf"(?<![A-Za-z0-9])(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
+           rf"(?P<kv_q>[\"']?){_CHARS}{{5,}}+(?![(\[])"),
+    ("ja", rf"(?P<ja_k>{_JA_KEY_WORDS})(?P<ja_s>\s*(?:[:=]|は|が|を)\s*)(?P<ja_q>[\"'「]?){_CHARS}{{4,}}+"),
+]
+# Card numbers (13-19 digits, spaces or dashes between groups), masked only when the Luhn check passes.
+_CARD = ("card", r"(?<![A-Za-z0-9_.-])\d(?:[ -]?\d){12,18}(?![A-Za-z0-9_-])")
+_EMAIL = ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
+# 03-1234-5678, 090-1234-5678, 0120-123-456, (03) 1234-5678, +81 90 1234 5678, +1 (555) 123-4567, 09012345678
+_PHONES = [
+    ("phone", r"(?<![\w.-])\(?0\d{1,4}\)?[ -]?\d{1,4}[ -]\d{3,4}(?![\w-])"),
+    ("phone2", r"(?<![\w.+-])\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,3}(?![\w-])"),
+    ("phone3", r"(?<![\w.+-])0[5789]0\d{8}(?![\w-])"),
+]
+_LABELS = {"card": "[card]", "email": "[email]", "phone": "[phone]", "phone2": "[phone]", "phone3": "[phone]"}
 
 
-def _mask_secret(match: re.Match[str]) -> str:
-    if match.re.groups == 3:  # key=value form: keep the key (and quote) so the reader knows what was there
-        return f"{match.group(1)}{match.group(2)}{match.group(3)}{MASK}"
-    return MASK
+
+def luhn(digits: str) -> bool:
+    """The card-number check digit (ISO/IEC 7812)."""
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char) * (2 if index % 2 else 1)
+        total += value - 9 if value > 9 else value
+    return total % 10 == 0
+
+
+class Masker:
+    """One compiled scan: the secret patterns, card numbers, optionally e-mail addresses and phone numbers, and
+    the exact ``values`` given (a credential's value whatever its length, as Actions' ``add-mask`` does)."""
+
+    def __init__(self, *, personal: bool = False, cards: bool = False, values: Iterable[str] = ()):
+        exact = sorted({v for v in values if v}, key=len, reverse=True)
+        parts = [("exact", "|".join(re.escape(v) for v in exact))] if exact else []
+        parts += _SECRETS
+        if cards:
+            parts.append(_CARD)
+        if personal:
+            parts += [_EMAIL, *_PHONES]
+        self.values = tuple(exact)
+        self._pattern = re.compile("|".join(f"(?P<{name}>{body})" for name, body in parts), re.ASCII)
+
+    def mask(self, text: str) -> str:
+        """``text`` with every match replaced: matched on the folded copy, replaced in the original."""
+        if not text:
+            return text
+        pieces: list[str] = []
+        last = 0
+        for match in self._pattern.finditer(text.translate(_FOLD)):
+            name = match.lastgroup or ""
+            if name == "card" and not luhn(re.sub(r"\D", "", match.group())):
+                continue
+            pieces += [text[last : match.start()], self._replacement(name, match, text)]
+            last = match.end()
+        if not pieces:
+            return text
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+    def deep(self, value: Any) -> Any:
+        """Every string inside a JSON-like value masked."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict):
+            return {k: self.deep(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.deep(v) for v in value]
+        return value
+
+    @staticmethod
+    def _replacement(name: str, match: re.Match[str], original: str) -> str:
+        if name in _LABELS:
+            return _LABELS[name]
+        if f"{name}_k" in match.groupdict():  # keep key, separator and quote: the reader knows what was there
+            return original[match.start(f"{name}_k") : match.end(f"{name}_q")] + MASK
+        return MASK
+
+
+SECRETS = Masker()
+_PERSONAL = Masker(personal=True, cards=True)
 
 
 def redact_secrets(text: str) -> str:
-    for pattern in _SECRET_PATTERNS:
-        text = _sub(pattern, text, _mask_secret)
-    return text
+    """Secrets masked (the patterns; no personal data): what tool results get before the model sees them."""
+    return SECRETS.mask(text)
 
 
 def redact_personal(text: str) -> str:
-    """E-mail addresses and phone numbers: masked in public answers (the seed's rule against personal data)."""
-    text = _sub(_EMAIL, text, lambda m: "[email]")
-    for pattern in _PHONES:
-        text = _sub(pattern, text, lambda m: "[phone]")
-    return text
+    """Secrets, card numbers, e-mail addresses and phone numbers masked."""
+    return _PERSONAL.mask(text)
 
 
 def redact_deep(value: Any) -> Any:
     """Secrets masked in every string inside a JSON-like value."""
-    if isinstance(value, str):
-        return redact_secrets(value)
-    if isinstance(value, dict):
-        return {k: redact_deep(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_deep(v) for v in value]
-    return value
+    return SECRETS.deep(value)

@@ -10,7 +10,7 @@ import pytest
 from pydantic import Field
 
 from mcp_lib import ArgumentError, Caller, Limits, Platform, Registry, Result, ToolContext, ToolError
-from mcp_lib.core import MAX_MESSAGE_CHARS, TRUNCATION_MARKER, apply_limits, cut_text
+from mcp_lib.core import MASK_MARGIN, MAX_MESSAGE_CHARS, TRUNCATION_MARKER, apply_limits, cut_text
 
 
 def make_platform() -> Platform:
@@ -348,3 +348,42 @@ def test_a_platform_loads_its_tools_only_when_they_are_used() -> None:
     assert registry.find("lazy_find").wire_name == "demo_find"  # the borrowed declarations keep their name
     registry.tools()
     assert loads == ["lazy"]
+
+
+def test_masking_reads_only_the_limit_plus_the_margin() -> None:
+    """Cut, then mask: the cost is what is kept, not the 5 MB that was read (issue "Honest benches")."""
+    seen: list[int] = []
+
+    def mask(text: str) -> str:
+        seen.append(len(text))
+        return text
+
+    text, cut = cut_text("あ" * 5_000_000, 6000, mask=mask)
+    assert cut and seen == [6000 + MASK_MARGIN]
+    assert text == "あ" * 6000 + TRUNCATION_MARKER.format(n=5_000_000 - 6000)
+
+
+@pytest.mark.parametrize("offset", [-40, -10, -3, -1, 0, 1, 10])
+@pytest.mark.parametrize(("secret", "masked"), [
+    (GITHUB_SECRET, "[REDACTED]"), ("ghp_fakefakefake", "[REDACTED]"), ("password=hunter2", "password=[REDACTED]"),
+    ("postgres://u:pw@db", "postgres://u:[REDACTED]@db")])
+def test_no_secret_straddles_the_cut_unmasked(offset: int, secret: str, masked: str) -> None:
+    """Whatever the cut goes through, the text kept is the cut of the fully masked text."""
+    before, after = "x" * (1000 + offset - len(secret) // 2) + " ", " " + "y" * 100_000
+    text, cut = cut_text(before + secret + after, 1000)
+    assert cut and text.split("…[truncated")[0] == (before + masked + after)[:1000]
+
+
+def test_a_result_of_many_items_is_masked_only_as_far_as_it_is_shown() -> None:
+    platform = Platform(name="t", overview="t", scenes=[], security_rules=[],
+                        load_config=lambda env: object(), make_client=lambda config: None)
+
+    @platform.tool()
+    def rows(ctx: ToolContext) -> list[dict[str, Any]]:
+        """Many rows, each with a secret."""
+        return [{"url": f"https://x.test/{n}", "title": f"row {n}", "text": "a" * 5000 + GITHUB_SECRET}
+                for n in range(2000)]
+
+    result = Registry(env={}, platforms={"t": platform}).call("t_rows", {})
+    assert result.status == "ok" and 0 < len(result.items) <= Limits().max_items
+    assert GITHUB_SECRET not in result.to_json() and len(result.to_json()) <= Limits().max_result_chars

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_lib.redact import redact_deep, redact_personal, redact_secrets
+from mcp_lib.redact import Masker, luhn, redact_deep, redact_personal, redact_secrets
 
 SLACK = "xoxb-" + "1234567890-abcdefghijkl"
 GITHUB = "ghp_" + "a" * 36
@@ -98,7 +98,8 @@ def test_personal_data_is_masked(text: str, expected: str) -> None:
     "token: ${{ secrets.GITHUB_TOKEN }}", "secret: 社外秘です", "Bearer トークンを使う", "Bearer tokens expire",
     "basic authentication is disabled", "https://hooks.slack.com/", "Slack の hooks.slack.com を使う",
     "commit 0123456789abcdef0123456789abcdef01234567", "eyJ だけでは JWT ではない", "AKIA is a prefix",
-    "ghp_short", "xoxb-short", "[REDACTED]",
+    "ghp_", "xoxb-", "xoxb-… のトークン", "[REDACTED]", "p1735779660000001", "1735779660.000001",
+    "注文 4111111111111112 件", "password: str", "パスワードは変更しました", "暗証番号は 123",
 ])
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert redact_personal(redact_secrets(text)) == text
@@ -107,3 +108,48 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
 def test_deep_redaction_walks_json() -> None:
     value = {"items": [{"text": f"see {SLACK}", "n": 1}], "ok": True}
     assert redact_deep(value) == {"items": [{"text": "see [REDACTED]", "n": 1}], "ok": True}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # the short ones the long-token patterns let through
+    ("ghp_fakefakefake", "[REDACTED]"),
+    ("トークンはxoxb-fake-botです", "トークンは[REDACTED]です"),
+    ("接続先 postgres://u:pw@db/app", "接続先 postgres://u:[REDACTED]@db/app"),
+    ("https://admin:hunter2@redmine.example.test/issues/1", "https://admin:[REDACTED]@redmine.example.test/issues/1"),
+    ("パスワード：Hunter2Hunter2", "パスワード：[REDACTED]"),
+    ("パスワードはHunter2です", "パスワードは[REDACTED]です"),
+    ("暗証番号は 4711 です", "暗証番号は [REDACTED] です"),
+    ("password=hunter2", "password=[REDACTED]"),
+    ("ＰＡＳＳＷＯＲＤ＝ｈｕｎｔｅｒ２", "ＰＡＳＳＷＯＲＤ＝[REDACTED]"),
+    ("sk-ant-shortkey1", "[REDACTED]"),
+])
+def test_short_secrets_are_masked(text: str, expected: str) -> None:
+    assert redact_secrets(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("カード 4111 1111 1111 1111 で決済", "カード [card] で決済"),
+    ("カード4111-1111-1111-1111で決済", "カード[card]で決済"),
+    ("４１１１１１１１１１１１１１１１", "[card]"),
+    ("amex 378282246310005", "amex [card]"),
+])
+def test_card_numbers_that_pass_luhn_are_masked(text: str, expected: str) -> None:
+    assert redact_personal(text) == expected
+    assert Masker(cards=True).mask(text) == expected  # cards without e-mail and phone masking
+
+
+def test_luhn() -> None:
+    assert luhn("4111111111111111") and luhn("378282246310005") and not luhn("4111111111111112")
+
+
+def test_exact_values_are_masked_whatever_their_length() -> None:
+    masker = Masker(values=["pw9", "a-long-redmine-key-0123", ""])
+    assert masker.mask("鍵はa-long-redmine-key-0123、パスはpw9。") == "鍵は[REDACTED]、パスは[REDACTED]。"
+    assert masker.mask("ｐｗ９") == "[REDACTED]"  # a full-width spelling is the same value
+    assert masker.values == ("a-long-redmine-key-0123", "pw9")  # the empty value masks nothing
+
+
+def test_one_scan_masks_neighbouring_matches_of_different_kinds() -> None:
+    text = "taro@example.com 090-1234-5678 ghp_fakefakefake password=hunter2 4111111111111111"
+    assert redact_personal(text) == "[email] [phone] [REDACTED] password=[REDACTED] [card]"
+    assert redact_secrets(text) == "taro@example.com 090-1234-5678 [REDACTED] password=[REDACTED] 4111111111111111"
