@@ -18,202 +18,37 @@ count, no note), and a refused issue or page gets the words a missing one gets.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from functools import partial
 from itertools import zip_longest
-from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import quote, unquote, urlparse
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import quote, unquote
 
-import requests
 from pydantic import Field
-from redminelib import Redmine, exceptions
-from redminelib.engines.sync import SyncEngine
 
-from ..config import env_float, env_int, env_list, env_str, env_url
-from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
-from ..http import RetryableError, call_with_retries, check_retryable, policy_for
-from ..redact import redact_secrets
+from ...core import Platform, Result, ToolContext, ToolError, cut_text
+from ...redact import redact_secrets
+from .base import PROJECT_IDENT, NotFound, Redirected, RedmineConfig, load_config
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from .session import RedmineClient, Session
+
 SNIPPET_CHARS = 300
-
-
-@dataclass(frozen=True)
-class RedmineConfig:
-    url: str
-    api_key: str = field(repr=False)
-    projects: tuple[str, ...] = ()  # the allowlist; empty = every project the key can see
-    max_journals: int = 10
-    max_note_chars: int = 1000
-    timeout_s: float = 10.0
-    retry_budget_s: float = 30.0
-
-
-def load_config(env: Mapping[str, str]) -> RedmineConfig | None:
-    url = env_url(env, "REDMINE_URL")  # a value without http(s):// is a ConfigError even before the key is set
-    key = env_str(env, "REDMINE_API_KEY")
-    if url is None or key is None:
-        return None
-    return RedmineConfig(
-        url=url,
-        api_key=key,
-        projects=tuple(env_list(env, "HELPBOT_REDMINE_PROJECTS")),
-        max_journals=env_int(env, "HELPBOT_REDMINE_MAX_JOURNALS", 10, minimum=1),
-        max_note_chars=env_int(env, "HELPBOT_REDMINE_MAX_NOTE_CHARS", 1000, minimum=100),
-        timeout_s=env_float(env, "HELPBOT_REDMINE_TIMEOUT", 10.0, minimum=0.1),
-        retry_budget_s=env_float(env, "HELPBOT_REDMINE_RETRY_BUDGET", 30.0, minimum=0.0),
-    )
-
-
-# -- the client ---------------------------------------------------------------------------------------------
-class Engine(SyncEngine):
-    """python-redmine's requests engine, read-only, with retryable failures raised as RetryableError."""
-
-    def request(self, method: str, url: str, headers: Any = None, params: Any = None, data: Any = None) -> Any:
-        if method.lower() != "get":
-            raise ToolError(f"refused: the Redmine tools are read-only (attempted {method.upper()} {url})")
-        try:
-            return super().request(method, url, headers=headers, params=params, data=data)
-        except requests.Timeout as exc:
-            raise RetryableError(f"Redmine did not answer in time ({type(exc).__name__})") from exc
-        except requests.ConnectionError as exc:
-            raise RetryableError(f"cannot connect to Redmine at {url.split('?')[0]} ({type(exc).__name__})") from exc
-
-    def construct_request_kwargs(self, method: str, headers: Any, params: Any, data: Any) -> dict[str, Any]:
-        # python-redmine stores requests={"timeout": ...} on the Session, where requests ignores it: pass it on.
-        kwargs: dict[str, Any] = SyncEngine.construct_request_kwargs(method, headers, params, data)
-        kwargs["timeout"] = self.requests.get("timeout")
-        return kwargs
-
-    def process_response(self, response: requests.Response) -> Any:
-        check_retryable("Redmine", response.status_code, response.headers, time.time())
-        if response.history:  # http -> https keeps the path; a wiki redirect (a moved page) does not
-            asked = urlparse(str(response.history[0].request.url)).path
-            landed = urlparse(str(response.url)).path
-            if asked != landed:
-                raise Redirected(landed)
-        return super().process_response(response)
-
-
-class NotFound(ToolError):
-    """Redmine answered 404 (or the key's user may not see the thing)."""
-
-
-class Redirected(ToolError):
-    """Redmine redirected to another path (a renamed or moved wiki page); ``path`` is where it landed."""
-
-    def __init__(self, path: str):
-        super().__init__(f"Redmine redirected the request to {path}")
-        self.path = path
-
-
-class RedmineClient:
-    """python-redmine's ``Redmine`` plus what one process learns once: whether the key is good, project ids."""
-
-    def __init__(self, api: Redmine):
-        self.api = api
-        self.key_checked = False
-        self.project_ids: dict[str, int | None] = {}  # identifier -> id (None: no such project)
+__all__ = ["PLATFORM", "NotFound", "Redirected", "RedmineConfig", "load_config", "make_client"]
 
 
 def make_client(config: RedmineConfig) -> RedmineClient:
-    return RedmineClient(Redmine(config.url, key=config.api_key, engine=Engine,
-                                 requests={"timeout": config.timeout_s}))
+    from .session import make_client as make
+
+    return make(config)
 
 
-class Session:
-    """One tool call's requests: retried under one time budget; library errors become clear ToolErrors."""
+def _session(ctx: ToolContext) -> Session:
+    from .session import Session
 
-    def __init__(self, ctx: ToolContext):
-        self.client: RedmineClient = ctx.client
-        self.config: RedmineConfig = ctx.config
-        self.api = self.client.api
-        self.base = self.config.url
-        self.policy = policy_for(ctx, budget_s=self.config.retry_budget_s)
-
-    def call(self, fn: Callable[[], T], not_found: str = "not found in Redmine") -> T:
-        if not self.client.key_checked:
-            # Redmine treats an unknown key as anonymous and still shows public projects: ask who we are once.
-            self._call(lambda: self.api.user.get("current"), not_found)
-            self.client.key_checked = True
-        return self._call(fn, not_found)
-
-    def _call(self, fn: Callable[[], T], not_found: str) -> T:
-        try:
-            return call_with_retries(fn, self.policy, "Redmine")
-        except exceptions.AuthError:
-            raise CredentialsError("Redmine rejected the API key (HTTP 401): check REDMINE_API_KEY") from None
-        except exceptions.ForbiddenError:
-            raise ToolError("Redmine refused access (HTTP 403): the REST API may be disabled, or the user of "
-                            "REDMINE_API_KEY may not see this") from None
-        except (exceptions.ResourceNotFoundError, exceptions.ResourceRequirementsError):
-            raise NotFound(not_found) from None
-        except exceptions.JSONDecodeError:
-            raise ToolError("Redmine's answer is not JSON: check that REDMINE_URL is the Redmine base URL") from None
-        except exceptions.BaseRedmineError as exc:
-            raise ToolError(f"Redmine error: {type(exc).__name__}: {exc}") from None
-
-    # -- the allowlist ----------------------------------------------------------------------------------------
-    def check_project(self, project: str) -> None:
-        if not _PROJECT_IDENT.match(project):
-            raise ToolError(f"project {project!r} is not a project identifier (as in /projects/IDENT, e.g. ec-sync)")
-        if self.config.projects and project not in self.config.projects:
-            raise ToolError(f"project {project!r} is outside HELPBOT_REDMINE_PROJECTS; allowed: "
-                            + ", ".join(self.config.projects))
-
-    def allowed_ids(self) -> set[int] | None:
-        """Ids of the allowlisted projects (None when every project is allowed)."""
-        if not self.config.projects:
-            return None
-        for ident in self.config.projects:
-            if ident not in self.client.project_ids:
-                try:
-                    raw = self.call(partial(self.api.project.get, ident))
-                    self.client.project_ids[ident] = int(raw.id)
-                except NotFound:  # an allowlisted project that does not exist (any more) allows nothing
-                    self.client.project_ids[ident] = None
-        return {pid for ident in self.config.projects if (pid := self.client.project_ids[ident]) is not None}
-
-    def allowed(self, issue: Mapping[str, Any] | None) -> bool:
-        ids = self.allowed_ids()
-        return ids is None or (issue is not None and issue.get("project", {}).get("id") in ids)
-
-    def hidden(self, issue: Mapping[str, Any] | None) -> bool:
-        """An issue that must not be shown: private, outside the allowed projects, or unknown (not visible to
-        the key: nothing to show, nothing to vouch for)."""
-        return issue is None or bool(issue.get("is_private")) or not self.allowed(issue)
-
-    def projects_to_search(self, project: str | None) -> list[str | None]:
-        """None means all projects; with an allowlist, each allowed project on its own."""
-        if project:
-            self.check_project(project)
-            return [project]
-        return list(self.config.projects) or [None]
-
-    # -- shared lookups -------------------------------------------------------------------------------------------
-    def issues_by_id(self, ids: list[int]) -> dict[int, dict[str, Any]]:
-        """Project, status and subject of many issues in one request (open and closed)."""
-        if not ids:
-            return {}
-        unique = sorted(set(ids))[:100]
-        found = self.call(partial(self.raw_issues, {"issue_id": ",".join(map(str, unique)), "status_id": "*",
-                                                    "limit": len(unique)}))
-        return {int(raw["id"]): raw for raw in found}
-
-    def raw_issues(self, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The issues of one filter request, as the JSON Redmine sent (forcing python-redmine's lazy set)."""
-        return [issue.raw() for issue in self.api.issue.filter(**filters)]
-
-    def issue_url(self, issue_id: int) -> str:
-        return f"{self.base}/issues/{issue_id}"
-
-    def wiki_url(self, project: str, title: str) -> str:
-        return f"{self.base}/projects/{project}/wiki/{quote(title, safe='')}"
+    return Session(ctx)
 
 
-_PROJECT_IDENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _BAD_WIKI_TITLE = re.compile(r"[/\\?#%]|\.\.")
 
 
@@ -300,7 +135,7 @@ def search(
     issues, issueId and status. Next: read the best issue hits in full with redmine_getIssue(issueId), and wiki
     hits with redmine_getWikiPage(project, wikiTitle). Few hits? Try fewer or other words (synonyms, English).
     """
-    session = Session(ctx)
+    session = _session(ctx)
     fetch = min(100, limit * 2)  # room for hits that are private or outside the allowlist
     per_project: list[list[dict[str, Any]]] = []
     for scope in session.projects_to_search(project):
@@ -362,7 +197,7 @@ def getIssues(
     subject", status, project, tracker, assignee and updated_on. Next: redmine_getIssue(issueId) for the
     description and the full comment history.
     """
-    session = Session(ctx)
+    session = _session(ctx)
     filters: dict[str, Any] = {"status_id": {"open": "open", "closed": "closed", "all": "*"}[status],
                                "sort": "updated_on:desc", "limit": min(100, limit * 2)}  # room for hidden ones
     if query:
@@ -389,7 +224,7 @@ def getIssue(
     Long histories keep the description and the most recent comments; the notes say what was left out.
     Related issues worth reading can be opened with redmine_getIssue as well.
     """
-    session = Session(ctx)
+    session = _session(ctx)
     missing = f"no issue #{issueId} (or the API key may not see it)"
     raw = session.call(lambda: session.api.issue.get(
         issueId, include=["journals", "children", "relations", "attachments"]).raw(), not_found=missing)
@@ -467,7 +302,7 @@ def getWikiPage(
 
     Use it on wiki-page hits of redmine_search, for procedures and specifications kept in the wiki.
     """
-    session = Session(ctx)
+    session = _session(ctx)
     session.check_project(project)
     if _BAD_WIKI_TITLE.search(title):
         raise ToolError(f"{title!r} is not a wiki page title (titles contain no / \\ ? # % or ..); use the "
@@ -488,7 +323,7 @@ def getWikiPage(
             raise ToolError(f"Redmine redirected wiki page {title!r} to {moved.path}, which is not a wiki page") \
                 from None
         project, title = unquote(found.group(1)), unquote(found.group(2))
-        if not _PROJECT_IDENT.match(project) or (session.config.projects
+        if not PROJECT_IDENT.match(project) or (session.config.projects
                                                   and project not in session.config.projects):
             raise ToolError(missing) from None  # moved out of the allowed projects: as if it were not there
         answer = fetch(project, title)

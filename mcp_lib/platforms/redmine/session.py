@@ -1,0 +1,158 @@
+"""The heavy half: python-redmine's client, its read-only retrying engine, and one tool call's session.
+
+Imported only when a Redmine tool runs, so a run without Redmine never loads python-redmine or requests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import quote, urlparse
+
+import requests
+from redminelib import Redmine, exceptions
+from redminelib.engines.sync import SyncEngine
+
+from ...core import CredentialsError, ToolContext, ToolError
+from ...http import RetryableError, call_with_retries, check_retryable, policy_for
+from .base import PROJECT_IDENT, NotFound, Redirected, RedmineConfig
+
+T = TypeVar("T")
+
+
+class Engine(SyncEngine):
+    """python-redmine's requests engine, read-only, with retryable failures raised as RetryableError."""
+
+    def request(self, method: str, url: str, headers: Any = None, params: Any = None, data: Any = None) -> Any:
+        if method.lower() != "get":
+            raise ToolError(f"refused: the Redmine tools are read-only (attempted {method.upper()} {url})")
+        try:
+            return super().request(method, url, headers=headers, params=params, data=data)
+        except requests.Timeout as exc:
+            raise RetryableError(f"Redmine did not answer in time ({type(exc).__name__})") from exc
+        except requests.ConnectionError as exc:
+            raise RetryableError(f"cannot connect to Redmine at {url.split('?')[0]} ({type(exc).__name__})") from exc
+
+    def construct_request_kwargs(self, method: str, headers: Any, params: Any, data: Any) -> dict[str, Any]:
+        # python-redmine stores requests={"timeout": ...} on the Session, where requests ignores it: pass it on.
+        kwargs: dict[str, Any] = SyncEngine.construct_request_kwargs(method, headers, params, data)
+        kwargs["timeout"] = self.requests.get("timeout")
+        return kwargs
+
+    def process_response(self, response: requests.Response) -> Any:
+        check_retryable("Redmine", response.status_code, response.headers, time.time())
+        if response.history:  # http -> https keeps the path; a wiki redirect (a moved page) does not
+            asked = urlparse(str(response.history[0].request.url)).path
+            landed = urlparse(str(response.url)).path
+            if asked != landed:
+                raise Redirected(landed)
+        return super().process_response(response)
+
+
+
+class RedmineClient:
+    """python-redmine's ``Redmine`` plus what one process learns once: whether the key is good, project ids."""
+
+    def __init__(self, api: Redmine):
+        self.api = api
+        self.key_checked = False
+        self.project_ids: dict[str, int | None] = {}  # identifier -> id (None: no such project)
+
+
+def make_client(config: RedmineConfig) -> RedmineClient:
+    return RedmineClient(Redmine(config.url, key=config.api_key, engine=Engine,
+                                 requests={"timeout": config.timeout_s}))
+
+
+class Session:
+    """One tool call's requests: retried under one time budget; library errors become clear ToolErrors."""
+
+    def __init__(self, ctx: ToolContext):
+        self.client: RedmineClient = ctx.client
+        self.config: RedmineConfig = ctx.config
+        self.api = self.client.api
+        self.base = self.config.url
+        self.policy = policy_for(ctx, budget_s=self.config.retry_budget_s)
+
+    def call(self, fn: Callable[[], T], not_found: str = "not found in Redmine") -> T:
+        if not self.client.key_checked:
+            # Redmine treats an unknown key as anonymous and still shows public projects: ask who we are once.
+            self._call(lambda: self.api.user.get("current"), not_found)
+            self.client.key_checked = True
+        return self._call(fn, not_found)
+
+    def _call(self, fn: Callable[[], T], not_found: str) -> T:
+        try:
+            return call_with_retries(fn, self.policy, "Redmine")
+        except exceptions.AuthError:
+            raise CredentialsError("Redmine rejected the API key (HTTP 401): check REDMINE_API_KEY") from None
+        except exceptions.ForbiddenError:
+            raise ToolError("Redmine refused access (HTTP 403): the REST API may be disabled, or the user of "
+                            "REDMINE_API_KEY may not see this") from None
+        except (exceptions.ResourceNotFoundError, exceptions.ResourceRequirementsError):
+            raise NotFound(not_found) from None
+        except exceptions.JSONDecodeError:
+            raise ToolError("Redmine's answer is not JSON: check that REDMINE_URL is the Redmine base URL") from None
+        except exceptions.BaseRedmineError as exc:
+            raise ToolError(f"Redmine error: {type(exc).__name__}: {exc}") from None
+
+    # -- the allowlist ----------------------------------------------------------------------------------------
+    def check_project(self, project: str) -> None:
+        if not PROJECT_IDENT.match(project):
+            raise ToolError(f"project {project!r} is not a project identifier (as in /projects/IDENT, e.g. ec-sync)")
+        if self.config.projects and project not in self.config.projects:
+            raise ToolError(f"project {project!r} is outside HELPBOT_REDMINE_PROJECTS; allowed: "
+                            + ", ".join(self.config.projects))
+
+    def allowed_ids(self) -> set[int] | None:
+        """Ids of the allowlisted projects (None when every project is allowed)."""
+        if not self.config.projects:
+            return None
+        for ident in self.config.projects:
+            if ident not in self.client.project_ids:
+                try:
+                    raw = self.call(partial(self.api.project.get, ident))
+                    self.client.project_ids[ident] = int(raw.id)
+                except NotFound:  # an allowlisted project that does not exist (any more) allows nothing
+                    self.client.project_ids[ident] = None
+        return {pid for ident in self.config.projects if (pid := self.client.project_ids[ident]) is not None}
+
+    def allowed(self, issue: Mapping[str, Any] | None) -> bool:
+        ids = self.allowed_ids()
+        return ids is None or (issue is not None and issue.get("project", {}).get("id") in ids)
+
+    def hidden(self, issue: Mapping[str, Any] | None) -> bool:
+        """An issue that must not be shown: private, outside the allowed projects, or unknown (not visible to
+        the key: nothing to show, nothing to vouch for)."""
+        return issue is None or bool(issue.get("is_private")) or not self.allowed(issue)
+
+    def projects_to_search(self, project: str | None) -> list[str | None]:
+        """None means all projects; with an allowlist, each allowed project on its own."""
+        if project:
+            self.check_project(project)
+            return [project]
+        return list(self.config.projects) or [None]
+
+    # -- shared lookups -------------------------------------------------------------------------------------------
+    def issues_by_id(self, ids: list[int]) -> dict[int, dict[str, Any]]:
+        """Project, status and subject of many issues in one request (open and closed)."""
+        if not ids:
+            return {}
+        unique = sorted(set(ids))[:100]
+        found = self.call(partial(self.raw_issues, {"issue_id": ",".join(map(str, unique)), "status_id": "*",
+                                                    "limit": len(unique)}))
+        return {int(raw["id"]): raw for raw in found}
+
+    def raw_issues(self, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The issues of one filter request, as the JSON Redmine sent (forcing python-redmine's lazy set)."""
+        return [issue.raw() for issue in self.api.issue.filter(**filters)]
+
+    def issue_url(self, issue_id: int) -> str:
+        return f"{self.base}/issues/{issue_id}"
+
+    def wiki_url(self, project: str, title: str) -> str:
+        return f"{self.base}/projects/{project}/wiki/{quote(title, safe='')}"
+
+
