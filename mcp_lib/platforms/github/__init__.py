@@ -14,170 +14,28 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-import httpx
 from pydantic import Field
 
-from ..config import ConfigError, env_float, env_int, env_list, env_str, env_url
-from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
-from ..http import error_detail, json_answer, read_only_client, send
-
-DEFAULT_API_URL = "https://api.github.com"
-API_VERSION = "2022-11-28"
-JSON_MEDIA = "application/vnd.github+json"
-TEXT_MATCH_MEDIA = "application/vnd.github.text-match+json"
-
-_REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
-_SCOPE_QUALIFIER_RE = re.compile(r"(?i)(?:^|[\s(])-?(repo|org|user|owner):")
-_KIND_QUALIFIER_RE = re.compile(r"(?i)(?:^|\s)(?:is|type):(issue|pr|pull-request)\b")
-
-
-# -- configuration ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GitHubConfig:
-    api_url: str
-    token: str
-    repos: tuple[str, ...]
-    timeout_s: float = 20.0
-    max_body_chars: int = 6000
-    max_comments: int = 10
-    max_comment_chars: int = 1000
-    max_files: int = 20
-    max_patch_chars: int = 1500
-    search_per_page: int = 20
-
-    def allowed(self, repo: str) -> str | None:
-        """The allowlist's spelling of ``repo`` (GitHub names are case-insensitive), or None."""
-        for name in self.repos:
-            if name.lower() == repo.lower():
-                return name
-        return None
-
-
-def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
-    """Enabled when both ``GITHUB_TOKEN`` and ``HELPBOT_GITHUB_REPOS`` are set."""
-    token = env_str(env, "GITHUB_TOKEN")
-    entries = env_list(env, "HELPBOT_GITHUB_REPOS")
-    if not token or not entries:
-        return None
-    repos: list[str] = []
-    for entry in entries:
-        name = entry.strip().strip("/")
-        if not _REPO_RE.match(name) or name.split("/")[1] in (".", ".."):
-            raise ConfigError("HELPBOT_GITHUB_REPOS", f"{entry!r} is not an owner/name repository "
-                                                      "(expected e.g. acme/shop-sync, comma-separated)")
-        if name.lower() not in (r.lower() for r in repos):
-            repos.append(name)
-    return GitHubConfig(
-        api_url=env_url(env, "GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL,
-        token=token,
-        repos=tuple(repos),
-        timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", 20.0, minimum=0.1),
-        max_body_chars=env_int(env, "HELPBOT_GITHUB_MAX_BODY_CHARS", 6000, minimum=200),
-        max_comments=env_int(env, "HELPBOT_GITHUB_MAX_COMMENTS", 10, minimum=1),
-        max_files=env_int(env, "HELPBOT_GITHUB_MAX_FILES", 20, minimum=1),
-        max_patch_chars=env_int(env, "HELPBOT_GITHUB_MAX_PATCH_CHARS", 1500, minimum=100),
-    )
-
-
-def make_client(config: GitHubConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """The real client (GET only); tests pass ``transport=httpx.MockTransport(fake.handler)`` or point api_url
-    at a server."""
-    return read_only_client(
-        base_url=config.api_url,
-        headers={
-            "Accept": JSON_MEDIA,
-            "X-GitHub-Api-Version": API_VERSION,
-            "Authorization": f"Bearer {config.token}",
-            "User-Agent": "helpbot-mcp-lib",
-        },
-        timeout=config.timeout_s,
-        transport=transport,
-    )
-
-
-# -- requests and answers -----------------------------------------------------------------------------------
-def _get(ctx: ToolContext, path: str, what: str, **kwargs: Any) -> Any:
-    """GET under retries; GitHub's error answers become ToolErrors that say what to check."""
-    response = send(ctx, "GitHub", "GET", path, **kwargs)
-    status = response.status_code
-    if status == 200:
-        return json_answer(response, "GitHub", what, "GITHUB_API_URL")
-    detail = error_detail(response)
-    if status == 401:
-        raise CredentialsError(f"GitHub rejected GITHUB_TOKEN (HTTP 401{detail}); the token is wrong or expired")
-    if status == 403:
-        raise ToolError(f"GitHub refused {what} (HTTP 403{detail}); the token may lack read access to it")
-    if status == 404:
-        raise ToolError(f"{what} was not found on GitHub (HTTP 404{detail}); check the repo, path, ref or "
-                        "number, or whether the token can see it")
-    if status == 422:
-        raise ToolError(f"GitHub could not process {what} (HTTP 422{detail})")
-    if 300 <= status < 400:
-        raise ToolError(f"GitHub redirected {what} (HTTP {status} to {response.headers.get('location')}); "
-                        "the repository may have been renamed: update HELPBOT_GITHUB_REPOS")
-    raise ToolError(f"GitHub answered HTTP {status} for {what}{detail}")
-
-
-def _checked_repo(ctx: ToolContext, repo: str) -> str:
-    """The allowlisted spelling of ``repo``, or a refusal that lists what may be read."""
-    config: GitHubConfig = ctx.config
-    name = config.allowed(repo.strip().strip("/"))
-    if name is None:
-        raise ToolError(f"repository {repo!r} is not in the allowlist (HELPBOT_GITHUB_REPOS); "
-                        f"allowed: {', '.join(config.repos)}")
-    return name
-
-
-def _repo_path(repo: str) -> str:
-    owner, name = repo.split("/")
-    return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
-
-
-def _scoped_query(ctx: ToolContext, query: str, repo: str | None) -> str:
-    """The search query with a ``repo:`` qualifier per allowed repo; scope qualifiers from the caller refused."""
-    if _SCOPE_QUALIFIER_RE.search(query):
-        raise ToolError("do not put repo:/org:/user: qualifiers in the query; pass one allowlisted repository "
-                        "as the repo argument, or none to search all allowlisted repositories")
-    config: GitHubConfig = ctx.config
-    scope = [_checked_repo(ctx, repo)] if repo else list(config.repos)
-    return " ".join([query.strip(), *(f"repo:{name}" for name in scope)])
-
-
-def _repo_of_search_item(item: Mapping[str, Any]) -> str:
-    full_name = (item.get("repository") or {}).get("full_name")
-    if full_name:
-        return str(full_name)
-    # search/issues items carry repository_url (".../repos/owner/name") instead of a repository object
-    return "/".join(str(item.get("repository_url", "")).rstrip("/").split("/")[-2:])
-
-
-def _snippet(item: Mapping[str, Any], prefer: str | None = None) -> str | None:
-    """The fragments GitHub matched (text_matches), the one for ``prefer`` first."""
-    matches = [m for m in item.get("text_matches") or [] if m.get("fragment")]
-    matches.sort(key=lambda m: m.get("property") != prefer)
-    return "\n…\n".join(m["fragment"].strip() for m in matches[:3]) or None
-
-
-def _search(ctx: ToolContext, endpoint: str, q: str, what: str) -> dict[str, Any]:
-    config: GitHubConfig = ctx.config
-    per_page = max(1, min(config.search_per_page, ctx.limits.max_items, 100))
-    return _get(ctx, endpoint, what, params={"q": q, "per_page": per_page},
-                headers={"Accept": TEXT_MATCH_MEDIA})
-
-
-def _login(user: Any) -> str | None:
-    return user.get("login") if isinstance(user, dict) else None
-
-
-def _body(text: str | None, limit: int) -> tuple[str, bool]:
-    return cut_text(text or "", limit)
-
+from ...core import Platform, Result, ToolContext, ToolError, cut_text
+from .api import (
+    KIND_QUALIFIER_RE,
+    GitHubConfig,
+    api_get,
+    checked_repo,
+    cut_body,
+    load_config,
+    login,
+    make_client,
+    repo_of_search_item,
+    repo_path,
+    scoped_query,
+    search_api,
+    snippet,
+)
 
 # -- platform -----------------------------------------------------------------------------------------------
 PLATFORM = Platform(
@@ -229,17 +87,17 @@ def searchCode(
     handles a feature. Matches whole words on the default branch, so prefer identifiers and English keywords.
     Then read a promising file with github_getFileContent (repo and path from the hit).
     """
-    q = _scoped_query(ctx, query, repo)
-    data = _search(ctx, "/search/code", q, "the code search")
+    q = scoped_query(ctx, query, repo)
+    data = search_api(ctx, "/search/code", q, "the code search")
     config: GitHubConfig = ctx.config
     items, dropped = [], 0
     for hit in data.get("items") or []:
-        name = config.allowed(_repo_of_search_item(hit))
+        name = config.allowed(repo_of_search_item(hit))
         if name is None:
             dropped += 1
             continue
         items.append({"title": f"{hit.get('path')} ({name})", "url": hit.get("html_url"), "repo": name,
-                      "path": hit.get("path"), "snippet": _snippet(hit, prefer="content")})
+                      "path": hit.get("path"), "snippet": snippet(hit, prefer="content")})
     return _search_result(data, items, dropped)
 
 
@@ -268,15 +126,15 @@ def searchIssues(
     has kind (issue or pull_request), number, state, title, link and the matched text. Then read the best hits
     with github_getIssue (discussion and comments) or github_getPullRequest (the changed files).
     """
-    base = _scoped_query(ctx, query, repo)
+    base = scoped_query(ctx, query, repo)
     if state != "all":
         base += f" state:{state}"
     # The search API needs is:issue or is:pr in the query (api-notes); ask for both unless the caller chose.
-    kinds = [""] if _KIND_QUALIFIER_RE.search(query) else [" is:issue", " is:pr"]
+    kinds = [""] if KIND_QUALIFIER_RE.search(query) else [" is:issue", " is:pr"]
     hits: list[Mapping[str, Any]] = []
     total, incomplete = 0, False
     for kind in kinds:
-        data = _search(ctx, "/search/issues", base + kind, "the issue search")
+        data = search_api(ctx, "/search/issues", base + kind, "the issue search")
         hits += data.get("items") or []
         total += int(data.get("total_count") or 0)
         incomplete |= bool(data.get("incomplete_results"))
@@ -284,16 +142,16 @@ def searchIssues(
     config: GitHubConfig = ctx.config
     items, dropped = [], 0
     for hit in hits:
-        name = config.allowed(_repo_of_search_item(hit))
+        name = config.allowed(repo_of_search_item(hit))
         if name is None:
             dropped += 1
             continue
         items.append({
             "title": hit.get("title"), "url": hit.get("html_url"), "repo": name, "number": hit.get("number"),
             "kind": "pull_request" if "pull_request" in hit else "issue", "state": hit.get("state"),
-            "author": _login(hit.get("user")), "labels": [lb.get("name") for lb in hit.get("labels") or []],
+            "author": login(hit.get("user")), "labels": [lb.get("name") for lb in hit.get("labels") or []],
             "comments": hit.get("comments"), "updated_at": hit.get("updated_at"),
-            "snippet": _snippet(hit, prefer="body") or _body(hit.get("body"), 300)[0] or None,
+            "snippet": snippet(hit, prefer="body") or cut_body(hit.get("body"), 300)[0] or None,
         })
     return _search_result({"total_count": total, "incomplete_results": incomplete}, items, dropped)
 
@@ -322,10 +180,10 @@ def getFileContent(
     Use it after github_searchCode to read the code around a hit, or to read README/docs/config files.
     Long files are cut with a marker; binary files are reported but not shown.
     """
-    name = _checked_repo(ctx, repo)
+    name = checked_repo(ctx, repo)
     config: GitHubConfig = ctx.config
     params = {"ref": ref} if ref else None
-    data = _get(ctx, f"{_repo_path(name)}/contents/{_contents_path(path)}", f"{name}:{path}", params=params)
+    data = api_get(ctx, f"{repo_path(name)}/contents/{_contents_path(path)}", f"{name}:{path}", params=params)
     if isinstance(data, list):  # a directory
         entries = [{"title": e.get("path"), "url": e.get("html_url"), "path": e.get("path"),
                     "type": e.get("type"), "size": e.get("size")} for e in data]
@@ -365,15 +223,15 @@ def _comments(ctx: ToolContext, name: str, number: int, total: int) -> tuple[lis
         return [], 0
     per_page = 100
     last_page = max(1, math.ceil(total / per_page))
-    path = f"{_repo_path(name)}/issues/{number}/comments"
-    fetched: list[Mapping[str, Any]] = _get(ctx, path, f"comments of {name}#{number}",
+    path = f"{repo_path(name)}/issues/{number}/comments"
+    fetched: list[Mapping[str, Any]] = api_get(ctx, path, f"comments of {name}#{number}",
                                             params={"per_page": per_page, "page": last_page}) or []
     if len(fetched) < config.max_comments and last_page > 1:
-        earlier = _get(ctx, path, f"comments of {name}#{number}",
+        earlier = api_get(ctx, path, f"comments of {name}#{number}",
                        params={"per_page": per_page, "page": last_page - 1}) or []
         fetched = [*earlier, *fetched]
     kept = fetched[-config.max_comments:]
-    comments = [{"author": _login(c.get("user")), "created_at": c.get("created_at"), "url": c.get("html_url"),
+    comments = [{"author": login(c.get("user")), "created_at": c.get("created_at"), "url": c.get("html_url"),
                  "body": cut_text(c.get("body") or "", config.max_comment_chars)[0]} for c in kept]
     return comments, max(0, total - len(kept))
 
@@ -385,17 +243,17 @@ def getIssue(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result:
     Use it after github_searchIssues to learn the details, the discussion and the outcome of a hit.
     For the changed files of a pull request use github_getPullRequest.
     """
-    name = _checked_repo(ctx, repo)
+    name = checked_repo(ctx, repo)
     config: GitHubConfig = ctx.config
-    issue = _get(ctx, f"{_repo_path(name)}/issues/{number}", f"{name}#{number}")
-    body, body_cut = _body(issue.get("body"), config.max_body_chars)
+    issue = api_get(ctx, f"{repo_path(name)}/issues/{number}", f"{name}#{number}")
+    body, body_cut = cut_body(issue.get("body"), config.max_body_chars)
     comments, left_out = _comments(ctx, name, number, int(issue.get("comments") or 0))
     kind = "pull_request" if "pull_request" in issue else "issue"
     item = {
         "title": issue.get("title"), "url": issue.get("html_url"), "repo": name, "number": number, "kind": kind,
         "state": issue.get("state"), "state_reason": issue.get("state_reason"),
-        "author": _login(issue.get("user")), "labels": [lb.get("name") for lb in issue.get("labels") or []],
-        "assignees": [_login(a) for a in issue.get("assignees") or []],
+        "author": login(issue.get("user")), "labels": [lb.get("name") for lb in issue.get("labels") or []],
+        "assignees": [login(a) for a in issue.get("assignees") or []],
         "created_at": issue.get("created_at"), "updated_at": issue.get("updated_at"),
         "closed_at": issue.get("closed_at"), "body": body, "body_truncated": body_cut,
         "comments_total": int(issue.get("comments") or 0), "comments": comments,
@@ -413,11 +271,11 @@ def getPullRequest(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result
     Use it to see what a change actually did, e.g. the fix linked from an issue. For its discussion use
     github_getIssue with the same number.
     """
-    name = _checked_repo(ctx, repo)
+    name = checked_repo(ctx, repo)
     config: GitHubConfig = ctx.config
     max_files = min(config.max_files, ctx.limits.max_items)  # nested lists are held to the item limit anyway
-    pull = _get(ctx, f"{_repo_path(name)}/pulls/{number}", f"pull request {name}#{number}")
-    files = _get(ctx, f"{_repo_path(name)}/pulls/{number}/files", f"files of {name}#{number}",
+    pull = api_get(ctx, f"{repo_path(name)}/pulls/{number}", f"pull request {name}#{number}")
+    files = api_get(ctx, f"{repo_path(name)}/pulls/{number}/files", f"files of {name}#{number}",
                  params={"per_page": min(max_files, 100)}) or []
     changed = []
     for f in files[:max_files]:
@@ -425,11 +283,11 @@ def getPullRequest(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result
         changed.append({"filename": f.get("filename"), "status": f.get("status"),
                         "additions": f.get("additions"), "deletions": f.get("deletions"),
                         "patch": patch or None, "patch_truncated": patch_cut})
-    body, body_cut = _body(pull.get("body"), config.max_body_chars)
+    body, body_cut = cut_body(pull.get("body"), config.max_body_chars)
     item = {
         "title": pull.get("title"), "url": pull.get("html_url"), "repo": name, "number": number,
         "state": pull.get("state"), "merged": pull.get("merged"), "merged_at": pull.get("merged_at"),
-        "draft": pull.get("draft"), "author": _login(pull.get("user")),
+        "draft": pull.get("draft"), "author": login(pull.get("user")),
         "base": (pull.get("base") or {}).get("ref"), "head": (pull.get("head") or {}).get("ref"),
         "created_at": pull.get("created_at"), "updated_at": pull.get("updated_at"),
         "body": body, "body_truncated": body_cut, "additions": pull.get("additions"),

@@ -1,0 +1,168 @@
+"""GitHub's REST API as the github tools use it: configuration, the read-only client, requests and search."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ...config import ConfigError, env_float, env_int, env_list, env_str, env_url
+from ...core import CredentialsError, ToolContext, ToolError, cut_text
+from ...http import error_detail, json_answer, read_only_client, send
+
+DEFAULT_API_URL = "https://api.github.com"
+API_VERSION = "2022-11-28"
+JSON_MEDIA = "application/vnd.github+json"
+TEXT_MATCH_MEDIA = "application/vnd.github.text-match+json"
+
+_REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_SCOPE_QUALIFIER_RE = re.compile(r"(?i)(?:^|[\s(])-?(repo|org|user|owner):")
+KIND_QUALIFIER_RE = re.compile(r"(?i)(?:^|\s)(?:is|type):(issue|pr|pull-request)\b")
+
+
+# -- configuration ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GitHubConfig:
+    api_url: str
+    token: str
+    repos: tuple[str, ...]
+    timeout_s: float = 20.0
+    max_body_chars: int = 6000
+    max_comments: int = 10
+    max_comment_chars: int = 1000
+    max_files: int = 20
+    max_patch_chars: int = 1500
+    search_per_page: int = 20
+
+    def allowed(self, repo: str) -> str | None:
+        """The allowlist's spelling of ``repo`` (GitHub names are case-insensitive), or None."""
+        for name in self.repos:
+            if name.lower() == repo.lower():
+                return name
+        return None
+
+
+def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
+    """Enabled when both ``GITHUB_TOKEN`` and ``HELPBOT_GITHUB_REPOS`` are set."""
+    token = env_str(env, "GITHUB_TOKEN")
+    entries = env_list(env, "HELPBOT_GITHUB_REPOS")
+    if not token or not entries:
+        return None
+    repos: list[str] = []
+    for entry in entries:
+        name = entry.strip().strip("/")
+        if not _REPO_RE.match(name) or name.split("/")[1] in (".", ".."):
+            raise ConfigError("HELPBOT_GITHUB_REPOS", f"{entry!r} is not an owner/name repository "
+                                                      "(expected e.g. acme/shop-sync, comma-separated)")
+        if name.lower() not in (r.lower() for r in repos):
+            repos.append(name)
+    return GitHubConfig(
+        api_url=env_url(env, "GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL,
+        token=token,
+        repos=tuple(repos),
+        timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", 20.0, minimum=0.1),
+        max_body_chars=env_int(env, "HELPBOT_GITHUB_MAX_BODY_CHARS", 6000, minimum=200),
+        max_comments=env_int(env, "HELPBOT_GITHUB_MAX_COMMENTS", 10, minimum=1),
+        max_files=env_int(env, "HELPBOT_GITHUB_MAX_FILES", 20, minimum=1),
+        max_patch_chars=env_int(env, "HELPBOT_GITHUB_MAX_PATCH_CHARS", 1500, minimum=100),
+    )
+
+
+def make_client(config: GitHubConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """The real client (GET only); tests pass ``transport=httpx.MockTransport(fake.handler)`` or point api_url
+    at a server."""
+    return read_only_client(
+        base_url=config.api_url,
+        headers={
+            "Accept": JSON_MEDIA,
+            "X-GitHub-Api-Version": API_VERSION,
+            "Authorization": f"Bearer {config.token}",
+            "User-Agent": "helpbot-mcp-lib",
+        },
+        timeout=config.timeout_s,
+        transport=transport,
+    )
+
+
+# -- requests and answers -----------------------------------------------------------------------------------
+def api_get(ctx: ToolContext, path: str, what: str, **kwargs: Any) -> Any:
+    """GET under retries; GitHub's error answers become ToolErrors that say what to check."""
+    response = send(ctx, "GitHub", "GET", path, **kwargs)
+    status = response.status_code
+    if status == 200:
+        return json_answer(response, "GitHub", what, "GITHUB_API_URL")
+    detail = error_detail(response)
+    if status == 401:
+        raise CredentialsError(f"GitHub rejected GITHUB_TOKEN (HTTP 401{detail}); the token is wrong or expired")
+    if status == 403:
+        raise ToolError(f"GitHub refused {what} (HTTP 403{detail}); the token may lack read access to it")
+    if status == 404:
+        raise ToolError(f"{what} was not found on GitHub (HTTP 404{detail}); check the repo, path, ref or "
+                        "number, or whether the token can see it")
+    if status == 422:
+        raise ToolError(f"GitHub could not process {what} (HTTP 422{detail})")
+    if 300 <= status < 400:
+        raise ToolError(f"GitHub redirected {what} (HTTP {status} to {response.headers.get('location')}); "
+                        "the repository may have been renamed: update HELPBOT_GITHUB_REPOS")
+    raise ToolError(f"GitHub answered HTTP {status} for {what}{detail}")
+
+
+def checked_repo(ctx: ToolContext, repo: str) -> str:
+    """The allowlisted spelling of ``repo``, or a refusal that lists what may be read."""
+    config: GitHubConfig = ctx.config
+    name = config.allowed(repo.strip().strip("/"))
+    if name is None:
+        raise ToolError(f"repository {repo!r} is not in the allowlist (HELPBOT_GITHUB_REPOS); "
+                        f"allowed: {', '.join(config.repos)}")
+    return name
+
+
+def repo_path(repo: str) -> str:
+    owner, name = repo.split("/")
+    return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
+
+
+def scoped_query(ctx: ToolContext, query: str, repo: str | None) -> str:
+    """The search query with a ``repo:`` qualifier per allowed repo; scope qualifiers from the caller refused."""
+    if _SCOPE_QUALIFIER_RE.search(query):
+        raise ToolError("do not put repo:/org:/user: qualifiers in the query; pass one allowlisted repository "
+                        "as the repo argument, or none to search all allowlisted repositories")
+    config: GitHubConfig = ctx.config
+    scope = [checked_repo(ctx, repo)] if repo else list(config.repos)
+    return " ".join([query.strip(), *(f"repo:{name}" for name in scope)])
+
+
+def repo_of_search_item(item: Mapping[str, Any]) -> str:
+    full_name = (item.get("repository") or {}).get("full_name")
+    if full_name:
+        return str(full_name)
+    # search/issues items carry repository_url (".../repos/owner/name") instead of a repository object
+    return "/".join(str(item.get("repository_url", "")).rstrip("/").split("/")[-2:])
+
+
+def snippet(item: Mapping[str, Any], prefer: str | None = None) -> str | None:
+    """The fragments GitHub matched (text_matches), the one for ``prefer`` first."""
+    matches = [m for m in item.get("text_matches") or [] if m.get("fragment")]
+    matches.sort(key=lambda m: m.get("property") != prefer)
+    return "\n…\n".join(m["fragment"].strip() for m in matches[:3]) or None
+
+
+def search_api(ctx: ToolContext, endpoint: str, q: str, what: str) -> dict[str, Any]:
+    config: GitHubConfig = ctx.config
+    per_page = max(1, min(config.search_per_page, ctx.limits.max_items, 100))
+    return api_get(ctx, endpoint, what, params={"q": q, "per_page": per_page},
+                headers={"Accept": TEXT_MATCH_MEDIA})
+
+
+def login(user: Any) -> str | None:
+    return user.get("login") if isinstance(user, dict) else None
+
+
+def cut_body(text: str | None, limit: int) -> tuple[str, bool]:
+    return cut_text(text or "", limit)
+
+
