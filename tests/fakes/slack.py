@@ -25,9 +25,12 @@ Workspace state (plain dataclasses, inspect and seed them freely; all access goe
   ``Channel.members`` decides visibility: a private channel, DM or group DM is invisible (``channel_not_found``)
   to a token whose user is not a member; a bot token reading a public channel it has not joined gets
   ``not_in_channel`` (as Slack answers).
-- Tokens: ``BOT_TOKEN`` (xoxb-, acts as ``ws.bot_user_id``) and ``USER_TOKEN`` (xoxp-, acts as ``ws.owner_id``).
+- Tokens: ``BOT_TOKEN`` (xoxb-, acts as ``ws.bot_user_id``) and ``USER_TOKEN`` (xoxp-, acts as ``ws.owner_id``);
+  ``PERSON_TOKEN`` acts as ``ws.owner_id`` with every scope, for a test's own "a person posts/reacts" setup.
   Missing token -> ``not_authed``; unknown token -> ``invalid_auth``; ``search.messages`` with a bot token ->
-  ``not_allowed_token_type``. ``ws.tokens`` can hold more.
+  ``not_allowed_token_type``. ``ws.tokens`` can hold more. Each token has the scopes docs/slack-app-manifest.yml
+  grants its kind (``Token(..., scopes=...)`` overrides); a call without the scope it needs gets Slack's
+  ``missing_scope`` with ``needed`` and ``provided`` (tests/fakes/slack_scopes.py).
 - ``ws.post(...)`` seeds a message without any checks; ``ws.message(c, ts)``, ``ws.thread(c, ts)`` (parent
   first), ``ws.history(c)`` (top level, oldest first) and ``ws.reactions(c, ts)`` inspect.
   ``sample_workspace()`` builds a small realistic Japanese workspace.
@@ -78,8 +81,15 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
+from tests.fakes import slack_scopes
+
 BOT_TOKEN = "xoxb-1111111111-2222222222-fakebottoken"
 USER_TOKEN = "xoxp-1111111111-3333333333-fakeusertoken"
+# A person acting in Slack (posting, reacting) in a test's setup: every scope, not helpbot's user token.
+PERSON_TOKEN = "xoxp-1111111111-3333333333-fakepersontoken"
+EVERY_SCOPE = frozenset({f"{family}:{what}" for family in ("channels", "groups", "im", "mpim")
+                         for what in ("history", "read")} | {"chat:write", "reactions:read", "reactions:write",
+                                                            "users:read", "search:read"})
 
 
 # -- workspace state ----------------------------------------------------------------------------------------
@@ -182,6 +192,10 @@ class Message:
 class Token:
     kind: str  # "bot" or "user"
     user: str  # whose identity the token acts as
+    scopes: frozenset[str] | None = None  # None: what docs/slack-app-manifest.yml grants this kind of token
+
+    def granted(self) -> frozenset[str]:
+        return slack_scopes.granted(self.kind) if self.scopes is None else self.scopes
 
 
 @dataclass
@@ -211,7 +225,8 @@ class Workspace:
         self.users: dict[str, User] = {}
         self.channels: dict[str, Channel] = {}
         self.messages: dict[str, list[Message]] = {}
-        self.tokens = {BOT_TOKEN: Token("bot", self.bot_user_id), USER_TOKEN: Token("user", self.owner_id)}
+        self.tokens = {BOT_TOKEN: Token("bot", self.bot_user_id), USER_TOKEN: Token("user", self.owner_id),
+                       PERSON_TOKEN: Token("user", self.owner_id, EVERY_SCOPE)}
         self.lock = threading.RLock()
         self._start = start  # 2025-01-02 10:00 JST
         self._count = 0
@@ -969,6 +984,7 @@ class FakeSlack:
             implementation = self.api.methods.get(method)
             if implementation is None:
                 raise SlackError("unknown_method", req_method=method)
+            self._check_scopes(method, params, token)
             with self.workspace.lock:
                 body_data = {"ok": True, **implementation(params, token)}
         except SlackError as exc:
@@ -976,6 +992,17 @@ class FakeSlack:
             body_data = {"ok": False, "error": exc.code, **exc.extra}
         self._send(handler, 200, json.dumps(body_data, ensure_ascii=False), "application/json; charset=utf-8",
                    {})
+
+    def _check_scopes(self, method: str, params: dict[str, Any], token: Token) -> None:
+        """Slack's ``missing_scope`` when the token lacks a scope the method needs (see slack_scopes.py)."""
+        if method == "search.messages" and token.kind != "user":
+            return  # Slack checks the token type first: the method answers not_allowed_token_type
+        kinds = {c.id: "im" if c.is_im else "mpim" if c.is_mpim else "private" if c.is_private else "public"
+                 for c in self.workspace.channels.values()}
+        provided = token.granted()
+        for scope in slack_scopes.needed(method, params, kinds):  # type: ignore[arg-type]
+            if scope not in provided:
+                raise SlackError("missing_scope", needed=scope, provided=",".join(sorted(provided)))
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, status: int, body: str, content_type: str,

@@ -34,7 +34,7 @@ from agent.slack.feedback import (
 )
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, FakeSlack, Workspace
 
 JST = ZoneInfo("Asia/Tokyo")
 NOW = datetime(2025, 1, 20, 10, 0, tzinfo=JST)
@@ -93,7 +93,7 @@ def seeded() -> Iterator[Seeded]:
     with FakeSlack(ws) as fake:
         s = Seeded(fake)
         bot = WebClient(token=BOT_TOKEN, base_url=fake.url)
-        person = WebClient(token=USER_TOKEN, base_url=fake.url)
+        person = WebClient(token=PERSON_TOKEN, base_url=fake.url)
         ec = "C0ECSUP"
         # 01-05: outside --since 7d, inside 30d; a 👎.
         q_old = ws.post(ec, "楽天の在庫が合いません（田中 090-1234-5678）", user=TANAKA, ts=at(5)).ts

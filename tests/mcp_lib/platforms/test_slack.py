@@ -28,7 +28,7 @@ from mcp_lib.platforms.slack import (
 )
 from mcp_lib.registry import Registry
 from tests.fakes.github import Clock
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
+from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
 
 SECRET_TOKEN = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
 SECRET_AWS = "AKIAIOSFODNN7EXAMPLE"
@@ -754,6 +754,8 @@ def test_fake_tokens_and_identity(ws: Workspace, fake: FakeSlack) -> None:
     assert WebClient(token=BOT_TOKEN, base_url=fake.url).auth_test()["bot_id"] == ws.bot_id
     assert slack_error(lambda: WebClient(token="xoxb-nope", base_url=fake.url).auth_test()) == "invalid_auth"
     assert slack_error(lambda: WebClient(base_url=fake.url).auth_test()) == "not_authed"
+    assert slack_error(lambda: user.chat_postMessage(channel="C0GENERAL", text="x")) == "missing_scope"
+    user = WebClient(token=PERSON_TOKEN, base_url=fake.url)  # a person with every scope, not helpbot's token
     posted = user.chat_postMessage(channel="C0GENERAL", text="人として投稿")
     assert posted["message"]["user"] == ws.owner_id and "bot_id" not in posted["message"]
     permalink = user.chat_getPermalink(channel="C0ECSUP", message_ts="1735779720.000002")["permalink"]
