@@ -193,6 +193,8 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_FAQ_PATH", "faq", "the FAQ directory", "faq/"),
     _v("HELPBOT_FAQ_BASE_URL", "faq", "where FAQ entries link to", "the repository, in Actions"),
     _v("HELPBOT_FAQ_CACHE_DIR", "faq", "where the built FAQ index is kept", "~/.cache/helpbot/faq"),
+    _v("HELPBOT_FAQ_SEMANTIC", "faq", "FAQ search by meaning too: `auto` (when the `semantic` extra is installed), "
+       "`on`, `off`", "auto"),
     _v("XDG_CACHE_HOME", "faq", "the system's cache directory (the FAQ index when HELPBOT_FAQ_CACHE_DIR is unset)",
        where=("runner", "local")),
     _v("HOME", "faq", "the system's home directory (`~/.cache`, when XDG_CACHE_HOME is unset too)",

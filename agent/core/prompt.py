@@ -24,6 +24,8 @@ know better.
 - When several lookups are independent, request them together in one turn: they run in parallel.
 - Search first, then read the most promising hits in full (e.g. an issue with its history, a wiki page, an FAQ \
 entry). Try other words (Japanese and English, product names, error messages) when a search finds nothing.
+- Search the FAQ and the wiki in their own language, Japanese: use Japanese keywords even for an English \
+question (e.g. "stock mismatch" -> 在庫 ずれ), and try a second phrasing when the first finds nothing relevant.
 - Do not repeat an identical call: its result is already in the conversation.
 - You have at most {max_rounds} rounds of tool calls; after that you must answer with what you have."""
 

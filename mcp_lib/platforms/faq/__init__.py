@@ -21,7 +21,7 @@ from pydantic import Field
 from ...config import ConfigError, env_str, env_url
 from ...core import Platform, Result, ToolContext, ToolError
 from ...redact import redact_secrets
-from . import store
+from . import semantic, store
 from .entries import SYNONYMS_FILE, Entry, entry_files, entry_names, load_synonyms, parse_entry
 from .index import FaqIndex, QueryPlan
 from .text import TAG_BOOST, analyze, normalize, query_weights, trigrams
@@ -38,6 +38,7 @@ class FaqConfig:
     path: Path
     base_url: str | None
     cache_dir: Path | None = None  # where the built index is kept (faq.store); None: in memory only
+    semantic: semantic.Mode = "off"  # the semantic leg (faq.semantic): "auto" = when its extra is installed
 
 
 def load_config(env: Mapping[str, str]) -> FaqConfig:
@@ -55,11 +56,15 @@ def load_config(env: Mapping[str, str]) -> FaqConfig:
         server = env_str(env, "GITHUB_SERVER_URL") or "https://github.com"
         ref = env_str(env, "GITHUB_SHA") or "HEAD"
         base_url = f"{server}/{env['GITHUB_REPOSITORY']}/blob/{ref}/faq"
-    return FaqConfig(path=path, base_url=base_url.rstrip("/") if base_url else None, cache_dir=store.cache_dir(env))
+    return FaqConfig(path=path, base_url=base_url.rstrip("/") if base_url else None, cache_dir=store.cache_dir(env),
+                     semantic=semantic.semantic_mode(env))
 
 
 def make_client(config: FaqConfig) -> FaqIndex:
-    return store.load_index(config.path, base_url=config.base_url, cache=config.cache_dir)
+    index = store.load_index(config.path, base_url=config.base_url, cache=config.cache_dir)
+    if config.semantic != "off" and semantic.available():
+        index.semantic = semantic.SemanticLeg(semantic.default_encoder(), index.entries, cache=config.cache_dir)
+    return index
 
 
 PLATFORM = Platform(
@@ -78,7 +83,7 @@ PLATFORM = Platform(
     make_client=make_client,
     setup="設定不要。`faq/` の markdown を読む"
           "（`HELPBOT_FAQ_PATH` で別のフォルダ、`HELPBOT_FAQ_BASE_URL` でリンク先、"
-          "`HELPBOT_FAQ_CACHE_DIR` で索引のキャッシュ先）。",
+          "`HELPBOT_FAQ_CACHE_DIR` で索引のキャッシュ先、`HELPBOT_FAQ_SEMANTIC` で意味検索 auto/on/off）。",
 )
 
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from ...config import ConfigError
 from .entries import SYNONYMS_FILE, Entry, entry_files, load_synonyms, parse_entry
+from .semantic import CANDIDATES, MIN_COSINE, SemanticLeg, fuse
 from .text import (
     FUZZY_CANDIDATES,
     FUZZY_MIN_SIMILARITY,
@@ -63,6 +64,7 @@ class QueryPlan:
     terms: dict[str, float]
     corrections: dict[str, str]
     words: set[str]
+    text: str = ""  # the query as asked, for the semantic leg
 
 
 Posting = tuple["array[int]", "array[float]"]  # entry numbers, and the term's BM25 weight in each
@@ -89,6 +91,8 @@ class FaqIndex:
     min_relative_score: float = 0.15
     # The BM25 weights when they come from the on-disk cache (faq.store); computed from the entries otherwise.
     postings: Mapping[str, Posting] = field(default_factory=dict, repr=False)
+    # Sentence vectors of the entries (faq.semantic), fused with BM25 when the semantic extra is installed.
+    semantic: SemanticLeg | None = field(default=None, repr=False, compare=False)
 
     FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
 
@@ -220,14 +224,22 @@ class FaqIndex:
                     weights.pop(term, None)
             weights[group.key] = max(weights.get(group.key, 0.0), weight)
             words.update(t for terms in group.terms for t in terms if len(t) > 1)
-        return QueryPlan(weights, corrections, words)
+        return QueryPlan(weights, corrections, words, text=query)
 
     def search(self, query: str | QueryPlan, limit: int = 5,
                boost_tags: Iterable[str] = ()) -> list[tuple[Entry, float]]:
         """Best entries first. Entries scoring far below the best one are left out: they matched only noise.
         Entries carrying one of ``boost_tags`` (compared normalised: ``shopify`` = ``Shopify``) score
-        ``TAG_BOOST`` times more."""
+        ``TAG_BOOST`` times more. With a semantic leg, the BM25 ranking and the entries nearest in meaning
+        (at least ``MIN_COSINE``) are joined by reciprocal-rank fusion; the score is then the fused one."""
         plan = self.plan(query) if isinstance(query, str) else query
+        if self.semantic is None:
+            return [(self.entries[doc], score) for doc, score in self._bm25_search(plan, limit, boost_tags)]
+        lexical = [doc for doc, _ in self._bm25_search(plan, CANDIDATES, boost_tags)]
+        nearest = [doc for doc, cosine in self.semantic.rank(plan.text, CANDIDATES) if cosine >= MIN_COSINE]
+        return [(self.entries[doc], score) for doc, score in fuse([lexical, nearest])[:limit]]
+
+    def _bm25_search(self, plan: QueryPlan, limit: int, boost_tags: Iterable[str]) -> list[tuple[int, float]]:
         scores: dict[int, float] = {}
         get = scores.get
         for term, weight in plan.terms.items():
@@ -245,7 +257,7 @@ class FaqIndex:
         if not top:
             return []
         floor = top[0][1] * self.min_relative_score
-        return [(self.entries[doc], score) for doc, score in top if score >= floor]
+        return [(doc, score) for doc, score in top if score >= floor]
 
     def url_of(self, entry: Entry) -> str:
         """The entry's own url; else the file under HELPBOT_FAQ_BASE_URL (or on GitHub in Actions); else faq://id."""

