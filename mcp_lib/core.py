@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -349,9 +349,22 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+def find_context_parameter(fn: Callable[..., Any], hints: Mapping[str, Any] | None = None) -> str | None:
+    """The name of ``fn``'s parameter annotated :class:`ToolContext` (or a subclass), as FastMCP finds its
+    ``Context``; None when there is none."""
+    hints = get_type_hints(fn) if hints is None else hints
+    for name in inspect.signature(fn).parameters:
+        annotation = hints.get(name)
+        if get_origin(annotation) is Annotated:
+            annotation = get_args(annotation)[0]
+        if isinstance(annotation, type) and issubclass(annotation, ToolContext):
+            return name
+    return None
+
+
 @dataclass
 class Tool:
-    """One tool. ``fn(ctx, **arguments)`` does the work; ``validator`` checks arguments against ``input_schema``."""
+    """One tool. ``fn(ctx=..., **arguments)`` does the work; ``validator`` checks arguments against ``input_schema``."""
 
     platform: str
     function: str
@@ -362,6 +375,7 @@ class Tool:
     read_only: bool = True
     example: str = ""
     limit_overrides: dict[str, int] = field(default_factory=dict)
+    context_param: str = "ctx"  # the parameter that receives the ToolContext (found by its annotation)
 
     @property
     def wire_name(self) -> str:
@@ -394,9 +408,13 @@ class Tool:
         """Derive the arguments model from the signature: ``Annotated[int, Field(description=...)]``."""
         signature = inspect.signature(fn)
         hints = get_type_hints(fn, include_extras=True)
+        context = find_context_parameter(fn, hints)
+        if context is None:
+            raise TypeError(f"tool {platform}:{fn.__name__} takes no parameter annotated ToolContext: every tool "
+                            "gets its clients, limits and deadline from one (e.g. ``ctx: ToolContext``)")
         fields: dict[str, Any] = {}
-        for index, (name, param) in enumerate(signature.parameters.items()):
-            if index == 0:  # the injected ToolContext
+        for name, param in signature.parameters.items():
+            if name == context:  # injected, not an argument
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[name] = (hints.get(name, Any), default)
@@ -407,7 +425,8 @@ class Tool:
         if not description:
             raise ValueError(f"tool {platform}:{fn.__name__} needs a docstring: it is what the model reads")
         return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
-                   input_schema=_schema_of(model), validator=_pydantic_validator(model), **options)
+                   input_schema=_schema_of(model), validator=_pydantic_validator(model), context_param=context,
+                   **options)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Checked and coerced arguments, or an ArgumentError that says what is wrong in one line per field."""
@@ -426,7 +445,7 @@ class Tool:
             ctx = dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
         try:
             values = self.validate(arguments)
-            result = _normalize(self.wire_name, self.fn(ctx, **values))
+            result = _normalize(self.wire_name, self.fn(**{self.context_param: ctx}, **values))
         except ArgumentError as exc:
             result = Result.error(self.wire_name, f"invalid arguments: {exc}", kind="arguments")
         except CredentialsError as exc:

@@ -76,8 +76,38 @@ def test_schema_is_derived_from_the_signature(registry: Registry) -> None:
 def test_read_only_flag_and_docstring_required() -> None:
     platform = make_platform()
     assert platform.tools["find"].read_only and not platform.tools["write"].read_only
+    def undocumented(ctx: ToolContext) -> list[dict[str, Any]]:
+        return []
+
     with pytest.raises(ValueError, match="docstring"):
-        platform.tool()(lambda ctx: [])
+        platform.tool()(undocumented)
+
+
+def test_the_context_parameter_is_found_by_its_annotation_not_its_position() -> None:
+    platform = make_platform()
+
+    @platform.tool()
+    def late(query: Annotated[str, Field(description="What.")], context: ToolContext,
+             limit: Annotated[int, Field(description="How many.")] = 1) -> dict[str, Any]:
+        """A tool whose context is not its first parameter."""
+        return {"title": f"{query} {limit} {context.client['made_with']}"}
+
+    tool = platform.tools["late"]
+    assert list(tool.input_schema["properties"]) == ["query", "limit"] and tool.input_schema["required"] == ["query"]
+    registry = Registry(env={"DEMO_TOKEN": "t0ken"}, platforms={"demo": platform})
+    assert registry.get_mcp("demo").functions["late"]("在庫", 3).item == {"title": "在庫 3 t0ken"}
+
+
+def test_a_tool_without_a_context_parameter_is_refused_when_declared() -> None:
+    platform = make_platform()
+
+    def no_context(query: Annotated[str, Field(description="What.")]) -> dict[str, Any]:
+        """Looks like a tool, but would lose its first argument to the injected context."""
+        return {"title": query}
+
+    with pytest.raises(TypeError, match="no parameter annotated ToolContext"):
+        platform.tool()(no_context)
+    assert "no_context" not in platform.tools
 
 
 def test_get_mcp_binds_positional_and_keyword_arguments(registry: Registry) -> None:
