@@ -74,13 +74,14 @@ class Agent:
 
     # -- the loop ----------------------------------------------------------------------------------------------
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
-            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None
-            ) -> Answer:
+            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None,
+            attachments: Sequence[dict[str, Any]] = ()) -> Answer:
         """Answer ``question``, building on ``history``; ``context`` is shown to the model only. Per run:
-        ``tools`` instead of the agent's, ``extra_prompt`` parts after the agent's own, and the ``prelude``'s
-        work (tags, trace events, usage, time) counted in the answer."""
+        ``tools`` instead of the agent's, ``extra_prompt`` parts after the agent's own, the ``prelude``'s
+        work (tags, trace events, usage, time) counted in the answer, and ``attachments`` (image and document
+        blocks, already within the API's limits) placed before the question text, as Anthropic recommends."""
         r = self._start(question, history, context, tools or self.tools, (*self.extra_prompt, *extra_prompt),
-                        prelude or Prelude())
+                        prelude or Prelude(), attachments)
         if self.model is None:
             return self._degraded(r, "no model credentials are configured", no_model=True)
         try:
@@ -114,7 +115,7 @@ class Agent:
             r.messages.append({"role": "user", "content": self._run_tools(r, response.tool_uses)})
 
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
-               extra_prompt: Sequence[str], prelude: Prelude) -> Run:
+               extra_prompt: Sequence[str], prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
         s = self.settings
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = h.cut(question.strip(), s.max_question_chars)
@@ -124,7 +125,8 @@ class Agent:
         system = build_system_prompt(now=self.now().astimezone(s.tz()), guide=tools.guide(),
                                      max_rounds=s.max_rounds, extra=extra_prompt)
         messages = [m for turn in history for m in h.earlier_turn(turn.question, turn.answer, turn.sources)]
-        messages.append(h.user_message(h.with_context(question, context)))
+        opening = h.user_message(h.with_context(question, context))
+        messages.append({**opening, "content": [*attachments, *opening["content"]]})
         plan = Plan(question=question, query=query, started=started,
                     soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
                     system=system, tools=tools, schemas=schemas, tags=prelude.tags)
@@ -135,7 +137,7 @@ class Agent:
         r.add_sources("history", [src for turn in history for src in turn.sources])
         self._event(r, "run_start", question=question[:500], model=s.model if self.model else None,
                     max_rounds=s.max_rounds, deadline_s=s.deadline_s, tools=[t["name"] for t in schemas],
-                    history_turns=len(history), context_chars=len(context))
+                    history_turns=len(history), context_chars=len(context), attachments=len(attachments))
         return r
 
     def _must_answer(self, r: Run) -> Literal["round_limit", "deadline"] | None:

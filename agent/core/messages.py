@@ -10,6 +10,7 @@ recorded by a test) stays as it was. When to summarize or cut is decided by ``ag
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -65,9 +66,56 @@ def estimate_tokens(text: str) -> int:
     return int(ascii_chars / ASCII_CHARS_PER_TOKEN + (len(text) - ascii_chars) * NON_ASCII_TOKENS_PER_CHAR) + 1
 
 
+# Media blocks count by what the model sees, not by their base64 text. An image costs about w*h/750 tokens and
+# the API scales anything larger down to about 1.15 megapixels (~1,600 tokens); a PDF page costs its text plus
+# its image (Anthropic's PDF guide: 1,500-3,000 text tokens a page), so pages count at the pessimistic end.
+IMAGE_TOKENS = 1_600
+PDF_PAGE_TOKENS = 3_000 + IMAGE_TOKENS
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def pdf_pages(data: bytes) -> int:
+    """Pages in a PDF by its page objects (at least 1): an estimate, as compressed object streams hide some."""
+    return max(1, len(_PDF_PAGE.findall(data)))
+
+
+def media_tokens(block: dict[str, Any]) -> int | None:
+    """The token estimate of an image or base64 document block; None for any other block."""
+    source = block.get("source") if block.get("type") in ("image", "document") else None
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        return None
+    if block["type"] == "image":
+        return IMAGE_TOKENS
+    try:
+        data = base64.b64decode(str(source.get("data") or ""))
+    except ValueError:
+        return IMAGE_TOKENS
+    return pdf_pages(data) * PDF_PAGE_TOKENS
+
+
+def _without_media(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The messages with media blocks left out, and what those blocks count."""
+    out, media = [], 0
+    for message in messages:
+        content = message["content"]
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        kept = []
+        for block in content:
+            tokens = media_tokens(block)
+            if tokens is None:
+                kept.append(block)
+            else:
+                media += tokens
+        out.append({**message, "content": kept})
+    return out, media
+
+
 def request_tokens(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> int:
-    payload = json.dumps([tools, messages], ensure_ascii=False, separators=(",", ":"))
-    return estimate_tokens(system) + estimate_tokens(payload) + 4 * len(messages)
+    text_only, media = _without_media(messages)
+    payload = json.dumps([tools, text_only], ensure_ascii=False, separators=(",", ":"))
+    return estimate_tokens(system) + estimate_tokens(payload) + 4 * len(messages) + media
 
 
 # -- prompt caching --------------------------------------------------------------------------------------------

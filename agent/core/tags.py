@@ -339,8 +339,8 @@ class TaggingAgent(Agent):
         self.tag_config = tag_config
 
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
-            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None
-            ) -> Answer:
+            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None,
+            attachments: Sequence[dict[str, Any]] = ()) -> Answer:
         # A follow-up inherits its thread's topic: the earlier questions and the context (the thread around the
         # question) count too. Only the tagging sees them together; the run itself keeps them apart.
         text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
@@ -356,4 +356,5 @@ class TaggingAgent(Agent):
             tools=BoostedTools(tools, tagging.faq_tags) if tagging.faq_tags else tools,
             extra_prompt=(*extra_prompt, part) if part else extra_prompt,
             prelude=Prelude(tags=(*earlier.tags, *tagging.names), events=(*earlier.events, tagging.event()),
-                            usage=usage, seconds=earlier.seconds + tagging.seconds))
+                            usage=usage, seconds=earlier.seconds + tagging.seconds),
+            attachments=attachments)

@@ -54,7 +54,8 @@ if TYPE_CHECKING:
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
 
 AgentFactory = Callable[["Registry", Callable[["Progress"], None], Callable[[dict[str, Any]], None]], "Agent"]
-Asked = tuple[str, str, list["Turn"]]  # the question, its context, the conversation before it
+# the question, its context, the conversation before it, the attachments' media blocks
+Asked = tuple[str, str, list["Turn"], list[dict[str, Any]]]
 
 
 # -- the command line -----------------------------------------------------------------------------------------------
@@ -209,8 +210,9 @@ class Front:
             history = earlier_turns(thread, ts, slack.me, slack.plain)
             parts = build_question(slack, thread)
             self.trace.front("question", chars=len(parts.text), files=len(parts.files), links=len(parts.links),
-                             context=len(parts.around), history_turns=len(history))
-            return parts.question(), parts.context(), history
+                             context=len(parts.around), history_turns=len(history),
+                             media_blocks=sum(b.get("type") != "text" for b in parts.attachments.blocks))
+            return parts.question(), parts.context(), history, parts.attachments.blocks
 
         return self._answer(target, question)
 
@@ -221,7 +223,7 @@ class Front:
             raise ConfigError("HELPBOT_QUESTION_CHANNEL", f"{channel!r} is not a channel ID (like C0123456789)")
         if not channel or dry_run:
             target = Target(where="(printed: no channel)", dry_run=dry_run)
-            return self._answer(target, lambda: (text, "", []), show_answer=True)
+            return self._answer(target, lambda: (text, "", [], []), show_answer=True)
         slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, sleep=self.sleep)
         assert slack.bot is not None
         public = is_public(slack.channel(channel))
@@ -229,7 +231,7 @@ class Front:
         root = out.post_question(channel, text, env_str(self.env, "GITHUB_ACTOR"))
         where = f"{channel} (question channel)" if public else f"private channel {channel} (question channel)"
         target = Target(where=where, slack=slack, reply=self._reply(slack, channel, root, root), public=public)
-        return self._answer(target, lambda: (text, "", []), show_answer=True)
+        return self._answer(target, lambda: (text, "", [], []), show_answer=True)
 
     # -- answering, with progress and the failure notice ------------------------------------------------------------
     def _answer(self, target: Target, question: Callable[[], Asked], *, show_answer: bool = False) -> int:
@@ -248,9 +250,9 @@ class Front:
         try:
             if reply is not None:
                 reply.start()
-            asked, context, history = question()
+            asked, context, history, attachments = question()
             agent = self.make_agent(self._registry(target), on_progress, on_event)
-            answer = agent.run(asked, history, context=context)
+            answer = agent.run(asked, history, context=context, attachments=attachments)
             link = reply.deliver(answer) if reply is not None else None
         except BaseException as exc:
             what, code, reraise = _classify(exc, debug=bool(self.env.get("HELPBOT_DEBUG")))

@@ -3,7 +3,8 @@
 - :func:`earlier_turns`: helpbot's earlier answers in the thread, each with its question, become conversation
   history (``Turn``), so that a follow-up builds on them instead of starting over.
 - :func:`build_question`: the reacted message itself is the question (a reply stays the reply). Where it was
-  asked, its files, the messages it links to (read through the Slack platform's tool, so the DM / private-channel
+  asked, its files and the thread's (:mod:`~agent.slack.attachments`: images and PDFs as blocks for the model,
+  text files as text), the messages it links to (read through the Slack platform's tool, so the DM / private-channel
   rules apply) and the thread around it (bounded) are the *context*: the model sees it, degraded mode's searches
   and the job summary do not.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.core.run import Turn
 from agent.slack import markers
+from agent.slack.attachments import Attachments, read_attachments
 from agent.slack.readback import message_markdown, split_sources
 from agent.slack.split import cut
 from mcp_lib.redact import redact_secrets
@@ -77,6 +79,7 @@ class QuestionParts:
     text: str  # the reacted message, as plain text
     where: str = ""
     files: list[str] = field(default_factory=list)
+    attachments: Attachments = field(default_factory=Attachments)  # the files as read (blocks, context lines)
     links: list[str] = field(default_factory=list)  # "[n] url — content" or "[n] url — (not readable: why)"
     around: list[str] = field(default_factory=list)  # thread messages around it, oldest first
 
@@ -89,7 +92,9 @@ class QuestionParts:
         lines: list[str] = []
         if self.where:
             lines.append(f"質問の場所: {self.where}")
-        if self.files:
+        if self.attachments.lines:
+            lines += self.attachments.context()
+        elif self.files:
             lines.append("添付ファイル: " + ", ".join(self.files))
         if self.links:
             lines += ["メッセージ内のリンク先:", *self.links]
@@ -119,6 +124,7 @@ def build_question(slack: Slack, thread: Thread) -> QuestionParts:
             parts.links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
                                f"{cut(str(hit.get('text') or ''), LINK_CHARS)}")
     parts.around = _around(slack, info, thread)
+    parts.attachments = read_attachments(slack, thread)
     return parts
 
 

@@ -41,7 +41,8 @@ it searches what the token's user can see, DMs and private channels included, as
 
 Methods answered (anything else: ``unknown_method``):
   reads   auth.test, users.info, conversations.info, conversations.list, conversations.history,
-          conversations.replies, search.messages, chat.getPermalink, reactions.get
+          conversations.replies, search.messages, chat.getPermalink, reactions.get, files.info
+  files   GET url_private / url_private_download (tests/fakes/slack_files.py: seeding, the Authorization check)
   writes  chat.postMessage, chat.update, chat.delete, reactions.add, reactions.remove
 Parameters arrive as Slack accepts them: query string, form body or JSON body; token as ``Authorization:
 Bearer`` or a ``token`` parameter. Cursor pagination (``response_metadata.next_cursor``) works where Slack has it.
@@ -81,7 +82,8 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
-from tests.fakes import slack_scopes
+from tests.fakes import slack_files, slack_scopes
+from tests.fakes.slack_files import FakeFile
 
 BOT_TOKEN = "xoxb-1111111111-2222222222-fakebottoken"
 USER_TOKEN = "xoxp-1111111111-3333333333-fakeusertoken"
@@ -232,6 +234,8 @@ class Workspace:
         self._count = 0
         self._latest = 0.0
         self.markdown_as_rich_text = False  # read markdown blocks back as rich_text, as real Slack may
+        self.files: dict[str, FakeFile] = {}  # seeded with tests.fakes.slack_files.add_file
+        self.file_base = ""  # where the running fake serves files (set by FakeSlack.start)
         self.add_user(self.bot_user_id, "helpbot", real_name="helpbot", is_bot=True, bot_id=self.bot_id)
         self.add_user(self.owner_id, "owner", real_name="Token Owner")
 
@@ -340,7 +344,7 @@ class Workspace:
         if m.edited:
             out["edited"] = dict(m.edited)
         if m.files:
-            out["files"] = [dict(f) for f in m.files]
+            out["files"] = [slack_files.render(self, f, self.file_base) for f in m.files]
             out["upload"] = False
         if m.reactions:
             out["reactions"] = [{"name": n, "users": list(u), "count": len(u)} for n, u in m.reactions.items()]
@@ -533,6 +537,7 @@ class SlackApi:
             "chat.delete": self.chat_delete,
             "reactions.add": self.reactions_add,
             "reactions.remove": self.reactions_remove,
+            "files.info": lambda params, token: slack_files.files_info(ws, params, token, ws.file_base),
             "reactions.get": self.reactions_get,
         }
 
@@ -900,7 +905,10 @@ class FakeSlack:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                fake._handle(self)
+                if self.path.startswith("/files-pri/"):
+                    fake._download(self)
+                else:
+                    fake._handle(self)
 
             def do_POST(self) -> None:
                 fake._handle(self)
@@ -914,6 +922,7 @@ class FakeSlack:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-slack",
                                         daemon=True)
         self._thread.start()
+        self.workspace.file_base = f"http://127.0.0.1:{self._server.server_address[1]}"
         return self
 
     def stop(self) -> None:
@@ -1003,6 +1012,26 @@ class FakeSlack:
         for scope in slack_scopes.needed(method, params, kinds):  # type: ignore[arg-type]
             if scope not in provided:
                 raise SlackError("missing_scope", needed=scope, provided=",".join(sorted(provided)))
+
+    def _download(self, handler: BaseHTTPRequestHandler) -> None:
+        """A file download (tests/fakes/slack_files.py): the bot token in the Authorization header, or a 302."""
+        auth = handler.headers.get("Authorization", "")
+        token_value = auth[7:].strip() if auth.startswith("Bearer ") else None
+        token = self.workspace.tokens.get(token_value or "")
+        record = Request("files.download", {"path": urlparse(handler.path).path}, token_value,
+                         token.kind if token else None)
+        self.requests.append(record)
+        with self.workspace.lock:
+            status, headers, body = slack_files.download(self.workspace, urlparse(handler.path).path, token)
+        record.status = status
+        try:
+            handler.send_response(status)
+            for key, value in {**headers, "Content-Length": str(len(body))}.items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, status: int, body: str, content_type: str,

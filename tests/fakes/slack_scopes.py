@@ -38,6 +38,7 @@ METHOD_SCOPES: dict[str, tuple[str, ...] | Literal["history", "read", "list"]] =
     "reactions.add": ("reactions:write",),
     "reactions.remove": ("reactions:write",),
     "reactions.get": ("reactions:read",),
+    "files.info": ("files:read",),
 }
 # The event helpbot subscribes to and the scope Slack requires for it.
 EVENT_SCOPES = {"reaction_added": "reactions:read", "app_mention": "app_mentions:read"}

@@ -1,0 +1,194 @@
+"""Attachments read for the model: ``helpbot answer`` against the fake Slack (files.info, downloads with the bot
+token), a scripted model that sees the blocks and the context, and the limits' notes."""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+import zlib
+from typing import Any
+
+import pytest
+
+from agent.core.messages import IMAGE_TOKENS, request_tokens
+from agent.core.scripted import Request
+from agent.slack.attachments import MAX_IMAGE_BYTES, TEXT_CHARS, cut_middle, decode_text, file_kind, image_size
+from tests.agent.slack.test_front import answer_scripted, bot_messages, env, markdown_of
+from tests.fakes.slack import FakeSlack, Workspace
+from tests.fakes.slack_files import add_file
+
+__all__ = ["env"]  # the fixture
+
+
+def png(width: int, height: int) -> bytes:
+    """A real (tiny, grey) PNG of the given size."""
+    raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+LOG = ("2025-01-02 09:58:01 INFO order-import started\n"
+       "2025-01-02 09:58:03 ERROR rakuten: token rejected (E-RK-4711: shop key expired on 2025-01-01)\n")
+
+
+def question_text(request: Request) -> str:
+    return "\n".join(b["text"] for b in request.messages[-1]["content"] if b.get("type") == "text")
+
+
+def media(request: Request) -> list[dict[str, Any]]:
+    return [b for b in request.messages[-1]["content"] if b.get("type") in ("image", "document")]
+
+
+def ask(ws: Workspace, env: dict[str, str], files: list[dict[str, Any]], script: Any, *,
+        text: str = "このエラーの原因は？", channel: str = "C0ECSUP") -> tuple[int, Any, Any]:
+    asked = ws.post(channel, text, user="U0TANAKA", files=files)
+    code, model = answer_scripted(env, script, channel=channel, ts=asked.ts)
+    return code, model, asked
+
+
+def test_an_answer_can_depend_on_text_only_inside_an_attached_log(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    log = add_file(ws, "order-import.log", LOG.encode(), channel="C0ECSUP", user="U0TANAKA", filetype="text")
+
+    def script(request: Request) -> str:
+        if "E-RK-4711" in question_text(request):
+            return "ログの E-RK-4711 は楽天のショップキー期限切れです。キーを更新してください。"
+        return "添付が読めないため分かりません。"
+
+    code, _, asked = ask(ws, env, [log], script)
+    assert code == 0
+    answer = markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
+    assert "ショップキー期限切れ" in answer
+    downloads = fake.calls("files.download")
+    assert len(downloads) == 1 and downloads[0].kind == "bot"  # with the bot token
+
+
+def test_an_image_reaches_the_model_as_an_image_block_before_the_question(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    picture = png(40, 20)
+    shot = add_file(ws, "screenshot.png", picture, channel="C0ECSUP", user="U0TANAKA", mimetype="image/png",
+                    filetype="png", size=(40, 20))
+    seen: list[Request] = []
+
+    def script(request: Request) -> str:
+        seen.append(request)
+        blocks = media(request)
+        return "画像を確認しました。" if blocks and blocks[0]["type"] == "image" else "画像がありません。"
+
+    code, _, asked = ask(ws, env, [shot], script, text="この画面のエラーは？")
+    assert code == 0
+    assert "画像を確認しました" in markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
+    content = seen[0].messages[-1]["content"]
+    image = next(b for b in content if b["type"] == "image")
+    assert image["source"] == {"type": "base64", "media_type": "image/png",
+                               "data": base64.b64encode(picture).decode()}
+    assert content.index(image) < len(content) - 1  # before the question's text
+    assert content[content.index(image) - 1] == {"type": "text", "text": "[添付画像 1]"}  # a neutral label
+    assert "- screenshot.png: [添付画像 1] として質問の前に添付（PNG、40x20 px）" in question_text(seen[0])
+
+
+def test_a_pdf_is_a_document_block(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    pdf = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R] " \
+          b"/Count 1 >> endobj\n3 0 obj << /Type /Page /Parent 2 0 R >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF"
+    doc = add_file(ws, "manual.pdf", pdf, channel="C0ECSUP", user="U0TANAKA", mimetype="application/pdf",
+                   filetype="pdf")
+    code, model, _ = ask(ws, env, [doc], lambda r: "PDF を読みました。")
+    assert code == 0
+    [block] = media(model.requests[0])
+    assert block["type"] == "document" and block["source"]["media_type"] == "application/pdf"
+    assert base64.b64decode(block["source"]["data"]) == pdf
+    assert "manual.pdf: [添付 PDF 1] として質問の前に添付（約 1 ページ）" in question_text(model.requests[0])
+
+
+def test_files_that_cannot_be_read_are_named_with_the_reason(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    ws.add_channel("C0HIDDEN", "hidden", private=True, bot_member=False)
+    files = [
+        add_file(ws, "huge.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * (MAX_IMAGE_BYTES + 10), channel="C0ECSUP",
+                 user="U0TANAKA", mimetype="image/png", filetype="png"),
+        add_file(ws, "wide.png", png(9000, 1), channel="C0ECSUP", user="U0TANAKA", mimetype="image/png",
+                 filetype="png"),
+        add_file(ws, "archive.zip", b"PK\x03\x04", channel="C0ECSUP", user="U0TANAKA", mimetype="application/zip",
+                 filetype="zip"),
+        add_file(ws, "spec", b"", channel="C0ECSUP", user="U0TANAKA", mode="external", filetype="gdoc"),
+        add_file(ws, "gone.log", b"x", channel="C0ECSUP", user="U0TANAKA", mode="tombstone"),
+        add_file(ws, "elsewhere.log", b"secret", channel="C0HIDDEN", user="U0TANAKA"),
+        {"id": "F0EVIL", "name": "evil.log", "mimetype": "text/plain", "mode": "hosted",
+         "url_private": "https://evil.example/files-pri/x/evil.log",
+         "url_private_download": "https://evil.example/files-pri/x/download/evil.log"},
+    ]
+    code, model, _ = ask(ws, env, files, lambda r: "分かりません。")
+    assert code == 0
+    text = question_text(model.requests[0])
+    assert not media(model.requests[0])
+    for name, why in [("huge.png", "画像が大きすぎます: 3.8 MB、上限 3.75 MB"),
+                      ("wide.png", "画像が大きすぎます: 9000x1 px、上限 8000 px"),
+                      ("archive.zip", "この種類のファイルは読みません（ZIP）"),
+                      ("spec", "外部サービス（Google Drive など）のファイルは読みません"),
+                      ("gone.log", "削除されています"),
+                      ("elsewhere.log", "ダウンロードできません（HTTP 404）"),
+                      ("evil.log", "Slack のファイルホスト以外の URL からは読みません")]:
+        assert re.search(rf"- {_label(name)}: 読めませんでした（{re.escape(why)}", text), name
+    assert "secret" not in text
+    # only the ones worth a download were downloaded (the huge image was refused by its size)
+    assert [c.params["path"].rsplit("/", 1)[-1] for c in fake.calls("files.download")] == ["wide.png",
+                                                                                             "elsewhere.log"]
+
+
+def _label(name: str) -> str:
+    """The name a file is listed under (a tombstone has none: its id stands in)."""
+    return re.escape(name) if name != "gone.log" else r"F0FILE\d+"
+
+
+def test_a_slack_connect_stub_is_looked_up_with_files_info_and_thread_files_count_too(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    root_log = add_file(ws, "root.log", b"ROOT-ONLY-7 happened\n", channel="C0ECSUP", user="U0SUZUKI")
+    stub = add_file(ws, "stub.txt", b"STUB-ONLY-9\n", channel="C0ECSUP", user="U0TANAKA", access="check_file_info")
+    root = ws.post("C0ECSUP", "注文取込が止まりました", user="U0SUZUKI", files=[root_log])
+    asked = ws.post("C0ECSUP", "こちらのファイルもどうぞ", user="U0TANAKA", thread_ts=root.ts, files=[stub])
+    code, model = answer_scripted(env, lambda r: "確認しました。", channel="C0ECSUP", ts=asked.ts)
+    assert code == 0
+    text = question_text(model.requests[0])
+    assert "STUB-ONLY-9" in text and "ROOT-ONLY-7" in text
+    assert text.index("stub.txt") < text.index("root.log")  # the question's own file first
+    assert len(fake.calls("files.info")) == 1
+
+
+def test_long_text_keeps_head_and_tail_with_a_note(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    body = "START-MARK\n" + "ok line\n" * 5_000 + "FATAL-AT-THE-END\n"
+    log = add_file(ws, "long.log", body.encode(), channel="C0ECSUP", user="U0TANAKA")
+    _, model, _ = ask(ws, env, [log], lambda r: "確認しました。")
+    text = question_text(model.requests[0])
+    assert "START-MARK" in text and "FATAL-AT-THE-END" in text
+    assert "long.log: テキストとして下に掲載（長いため中略 " in text and "…[helpbot: 中略 " in text
+
+
+def test_pieces() -> None:
+    assert image_size(png(3, 2)) == ("image/png", 3, 2)
+    assert image_size(b"GIF89a" + struct.pack("<HH", 7, 5) + b"\x00" * 4) == ("image/gif", 7, 5)
+    jpeg = b"\xff\xd8\xff\xe0\x00\x10" + b"\x00" * 14 + b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 600, 800) + \
+        b"\x00" * 12
+    assert image_size(jpeg) == ("image/jpeg", 800, 600)
+    assert image_size(b"not an image at all, long enough to look") is None
+    assert decode_text("ログ：エラー".encode("cp932")) == "ログ：エラー"
+    assert decode_text("\ufeffBOM".encode()) == "BOM"
+    assert cut_middle("abc", 10) == ("abc", 0)
+    cut, left_out = cut_middle("x" * 100 + "END", 30)
+    assert cut.endswith("END") and left_out == 73
+    assert file_kind({"name": "main.py", "mimetype": "application/octet-stream"}) == "text"
+    assert file_kind({"name": "a.xlsx", "mimetype": "application/vnd.ms-excel", "filetype": "xlsx"}) is None
+    assert TEXT_CHARS < 20_000  # within the loop's cut of the whole context
+
+
+@pytest.mark.parametrize("size", [1_000, 3_000_000])
+def test_media_blocks_count_as_the_model_sees_them_not_as_base64(size: int) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": base64.b64encode(b"\x00" * size).decode()}}
+    without = request_tokens("", [], [{"role": "user", "content": [{"type": "text", "text": "q"}]}])
+    with_image = request_tokens("", [], [{"role": "user", "content": [image, {"type": "text", "text": "q"}]}])
+    assert with_image - without == IMAGE_TOKENS
