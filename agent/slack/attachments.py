@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 Kind = Literal["image", "pdf", "text"]
 
-SLACK_FILE_HOST = "files.slack.com"
+SLACK_FILES = "https://files.slack.com"  # where Slack serves url_private(_download)
 MAX_FILES = 8  # files looked at per question (the question's own first)
 MAX_IMAGE_BYTES = 3_750_000  # 5 MB once base64-encoded: the API's limit per image
 MAX_IMAGE_SIDE = 8_000  # px; the API rejects larger images
@@ -193,7 +193,8 @@ class _Reader:
         self.slack = slack
         self.token = slack.clients.config.bot_token
         api = urlparse(slack.clients.config.api_url)
-        self.hosts = {("https", SLACK_FILE_HOST), (api.scheme, (api.hostname or "").lower())}
+        files = urlparse(SLACK_FILES)
+        self.hosts = {(files.scheme, files.hostname), (api.scheme, (api.hostname or "").lower())}
         self.client = client or httpx.Client(timeout=DOWNLOAD_TIMEOUT_S, follow_redirects=False)
         self.own_client = client is None
         self.media_tokens = 0

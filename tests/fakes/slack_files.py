@@ -12,7 +12,8 @@ instead, whose details only ``files.info`` tells. ``mode="external"`` (a Google 
 
 A download answers the file's bytes with its mimetype, only with ``Authorization: Bearer`` and a token with
 ``files:read`` whose user can see a conversation the file is shared in (else 404); without the token or the
-scope, Slack's answer to a browser without a session: a 302 to the workspace's sign-in page. ``files.info`` for a file the token cannot see is ``file_not_found``.
+scope, Slack's answer to a browser without a session: a 302 to the workspace's sign-in page. ``files.info`` for a
+file the token cannot see is ``file_not_found``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from agent.core.messages import IMAGE_TOKENS, request_tokens
 from agent.core.scripted import Request
 from agent.slack.attachments import MAX_IMAGE_BYTES, TEXT_CHARS, cut_middle, decode_text, file_kind, image_size
 from tests.agent.slack.test_front import answer_scripted, bot_messages, env, markdown_of
-from tests.fakes.slack import FakeSlack, Workspace
+from tests.fakes import slack_scopes
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Token, Workspace
 from tests.fakes.slack_files import add_file
 
 __all__ = ["env"]  # the fixture
@@ -192,3 +193,16 @@ def test_media_blocks_count_as_the_model_sees_them_not_as_base64(size: int) -> N
     without = request_tokens("", [], [{"role": "user", "content": [{"type": "text", "text": "q"}]}])
     with_image = request_tokens("", [], [{"role": "user", "content": [image, {"type": "text", "text": "q"}]}])
     assert with_image - without == IMAGE_TOKENS
+
+
+def test_without_files_read_slack_redirects_to_its_sign_in_page_and_the_file_is_named(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    ws.tokens[BOT_TOKEN] = Token("bot", ws.bot_user_id, slack_scopes.granted("bot") - {"files:read"})
+    log = add_file(ws, "order-import.log", LOG.encode(), channel="C0ECSUP", user="U0TANAKA")
+    code, model, _ = ask(ws, env, [log], lambda r: "分かりません。")
+    assert code == 0
+    text = question_text(model.requests[0])
+    assert ("order-import.log: 読めませんでした（Slack がダウンロードを拒否しました（ボットトークンに files:read が"
+            "必要です）") in text
+    assert "E-RK-4711" not in text
+    assert [c.status for c in fake.calls("files.download")] == [302]  # asked once, the redirect not followed
