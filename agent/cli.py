@@ -198,6 +198,8 @@ register("eval", "Run eval cases (questions, expected sources and phrases) throu
          "agent.evals:add_arguments", "agent.evals:cmd_eval")
 register("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",
          "agent.slack.feedback:add_arguments", "agent.slack.feedback:main")
+register("faq-draft", "Turn helpbot's answers with enough 👍 into draft FAQ entries (print, --out DIR or --pr).",
+         "agent.faq_draft:add_arguments", "agent.faq_draft:main")
 
 
 if __name__ == "__main__":

@@ -193,6 +193,8 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_FAQ_PATH", "faq", "the FAQ directory", "faq/"),
     _v("HELPBOT_FAQ_BASE_URL", "faq", "where FAQ entries link to", "the repository, in Actions"),
     _v("HELPBOT_FAQ_CACHE_DIR", "faq", "where the built FAQ index is kept", "~/.cache/helpbot/faq"),
+    _v("HELPBOT_FAQ_PRIVATE", "faq", "the FAQ repository is private: `helpbot faq-draft` may draft from private "
+       "channels", "false", where=("local",)),
     _v("HELPBOT_FAQ_SEMANTIC", "faq", "FAQ search by meaning too: `auto` (when the `semantic` extra is installed), "
        "`on`, `off`", "auto"),
     _v("XDG_CACHE_HOME", "faq", "the system's cache directory (the FAQ index when HELPBOT_FAQ_CACHE_DIR is unset)",

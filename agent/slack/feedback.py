@@ -59,16 +59,16 @@ POST_LIMIT = 11_000  # below the 12,000 markdown characters of one message
 
 
 # -- the window -----------------------------------------------------------------------------------------------
-def parse_since(value: str, now: datetime) -> datetime:
+def parse_since(value: str, now: datetime, command: str = "helpbot feedback") -> datetime:
     """``7d``, ``30d``, ``12h``, ``2w`` before ``now``, or an ISO date/time (naive: ``now``'s time zone)."""
     raw = value.strip()
-    bad = UsageError(f"helpbot feedback: --since {value!r} is neither a duration like 7d, 30d or 12h nor a date "
+    bad = UsageError(f"{command}: --since {value!r} is neither a duration like 7d, 30d or 12h nor a date "
                      "like 2025-01-31")
     match = _DURATION.fullmatch(raw)
     if match:
         amount, unit = int(match.group(1)), match.group(2).lower()
         if amount == 0:
-            raise UsageError(f"helpbot feedback: --since {value!r} is an empty window; use at least 1{unit}")
+            raise UsageError(f"{command}: --since {value!r} is an empty window; use at least 1{unit}")
         try:
             return now - timedelta(hours=amount) * {"h": 1, "d": 24, "w": 24 * 7}[unit]
         except OverflowError:
@@ -81,7 +81,7 @@ def parse_since(value: str, now: datetime) -> datetime:
     if when.tzinfo is None:
         when = when.replace(tzinfo=now.tzinfo)
     if when >= now:
-        raise UsageError(f"helpbot feedback: --since {value!r} is not in the past")
+        raise UsageError(f"{command}: --since {value!r} is not in the past")
     return when
 
 
@@ -242,8 +242,13 @@ class Scanner:
         return self.bot_user_id in users
 
     def scan(self, channel: str, since: datetime) -> list[RatedAnswer]:
+        return [answer for answer, _ in self.scan_with_parts(channel, since)]
+
+    def scan_with_parts(self, channel: str, since: datetime
+                        ) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
+        """:meth:`scan`, each answer with the messages that make it up (``helpbot faq-draft`` reads them)."""
         since_ts = since.timestamp()
-        found: dict[str, RatedAnswer] = {}
+        found: dict[str, tuple[RatedAnswer, list[Mapping[str, Any]]]] = {}
         for message in self._pages("conversations.history", channel=channel, oldest=_ts(since - THREAD_LOOKBACK)):
             if message.get("thread_ts") not in (None, message.get("ts")):
                 continue  # a reply also sent to the channel: counted with its thread
@@ -255,8 +260,8 @@ class Scanner:
             for answer, parts in answers_in(sequence, channel, since_ts, self.me):
                 if answer.ts not in found:
                     tally_reactions(answer, parts, self.excluded, lambda m: self._refetch(channel, m))
-                    found[answer.ts] = answer
-        return sorted(found.values(), key=lambda a: float(a.ts))
+                    found[answer.ts] = (answer, parts)
+        return sorted(found.values(), key=lambda pair: float(pair[0].ts))
 
     def _refetch(self, channel: str, message: Mapping[str, Any]) -> Mapping[str, Any]:
         data = self.call("reactions.get", channel=channel, timestamp=message["ts"], full=True)

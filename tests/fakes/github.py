@@ -188,6 +188,8 @@ class FakeRepo:
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     pull_files: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    can_push: bool = True  # the token's permission on this repo: writes are 403 without it
+    commits: dict[str, str] = field(default_factory=dict)  # branch -> head commit sha
 
 
 class FakeGitHub:
@@ -352,11 +354,17 @@ class FakeGitHub:
         if request.method == "POST" and rest == "/dispatches":
             return self._dispatch(request, repo)
         if request.method != "GET":
-            return _not_found()
+            return self._write(request, repo, rest)
         if rest == "":
             return httpx.Response(200, json={"id": repo.id, "full_name": repo.full_name, "private": repo.private,
                                              "html_url": f"{WEB}/{repo.full_name}",
-                                             "default_branch": repo.default_branch})
+                                             "default_branch": repo.default_branch,
+                                             "permissions": {"admin": False, "maintain": False,
+                                                             "push": repo.can_push, "triage": True, "pull": True}})
+        if m := re.fullmatch(r"/git/ref/heads/(.+)", rest):
+            if m.group(1) not in repo.files:
+                return _not_found(f"{DOCS}/git/refs#get-a-reference")
+            return httpx.Response(200, json=self._ref(repo, m.group(1)))
         if rest.startswith("/contents"):
             return self._contents(request, repo, rest[len("/contents"):].strip("/"))
         if m := re.fullmatch(r"/issues/(\d+)", rest):
@@ -548,6 +556,96 @@ class FakeGitHub:
              "html_url": f"{WEB}/{repo.full_name}/{'blob' if kind == 'file' else 'tree'}/{ref}/{child}"}
             for child, kind in sorted(children.items())
         ])
+
+    # -- writes: a branch, files on it, a pull request (what ``helpbot faq-draft --pr`` does) ---------------------
+    def _ref(self, repo: FakeRepo, branch: str) -> dict[str, Any]:
+        sha = repo.commits.setdefault(branch, f"{len(repo.commits) + 1:040x}")
+        api = f"{self.api_url}/repos/{repo.full_name}/git"
+        return {"ref": f"refs/heads/{branch}", "node_id": f"REF_{branch}", "url": f"{api}/refs/heads/{branch}",
+                "object": {"type": "commit", "sha": sha, "url": f"{api}/commits/{sha}"}}
+
+    def _write(self, request: httpx.Request, repo: FakeRepo, rest: str) -> httpx.Response:
+        route = ("POST" if request.method == "POST" and rest == "/git/refs" else
+                 "PUT" if request.method == "PUT" and rest.startswith("/contents/") else
+                 "PULL" if request.method == "POST" and rest == "/pulls" else None)
+        if route is None:
+            return _not_found()
+        if not repo.can_push:
+            return httpx.Response(403, json={"message": "Resource not accessible by integration",
+                                             "documentation_url": DOCS, "status": "403"})
+        try:
+            body = json.loads(request.content or b"null")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return httpx.Response(400, json={"message": "Problems parsing JSON", "documentation_url": DOCS,
+                                             "status": "400"})
+        if route == "POST":
+            return self._create_ref(repo, body)
+        if route == "PUT":
+            return self._put_contents(repo, rest[len("/contents/"):], body)
+        return self._create_pull(repo, body)
+
+    @staticmethod
+    def _invalid(message: str, doc: str) -> httpx.Response:
+        return httpx.Response(422, json={"message": message, "documentation_url": f"{DOCS}/{doc}", "status": "422"})
+
+    def _create_ref(self, repo: FakeRepo, body: dict[str, Any]) -> httpx.Response:
+        ref, sha = body.get("ref"), body.get("sha")
+        if not isinstance(ref, str) or not ref.startswith("refs/heads/") or ref.count("/") < 2:
+            return self._invalid("Reference name must start with 'refs/' and have at least two slashes.",
+                                 "git/refs#create-a-reference")
+        branch = ref[len("refs/heads/"):]
+        if branch in repo.files:
+            return self._invalid("Reference already exists", "git/refs#create-a-reference")
+        source = next((b for b, head in repo.commits.items() if head == sha), None)
+        if source is None:
+            return self._invalid("Object does not exist", "git/refs#create-a-reference")
+        repo.files[branch] = dict(repo.files[source])
+        repo.commits[branch] = str(sha)
+        return httpx.Response(201, json=self._ref(repo, branch))
+
+    def _put_contents(self, repo: FakeRepo, path: str, body: dict[str, Any]) -> httpx.Response:
+        branch = body.get("branch") or repo.default_branch
+        if not isinstance(body.get("message"), str) or not isinstance(body.get("content"), str):
+            return self._invalid("Invalid request.\n\n\"message\" and \"content\" are required.",
+                                 "repos/contents#create-or-update-file-contents")
+        if branch not in repo.files:
+            return httpx.Response(404, json={"message": f"Branch {branch} not found", "status": "404",
+                                             "documentation_url": f"{DOCS}/repos/contents"})
+        if path in repo.files[branch] and not body.get("sha"):
+            return self._invalid("Invalid request.\n\n\"sha\" wasn't supplied.",
+                                 "repos/contents#create-or-update-file-contents")
+        try:
+            data = base64.b64decode(body["content"], validate=True)
+        except ValueError:
+            return self._invalid("content is not valid Base64", "repos/contents#create-or-update-file-contents")
+        created = path not in repo.files[branch]
+        repo.files[branch][path] = data
+        sha = repo.commits[branch] = f"{int(repo.commits.get(branch, '0'), 16) + 1:040x}"
+        return httpx.Response(201 if created else 200, json={
+            "content": {"name": path.rsplit("/", 1)[-1], "path": path, "sha": "6" * 40, "size": len(data),
+                        "html_url": f"{WEB}/{repo.full_name}/blob/{branch}/{path}"},
+            "commit": {"sha": sha, "message": body["message"],
+                       "html_url": f"{WEB}/{repo.full_name}/commit/{sha}"},
+        })
+
+    def _create_pull(self, repo: FakeRepo, body: dict[str, Any]) -> httpx.Response:
+        head, base, title = body.get("head"), body.get("base"), body.get("title")
+        doc = "pulls/pulls#create-a-pull-request"
+        if not isinstance(title, str) or not title.strip():
+            return self._invalid("Validation Failed: title is missing", doc)
+        if head not in repo.files or base not in repo.files:
+            return self._invalid("Validation Failed: head or base does not exist", doc)
+        if repo.files[head] == repo.files[base]:
+            return self._invalid(f"Validation Failed: No commits between {base} and {head}", doc)
+        changed = [{"filename": path, "status": "added" if path not in repo.files[base] else "modified",
+                    "additions": data.count(b"\n"), "deletions": 0}
+                   for path, data in sorted(repo.files[head].items()) if repo.files[base].get(path) != data]
+        number = self.add_pull(repo.full_name, title, str(body.get("body") or ""), files=changed, base=str(base),
+                               head=str(head))
+        repo.pulls[number]["draft"] = bool(body.get("draft"))
+        return httpx.Response(201, json=repo.pulls[number])
 
     # -- repository_dispatch (the Events relay) -------------------------------------------------------------
     def _dispatch(self, request: httpx.Request, repo: FakeRepo) -> httpx.Response:

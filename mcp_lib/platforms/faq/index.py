@@ -259,6 +259,19 @@ class FaqIndex:
         floor = top[0][1] * self.min_relative_score
         return [(doc, score) for doc, score in top if score >= floor]
 
+    def same_question(self, question: str, min_share: float = 0.6) -> Entry | None:
+        """The entry that already asks what ``question`` asks, if any: among the best BM25 hits, the first whose
+        own question (and tags) carries at least ``min_share`` of the question's term weight (a synonym group is
+        one term, typos corrected). For finding duplicates, where a ranking alone says nothing about sameness."""
+        asked = self.plan(question)
+        total = sum(asked.terms.values())
+        for doc, _ in self._bm25_search(asked, 3, ()):
+            entry = self.entries[doc]
+            own = self.plan(" ".join([entry.question, *entry.tags])).terms
+            if total and sum(w for t, w in asked.terms.items() if t in own) >= min_share * total:
+                return entry
+        return None
+
     def url_of(self, entry: Entry) -> str:
         """The entry's own url; else the file under HELPBOT_FAQ_BASE_URL (or on GitHub in Actions); else faq://id."""
         if entry.url:

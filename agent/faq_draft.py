@@ -1,0 +1,261 @@
+"""``helpbot faq-draft``: helpbot's well-received answers become draft FAQ entries.
+
+An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority (👎 > 👍), found and counted exactly as
+``helpbot feedback`` finds and counts them (:class:`agent.slack.feedback.Scanner`). Its draft is an entry in the
+``faq/`` format: the question from the asker's message (mentions, links to people and a leading "○○さん" taken
+out), the answer's text, its sources, its tags. Skipped, and counted in the summary: answers in private
+channels or DMs unless ``HELPBOT_FAQ_PRIVATE`` says the FAQ is private too; questions the FAQ already asks
+(:meth:`mcp_lib.platforms.faq.FaqIndex.same_question`, also against the drafts before them). Every draft passes
+the egress guard (secrets and personal data masked) and must parse as an FAQ entry.
+
+Without ``--out`` or ``--pr`` the drafts are printed; ``--out DIR`` writes one file per draft; ``--pr`` opens one
+pull request (:mod:`agent.faq_pr`). Nothing to draft is not an error (exit 0, one line saying why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+from zoneinfo import ZoneInfo
+
+import httpx
+import yaml
+
+from agent.errors import UsageError
+from agent.slack.blocks import guard_public
+from agent.slack.feedback import SCAN_MAX_RETRIES, RatedAnswer, Scanner, parse_since
+from agent.slack.handle import is_public
+from agent.slack.markers import read as read_marker
+from agent.slack.readback import message_markdown, read_answer
+from agent.slack.trigger import env_channels, is_channel_id
+from mcp_lib.config import ConfigError, env_bool, env_str
+from mcp_lib.core import CredentialsError, ToolContext, ToolError
+from mcp_lib.platforms import faq
+from mcp_lib.platforms import slack as slack_platform
+
+QUESTION_CHARS = 200
+_MENTION = re.compile(r"<[@!][^>]*>")  # <@U123>, <!here>, <!subteam^S1|@team>
+_CHANNEL = re.compile(r"<#[A-Z0-9]+(?:\|([^>]*))?>")
+_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
+_ADDRESSED = re.compile(r"^\s*[^\s、,。]{1,12}(?:さん|様|くん|君|ちゃん)\s*[、,:：]?\s*")  # 田中さん、…
+_AT_NAME = re.compile(r"(?<![\w@])@[\w.\-]+")
+
+
+@dataclass
+class Draft:
+    id: str
+    question: str
+    answer: str
+    sources: list[dict[str, str]]
+    tags: list[str]
+    permalink: str | None
+    positive: int
+    negative: int
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.id}.md"
+
+    def render(self) -> str:
+        """The entry file, through the egress guard (secrets, e-mail addresses, phone numbers masked)."""
+        meta = yaml.safe_dump({"id": self.id, "question": self.question, "tags": self.tags}, allow_unicode=True,
+                              sort_keys=False, width=10_000).strip()
+        origin = f"# draft from a helpbot answer with 👍 {self.positive} / 👎 {self.negative}"
+        lines = [self.answer.strip()]
+        if self.sources:
+            lines += ["", "## 参照元", *(f"- [{s['title'] or s['url']}]({s['url']})" if s["url"] else f"- {s['title']}"
+                                       for s in self.sources)]
+        return guard_public(f"---\n{origin}\n{meta}\n---\n" + "\n".join(lines) + "\n")
+
+
+def clean_question(text: str) -> str:
+    """The asker's message as an FAQ question: no mentions, names or links to people, one line, bounded."""
+    text = _MENTION.sub(" ", text)
+    text = _CHANNEL.sub(lambda m: m.group(1) or "", text)
+    text = _LINK.sub(lambda m: "" if m.group(1).startswith("mailto:") else (m.group(2) or m.group(1)), text)
+    text = " ".join(_AT_NAME.sub(" ", text).split())
+    text = _ADDRESSED.sub("", text).strip()
+    return text[:QUESTION_CHARS].rstrip() + ("…" if len(text) > QUESTION_CHARS else "")
+
+
+def qualifies(answer: RatedAnswer, min_up: int) -> bool:
+    return answer.positive >= min_up and answer.negative <= answer.positive
+
+
+def _valid(draft: Draft) -> bool:
+    """The rendered draft parses as an FAQ entry (the same parser the faq tool uses)."""
+    with tempfile.TemporaryDirectory(prefix="faq-draft-") as tmp:
+        path = Path(tmp, draft.file_name)
+        path.write_text(draft.render(), encoding="utf-8")
+        try:
+            faq.parse_entry(path)
+        except ConfigError:
+            return False
+    return True
+
+
+class Drafter:
+    """Turns qualifying answers into drafts, reading the questions through the same scanner."""
+
+    def __init__(self, scanner: Scanner, index: faq.FaqIndex, *, private_ok: bool, now: datetime):
+        self.scanner, self.index, self.private_ok, self.now = scanner, index, private_ok, now
+        self.skipped: Counter[str] = Counter()
+        self.drafts: list[Draft] = []
+        self._public: dict[str, bool] = {}
+
+    def _channel_public(self, channel: str) -> bool:
+        if channel not in self._public:
+            try:
+                info = slack_platform.channel_info(self.scanner.ctx, channel)
+            except ToolError:
+                info = {}
+            self._public[channel] = is_public(info)
+        return self._public[channel]
+
+    def _question(self, answer: RatedAnswer) -> str:
+        asked = answer.question_ts
+        if not asked:
+            return ""
+        data = self.scanner.call("conversations.replies", channel=answer.channel, ts=answer.thread_ts or asked,
+                                 oldest=asked, latest=asked, inclusive=True, limit=1)
+        message = next((m for m in data.get("messages") or [] if m.get("ts") == asked), None)
+        return clean_question(str(message.get("text") or "")) if message else ""
+
+    def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> None:
+        if not self.private_ok and not self._channel_public(answer.channel):
+            self.skipped["private channel"] += 1
+            return
+        question = self._question(answer)
+        read = read_answer("\n\n".join(message_markdown(m) for m in parts))
+        if not question or not read.text.strip():
+            self.skipped["no question or answer text"] += 1
+            return
+        existing = self.index.same_question(question)
+        if existing is not None:
+            self.skipped[f"already in the FAQ ({existing.id})"] += 1
+            return
+        if any(faq.FaqIndex([faq.Entry(d.id, d.question, d.tags, d.answer, d.file_name)]).same_question(question)
+               for d in self.drafts):
+            self.skipped["same question as another draft"] += 1
+            return
+        marker = read_marker(parts[0]) if parts else None
+        tags = [t for t in str(marker.payload.get("tags") or "").split(",") if t] if marker else []
+        key = hashlib.sha256(f"{answer.channel}/{answer.ts}".encode()).hexdigest()[:8]
+        draft = Draft(id=f"draft-{self.now:%Y%m%d}-{key}", question=question, answer=read.text,
+                      sources=[s for s in read.sources if s.get("url")], tags=tags, permalink=answer.permalink,
+                      positive=answer.positive, negative=answer.negative)
+        if not _valid(draft):
+            self.skipped["not a valid FAQ entry"] += 1
+            return
+        self.drafts.append(draft)
+
+
+# -- the command ----------------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", default="30d", help="window: 7d, 30d, 12h, 2w or a date (default 30d)")
+    parser.add_argument("--min-up", type=int, default=2, metavar="N", help="👍 an answer needs (default 2)")
+    parser.add_argument("--channel", action="append", metavar="C", help="channel ID to scan (repeatable; default "
+                                                                        "HELPBOT_CHANNELS)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--out", type=Path, metavar="DIR", help="write one file per draft into DIR")
+    output.add_argument("--pr", action="store_true", help="open one pull request with the drafts (GITHUB_TOKEN "
+                                                         "with contents and pull-requests write, GITHUB_REPOSITORY)")
+
+
+def _channels(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
+    if args.channel:
+        bad = next((c for c in args.channel if not is_channel_id(c.strip())), None)
+        if bad is not None:
+            raise UsageError(f"helpbot faq-draft: --channel {bad!r} is not a channel ID (like C0123456789)")
+        return list(dict.fromkeys(c.strip() for c in args.channel))
+    channels = env_channels(env, "HELPBOT_CHANNELS")
+    if not channels:
+        raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
+    return channels
+
+
+def _summary(drafter: Drafter, candidates: int, answers: int, min_up: int) -> str:
+    skipped = ", ".join(f"{n} {why}" for why, n in drafter.skipped.most_common())
+    return (f"helpbot faq-draft: {len(drafter.drafts)} drafts from {answers} answers ({candidates} with ≥ {min_up} 👍 "
+            f"and no 👎 majority)" + (f"; skipped: {skipped}" if skipped else ""))
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | None = None,
+        sleep: Callable[[float], None] = time.sleep, out: IO[str] | None = None,
+        github_transport: httpx.BaseTransport | None = None) -> int:
+    """The command with its seams: environment, clock, the retry handlers' sleep, output, GitHub's transport."""
+    from agent import faq_pr
+
+    out = out or sys.stdout
+    if args.min_up < 1:
+        raise UsageError(f"helpbot faq-draft: --min-up must be at least 1, got {args.min_up}")
+    config = slack_platform.load_config(env)
+    tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)
+    now = (now or datetime.now(tz)).astimezone(tz)
+    since = parse_since(args.since, now, "helpbot faq-draft")
+    channels = _channels(args, env)
+    private_ok = env_bool(env, "HELPBOT_FAQ_PRIVATE")
+    pr_config = faq_pr.load_config(env) if args.pr else None
+    if config is None or config.bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN", "not set: helpbot faq-draft reads the channels as the bot (xoxb-…)")
+    config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
+    ctx = ToolContext(client=slack_platform.make_client(config, sleep), config=config)
+    index = faq.make_client(faq.load_config(env))
+    try:
+        me = slack_platform.call(ctx, "auth.test")
+        extra = env_str(env, "HELPBOT_BOT_USER_ID")
+        scanner = Scanner(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"),
+                          excluded=[extra] if extra else [])
+        found = [pair for channel in channels for pair in scanner.scan_with_parts(channel, since)]
+        candidates = [(a, parts) for a, parts in found if qualifies(a, args.min_up)]
+        scanner.add_permalinks(a for a, _ in candidates)
+        drafter = Drafter(scanner, index, private_ok=private_ok, now=now)
+        for answer, parts in candidates:
+            drafter.add(answer, parts)
+    except CredentialsError as exc:
+        raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
+    except ToolError as exc:
+        print(f"helpbot faq-draft: {exc}", file=sys.stderr)
+        return 1
+    summary = _summary(drafter, len(candidates), len(found), args.min_up)
+    if not drafter.drafts:
+        print(summary.replace("0 drafts", "nothing to draft: 0 drafts", 1), file=sys.stderr)
+        return 0
+    files = {d.file_name: d.render() for d in drafter.drafts}
+    if pr_config is not None:
+        with faq_pr.make_client(pr_config, github_transport) as client:
+            url = faq_pr.PullRequestWriter(pr_config, client, sleep).open(
+                f"helpbot/faq-drafts-{now:%Y%m%d-%H%M%S}", files,
+                f"FAQ drafts from helpbot answers ({len(files)})", _pr_body(drafter.drafts, summary))
+        print(f"{summary}\nhelpbot faq-draft: opened {url}", file=out)
+    elif args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (args.out / name).write_text(text, encoding="utf-8")
+        print(f"{summary}\nhelpbot faq-draft: wrote {len(files)} files to {args.out}", file=out)
+    else:
+        print("\n".join([summary, *(f"\n==> {name}\n{text}" for name, text in files.items())]), file=out)
+    return 0
+
+
+def _pr_body(drafts: list[Draft], summary: str) -> str:
+    lines = ["helpbot の回答のうち 👍 が多かったものから作った FAQ の下書きです。内容を確認し、"
+             "id・質問・タグを直してからマージしてください。", "", summary, ""]
+    lines += [f"- `{d.file_name}`: {d.question}" + (f" ([元の回答]({d.permalink}))" if d.permalink else "")
+              for d in drafts]
+    return guard_public("\n".join(lines))
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args, dict(os.environ))

@@ -1,0 +1,93 @@
+"""One pull request with FAQ drafts, through the GitHub REST API: a new branch from the default branch, one
+commit per file on it, then the pull request (``helpbot faq-draft --pr``).
+
+The only GitHub writes helpbot makes besides the relay's dispatch, and only with ``--pr``. Before writing, the
+repository's ``permissions`` (when GitHub reports them) must include ``push``; a 403 or 404 on a write says
+the same thing. Either is a configuration error (exit 2) that names what the token needs.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from agent.errors import ConfigError, RunFailed
+from mcp_lib.config import env_str, env_url
+from mcp_lib.core import ToolContext, ToolError
+from mcp_lib.http import error_detail, json_answer, send
+
+DEFAULT_API_URL = "https://api.github.com"
+NEEDS = "a token with contents: write and pull-requests: write on the repository"
+
+
+@dataclass(frozen=True)
+class PrConfig:
+    repository: str  # owner/name
+    token: str
+    api_url: str
+    faq_dir: str  # where the entries live in the repository
+
+
+def load_config(env: Mapping[str, str], faq_dir: str = "faq") -> PrConfig:
+    repository = env_str(env, "GITHUB_REPOSITORY")
+    if not repository or repository.count("/") != 1:
+        raise ConfigError("GITHUB_REPOSITORY", "not set to owner/name: --pr opens the pull request there")
+    token = env_str(env, "GITHUB_TOKEN")
+    if not token:
+        raise ConfigError("GITHUB_TOKEN", f"not set: --pr needs {NEEDS}")
+    api_url = env_url(env, "GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL
+    return PrConfig(repository, token, api_url, faq_dir.strip("/"))
+
+
+def make_client(config: PrConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    return httpx.Client(base_url=config.api_url, transport=transport, timeout=20.0, headers={
+        "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
+        "Authorization": f"Bearer {config.token}", "User-Agent": "helpbot-faq-draft"})
+
+
+class PullRequestWriter:
+    """The calls, in order; every answer checked, every refusal explained."""
+
+    def __init__(self, config: PrConfig, client: httpx.Client, sleep: Callable[[float], None]):
+        self.config = config
+        self.ctx = ToolContext(client=client, config=config, sleep=sleep)
+        self.repo = f"/repos/{config.repository}"
+
+    def _call(self, method: str, path: str, what: str, expect: Sequence[int], **kwargs: Any) -> Any:
+        try:
+            response = send(self.ctx, "GitHub", method, f"{self.repo}{path}", **kwargs)
+        except ToolError as exc:
+            raise RunFailed(f"helpbot faq-draft: {exc}") from None
+        if response.status_code in expect:
+            return json_answer(response, "GitHub", what, "GITHUB_API_URL")
+        detail = error_detail(response)
+        if response.status_code == 401:
+            raise ConfigError("GITHUB_TOKEN", f"GitHub rejected the token (HTTP 401{detail})")
+        if response.status_code in (403, 404):
+            raise ConfigError("GITHUB_TOKEN", f"no permission to {what} in {self.config.repository} "
+                                              f"(HTTP {response.status_code}{detail}); --pr needs {NEEDS}")
+        raise RunFailed(f"helpbot faq-draft: GitHub refused to {what} (HTTP {response.status_code}{detail})")
+
+    def open(self, branch: str, files: Mapping[str, str], title: str, body: str) -> str:
+        """Branch, files (name -> text, under the FAQ folder), pull request; returns the pull request's URL."""
+        info = self._call("GET", "", "read the repository", (200,))
+        permissions = info.get("permissions")
+        if isinstance(permissions, dict) and not permissions.get("push"):
+            raise ConfigError("GITHUB_TOKEN", f"no permission to push to {self.config.repository}; --pr needs "
+                                              f"{NEEDS}")
+        base = str(info.get("default_branch") or "main")
+        head = self._call("GET", f"/git/ref/heads/{base}", f"read the branch {base}", (200,))
+        self._call("POST", "/git/refs", f"create the branch {branch}", (201,),
+                   json={"ref": f"refs/heads/{branch}", "sha": head["object"]["sha"]})
+        for name, text in files.items():
+            path = f"{self.config.faq_dir}/{name}" if self.config.faq_dir else name
+            self._call("PUT", f"/contents/{path}", f"write {path}", (201,), json={
+                "message": f"FAQ draft: {name}", "branch": branch,
+                "content": base64.b64encode(text.encode()).decode()})
+        pull = self._call("POST", "/pulls", "open the pull request", (201,),
+                          json={"title": title, "head": branch, "base": base, "body": body, "draft": True})
+        return str(pull.get("html_url") or "")

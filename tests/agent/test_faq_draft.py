@@ -1,0 +1,222 @@
+"""``helpbot faq-draft`` against the fake Slack (answers posted as helpbot posts them, reactions seeded) and the
+fake GitHub (branch, contents, pull request). The clock is fixed; sleeps are recorded, never slept."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import httpx
+import pytest
+from slack_sdk import WebClient
+
+from agent.cli import build_parser
+from agent.cli import main as helpbot_main
+from agent.errors import ConfigError, UsageError
+from agent.faq_draft import clean_question, run
+from agent.slack.blocks import answer_payloads, placeholder_payload
+from mcp_lib.platforms.faq import FaqIndex, parse_entry
+from tests.fakes.github import FakeGitHub, serve
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
+
+JST = ZoneInfo("Asia/Tokyo")
+NOW = datetime(2025, 1, 20, 10, 0, tzinfo=JST)
+TANAKA, SUZUKI, SATO, BOT = "U0TANAKA", "U0SUZUKI", "U0SATO", "U0HELPBOT"
+REPO = "acme/helpdesk"
+GIFT = "ギフト包装は注文備考の「のし」欄で指定します。連絡先 tanaka@example.com / 090-1234-5678 まで。"
+
+
+def at(day: int, hour: int = 10) -> str:
+    return f"{int(datetime(2025, 1, day, hour, tzinfo=JST).timestamp())}.000000"
+
+
+def answer(bot: WebClient, channel: str, question_ts: str, text: str, tags: list[str] | None = None) -> str:
+    result = {"answer": text, "rounds": 2, "degraded": False, "cost_usd": 0.01, "tags": tags or [],
+              "tool_calls": [{"name": "faq_search", "input": {}}],
+              "sources": [{"title": "ギフト設定（Growi）", "url": "https://wiki.example.com/gift"}]}
+    payloads = answer_payloads(result, channel=channel, question_ts=question_ts)
+    first = bot.chat_postMessage(channel=channel, thread_ts=question_ts, **placeholder_payload())["ts"]
+    bot.chat_update(channel=channel, ts=first, **payloads[0])
+    return str(first)
+
+
+def react(ws: Workspace, channel: str, ts: str, name: str, *users: str) -> None:
+    ws.message(channel, ts).reactions.setdefault(name, []).extend(users)  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    ws = Workspace()
+    for uid, name in [(TANAKA, "tanaka"), (SUZUKI, "suzuki"), (SATO, "sato")]:
+        ws.add_user(uid, name)
+    ws.add_channel("C0ECSUP", "ec-support", members={TANAKA, SUZUKI, SATO})
+    ws.add_channel("C0SECRET", "secret", private=True, members={TANAKA, SUZUKI, SATO})
+    with FakeSlack(ws) as running:
+        bot = WebClient(token=BOT_TOKEN, base_url=running.url)
+        ec = "C0ECSUP"
+        # a new question, asked with a mention and a name: 👍 by two people -> a draft
+        q = ws.post(ec, f"<@{BOT}> 鈴木さん、ギフト包装の指定はどこでできますか？ <@{SATO}> も知りたいそうです",
+                    user=TANAKA, ts=at(15)).ts
+        react(ws, ec, answer(bot, ec, q, GIFT, tags=["ギフト", "注文"]), "+1", SUZUKI, SATO)
+        # the FAQ already has it (rakuten-order-import): skipped as a duplicate
+        q = ws.post(ec, "楽天の注文が取り込まれない", user=SUZUKI, ts=at(16)).ts
+        react(ws, ec, answer(bot, ec, q, "連携ログの rakuten-order ジョブを確認してください。"), "+1", TANAKA, SATO)
+        # one 👍 only: below --min-up 2
+        q = ws.post(ec, "Qoo10 の出品方法を教えて", user=SATO, ts=at(17)).ts
+        react(ws, ec, answer(bot, ec, q, "Qoo10 には未対応です。"), "+1", TANAKA)
+        # 👎 majority
+        q = ws.post(ec, "ポイント付与率の変え方は？", user=TANAKA, ts=at(18)).ts
+        ts = answer(bot, ec, q, "モールの管理画面で変えます。")
+        react(ws, ec, ts, "+1", SUZUKI, SATO)
+        react(ws, ec, ts, "-1", TANAKA, "U0OWNER", "U0X")
+        # a private channel: skipped unless the FAQ is private too
+        q = ws.post("C0SECRET", "社販の割引設定はどこ？", user=TANAKA, ts=at(18, 11)).ts
+        react(ws, "C0SECRET", answer(bot, "C0SECRET", q, "社販クーポンを発行します。"), "+1", SUZUKI, SATO)
+        running.requests.clear()
+        yield running
+
+
+@pytest.fixture
+def env(fake: FakeSlack, tmp_path: Path) -> dict[str, str]:
+    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": fake.url, "HELPBOT_CHANNELS": "C0ECSUP,C0SECRET",
+            "HELPBOT_FAQ_CACHE_DIR": str(tmp_path / "cache")}
+
+
+@pytest.fixture
+def github() -> FakeGitHub:
+    hub = FakeGitHub()
+    hub.add_repo(REPO)
+    hub.add_file(REPO, "faq/stock-mismatch.md", "---\nid: stock-mismatch\nquestion: q\n---\nbody\n")
+    return hub
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser("faq-draft").parse_args(["faq-draft", *argv])
+
+
+def draft(env: dict[str, str], *argv: str, **kw: Any) -> tuple[int, str]:
+    out = io.StringIO()
+    code = run(parse(*argv), env, now=NOW, sleep=[].append, out=out, **kw)
+    return code, out.getvalue()
+
+
+def test_clean_question_drops_mentions_names_and_links() -> None:
+    assert clean_question("<@U0BOT> 田中さん、<https://x.example/a|この画面>で <!here> 在庫が合わない @sato") == \
+        "この画面で 在庫が合わない"
+    assert clean_question("<mailto:a@b.example|a@b.example> に連絡 <#C0AB|ec-support>") == "に連絡 ec-support"
+
+
+def test_drafts_are_printed_with_question_answer_sources_and_tags(env: dict[str, str], tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = draft(env)
+    assert code == 0
+    assert "1 drafts from 5 answers (3 with ≥ 2 👍 and no 👎 majority)" in out
+    assert "skipped: 1 already in the FAQ (rakuten-order-import), 1 private channel" in out
+    [text] = out.split("\n==> ")[1:]
+    name, _, body = text.partition("\n")
+    (tmp_path / name).write_text(body, encoding="utf-8")
+    entry = parse_entry(tmp_path / name)
+    assert entry.id == name[:-3] and entry.id.startswith("draft-20250120-")
+    assert entry.question == "ギフト包装の指定はどこでできますか？ も知りたいそうです"
+    assert entry.tags == ["ギフト", "注文"]
+    assert "ギフト包装は注文備考" in entry.body and "[ギフト設定（Growi）](https://wiki.example.com/gift)" in entry.body
+    assert "tanaka@example.com" not in body and "090-1234-5678" not in body  # through the egress guard
+    assert "U0SATO" not in body and "鈴木" not in body
+
+
+def test_out_writes_entries_the_faq_can_load(env: dict[str, str], tmp_path: Path) -> None:
+    code, out = draft(env, "--out", str(tmp_path / "drafts"))
+    assert code == 0 and "wrote 1 files" in out
+    index = FaqIndex.load(tmp_path / "drafts")
+    assert [e.id for e, _ in index.search("ギフト包装")][:1] == [index.entries[0].id]
+
+
+def test_a_private_faq_takes_private_channels(env: dict[str, str]) -> None:
+    _, out = draft({**env, "HELPBOT_FAQ_PRIVATE": "true"})
+    assert "2 drafts" in out and "社販の割引設定はどこ？" in out
+
+
+def test_nothing_to_draft(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = draft(env, "--min-up", "5")
+    assert code == 0 and out == ""
+    assert "nothing to draft: 0 drafts from 5 answers (0 with ≥ 5 👍" in capsys.readouterr().err
+
+
+def test_pr_opens_one_pull_request(env: dict[str, str], github: FakeGitHub) -> None:
+    pr_env = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO}
+    code, out = draft(pr_env, "--pr", github_transport=github.transport())
+    assert code == 0 and "opened https://github.com/acme/helpdesk/pull/1" in out
+    calls = [(r.method, r.url.path) for r in github.requests]
+    branch = "helpbot/faq-drafts-20250120-100000"
+    [put] = [path for method, path in calls if method == "PUT"]
+    assert calls == [("GET", f"/repos/{REPO}"), ("GET", f"/repos/{REPO}/git/ref/heads/main"),
+                     ("POST", f"/repos/{REPO}/git/refs"), ("PUT", put), ("POST", f"/repos/{REPO}/pulls")]
+    assert put.startswith(f"/repos/{REPO}/contents/faq/draft-20250120-")
+    create = json.loads(github.requests[2].content)
+    assert create["ref"] == f"refs/heads/{branch}"
+    written = json.loads(github.requests[3].content)
+    assert written["branch"] == branch and "ギフト包装" in base64.b64decode(written["content"]).decode()
+    repo = github.repos[REPO]
+    pull = repo.pulls[1]
+    assert pull["draft"] is True and pull["head"]["ref"] == branch and pull["base"]["ref"] == "main"
+    assert [f["filename"] for f in repo.pull_files[1]] == [put.split("/contents/")[1]]
+    assert "faq/stock-mismatch.md" in repo.files[branch] and len(repo.files["main"]) == 1  # main untouched
+
+
+def test_pr_without_permission_writes_nothing(env: dict[str, str], github: FakeGitHub) -> None:
+    github.repos[REPO].can_push = False
+    pr_env = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO}
+    with pytest.raises(ConfigError, match=r"no permission to push to acme/helpdesk.*contents: write"):
+        draft(pr_env, "--pr", github_transport=github.transport())
+    assert [r.method for r in github.requests] == ["GET"]
+
+
+def test_a_refused_write_is_no_permission_too(env: dict[str, str], github: FakeGitHub) -> None:
+    github.script("POST", r"/repos/.*/git/refs", lambda request: httpx.Response(
+        403, json={"message": "Resource not accessible by integration", "status": "403"}))
+    pr_env = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO}
+    with pytest.raises(ConfigError, match=r"no permission to create the branch .*HTTP 403.*not accessible"):
+        draft(pr_env, "--pr", github_transport=github.transport())
+    assert not github.repos[REPO].pulls
+
+
+def test_no_permission_on_the_command_line_is_exit_2(env: dict[str, str], github: FakeGitHub,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    github.repos[REPO].can_push = False
+    with serve(github.handler) as url:
+        for name, value in {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO,
+                            "GITHUB_API_URL": url}.items():
+            monkeypatch.setenv(name, value)
+        code = helpbot_main(["faq-draft", "--pr", "--since", "2025-01-01"])
+    err = capsys.readouterr().err
+    assert code == 2 and "configuration error: GITHUB_TOKEN: no permission to push" in err
+    assert not github.repos[REPO].pulls
+
+
+@pytest.mark.parametrize(("argv", "extra", "error", "match"), [
+    (["--min-up", "0"], {}, UsageError, "--min-up must be at least 1"),
+    (["--pr"], {"GITHUB_REPOSITORY": REPO}, ConfigError, "GITHUB_TOKEN"),
+    (["--pr"], {"GITHUB_TOKEN": "t"}, ConfigError, "GITHUB_REPOSITORY"),
+    (["--since", "soon"], {}, UsageError, "helpbot faq-draft: --since"),
+    (["--channel", "general"], {}, UsageError, "not a channel ID"),
+])
+def test_bad_input_fails_before_anything_is_read(env: dict[str, str], fake: FakeSlack, argv: list[str],
+                                                 extra: dict[str, str], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        draft({**env, **extra}, *argv)
+    assert not fake.requests
+
+
+def test_without_pr_github_is_never_called(env: dict[str, str], github: FakeGitHub, tmp_path: Path) -> None:
+    pr_env = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO}
+    assert draft(pr_env, github_transport=github.transport())[0] == 0
+    assert draft(pr_env, "--out", str(tmp_path / "d"), github_transport=github.transport())[0] == 0
+    assert not github.requests
