@@ -10,7 +10,7 @@ import pytest
 from pydantic import Field
 
 from mcp_lib import ArgumentError, Caller, Limits, Platform, Registry, Result, ToolContext, ToolError
-from mcp_lib.core import MASK_MARGIN, MAX_MESSAGE_CHARS, TRUNCATION_MARKER, apply_limits, cut_text
+from mcp_lib.result import MASK_MARGIN, MAX_MESSAGE_CHARS, TRUNCATION_MARKER, apply_limits, cut_text
 
 
 def make_platform() -> Platform:

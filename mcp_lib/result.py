@@ -1,0 +1,274 @@
+"""The Result envelope every tool returns, and the limits it is cut to before it reaches the model.
+
+Every string of a result is cut, then masked (:mod:`mcp_lib.redact`), then cut again: cut to its limit plus a
+margin, masked, cut to the limit. Masking costs what is kept, not what was read (a 5 MB page is masked
+6,000 characters deep), and a secret that straddles the limit is masked whole before the final cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .config import env_float, env_int
+from .redact import redact_secrets
+
+TRUNCATION_MARKER = "…[truncated: {n} more characters]"
+_MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
+MAX_MESSAGE_CHARS = 1000  # an error message (a server's text, an exception) is no place for a whole page
+MAX_NOTES = 12
+MAX_NOTE_CHARS = 300
+# How far past a cut masking looks: a secret shorter than this that straddles the cut is masked whole. A private
+# key block is masked to its end (or to the end of the window) whatever its length.
+MASK_MARGIN = 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much one tool call may hand to the model, and how long it may take.
+
+    A tool declaration may set its own output limits (``@platform.tool(max_field_chars=20000)``); they replace the
+    defaults, but a limit set explicitly in the environment (``HELPBOT_TOOL_MAX_ITEMS``,
+    ``HELPBOT_TOOL_MAX_FIELD_CHARS``, ``HELPBOT_TOOL_MAX_RESULT_CHARS``) caps the tool's own value too: the operator
+    has the last word. ``budget_s`` (``HELPBOT_TOOL_BUDGET_S``) bounds the time one call may spend, retries included.
+    """
+
+    max_items: int = 20
+    max_field_chars: int = 1500
+    max_result_chars: int = 16000
+    budget_s: float = 45.0
+    explicit: frozenset[str] = frozenset()  # the fields set by environment variables
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Limits:
+        variables = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
+                     "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
+        return cls(
+            max_items=env_int(env, "HELPBOT_TOOL_MAX_ITEMS", cls.max_items, minimum=1),
+            max_field_chars=env_int(env, "HELPBOT_TOOL_MAX_FIELD_CHARS", cls.max_field_chars, minimum=100),
+            max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", cls.max_result_chars, minimum=1000),
+            budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", cls.budget_s, minimum=1.0),
+            explicit=frozenset(name for name, variable in variables.items() if env.get(variable, "").strip()),
+        )
+
+    def merged(self, **overrides: int | None) -> Limits:
+        """A tool's own limits over these; a limit set explicitly in the environment stays the upper bound."""
+        values: dict[str, Any] = {}
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = min(value, getattr(self, name)) if name in self.explicit else value
+        return dataclasses.replace(self, **values)
+
+
+
+class Result(BaseModel):
+    """The envelope every tool returns, on every surface."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "error"] = "ok"
+    tool: str = ""
+    items: list[dict[str, Any]] = []
+    item: dict[str, Any] | None = None
+    total: int | None = None
+    notes: list[str] = []
+    message: str | None = None
+    kind: Literal["arguments", "credentials", "failed"] | None = None
+
+    @classmethod
+    def error(cls, tool: str, message: str, kind: Literal["arguments", "credentials", "failed"] = "failed") -> Result:
+        return cls(status="error", tool=tool, message=message, kind=kind)
+
+    @property
+    def is_error(self) -> bool:
+        return self.status == "error"
+
+    def sources(self) -> list[dict[str, str]]:
+        """``{"url", "title"}`` of every item that came from a source, in order."""
+        found = [self.item] if self.item else []
+        found += self.items
+        return [
+            {"url": str(entry["url"]), "title": str(entry.get("title") or entry["url"])}
+            for entry in found
+            if entry.get("url")
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form every surface shows: ``status`` first, defaults left out."""
+        return {"status": self.status, **self.model_dump(exclude_defaults=True, exclude={"status"})}
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+
+def cut_text(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` characters with the explicit marker and masked; and whether it was cut.
+
+    Cut to ``limit + MASK_MARGIN``, masked, then cut to ``limit``: masking reads only what may be kept, and a
+    cut through a token cannot leave a piece too short to be recognised. A text that already ends with a
+    marker (cut once by the platform) gets one marker that counts everything left out.
+    """
+    earlier = 0
+    found = _MARKER_AT_END.search(text) if text.endswith("]") else None
+    if found:
+        earlier = int(found.group(1))
+        text = text[: found.start()]
+    window = limit + MASK_MARGIN
+    unread = max(0, len(text) - window)
+    masked = mask(text[:window] if unread else text)
+    left = unread + earlier
+    if len(masked) > limit:
+        return masked[:limit] + TRUNCATION_MARKER.format(n=len(masked) - limit + left), True
+    if left:
+        return masked + TRUNCATION_MARKER.format(n=left), True
+    return masked, False
+
+
+# Fields that are never cut: a cut link or title is a broken source, a cut id cannot be looked up.
+_WHOLE = frozenset({"url", "title", "id", "path", "filename", "repo", "ts", "thread_ts", "wikiTitle", "permalink"})
+
+
+def _keep_whole(key: str | None) -> bool:
+    return key is not None and (key in _WHOLE or key.endswith(("Id", "_id", "_url", "Url")))
+
+
+@dataclass
+class _Shrink:
+    """One pass over a result's values: long strings cut to ``field_limit``, nested lists to ``list_limit``
+    entries; with ``whole_only`` only the fields that are never cut are kept. Always applied to the original
+    values, so every marker counts what was really left out."""
+
+    field_limit: int
+    list_limit: int
+    whole_only: bool = False
+    # (id of an original string, limit) -> (cut and masked, whether cut): the builds of one apply_limits share it
+    memo: dict[tuple[int, int], tuple[str, bool]] = field(default_factory=dict)
+    fields_cut: int = 0
+    fields_dropped: int = 0
+    lists: dict[str, tuple[int, int]] = field(default_factory=dict)  # where -> (kept, longest seen)
+
+    def value(self, value: Any, where: str, key: str | None = None) -> Any:
+        if isinstance(value, str):
+            limit = -1 if _keep_whole(key) else self.field_limit  # a link, title or id is masked, never cut
+            memo_key = (id(value), limit)
+            if memo_key not in self.memo:
+                self.memo[memo_key] = (redact_secrets(value), False) if limit < 0 else cut_text(value, limit)
+            text, cut = self.memo[memo_key]
+            self.fields_cut += cut
+            return text
+        if isinstance(value, dict):
+            out = {}
+            for name, inner in value.items():
+                if self.whole_only and not _keep_whole(name):
+                    self.fields_dropped += 1
+                    continue
+                out[name] = self.value(inner, f"{where}.{name}", name)
+            return out
+        if isinstance(value, list):
+            if len(value) > self.list_limit:
+                kept, longest = self.lists.get(where, (self.list_limit, 0))
+                self.lists[where] = (kept, max(longest, len(value)))
+                value = value[: self.list_limit]
+            return [self.value(inner, f"{where}[]", key) for inner in value]
+        return value
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.fields_cut:
+            notes.append(f"long fields cut to {self.field_limit} characters")
+        for where, (kept, longest) in self.lists.items():
+            notes.append(f"showing {kept} of {longest} entries at {where}" if "[]" not in where
+                         else f"lists at {where} cut to {kept} entries (the longest had {longest})")
+        if self.fields_dropped:
+            notes.append("only titles, links and ids are shown: the full result was too large; read one item "
+                         "with the platform's get tool")
+        return notes
+
+
+def capped_notes(notes: list[str]) -> list[str]:
+    kept = [cut_text(str(note), MAX_NOTE_CHARS)[0] for note in notes[:MAX_NOTES]]
+    if len(notes) > MAX_NOTES:
+        kept.append(f"{len(notes) - MAX_NOTES} more notes left out")
+    return kept
+
+
+def apply_limits(result: Result, limits: Limits) -> Result:
+    """Hold a result to the limits, and guarantee ``max_result_chars`` for its JSON (``Result.to_json()``).
+
+    In order: at most ``max_items`` items; every other string cut to ``max_field_chars`` and every nested list
+    (a PR's files, an issue's comments, a server's rows) to ``max_items`` entries; then, while the JSON is still
+    too large, trailing items are dropped, then fields and nested lists shrink further (always from the original
+    values), then only the never-cut fields (url, title, ids, paths) are kept. Links, titles and ids are never
+    cut. The notes say what was left out and where, with the limits that were finally used. Every string shown
+    is masked as it is cut (:func:`cut_text`); the builds share one memo, so each string is masked once per limit.
+    """
+    notes = list(result.notes)
+    items = list(result.items)
+    if len(items) > limits.max_items:
+        notes.append(f"showing {limits.max_items} of {len(items)} items")
+        items = items[: limits.max_items]
+    cap = limits.max_result_chars
+    memo: dict[tuple[int, int], tuple[str, bool]] = {}
+
+    def shrinker(field_limit: int, list_limit: int, whole_only: bool = False) -> _Shrink:
+        return _Shrink(field_limit, list_limit, whole_only, memo=memo)
+
+    def build(count: int, shrink: _Shrink, extra: list[str]) -> Result:
+        shown = [shrink.value(item, "items[]") for item in items[:count]]
+        one = shrink.value(result.item, "item")
+        return result.model_copy(update={"items": shown, "item": one,
+                                         "notes": capped_notes(notes + shrink.notes() + extra)})
+
+    def dropped_note(count: int) -> list[str]:
+        left = len(items) - count
+        return [f"{left} more items left out to stay within {cap} characters"] if left else []
+
+    def fits(out: Result) -> bool:
+        return len(out.to_json()) <= cap
+
+    field_limit, list_limit = limits.max_field_chars, limits.max_items
+    out = build(len(items), shrinker(field_limit, list_limit), [])
+    if fits(out):
+        return out
+    # 1. fewer items, keeping the best-ranked ones: the largest count that fits (binary search, sizes are monotone)
+    low, high = 1, len(items)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(build(middle, shrinker(field_limit, list_limit), dropped_note(middle))):
+            low = middle
+        else:
+            high = middle - 1
+    count = low if items else 0
+    out = build(count, shrinker(field_limit, list_limit), dropped_note(count))
+    # 2. shorter fields and nested lists, from the originals
+    while not fits(out) and (field_limit > 100 or list_limit > 1):
+        if field_limit > 100:
+            field_limit = max(100, field_limit // 2)
+        if list_limit > 1 and field_limit <= 400:
+            list_limit = max(1, list_limit // 2)
+        out = build(count, shrinker(field_limit, list_limit), dropped_note(count))
+    # 3. only what identifies each item; 4. nothing but the notes
+    if not fits(out):
+        out = build(count, shrinker(field_limit, list_limit, whole_only=True), dropped_note(count))
+    if not fits(out):
+        out = result.model_copy(update={"items": [], "item": None, "notes": capped_notes(
+            [*notes, f"the result was too large to show within {cap} characters; ask for less"])[:3]})
+    return out
+
+
+def normalize(tool: str, value: Any) -> Result:
+    if isinstance(value, Result):
+        return value.model_copy(update={"tool": tool})
+    if isinstance(value, list):
+        return Result(tool=tool, items=value, total=len(value))
+    if isinstance(value, dict):
+        return Result(tool=tool, item=value)
+    raise TypeError(f"tool {tool} returned {type(value).__name__}; expected list, dict or Result")
+
+
