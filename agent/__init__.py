@@ -1,5 +1,38 @@
 """helpbot's agent: Claude (on Bedrock) investigates with mcp_lib's tools and answers with sources.
 
 ``core`` is the agent (start at ``core/loop.py``), ``slack`` the Slack front (``helpbot answer``, the relay,
-feedback), and the top level holds the commands. Nothing heavy is imported here, so ``helpbot --help`` stays fast.
+feedback), and the top level holds the commands and their shared wiring (``build.py``). The public names below
+are imported on first use, so ``helpbot --help`` stays fast.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .build import build_agent
+    from .core.loop import Agent
+    from .core.model import Request, Usage
+    from .core.run import Answer, Progress, Turn
+    from .core.scripted import ScriptedModel
+    from .errors import HelpbotError
+
+_WHERE = {
+    "Agent": "agent.core.loop",
+    "Answer": "agent.core.run",
+    "HelpbotError": "agent.errors",
+    "Progress": "agent.core.run",
+    "Request": "agent.core.model",
+    "ScriptedModel": "agent.core.scripted",
+    "Turn": "agent.core.run",
+    "Usage": "agent.core.model",
+    "build_agent": "agent.build",
+}
+__all__ = ["Agent", "Answer", "HelpbotError", "Progress", "Request", "ScriptedModel", "Turn", "Usage", "build_agent"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'agent' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)
