@@ -1,10 +1,32 @@
-"""Fixtures for every test: caches go to a temporary folder, never to the user's home."""
+"""Fixtures for every test: caches go to a temporary folder, never to the user's home; and the monotonic clock
+starts near zero, as on a machine booted a minute ago (a fresh CI runner).
+
+Nothing may depend on uptime: a test clock such as ``FakeClock(start=1000)`` compared with the real
+``time.monotonic`` passes on a machine up for hours and fails on a fresh one. The clock is patched when this file
+is imported, before the project's modules are, so the defaults they bind (``clock=time.monotonic``) see it too.
+``HELPBOT_TEST_REAL_MONOTONIC=1`` runs the suite on the machine's own clock.
+"""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
+
+_REAL_MONOTONIC = time.monotonic
+SUITE_STARTED = _REAL_MONOTONIC()  # on the machine's clock
+_OFFSET = SUITE_STARTED - 1.0  # the suite starts at monotonic second 1
+REAL_MONOTONIC = os.environ.get("HELPBOT_TEST_REAL_MONOTONIC") == "1"
+
+
+def _near_zero_monotonic() -> float:
+    return _REAL_MONOTONIC() - _OFFSET
+
+
+if not REAL_MONOTONIC:
+    time.monotonic = _near_zero_monotonic
 
 
 @pytest.fixture(scope="session")

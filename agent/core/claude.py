@@ -264,9 +264,9 @@ class SdkModel:
             retries.append(f"attempt {attempt} failed ({describe(failure)}); retrying in {wait:.1f} s")
 
         try:
-            message = call(attempt, retryable=self._retryable, budget=Budget(request.deadline, self.clock,
-                                                                             MIN_ATTEMPT_S),
-                           sleep=self.sleep, on_retry=on_retry)
+            clock, sleep = (request.clock, request.clock.sleep) if request.clock else (self.clock, self.sleep)
+            message = call(attempt, retryable=self._retryable, budget=Budget(request.deadline, clock, MIN_ATTEMPT_S),
+                           sleep=sleep, on_retry=on_retry)
         except GaveUp as exc:
             raise self._gave_up(exc, request.model, retries) from None
         except Exception as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.core import messages as h
-from agent.core.model import Model, ModelError, ModelRequestError, Request, Usage
+from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.run import Phase, Run
 from agent.core.settings import Settings
 
@@ -21,7 +21,7 @@ MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 class Economy:
     """One per agent; what it records lives in the run (``agent.core.run.Run``), so runs never share it."""
 
-    def __init__(self, model: Model | None, settings: Settings, clock: Callable[[], float], *,
+    def __init__(self, model: Model | None, settings: Settings, clock: Clock, *,
                  event: Callable[..., None], progress: Callable[[Run, Phase], None]):
         self.model = model
         self.settings = settings
@@ -106,7 +106,7 @@ class Economy:
         try:
             response = self.model.create(Request(
                 [{"type": "text", "text": h.SUMMARY_SYSTEM}], [h.user_message(prompt)], [], None,
-                s.summary_max_tokens, s.summary_model, min(deadline, self.clock() + s.summary_timeout_s)))
+                s.summary_max_tokens, s.summary_model, min(deadline, self.clock() + s.summary_timeout_s), self.clock))
         except ModelError as exc:
             return fallback, str(exc)
         r.tally(s.summary_model, response.usage)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +21,7 @@ from urllib.parse import unquote
 from agent.core import messages as h
 from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, run_searches
 from agent.core.economy import Economy
-from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
+from agent.core.model import SYSTEM_CLOCK, Clock, Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
@@ -56,7 +55,7 @@ class Agent:
         tools: ToolExecutor,
         settings: Settings | None = None,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         now: Callable[[], datetime] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
@@ -170,7 +169,7 @@ class Agent:
         began = self.clock()
         choice = ({"type": "none"} if final else {"type": "auto"}) if tools else None
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
-                                             self.settings.model, deadline))
+                                             self.settings.model, deadline, self.clock))
         r.tally(self.settings.model, response.usage)
         self.economy.calibrate(r, response.usage)
         for line in response.retries:

@@ -7,14 +7,37 @@ Implementations: ``agent.core.claude`` (the anthropic SDK, Bedrock or direct) an
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
+class Clock(Protocol):
+    """A run's clock: monotonic seconds, and a sleep that they pass by (a fake one in tests)."""
+
+    def __call__(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The machine's monotonic clock and ``time.sleep``."""
+
+    def __call__(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+
 @dataclass(frozen=True)
 class Request:
-    """One request to the model: everything the Messages API call carries, plus the caller's deadline
-    (monotonic seconds of the run's clock; no attempt starts, and no request outlives, it)."""
+    """One request to the model: everything the Messages API call carries, plus the caller's deadline on the
+    run's ``clock`` (no attempt starts, and no request outlives, it; retries sleep on that clock). Without a clock
+    the model uses its own."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
@@ -23,6 +46,7 @@ class Request:
     max_tokens: int
     model: str
     deadline: float | None = None
+    clock: Clock | None = field(default=None, compare=False, repr=False)
 
     @property
     def system_text(self) -> str:

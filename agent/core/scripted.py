@@ -19,6 +19,7 @@ import copy
 import itertools
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from agent.core.messages import estimate_tokens, request_tokens
@@ -48,7 +49,7 @@ class ScriptedModel:
 
     def create(self, request: Request) -> ModelResponse:
         if self.record:
-            request = copy.deepcopy(request)
+            request = copy.deepcopy(replace(request, clock=None))  # the transcript, not the run's clock
             self.requests.append(request)
         reply = self.script(request)
         if isinstance(reply, str):

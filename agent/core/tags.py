@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent.core.loop import Agent
 from agent.core.messages import user_message
-from agent.core.model import Model, ModelError, Request, Usage
+from agent.core.model import Clock, Model, ModelError, Request, Usage
 from agent.core.run import Answer, Prelude, Turn
 from agent.core.settings import Settings, validation_problem
 from agent.core.tools import ToolExecutor, ToolOutcome
@@ -269,7 +269,7 @@ def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> 
 
 
 def tag_question(config: TagConfig, question: str, *, model: Model | None, settings: Settings,
-                 clock: Callable[[], float]) -> Tagging:
+                 clock: Clock) -> Tagging:
     """Keywords first; the summary model only when they are ambiguous (and allowed, and there is a model)."""
     began = clock()
     matched = keyword_matches(config, question)
@@ -289,7 +289,7 @@ def tag_question(config: TagConfig, question: str, *, model: Model | None, setti
             prompt = tagger_request(candidates, question, config.max_tags)
             response = model.create(Request(
                 [{"type": "text", "text": TAGGER_SYSTEM}], [user_message(prompt)], [], None, TAGGER_MAX_TOKENS,
-                settings.summary_model, clock() + TAGGER_TIMEOUT_S))
+                settings.summary_model, clock() + TAGGER_TIMEOUT_S, clock))
             result.usage = response.usage
             chosen = parse_tagger_reply(response.text, candidates, config.max_tags)
             if chosen is None:

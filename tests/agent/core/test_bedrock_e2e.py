@@ -355,3 +355,14 @@ def test_an_empty_bedrock_api_key_in_the_environment_means_unset(stub: BedrockSt
     assert config is not None and config.bearer_token is None
     assert ask(build_model(config, sleep=FakeClock().sleep)).text == "ok"
     assert stub.requests[0].headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
+
+
+def test_the_model_client_waits_on_the_runs_clock_not_its_own(stub: BedrockStub) -> None:
+    """One clock per run: the deadline the loop computes and the retries' sleeps are on the agent's clock, whatever
+    the model client was built with (here a clock 1000 s ahead, as an uptime-dependent test once had)."""
+    stub.script(stub_lib.throttled(retry_after="7"), stub_lib.text("ok"))
+    run_clock, model_clock = FakeClock(start=1.0), FakeClock(start=1000.0)
+    agent = Agent(bedrock(stub, model_clock), RegistryTools(Registry(env={})), Settings(), clock=run_clock)
+    answer = agent.run("在庫")
+    assert not answer.degraded and answer.text == "ok"
+    assert run_clock.sleeps == [7.0] and model_clock.sleeps == [] and answer.seconds == pytest.approx(7.0)
