@@ -1,0 +1,253 @@
+"""The egress guard: the one place that decides what of a text may leave helpbot, on every outward channel.
+
+The model is hostile: its tool names, arguments and answer are attacker-chosen, and so is every text a tool
+read. Whatever goes out -- a Slack post or update, message metadata, a stdout/stderr line, the job summary, the
+trace file, a saved transcript, the feedback report -- passes a :class:`Guard` first, which applies in one place:
+
+- masking (:class:`mcp_lib.redact.Masker`, the one pattern library): secrets by pattern, the exact values of
+  every credential helpbot holds (any length, as Actions' ``add-mask``), card numbers (Luhn-checked), and
+  e-mail addresses and phone numbers unless ``HELPBOT_MASK_PERSONAL=false``;
+- only names helpbot defined: a tool name, platform label or other model-chosen identifier is shown when it is a
+  registered tool name, else as ``unknown_tool`` (:meth:`Guard.name`);
+- private-run withholding: when the answer goes to a private channel, the log, the summary and the trace keep
+  numbers, flags and registered names, never text (:meth:`Guard.event`, :meth:`Guard.arguments`);
+- for markdown that is rendered (Slack posts, the job summary): every Slack mention form defused,
+  case-insensitively (users, channels, subteams, here, channel, everyone, and the ``@here`` spellings), no
+  images, and a link to a host that is neither a configured platform nor a consulted source keeps scheme, host
+  and path only (:meth:`Guard.markdown`).
+
+What it does not do: it cannot recognise a secret no pattern knows and helpbot does not hold, nor private text
+written in a public channel; the README's security section lists what is masked where.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from mcp_lib.config import DECLARED, env_bool
+from mcp_lib.redact import Masker
+
+UNKNOWN_TOOL = "unknown_tool"
+WITHHELD = "[withheld: private channel]"
+MAX_ARGUMENT_CHARS = 200
+
+# Credentials by name, besides the variables declared secret: an Actions runtime token, an in-house MCP server's
+# header token (``header_env``), whatever a deployment adds. ``*_FILE`` names a path, not a secret.
+_CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY"
+                              r"|SIGNING_SECRET|CREDENTIALS?)(?:_[A-Z0-9]+)?$")
+# Trace fields kept for a private channel: names and identifiers, never text from Slack or tools. Names among
+# them are checked against the registered tools (:data:`_NAME_FIELDS`).
+_PRIVATE_SAFE_FIELDS = frozenset({
+    "event", "id", "name", "model", "stop", "stop_reason", "method", "callback", "tools", "tool_uses",
+    "searches", "tags", "faq_tags", "tool_use_ids", "usage", "t", "round", "rounds",
+})
+_NAME_FIELDS = frozenset({"name", "tools", "tool_uses", "searches", "tool", "platform"})
+
+
+def credential_values(env: Mapping[str, str]) -> list[str]:
+    """The values of every credential in ``env``: declared secrets and variables named like one."""
+    values = []
+    for name, value in env.items():
+        declared = DECLARED.get(name)
+        secret = declared.secret if declared is not None else bool(_CREDENTIAL_NAME.search(name))
+        if secret and not name.endswith("_FILE") and value.strip():
+            values.append(value.strip())
+    return values
+
+
+# -- mentions and links ---------------------------------------------------------------------------------------------
+_MENTION = re.compile(
+    r"<@(?P<user>[UW][A-Z0-9]+)(?:\|(?P<user_label>[^>]*))?>"
+    r"|<!subteam\^(?P<team>[A-Z0-9]+)(?:\|@?(?P<team_label>[^>]*))?>"
+    r"|<!(?P<word>here|channel|everyone)(?:\|[^>]*)?>"
+    r"|<#(?P<channel>[CG][A-Z0-9]+)(?:\|(?P<channel_label>[^>]*))?>"
+    r"|<!(?P<other>[^>]*)>"
+    r"|(?<![A-Za-z0-9._%+\-@＠])[@＠](?P<spelled>here|channel|everyone)(?![A-Za-z0-9_])",
+    re.IGNORECASE,
+)
+
+
+def _defused(match: re.Match[str]) -> str:
+    """A mention as text that notifies nobody: ＠ (full width) instead of the markup."""
+    groups = match.groupdict()
+    if groups["user"]:
+        return "＠" + (groups["user_label"] or groups["user"])
+    if groups["team"]:
+        return "＠" + (groups["team_label"] or "team")
+    if groups["word"] or groups["spelled"]:
+        return "＠" + (groups["word"] or groups["spelled"]).lower()
+    if groups["channel"]:
+        return "#" + (groups["channel_label"] or groups["channel"])
+    return "＜!" + (groups["other"] or "") + "＞"
+
+
+_URL_CHARS = r"[A-Za-z0-9\-._~:/?#@!$&*+,;=%]"  # ASCII: 「…はhttps://wiki/xを参照」 ends before を
+_LINKS = re.compile(
+    r"!\[(?P<alt>[^\]\n]*)\]\((?P<image>[^)\n]*)\)"  # an image: never shown
+    r"|\[(?P<label>[^\]\n]*)\]\(\s*<?(?P<href>[^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)"  # [label](url "title")
+    r"|<(?P<slack>[A-Za-z][A-Za-z0-9+.-]*:[^|>\s]*)(?:\|(?P<slack_label>[^>]*))?>"  # Slack's <url|label>
+    rf"|(?P<bare>(?<![A-Za-z0-9+.\-/@])(?:https?://|www\.){_URL_CHARS}+)",  # a bare URL (Slack links www. too)
+    re.IGNORECASE,
+)
+
+
+def host_of(url: str) -> str | None:
+    try:
+        return (urlsplit(url.strip()).hostname or "").lower() or None
+    except ValueError:
+        return None
+
+
+# -- the guard ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Guard:
+    """What may leave, for one process (and, with :meth:`for_run`, one run). Immutable; cheap to copy."""
+
+    masker: Masker = field(default_factory=lambda: Masker(personal=True, cards=True))
+    names: frozenset[str] = frozenset()  # registered tool names (wire and CLI forms) and platform names
+    hosts: frozenset[str] = frozenset()  # configured platforms' hosts and the consulted sources'
+    private: bool = False  # the answer goes to a private channel (or one whose privacy is unknown)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = (),
+                 private: bool = False) -> Guard:
+        """Masking as configured (``HELPBOT_MASK_PERSONAL``), with the credentials of ``env``."""
+        personal = env_bool(env, "HELPBOT_MASK_PERSONAL", True)
+        masker = Masker(personal=personal, cards=True, values=credential_values(env))
+        return cls(masker, frozenset(names), frozenset(h.lower() for h in hosts), private)
+
+    def for_run(self, *, names: Iterable[str] = (), hosts: Iterable[str] = (), private: bool | None = None) -> Guard:
+        """This guard, knowing more names and hosts (and, when given, whether the run is private)."""
+        return replace(self, names=self.names | frozenset(names),
+                       hosts=self.hosts | {h.lower() for h in hosts if h},
+                       private=self.private if private is None else private)
+
+    def with_sources(self, sources: Iterable[Mapping[str, Any]]) -> Guard:
+        """Links to the hosts of these (consulted) sources are kept whole."""
+        return self.for_run(hosts=[h for s in sources if (h := host_of(str(s.get("url") or "")))])
+
+    # -- text -------------------------------------------------------------------------------------------------------
+    def text(self, text: str) -> str:
+        """Any outward text: secrets, credentials, cards and (unless configured otherwise) personal data masked."""
+        return self.masker.mask(text)
+
+    def markdown(self, text: str) -> str:
+        """Text that is rendered (a Slack post, the job summary): masked, mentions defused, links cleaned."""
+        return _MENTION.sub(_defused, self.text(self._links(text)))
+
+    def private_text(self, text: str) -> str:
+        """Text from the question, the tools or the answer, for the log, summary or trace."""
+        return WITHHELD if self.private else self.text(text)
+
+    def name(self, name: object) -> str:
+        """A registered tool (or platform) name as it is; anything else as ``unknown_tool``."""
+        return name if isinstance(name, str) and name in self.names else UNKNOWN_TOOL
+
+    def arguments(self, arguments: object) -> str:
+        """A tool call's arguments for a progress line: withheld in a private run, else masked and short."""
+        if self.private:
+            return WITHHELD
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False,
+                                                                       default=str, sort_keys=True)
+        text = self.text(" ".join(text.split()))
+        return text if len(text) <= MAX_ARGUMENT_CHARS else text[: MAX_ARGUMENT_CHARS - 1] + "…"
+
+    # -- structured values ------------------------------------------------------------------------------------------
+    def event(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """A trace event: names checked; text masked -- or, in a private run, withheld (numbers and flags stay)."""
+        out: dict[str, Any] = {}
+        for key, value in event.items():
+            if key in _NAME_FIELDS:
+                out[key] = self._names(value)
+            elif self.private and not (key in _PRIVATE_SAFE_FIELDS or value is None
+                                       or isinstance(value, bool | int | float)):
+                out[key] = WITHHELD
+            else:
+                out[key] = self.deep(value)
+        return out
+
+    def deep(self, value: Any) -> Any:
+        """Every string inside a JSON-like value masked."""
+        return self.masker.deep(value)
+
+    def metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Slack message metadata: ``event_type`` is helpbot's own; in the payload names are checked and every
+        string masked."""
+        payload = metadata.get("event_payload")
+        out = dict(metadata)
+        if isinstance(payload, Mapping):
+            out["event_payload"] = {key: self._names(value) if key in _NAME_FIELDS else self.deep(value)
+                                    for key, value in payload.items()}
+        return out
+
+    def payload(self, payload: Any) -> Any:
+        """A Slack payload (``text``, blocks, metadata): every ``text`` as rendered markdown, links in blocks
+        cleaned, the metadata through :meth:`metadata`."""
+        if isinstance(payload, dict):
+            out: dict[str, Any] = {}
+            for key, value in payload.items():
+                if key == "metadata" and isinstance(value, Mapping):
+                    out[key] = self.metadata(value)
+                elif key == "text" and isinstance(value, str):
+                    out[key] = self.markdown(value)
+                elif key in ("url", "image_url") and isinstance(value, str):
+                    out[key] = self._url(value) or ""
+                else:
+                    out[key] = self.payload(value)
+            return out
+        if isinstance(payload, list):
+            return [self.payload(value) for value in payload]
+        if isinstance(payload, str):
+            return self.markdown(payload)
+        return payload
+
+    # -- helpers ----------------------------------------------------------------------------------------------------
+    def _names(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.name(value)
+        if isinstance(value, Sequence):
+            return [self._names(v) for v in value]
+        if isinstance(value, Mapping):  # e.g. {"tool": count}
+            return {self.name(k): self._names(v) if not isinstance(v, int | float) else v for k, v in value.items()}
+        return value
+
+    def _url(self, url: str) -> str | None:
+        """``url`` when it may stay as it is; scheme, host and path only for an unknown host; None when it is no
+        web link (javascript:, data:, …)."""
+        try:
+            parts = urlsplit(url.strip())
+        except ValueError:
+            return None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            return None
+        host = parts.hostname.lower()
+        netloc = host + (f":{parts.port}" if parts.port else "") if "@" in parts.netloc else parts.netloc
+        if host in self.hosts:
+            return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+    def _links(self, text: str) -> str:
+        def clean(match: re.Match[str]) -> str:
+            groups = match.groupdict()
+            if groups["image"] is not None:
+                return groups["alt"] or ""
+            if groups["href"] is not None:
+                url = self._url(groups["href"])
+                return f"[{groups['label']}]({url})" if url else groups["label"]
+            if groups["slack"] is not None:
+                url = self._url(groups["slack"])
+                label = groups["slack_label"]
+                if url is None:
+                    return label or ""
+                return f"<{url}|{label}>" if label else f"<{url}>"
+            bare = groups["bare"]
+            www = bare[:4].lower() == "www."
+            url = self._url("http://" + bare if www else bare)
+            return (url.removeprefix("http://") if www else url) if url else ""
+
+        return _LINKS.sub(clean, text)

@@ -1,0 +1,119 @@
+"""The egress guard on its own: masking, names, private runs, mentions and links."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.guard import UNKNOWN_TOOL, WITHHELD, Guard, credential_values
+
+ENV = {
+    "SLACK_BOT_TOKEN": "xoxb-fake-bot",
+    "REDMINE_API_KEY": "rk9",  # short: masked anyway, as Actions' add-mask would
+    "SALES_MCP_TOKEN": "s4les-t0ken",  # not declared, named like a credential
+    "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token",  # a path, not a secret
+    "HELPBOT_MAX_TOKENS": "4096",  # a setting, not a secret
+    "GITHUB_TOKEN": "",  # unset
+}
+NAMES = ["slack_searchMessages", "faq_search", "slack", "faq"]
+
+
+def guard(**env: str) -> Guard:
+    return Guard.from_env({**ENV, **env}, names=NAMES, hosts=["wiki.example.test"])
+
+
+def test_credential_values_are_the_secrets_of_the_environment() -> None:
+    assert sorted(credential_values(ENV)) == ["rk9", "s4les-t0ken", "xoxb-fake-bot"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("トークンはxoxb-fake-botです", "トークンは[REDACTED]です"),
+    ("キーはrk9です", "キーは[REDACTED]です"),
+    ("ghp_fakefakefake", "[REDACTED]"),
+    ("postgres://u:pw@db", "postgres://u:[REDACTED]@db"),
+    ("パスワード：Hunter2Hunter2", "パスワード：[REDACTED]"),
+    ("password=hunter2", "password=[REDACTED]"),
+    ("カード 4111 1111 1111 1111", "カード [card]"),
+    ("連絡先 taro@example.com / 090-1234-5678", "連絡先 [email] / [phone]"),
+    ("s4les-t0ken", "[REDACTED]"),
+])
+def test_text_is_masked(text: str, expected: str) -> None:
+    assert guard().text(text) == expected
+
+
+def test_mask_personal_false_keeps_mail_and_phone_but_not_cards() -> None:
+    keeping = guard(HELPBOT_MASK_PERSONAL="false")
+    assert keeping.text("taro@example.com 090-1234-5678 4111111111111111") == \
+        "taro@example.com 090-1234-5678 [card]"
+
+
+def test_only_registered_names() -> None:
+    g = guard()
+    assert g.name("slack_searchMessages") == "slack_searchMessages"
+    for hostile in ("暗証番号は4711", "e69a97e8a8bc", "slack_searchMessages ", None, 7):
+        assert g.name(hostile) == UNKNOWN_TOOL
+    event = g.event({"event": "tool_call", "name": "e69a97e8a8bc", "tools": ["faq_search", "x_4711"]})
+    assert event["name"] == UNKNOWN_TOOL and event["tools"] == ["faq_search", UNKNOWN_TOOL]
+
+
+def test_a_private_run_withholds_text_but_keeps_numbers_and_names() -> None:
+    g = guard().for_run(private=True)
+    event = g.event({"event": "tool_result", "round": 2, "name": "faq_search", "is_error": False,
+                     "preview": "社外秘の内容", "question": "秘密の質問", "chars": 12})
+    assert event == {"event": "tool_result", "round": 2, "name": "faq_search", "is_error": False,
+                     "preview": WITHHELD, "question": WITHHELD, "chars": 12}
+    assert g.arguments({"query": "社外秘"}) == WITHHELD and g.private_text("社外秘") == WITHHELD
+    public = guard()
+    assert public.arguments({"query": "在庫 taro@example.com"}) == '{"query": "在庫 [email]"}'
+    assert len(public.arguments({"q": "x" * 1000})) == 200
+
+
+@pytest.mark.parametrize("mention", [
+    "<@U0TANAKA>", "<@u0tanaka>", "<@W0ABC|tanaka>", "<!subteam^S0TEAM>", "<!SUBTEAM^s0team|@ops>", "<!here>",
+    "<!HERE>", "<!here|here>", "<!Channel>", "<!channel>", "<!everyone>", "<!EVERYONE>", "@here", "@HERE",
+    "@Channel", "@channel", "@everyone", "@Everyone", "＠here", "皆さん@here", "<#C0SECRET|secret-ops>",
+    "<!date^1392734382^{date}|x>",
+])
+def test_every_mention_form_is_defused(mention: str) -> None:
+    out = guard().markdown(f"お知らせ {mention} です")
+    assert "<@" not in out and "<!" not in out and "<#" not in out
+    assert "@here" not in out.lower() and "@channel" not in out.lower() and "@everyone" not in out.lower()
+
+
+def test_email_addresses_are_not_mistaken_for_mentions() -> None:
+    assert guard(HELPBOT_MASK_PERSONAL="false").markdown("ops@here.example.com") == "ops@here.example.com"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("![x](https://evil.test/p.png?d=4711)", "x"),
+    ("![](https://wiki.example.test/a.png)", ""),
+    ("[手順](https://evil.test/a/b?d=4711#frag)", "[手順](https://evil.test/a/b)"),
+    ("[手順](https://wiki.example.test/a?x=1#h)", "[手順](https://wiki.example.test/a?x=1#h)"),
+    ("<https://evil.test/a?d=4711|手順>", "<https://evil.test/a|手順>"),
+    ("詳細はhttps://evil.test/x?d=4711を参照", "詳細はhttps://evil.test/xを参照"),
+    ("www.evil.test/x?d=1 へ", "www.evil.test/x へ"),
+    ("[x](javascript:alert(1))", "x)"),  # no web link: the label only
+    ("[x](data:text/html,hi)", "x"),
+    ("https://user:pw@evil.test/x?d=1", "https://evil.test/x"),
+])
+def test_links_to_unknown_hosts_keep_scheme_host_and_path(text: str, expected: str) -> None:
+    assert guard().markdown(text) == expected
+
+
+def test_links_to_consulted_sources_stay_whole() -> None:
+    g = guard().with_sources([{"url": "https://docs.example.test/page?id=3", "title": "t"}])
+    assert g.markdown("[t](https://docs.example.test/page?id=3)") == "[t](https://docs.example.test/page?id=3)"
+
+
+def test_a_slack_payload_is_guarded_everywhere() -> None:
+    payload = {"text": "<!here> ghp_fakefakefake", "blocks": [
+        {"type": "markdown", "text": "[a](https://evil.test/?d=1) <@U0X>"},
+        {"type": "actions", "elements": [{"type": "button", "url": "https://evil.test/b?d=1", "text": {
+            "type": "plain_text", "text": "@channel"}}]}],
+        "metadata": {"event_type": "helpbot_answer", "event_payload": {"tools": ["faq_search", "4711"],
+                                                                        "question": "taro@example.com"}}}
+    out = guard().payload(payload)
+    assert out["text"] == "＠here [REDACTED]"
+    assert out["blocks"][0]["text"] == "[a](https://evil.test/) ＠U0X"
+    assert out["blocks"][1]["elements"][0]["url"] == "https://evil.test/b"
+    assert out["blocks"][1]["elements"][0]["text"]["text"] == "＠channel"
+    assert out["metadata"]["event_payload"] == {"tools": ["faq_search", UNKNOWN_TOOL], "question": "[email]"}
