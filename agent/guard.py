@@ -175,15 +175,14 @@ class Guard:
         """Every string inside a JSON-like value masked."""
         return self.masker.deep(value)
 
-    def metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
-        """Slack message metadata: ``event_type`` is helpbot's own; in the payload names are checked and every
-        string masked."""
-        payload = metadata.get("event_payload")
-        out = dict(metadata)
-        if isinstance(payload, Mapping):
-            out["event_payload"] = {key: self._names(value) if key in _NAME_FIELDS else self.deep(value)
-                                    for key, value in payload.items()}
-        return out
+    def metadata(self, value: Any) -> Any:
+        """Slack message metadata (or any record): names checked wherever a name field is, every string masked."""
+        if isinstance(value, Mapping):
+            return {key: self._names(inner) if key in _NAME_FIELDS else self.metadata(inner)
+                    for key, inner in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.metadata(inner) for inner in value]
+        return self.deep(value)
 
     def payload(self, payload: Any) -> Any:
         """A Slack payload (``text``, blocks, metadata): every ``text`` as rendered markdown, links in blocks
