@@ -22,10 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 from agent.errors import BadInput, ConfigError
+from mcp_lib import ids
 from mcp_lib.config import env_list, env_str
+from mcp_lib.ids import CHANNEL_RE, TS_RE, USER_RE, Permalink
 
 DISPATCH_EVENT_TYPE = "slack-help"
 DEFAULT_REACTION = "help"
@@ -36,12 +37,8 @@ PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url
 WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run"})
 
 # Whole-value patterns: always used with fullmatch (``match`` with ``$`` would accept a trailing newline).
-CHANNEL_RE = re.compile(r"[CGD][A-Z0-9]{2,20}")
-USER_RE = re.compile(r"[UWB][A-Z0-9]{2,20}")
-TS_RE = re.compile(r"\d{10}\.\d{6}")
 REACTION_RE = re.compile(r"[a-z0-9_+'\-]{1,100}")
 EVENT_ID_RE = re.compile(r"[A-Za-z0-9]{1,64}")
-_PERMALINK_PATH_RE = re.compile(r"/archives/([^/]+)/p(\d{16})/?")
 _SKIN_TONE_RE = re.compile(r"::skin-tone-\d+$")
 # helpbot adds these itself (working, done, failed): as the trigger they would answer helpbot's own progress.
 WORKING_REACTION, DONE_REACTION, FAILED_REACTION = "eyes", "white_check_mark", "x"
@@ -75,13 +72,6 @@ class Ignore:
     """A deliberate non-answer: exit 0, nothing posted, ``reason`` logged as one line."""
 
     reason: str
-
-
-@dataclass(frozen=True)
-class Permalink:
-    channel: str
-    ts: str
-    thread_ts: str | None
 
 
 # -- entry points ---------------------------------------------------------------------------------------------
@@ -231,24 +221,11 @@ def payload_trigger(payload: Mapping[str, Any], *, source: str, where: str) -> T
 
 # -- pieces ---------------------------------------------------------------------------------------------------
 def parse_permalink(url: str, where: str = "url") -> Permalink:
-    """``https://x.slack.com/archives/C123/p1700000000123456?thread_ts=1700000000.000100&cid=C123``."""
-    parsed = urlparse(url.strip())
-    host = (parsed.hostname or "").lower()
-    if parsed.scheme != "https" or not (host == "slack.com" or host.endswith(".slack.com")):
-        raise BadInput(f"{where} {url!r} is not a Slack message link (https://WORKSPACE.slack.com/archives/...)")
-    match = _PERMALINK_PATH_RE.fullmatch(parsed.path)
-    if not match:
-        raise BadInput(f"{where} {url!r} is not a Slack message link; expected /archives/CHANNEL/pTIMESTAMP")
-    channel, digits = match.groups()
-    _check(channel, CHANNEL_RE, f"{where} channel", "a Slack channel ID like C0123456789")
-    query = parse_qs(parsed.query)
-    thread_ts = query["thread_ts"][0] if query.get("thread_ts") else None
-    if thread_ts is not None:
-        _check(thread_ts, TS_RE, f"{where} thread_ts", "a Slack timestamp like 1700000000.123456")
-    cid = query["cid"][0] if query.get("cid") else None
-    if cid is not None and cid != channel:
-        raise BadInput(f"{where}: cid {cid!r} disagrees with the channel {channel!r}")
-    return Permalink(channel=channel, ts=f"{digits[:10]}.{digits[10:]}", thread_ts=thread_ts)
+    """A message link (:func:`mcp_lib.ids.parse_permalink`: the one definition), or BadInput naming ``where``."""
+    try:
+        return ids.parse_permalink(url)
+    except ValueError as exc:
+        raise BadInput(f"{where} {url[:200]!r} {exc}") from None
 
 
 def normalize_reaction(name: str) -> str:
@@ -259,7 +236,7 @@ def normalize_reaction(name: str) -> str:
 
 def is_channel_id(value: str) -> bool:
     """A Slack conversation ID (``C…``, ``G…``, ``D…``); the whole value, nothing trailing."""
-    return CHANNEL_RE.fullmatch(value) is not None
+    return ids.is_channel_id(value)
 
 
 def is_dm_id(channel: str) -> bool:

@@ -45,6 +45,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from .. import ids
 from ..config import ConfigError, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError
 from ..redact import redact_secrets
@@ -293,10 +294,7 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
 
 
 # -- lookups (cached per client) ----------------------------------------------------------------------------
-_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
-_TS = re.compile(r"^\d{9,10}\.\d{6}$")
 _SEARCH_PAGE = 100  # search.messages' largest page
-_PERMALINK = re.compile(r"^https?://[^/\s]+/archives/([A-Z0-9]+)/p(\d{9,10})(\d{6})(?:[/?#]\S*)?$")
 
 
 
@@ -315,15 +313,11 @@ def _query_value(url: str, key: str) -> str | None:
 def parse_permalink(url: str) -> tuple[str, str, str | None]:
     """``https://x.slack.com/archives/C123/p1700000000123456?thread_ts=...`` -> (channel, ts, thread_ts)."""
     cleaned = url.strip().strip("<>").split("|", 1)[0]
-    match = _PERMALINK.match(cleaned)
-    if not match:
-        raise ToolError(f"not a Slack message link: {url!r}; expected "
-                        "https://WORKSPACE.slack.com/archives/C…/p1700000000123456")
-    channel, ts = match.group(1), f"{match.group(2)}.{match.group(3)}"
-    thread_ts = _query_value(cleaned, "thread_ts")
-    if thread_ts is not None and not _TS.match(thread_ts):
-        raise ToolError(f"the link's thread_ts {thread_ts!r} is not a Slack timestamp")
-    return channel, ts, thread_ts
+    try:
+        link = ids.parse_permalink(cleaned)  # the one definition of a message link
+    except ValueError as exc:
+        raise ToolError(f"{url[:200]!r} {exc}") from None
+    return link.channel, link.ts, link.thread_ts
 
 
 def _workspace_url(ctx: ToolContext) -> str:
@@ -335,10 +329,7 @@ def _workspace_url(ctx: ToolContext) -> str:
 
 
 def _permalink(ctx: ToolContext, channel: str, ts: str, thread_ts: str | None = None) -> str:
-    link = f"{_workspace_url(ctx)}archives/{channel}/p{ts.replace('.', '')}"
-    if thread_ts and thread_ts != ts:
-        link += f"?thread_ts={thread_ts}&cid={channel}"
-    return link
+    return ids.permalink(_workspace_url(ctx), channel, ts, thread_ts)
 
 
 def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:
@@ -396,7 +387,7 @@ def _resolve_channel(ctx: ToolContext, channel: str) -> str:
     value = channel.strip()
     if value.startswith("<#"):
         value = value[2:].rstrip(">").split("|", 1)[0]
-    if _CHANNEL_ID.match(value):
+    if ids.is_channel_id(value):
         return value
     name = value.lstrip("#")
     clients: SlackClients = ctx.client
@@ -610,7 +601,7 @@ def getThreadMessages(
         channel, ts = url_channel, url_ts
     if not channel or not ts:
         raise ToolError("give a message link (url), or both channel and ts")
-    if not _TS.match(ts):
+    if not ids.is_ts(ts):
         raise ToolError(f"ts {ts!r} is not a Slack timestamp like 1735779660.000001")
     info = _readable_channel(ctx, channel)
     root = thread_ts or ts

@@ -1,0 +1,80 @@
+"""Slack ids, message timestamps and message links (permalinks), defined once.
+
+Every check is a whole-value ``fullmatch`` (``match`` with ``$`` would accept a trailing newline). The rules:
+
+- a conversation id is C, G or D and 2 to 20 more upper-case letters or digits (today's ids have 8 to 10; the
+  bound keeps a runaway value out of API calls and logs); a user id the same with U, W or B;
+- a message ts is 10 digits, a dot, 6 digits (seconds since 1970: 10 digits from 2001 to 2286);
+- a message link is ``https://`` on ``slack.com`` or one of its subdomains (workspaces, Enterprise Grid) or
+  ``slack-gov.com`` (GovSlack), path ``/archives/CHANNEL/pDIGITS`` with 16 digits, an optional ``thread_ts`` and a
+  ``cid`` that must agree with the channel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlparse
+
+CHANNEL_RE = re.compile(r"[CGD][A-Z0-9]{2,20}")
+USER_RE = re.compile(r"[UWB][A-Z0-9]{2,20}")
+TS_RE = re.compile(r"\d{10}\.\d{6}")
+SLACK_HOSTS = ("slack.com", "slack-gov.com")
+_PERMALINK_PATH_RE = re.compile(r"/archives/([^/]+)/p(\d{16})/?")
+
+
+def is_channel_id(value: str) -> bool:
+    """A Slack conversation id (``C…``, ``G…``, ``D…``), the whole value."""
+    return CHANNEL_RE.fullmatch(value) is not None
+
+
+def is_user_id(value: str) -> bool:
+    return USER_RE.fullmatch(value) is not None
+
+
+def is_ts(value: str) -> bool:
+    """A Slack message timestamp like ``1700000000.123456``."""
+    return TS_RE.fullmatch(value) is not None
+
+
+def is_slack_host(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    return any(host == base or host.endswith("." + base) for base in SLACK_HOSTS)
+
+
+@dataclass(frozen=True)
+class Permalink:
+    channel: str
+    ts: str
+    thread_ts: str | None = None
+
+
+def parse_permalink(url: str) -> Permalink:
+    """``https://x.slack.com/archives/C123/p1700000000123456?thread_ts=1700000000.000100&cid=C123``; anything
+    else is a ValueError saying what is wrong (without repeating the URL: the caller names it)."""
+    parsed = urlparse(url.strip())
+    if parsed.scheme != "https" or not is_slack_host(parsed.hostname or ""):
+        raise ValueError("is not a Slack message link (https://WORKSPACE.slack.com/archives/...)")
+    match = _PERMALINK_PATH_RE.fullmatch(parsed.path)
+    if not match:
+        raise ValueError("is not a Slack message link; expected /archives/CHANNEL/pTIMESTAMP")
+    channel, digits = match.groups()
+    if not is_channel_id(channel):
+        raise ValueError(f"has channel {channel[:80]!r}, not a Slack channel ID like C0123456789")
+    query = parse_qs(parsed.query)
+    thread_ts = query["thread_ts"][0] if query.get("thread_ts") else None
+    if thread_ts is not None and not is_ts(thread_ts):
+        raise ValueError(f"has thread_ts {thread_ts[:80]!r}, not a Slack timestamp like 1700000000.123456")
+    cid = query["cid"][0] if query.get("cid") else None
+    if cid is not None and cid != channel:
+        raise ValueError(f"whose cid {cid[:80]!r} disagrees with the channel {channel!r}")
+    return Permalink(channel=channel, ts=f"{digits[:10]}.{digits[10:]}", thread_ts=thread_ts)
+
+
+def permalink(workspace_url: str, channel: str, ts: str, thread_ts: str | None = None) -> str:
+    """The link to a message, as Slack writes it (``workspace_url`` from ``auth.test``, ending in ``/``)."""
+    base = workspace_url if workspace_url.endswith("/") else workspace_url + "/"
+    link = f"{base}archives/{channel}/p{ts.replace('.', '')}"
+    if thread_ts and thread_ts != ts:
+        link += f"?thread_ts={thread_ts}&cid={channel}"
+    return link

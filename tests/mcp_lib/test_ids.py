@@ -1,0 +1,53 @@
+"""Slack ids, ts and permalinks: one definition, used by the trigger, the front and the Slack platform alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.slack.trigger import BadInput
+from agent.slack.trigger import parse_permalink as trigger_permalink
+from mcp_lib import ids
+from mcp_lib.core import ToolError
+from mcp_lib.platforms.slack import parse_permalink as tool_permalink
+
+GOOD = [
+    ("https://acme.slack.com/archives/C0123ABCD/p1700000000123456", ids.Permalink("C0123ABCD", "1700000000.123456")),
+    ("https://acme.enterprise.slack.com/archives/G01/p1700000100000200?thread_ts=1700000000.123456&cid=G01",
+     ids.Permalink("G01", "1700000100.000200", "1700000000.123456")),
+    ("https://agency.slack-gov.com/archives/C0123ABCD/p1700000000123456", ids.Permalink("C0123ABCD",
+                                                                                        "1700000000.123456")),
+]
+BAD = {
+    "plain http": "http://acme.slack.com/archives/C0123ABCD/p1700000000123456",
+    "another host": "https://evil.example/archives/C0123ABCD/p1700000000123456",
+    "look-alike host": "https://acme.slack.com.evil.example/archives/C0123ABCD/p1700000000123456",
+    "9-digit seconds": "https://acme.slack.com/archives/C0123ABCD/p170000000123456",
+    "channel too long": f"https://acme.slack.com/archives/C{'A' * 21}/p1700000000123456",
+    "lower-case channel": "https://acme.slack.com/archives/c0123abcd/p1700000000123456",
+    "thread_ts with a newline": "https://acme.slack.com/archives/C01/p1700000000123456?thread_ts=1700000000.123456%0A",
+    "cid disagrees": "https://acme.slack.com/archives/C01/p1700000000123456?cid=C02",
+    "no ts": "https://acme.slack.com/archives/C0123ABCD",
+}
+
+
+@pytest.mark.parametrize(("url", "expected"), GOOD)
+def test_every_reader_accepts_the_same_links(url: str, expected: ids.Permalink) -> None:
+    assert ids.parse_permalink(url) == expected == trigger_permalink(url)
+    assert tool_permalink(f"<{url}|見て>") == (expected.channel, expected.ts, expected.thread_ts)
+
+
+@pytest.mark.parametrize("url", BAD.values(), ids=BAD.keys())
+def test_every_reader_refuses_the_same_links(url: str) -> None:
+    with pytest.raises(ValueError):
+        ids.parse_permalink(url)
+    with pytest.raises(BadInput):
+        trigger_permalink(url)
+    with pytest.raises(ToolError):
+        tool_permalink(url)
+
+
+def test_ids_and_ts_are_whole_values() -> None:
+    assert ids.is_channel_id("C0123ABCD") and not ids.is_channel_id("C0123ABCD\n") and not ids.is_channel_id("C1")
+    assert ids.is_ts("1700000000.123456") and not ids.is_ts("170000000.123456") and not ids.is_ts("1700000000.1")
+    assert ids.permalink("https://acme.slack.com", "C01", "1700000100.000200", "1700000000.123456") == (
+        "https://acme.slack.com/archives/C01/p1700000100000200?thread_ts=1700000000.123456&cid=C01")
