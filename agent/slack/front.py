@@ -32,7 +32,7 @@ from agent.report import Trace, print_answer, summary_markdown, write_summary
 from agent.slack import markers
 from agent.slack.blocks import mask_personal_from_env, run_url
 from agent.slack.handle import Slack, is_public
-from agent.slack.post import ProgressThrottle, SlackOut, ThreadReply, describe, log, one_line
+from agent.slack.post import ProgressThrottle, SlackOut, ThreadReply, error_line, log, one_line
 from agent.slack.thread import answerable, build_question, earlier_turns
 from agent.slack.trigger import (
     Trigger,
@@ -377,7 +377,7 @@ def _classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, boo
     if isinstance(exc, ModelRequestError):
         return one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug
     if isinstance(exc, Exception):
-        return describe(exc), code, debug
+        return error_line(exc), code, debug
     return type(exc).__name__, code, True  # SystemExit and friends: noted, then on their way
 
 

@@ -49,7 +49,7 @@ def slack_error_code(exc: BaseException) -> str:
     return str(data.get("error") or "unknown error") if isinstance(data, dict) else "unknown error"
 
 
-def describe(exc: Exception) -> str:
+def error_line(exc: Exception) -> str:
     """An error in one line for people. A Slack error's text is several lines with the API URL: its code is enough."""
     from slack_sdk.errors import SlackApiError
 
@@ -204,7 +204,7 @@ class ThreadReply:
             try:
                 self.out.post(self.channel, payload, thread_ts=self.root)
             except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
-                log(f"could not post the failure notice: {describe(exc)}")
+                log(f"could not post the failure notice: {error_line(exc)}")
         self.out.react(self.channel, self.question_ts, WORKING_REACTION, remove=True)
         self.out.react(self.channel, self.question_ts, FAILED_REACTION)
 
