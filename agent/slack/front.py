@@ -32,7 +32,8 @@ from agent.report import Trace, print_answer, summary_markdown, write_summary
 from agent.slack import markers
 from agent.slack.blocks import mask_personal_from_env, run_url
 from agent.slack.handle import Slack, is_public
-from agent.slack.post import ProgressThrottle, SlackOut, ThreadReply, error_line, log, one_line
+from agent.slack.post import SlackOut, error_line, log, one_line
+from agent.slack.reply import ProgressThrottle, ThreadReply
 from agent.slack.thread import answerable, build_question, earlier_turns
 from agent.slack.trigger import (
     Trigger,
@@ -124,6 +125,8 @@ class Front:
         self.run_link = run_url(env)
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S", DEFAULT_PROGRESS_INTERVAL_S)
         self.in_actions = env.get("GITHUB_ACTIONS") == "true"
+        self.run_id = _run_id(env)
+        self._slack_out: SlackOut | None = None
 
     # -- the run ----------------------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -203,7 +206,7 @@ class Front:
                                      "answers again)", channel)
         where = f"#{info.get('name') or channel} ({channel})" if public else f"private channel {channel}"
         reply = None if dry_run else self._reply(slack, channel, thread.root, ts,
-                                                 stale=markers.stale_placeholder(thread.messages, ts, slack.me))
+                                                 reread=lambda: slack.thread(channel, ts).messages)
         target = Target(where=f"{where} message {ts}", slack=slack, reply=reply, public=public, dry_run=dry_run)
 
         def question() -> Asked:
@@ -225,10 +228,8 @@ class Front:
             target = Target(where="(printed: no channel)", dry_run=dry_run)
             return self._answer(target, lambda: (text, "", [], []), show_answer=True)
         slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, sleep=self.sleep)
-        assert slack.bot is not None
         public = is_public(slack.channel(channel))
-        out = SlackOut(slack.bot, mask_personal=self.mask_personal, trace=self.trace)
-        root = out.post_question(channel, text, env_str(self.env, "GITHUB_ACTOR"))
+        root = self._out(slack).post_question(channel, text, env_str(self.env, "GITHUB_ACTOR"))
         where = f"{channel} (question channel)" if public else f"private channel {channel} (question channel)"
         target = Target(where=where, slack=slack, reply=self._reply(slack, channel, root, root), public=public)
         return self._answer(target, lambda: (text, "", [], []), show_answer=True)
@@ -248,8 +249,8 @@ class Front:
             self.trace.write(event if target.public else withhold_private(event))
 
         try:
-            if reply is not None:
-                reply.start()
+            if reply is not None and not reply.start():
+                return self._ignored(reply.yielded_because, target.where)
             asked, context, history, attachments = question()
             agent = self.make_agent(self._registry(target), on_progress, on_event)
             answer = agent.run(asked, history, context=context, attachments=attachments)
@@ -269,6 +270,9 @@ class Front:
             else:
                 log(f"failed: {what}")
             return code
+        finally:
+            if reply is not None:
+                reply.close()
         self.trace.front("done", rounds=answer.rounds, degraded=answer.degraded, stop=answer.stop, link=link)
         self._summary("answered" if reply is not None else "answered (not posted)", where=target.where,
                       question=asked if target.public else None, answer=answer, link=link,
@@ -319,13 +323,21 @@ class Front:
 
     # -- clients ----------------------------------------------------------------------------------------------------
     def _reply(self, slack: Slack, channel: str, root: str, question_ts: str, *,
-               stale: str | None = None) -> ThreadReply | None:
-        """helpbot's side of the thread (``stale``: a placeholder an earlier run left); None without a bot client."""
-        if slack.bot is None:
+               reread: Callable[[], list[dict[str, Any]]] | None = None) -> ThreadReply | None:
+        """helpbot's side of the thread (``reread``: the thread again, for the claim); None without a bot client."""
+        if slack.writer is None:
             return None
-        out = SlackOut(slack.bot, mask_personal=self.mask_personal, trace=self.trace)
-        return ThreadReply(out, channel=channel, root=root, question_ts=question_ts, stale=stale,
-                           throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link)
+        return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts,
+                           throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link,
+                           me=slack.me, run=self.run_id, reread=reread, force=self.options.force)
+
+    def _out(self, slack: Slack) -> SlackOut:
+        """The one door for this run's Slack writes (one write budget for the whole run)."""
+        if self._slack_out is None:
+            assert slack.writer is not None
+            self._slack_out = SlackOut(slack.writer, mask_personal=self.mask_personal, trace=self.trace,
+                                       sleep=self.sleep)
+        return self._slack_out
 
     def _registry(self, target: Target) -> Registry:
         """The agent's tools use the front's own Slack clients (and sleep); a printed question builds its own."""
@@ -379,6 +391,16 @@ def _classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, boo
     if isinstance(exc, Exception):
         return error_line(exc), code, debug
     return type(exc).__name__, code, True  # SystemExit and friends: noted, then on their way
+
+
+def _run_id(env: Mapping[str, str]) -> str:
+    """This run's name in its placeholder's marker: the Actions run (and attempt), else a random one."""
+    run_id = env_str(env, "GITHUB_RUN_ID")
+    if run_id:
+        return f"{run_id}.{env_str(env, 'GITHUB_RUN_ATTEMPT') or 1}"
+    import uuid
+
+    return uuid.uuid4().hex[:12]
 
 
 WITHHELD = "[withheld: private channel]"

@@ -47,7 +47,14 @@ class Slack:
         self.clients: SlackClients = slack.make_client(config, sleep=sleep)
         self.registry: Registry = Registry(env, caller=caller, clients={"slack": self.clients}, sleep=sleep)
         self.ctx: ToolContext = self.registry.context("slack")
-        self.bot: WebClient | None = self.clients.bot  # writes; None in a dry run without a bot token
+        self.bot: WebClient | None = self.clients.bot  # reads (with the platform's retries); None without a token
+        # Writes: the same token, no retry handlers -- agent.slack.post retries them within the run's budget.
+        self.writer: WebClient | None = None
+        if config.bot_token is not None:
+            from slack_sdk import WebClient
+
+            self.writer = WebClient(token=config.bot_token, base_url=config.api_url, timeout=config.timeout_s,
+                                    retry_handlers=[])
         self._configured_user_id = configured_user_id
         self._me: Me | None = None
 

@@ -131,20 +131,41 @@ def answers_in_sequence(messages: Sequence[Mapping[str, Any]], me: Me
     return found
 
 
-def earlier_runs(messages: Iterable[Mapping[str, Any]], question_ts: str, me: Me) -> list[Mapping[str, Any]]:
-    """helpbot's placeholders and notices for this question (from earlier or racing runs), oldest first."""
-    found = []
+STALE_AFTER_S = 900.0  # a placeholder older than the longest run (Actions timeout-minutes: 15) is a dead run's
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a run learns from the thread after posting its placeholder: the thread is the lock."""
+
+    won: bool
+    earlier: list[str]  # ts of placeholders and notices of dead or finished runs for this question (to clean up)
+    reason: str = ""  # why the run lost
+
+
+def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me: Me, *,
+          count_answers: bool = True, stale_after_s: float = STALE_AFTER_S) -> Claim:
+    """Whether the run whose placeholder is ``mine`` answers ``question_ts``: the oldest live placeholder wins
+    (Slack's ts order is the same for every reader); an answer posted meanwhile wins too (unless ``--force``).
+    Placeholders older than ``stale_after_s`` before ours are a dead run's; they and failure notices are the
+    ``earlier`` messages the winner cleans up."""
+    live: list[float] = []
+    earlier: list[str] = []
     for message in messages:
         marker = ours(message, me)
-        if marker is not None and marker.kind in ("progress", "failure") and marker.question_ts == question_ts:
-            found.append(message)
-    return sorted(found, key=lambda m: float(m.get("ts") or 0))
-
-
-def stale_placeholder(messages: Iterable[Mapping[str, Any]], question_ts: str, me: Me) -> str | None:
-    """The latest placeholder or notice an earlier run left for this question (reused: re-runs don't pile up)."""
-    found = earlier_runs(messages, question_ts, me)
-    return str(found[-1]["ts"]) if found else None
+        ts = str(message.get("ts") or "")
+        if marker is None or marker.question_ts != question_ts or ts == mine:
+            continue
+        age = float(mine) - float(ts)
+        if marker.kind == "answer" and count_answers and age > 0:
+            return Claim(False, [], f"message {question_ts} was answered meanwhile (answer {ts})")
+        if marker.kind == "progress" and age < stale_after_s:
+            live.append(float(ts))
+        elif marker.kind in ("progress", "failure") and age > 0:
+            earlier.append(ts)
+    if any(ts < float(mine) for ts in live):
+        return Claim(False, [], "another run is answering")
+    return Claim(True, earlier)
 
 
 # -- the workflow's fallback notice -----------------------------------------------------------------------------

@@ -1,38 +1,28 @@
-"""Every write ``helpbot answer`` makes to Slack, and what it leaves in the question's thread.
+"""Every write ``helpbot answer`` makes to Slack goes through :class:`SlackOut`: guarded, traced, retried.
 
-- :class:`SlackOut` is the one door: each payload's text passes :func:`agent.slack.blocks.guard_public`
-  (:func:`guard_payload`) and each write is traced. Reactions are a courtesy: their failures are logged, never
-  raised. A dry run has no SlackOut at all.
-- :class:`ThreadReply` is helpbot's side of one thread: 👀 and the placeholder 「調べています…」 (reusing one an
-  earlier run left), progress in it (:class:`ProgressThrottle`), then the answer in its place and ✅ -- or a
-  failure notice and ❌. It remembers whether the answer is (partly) in the thread: from then on a notice is a
-  new reply, so it never overwrites the answer.
+Each payload's text passes :func:`agent.slack.blocks.guard_public` (:func:`guard_payload`). A write that Slack
+rate limits (429 + Retry-After), that meets a 5xx or a reset connection is retried here, sleeping through the
+run's injected ``sleep``: a patient write (the answer, the notice, reactions, deleting a placeholder) waits at most
+:data:`MAX_WAIT_S` at a time and all of them together at most the run's write budget (:class:`WriteBudget`); an
+impatient one (a progress update) is tried once. Reactions are a courtesy: their failures are logged, never
+raised. A dry run has no SlackOut at all.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import RunFailed
-from agent.slack import markers
-from agent.slack.blocks import (
-    POST_OPTIONS,
-    answer_payloads,
-    failure_payload,
-    guard_public,
-    placeholder_payload,
-    progress_payload,
-    question_payload,
-)
-from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
+from agent.slack.blocks import POST_OPTIONS, guard_public, question_payload
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
-    from agent.core.run import Answer, Progress
     from agent.report import Trace
 
 
@@ -68,158 +58,125 @@ def guard_payload(value: Any, mask_personal: bool) -> Any:
     return value
 
 
-class SlackOut:
-    """All of helpbot's writes to Slack go through here: guarded and traced."""
+MAX_WAIT_S = 30.0  # a longer Retry-After is not waited for: the write gives up (and the state machine goes on)
+MAX_ATTEMPTS = 4  # per write
+WRITE_BUDGET_S = 60.0  # all patient writes of one run together may wait this long
 
-    def __init__(self, web: WebClient, *, mask_personal: bool, trace: Trace):
+
+class WriteBudget:
+    """How long one run's writes may wait on Slack in total, whatever the storm."""
+
+    def __init__(self, seconds: float = WRITE_BUDGET_S):
+        self.left = seconds
+
+    def take(self, wait: float) -> bool:
+        if wait > self.left:
+            return False
+        self.left -= wait
+        return True
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The wait a 429 asked for (seconds), None for any other failure."""
+    response = getattr(exc, "response", None)
+    if getattr(response, "status_code", None) != 429:
+        return None
+    headers = getattr(response, "headers", None) or {}
+    value: Any = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    try:
+        return max(0.0, float(value[0] if isinstance(value, list) else value))
+    except (TypeError, ValueError, IndexError):
+        return 1.0
+
+
+def _retry_wait(exc: Exception, attempt: int) -> float | None:
+    """How long to wait before trying a failed write again; None: trying again cannot help."""
+    from slack_sdk.errors import SlackApiError
+
+    asked = retry_after(exc)
+    if asked is not None:
+        return asked + random.uniform(0, 0.5)
+    if isinstance(exc, SlackApiError):
+        return float(2 ** (attempt - 1)) if exc.response.status_code >= 500 else None
+    return float(2 ** (attempt - 1)) if isinstance(exc, OSError) else None  # resets, timeouts, refused
+
+
+class SlackOut:
+    """All of helpbot's writes to Slack go through here: guarded, traced, and retried within the budget."""
+
+    def __init__(self, web: WebClient, *, mask_personal: bool, trace: Trace,
+                 sleep: Callable[[float], None] = time.sleep, budget: WriteBudget | None = None):
         self.web = web
         self.mask_personal = mask_personal
         self.trace = trace
+        self.sleep = sleep
+        self.budget = budget or WriteBudget()
+
+    def _call(self, api: str, *, patient: bool = True, **params: Any) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return getattr(self.web, api.replace(".", "_"))(**params)
+            except Exception as exc:
+                wait = _retry_wait(exc, attempt)
+                if (not patient or wait is None or attempt >= MAX_ATTEMPTS or wait > MAX_WAIT_S
+                        or not self.budget.take(wait)):
+                    raise
+                self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
+                self.sleep(wait)
 
     def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None) -> str:
         body = guard_payload(dict(payload), self.mask_personal)
         body.update(POST_OPTIONS)
-        response = self.web.chat_postMessage(channel=channel, thread_ts=thread_ts, **body)
+        response = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, **body)
         ts = str(response["ts"])
         self.trace.front("post", channel=channel, thread_ts=thread_ts, ts=ts, chars=len(json.dumps(body)))
         return ts
 
-    def update(self, channel: str, ts: str, payload: Mapping[str, Any]) -> None:
+    def update(self, channel: str, ts: str, payload: Mapping[str, Any], *, patient: bool = True) -> None:
         body = guard_payload(dict(payload), self.mask_personal)
-        self.web.chat_update(channel=channel, ts=ts, **body)
+        self._call("chat.update", patient=patient, channel=channel, ts=ts, **body)
         self.trace.front("update", channel=channel, ts=ts, chars=len(json.dumps(body)))
 
-    def react(self, channel: str, ts: str, name: str, *, remove: bool = False) -> None:
-        """Reactions are a courtesy: no failure of theirs (scope missing, already there, Slack down, a bug in the
-        client) ever fails the run or hides the real outcome."""
+    def delete(self, channel: str, ts: str) -> bool:
+        """Remove one of helpbot's messages (a placeholder); False, logged, when Slack would not."""
         try:
-            if remove:
-                self.web.reactions_remove(channel=channel, timestamp=ts, name=name)
-            else:
-                self.web.reactions_add(channel=channel, timestamp=ts, name=name)
+            self._call("chat.delete", channel=channel, ts=ts)
         except Exception as exc:
-            code = slack_error_code(exc) if hasattr(exc, "response") else one_line(f"{type(exc).__name__}: {exc}")
-            if code not in ("already_reacted", "no_reaction"):
-                log(f"could not {'remove' if remove else 'add'} :{name}: ({code})")
-        else:
-            self.trace.front("reaction", channel=channel, ts=ts, name=name, removed=remove)
+            if slack_error_code(exc) != "message_not_found":
+                log(f"could not delete message {ts} ({_code(exc)})")
+                return False
+        self.trace.front("delete", channel=channel, ts=ts)
+        return True
+
+    def react(self, channel: str, ts: str, name: str, *, remove: bool = False) -> bool:
+        """Reactions are a courtesy: no failure of theirs (scope missing, already there, Slack down, a bug in the
+        client) ever fails the run or hides the real outcome. True when the reaction is (or was) as asked."""
+        try:
+            self._call("reactions.remove" if remove else "reactions.add", channel=channel, timestamp=ts, name=name)
+        except Exception as exc:
+            code = _code(exc)
+            if code in ("already_reacted", "no_reaction"):
+                return True
+            log(f"could not {'remove' if remove else 'add'} :{name}: ({code})")
+            return False
+        self.trace.front("reaction", channel=channel, ts=ts, name=name, removed=remove)
+        return True
+
+    def permalink(self, channel: str, ts: str) -> str | None:
+        try:
+            return str(self._call("chat.getPermalink", patient=False, channel=channel, message_ts=ts)["permalink"])
+        except Exception:
+            return None
 
     def post_question(self, channel: str, text: str, actor: str | None) -> str:
         """A free question becomes the root of the thread its answer goes to."""
-        from slack_sdk.errors import SlackApiError
-
         try:
             return self.post(channel, question_payload(text, actor))
-        except SlackApiError as exc:
-            raise RunFailed(f"cannot post the question to {channel}: {slack_error_code(exc)}") from None
+        except Exception as exc:
+            raise RunFailed(f"cannot post the question to {channel}: {_code(exc)}") from None
 
 
-class ProgressThrottle:
-    """chat.update is rate limited, and nobody reads faster than this: a progress text is shown only when it is
-    new and at least ``interval`` seconds after the last one (or after the placeholder)."""
-
-    def __init__(self, clock: Callable[[], float], interval: float):
-        self.clock = clock
-        self.interval = interval
-        self.last_text = ""
-        self.last_at = clock()
-
-    def restart(self) -> None:
-        self.last_at = self.clock()
-
-    def due(self, text: str) -> bool:
-        now = self.clock()
-        if text == self.last_text or now - self.last_at < self.interval:
-            return False
-        self.last_text, self.last_at = text, now
-        return True
-
-
-class ThreadReply:
-    """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌."""
-
-    def __init__(self, out: SlackOut, *, channel: str, root: str, question_ts: str, stale: str | None,
-                 throttle: ProgressThrottle, run_link: str | None):
-        self.out = out
-        self.channel, self.root, self.question_ts = channel, root, question_ts
-        self.placeholder = stale  # a placeholder or notice an earlier run left, until start() takes it over
-        self.delivered = False  # (part of) the answer is in the thread: a notice must not overwrite it
-        self.throttle = throttle
-        self.run_link = run_link
-
-    def start(self) -> None:
-        """👀 and the placeholder, first, so people see at once that helpbot is on it."""
-        self.out.react(self.channel, self.question_ts, WORKING_REACTION)
-        if self.placeholder is not None:  # an earlier run left its notice (and ❌): this run takes over
-            self.out.react(self.channel, self.question_ts, FAILED_REACTION, remove=True)
-        self.placeholder = self._placeholder(self.placeholder)
-        self.throttle.restart()
-
-    def progress(self, progress: Progress) -> None:
-        if self.placeholder is None:
-            return
-        tools = progress.tools if progress.phase in ("tools", "degraded") else []
-        payload = progress_payload(max(1, progress.round), progress.max_rounds, tools)
-        if self.throttle.due(payload["text"]):
-            self.out.update(self.channel, self.placeholder, {**payload, "metadata": self._progress_metadata()})
-
-    def deliver(self, answer: Answer) -> str | None:
-        """The answer replaces the placeholder; further parts follow in the thread; ✅ replaces 👀. Returns the
-        answer's permalink (None when Slack would not give it)."""
-        from slack_sdk.errors import SlackApiError
-
-        payloads = answer_payloads(answer.to_json(), channel=self.channel, question_ts=self.question_ts,
-                                   run_link=self.run_link, mask_personal=self.out.mask_personal)
-        first = None
-        if self.placeholder is not None:
-            try:
-                self.out.update(self.channel, self.placeholder, payloads[0])
-                first = self.placeholder
-            except SlackApiError as exc:
-                log(f"could not replace the placeholder ({slack_error_code(exc)}); posting the answer anew")
-        if first is None:
-            first = self.out.post(self.channel, payloads[0], thread_ts=self.root)
-        self.delivered = True
-        for payload in payloads[1:]:
-            self.out.post(self.channel, payload, thread_ts=self.root)
-        self.out.react(self.channel, self.question_ts, WORKING_REACTION, remove=True)
-        self.out.react(self.channel, self.question_ts, DONE_REACTION)
-        try:
-            return str(self.out.web.chat_getPermalink(channel=self.channel, message_ts=first)["permalink"])
-        except (SlackApiError, OSError, KeyError):
-            return None
-
-    def fail(self, what: str) -> None:
-        """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
-        a reply of its own -- and ❌ replaces 👀. Nothing here may raise: the outcome is already decided."""
-        payload = failure_payload(what, self.run_link, channel=self.channel, question_ts=self.question_ts)
-        replaced = False
-        if self.placeholder is not None and not self.delivered:
-            try:
-                self.out.update(self.channel, self.placeholder, payload)
-                replaced = True
-            except Exception:
-                pass  # the placeholder is gone: post the notice instead
-        if not replaced:
-            try:
-                self.out.post(self.channel, payload, thread_ts=self.root)
-            except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
-                log(f"could not post the failure notice: {error_line(exc)}")
-        self.out.react(self.channel, self.question_ts, WORKING_REACTION, remove=True)
-        self.out.react(self.channel, self.question_ts, FAILED_REACTION)
-
-    def _progress_metadata(self) -> dict[str, Any]:
-        return markers.metadata("progress", channel=self.channel, question_ts=self.question_ts)
-
-    def _placeholder(self, stale: str | None) -> str:
-        """The stale placeholder updated (re-runs don't pile up), else a new one."""
-        from slack_sdk.errors import SlackApiError
-
-        payload = {**placeholder_payload(), "metadata": self._progress_metadata()}
-        if stale:
-            try:
-                self.out.update(self.channel, stale, payload)
-                return stale
-            except SlackApiError:
-                pass  # deleted meanwhile: post a new one
-        return self.out.post(self.channel, payload, thread_ts=self.root)
+def _code(exc: BaseException) -> str:
+    return slack_error_code(exc) if hasattr(exc, "response") else one_line(f"{type(exc).__name__}: {exc}")

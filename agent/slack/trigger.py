@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from agent.errors import BadInput, ConfigError
@@ -31,6 +31,8 @@ from mcp_lib.ids import CHANNEL_RE, TS_RE, USER_RE, Permalink
 DISPATCH_EVENT_TYPE = "slack-help"
 DEFAULT_REACTION = "help"
 MAX_QUESTION_CHARS = 4000
+MAX_EVENT_BYTES = 1024 * 1024  # a GitHub event is a few KB
+MAX_EVENT_DEPTH = 32  # the deepest real event (workflow_dispatch) nests about 5 levels
 
 # The payload keys a trigger may carry. Unknown keys are an error: "chanel" must not be silently dropped.
 PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id"})
@@ -76,11 +78,24 @@ class Ignore:
 
 # -- entry points ---------------------------------------------------------------------------------------------
 def load_event(path: str | os.PathLike[str]) -> Trigger:
-    """Read and parse an event file; an unreadable file is BadInput, not a traceback."""
+    """Read and parse an event file: a regular file of at most MAX_EVENT_BYTES (a FIFO, a device or
+    /dev/zero is refused before a byte is read); anything else is BadInput, not a traceback or a hang."""
+    name = os.fspath(path)
     try:
-        raw = Path(path).read_bytes()
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not block
     except OSError as exc:
-        raise BadInput(f"cannot read event file {os.fspath(path)!r}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot read event file {name!r}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadInput(f"event file {name!r} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            raw = file.read(MAX_EVENT_BYTES + 1)
+    except OSError as exc:
+        raise BadInput(f"cannot read event file {name!r}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_EVENT_BYTES:
+        raise BadInput(f"event file {name!r} is larger than {MAX_EVENT_BYTES // 1024 // 1024} MB")
     return parse_event(raw)
 
 
@@ -93,10 +108,15 @@ def parse_event(raw: str | bytes) -> Trigger:
             raise BadInput("event is not UTF-8 text") from None
     if not raw.strip():
         raise BadInput("event is empty; expected a JSON object")
+    depth = _nesting(raw)
+    if depth > MAX_EVENT_DEPTH:
+        raise BadInput(f"event is nested {depth} levels deep; at most {MAX_EVENT_DEPTH}")
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise BadInput(f"event is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (RecursionError, ValueError) as exc:  # belt and braces; huge numbers are ValueError
+        raise BadInput(f"event is not usable JSON: {type(exc).__name__}") from None
     if not isinstance(data, dict):
         raise BadInput(f"event must be a JSON object, got {_json_type(data)}")
     return parse_event_data(data)
@@ -276,6 +296,28 @@ def _bool(value: Any, where: str) -> bool:
 def _check(value: str, pattern: re.Pattern[str], where: str, expected: str) -> None:
     if not pattern.fullmatch(value):
         raise BadInput(f"{where} {value[:80]!r} is not {expected}")
+
+
+def _nesting(text: str) -> int:
+    """How deep ``[`` and ``{`` nest in JSON text (outside strings), counted without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _json_type(value: Any) -> str:

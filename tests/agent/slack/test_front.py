@@ -27,7 +27,8 @@ from agent.slack import front
 from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
 from agent.slack.markers import EVENT_TYPES
-from agent.slack.post import ProgressThrottle, SlackOut
+from agent.slack.post import SlackOut
+from agent.slack.reply import ProgressThrottle
 from mcp_lib import Caller, Registry
 from tests.agent.conftest import PREFIXES
 from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
@@ -387,15 +388,17 @@ def test_sigterm_mid_run_still_leaves_a_notice(ws: Workspace, fake: FakeSlack, e
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_a_stale_placeholder_from_a_killed_run_is_reused(ws: Workspace, fake: FakeSlack,
-                                                         env: dict[str, str]) -> None:
+def test_a_stale_placeholder_from_a_killed_run_is_cleaned_up(ws: Workspace, fake: FakeSlack,
+                                                             env: dict[str, str]) -> None:
     q = question_of(ws)
     stale = ws.post("C0ECSUP", PLACEHOLDER, user=BOT, bot_id=ws.bot_id, thread_ts=q.ts, metadata={
         "event_type": EVENT_TYPES["progress"], "event_payload": {"question_ts": q.ts}})
+    for _ in range(16):  # the killed run is more than 15 minutes (the job's timeout) older than this one
+        ws.next_ts()
     assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)[0] == 0
-    assert fake.calls("chat.postMessage") == []
     [answer] = bot_messages(ws, "C0ECSUP", q.ts)
-    assert answer.ts == stale.ts and FAQ_URL in markdown_of(answer)
+    assert answer.ts != stale.ts and FAQ_URL in markdown_of(answer)
+    assert [c.params["ts"] for c in fake.calls("chat.delete")] == [stale.ts]
 
 
 def test_slack_rate_limits_are_retried_by_slack_sdks_handlers_without_real_waiting(

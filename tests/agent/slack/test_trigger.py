@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -276,3 +278,36 @@ def test_reaction_normalization_is_shared_with_feedback() -> None:
     for name in ("+1::skin-tone-2", ":help::skin-tone-6:", "HELP", "thumbsup::skin-tone-3"):
         assert feedback.normalize_reaction(name) in (normalize_reaction(name), "+1")
     assert normalize_reaction("+1::skin-tone-2") == "+1" and normalize_reaction(":help::skin-tone-6:") == "help"
+
+
+# -- bounded input --------------------------------------------------------------------------------------------
+def test_an_event_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(BadInput, match="nested 100000 levels deep; at most 32"):
+        load_event(path)
+
+
+def test_an_event_larger_than_1_mb_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    path.write_text('{"channel": "' + "C" * (2 * 1024 * 1024) + '"}', encoding="utf-8")
+    with pytest.raises(BadInput, match="larger than 1 MB"):
+        load_event(path)
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "."])
+def test_a_device_or_a_directory_is_not_an_event_file(special: str) -> None:
+    with pytest.raises(BadInput, match="is not a regular file"):
+        load_event(special)
+
+
+def test_a_fifo_is_refused_at_once_instead_of_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "event.fifo"
+    os.mkfifo(fifo)  # nobody writes to it: a plain open() would block for ever
+    with pytest.raises(BadInput, match="is not a regular file"):
+        load_event(fifo)
+
+
+def test_brackets_inside_strings_are_text_not_nesting() -> None:
+    with pytest.raises(BadInput, match="unknown key"):  # brackets inside a string are text, not nesting
+        parse_event(json.dumps({"channel": "C0123ABCD", "ts": "1700000000.123456", "x": "[" * 100}))

@@ -1,0 +1,178 @@
+"""helpbot's side of one question's thread, a small state machine that always ends in a final state.
+
+    none --start--> working (placeholder 「調べています…」 + 👀) --deliver--> done (the answer + ✅)
+                                                                 --fail-----> failed (a notice + ❌)
+                    --start, another run is older--> yielded (our placeholder removed, nothing else touched)
+
+Every transition's writes are retried within the run's write budget (:class:`agent.slack.post.SlackOut`), and
+the final state is reached even when a write keeps failing: an answer or notice that cannot replace the
+placeholder is posted anew and the placeholder deleted; 👀 is removed on the way out whatever happened
+(:meth:`ThreadReply.close`). Progress updates are best effort: tried once, and after a 429 none is tried until
+the Retry-After has passed, so they never wait on Slack and never eat into the run's deadline.
+
+The thread is the lock between racing runs: each run posts its placeholder with its ``run`` marker, reads the
+thread again, and the older placeholder wins (:func:`agent.slack.markers.claim`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent.slack import markers
+from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload, progress_payload
+from agent.slack.post import SlackOut, error_line, log, retry_after
+from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
+
+if TYPE_CHECKING:
+    from agent.core.run import Answer, Progress
+
+State = Literal["none", "working", "done", "failed", "yielded"]
+
+
+class ProgressThrottle:
+    """chat.update is rate limited, and nobody reads faster than this: a progress text is shown only when it is
+    new and at least ``interval`` seconds after the last one (or after the placeholder), and never while Slack
+    asked to wait (:meth:`pause`)."""
+
+    def __init__(self, clock: Callable[[], float], interval: float):
+        self.clock = clock
+        self.interval = interval
+        self.last_text = ""
+        self.last_at = clock()
+        self.paused_until = float("-inf")
+
+    def restart(self) -> None:
+        self.last_at = self.clock()
+
+    def pause(self, seconds: float) -> None:
+        self.paused_until = self.clock() + seconds
+
+    def due(self, text: str) -> bool:
+        now = self.clock()
+        if text == self.last_text or now - self.last_at < self.interval or now < self.paused_until:
+            return False
+        self.last_text, self.last_at = text, now
+        return True
+
+
+class ThreadReply:
+    """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌.
+
+    ``reread`` reads the thread again (for the claim; None: no race is possible, e.g. helpbot posted the root);
+    ``run`` names this run in its placeholder's marker; ``force``: an answer already in the thread does not win.
+    """
+
+    def __init__(self, out: SlackOut, *, channel: str, root: str, question_ts: str, throttle: ProgressThrottle,
+                 run_link: str | None, me: markers.Me, run: str,
+                 reread: Callable[[], Sequence[Mapping[str, Any]]] | None = None, force: bool = False):
+        self.out = out
+        self.channel, self.root, self.question_ts = channel, root, question_ts
+        self.throttle = throttle
+        self.run_link = run_link
+        self.me, self.run, self.reread, self.force = me, run, reread, force
+        self.state: State = "none"
+        self.placeholder: str | None = None  # our placeholder while it is one
+        self.delivered = False  # (part of) the answer is in the thread: a notice must not overwrite it
+        self.eyes = False  # our 👀 is (probably) on the question
+        self.yielded_because = ""
+
+    # -- transitions ------------------------------------------------------------------------------------------------
+    def start(self) -> bool:
+        """The placeholder, the claim, then 👀. False: another run answers this question (ours is removed)."""
+        try:
+            self.placeholder = self.out.post(self.channel, {**placeholder_payload(), "metadata": self._marker()},
+                                             thread_ts=self.root)
+        except Exception as exc:  # the answer will be posted anew at the end
+            log(f"could not post the placeholder ({error_line(exc)})")
+        if self.placeholder is not None and self.reread is not None:
+            verdict = markers.claim(self.reread(), self.question_ts, self.placeholder, self.me,
+                                    count_answers=not self.force)
+            if not verdict.won:
+                self.out.delete(self.channel, self.placeholder)
+                self.placeholder, self.state, self.yielded_because = None, "yielded", verdict.reason
+                return False
+            for ts in verdict.earlier:  # a dead run's placeholder, earlier notices: re-runs don't pile up
+                self.out.delete(self.channel, ts)
+            if verdict.earlier:
+                self.out.react(self.channel, self.question_ts, FAILED_REACTION, remove=True)
+        self.eyes = self.out.react(self.channel, self.question_ts, WORKING_REACTION)
+        self.state = "working"
+        self.throttle.restart()
+        return True
+
+    def progress(self, progress: Progress) -> None:
+        """Best effort: one try, no waiting; a rate limit pauses further updates for as long as Slack asked."""
+        if self.state != "working" or self.placeholder is None:
+            return
+        tools = progress.tools if progress.phase in ("tools", "degraded") else []
+        payload = progress_payload(max(1, progress.round), progress.max_rounds, tools)
+        if not self.throttle.due(payload["text"]):
+            return
+        try:
+            self.out.update(self.channel, self.placeholder, {**payload, "metadata": self._marker()}, patient=False)
+        except Exception as exc:
+            wait = retry_after(exc)
+            if wait is not None:
+                self.throttle.pause(wait)
+
+    def deliver(self, answer: Answer) -> str | None:
+        """The answer replaces the placeholder (or is posted anew, the placeholder deleted); further parts follow;
+        ✅ replaces 👀. Returns the answer's permalink (None when Slack would not give it)."""
+        payloads = answer_payloads(answer.to_json(), channel=self.channel, question_ts=self.question_ts,
+                                   run_link=self.run_link, mask_personal=self.out.mask_personal)
+        first = self._replace_placeholder(payloads[0])
+        if first is None:
+            first = self.out.post(self.channel, payloads[0], thread_ts=self.root)
+            self._drop_placeholder()
+        self.delivered = True
+        for payload in payloads[1:]:
+            self.out.post(self.channel, payload, thread_ts=self.root)
+        self._eyes_off()
+        self.out.react(self.channel, self.question_ts, DONE_REACTION)
+        self.state = "done"
+        return self.out.permalink(self.channel, first)
+
+    def fail(self, what: str) -> None:
+        """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
+        a reply of its own -- and ❌ replaces 👀. Nothing here raises: the outcome is already decided."""
+        payload = failure_payload(what, self.run_link, channel=self.channel, question_ts=self.question_ts)
+        if self._replace_placeholder(payload) is None:
+            try:
+                self.out.post(self.channel, payload, thread_ts=self.root)
+            except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
+                log(f"could not post the failure notice: {error_line(exc)}")
+            self._drop_placeholder()
+        self._eyes_off()
+        self.out.react(self.channel, self.question_ts, FAILED_REACTION)
+        self.state = "failed"
+
+    def close(self) -> None:
+        """On the way out, whatever happened: no 👀 and no placeholder are left behind."""
+        if self.state == "working":  # neither delivered nor failed (a bug, or an exit on the way)
+            self._drop_placeholder()
+        self._eyes_off()
+
+    # -- pieces -----------------------------------------------------------------------------------------------------
+    def _replace_placeholder(self, payload: Mapping[str, Any]) -> str | None:
+        """Our placeholder turned into ``payload``; None when there is none (any more) or Slack would not."""
+        if self.placeholder is None or self.delivered:
+            return None
+        try:
+            self.out.update(self.channel, self.placeholder, payload)
+        except Exception as exc:
+            log(f"could not replace the placeholder ({error_line(exc)}); posting anew")
+            return None
+        replaced, self.placeholder = self.placeholder, None
+        return replaced
+
+    def _drop_placeholder(self) -> None:
+        if self.placeholder is not None and self.out.delete(self.channel, self.placeholder):
+            self.placeholder = None
+
+    def _eyes_off(self) -> None:
+        if self.eyes and self.out.react(self.channel, self.question_ts, WORKING_REACTION, remove=True):
+            self.eyes = False
+
+    def _marker(self) -> dict[str, Any]:
+        return markers.metadata("progress", channel=self.channel, question_ts=self.question_ts, run=self.run)
