@@ -394,10 +394,11 @@ def _classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, boo
 
 
 def _run_id(env: Mapping[str, str]) -> str:
-    """This run's name in its placeholder's marker: the Actions run (and attempt), else a random one."""
+    """This run's name in its placeholder's marker (for people reading it; the claim goes by ts): the Actions
+    run, else a random one."""
     run_id = env_str(env, "GITHUB_RUN_ID")
     if run_id:
-        return f"{run_id}.{env_str(env, 'GITHUB_RUN_ATTEMPT') or 1}"
+        return run_id
     import uuid
 
     return uuid.uuid4().hex[:12]
