@@ -181,6 +181,8 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_PRICE_OUTPUT", "loop", "USD per million output tokens of HELPBOT_MODEL", "list price"),
     _v("HELPBOT_SUMMARY_PRICE_INPUT", "loop", "the same for HELPBOT_SUMMARY_MODEL", "list price"),
     _v("HELPBOT_SUMMARY_PRICE_OUTPUT", "loop", "the same for HELPBOT_SUMMARY_MODEL", "list price"),
+    _v("HELPBOT_MAX_COST_USD", "loop", "spend cap per run (estimated USD): once reached, the run answers from what "
+       "it gathered and the footer says so; unset: no cap"),
     # tools
     _v("HELPBOT_TOOL_MAX_ITEMS", "tools", "items per tool result (set explicitly: also caps tools' own limits)",
        "20"),

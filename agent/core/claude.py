@@ -330,7 +330,9 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
         if block.type == "text":
             content.append({"type": "text", "text": block.text})
         elif block.type == "tool_use":
-            content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)})
+            raw = block.input  # the model's, unchecked (a string or a list too): the loop vets it
+            content.append({"type": "tool_use", "id": block.id, "name": block.name,
+                            "input": dict(raw) if isinstance(raw, dict) else raw})
         else:  # thinking and server-tool blocks are passed back as they came
             content.append(block.model_dump(exclude_none=True))
     u = message.usage

@@ -13,7 +13,7 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -25,7 +25,7 @@ from agent.core.model import SYSTEM_CLOCK, Clock, Model, ModelRequestError, Mode
 from agent.core.prompt import build_system_prompt
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
-from agent.core.tools import ToolExecutor, ToolOutcome, run_concurrently
+from agent.core.tools import ToolExecutor, ToolOutcome, run_concurrently, vet_tool_uses
 from mcp_lib.redact import redact_deep
 
 FORCED_NOTES = {
@@ -33,7 +33,10 @@ FORCED_NOTES = {
                    "calling tools; say what remains unknown.",
     "deadline": "[helpbot] The time for this investigation is up. Answer now from the information above, "
                 "without calling tools; say what remains unknown.",
+    "cost_limit": "[helpbot] The spending limit for this question is reached. Answer now from the information "
+                  "above, without calling tools; say what remains unknown.",
 }
+Forced = Literal["round_limit", "deadline", "cost_limit"]
 NO_ANSWER = "回答を生成できませんでした。下の情報源を確認してください。/ No answer could be generated; see the sources."
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
 NOT_RUN_AFTER_WRITE_TIMEOUT = "[helpbot] Not run: an earlier write in this round timed out (it may still be running)."
@@ -106,16 +109,20 @@ class Agent:
                 if not exc.out_of_time:
                     raise
                 return self._final_answer(r, "deadline")  # its retries ran into the time kept for the answer
-            r.messages.append({"role": "assistant", "content": response.content})
-            if not response.tool_uses:
+            content, refused = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas})
+            r.messages.append({"role": "assistant", "content": content})
+            calls = [block for block in content if block.get("type") == "tool_use"]
+            if not calls:
                 return self._finish(r, response.text, model_stop(response.stop_reason))
             r.rounds += 1
-            self._progress(r, "tools", [c["name"] for c in response.tool_uses])
-            r.messages.append({"role": "user", "content": self._run_tools(r, response.tool_uses)})
+            self._progress(r, "tools", [c["name"] for c in calls])
+            r.messages.append({"role": "user", "content": self._run_tools(r, calls, refused)})
 
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
                extra_prompt: Sequence[str], prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
         s = self.settings
+        question, context = h.valid_text(question), h.valid_text(context)
+        history = [Turn(h.valid_text(t.question), h.valid_text(t.answer), h.valid_text(t.sources)) for t in history]
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = h.cut(question.strip(), s.max_question_chars)
         context = h.cut(context.strip(), s.max_question_chars)
@@ -139,14 +146,17 @@ class Agent:
                     history_turns=len(history), context_chars=len(context), attachments=len(attachments))
         return r
 
-    def _must_answer(self, r: Run) -> Literal["round_limit", "deadline"] | None:
-        if r.rounds >= self.settings.max_rounds:
+    def _must_answer(self, r: Run) -> Forced | None:
+        s = self.settings
+        if r.rounds >= s.max_rounds:
             return "round_limit"
         if self.clock() >= r.plan.soft_deadline:
             return "deadline"
+        if s.max_cost_usd is not None and s.cost(r.usage) >= s.max_cost_usd:
+            return "cost_limit"
         return None
 
-    def _final_answer(self, r: Run, reason: Literal["round_limit", "deadline"]) -> Answer:
+    def _final_answer(self, r: Run, reason: Forced) -> Answer:
         """One more request, tools still defined but ``tool_choice: none``: the answer from what was gathered."""
         self._event(r, "forced_final", reason=reason, rounds=r.rounds)
         self._progress(r, "answering")
@@ -170,6 +180,7 @@ class Agent:
         choice = ({"type": "none"} if final else {"type": "auto"}) if tools else None
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
                                              self.settings.model, deadline, self.clock))
+        response = replace(response, content=h.valid_text(response.content))  # untrusted text, made valid UTF-8
         r.tally(self.settings.model, response.usage)
         self.economy.calibrate(r, response.usage)
         for line in response.retries:
@@ -180,10 +191,12 @@ class Agent:
         return response
 
     # -- one round of tools ------------------------------------------------------------------------------------
-    def _run_tools(self, r: Run, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run the round's new calls; answer every tool_use with a tool_result, in the model's order."""
-        plan = self._plan(r, calls)
+    def _run_tools(self, r: Run, calls: list[dict[str, Any]], refused: dict[str, str]) -> list[dict[str, Any]]:
+        """Run the round's new calls; answer every tool_use with a tool_result, in the model's order (a refused
+        call with why it was not run)."""
+        plan = self._plan(r, [call for call in calls if call["id"] not in refused])
         outcomes = self._execute(r, plan)
+        outcomes.update({i: (ToolOutcome.error(why), 0.0) for i, why in refused.items()})
         return [self._result_block(r, call, plan, outcomes) for call in calls]
 
     def _plan(self, r: Run, calls: list[dict[str, Any]]) -> _Plan:
@@ -257,6 +270,7 @@ class Agent:
             outcome = r.plan.tools.call(call["name"], dict(call.get("input") or {}))
         except Exception as exc:  # a provider that raises is still only a failed call
             outcome = ToolOutcome.error(f"{type(exc).__name__}: {exc}")
+        outcome = replace(outcome, content=h.valid_text(outcome.content), sources=h.valid_text(outcome.sources))
         return outcome, self.clock() - began
 
     def _result_block(self, r: Run, call: dict[str, Any], plan: _Plan,

@@ -15,8 +15,9 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 CACHE = {"type": "ephemeral"}
 SUMMARIZED_STUB = "[helpbot] この結果は要約済みです（質問メッセージの「調査メモ」を参照）/ summarized into the notes."
 NOTES_HEADER = "[helpbot] 調査メモ — summary of earlier tool results (facts, IDs and source URLs kept):"
@@ -36,6 +37,22 @@ _CONTEXT_TAG = re.compile(r"<\s*(/?)\s*context\s*>", re.IGNORECASE)
 # the usage a model reports shows it ran low.
 ASCII_CHARS_PER_TOKEN = 3.5
 NON_ASCII_TOKENS_PER_CHAR = 1.5
+
+
+def valid_text(value: T) -> T:
+    """``value`` (a string, or lists and dicts of them) as valid UTF-8: lone surrogates, which tools and models can
+    hand us (``"\\ud800"`` in JSON), become U+FFFD instead of failing the delivery with UnicodeEncodeError."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a valid pair joins, a lone surrogate is replaced
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # type: ignore[return-value]
+        return value
+    if isinstance(value, list):
+        return [valid_text(item) for item in value]  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {valid_text(k): valid_text(v) for k, v in value.items()}  # type: ignore[return-value]
+    return value
 
 
 # -- the opening messages --------------------------------------------------------------------------------------

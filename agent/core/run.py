@@ -10,10 +10,11 @@ from agent.core.model import Usage
 from agent.core.tools import ToolExecutor
 
 Phase = Literal["thinking", "tools", "summarizing", "answering", "degraded"]
-# Why the run ended: the model's own stop reasons, or the loop's (rounds used up, out of time, no model).
+# Why the run ended: the model's own stop reasons, or the loop's (rounds used up, out of time, the spend cap
+# HELPBOT_MAX_COST_USD reached, no model).
 Stop = Literal["end_turn", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded",
-               "round_limit", "deadline", "degraded"]
-_MODEL_STOPS = frozenset(get_args(Stop)) - {"round_limit", "deadline", "degraded"}
+               "round_limit", "deadline", "cost_limit", "degraded"]
+_MODEL_STOPS = frozenset(get_args(Stop)) - {"round_limit", "deadline", "cost_limit", "degraded"}
 
 
 def model_stop(reason: str | None) -> Stop:
@@ -78,6 +79,11 @@ class Answer:
     @property
     def usage(self) -> Usage:
         return sum(self.usage_by_model.values(), Usage())
+
+    @property
+    def cost_limited(self) -> bool:
+        """The spend cap ended the investigation: the answer is from what was gathered until then."""
+        return self.stop == "cost_limit"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -65,6 +65,7 @@ class Settings:
     price_output: float | None = None
     summary_price_input: float | None = None
     summary_price_output: float | None = None
+    max_cost_usd: float | None = None  # the run's spend cap (estimated); None: no cap
     now: datetime | None = None  # HELPBOT_NOW: a fixed "now" for the date context (replays, evals)
 
     @property
@@ -123,6 +124,7 @@ class Settings:
             price_output=_optional_price(env, "HELPBOT_PRICE_OUTPUT"),
             summary_price_input=_optional_price(env, "HELPBOT_SUMMARY_PRICE_INPUT"),
             summary_price_output=_optional_price(env, "HELPBOT_SUMMARY_PRICE_OUTPUT"),
+            max_cost_usd=_optional_price(env, "HELPBOT_MAX_COST_USD"),
             now=None if now is None else now.replace(tzinfo=zone) if now.tzinfo is None else now.astimezone(zone),
         )
 

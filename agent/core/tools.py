@@ -7,6 +7,7 @@ where external MCP servers will plug in). An executor never raises for a failed 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -138,6 +139,44 @@ class CompositeTools:
 
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         return [call for provider in self.providers for call in provider.search_calls(question)]
+
+
+MAX_INPUT_CHARS = 20_000  # a tool_use input larger than this (as JSON) is refused, not run
+
+
+def vet_tool_uses(content: list[dict[str, Any]], names: set[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The model's tool_use blocks made safe to answer (its output is untrusted): every block gets a unique
+    string id, a string name and an object input, so each can be answered by a matching tool_result and the
+    transcript stays valid; and the calls that must not run (duplicate id, unknown tool, an input that is not an
+    object or is huge) get the reason, which the model reads as their ``is_error`` result."""
+    vetted: list[dict[str, Any]] = []
+    refused: dict[str, str] = {}
+    ids: set[str] = set()
+    for index, block in enumerate(content):
+        if block.get("type") != "tool_use":
+            vetted.append(block)
+            continue
+        raw_id, raw_name, raw_input = block.get("id"), block.get("name"), block.get("input")
+        name = raw_name if isinstance(raw_name, str) else json.dumps(raw_name, ensure_ascii=False, default=str)
+        call_id = raw_id if isinstance(raw_id, str) and raw_id and raw_id not in ids else f"toolu_helpbot_{index}"
+        while call_id in ids:
+            call_id += "_"
+        ids.add(call_id)
+        size = len(json.dumps(raw_input, ensure_ascii=False, default=str))
+        problem = None
+        if isinstance(raw_id, str) and raw_id != call_id:
+            problem = f"not run: duplicate tool_use id {raw_id[:80]!r}; every call in a response needs its own id"
+        elif not isinstance(raw_name, str) or name not in names:
+            problem = f"unknown tool {name[:80]!r}; available: {', '.join(sorted(names))}"
+        elif not isinstance(raw_input, dict):
+            problem = f"not run: the input must be a JSON object of arguments, not {type(raw_input).__name__}"
+        elif size > MAX_INPUT_CHARS:
+            problem = f"not run: the input is too large ({size} characters; at most {MAX_INPUT_CHARS})"
+        safe_input = raw_input if isinstance(raw_input, dict) and size <= MAX_INPUT_CHARS else {}
+        vetted.append({**block, "id": call_id, "name": name[:200], "input": safe_input})
+        if problem:
+            refused[call_id] = problem
+    return vetted, refused
 
 
 MAX_IN_FLIGHT = 8  # tool calls of one batch running at the same time; the rest wait for a free slot

@@ -153,7 +153,7 @@ def format_cost(cost_usd: float) -> str:
 
 
 def footer_text(*, rounds: int, tool_names: Sequence[str], cost_usd: float | None, degraded: bool,
-                run_link: str | None, tags: Sequence[str] = ()) -> str:
+                run_link: str | None, tags: Sequence[str] = (), cost_limited: bool = False) -> str:
     """One small line: rounds, tools, the question's tags, estimated cost, link to the Actions run (mrkdwn, for
     a context block)."""
     parts = []
@@ -168,6 +168,8 @@ def footer_text(*, rounds: int, tool_names: Sequence[str], cost_usd: float | Non
         parts.append(f"タグ {'・'.join(tags)}")
     if cost_usd is not None and not degraded:
         parts.append(f"推定コスト {format_cost(cost_usd)}")
+    if cost_limited:
+        parts.append("費用上限に達したため、それまでに集めた情報で回答")
     text = mrkdwn_escape(" ・ ".join(parts))
     if run_link and _safe_url(run_link):
         text += f" ・ <{_safe_url(run_link)}|実行ログ>"
@@ -271,7 +273,8 @@ def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, qu
     footer = guard_public(footer_text(
         rounds=int(result.get("rounds") or 0), tool_names=tool_names,
         cost_usd=float(result["cost_usd"]) if result.get("cost_usd") is not None else None,
-        degraded=degraded, run_link=run_link, tags=[str(t) for t in result.get("tags") or []]), mask_personal)
+        degraded=degraded, run_link=run_link, tags=[str(t) for t in result.get("tags") or []],
+        cost_limited=result.get("stop") == "cost_limit"), mask_personal)
 
     block_lists: list[list[dict[str, Any]]] = [[_markdown_block(c)] for c in chunks]
     if sources:

@@ -366,3 +366,17 @@ def test_the_model_client_waits_on_the_runs_clock_not_its_own(stub: BedrockStub)
     answer = agent.run("在庫")
     assert not answer.degraded and answer.text == "ok"
     assert run_clock.sleeps == [7.0] and model_clock.sleeps == [] and answer.seconds == pytest.approx(7.0)
+
+
+def test_a_tool_use_whose_input_is_a_string_is_answered_with_an_error_result(stub: BedrockStub) -> None:
+    """Through the real SDK: it does not validate the input's shape, so the loop must."""
+    stub.script(stub_lib.message([{"type": "tool_use", "id": "toolu_x", "name": "faq_search", "input": "在庫"}],
+                                 stop_reason="tool_use"),
+                stub_lib.text("入力が不正でした。"))
+    clock = FakeClock()
+    agent = Agent(bedrock(stub, clock), RegistryTools(Registry(env={})), Settings(), clock=clock)
+    answer = agent.run("在庫")
+    assert not answer.degraded and answer.text == "入力が不正でした。" and answer.tool_calls[0].is_error
+    sent = stub.requests[1].body["messages"]
+    assert sent[1]["content"][0]["input"] == {} and sent[2]["content"][0]["is_error"] is True
+    check_transcript(sent)

@@ -17,6 +17,7 @@ from agent.core.run import Prelude, Progress, Turn
 from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings
 from agent.core.tools import ToolOutcome
+from agent.slack.blocks import answer_payloads
 from tests.agent.core.loop_fakes import FakeClock, FakeTools, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0)
@@ -821,3 +822,75 @@ def test_per_run_tools_prompt_and_prelude_leave_the_agent_as_it_was() -> None:
     plain = agent.run("x")  # the next run: the agent's own tools and prompt, no tags
     assert [t["name"] for t in model.requests[-1].tools] == ["own_search"] and own.counts["own_search"] == 1
     assert "RUN PART" not in model.requests[-1].system_text and plain.tags == [] and "haiku" not in plain.usage_by_model
+
+
+# -- the model's output is untrusted input --------------------------------------------------------------------
+@pytest.mark.parametrize(("bad", "words"), [
+    ({"name": "a_search", "input": "在庫"}, "must be a JSON object of arguments, not str"),
+    ({"name": "a_search", "input": ["在庫"]}, "must be a JSON object of arguments, not list"),
+    ({"name": "a_search", "input": {"query": "x" * 30_000}}, "input is too large"),
+    ({"name": "rm_rf", "input": {}}, "unknown tool 'rm_rf'; available: a_search"),
+    ({"name": 42, "input": {}}, "unknown tool '42'"),
+    ({"id": "toolu_good", "name": "a_search", "input": {"query": "again"}}, "duplicate tool_use id 'toolu_good'"),
+])
+def test_a_malformed_tool_use_is_an_error_result_and_the_run_goes_on(bad: dict[str, Any], words: str) -> None:
+    tools = FakeTools({"a_search": lambda args: item(1)})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            good = {"type": "tool_use", "id": "toolu_good", "name": "a_search", "input": {"query": "在庫"}}
+            return [good, {"type": "tool_use", "id": "toolu_bad", **bad}]
+        return "See [#1](https://redmine.example/issues/1)."
+
+    agent, model = make_agent(script, tools)
+    answer = agent.run("在庫")
+    assert answer.stop == "end_turn" and answer.text.startswith("See")
+    good, refused = model.requests[1].tool_results()
+    assert not good.get("is_error") and refused["is_error"] and words in refused["content"]
+    assert tools.seen == [("a_search", {"query": "在庫"})]  # the malformed call never ran
+    check_transcript(answer.messages)  # ids unique and answered; every input an object
+    calls = [b for b in answer.messages[1]["content"] if b["type"] == "tool_use"]
+    assert len({c["id"] for c in calls}) == 2 and all(isinstance(c["input"], dict) for c in calls)
+    assert all(isinstance(c["name"], str) for c in calls)
+
+
+def test_lone_surrogates_from_tools_and_the_model_become_valid_utf8() -> None:
+    tools = FakeTools({"a_search": lambda args: {"title": "壊れた\ud800題名", "url": "https://redmine.example/issues/1",
+                                                 "body": "本文\udc00"}})
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("a_search", {"query": "在庫\ud83d"}))
+        return "答え\ud800 [#1](https://redmine.example/issues/1) 😀"
+
+    agent, model = make_agent(script, tools)
+    answer = agent.run("質問\udfff")
+    json.dumps(answer.to_json(), ensure_ascii=False).encode("utf-8")  # would raise UnicodeEncodeError
+    json.dumps(answer.messages, ensure_ascii=False).encode("utf-8")
+    assert answer.text == "答え\ufffd [#1](https://redmine.example/issues/1) 😀"
+    assert answer.sources[0]["title"] == "壊れた\ufffd題名"
+    assert "\ufffd" in model.requests[1].tool_results()[0]["content"]
+
+
+def test_the_spend_cap_moves_the_run_to_its_final_answer() -> None:
+    tools = FakeTools({"a_search": lambda args: item(1, "x" * 4000)})
+
+    def script(request: Request) -> Any:
+        if request.forced:
+            return "From what I found: [#1](https://redmine.example/issues/1)."
+        return calls(("a_search", {"query": f"round {request.round}"}))
+
+    uncapped, _ = make_agent(script, tools, replace(SETTINGS, max_rounds=6))
+    spent = uncapped.run("在庫").cost_usd
+    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=6, max_cost_usd=spent / 3))
+    answer = agent.run("在庫")
+    assert answer.stop == "cost_limit" and answer.cost_limited and 1 <= answer.rounds < 6
+    assert model.requests[-1].forced and "spending limit" in json.dumps(model.requests[-1].messages[-1])
+    assert answer.text.startswith("From what I found")
+    footer = answer_payloads(answer.to_json())[-1]["blocks"][-1]["elements"][0]["text"]
+    assert "費用上限に達したため" in footer
+
+
+def test_an_empty_spend_cap_means_no_cap() -> None:
+    assert Settings.from_env({"HELPBOT_MAX_COST_USD": ""}).max_cost_usd is None
+    assert Settings.from_env({"HELPBOT_MAX_COST_USD": "0.25"}).max_cost_usd == 0.25
