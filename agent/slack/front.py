@@ -34,7 +34,7 @@ from agent.slack.blocks import mask_personal_from_env, run_url
 from agent.slack.handle import Slack, is_public
 from agent.slack.post import SlackOut, error_line, log, one_line
 from agent.slack.reply import ProgressThrottle, ThreadReply
-from agent.slack.thread import answerable, build_question, earlier_turns
+from agent.slack.thread import answerable, build_question, earlier_turns, mention_of, mentions_me
 from agent.slack.trigger import (
     Trigger,
     TriggerSettings,
@@ -144,7 +144,8 @@ class Front:
         except BadInput as exc:
             return self._rejected(str(exc))
         self.trace.front("trigger", source=trigger.source, channel=trigger.channel, ts=trigger.ts,
-                         user=trigger.user, reaction=trigger.reaction, question=bool(trigger.question))
+                         user=trigger.user, reaction=trigger.reaction, mention=trigger.mention,
+                         question=bool(trigger.question))
         try:
             settings = TriggerSettings.from_env(self.env)
             ignore = check_ignore(trigger, settings)
@@ -184,7 +185,8 @@ class Front:
         slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=channel), need_bot=not dry_run,
                       sleep=self.sleep, configured_user_id=settings.bot_user_id)
         if slack.me.is_me(trigger.user):
-            return self._ignored("the reaction was added by helpbot itself", channel)
+            return self._ignored(f"the {'mention' if trigger.mention else 'reaction'} was added by helpbot itself",
+                                 channel)
         info = slack.channel(channel)
         if is_dm(info):  # a group DM (a DM is already ignored by its D id): no history scope, no answers
             return self._ignored(f"{channel} is a group DM; helpbot answers in channels only", channel)
@@ -196,7 +198,9 @@ class Front:
         message = thread.target
         if slack.me.wrote(message):
             return self._ignored("the message was written by helpbot itself", channel)
-        if not answerable(message):
+        if trigger.mention and not mentions_me(message, slack.me):
+            return self._ignored(f"message {ts} does not mention helpbot", channel)
+        if not answerable(message, mention_of(slack.me) if trigger.mention and ts == thread.root else None):
             return self._ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
                                  channel)
         if not self.options.force:
@@ -211,7 +215,7 @@ class Front:
 
         def question() -> Asked:
             history = earlier_turns(thread, ts, slack.me, slack.plain)
-            parts = build_question(slack, thread)
+            parts = build_question(slack, thread, mention=trigger.mention)
             self.trace.front("question", chars=len(parts.text), files=len(parts.files), links=len(parts.links),
                              context=len(parts.around), history_turns=len(history),
                              media_blocks=sum(b.get("type") != "text" for b in parts.attachments.blocks))

@@ -1,4 +1,5 @@
-"""The Events relay: Slack's ``reaction_added`` in, GitHub ``repository_dispatch`` out (for teams without Zapier).
+"""The Events relay: Slack's ``reaction_added`` and ``app_mention`` in, GitHub ``repository_dispatch`` out (for teams
+without Zapier).
 
 One pure core, :func:`handle`, is shared by ``helpbot relay`` (a small stdlib HTTP server, :func:`serve`) and
 :func:`lambda_handler` (AWS Lambda function URL or API Gateway HTTP API, payload format 2.0).
@@ -22,8 +23,8 @@ Decisions worth knowing:
   plain number, the local server drops a connection that stalls (``SOCKET_TIMEOUT_S``), and whatever the signed
   JSON holds is checked before use.
 - Other reactions, reactions on non-messages, bot users (``HELPBOT_BOT_USER_ID``, and messages that user
-  wrote) and channels outside ``HELPBOT_CHANNELS`` are acknowledged with 200 and ignored, so an Actions run
-  is never spent on them.
+  wrote, mentions included: helpbot's answers may quote one) and channels outside ``HELPBOT_CHANNELS`` are
+  acknowledged with 200 and ignored, so an Actions run is never spent on them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from agent.errors import BadInput, DispatchError
-from agent.slack.trigger import DISPATCH_EVENT_TYPE, TriggerSettings, check_ignore, parse_event_data
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, EVENT_TYPES, TriggerSettings, check_ignore, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
@@ -161,8 +162,8 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
         _log(f"ignored Slack retry {retry} ({RETRY_ALREADY_DELIVERED}: the first delivery was dispatched)")
         return _reply(200, "ignored: retry")
     event = envelope.get("event")
-    if envelope.get("type") != "event_callback" or not isinstance(event, dict) or event.get("type") != "reaction_added":
-        return _reply(200, "ignored: not a reaction_added event")
+    if envelope.get("type") != "event_callback" or not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
+        return _reply(200, "ignored: not a reaction_added or app_mention event")
     try:
         trigger = parse_event_data(envelope)
     except BadInput as exc:
@@ -172,15 +173,17 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
     if ignore:
         _log(f"ignored: {ignore.reason}")
         return _reply(200, f"ignored: {ignore.reason}")
-    fields = {"channel": trigger.channel, "ts": trigger.ts, "user": trigger.user, "reaction": trigger.reaction,
-              "item_user": trigger.item_user, "event_id": trigger.event_id}
+    fields = {"channel": trigger.channel, "ts": trigger.ts, "thread_ts": trigger.thread_ts, "user": trigger.user,
+              "reaction": trigger.reaction, "item_user": trigger.item_user, "event_id": trigger.event_id,
+              "mention": "true" if trigger.mention else None}
     payload = {k: v for k, v in fields.items() if v}
     try:
         dispatch(payload)
     except DispatchError as exc:
         _log(f"dispatch failed for {trigger.channel}/{trigger.ts}: {exc}")
         return _reply(502, "dispatch failed")
-    _log(f"dispatched {trigger.channel}/{trigger.ts} (reaction by {trigger.user})")
+    _log(f"dispatched {trigger.channel}/{trigger.ts} ({'mention' if trigger.mention else 'reaction'} by "
+         f"{trigger.user})")
     return _reply(200, "ok")
 
 

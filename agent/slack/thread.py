@@ -2,7 +2,10 @@
 
 - :func:`earlier_turns`: helpbot's earlier answers in the thread, each with its question, become conversation
   history (``Turn``), so that a follow-up builds on them instead of starting over.
-- :func:`build_question`: the reacted message itself is the question (a reply stays the reply). Where it was
+- :func:`build_question`: the reacted message itself is the question (a reply stays the reply). An @helpbot
+  mention's text (the mention left out) is the asker's instruction ("英語で", "要点だけ"): with the thread's first
+  message as the question when the mention is a reply in a thread helpbot has not answered yet, alone as a
+  follow-up when it has, and as the question itself when the mention starts its own thread. Where it was
   asked, its files and the thread's (:mod:`~agent.slack.attachments`: images and PDFs as blocks for the model,
   text files as text), the messages it links to (read through the Slack platform's tool, so the DM / private-channel
   rules apply) and the thread around it (bounded) are the *context*: the model sees it, degraded mode's searches
@@ -38,10 +41,25 @@ _LINK = re.compile(r"https?://[A-Za-z0-9.-]+/archives/[A-Za-z0-9/?#=&%._~-]+")
 
 
 # -- which messages are what ----------------------------------------------------------------------------------------
-def answerable(message: Mapping[str, Any]) -> bool:
-    """Something a person wrote, with text or files (not a join, a deletion or a tombstone)."""
-    return message.get("subtype") not in _UNANSWERABLE and bool(str(message.get("text") or "").strip()
-                                                                  or message.get("files"))
+def answerable(message: Mapping[str, Any], mention: re.Pattern[str] | None = None) -> bool:
+    """Something a person wrote, with text or files (not a join, a deletion or a tombstone); text that is only
+    a ``mention`` of helpbot does not count."""
+    text = str(message.get("text") or "")
+    if mention is not None:
+        text = mention.sub("", text)
+    return message.get("subtype") not in _UNANSWERABLE and bool(text.strip() or message.get("files"))
+
+
+def mention_of(me: markers.Me) -> re.Pattern[str] | None:
+    """``<@U…>`` (with or without a label) naming helpbot; None when helpbot's user id is not known."""
+    ids = [i for i in (me.user_id, me.configured_user_id) if i]
+    return re.compile("|".join(rf"<@{re.escape(i)}(?:\|[^>]*)?>" for i in ids)) if ids else None
+
+
+def mentions_me(message: Mapping[str, Any], me: markers.Me) -> bool:
+    """The message @mentions helpbot (always true when helpbot's user id is not known: nothing to check)."""
+    pattern = mention_of(me)
+    return pattern is None or bool(pattern.search(str(message.get("text") or "")))
 
 
 def earlier_turns(thread: Thread, question_ts: str, me: markers.Me, plain: Callable[[Mapping[str, Any]], str]
@@ -103,17 +121,21 @@ class QuestionParts:
         return redact_secrets("\n".join(lines))
 
 
-def build_question(slack: Slack, thread: Thread) -> QuestionParts:
-    """The reacted message, its files, the messages it links to (tool rules apply), and the thread around it."""
+def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> QuestionParts:
+    """The reacted message (or, for a ``mention``, see the module docstring), its files, the messages it links to
+    (tool rules apply), and the thread around it."""
     from mcp_lib.platforms.slack import message_item
 
     info = slack.channel(thread.channel)
     target = thread.target
     item = message_item(slack.ctx, info, target)
     is_reply = str(target.get("ts")) != thread.root
-    parts = QuestionParts(text=item["text"], files=list(item.get("files") or []),
-                          where=f"{item['channel']}{'（スレッドの返信）' if is_reply else ''} / 投稿者 "
-                                f"@{item['author']} / {item['time']}")
+    text, subject = (_mention_question(slack, thread, is_reply) if mention else (item["text"], None))
+    how = "（スレッドの返信）" if is_reply else ""
+    if mention:
+        how = "（スレッド内での @helpbot への依頼）" if is_reply else "（@helpbot への質問）"
+    parts = QuestionParts(text=text, files=list(item.get("files") or []),
+                          where=f"{item['channel']}{how} / 投稿者 @{item['author']} / {item['time']}")
     for number, (url, ts) in enumerate(slack_links(str(target.get("text") or "")), 1):
         result = slack.registry.call("slack_getThreadMessages", {"url": url})
         if result.is_error:
@@ -123,18 +145,34 @@ def build_question(slack: Slack, thread: Thread) -> QuestionParts:
         for hit in linked:
             parts.links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
                                f"{cut(str(hit.get('text') or ''), LINK_CHARS)}")
-    parts.around = _around(slack, info, thread)
+    parts.around = _around(slack, info, thread, skip=subject)
     parts.attachments = read_attachments(slack, thread)
     return parts
 
 
-def _around(slack: Slack, info: Mapping[str, Any], thread: Thread) -> list[str]:
+def _mention_question(slack: Slack, thread: Thread, is_reply: bool) -> tuple[str, str | None]:
+    """(the question, the ts of the message it was taken from when that is not the mention itself)."""
+    pattern = mention_of(slack.me)
+    raw = str(thread.target.get("text") or "")
+    instruction = slack.plain({"text": pattern.sub(" ", raw) if pattern else raw}).strip()
+    if not is_reply or not thread.messages:
+        return instruction, None
+    root = thread.messages[0]  # the thread's first message
+    asked = slack.plain(root).strip()
+    if any(True for _ in markers.answers_in_sequence(thread.messages, slack.me)):
+        return instruction or asked, None  # a follow-up: it builds on helpbot's earlier answers (the history)
+    return (f"{asked}\n\n（@helpbot への依頼: {instruction}）" if instruction else asked), str(root.get("ts"))
+
+
+def _around(slack: Slack, info: Mapping[str, Any], thread: Thread, *, skip: str | None = None) -> list[str]:
     """The thread's first message and the ones just before and after the question, within CONTEXT_CHARS.
-    Questions helpbot answered earlier are left out: they are in the history already."""
+    Questions helpbot answered earlier are left out: they are in the history already; so is ``skip`` (the
+    message a mention's question was taken from)."""
     from mcp_lib.platforms.slack import message_item
 
     target = str(thread.target["ts"])
     answered = {str(marker.question_ts) for marker, _, _ in markers.answers_in_sequence(thread.messages, slack.me)}
+    answered |= {skip} if skip else set()
     others = [m for m in thread.messages
               if str(m.get("ts")) not in answered and str(m.get("ts")) != target
               and not slack.me.wrote(m) and m.get("subtype") not in _UNANSWERABLE]

@@ -5,7 +5,8 @@
 - a GitHub ``repository_dispatch`` event (as at ``$GITHUB_EVENT_PATH``): the keys are in ``client_payload``;
 - a GitHub ``workflow_dispatch`` event: the keys are in ``inputs`` (``url``, ``question``, ``dry_run``);
 - a bare payload ``{"channel": ..., "ts": ..., ...}``;
-- a Slack Events API envelope carrying ``reaction_added``.
+- a Slack Events API envelope carrying ``reaction_added`` or ``app_mention`` (an @helpbot: the mention's message is
+  the one answered, ``mention`` is true; its text is the asker's instruction, read from Slack by the front).
 
 Anything malformed raises :class:`BadInput` with one line (the CLI prints it and exits 2, posting nothing): a
 typo in a key or a float ``ts`` must not turn into a half-right answer in the wrong thread. The decisions that
@@ -35,7 +36,9 @@ MAX_EVENT_BYTES = 1024 * 1024  # a GitHub event is a few KB
 MAX_EVENT_DEPTH = 32  # the deepest real event (workflow_dispatch) nests about 5 levels
 
 # The payload keys a trigger may carry. Unknown keys are an error: "chanel" must not be silently dropped.
-PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id"})
+PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id",
+                          "mention"})
+EVENT_TYPES = frozenset({"reaction_added", "app_mention"})  # the Slack events that trigger an answer
 WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run"})
 
 # Whole-value patterns: always used with fullmatch (``match`` with ``$`` would accept a trailing newline).
@@ -53,7 +56,8 @@ class Trigger:
 
     ``channel``/``ts`` name the reacted message (None only for a free ``question`` from workflow_dispatch);
     ``thread_ts`` is its thread root when the payload or permalink says so (the Slack side re-checks).
-    ``reaction`` is None when a person started the run by hand (``--url``, workflow_dispatch).
+    ``reaction`` is None when a person started the run by hand (``--url``, workflow_dispatch) or by a mention.
+    ``mention``: an @helpbot message (``ts``) asked; ``user`` wrote it, and so does ``item_user`` when known.
     """
 
     source: str  # "repository_dispatch" | "workflow_dispatch" | "payload" | "slack_event" | "cli"
@@ -67,6 +71,7 @@ class Trigger:
     question: str | None = None
     url: str | None = None
     dry_run: bool = False
+    mention: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ def parse_event_data(data: Mapping[str, Any]) -> Trigger:
         raise BadInput("a Slack url_verification request is not a trigger (it belongs to the relay)")
     if kind == "event_callback":
         return _from_slack_envelope(data)
-    if isinstance(kind, str) and kind in ("reaction_added", "reaction_removed", "message"):
+    if isinstance(kind, str) and kind in ("reaction_added", "reaction_removed", "message", "app_mention"):
         raise BadInput(f"a bare Slack {kind!r} event; pass the whole Events API envelope (type event_callback)")
     return payload_trigger(data, source="payload", where="event")
 
@@ -182,8 +187,11 @@ def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
     event = data.get("event")
     if not isinstance(event, dict):
         raise BadInput("Slack envelope has no 'event' object")
+    if event.get("type") == "app_mention":
+        return _from_mention(data, event)
     if event.get("type") != "reaction_added":
-        raise BadInput(f"Slack event type is {event.get('type')!r}; helpbot handles 'reaction_added'")
+        raise BadInput(f"Slack event type is {event.get('type')!r}; helpbot handles "
+                       f"{' and '.join(repr(t) for t in sorted(EVENT_TYPES))}")
     item = event.get("item")
     if not isinstance(item, dict):
         raise BadInput("reaction_added event has no 'item' object")
@@ -201,6 +209,15 @@ def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
                            source="slack_event", where="event")
 
 
+def _from_mention(data: Mapping[str, Any], event: Mapping[str, Any]) -> Trigger:
+    """``app_mention``: ``{type, user, text, ts, channel, event_ts, thread_ts?}``. The message is answered in its
+    thread; a mention posted by a bot carries ``bot_id`` (and helpbot's own never counts, see check_ignore)."""
+    payload = {"channel": event.get("channel"), "ts": event.get("ts"), "thread_ts": event.get("thread_ts"),
+               "user": event.get("user"), "item_user": event.get("user"), "event_id": data.get("event_id"),
+               "mention": True}
+    return payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
+
+
 def payload_trigger(payload: Mapping[str, Any], *, source: str, where: str) -> Trigger:
     """Validate the common payload keys (also used by the relay on what it forwards)."""
     unknown = sorted(set(payload) - PAYLOAD_KEYS)
@@ -208,7 +225,8 @@ def payload_trigger(payload: Mapping[str, Any], *, source: str, where: str) -> T
         hint = " ('question' is accepted from workflow_dispatch only)" if "question" in unknown else ""
         raise BadInput(f"unknown key(s) in {where}: {', '.join(unknown)}; "
                        f"expected {', '.join(sorted(PAYLOAD_KEYS))}{hint}")
-    values = {key: _optional_str(payload, key, where) for key in PAYLOAD_KEYS}
+    mention = _bool(payload.get("mention"), f"{where}.mention")
+    values = {key: _optional_str(payload, key, where) for key in PAYLOAD_KEYS - {"mention"}}
     channel, ts, thread_ts, url = values["channel"], values["ts"], values["thread_ts"], values["url"]
     if url:
         link = parse_permalink(url, f"{where}.url")
@@ -232,11 +250,14 @@ def payload_trigger(payload: Mapping[str, Any], *, source: str, where: str) -> T
     reaction = normalize_reaction(raw_reaction) if raw_reaction else None
     if reaction is not None:
         _check(reaction, REACTION_RE, f"{where}.reaction", "an emoji name like help")
+    if mention and reaction is not None:
+        raise BadInput(f"{where} has both a reaction and mention; a trigger is one or the other")
     event_id = values["event_id"]
     if event_id:
         _check(event_id, EVENT_ID_RE, f"{where}.event_id", "a Slack event ID like Ev0123ABC")
     return Trigger(source=source, channel=channel, ts=ts, thread_ts=thread_ts, user=values["user"],
-                   reaction=reaction, item_user=values["item_user"], event_id=values["event_id"], url=url)
+                   reaction=reaction, item_user=values["item_user"], event_id=values["event_id"], url=url,
+                   mention=mention)
 
 
 # -- pieces ---------------------------------------------------------------------------------------------------
@@ -361,5 +382,6 @@ def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
     if settings.bot_user_id and trigger.item_user == settings.bot_user_id:
         return Ignore("the message was written by helpbot itself")
     if settings.bot_user_id and trigger.user == settings.bot_user_id:
-        return Ignore("the reaction was added by helpbot itself")
+        return Ignore("the mention was written by helpbot itself" if trigger.mention
+                      else "the reaction was added by helpbot itself")
     return None
