@@ -1,0 +1,274 @@
+"""Slack's Web API as the slack tools use it: configuration, the two clients (bot and user token), their retry
+handlers deciding with :mod:`mcp_lib.retry`, and one call with its errors explained."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.error import URLError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+
+from ...config import ConfigError, env_str, env_url
+from ...core import CredentialsError, ToolContext, ToolError
+from ...retry import Budget, Policy, server_wait
+
+DEFAULT_API_URL = "https://slack.com/api/"
+DEFAULT_TIMEZONE = "Asia/Tokyo"
+
+_BOT_TOKEN = re.compile(r"^(?:xoxe\.)?xoxb-[A-Za-z0-9-]+$")
+_USER_TOKEN = re.compile(r"^(?:xoxe\.)?xoxp-[A-Za-z0-9-]+$")
+_ANY_SLACK_TOKEN = re.compile(r"^(?:xoxe\.)?xox[a-z]-[A-Za-z0-9-]+$")
+
+
+# -- configuration ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SlackConfig:
+    api_url: str
+    bot_token: str | None = field(default=None, repr=False)
+    user_token: str | None = field(default=None, repr=False)
+    timezone: str = DEFAULT_TIMEZONE
+    timeout_s: int = 20
+    max_retries: int = 2
+    max_retry_wait_s: float = 30.0
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def _check_token(variable: str, value: str | None, kind: str) -> str | None:
+    """Reject what cannot work before the first call, naming the variable but never echoing the secret."""
+    if value is None:
+        return None
+    expected, other = (_BOT_TOKEN, _USER_TOKEN) if kind == "bot" else (_USER_TOKEN, _BOT_TOKEN)
+    prefix = "xoxb-" if kind == "bot" else "xoxp-"
+    if expected.match(value):
+        return value
+    if other.match(value):
+        if kind == "bot":
+            raise ConfigError(variable, "holds a user token (xoxp-); put it in SLACK_USER_TOKEN and give "
+                                        "SLACK_BOT_TOKEN the bot token (xoxb-)")
+        raise ConfigError(variable, "holds a bot token (xoxb-); search.messages needs a user token "
+                                    "(xoxp-, scope search:read)")
+    if _ANY_SLACK_TOKEN.match(value):
+        raise ConfigError(variable, f"is a Slack token of the wrong kind; expected a {kind} token ({prefix}...)")
+    raise ConfigError(variable, f"does not look like a Slack {kind} token (expected {prefix}...; check for "
+                                "quotes or spaces)")
+
+
+def load_config(env: Mapping[str, str]) -> SlackConfig | None:
+    """Enabled when a bot or a user token is set; a malformed token, URL or time zone is a ConfigError."""
+    bot = _check_token("SLACK_BOT_TOKEN", env_str(env, "SLACK_BOT_TOKEN"), "bot")
+    user = _check_token("SLACK_USER_TOKEN", env_str(env, "SLACK_USER_TOKEN"), "user")
+    if bot is None and user is None:
+        return None
+    api_url = env_url(env, "SLACK_API_URL", DEFAULT_API_URL)
+    timezone = env_str(env, "HELPBOT_TIMEZONE") or DEFAULT_TIMEZONE
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError("HELPBOT_TIMEZONE", f"{timezone!r} is not a time zone (e.g. Asia/Tokyo)") from None
+    return SlackConfig(api_url=f"{api_url}/", bot_token=bot, user_token=user, timezone=timezone)
+
+
+# -- retries: slack-sdk's handlers, deciding with mcp_lib.retry --------------------------------------------
+# slack-sdk runs the retry loop and builds its handlers once per client, so the budget of the tool call in
+# progress on this thread reaches them here (set by ``call``).
+_BUDGET: ContextVar[Budget | None] = ContextVar("slack_call_budget", default=None)
+
+
+@contextmanager
+def _budget(deadline: float | None, clock: Callable[[], float]) -> Iterator[None]:
+    token = _BUDGET.set(Budget(deadline, clock))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+class _Decided(RetryHandler):
+    """slack-sdk's handler says which failures are retryable; :mod:`mcp_lib.retry` decides whether and how long
+    to wait (within the call's budget), and the wait goes through the injected ``sleep``, never ``time.sleep``."""
+
+    def __init__(self, sleep: Callable[[float], None], policy: Policy):
+        super().__init__(max_retry_count=policy.attempts - 1)
+        self.sleep = sleep
+        self.policy = policy
+
+    def _verdict(self, state: RetryState, response: HttpResponse | None) -> float | str:
+        asked = server_wait(response.headers) if response is not None else None
+        return self.policy.next_wait(state.current_attempt + 1, asked, _BUDGET.get() or Budget())
+
+    def can_retry(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
+                  error: Exception | None = None) -> bool:
+        return (super().can_retry(state=state, request=request, response=response, error=error)
+                and not isinstance(self._verdict(state, response), str))
+
+    def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest,
+                                 response: HttpResponse | None = None, error: Exception | None = None) -> None:
+        state.next_attempt_requested = True
+        wait = self._verdict(state, response)
+        self.sleep(0.0 if isinstance(wait, str) else wait)
+        state.increment_current_attempt()
+
+
+class RateLimitRetry(_Decided, RateLimitErrorRetryHandler):
+    """429: wait what Retry-After says (plus jitter, as slack-sdk does)."""
+
+
+class ServerErrorRetry(_Decided, ServerErrorRetryHandler):
+    """500/503."""
+
+
+class ConnectionErrorRetry(_Decided, ConnectionErrorRetryHandler):
+    """A connection that failed or was reset."""
+
+
+def retry_handlers(config: SlackConfig, sleep: Callable[[float], None]) -> list[RetryHandler]:
+    attempts = config.max_retries + 1
+    return [
+        RateLimitRetry(sleep, Policy(attempts, base_s=1.0, max_server_wait_s=config.max_retry_wait_s,
+                                     server_jitter_s=0.5)),
+        ServerErrorRetry(sleep, Policy(attempts)),
+        ConnectionErrorRetry(sleep, Policy(2)),
+    ]
+
+
+# -- the client ---------------------------------------------------------------------------------------------
+@dataclass
+class SlackClients:
+    """The bot and user WebClients plus per-client caches (channel privacy, user names, workspace URL)."""
+
+    config: SlackConfig
+    bot: WebClient | None
+    user: WebClient | None
+    channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    user_names: dict[str, str] = field(default_factory=dict)
+    unknown_users: set[str] = field(default_factory=set)  # lookups that failed: not asked again
+    user_lookups_paused_until: float = 0.0  # users.info was rate limited: no lookups until then
+    channel_ids: dict[str, str] = field(default_factory=dict)
+    workspace_url: str | None = None
+
+    def reader(self) -> tuple[WebClient, str]:
+        """Reads go through the bot token when there is one (narrower access than a person's token)."""
+        if self.bot is not None:
+            return self.bot, "SLACK_BOT_TOKEN"
+        if self.user is not None:
+            return self.user, "SLACK_USER_TOKEN"
+        raise ToolError("Slack is not configured: set SLACK_BOT_TOKEN and/or SLACK_USER_TOKEN")
+
+    def searcher(self) -> tuple[WebClient, str]:
+        if self.user is None:
+            raise ToolError("searchMessages needs a Slack user token: set SLACK_USER_TOKEN (xoxp-, scope "
+                            "search:read); a bot token cannot search. Meanwhile use getConversationHistory or "
+                            "getThreadMessages on a known channel.")
+        return self.user, "SLACK_USER_TOKEN"
+
+
+def make_client(config: SlackConfig, sleep: Callable[[float], None] = time.sleep) -> SlackClients:
+    handlers = retry_handlers(config, sleep)
+
+    def web(token: str | None) -> WebClient | None:
+        if token is None:
+            return None
+        return WebClient(token=token, base_url=config.api_url, timeout=config.timeout_s, retry_handlers=handlers)
+
+    return SlackClients(config=config, bot=web(config.bot_token), user=web(config.user_token))
+
+
+# Slack rejected the token itself: a configuration problem, not a failed lookup (the front exits 2 on these).
+AUTH_ERRORS = {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+_HINTS = {
+    "channel_not_found": "no such channel, or the bot is not a member of it",
+    "not_in_channel": "the bot is not a member of this channel; invite it with /invite",
+    "thread_not_found": "no message with that ts in this channel",
+    "message_not_found": "no message with that ts in this channel",
+    "user_not_found": "no such user",
+    "invalid_cursor": "the pagination cursor is stale",
+}
+
+
+def explain(exc: SlackApiError, api: str, variable: str) -> str:
+    """A failed call in one line that says what to do; the helpbot front reports its Slack reads with it too."""
+    response = exc.response
+    data = response.data if isinstance(response.data, dict) else {}
+    error = str(data.get("error") or "")
+    if response.status_code == 429:
+        wait = server_wait(response.headers)
+        asked = f" (Slack asks to wait {math.ceil(wait)} s)" if wait is not None else ""
+        return f"Slack rate limit on {api}: still limited after retries{asked}; try again later"
+    if response.status_code >= 500:
+        return f"Slack is unavailable ({api} answered HTTP {response.status_code} after retries); try later"
+    if error in AUTH_ERRORS:
+        return f"Slack rejected the token in {variable} ({error}): check that it is valid and not revoked"
+    if error == "not_allowed_token_type":
+        return (f"{api} does not accept the token in {variable} (not_allowed_token_type): search needs a user "
+                "token (xoxp-, scope search:read) in SLACK_USER_TOKEN")
+    if error == "missing_scope":
+        return f"the token in {variable} lacks the scope {data.get('needed')!r} needed by {api} (missing_scope)"
+    hint = _HINTS.get(error)
+    return f"Slack {api} failed: {error or 'unknown error'}" + (f" ({hint})" if hint else "")
+
+
+class ChannelNotFound(ToolError):
+    """Slack does not know the channel (or will not say): answered like a channel the rules refuse."""
+
+
+class RateLimited(ToolError):
+    """Slack still answered 429 after the retries; ``retry_after`` is what it asked for, if anything."""
+
+    def __init__(self, message: str, retry_after: float | None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = True, **params: Any) -> dict[str, Any]:
+    """One Web API call through slack-sdk; every failure becomes a ToolError that says what to do
+    (a CredentialsError when Slack rejects the token, RateLimited on a 429 that outlasted the retries).
+
+    Retries never wait past ``ctx.deadline``; with ``patient=False`` (cosmetic lookups) they never wait at all.
+    """
+    clients: SlackClients = ctx.client
+    web, variable = clients.searcher() if search else clients.reader()
+    method = getattr(web, api.replace(".", "_"))
+    deadline = ctx.deadline if patient else ctx.clock()
+    try:
+        with _budget(deadline, ctx.clock):
+            response = method(**{k: v for k, v in params.items() if v is not None})
+    except SlackApiError as exc:
+        error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
+        message = explain(exc, api, variable)
+        if error == "channel_not_found":
+            raise ChannelNotFound(message) from None
+        if exc.response.status_code == 429:
+            raise RateLimited(message, server_wait(exc.response.headers)) from None
+        raise (CredentialsError if error in AUTH_ERRORS else ToolError)(message) from None
+    except TimeoutError:
+        raise ToolError(f"Slack did not answer {api} within {clients.config.timeout_s} s; try again later") from None
+    except (URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ToolError(f"cannot reach Slack at {clients.config.api_url} ({api}): {reason}") from None
+    data = response.data
+    if not isinstance(data, dict) or not data.get("ok"):  # validate() already raised; belt and braces
+        raise ToolError(f"Slack {api} returned no usable answer")
+    return data
+
+

@@ -1,0 +1,235 @@
+"""Reading Slack for the tools: permalinks, names and channels (cached per client), the security rules, and
+messages turned into result items."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from ... import ids
+from ...core import ToolContext, ToolError
+from ...redact import redact_secrets
+from .client import ChannelNotFound, RateLimited, SlackClients, call
+
+# -- lookups (cached per client) ----------------------------------------------------------------------------
+SEARCH_PAGE = 100  # search.messages' largest page
+
+
+
+def _unreadable(channel: str) -> ToolError:
+    """The one answer for a channel that cannot be read -- unknown, a DM, or private and not where the answer
+    goes: the same words whatever the reason, naming only what the caller wrote."""
+    return ToolError(f"no readable channel {channel.strip()!r} (DMs, and private channels other than the one "
+                     "the answer goes to, are never read); list channels with slack_getChannels")
+
+
+def _query_value(url: str, key: str) -> str | None:
+    values = parse_qs(urlparse(url).query).get(key)
+    return values[0] if values else None
+
+
+def parse_permalink(url: str) -> tuple[str, str, str | None]:
+    """``https://x.slack.com/archives/C123/p1700000000123456?thread_ts=...`` -> (channel, ts, thread_ts)."""
+    cleaned = url.strip().strip("<>").split("|", 1)[0]
+    try:
+        link = ids.parse_permalink(cleaned)  # the one definition of a message link
+    except ValueError as exc:
+        raise ToolError(f"{url[:200]!r} {exc}") from None
+    return link.channel, link.ts, link.thread_ts
+
+
+def workspace_url(ctx: ToolContext) -> str:
+    clients: SlackClients = ctx.client
+    if clients.workspace_url is None:
+        url = str(call(ctx, "auth.test").get("url") or "https://slack.com/")
+        clients.workspace_url = url if url.endswith("/") else url + "/"
+    return clients.workspace_url
+
+
+def _permalink(ctx: ToolContext, channel: str, ts: str, thread_ts: str | None = None) -> str:
+    return ids.permalink(workspace_url(ctx), channel, ts, thread_ts)
+
+
+def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:
+    """Display name via users.info, cached; ``fallback`` (or the id) when the lookup fails -- which never fails
+    the tool, never waits for a retry, and is not tried again for that user (nor for anyone while Slack rate
+    limits users.info)."""
+    clients: SlackClients = ctx.client
+    if user_id in clients.user_names:
+        return clients.user_names[user_id]
+    if user_id in clients.unknown_users or ctx.clock() < clients.user_lookups_paused_until:
+        return fallback or user_id
+    try:
+        user = call(ctx, "users.info", patient=False, user=user_id).get("user") or {}
+    except RateLimited as exc:
+        clients.user_lookups_paused_until = ctx.clock() + (exc.retry_after or 30.0)
+        return fallback or user_id
+    except ToolError:
+        clients.unknown_users.add(user_id)
+        return fallback or user_id
+    profile = user.get("profile") or {}
+    clients.user_names[user_id] = (profile.get("display_name") or user.get("real_name") or user.get("name")
+                                   or fallback or user_id)
+    return clients.user_names[user_id]
+
+
+def channel_info(ctx: ToolContext, channel_id: str) -> dict[str, Any]:
+    """conversations.info, cached per client: name and privacy, which the rules (and the front) decide on."""
+    clients: SlackClients = ctx.client
+    if channel_id not in clients.channel_info:
+        clients.channel_info[channel_id] = call(ctx, "conversations.info", channel=channel_id)["channel"]
+    return clients.channel_info[channel_id]
+
+
+def list_channels(ctx: ToolContext, max_pages: int = 5) -> list[dict[str, Any]]:
+    """Public channels and the private ones the token's user is in (never DMs); bounded pagination."""
+    clients: SlackClients = ctx.client
+    channels: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(max_pages):
+        data = call(ctx, "conversations.list", types="public_channel,private_channel", exclude_archived=True,
+                     limit=200, cursor=cursor)
+        channels += data.get("channels") or []
+        cursor = (data.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            break
+    channels = [c for c in channels if not is_dm(c)]
+    for channel in channels:
+        clients.channel_ids[str(channel.get("name"))] = str(channel["id"])
+        clients.channel_info.setdefault(str(channel["id"]), channel)
+    return channels
+
+
+def resolve_channel(ctx: ToolContext, channel: str) -> str:
+    """A channel id (C…/G…/D…), ``<#C…|name>``, ``#name`` or ``name`` -> the id."""
+    value = channel.strip()
+    if value.startswith("<#"):
+        value = value[2:].rstrip(">").split("|", 1)[0]
+    if ids.is_channel_id(value):
+        return value
+    name = value.lstrip("#")
+    clients: SlackClients = ctx.client
+    if name not in clients.channel_ids:
+        list_channels(ctx)
+    if name not in clients.channel_ids:
+        raise _unreadable(channel)
+    return clients.channel_ids[name]
+
+
+# -- the security rules -------------------------------------------------------------------------------------
+def is_dm(channel: Mapping[str, Any]) -> bool:
+    """A DM or group DM (a group DM may have a C id: ``is_mpim`` or its ``mpdm-`` name tells)."""
+    return bool(channel.get("is_im") or channel.get("is_mpim") or str(channel.get("id", "")).startswith("D")
+                or str(channel.get("name", "")).startswith("mpdm-"))
+
+
+def is_private(channel: Mapping[str, Any]) -> bool:
+    """A private channel (``G`` ids are the legacy private groups)."""
+    return bool(channel.get("is_private") or channel.get("is_group") or str(channel.get("id", "")).startswith("G"))
+
+
+def allowed(ctx: ToolContext, channel: Mapping[str, Any]) -> bool:
+    """DMs never; a private channel only when the answer is posted in that same channel."""
+    if is_dm(channel):
+        return False
+    return not is_private(channel) or channel.get("id") == ctx.caller.answer_channel
+
+
+def readable_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
+    """The channel's info when the rules allow reading it; else the refusal an unknown channel gets."""
+    channel_id = resolve_channel(ctx, channel)
+    if channel_id.startswith("D"):  # refuse before any call
+        raise _unreadable(channel)
+    try:
+        info = channel_info(ctx, channel_id)
+    except ChannelNotFound:
+        raise _unreadable(channel) from None
+    if not allowed(ctx, info):
+        raise _unreadable(channel)
+    return info
+
+
+# -- formatting ---------------------------------------------------------------------------------------------
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_CHANNEL_REF = re.compile(r"<#([CG][A-Z0-9]+)\|([^>]*)>")
+_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]+))?>")
+_SPECIAL = re.compile(r"<!(here|channel|everyone)(?:\|[^>]*)?>")
+
+
+def plain(ctx: ToolContext, text: str) -> str:
+    """Slack's mrkdwn markup made readable: mentions as @name, channel refs as #name, links as label (url)."""
+    text = _MENTION.sub(lambda m: "@" + _user_name(ctx, m.group(1)), text)
+    text = _CHANNEL_REF.sub(lambda m: "#" + (m.group(2) or m.group(1)), text)
+    text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})" if m.group(2) else m.group(1), text)
+    text = _SPECIAL.sub(lambda m: "@" + m.group(1), text)
+    return html.unescape(text)
+
+
+def _time(ctx: ToolContext, ts: str) -> datetime:
+    clients: SlackClients = ctx.client
+    return datetime.fromtimestamp(float(ts), clients.config.tz)
+
+
+def _title(channel_name: str, author: str, when: datetime, text: str) -> str:
+    words = " ".join(text.split())
+    first = words[:40] + ("…" if len(words) > 40 else "")
+    return f"#{channel_name} @{author} {when:%Y-%m-%d %H:%M}" + (f": {first}" if first else "")
+
+
+def _author(ctx: ToolContext, message: Mapping[str, Any]) -> str:
+    username = str(message.get("username") or "") or None
+    if message.get("user"):
+        return _user_name(ctx, str(message["user"]), fallback=username)
+    profile = message.get("bot_profile") or {}
+    return str(username or profile.get("name") or message.get("bot_id") or "unknown")
+
+
+def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as the tools return it (link, title, author, local time, plain text, file names); the front
+    shows the question and its thread in the same form. A search match is a message too (it brings its own
+    ``permalink``, whose ``thread_ts`` says which thread a reply belongs to)."""
+    ts = str(message["ts"])
+    when = _time(ctx, ts)
+    author = _author(ctx, message)
+    text = plain(ctx, str(message.get("text") or ""))
+    channel_id, name = str(channel["id"]), str(channel.get("name") or channel["id"])
+    permalink = str(message.get("permalink") or "")
+    thread_ts = message.get("thread_ts") or (_query_value(permalink, "thread_ts") if permalink else None)
+    item: dict[str, Any] = {
+        "url": permalink or _permalink(ctx, channel_id, ts, thread_ts),
+        "title": _title(name, author, when, redact_secrets(text)),  # masked before the cut at 40 characters
+        "channel": f"#{name}", "channel_id": channel_id, "author": author,
+        "time": when.isoformat(timespec="seconds"), "ts": ts, "text": text,
+    }
+    if thread_ts:
+        item["thread_ts"] = thread_ts
+    if message.get("reply_count"):
+        item["reply_count"] = message["reply_count"]
+    files = [str(f.get("name") or f.get("title")) for f in message.get("files") or [] if isinstance(f, dict)]
+    if files:
+        item["files"] = files
+    return item
+
+
+def epoch(ctx: ToolContext, value: str | None, name: str) -> str | None:
+    """A Slack ts, Unix seconds, or an ISO date/time (in the configured zone) -> a Slack ts string."""
+    if value is None or not value.strip():
+        return None
+    raw = value.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", raw):
+        return raw
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ToolError(f"{name}: {value!r} is neither a Slack ts nor a date like 2025-01-02 or "
+                        "2025-01-02T10:00") from None
+    if when.tzinfo is None:
+        clients: SlackClients = ctx.client
+        when = when.replace(tzinfo=clients.config.tz)
+    return f"{when.timestamp():.6f}"
+
+
