@@ -8,13 +8,16 @@ and no request outlives, the deadline. Client errors (400/401/403/404...) are no
 :class:`ModelRequestError` says what was rejected. Local AWS credentials that botocore cannot find or read (an
 unknown ``AWS_PROFILE``, no credentials at all) are bad configuration: ``ConfigError`` (exit 2).
 
-``anthropic`` is imported lazily: ``helpbot --help`` must not pay for it.
+``anthropic`` is imported lazily: ``helpbot --help`` must not pay for it, and ``helpbot answer`` imports it on a
+background thread (:func:`prefetch`) while it reads Slack, off the path to the first model request.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -339,6 +342,25 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
     usage = Usage(u.input_tokens or 0, u.output_tokens or 0, u.cache_read_input_tokens or 0,
                   u.cache_creation_input_tokens or 0)
     return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage, retries=retries)
+
+
+def prefetch() -> threading.Thread:
+    """Import the SDK (the Bedrock client included) on a daemon thread; :func:`build_model` later finds it loaded.
+
+    ``import anthropic`` is most of the time to the first model request on a fresh runner; the front starts this
+    before its Slack round trips, which wait on the network and leave the interpreter free.
+    """
+
+    def load() -> None:
+        for name in ("anthropic", "anthropic.lib.bedrock"):
+            try:
+                importlib.import_module(name)
+            except Exception:  # build_model imports it again and reports the failure where it matters
+                return
+
+    thread = threading.Thread(target=load, name="prefetch-anthropic", daemon=True)
+    thread.start()
+    return thread
 
 
 def build_model(

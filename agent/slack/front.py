@@ -178,9 +178,11 @@ class Front:
         raise BadInput("give one of --event FILE, --url PERMALINK, or --channel C --ts TS")
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
+        from agent.core.claude import prefetch
         from mcp_lib.platforms.slack import is_dm
 
         assert trigger.channel and trigger.ts
+        prefetch()  # the model SDK loads while Slack is read
         channel, ts = trigger.channel, trigger.ts
         slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=channel), need_bot=not dry_run,
                       sleep=self.sleep, configured_user_id=settings.bot_user_id)
