@@ -90,14 +90,21 @@ def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     parser = build_parser(next((a for a in args_list if not a.startswith("-")), None))
     try:
+        return _main(parser, args_list)
+    except BaseException as exc:
+        return _exit(exc)
+
+
+def _main(parser: argparse.ArgumentParser, args_list: list[str]) -> int:
+    from agent import guard  # after --help: the guard's patterns need not load for it
+
+    with guard.installed(guard.Guard.from_env(os.environ)):
         args = parser.parse_args(args_list)  # --help exits here, before anything heavy is imported
         command = getattr(args, "_subcommand", None)
         if command is None:
-            parser.print_help(sys.stderr)
+            guard.err(parser.format_help().rstrip())
             return 2
         return command.handler()(args)
-    except BaseException as exc:
-        return _exit(exc)
 
 
 def _exit(exc: BaseException) -> int:
@@ -117,7 +124,9 @@ def _exit(exc: BaseException) -> int:
         line = f"helpbot: failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
     else:
         raise exc
-    print(line, file=sys.stderr)
+    from agent import guard
+
+    guard.err(line)
     return exit_code(exc)
 
 
@@ -133,7 +142,12 @@ def _ask_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _print_progress(progress: Progress) -> None:
-    print(f"helpbot: {progress.describe()}", file=sys.stderr, flush=True)
+    from dataclasses import replace
+
+    from agent import guard
+
+    progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names only
+    guard.err(f"helpbot: {progress.describe()}")
 
 
 @subcommand("ask", "Answer a question locally (a dry run of the Slack bot; nothing is posted).", _ask_arguments)
@@ -153,16 +167,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError(f"helpbot ask: --continue: {exc}") from None
     if args.save:
         _check_writable(args.save)  # before the run: its answer is paid for
+    from agent import guard
     from agent.build import build_agent
+    from mcp_lib import Registry
 
-    agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, on_progress=_print_progress)
+    registry = Registry(dict(os.environ))
+    guard.narrow(names=guard.registry_names(registry))
+    agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, registry=registry,
+                        on_progress=_print_progress)
     try:
         answer = agent.run(question, history)
     except ModelRequestError as exc:
-        print(f"helpbot: {exc}", file=sys.stderr)
+        guard.err(f"helpbot: {exc}")
         return 1
+    guard.narrow(hosts=[h for s in answer.consulted if (h := guard.host_of(str(s.get("url") or "")))])
     if args.json:
-        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+        guard.out(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
     else:
         from agent.report import print_answer
 

@@ -28,7 +28,6 @@ import argparse
 import fnmatch
 import json
 import re
-import sys
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent import guard
 from agent.build import parse_rounds
 from agent.core.settings import validation_problem
 from agent.errors import UsageError
@@ -306,13 +306,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     env = dict(os.environ)
 
     def progress(number: int, result: CaseResult) -> None:
-        print(f"helpbot eval: {number}/{len(cases)} {result.id}: {'PASS' if result.passed else 'FAIL'} "
-              f"({result.seconds:.1f} s)", file=sys.stderr, flush=True)
+        guard.err(f"helpbot eval: {number}/{len(cases)} {result.id}: {'PASS' if result.passed else 'FAIL'} "
+                  f"({result.seconds:.1f} s)")
 
     results = run_cases(cases, lambda rounds: build_agent(env, max_rounds=rounds), max_rounds=args.max_rounds,
                         on_result=progress)
     if args.json:
-        print(json.dumps(report_json(args.cases, results), ensure_ascii=False, indent=2))
+        guard.out(json.dumps(report_json(args.cases, results), ensure_ascii=False, indent=2))
     else:
-        print(report_text(results))
+        guard.out(report_text(results))
     return 0 if all(r.passed for r in results) else 1

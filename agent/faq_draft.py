@@ -32,6 +32,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import yaml
 
+from agent import guard
 from agent.errors import UsageError
 from agent.slack.blocks import guard_public
 from agent.slack.feedback import SCAN_MAX_RETRIES, RatedAnswer, Scanner, parse_since
@@ -226,11 +227,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
     except CredentialsError as exc:
         raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
     except ToolError as exc:
-        print(f"helpbot faq-draft: {exc}", file=sys.stderr)
+        guard.err(f"helpbot faq-draft: {exc}")
         return 1
     summary = _summary(drafter, len(candidates), len(found), args.min_up)
     if not drafter.drafts:
-        print(summary.replace("0 drafts", "nothing to draft: 0 drafts", 1), file=sys.stderr)
+        guard.err(summary.replace("0 drafts", "nothing to draft: 0 drafts", 1))
         return 0
     files = {d.file_name: d.render() for d in drafter.drafts}
     if pr_config is not None:
@@ -238,14 +239,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
             url = faq_pr.PullRequestWriter(pr_config, client, sleep).open(
                 f"helpbot/faq-drafts-{now:%Y%m%d-%H%M%S}", files,
                 f"FAQ drafts from helpbot answers ({len(files)})", _pr_body(drafter.drafts, summary))
-        print(f"{summary}\nhelpbot faq-draft: opened {url}", file=out)
+        guard.out(f"{summary}\nhelpbot faq-draft: opened {url}", file=out)
     elif args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (args.out / name).write_text(text, encoding="utf-8")
-        print(f"{summary}\nhelpbot faq-draft: wrote {len(files)} files to {args.out}", file=out)
+            guard.write_file(args.out / name, text)
+        guard.out(f"{summary}\nhelpbot faq-draft: wrote {len(files)} files to {args.out}", file=out)
     else:
-        print("\n".join([summary, *(f"\n==> {name}\n{text}" for name, text in files.items())]), file=out)
+        guard.out("\n".join([summary, *(f"\n==> {name}\n{text}" for name, text in files.items())]), file=out)
     return 0
 
 

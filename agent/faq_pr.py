@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from agent import guard
 from agent.errors import ConfigError, RunFailed
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
@@ -58,6 +59,8 @@ class PullRequestWriter:
         self.repo = f"/repos/{config.repository}"
 
     def _call(self, method: str, path: str, what: str, expect: Sequence[int], **kwargs: Any) -> Any:
+        if "json" in kwargs:  # what goes to GitHub passes the egress guard like any other write
+            kwargs["json"] = guard.current().deep(kwargs["json"])
         try:
             response = send(self.ctx, "GitHub", method, f"{self.repo}{path}", **kwargs)
         except ToolError as exc:

@@ -16,17 +16,27 @@ trace file, a saved transcript, the feedback report -- passes a :class:`Guard` f
   images, and a link to a host that is neither a configured platform nor a consulted source keeps scheme, host
   and path only (:meth:`Guard.markdown`).
 
+The doors (:func:`out`, :func:`err`, :func:`append`, :func:`write_file`, :func:`slack`, :func:`slack_call`) are
+the only code in ``agent/`` that prints, writes a file or writes to Slack (``tests/agent/test_outward.py``
+enumerates the writers and fails on a new one). They apply the guard in effect (:func:`current`): each command
+installs one built from its environment (:func:`installed`), and the answer front narrows it for the run
+(registered names, consulted hosts, private or not).
+
 What it does not do: it cannot recognise a secret no pattern knows and helpbot does not hold, nor private text
 written in a public channel; the README's security section lists what is masked where.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from mcp_lib.config import DECLARED, env_bool
@@ -47,6 +57,17 @@ _PRIVATE_SAFE_FIELDS = frozenset({
     "searches", "tags", "faq_tags", "tool_use_ids", "usage", "t", "round", "rounds",
 })
 _NAME_FIELDS = frozenset({"name", "tools", "tool_uses", "searches", "tool", "platform"})
+
+
+# The configured platforms' URLs: links to their hosts keep their query and fragment.
+_PLATFORM_URLS = ("SLACK_API_URL", "REDMINE_URL", "GROWI_URL", "GITHUB_API_URL", "GITHUB_SERVER_URL",
+                  "HELPBOT_FAQ_BASE_URL")
+
+
+def registry_names(registry: Any) -> list[str]:
+    """What a run lets through as a name: its registry's tools (wire and CLI forms) and their platforms."""
+    tools = registry.tools()
+    return [*(t.wire_name for t in tools), *(t.cli_name for t in tools), *(t.platform for t in tools)]
 
 
 def credential_values(env: Mapping[str, str]) -> list[str]:
@@ -119,13 +140,20 @@ class Guard:
         """Masking as configured (``HELPBOT_MASK_PERSONAL``), with the credentials of ``env``."""
         personal = env_bool(env, "HELPBOT_MASK_PERSONAL", True)
         masker = Masker(personal=personal, cards=True, values=credential_values(env))
-        return cls(masker, frozenset(names), frozenset(h.lower() for h in hosts), private)
+        configured = [h for name in _PLATFORM_URLS if (h := host_of(env.get(name, "")))]
+        if any(h == "api.github.com" for h in configured) or env.get("GITHUB_TOKEN"):
+            configured.append("github.com")
+        return cls(masker, frozenset(names), frozenset(h.lower() for h in [*hosts, *configured]), private)
 
     def for_run(self, *, names: Iterable[str] = (), hosts: Iterable[str] = (), private: bool | None = None) -> Guard:
         """This guard, knowing more names and hosts (and, when given, whether the run is private)."""
         return replace(self, names=self.names | frozenset(names),
                        hosts=self.hosts | {h.lower() for h in hosts if h},
                        private=self.private if private is None else private)
+
+    def keeping_personal(self) -> Guard:
+        """This guard without e-mail and phone masking (``HELPBOT_MASK_PERSONAL=false``); cards stay masked."""
+        return replace(self, masker=Masker(personal=False, cards=True, values=self.masker.values))
 
     def with_sources(self, sources: Iterable[Mapping[str, Any]]) -> Guard:
         """Links to the hosts of these (consulted) sources are kept whole."""
@@ -190,7 +218,9 @@ class Guard:
         if isinstance(payload, dict):
             out: dict[str, Any] = {}
             for key, value in payload.items():
-                if key == "metadata" and isinstance(value, Mapping):
+                if key in ("channel", "ts", "thread_ts", "timestamp", "name"):  # ids and a reaction's name
+                    out[key] = value
+                elif key == "metadata" and isinstance(value, Mapping):
                     out[key] = self.metadata(value)
                 elif key == "text" and isinstance(value, str):
                     out[key] = self.markdown(value)
@@ -207,8 +237,8 @@ class Guard:
 
     # -- helpers ----------------------------------------------------------------------------------------------------
     def _names(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.name(value)
+        if isinstance(value, str):  # metadata joins names with commas
+            return ",".join(self.name(part) for part in value.split(",")) if "," in value else self.name(value)
         if isinstance(value, Sequence):
             return [self._names(v) for v in value]
         if isinstance(value, Mapping):  # e.g. {"tool": count}
@@ -250,3 +280,65 @@ class Guard:
             return (url.removeprefix("http://") if www else url) if url else ""
 
         return _LINKS.sub(clean, text)
+
+
+# -- the doors ------------------------------------------------------------------------------------------------------
+_installed: list[Guard] = []
+
+
+def current() -> Guard:
+    """The guard in effect: the innermost :func:`installed` one, else one from the process environment."""
+    return _installed[-1] if _installed else Guard.from_env(os.environ)
+
+
+@contextlib.contextmanager
+def installed(guard: Guard) -> Iterator[Guard]:
+    """Make ``guard`` the one in effect for the block (a command, a run)."""
+    depth = len(_installed)
+    _installed.append(guard)
+    try:
+        yield guard
+    finally:
+        del _installed[depth:]  # with whatever narrow() made of it
+
+
+def narrow(**changes: Any) -> Guard:
+    """Replace the guard in effect by a narrower one (more names or hosts, private) until its block ends."""
+    guard = current().for_run(**changes)
+    if _installed:
+        _installed[-1] = guard
+    else:
+        _installed.append(guard)
+    return guard
+
+
+def out(text: str, file: IO[str] | None = None) -> None:
+    """A line (or lines) on stdout, or on ``file``: masked."""
+    print(current().text(text), file=file or sys.stdout, flush=True)
+
+
+def err(text: str) -> None:
+    """A line on stderr (the Actions log): masked."""
+    print(current().text(text), file=sys.stderr, flush=True)
+
+
+def append(path: str | os.PathLike[str], text: str) -> None:
+    """Text appended to a file (the job summary, the trace): masked. OSError goes to the caller."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(current().text(text))
+
+
+def write_file(path: str | os.PathLike[str], text: str) -> None:
+    """A whole file (a saved transcript, a FAQ draft): masked."""
+    Path(path).write_text(current().text(text), encoding="utf-8")
+
+
+def slack(web: Any, api: str, **params: Any) -> Any:
+    """A Slack Web API write (``chat.postMessage``, ``chat.update``, ``chat.delete``, ``reactions.add``, …) through
+    the SDK client: the payload guarded (:meth:`Guard.payload`)."""
+    return getattr(web, api.replace(".", "_"))(**current().payload(params))
+
+
+def slack_call(call: Callable[..., Any], ctx: Any, **params: Any) -> Any:
+    """chat.postMessage through mcp_lib's Slack ``call`` (helpbot feedback): the payload guarded."""
+    return call(ctx, "chat.postMessage", **current().payload(params))

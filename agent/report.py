@@ -1,21 +1,21 @@
 """What a run leaves behind for people: the terminal output, the Actions job summary and the trace file.
 
-``helpbot ask`` and ``helpbot answer`` print the same way; the trace (JSON lines, secrets masked) and the job
-summary are written as the run goes, so a killed run still leaves what it had.
+``helpbot ask`` and ``helpbot answer`` print the same way; the trace (JSON lines) and the job summary are written
+as the run goes, so a killed run still leaves what it had. Everything goes out through the egress guard's doors
+(:mod:`agent.guard`): masked, names checked, text withheld for a private channel.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent import guard
 from agent.slack.blocks import guard_public
 from agent.slack.split import cut
 from mcp_lib.config import env_str
-from mcp_lib.redact import redact_deep
 
 if TYPE_CHECKING:
     from agent.core.run import Answer
@@ -36,34 +36,33 @@ def footer(answer: Answer) -> str:
 
 def print_answer(answer: Answer) -> None:
     """The answer, its sources, why the run degraded (if it did) and the footer, as a person reads them."""
-    print(answer.text)
+    lines = [answer.text]
     if answer.sources:
-        print("\nSources:")
-        for number, source in enumerate(answer.sources, 1):
-            print(f"  {number}. {source['title']}\n     {source['url']}")
-    print()
+        lines.append("\nSources:")
+        lines += [f"  {number}. {source['title']}\n     {source['url']}"
+                  for number, source in enumerate(answer.sources, 1)]
+    lines.append("")
     if answer.degraded and answer.error:
-        print(f"— why not AI-generated: {' '.join(answer.error.split())}")
-    print(f"— {footer(answer)}")
+        lines.append(f"— why not AI-generated: {' '.join(answer.error.split())}")
+    lines.append(f"— {footer(answer)}")
+    guard.out("\n".join(lines))
 
 
 class Trace:
-    """JSON lines to ``HELPBOT_TRACE_FILE`` as they happen (a killed run keeps what it had); secrets masked."""
+    """JSON lines to ``HELPBOT_TRACE_FILE`` as they happen (a killed run keeps what it had), each event through
+    the guard (:meth:`agent.guard.Guard.event`: masked, names checked, text withheld for a private channel)."""
 
     def __init__(self, path: str | None, clock: Callable[[], float]):
         self.path = path
         self.clock = clock
         self.started = clock()
-        self._file: Any = None
         self._broken = False
 
     def __enter__(self) -> Trace:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        pass
 
     def front(self, kind: str, **data: Any) -> None:
         self.write({"t": round(self.clock() - self.started, 3), "event": f"front.{kind}", **data})
@@ -72,13 +71,10 @@ class Trace:
         if not self.path or self._broken:
             return
         try:
-            if self._file is None:
-                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 -- held for the whole run
-            self._file.write(json.dumps(redact_deep(dict(event)), ensure_ascii=False, default=str) + "\n")
-            self._file.flush()
+            guard.append(self.path, json.dumps(guard.current().event(event), ensure_ascii=False, default=str) + "\n")
         except OSError as exc:
             self._broken = True
-            print(f"helpbot: cannot write the trace to {self.path}: {exc.strerror or exc}", file=sys.stderr)
+            guard.err(f"helpbot: cannot write the trace to {self.path}: {exc.strerror or exc}")
 
 
 def _md_quote(text: str, limit: int) -> str:
@@ -91,14 +87,13 @@ def write_summary(env: Mapping[str, str], markdown: str) -> None:
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8") as summary:
-            summary.write(markdown.rstrip() + "\n")
+        guard.append(path, markdown.rstrip() + "\n")
     except OSError as exc:
-        print(f"helpbot: cannot write the job summary to {path}: {exc.strerror or exc}", file=sys.stderr)
+        guard.err(f"helpbot: cannot write the job summary to {path}: {exc.strerror or exc}")
 
 
 def tools_line(answer: Answer) -> str:
-    used = Counter(call.name for call in answer.tool_calls)
+    used = Counter(guard.current().name(call.name) for call in answer.tool_calls)  # names helpbot defined only
     return ", ".join(f"{name}×{n}" if n > 1 else name for name, n in used.items()) or "none"
 
 
@@ -127,5 +122,5 @@ def summary_markdown(*, status: str, question: str | None, where: str | None, an
     if show_answer and answer is not None:
         lines += ["", "### Answer", "", guard_public(answer.text)]
         if answer.sources:
-            lines += ["", "Sources:"] + [f"- [{s['title']}]({s['url']})" for s in answer.sources]
+            lines += ["", "Sources:"] + [f"- [{guard_public(s['title'])}]({s['url']})" for s in answer.sources]
     return "\n".join(lines)

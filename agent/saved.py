@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent import guard
 from agent.core.run import Turn
 from agent.errors import TranscriptError
 
@@ -71,6 +72,6 @@ def save_transcript(path: str | os.PathLike[str], question: str, answer: Answer,
         "degraded": answer.degraded,
     }
     try:
-        Path(path).write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        guard.write_file(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
     except OSError as exc:
         raise TranscriptError(f"cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from None

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlparse
 
+from agent import guard
 from agent.slack import markers
 from agent.slack.split import MARKDOWN_LIMIT, cut, hard_split, slack_len, split_markdown
 from mcp_lib.config import env_bool, env_str
-from mcp_lib.redact import redact_personal, redact_secrets
 
 MAX_ANSWER_PARTS = 5  # a runaway answer must not flood the thread
 MAX_SOURCES = 15
@@ -48,17 +48,11 @@ PLATFORM_LABELS = {"faq": "FAQ", "slack": "Slack", "redmine": "Redmine", "github
 
 
 # -- the public guard -------------------------------------------------------------------------------------------
-_BROADCAST_TAG = re.compile(r"<!(here|channel|everyone)(?:\|[^>]*)?>|<!subteam\^[A-Z0-9]+(?:\|@?([^>]*))?>")
-_BROADCAST_WORD = re.compile(r"(?<![\w@＠])@(here|channel|everyone)\b")
-
-
 def guard_public(text: str, mask_personal: bool = True) -> str:
-    """The last step before anything is posted: mask secrets and personal data, defuse broadcasts."""
-    text = redact_secrets(text)
-    if mask_personal:
-        text = redact_personal(text)
-    text = _BROADCAST_TAG.sub(lambda m: "＠" + (m.group(1) or m.group(2) or "team"), text)
-    return _BROADCAST_WORD.sub(lambda m: "＠" + m.group(1), text)
+    """The egress guard's rules for rendered text (:meth:`agent.guard.Guard.markdown`): secrets, credentials and
+    cards masked, personal data unless ``mask_personal`` is false, mentions defused, links cleaned."""
+    current = guard.current()
+    return (current if mask_personal else current.keeping_personal()).markdown(text)
 
 
 def mask_personal_from_env(env: Mapping[str, str]) -> bool:
@@ -137,7 +131,11 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
 
 
 def platform_label(tool_name: str) -> str:
-    """``slack_searchMessages`` -> ``Slack``; unknown prefixes (external MCP servers) are shown as they are."""
+    """``slack_searchMessages`` -> ``Slack``; prefixes of other registered tools (external MCP servers) are shown as
+    they are; a name helpbot did not define is ``unknown_tool`` (:meth:`agent.guard.Guard.name`)."""
+    tool_name = guard.current().name(tool_name)
+    if tool_name == guard.UNKNOWN_TOOL:
+        return tool_name
     prefix = tool_name.split("_", 1)[0]
     return PLATFORM_LABELS.get(prefix, prefix)
 

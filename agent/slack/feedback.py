@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import re
 import sys
@@ -31,7 +32,9 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
+from agent import guard
 from agent.errors import UsageError
+from agent.guard import Guard
 from agent.slack.blocks import (
     POST_OPTIONS,
     format_cost,
@@ -176,7 +179,8 @@ def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: fl
             continue
         payload = marker.payload
         sources, left_out = parse_sources(parts)
-        tools = [t for t in str(payload.get("tools") or "").split(",") if t]
+        # names helpbot defined only: metadata is written by the model's choices (and old answers predate the guard)
+        tools = [guard.current().name(t) for t in str(payload.get("tools") or "").split(",") if t]
         answer = RatedAnswer(
             channel=channel, ts=str(message["ts"]), thread_ts=message.get("thread_ts"),
             question_ts=marker.question_ts, rounds=_int(payload.get("rounds")),
@@ -457,7 +461,20 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
         sleep: Callable[[float], None] = time.sleep, out: IO[str] | None = None,
         page_size: int = PAGE_SIZE) -> int:
     """The command with its seams: environment, clock, the retry handlers' sleep, output stream."""
-    out = out or sys.stdout
+    with guard.installed(Guard.from_env(env, names=builtin_names())):
+        return _run(args, env, now=now, sleep=sleep, out=out or sys.stdout, page_size=page_size)
+
+
+def builtin_names() -> list[str]:
+    """The names of helpbot's own tools and platforms (a weekly report has no run's registry to ask)."""
+    from mcp_lib.registry import Registry
+
+    platforms = Registry(env={}).builtin_platforms()
+    return [*platforms, *(tool.wire_name for p in platforms.values() for tool in p.tools.values())]
+
+
+def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | None,
+         sleep: Callable[[float], None], out: IO[str], page_size: int) -> int:
     config = slack_platform.load_config(env)
     tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)  # no config: fails just below
     now = (now or datetime.now(tz)).astimezone(tz)
@@ -474,25 +491,28 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
     ctx = ToolContext(client=slack_platform.make_client(config, sleep), config=config)
     try:
         me = slack_platform.call(ctx, "auth.test")
+        guard.narrow(hosts=[guard.host_of(str(me.get("url") or "")) or ""])  # permalinks keep their thread
         scanner = Scanner(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"),
                           excluded=[extra] if extra else [], page_size=page_size)
         answers = [answer for channel in channels for answer in scanner.scan(channel, since)]
         report = Report(since=since, until=now, channels=channels, answers=answers)
         scanner.add_permalinks(report.negative)
         if args.json:
-            print(json.dumps(report.to_json(tz), ensure_ascii=False, indent=2), file=out)
+            guard.out(json.dumps(report.to_json(tz), ensure_ascii=False, indent=2), file=out)
         elif args.csv:
-            write_csv(report, out, tz)
+            rows = io.StringIO()
+            write_csv(report, rows, tz)
+            guard.out(rows.getvalue().removesuffix("\n"), file=out)
         else:
-            print(render_text(report, tz), file=out)
+            guard.out(render_text(report, tz), file=out)
         if post_to:
             payload = summary_payload(report, tz, mask_personal=mask_personal_from_env(env))
-            posted = slack_platform.call(ctx, "chat.postMessage", channel=post_to, **payload, **POST_OPTIONS)
-            print(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})", file=sys.stderr)
+            posted = guard.slack_call(slack_platform.call, ctx, channel=post_to, **payload, **POST_OPTIONS)
+            guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
     except CredentialsError as exc:
         raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
     except ToolError as exc:
-        print(f"helpbot feedback: {exc}", file=sys.stderr)
+        guard.err(f"helpbot feedback: {exc}")
         return 1
     return 0
 

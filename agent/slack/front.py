@@ -10,7 +10,7 @@ for bad configuration, 130 when cancelled). A dry run posts nothing. The job sum
 Private channels: the summary, the trace and the Actions log are read by everyone with access to the repository,
 a wider audience than the channel. For a private channel (or one whose privacy cannot be looked up) the summary
 holds neither the question, the answer nor the channel's name; the agent's trace events keep their numbers and
-names but lose their text (:func:`withhold_private`); and in Actions (``GITHUB_ACTIONS=true``) the answer is
+names but lose their text (:meth:`agent.guard.Guard.event`); and in Actions (``GITHUB_ACTIONS=true``) the answer is
 never printed -- a dry run prints ``dry run: answer withheld (private channel)``. Run locally to see it.
 """
 
@@ -21,13 +21,15 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from agent import guard
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated, exit_code
+from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
+from agent.guard import Guard, host_of
 from agent.report import Trace, print_answer, summary_markdown, write_summary
 from agent.slack import markers
 from agent.slack.blocks import mask_personal_from_env, run_url
@@ -94,7 +96,7 @@ def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | 
         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> int:
     """The whole command; returns the exit code. ``make_agent`` and ``sleep`` are the test seams."""
     front = Front(options, env, make_agent=make_agent, sleep=sleep, clock=clock)
-    with front.trace, _sigterm_raises():
+    with guard.installed(Guard.from_env(env)), front.trace, _sigterm_raises():
         return front.run()
 
 
@@ -247,19 +249,23 @@ class Front:
         asked: str | None = None
 
         def on_progress(progress: Progress) -> None:
+            progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names
             log(progress.describe())
             if reply is not None:
                 reply.progress(progress)
 
         def on_event(event: dict[str, Any]) -> None:
-            self.trace.write(event if target.public else withhold_private(event))
+            self.trace.write(event)  # through the guard: private text withheld for a private channel
 
         try:
             if reply is not None and not reply.start():
                 return self._ignored(reply.yielded_because, target.where)
+            registry = self._registry(target)
+            guard.narrow(names=guard.registry_names(registry), private=not target.public)
             asked, context, history, attachments = question()
-            agent = self.make_agent(self._registry(target), on_progress, on_event)
+            agent = self.make_agent(registry, on_progress, on_event)
             answer = agent.run(asked, history, context=context, attachments=attachments)
+            guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])
             link = reply.deliver(answer) if reply is not None else None
         except BaseException as exc:
             what, code, reraise = _classify(exc, debug=bool(self.env.get("HELPBOT_DEBUG")))
@@ -270,7 +276,7 @@ class Front:
             if reraise:
                 raise
             if code == 2:
-                print(f"helpbot: configuration error: {exc}", file=sys.stderr)
+                guard.err(f"helpbot: configuration error: {exc}")
             elif code == 130:
                 log("interrupted")
             else:
@@ -294,7 +300,7 @@ class Front:
             log("dry run: answer withheld (private channel)" if target.dry_run
                 else "answer withheld from the log (private channel)")
         elif self.options.json:
-            print(json.dumps({**answer.to_json(), "permalink": link}, ensure_ascii=False, indent=2))
+            guard.out(json.dumps({**answer.to_json(), "permalink": link}, ensure_ascii=False, indent=2))
         elif link is None:
             print_answer(answer)
         if link:
@@ -316,7 +322,7 @@ class Front:
         return 0
 
     def _config_error(self, exc: ConfigError) -> int:
-        print(f"helpbot: configuration error: {exc}", file=sys.stderr)
+        guard.err(f"helpbot: configuration error: {exc}")
         self.trace.front("config_error", error=str(exc))
         self._summary("configuration error", detail=str(exc))
         return 2
@@ -409,19 +415,3 @@ def _run_id(env: Mapping[str, str]) -> str:
 
     return uuid.uuid4().hex[:12]
 
-
-WITHHELD = "[withheld: private channel]"
-# Agent trace fields kept as they are for a private channel: names and identifiers, never text from Slack or tools.
-_PRIVATE_SAFE_FIELDS = frozenset({
-    "event", "id", "name", "model", "stop", "stop_reason", "method", "callback", "reason", "tools", "tool_uses",
-    "searches", "tags", "faq_tags", "tool_use_ids", "usage",
-})
-
-
-def withhold_private(event: Mapping[str, Any]) -> dict[str, Any]:
-    """An agent trace event for a private channel: numbers, flags and names stay; any text is withheld."""
-    out: dict[str, Any] = {}
-    for key, value in event.items():
-        keep = key in _PRIVATE_SAFE_FIELDS or value is None or isinstance(value, bool | int | float)
-        out[key] = value if keep else WITHHELD
-    return out

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent import guard
 from agent.errors import RunFailed
 from agent.slack.blocks import POST_OPTIONS, guard_public, question_payload
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def log(message: str) -> None:
-    print(f"helpbot answer: {message}", file=sys.stderr, flush=True)
+    guard.err(f"helpbot answer: {message}")
 
 
 def one_line(text: str) -> str:
@@ -117,7 +117,7 @@ class SlackOut:
         while True:
             attempt += 1
             try:
-                return getattr(self.web, api.replace(".", "_"))(**params)
+                return guard.slack(self.web, api, **params)  # the egress guard's Slack door
             except Exception as exc:
                 wait = _retry_wait(exc, attempt)
                 if (not patient or wait is None or attempt >= MAX_ATTEMPTS or wait > MAX_WAIT_S

@@ -34,7 +34,6 @@ import base64
 import binascii
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -130,7 +129,9 @@ def _reply(status: int, body: str | dict[str, Any]) -> Response:
 
 
 def _log(message: str) -> None:
-    print(f"helpbot relay: {message}", file=sys.stderr, flush=True)
+    from agent import guard
+
+    guard.err(f"helpbot relay: {message}")
 
 
 def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, dispatch: Dispatch,

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterator
 
 import pytest
 
+from agent.guard import Guard, installed
 from agent.slack.blocks import (
     DEGRADED_LABEL,
     FEEDBACK_LINE,
@@ -28,6 +30,16 @@ from agent.slack.blocks import (
 )
 from agent.slack.markers import EVENT_TYPES, Me, find_answer
 from agent.slack.split import slack_len, split_markdown
+
+
+@pytest.fixture(autouse=True)
+def registered() -> Iterator[None]:
+    """The names a run would have registered (footers and progress show only those: agent.guard)."""
+    names = ["faq_search", "faq_getEntry", "slack_searchMessages", "slack_getThreadMessages", "redmine_search",
+             "growi_searchPages", "sales_x"]
+    with installed(Guard.from_env({}, names=names)):
+        yield
+
 
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 TS = "1700000000.123456"
@@ -400,7 +412,7 @@ def test_guard_keeps_ordinary_text(text: str) -> None:
 
 def test_guard_defuses_broadcast_mentions() -> None:
     guarded = guard_public("<!here> <!channel|channel> @everyone <!subteam^S0123|@support> <@U0123ABCD>")
-    assert guarded == "＠here ＠channel ＠everyone ＠support <@U0123ABCD>"
+    assert guarded == "＠here ＠channel ＠everyone ＠support ＠U0123ABCD"  # a user mention notifies too
 
 
 def test_guard_is_applied_to_every_part_of_the_answer() -> None:
