@@ -286,9 +286,18 @@ class Guard:
 _installed: list[Guard] = []
 
 
+_from_process: dict[int, Guard] = {}
+
+
 def current() -> Guard:
     """The guard in effect: the innermost :func:`installed` one, else one from the process environment."""
-    return _installed[-1] if _installed else Guard.from_env(os.environ)
+    if _installed:
+        return _installed[-1]
+    key = hash(frozenset(os.environ.items()))
+    if key not in _from_process:  # compiled once per environment, not per call
+        _from_process.clear()
+        _from_process[key] = Guard.from_env(os.environ)
+    return _from_process[key]
 
 
 @contextlib.contextmanager
