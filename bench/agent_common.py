@@ -28,6 +28,17 @@ def prose(rng: random.Random, chars: int) -> str:
     return "".join(out)[:chars]
 
 
+def sized_result(name: str, arguments: dict[str, Any], rng: random.Random, chars: int) -> Result:
+    """A result of about ``chars`` characters before mcp_lib's limits: 20 hits for a search, one body for a get."""
+    n = int(arguments.get("n", 1))
+    if "search" in name:
+        items = [{"title": f"{name} hit {n}-{i}: " + prose(rng, 30), "url": f"https://example.test/{name}/{n}/{i}",
+                  "snippet": prose(rng, max(50, chars // 20))} for i in range(20)]
+        return Result(tool=name, items=items, total=len(items))
+    return Result(tool=name, item={"title": f"{name} {n}", "url": f"https://example.test/{name}/{n}",
+                                   "body": prose(rng, chars)})
+
+
 def raw_result(name: str, arguments: dict[str, Any], rng: random.Random) -> Result:
     """What a platform returns before mcp_lib's limits: several KB, like the real APIs."""
     n = int(arguments.get("n", 1))
@@ -78,13 +89,15 @@ class BenchTools:
     """Tools whose results are the raw results above, passed through mcp_lib's default limits and the real
     tool's own overrides (as Tool.invoke does) -- or not (the naive approach)."""
 
-    def __init__(self, limited: bool = True, seed: int = 7):
+    def __init__(self, limited: bool = True, seed: int = 7, chars: int | None = None):
         self.limited = limited
         self.seed = seed
+        self.chars = chars  # every result about this many characters before the limits; None: realistic mixes
 
     def result_json(self, name: str, arguments: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
         rng = random.Random(f"{self.seed}{name}{json.dumps(arguments, sort_keys=True)}")
-        result = raw_result(name, arguments, rng)
+        result = raw_result(name, arguments, rng) if self.chars is None else sized_result(name, arguments, rng,
+                                                                                              self.chars)
         if self.limited:
             result = apply_limits(result, Limits().merged(**tool_overrides(name)))
         return result.to_json(), result.sources()

@@ -16,6 +16,7 @@ from agent.core.run import Phase, Run
 from agent.core.settings import Settings
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
+MIN_CALIBRATION = 0.5  # nor down more than this
 
 
 class Economy:
@@ -38,11 +39,11 @@ class Economy:
         return self.estimate(r) <= self.settings.request_budget_tokens
 
     def calibrate(self, r: Run, usage: Usage) -> None:
-        """When a model counted more tokens than we estimated for the transcript it was sent (unchanged since
-        ``fit``), scale every later estimate up to match."""
+        """Scale later estimates to what the model counted for the transcript it was just sent (unchanged since
+        ``fit``): up when we guessed low, down when our pessimistic guess ran high -- within bounds."""
         estimated = _raw_estimate(r)
-        if usage.prompt_tokens > estimated > 0:
-            r.calibration = max(r.calibration, min(MAX_CALIBRATION, usage.prompt_tokens / estimated))
+        if usage.prompt_tokens > 0 and estimated > 0:
+            r.calibration = min(MAX_CALIBRATION, max(MIN_CALIBRATION, usage.prompt_tokens / estimated))
 
     # -- fitting the budget ------------------------------------------------------------------------------------
     def fit(self, r: Run, deadline: float, final: bool) -> int:
@@ -75,8 +76,9 @@ class Economy:
         refs = [ref for ref in read if ref.tool_use_id not in r.summarized]
         if sum(h.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
-        self.progress(r, "summarizing")
         before = self.estimate(r)
+        refs = self._oldest_enough(r, refs, before - self.settings.summary_low_water_tokens)
+        self.progress(r, "summarizing")
         summary, fallback = self._new_notes(r, refs, deadline)
         for ref in refs:
             h.replace_result(r.messages, ref, h.SUMMARIZED_STUB)
@@ -87,6 +89,19 @@ class Economy:
         h.set_notes(r.messages, r.question_index, h.notes_text(r.notes, r.notes_sources))
         self.event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self.estimate(r),
                    fallback=fallback)
+
+    @staticmethod
+    def _oldest_enough(r: Run, refs: list[h.ResultRef], needed: int) -> list[h.ResultRef]:
+        """The oldest results whose contents free ``needed`` tokens (down to the low-water mark): newer ones
+        stay as they are, and so does the cached prefix before the first summarized result."""
+        chosen: list[h.ResultRef] = []
+        freed = 0
+        for ref in refs:
+            if freed >= needed:
+                break
+            chosen.append(ref)
+            freed += int(h.estimate_tokens(ref.content) * r.calibration)
+        return chosen
 
     def _new_notes(self, r: Run, refs: list[h.ResultRef], deadline: float) -> tuple[str, str | None]:
         """The notes so far and these results, compressed by the summary model -- within the budget and its own

@@ -69,6 +69,12 @@ class Settings:
     now: datetime | None = None  # HELPBOT_NOW: a fixed "now" for the date context (replays, evals)
 
     @property
+    def summary_low_water_tokens(self) -> int:
+        """A summary brings the request down to this, well under the threshold (hysteresis): the next one is
+        rounds away, and the cached prefix is reread in between."""
+        return self.summary_threshold_tokens * 2 // 5
+
+    @property
     def final_reserve_s(self) -> float:
         """Time kept back for the final answer: past ``deadline - reserve`` no more tool rounds start."""
         return min(60.0, self.deadline_s * 0.125)
