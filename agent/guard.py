@@ -10,7 +10,8 @@ trace file, a saved transcript, the feedback report -- passes a :class:`Guard` f
 - only names helpbot defined: a tool name, platform label or other model-chosen identifier is shown when it is a
   registered tool name, else as ``unknown_tool`` (:meth:`Guard.name`);
 - private-run withholding: when the answer goes to a private channel, the log, the summary and the trace keep
-  numbers, flags and registered names, never text (:meth:`Guard.event`, :meth:`Guard.arguments`);
+  numbers, flags and registered names, never text (:meth:`Guard.event`); progress lines show registered tool
+  names only, never arguments;
 - for markdown that is rendered (Slack posts, the job summary): every Slack mention form defused,
   case-insensitively (users, channels, subteams, here, channel, everyone, and the ``@here`` spellings), no
   images, and a link to a host that is neither a configured platform nor a consulted source keeps scheme, host
@@ -29,7 +30,6 @@ written in a public channel; the README's security section lists what is masked 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import sys
@@ -44,7 +44,6 @@ from mcp_lib.redact import Masker
 
 UNKNOWN_TOOL = "unknown_tool"
 WITHHELD = "[withheld: private channel]"
-MAX_ARGUMENT_CHARS = 200
 
 # Credentials by name, besides the variables declared secret: an Actions runtime token, an in-house MCP server's
 # header token (``header_env``), whatever a deployment adds. ``*_FILE`` names a path, not a secret.
@@ -155,10 +154,6 @@ class Guard:
         """This guard without e-mail and phone masking (``HELPBOT_MASK_PERSONAL=false``); cards stay masked."""
         return replace(self, masker=Masker(personal=False, cards=True, values=self.masker.values))
 
-    def with_sources(self, sources: Iterable[Mapping[str, Any]]) -> Guard:
-        """Links to the hosts of these (consulted) sources are kept whole."""
-        return self.for_run(hosts=[h for s in sources if (h := host_of(str(s.get("url") or "")))])
-
     # -- text -------------------------------------------------------------------------------------------------------
     def text(self, text: str) -> str:
         """Any outward text: secrets, credentials, cards and (unless configured otherwise) personal data masked."""
@@ -168,22 +163,9 @@ class Guard:
         """Text that is rendered (a Slack post, the job summary): masked, mentions defused, links cleaned."""
         return _MENTION.sub(_defused, self.text(self._links(text)))
 
-    def private_text(self, text: str) -> str:
-        """Text from the question, the tools or the answer, for the log, summary or trace."""
-        return WITHHELD if self.private else self.text(text)
-
     def name(self, name: object) -> str:
         """A registered tool (or platform) name as it is; anything else as ``unknown_tool``."""
         return name if isinstance(name, str) and name in self.names else UNKNOWN_TOOL
-
-    def arguments(self, arguments: object) -> str:
-        """A tool call's arguments for a progress line: withheld in a private run, else masked and short."""
-        if self.private:
-            return WITHHELD
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False,
-                                                                       default=str, sort_keys=True)
-        text = self.text(" ".join(text.split()))
-        return text if len(text) <= MAX_ARGUMENT_CHARS else text[: MAX_ARGUMENT_CHARS - 1] + "…"
 
     # -- structured values ------------------------------------------------------------------------------------------
     def event(self, event: Mapping[str, Any]) -> dict[str, Any]:
