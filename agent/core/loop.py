@@ -4,16 +4,16 @@ Work is never thrown away: every tool_use gets a tool_result (``is_error`` when 
 limit or the soft deadline (the run's deadline minus the time kept for the answer) one more request with the tools
 still defined and ``tool_choice: none`` answers from what was gathered. Without a usable model the run degrades to
 direct searches, labelled as not AI-generated (``agent.core.degraded``); ``agent.core.economy`` keeps each request
-within the budget. What a run is given and what it gathers are in ``agent.core.run``.
+within the budget, ``agent.core.rounds`` runs each round of tools. What a run is given and what it gathers
+are in ``agent.core.run``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -23,9 +23,10 @@ from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, 
 from agent.core.economy import Economy
 from agent.core.model import SYSTEM_CLOCK, Clock, Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
+from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
-from agent.core.tools import ToolExecutor, ToolOutcome, run_concurrently, vet_tool_uses
+from agent.core.tools import ToolExecutor, vet_tool_uses
 from mcp_lib.redact import redact_deep
 
 FORCED_NOTES = {
@@ -38,17 +39,6 @@ FORCED_NOTES = {
 }
 Forced = Literal["round_limit", "deadline", "cost_limit"]
 NO_ANSWER = "回答を生成できませんでした。下の情報源を確認してください。/ No answer could be generated; see the sources."
-NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
-NOT_RUN_AFTER_WRITE_TIMEOUT = "[helpbot] Not run: an earlier write in this round timed out (it may still be running)."
-
-
-@dataclass
-class _Plan:
-    """Which of a round's calls run, and which are answered from an identical earlier read."""
-
-    fresh: list[dict[str, Any]] = field(default_factory=list)
-    reused: dict[str, tuple[int, str]] = field(default_factory=dict)  # call id -> (round, id) of the call it reuses
-    writes: bool = False  # the round contains a write: its calls run one after another
 
 
 class Agent:
@@ -72,6 +62,7 @@ class Agent:
         self.on_progress = on_progress
         self.on_event = on_event
         self.extra_prompt = extra_prompt
+        self.rounds = ToolRound(self.settings, clock, self._event)
         self.economy = Economy(model, self.settings, clock, event=self._event, progress=self._progress)
 
     # -- the loop ----------------------------------------------------------------------------------------------
@@ -116,7 +107,7 @@ class Agent:
                 return self._finish(r, response.text, model_stop(response.stop_reason))
             r.rounds += 1
             self._progress(r, "tools", [c["name"] for c in calls])
-            r.messages.append({"role": "user", "content": self._run_tools(r, calls, refused)})
+            r.messages.append({"role": "user", "content": self.rounds.run(r, calls, refused)})
 
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
                extra_prompt: Sequence[str], prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
@@ -190,128 +181,6 @@ class Agent:
                     text_chars=len(response.text), seconds=round(self.clock() - began, 3))
         return response
 
-    # -- one round of tools ------------------------------------------------------------------------------------
-    def _run_tools(self, r: Run, calls: list[dict[str, Any]], refused: dict[str, str]) -> list[dict[str, Any]]:
-        """Run the round's new calls; answer every tool_use with a tool_result, in the model's order (a refused
-        call with why it was not run)."""
-        plan = self._plan(r, [call for call in calls if call["id"] not in refused])
-        outcomes = self._execute(r, plan)
-        outcomes.update({i: (ToolOutcome.error(why), 0.0) for i, why in refused.items()})
-        return [self._result_block(r, call, plan, outcomes) for call in calls]
-
-    def _plan(self, r: Run, calls: list[dict[str, Any]]) -> _Plan:
-        """An identical earlier read is reused, not re-run. A write (a tool not marked read-only) makes every
-        earlier read stale: reads are never reused across it, and its round runs in order."""
-        plan = _Plan()
-        first: dict[str, str] = {}  # call key -> the id of the call that runs it in this round
-        for call in calls:
-            key = _call_key(call)
-            writes = not r.plan.tools.is_read_only(call["name"])
-            if writes:
-                plan.writes, first = True, {}
-            if key in first:
-                earlier: tuple[int, str] | None = (r.rounds, first[key])  # the same call, earlier in this round
-            elif plan.writes:
-                earlier = None  # after a write, what was read before may be stale
-            else:
-                earlier = r.seen.get(key)
-            if earlier is None or writes:
-                first[key] = call["id"]
-                plan.fresh.append(call)
-            else:
-                plan.reused[call["id"]] = earlier
-            self._event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
-                        reused=call["id"] in plan.reused)
-        return plan
-
-    def _execute(self, r: Run, plan: _Plan) -> dict[str, tuple[ToolOutcome, float]]:
-        """The fresh calls' outcomes and seconds by call id: all at once, or in order when the round writes."""
-        if plan.writes:
-            done = self._run_in_order(r, plan.fresh)
-        else:
-            timeout = self._tool_time(r)
-            if timeout <= 0:
-                done = [(ToolOutcome.error(NOT_RUN_LATE), 0.0) for _ in plan.fresh]
-            else:
-                jobs = [lambda c=call: self._call_tool(r, c) for call in plan.fresh]
-                done = run_concurrently(jobs, timeout, on_timeout=lambda i: _timed_out(plan.fresh[i], timeout))
-        return dict(zip([c["id"] for c in plan.fresh], done, strict=True))
-
-    def _run_in_order(self, r: Run, calls: list[dict[str, Any]]) -> list[tuple[ToolOutcome, float]]:
-        """One call after another, each with the time left. After a write that timed out (it may still be
-        running) or once the time is up, the rest of the round is not started."""
-        done: list[tuple[ToolOutcome, float]] = []
-        stopped: str | None = None
-        for call in calls:
-            timeout = self._tool_time(r)
-            if stopped is None and timeout <= 0:
-                stopped = NOT_RUN_LATE
-            if stopped:
-                done.append((ToolOutcome.error(stopped), 0.0))
-                continue
-            outcome, seconds = self._run_one(r, call, timeout)
-            done.append((outcome, seconds))
-            if outcome.timed_out and not r.plan.tools.is_read_only(call["name"]):
-                stopped = NOT_RUN_AFTER_WRITE_TIMEOUT
-        return done
-
-    def _run_one(self, r: Run, call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
-        [done] = run_concurrently([lambda: self._call_tool(r, call)], timeout,
-                                  on_timeout=lambda _: _timed_out(call, timeout))
-        return done
-
-    def _tool_time(self, r: Run) -> float:
-        """A call's timeout: the tool timeout, or less when the soft deadline comes first."""
-        return min(self.settings.tool_timeout_s, r.plan.soft_deadline - self.clock())
-
-    def _call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
-        began = self.clock()
-        try:
-            outcome = r.plan.tools.call(call["name"], dict(call.get("input") or {}))
-        except Exception as exc:  # a provider that raises is still only a failed call
-            outcome = ToolOutcome.error(f"{type(exc).__name__}: {exc}")
-        outcome = replace(outcome, content=h.valid_text(outcome.content), sources=h.valid_text(outcome.sources))
-        return outcome, self.clock() - began
-
-    def _result_block(self, r: Run, call: dict[str, Any], plan: _Plan,
-                      outcomes: dict[str, tuple[ToolOutcome, float]]) -> dict[str, Any]:
-        """The call's tool_result: its own outcome, or a note pointing to the identical call it reuses."""
-        if call["id"] in outcomes:
-            outcome, seconds = outcomes[call["id"]]
-            content = self._record_outcome(r, call, outcome)
-            is_error, reused = outcome.is_error, False
-        else:
-            content, is_error = self._reuse_note(r, plan.reused[call["id"]], outcomes)
-            seconds, reused = 0.0, True
-        r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, reused))
-        self._event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
-                    reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300])
-        return {"type": "tool_result", "tool_use_id": call["id"], "content": content,
-                **({"is_error": True} if is_error else {})}
-
-    def _record_outcome(self, r: Run, call: dict[str, Any], outcome: ToolOutcome) -> str:
-        """Keep the outcome's sources and what later calls may reuse; returns the content the model reads."""
-        r.add_sources(call["id"], outcome.sources)
-        if not r.plan.tools.is_read_only(call["name"]):
-            if not outcome.is_error or outcome.timed_out:  # it wrote, or may still be writing
-                r.seen.clear()  # what was read before may have changed
-        elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
-            r.seen[_call_key(call)] = (r.rounds, call["id"])
-        return h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
-
-    def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: dict[str, tuple[ToolOutcome, float]]
-                    ) -> tuple[str, bool]:
-        """What an identical call is answered with instead of running again: where the earlier result is."""
-        earlier_round, earlier_id = earlier
-        if earlier_id in r.summarized:
-            where = "its result was summarized into the 調査メモ notes"
-        elif earlier_id in r.cut:
-            where = "its result is above, shortened to fit the request budget"
-        else:
-            where = "its result is above, unchanged"
-        failed = earlier_id in outcomes and outcomes[earlier_id][0].is_error  # the same call, failed this round
-        return f"[helpbot] Not run again: identical to call {earlier_id} in round {earlier_round}; {where}.", failed
-
     # -- endings -----------------------------------------------------------------------------------------------
     def _finish(self, r: Run, text: str, stop: Stop) -> Answer:
         last = r.messages[-1]
@@ -330,7 +199,7 @@ class Agent:
         searches = r.plan.tools.search_calls(r.plan.query)
         self._progress(r, "degraded", [name for name, _ in searches])
         timeout = min(self.settings.tool_timeout_s, max(10.0, r.plan.hard_deadline - self.clock()))  # even when late
-        outcomes = run_searches(searches, timeout, lambda call: self._call_tool(r, call))
+        outcomes = run_searches(searches, timeout, lambda call: self.rounds.call_tool(r, call))
         for (name, args), outcome in zip(searches, outcomes, strict=True):
             r.calls.append(ToolCall(name, args, outcome.is_error, 0))
         ranked, picked = best_hits(outcomes, list(r.sources.values()))
@@ -369,16 +238,7 @@ class Agent:
         return masked
 
 
-def _timed_out(call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
-    return ToolOutcome.timeout(f"{call['name']} timed out after {timeout:.1f} s"), timeout
-
-
-
 def _cites(text: str, url: str) -> bool:
     """The answer contains this URL as a whole (…/issues/1 is not cited by …/issues/10, but is by …/issues/1を)."""
     pattern = re.escape(unquote(url).rstrip("/")) + r"/?(?![A-Za-z0-9_\-/?#=&%~+])"
     return re.search(pattern, unquote(text)) is not None
-
-
-def _call_key(call: dict[str, Any]) -> str:
-    return call["name"] + json.dumps(call.get("input") or {}, sort_keys=True, ensure_ascii=False)
