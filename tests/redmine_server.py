@@ -1,9 +1,12 @@
 """Start a real Redmine 5 (the Debian packages installed by .ci/redmine.sh) on loopback for the tests.
 
 Each start works on a fresh copy of the packaged SQLite database (migrated, default trackers and statuses),
-so runs never see each other's data and the system database is left untouched. One ``rails runner`` enables
-REST, reads the admin's API key and seeds the data below; then the web server boots. It is stopped by the
-process group id we started, never by name.
+so runs never see each other's data and the system database is left untouched. The copy may hold whatever
+someone put into that installation: the seed first deletes every project (with its issues and wikis) and every
+user but admin, so the tests see their own data only. ``start(foreign_data=True)`` (the tests' fixture) first
+adds another team's project, issue and a clashing user, so that this deletion is exercised on every run.
+One ``rails runner`` enables REST, reads the admin's API key and seeds the data below; then the web server
+boots. It is stopped by the process group id we started, never by name.
 
     server = start()            # RedmineUnavailable(reason) when it cannot be started
     ... server.url, server.api_key, server.ids["stock_sync"] ...
@@ -37,9 +40,29 @@ LONG_NOTE = "在庫ログの調査結果です。" + "倉庫Aと倉庫Bの差分
 # Ruby, run by `bin/rails runner`: everything the tests rely on, created the way Redmine itself would.
 SEED_RB = r"""
 require "json"
+if ENV["HELPBOT_SEED_FOREIGN"] == "1"
+  # what a used installation may hold: another team's project with a 在庫 issue and wiki page, a user "tanaka"
+  other = Project.create!(name: "他チーム", identifier: "foreign-team", is_public: true)
+  other.trackers = Tracker.all
+  other.enabled_module_names = %w[issue_tracking wiki]
+  other.save!
+  Issue.create!(project: other, tracker: Tracker.first, author: User.find_by_login("admin"),
+                priority: IssuePriority.default || IssuePriority.first,
+                subject: "在庫同期が遅延する（他チーム）", description: "他チームの在庫の件")
+  User.create!(login: "tanaka", firstname: "他", lastname: "チーム", mail: "tanaka@foreign.test",
+               password: "foreign-pass-1", status: User::STATUS_ACTIVE)
+end
+# Start from no data but the defaults: whatever the packaged database holds is not ours.
+removed = {"projects" => Project.count, "issues" => Issue.count,
+           "users" => User.where(type: "User").where.not(login: "admin").count}
+Project.where(parent_id: nil).find_each(&:destroy)   # children, issues, wikis, journals go with them
+Issue.delete_all
+User.where(type: "User").where.not(login: "admin").find_each(&:destroy)
+
 Setting.rest_api_enabled = "1"
 Setting.cross_project_subtasks = "system"   # so a child can live in another project
 admin = User.find_by_login("admin")
+admin.update!(status: User::STATUS_ACTIVE, admin: true)
 tanaka = User.create!(login: "tanaka", firstname: "太郎", lastname: "田中", mail: "tanaka@example.test",
                       password: "helpbot-tests-1", status: User::STATUS_ACTIVE)
 bug = Tracker.find_by_name!("Bug")
@@ -132,7 +155,7 @@ wiki_page(hr, "在庫ツール契約", "総務の在庫ツール契約の一覧�
 WikiRedirect.create!(wiki: Wiki.find_by!(project_id: ec.id), title: "契約一覧", redirects_to: "在庫ツール契約",
                      redirects_to_wiki_id: Wiki.find_by!(project_id: hr.id).id)
 
-puts "HELPBOT_SEED " + JSON.generate(api_key: admin.api_key, ids: ids)
+puts "HELPBOT_SEED " + JSON.generate(api_key: admin.api_key, ids: ids, removed: removed)
 """
 
 
@@ -146,6 +169,7 @@ class RedmineServer:
     api_key: str
     ids: dict[str, int]
     workdir: Path
+    removed: dict[str, int] = field(default_factory=dict)  # what the seed found and deleted first
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     seconds_to_start: float = 0.0
 
@@ -207,19 +231,22 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def _seed(env: dict[str, str], workdir: Path) -> tuple[str, dict[str, int]]:
+def _seed(env: dict[str, str], workdir: Path, foreign_data: bool
+          ) -> tuple[str, dict[str, int], dict[str, int]]:
     script = workdir / "seed.rb"
     script.write_text(SEED_RB, encoding="utf-8")
     try:
         done = subprocess.run(["bin/rails", "runner", str(script)], cwd=REDMINE_DIR,
-                              env={**env, "HELPBOT_SEED_LONG_NOTE": LONG_NOTE},
+                              env={**env, "HELPBOT_SEED_LONG_NOTE": LONG_NOTE,
+                                   "HELPBOT_SEED_FOREIGN": "1" if foreign_data else ""},
                               capture_output=True, text=True, timeout=START_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RedmineUnavailable(f"seeding Redmine failed: {exc}") from None
     for line in done.stdout.splitlines():
         if line.startswith("HELPBOT_SEED "):
             data = json.loads(line.removeprefix("HELPBOT_SEED "))
-            return data["api_key"], {k: int(v) for k, v in data["ids"].items()}
+            return (data["api_key"], {k: int(v) for k, v in data["ids"].items()},
+                    {k: int(v) for k, v in data["removed"].items()})
     detail = (done.stderr or done.stdout).strip().splitlines()[:8]  # the error, then the top of the trace
     raise RedmineUnavailable("seeding Redmine failed:\n" + "\n".join(detail))
 
@@ -243,8 +270,9 @@ def _wait_ready(url: str, api_key: str, process: subprocess.Popen[bytes], log: P
     raise RedmineUnavailable(f"Redmine did not answer within {START_TIMEOUT_S:.0f} s ({last}):\n{_tail(log)}")
 
 
-def start() -> RedmineServer:
-    """A seeded Redmine on 127.0.0.1 at a free port, or RedmineUnavailable with the reason."""
+def start(*, foreign_data: bool = False) -> RedmineServer:
+    """A seeded Redmine on 127.0.0.1 at a free port, or RedmineUnavailable with the reason. ``foreign_data``:
+    put another team's data into the copy first (the seed must delete it)."""
     check_installed()
     template = template_database()
     started = time.monotonic()
@@ -256,7 +284,7 @@ def start() -> RedmineServer:
     try:
         # Seed before the server boots: the booting server also touches the SQLite file, and two writers
         # can fail at once with "database is locked" (seen in about 1 start of 8 when they overlapped).
-        server.api_key, server.ids = _seed(env, workdir)
+        server.api_key, server.ids, server.removed = _seed(env, workdir, foreign_data)
         port = free_port()
         server.url = f"http://127.0.0.1:{port}"
         log = workdir / "server.log"

@@ -14,7 +14,7 @@ from tests import redmine_server as server_helper
 def redmine_server() -> Iterator[server_helper.RedmineServer]:
     """A seeded Redmine 5 on loopback. Skips when none can be started here; fails in CI, where it must."""
     try:
-        server = server_helper.start()
+        server = server_helper.start(foreign_data=True)  # the tests must see only their own data
     except server_helper.RedmineUnavailable as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but no Redmine could be started (run .ci/redmine.sh): {exc}", pytrace=False)

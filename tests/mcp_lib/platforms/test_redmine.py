@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,6 +70,28 @@ def test_search_finds_japanese_issues_and_wiki_pages(rm: Registry, redmine_serve
     assert f"{redmine_server.url}/issues/{ids['order_import']}" in by_url
     assert all(source["url"] and source["title"] for source in result.sources())
     assert result.total is not None and result.total >= len(result.items)
+
+
+@real
+def test_the_database_holds_only_the_seeded_data(redmine_server: RedmineServer, ids: dict[str, int]) -> None:
+    """The fixture put another team's project, issue and user "tanaka" into the copy before seeding."""
+    import urllib.request
+
+    assert redmine_server.removed["projects"] >= 1 and redmine_server.removed["issues"] >= 1
+    assert redmine_server.removed["users"] >= 1
+
+    def get(path: str) -> Any:
+        request = urllib.request.Request(f"{redmine_server.url}{path}",
+                                         headers={"X-Redmine-API-Key": redmine_server.api_key})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    assert {p["identifier"] for p in get("/projects.json?limit=100")["projects"]} == {"ec-sync", "ec-lab",
+                                                                                       "internal-hr"}
+    issues = get("/issues.json?status_id=*&limit=100")["issues"]
+    assert {i["id"] for i in issues} == set(ids.values())  # the admin's key sees the private one too
+    assert {u["login"] for u in get("/users.json?limit=100")["users"]} == {"admin", "tanaka"}
+    assert [u["mail"] for u in get("/users.json?name=tanaka")["users"]] == ["tanaka@example.test"]
 
 
 @real
@@ -375,7 +396,8 @@ class Stub:
     script: list[Reply] = field(default_factory=list)
     routes: dict[str, Callable[[str], Reply]] = field(default_factory=dict)
     seen: list[str] = field(default_factory=list)
-    delay_first_s: float = 0.0
+    hold_first: bool = False  # the first request gets no answer until the client has given up and come back
+    retried: threading.Event = field(default_factory=threading.Event)
 
 
 @pytest.fixture
@@ -387,8 +409,10 @@ def stub() -> Iterator[Stub]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state.seen.append(self.path)
-            if len(state.seen) == 1 and state.delay_first_s:
-                time.sleep(state.delay_first_s)
+            if len(state.seen) > 1:
+                state.retried.set()
+            elif state.hold_first:
+                state.retried.wait(30)  # released by the client's retry: no race between two timers
             path, _, query = self.path.partition("?")
             if state.script:
                 status, headers, body = state.script.pop(0)
@@ -478,11 +502,13 @@ def test_503_is_retried_then_given_up(stub: Stub) -> None:
 
 
 def test_timeout_is_retried(stub: Stub) -> None:
-    stub.delay_first_s = 1.0
+    # The stub never answers the first request in time: it waits for the retry, so the client's own timeout is
+    # the only clock in play (no server delay racing it), and the backoff sleep is recorded, not slept.
+    stub.hold_first = True
     sleeps: list[float] = []
-    registry = make_registry(stub.url, "k", sleeps, HELPBOT_REDMINE_TIMEOUT="0.2")
+    registry = make_registry(stub.url, "k", sleeps, HELPBOT_REDMINE_TIMEOUT="0.1")
     assert ok(registry.call("redmine:getIssue", {"issueId": 1}))
-    assert len(sleeps) == 1
+    assert len(sleeps) == 1 and stub.retried.is_set()
 
 
 def test_401_names_the_variable(stub: Stub) -> None:
