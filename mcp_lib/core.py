@@ -218,9 +218,32 @@ class Tool:
             return result.model_copy(update={"message": _message(result.message or "failed"),
                                              "notes": capped_notes(result.notes)})
         # JSON-safe (a date becomes its string), then cut and masked to the limits
-        payload = json.loads(json.dumps({"items": result.items, "item": result.item, "notes": result.notes},
-                                        ensure_ascii=False, default=str))
+        payload = _json_safe({"items": result.items, "item": result.item, "notes": result.notes})
         return apply_limits(result.model_copy(update=payload), ctx.limits.merged(**self.limit_overrides))
+
+
+def _json_safe(value: Any, path: frozenset[int] = frozenset()) -> Any:
+    """What ``json.loads(json.dumps(value, default=str))`` gives, without serialising the strings: a 5 MB field is
+    not copied twice before it is cut. Dates and other objects become their ``str``; keys as JSON writes them; a
+    value that contains itself is a ValueError, as in ``json``."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, dict | list | tuple):
+        if id(value) in path:
+            raise ValueError("Circular reference detected")
+        inside = path | {id(value)}
+        if isinstance(value, dict):
+            return {_json_key(key): _json_safe(inner, inside) for key, inner in value.items()}
+        return [_json_safe(inner, inside) for inner in value]
+    return str(value)
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def _message(text: str) -> str:

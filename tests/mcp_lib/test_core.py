@@ -417,3 +417,13 @@ def test_a_result_of_many_items_is_masked_only_as_far_as_it_is_shown() -> None:
     result = Registry(env={}, platforms={"t": platform}).call("t_rows", {})
     assert result.status == "ok" and 0 < len(result.items) <= Limits().max_items
     assert GITHUB_SECRET not in result.to_json() and len(result.to_json()) <= Limits().max_result_chars
+
+
+def test_the_json_safe_copy_is_what_json_would_give() -> None:
+    from mcp_lib.core import _json_safe
+
+    value = {"a": [1, 2.5, True, None, (3, "x")], 1: "one", None: {"when": datetime(2025, 5, 15, tzinfo=UTC)},
+             False: {"set": {"s"}}}
+    assert _json_safe(value) == json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    shared = ["same"]
+    assert _json_safe({"x": shared, "y": shared}) == {"x": ["same"], "y": ["same"]}  # shared is not circular
