@@ -36,7 +36,11 @@ class RunFailed(HelpbotError):
 
 
 class DispatchError(RunFailed):
-    """GitHub did not accept the repository_dispatch."""
+    """GitHub did not accept the repository_dispatch; ``retryable``: trying again may help (5xx, timeouts)."""
+
+    def __init__(self, message: str, *, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class Terminated(BaseException):

@@ -1,27 +1,27 @@
 """The Events relay: Slack's ``reaction_added`` and ``app_mention`` in, GitHub ``repository_dispatch`` out (for teams
 without Zapier).
 
-One pure core, :func:`handle`, is shared by ``helpbot relay`` (a small stdlib HTTP server, :func:`serve`) and
-:func:`lambda_handler` (AWS Lambda function URL or API Gateway HTTP API, payload format 2.0).
+One core, :meth:`Relay.__call__` (:func:`handle`), serves ``helpbot relay`` (a stdlib HTTP server,
+:func:`serve`) and :func:`lambda_handler` (AWS Lambda function URL or API Gateway HTTP API, payload format 2.0).
 
-Decisions worth knowing:
-
-- Every request must carry a valid Slack signature (``slack_sdk.signature.SignatureVerifier``, which also
-  rejects timestamps more than 5 minutes off): otherwise 401 and nothing is dispatched. That includes
-  ``url_verification``, whose challenge is echoed only once the signature checks out.
-- The dispatch happens *before* the response, within an overall deadline of 2 s (connect, send and read
-  together: httpx's own timeouts apply per phase and could add up past Slack's 3 s) and no retries. A
-  background thread would ack sooner, but Lambda freezes the process as soon as the handler returns, so the
-  thread might never run; one code path for both hosts is worth the wait. ``POST /dispatches`` usually takes
-  well under a second.
-- Slack retries (``X-Slack-Retry-Num``) are dispatched like first deliveries, except ``X-Slack-Retry-Reason:
-  http_timeout``: only then did the first delivery certainly arrive (and get dispatched; our ack was just
-  late). After ``connection_failed``, ``ssl_error``, ``too_many_redirects``, ``unknown_error`` or our own error
-  status (``http_error``) it may never have been dispatched. A duplicate run is harmless: the workflow's
-  concurrency group per message and the "already answered" check stop it.
-- Nothing a client sends can crash it: bodies are bounded (``MAX_BODY_BYTES``), the Content-Length must be a
-  plain number, the local server drops a connection that stalls (``SOCKET_TIMEOUT_S``), and whatever the signed
-  JSON holds is checked before use.
+- Every request must carry a valid Slack signature (``slack_sdk.signature.SignatureVerifier``, which also rejects
+  timestamps more than 5 minutes off): otherwise 401 and nothing is dispatched, ``url_verification`` included.
+- Each Slack event is dispatched once: accepted ``event_id``s are remembered (:class:`Seen`, bounded, in
+  memory), so a replayed delivery and every Slack retry of an accepted event are acknowledged and ignored. A
+  retry of an event this process never accepted is dispatched, except ``X-Slack-Retry-Reason: http_timeout``
+  (then the first delivery certainly reached a relay).
+- The server acknowledges at once and dispatches afterwards on a worker thread (:class:`Dispatcher`, a few
+  retries on GitHub 5xx and timeouts), so Slack's 3 s never depend on GitHub's latency. Lambda freezes the
+  process when the handler returns, so there the dispatch runs before the answer, within 2 s overall
+  (:data:`DISPATCH_DEADLINE_S`), and a failure is a 502 so that Slack retries. Caveat: a Lambda dispatch
+  that GitHub accepted after our deadline, or an event retried to a different (cold) container, may be
+  dispatched twice; the workflow side is idempotent for that (the concurrency group per message, the thread
+  as the lock, the "already answered" check).
+- Nothing a client sends can crash or hold it: bodies are bounded (``MAX_BODY_BYTES``), the Content-Length must
+  be a plain number, the headers and body must arrive within :data:`REQUEST_DEADLINE_S` in total (a client
+  trickling one byte at a time is cut off), and a client that resets the connection is one log line.
+  ``http.server`` is kept over uvicorn: the relay needs a total header/body deadline, which uvicorn does not
+  offer (its timeouts are for idle keep-alive connections), and the stdlib server keeps the Lambda package small.
 - Other reactions, reactions on non-messages, bot users (``HELPBOT_BOT_USER_ID``, and messages that user
   wrote, mentions included: helpbot's answers may quote one) and channels outside ``HELPBOT_CHANNELS`` are
   acknowledged with 200 and ignored, so an Actions run is never spent on them.
@@ -34,10 +34,11 @@ import base64
 import binascii
 import json
 import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
@@ -50,7 +51,11 @@ from mcp_lib.config import ConfigError, env_str, env_url
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
 DISPATCH_DEADLINE_S = 2.0  # the whole POST /dispatches: Slack wants our ack within 3 s
-SOCKET_TIMEOUT_S = 10.0  # helpbot relay: a client that stops sending is dropped
+SOCKET_TIMEOUT_S = 10.0  # helpbot relay: a client that sends nothing for this long is dropped
+REQUEST_DEADLINE_S = 10.0  # helpbot relay: the whole request line, headers and body, however they trickle in
+SEEN_EVENTS = 10_000  # accepted event ids remembered (Slack retries within minutes)
+DISPATCH_ATTEMPTS = 3  # the server's worker: GitHub 5xx and timeouts are tried again
+WORKER_DEADLINE_S = 10.0  # one dispatch attempt on the worker (nobody is waiting for it)
 RETRY_ALREADY_DELIVERED = "http_timeout"  # the only retry reason after which the first delivery surely arrived
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
 
@@ -105,13 +110,41 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
         try:
             response = anyio.run(post, body)
         except TimeoutError:
-            raise DispatchError(f"GitHub did not answer within {deadline:g} s") from None
+            raise DispatchError(f"GitHub did not answer within {deadline:g} s", retryable=True) from None
         except httpx.HTTPError as exc:
-            raise DispatchError(f"{type(exc).__name__}: {exc}") from None
+            raise DispatchError(f"{type(exc).__name__}: {exc}", retryable=True) from None
         if response.status_code != 204:
-            raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}")
+            raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}",
+                                retryable=response.status_code >= 500 or response.status_code == 429)
 
     return dispatch
+
+
+class Seen:
+    """The event ids this process accepted: bounded (oldest forgotten first), safe across threads."""
+
+    def __init__(self, size: int = SEEN_EVENTS):
+        self.size = size
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, event_id: str) -> bool:
+        """Remember ``event_id``; False when it was already there."""
+        with self._lock:
+            if event_id in self._ids:
+                return False
+            self._ids[event_id] = None
+            while len(self._ids) > self.size:
+                self._ids.popitem(last=False)
+            return True
+
+    def forget(self, event_id: str) -> None:
+        with self._lock:
+            self._ids.pop(event_id, None)
+
+    def __contains__(self, event_id: object) -> bool:
+        with self._lock:
+            return event_id in self._ids
 
 
 class _InjectedClock(Clock):
@@ -122,24 +155,27 @@ class _InjectedClock(Clock):
         return self._now()
 
 
-def _reply(status: int, body: str | dict[str, Any]) -> Response:
+def reply(status: int, body: str | dict[str, Any]) -> Response:
     if isinstance(body, dict):
         return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
     return status, {"Content-Type": "text/plain; charset=utf-8"}, body.encode()
 
 
-def _log(message: str) -> None:
+def log(message: str) -> None:
     from agent import guard
 
     guard.err(f"helpbot relay: {message}")
 
 
 def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, dispatch: Dispatch,
-           now: Callable[[], float] = time.time, settings: TriggerSettings | None = None) -> Response:
-    """One Slack Events API request -> (status, headers, body). Dispatches at most once, only when signed."""
+           now: Callable[[], float] = time.time, settings: TriggerSettings | None = None,
+           seen: Seen | None = None, defer: Callable[[dict[str, str]], bool] | None = None) -> Response:
+    """One Slack Events API request -> (status, headers, body). Dispatches each event at most once, only when
+    signed: now (``dispatch``), or after the answer (``defer``, the server's worker)."""
     settings = settings or TriggerSettings()
+    seen = seen if seen is not None else Seen()
     if len(raw_body) > MAX_BODY_BYTES:
-        return _reply(413, "too large")
+        return reply(413, "too large")
     lower = {str(k).lower(): str(v) for k, v in headers.items()}
     verifier = SignatureVerifier(signing_secret, clock=_InjectedClock(now))
     try:
@@ -148,122 +184,98 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
     except (ValueError, TypeError, UnicodeError, OverflowError):
         valid = False
     if not valid:
-        _log("rejected a request with a missing, invalid or stale Slack signature")
-        return _reply(401, "invalid signature")
+        log("rejected a request with a missing, invalid or stale Slack signature")
+        return reply(401, "invalid signature")
     try:
         envelope = json.loads(raw_body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _reply(400, "body is not JSON")
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return reply(400, "body is not JSON")
     if not isinstance(envelope, dict):
-        return _reply(400, "body is not a JSON object")
+        return reply(400, "body is not a JSON object")
     if envelope.get("type") == "url_verification":
-        return _reply(200, {"challenge": str(envelope.get("challenge", ""))})
+        return reply(200, {"challenge": str(envelope.get("challenge", ""))})
     retry = lower.get("x-slack-retry-num")
+    event_id = envelope.get("event_id") if isinstance(envelope.get("event_id"), str) else None
+    if event_id and event_id in seen:
+        log(f"ignored {'Slack retry ' + retry if retry else 'a replay'} of {event_id} (already accepted)")
+        return reply(200, "ignored: retry" if retry else "ignored: duplicate")
     if retry and lower.get("x-slack-retry-reason") == RETRY_ALREADY_DELIVERED:
-        _log(f"ignored Slack retry {retry} ({RETRY_ALREADY_DELIVERED}: the first delivery was dispatched)")
-        return _reply(200, "ignored: retry")
+        log(f"ignored Slack retry {retry} ({RETRY_ALREADY_DELIVERED}: the first delivery arrived)")
+        return reply(200, "ignored: retry")
     event = envelope.get("event")
     if envelope.get("type") != "event_callback" or not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
-        return _reply(200, "ignored: not a reaction_added or app_mention event")
+        return reply(200, "ignored: not a reaction_added or app_mention event")
     try:
         trigger = parse_event_data(envelope)
     except BadInput as exc:
-        _log(f"ignored: {exc}")
-        return _reply(200, f"ignored: {exc}")
+        log(f"ignored: {exc}")
+        return reply(200, f"ignored: {exc}")
     ignore = check_ignore(trigger, settings)
     if ignore:
-        _log(f"ignored: {ignore.reason}")
-        return _reply(200, f"ignored: {ignore.reason}")
+        log(f"ignored: {ignore.reason}")
+        return reply(200, f"ignored: {ignore.reason}")
     fields = {"channel": trigger.channel, "ts": trigger.ts, "thread_ts": trigger.thread_ts, "user": trigger.user,
               "reaction": trigger.reaction, "item_user": trigger.item_user, "event_id": trigger.event_id,
               "mention": "true" if trigger.mention else None}
     payload = {k: v for k, v in fields.items() if v}
+    if trigger.event_id and not seen.add(trigger.event_id):  # a concurrent copy won the race
+        return reply(200, "ignored: duplicate")
+    if defer is not None:
+        if not defer(payload):
+            if trigger.event_id:
+                seen.forget(trigger.event_id)
+            return reply(503, "busy")  # Slack retries later
+        return reply(200, "ok")
     try:
         dispatch(payload)
     except DispatchError as exc:
-        _log(f"dispatch failed for {trigger.channel}/{trigger.ts}: {exc}")
-        return _reply(502, "dispatch failed")
-    _log(f"dispatched {trigger.channel}/{trigger.ts} ({'mention' if trigger.mention else 'reaction'} by "
-         f"{trigger.user})")
-    return _reply(200, "ok")
+        if trigger.event_id:
+            seen.forget(trigger.event_id)  # not accepted: Slack's retry may dispatch it
+        log(f"dispatch failed for {trigger.channel}/{trigger.ts}: {exc}")
+        return reply(502, "dispatch failed")
+    log(f"dispatched {trigger.channel}/{trigger.ts} ({'mention' if trigger.mention else 'reaction'} by "
+        f"{trigger.user})")
+    return reply(200, "ok")
 
 
 # -- hosts --------------------------------------------------------------------------------------------------------
 class Relay:
-    """Configuration plus dispatcher, built once per process (or Lambda container)."""
+    """Configuration, dispatcher and the accepted event ids, built once per process (or Lambda container).
+    ``deferred``: dispatch after the answer on a worker thread (the server); else before it (Lambda)."""
 
     def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None,
-                 now: Callable[[], float] = time.time):
+                 now: Callable[[], float] = time.time, *, deferred: bool = False,
+                 sleep: Callable[[float], None] = time.sleep):
         self.config = config
-        self.dispatch = dispatch or github_dispatcher(config)
+        self.dispatch = dispatch or github_dispatcher(config, deadline=WORKER_DEADLINE_S if deferred
+                                                      else DISPATCH_DEADLINE_S)
         self.now = now
+        self.seen = Seen()
+        self.worker = None
+        if deferred:
+            from agent.slack.relay_server import Dispatcher
+
+            self.worker = Dispatcher(self.dispatch, sleep=sleep)
 
     def __call__(self, headers: Mapping[str, str], raw_body: bytes) -> Response:
         try:
             return handle(headers, raw_body, signing_secret=self.config.signing_secret, dispatch=self.dispatch,
-                          now=self.now, settings=self.config.settings)
+                          now=self.now, settings=self.config.settings, seen=self.seen,
+                          defer=self.worker.submit if self.worker is not None else None)
         except Exception as exc:  # a bug must be one log line and a 500 (Slack retries), never a traceback
-            _log(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
-            return _reply(500, "internal error")
+            log(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+            return reply(500, "internal error")
 
-
-def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_TIMEOUT_S) -> ThreadingHTTPServer:
-    """A stdlib HTTP server answering POSTs (any path) with the relay; port 0 picks a free port. A client that
-    sends nothing for ``timeout`` seconds is dropped."""
-
-    socket_timeout = timeout
-
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "helpbot-relay"
-        timeout = socket_timeout  # StreamRequestHandler puts it on the socket
-
-        def do_POST(self) -> None:
-            raw_length = self.headers.get("Content-Length")
-            if raw_length is None:
-                self._send(_reply(411, "Content-Length required"))
-                return
-            if not raw_length.isascii() or not raw_length.isdigit():  # -1, +5, 1e3: never rfile.read(-1)
-                self._send(_reply(400, "bad Content-Length"))
-                return
-            length = int(raw_length)
-            if length > MAX_BODY_BYTES:
-                self._send(_reply(413, "too large"))
-                return
-            body = self.rfile.read(length)
-            if len(body) < length:  # the client closed early
-                self._send(_reply(400, "incomplete body"))
-                return
-            self._send(relay(dict(self.headers.items()), body))
-
-        def do_GET(self) -> None:
-            self._send((405, {"Content-Type": "text/plain", "Allow": "POST"}, b"POST Slack events here"))
-
-        def _send(self, response: Response) -> None:
-            status, headers, body = response
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            _log(format % args)
-
-    return ThreadingHTTPServer((host, port), Handler)
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close(timeout=WORKER_DEADLINE_S * DISPATCH_ATTEMPTS)
 
 
 def serve(host: str = "127.0.0.1", port: int = 3000, *, env: Mapping[str, str] | None = None) -> None:
-    """``helpbot relay``: serve until interrupted."""
-    relay = Relay(RelayConfig.from_env(os.environ if env is None else env))
-    server = make_server(host, port, relay)
-    _log(f"listening on http://{host}:{server.server_address[1]}/ (dispatching to {relay.config.repository})")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    """``helpbot relay``: serve until interrupted (:mod:`agent.slack.relay_server`)."""
+    from agent.slack.relay_server import serve_forever
+
+    serve_forever(Relay(RelayConfig.from_env(os.environ if env is None else env), deferred=True), host, port)
 
 
 _LAMBDA_RELAY: Relay | None = None

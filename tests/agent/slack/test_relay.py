@@ -6,8 +6,11 @@ import base64
 import hashlib
 import hmac
 import json
+import select
 import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 
 import anyio
@@ -19,11 +22,12 @@ from agent.slack.relay import (
     DispatchError,
     Relay,
     RelayConfig,
+    Seen,
     github_dispatcher,
     handle,
     lambda_handler,
-    make_server,
 )
+from agent.slack.relay_server import make_server
 from agent.slack.trigger import TriggerSettings
 from mcp_lib.config import ConfigError
 
@@ -443,3 +447,143 @@ def test_server_drops_a_client_that_stops_sending(server_url: str, github: GitHu
     head = f"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: {len(BODY)}\r\n\r\n".encode()
     assert raw_request(server_url, head + BODY[:10]) == b""  # closed by the server, not our 5 s timeout
     assert github.requests == []
+
+
+# -- each event once: replays, retries, slow GitHub ----------------------------------------------------------------
+def test_the_same_signed_delivery_replayed_five_times_dispatches_once(github: GitHub) -> None:
+    relay = relay_for(github)
+    answers = [post(relay, BODY) for _ in range(5)]
+    assert answers[0] == (200, b"ok") and answers[1:] == [(200, b"ignored: duplicate")] * 4
+    assert len(github.requests) == 1
+
+
+@pytest.mark.parametrize("reason", ["http_timeout", "http_error", "connection_failed", "ssl_error",
+                                    "too_many_redirects", "unknown_error"])
+def test_every_retry_of_an_accepted_event_is_ignored(github: GitHub, reason: str) -> None:
+    relay = relay_for(github)
+    assert post(relay, BODY) == (200, b"ok")
+    headers = signed(BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": reason})
+    assert post(relay, BODY, headers) == (200, b"ignored: retry")
+    assert len(github.requests) == 1
+
+
+def test_a_failed_dispatch_is_not_remembered_so_slacks_retry_dispatches() -> None:
+    """Lambda: our 502 makes Slack retry (http_error); that retry must not be taken for a duplicate."""
+    failure = GitHub(status=500)
+    relay = relay_for(failure)
+    assert post(relay, BODY)[0] == 502
+    failure.status = 204
+    headers = signed(BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"})
+    assert post(relay, BODY, headers) == (200, b"ok")
+    assert len(failure.requests) == 2
+
+
+def test_the_accepted_ids_are_bounded() -> None:
+    seen = Seen(size=3)
+    assert all(seen.add(f"Ev{n}") for n in range(5))
+    assert "Ev0" not in seen and "Ev4" in seen and not seen.add("Ev4")
+
+
+class GatedGitHub(GitHub):
+    """GitHub that answers only when the test opens the gate: as slow as the test wants, without sleeping."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.arrived = threading.Event()
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.arrived.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        return super().handler(request)
+
+
+def test_the_server_acks_before_github_answers_and_dispatches_once(capsys: pytest.CaptureFixture[str]) -> None:
+    slow = GatedGitHub()
+    config = RelayConfig.from_env(ENV)
+    relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), now=lambda: NOW,
+                  deferred=True, sleep=lambda s: None)
+    server = make_server("127.0.0.1", 0, relay, timeout=2)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with httpx.Client(base_url=url, timeout=5) as client:
+            first = client.post("/", content=BODY, headers=signed(BODY))
+            assert (first.status_code, first.text) == (200, "ok")  # GitHub has not answered yet
+            assert slow.arrived.wait(5) and not slow.gate.is_set()
+            for reason in ("http_timeout", "http_error"):
+                retry = client.post("/", content=BODY, headers=signed(
+                    BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": reason}))
+                assert retry.text == "ignored: retry"
+        slow.gate.set()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        relay.close()
+    assert len(slow.requests) == 1
+    assert "dispatched C0123ABCD/1700000000.123456" in capsys.readouterr().err
+
+
+def test_the_worker_tries_a_failing_github_again_and_logs_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.slack.relay_server import Dispatcher
+
+    flaky = GitHub(status=502)
+    sleeps: list[float] = []
+    config = RelayConfig.from_env(ENV)
+    worker = Dispatcher(github_dispatcher(config, transport=flaky.transport), attempts=3, sleep=sleeps.append)
+    worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
+    worker.close(timeout=10)
+    assert len(flaky.requests) == 3 and sleeps == [1.0, 2.0]
+    err = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert len(err) == 1 and "dispatch failed for C0123ABCD/1700000000.123456: GitHub answered 502" in err[0]
+
+
+# -- slow and rude clients ------------------------------------------------------------------------------------------
+def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(github: GitHub) -> None:
+    server = make_server("127.0.0.1", 0, relay_for(github), timeout=1.0, deadline=0.5)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    head = b"POST / HTTP/1.1\r\nHost: relay\r\nX-Padding: " + b"a" * 40
+    sent = 0
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=5) as sock:
+            for byte in head:  # one byte every 0.1 s: each recv is well inside the 1 s socket timeout
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    break
+                sent += 1
+                readable, _, _ = select.select([sock], [], [], 0.1)
+                if readable and sock.recv(1) == b"":
+                    break  # the server closed the connection
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert sent < len(head)  # cut off before the client was done
+    assert github.requests == []
+
+
+def test_a_client_that_resets_the_connection_is_one_log_line(github: GitHub,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    server = make_server("127.0.0.1", 0, relay_for(github), timeout=2)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        sock = socket.create_connection(server.server_address[:2], timeout=5)
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 500\r\n\r\n" + BODY[:10])
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # RST instead of FIN
+        for _ in range(50):
+            err = capsys.readouterr().err
+            if err:
+                break
+            time.sleep(0.05)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    lines = [line for line in err.splitlines() if line]
+    assert len(lines) == 1 and "Traceback" not in err and lines[0].startswith("helpbot relay: ")

@@ -1,0 +1,172 @@
+"""``helpbot relay``'s HTTP server: the stdlib server with a total request deadline, and the dispatch worker.
+
+The server acknowledges Slack at once and hands the dispatch to :class:`Dispatcher` (see :mod:`agent.slack.relay`
+for the protocol decisions); Lambda never imports this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from agent.errors import DispatchError
+from agent.slack.relay import (
+    DISPATCH_ATTEMPTS,
+    MAX_BODY_BYTES,
+    REQUEST_DEADLINE_S,
+    SOCKET_TIMEOUT_S,
+    Dispatch,
+    Response,
+    log,
+    reply,
+)
+
+if TYPE_CHECKING:
+    from agent.slack.relay import Relay
+
+
+class Dispatcher:
+    """The server's dispatches, after the ack: one worker thread, a few tries each, every outcome one log line."""
+
+    def __init__(self, dispatch: Dispatch, *, attempts: int = DISPATCH_ATTEMPTS,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.dispatch = dispatch
+        self.attempts = attempts
+        self.sleep = sleep
+        self.queue: queue.Queue[dict[str, str] | None] = queue.Queue(maxsize=1000)
+        self.thread = threading.Thread(target=self._work, name="helpbot-relay-dispatch", daemon=True)
+        self.thread.start()
+
+    def submit(self, payload: dict[str, str]) -> bool:
+        try:
+            self.queue.put_nowait(payload)
+        except queue.Full:
+            return False
+        return True
+
+    def close(self, timeout: float | None = None) -> None:
+        """Finish what was submitted, then stop the worker."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _work(self) -> None:
+        while (payload := self.queue.get()) is not None:
+            where = f"{payload.get('channel')}/{payload.get('ts')}"
+            for attempt in range(1, self.attempts + 1):
+                try:
+                    self.dispatch(payload)
+                except DispatchError as exc:
+                    if attempt == self.attempts or not exc.retryable:
+                        log(f"dispatch failed for {where}: {exc}")
+                        break
+                    self.sleep(float(2 ** (attempt - 1)))
+                except Exception as exc:  # a bug must not end the worker
+                    log(f"dispatch failed for {where}: {type(exc).__name__}: {exc}")
+                    break
+                else:
+                    log(f"dispatched {where}")
+                    break
+            self.queue.task_done()
+        self.queue.task_done()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, never socketserver's traceback."""
+        exc = sys.exc_info()[1]
+        log(f"connection from {client_address[0]} failed: {type(exc).__name__}: {exc}")
+
+
+def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_TIMEOUT_S,
+                deadline: float = REQUEST_DEADLINE_S) -> ThreadingHTTPServer:
+    """A stdlib HTTP server answering POSTs (any path) with the relay; port 0 picks a free port. A client that
+    sends nothing for ``timeout`` seconds, or has not sent its whole request after ``deadline``, is dropped."""
+
+    socket_timeout, request_deadline = timeout, deadline
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "helpbot-relay"
+        timeout = socket_timeout  # StreamRequestHandler puts it on the socket
+
+        def setup(self) -> None:
+            super().setup()
+            self._read = threading.Event()
+            self._watchdog = threading.Timer(request_deadline, self._cut_off)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
+        def _cut_off(self) -> None:
+            if not self._read.is_set():  # still reading the request: a slow (or hostile) client
+                log(f"dropped {self.client_address[0]}: request not complete after {request_deadline:g} s")
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+
+        def finish(self) -> None:
+            self._watchdog.cancel()
+            with contextlib.suppress(OSError):
+                super().finish()
+
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (ConnectionError, TimeoutError) as exc:
+                log(f"client {self.client_address[0]} went away: {type(exc).__name__}")
+
+        def do_POST(self) -> None:
+            raw_length = self.headers.get("Content-Length")
+            if raw_length is None:
+                self._send(reply(411, "Content-Length required"))
+                return
+            if not raw_length.isascii() or not raw_length.isdigit():  # -1, +5, 1e3: never rfile.read(-1)
+                self._send(reply(400, "bad Content-Length"))
+                return
+            length = int(raw_length)
+            if length > MAX_BODY_BYTES:
+                self._send(reply(413, "too large"))
+                return
+            body = self.rfile.read(length)
+            self._read.set()
+            if len(body) < length:  # the client closed early (or was cut off)
+                self._send(reply(400, "incomplete body"))
+                return
+            self._send(relay(dict(self.headers.items()), body))
+
+        def do_GET(self) -> None:
+            self._read.set()
+            self._send((405, {"Content-Type": "text/plain", "Allow": "POST"}, b"POST Slack events here"))
+
+        def _send(self, response: Response) -> None:
+            status, headers, body = response
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log(format % args)
+
+    return _Server((host, port), Handler)
+
+
+def serve_forever(relay: Relay, host: str, port: int) -> None:
+    """Serve until interrupted; the dispatches already accepted are finished first."""
+    server = make_server(host, port, relay)
+    log(f"listening on http://{host}:{server.server_address[1]}/ (dispatching to {relay.config.repository})")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        relay.close()
