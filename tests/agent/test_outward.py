@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = {
     ("agent/slack/markers.py", "print"): "prints its own JSON (channel id and ts it validated) for the workflow; "
                                          "runs under `python -S`, without the packages the guard needs",
-    ("agent/slack/relay.py", "wfile.write"): "the relay's HTTP reply to Slack/GitHub: a fixed acknowledgement",
+    ("agent/slack/relay_server.py", "wfile.write"): "the relay's HTTP reply to Slack/GitHub: a fixed acknowledgement",
     ("agent/slack/relay.py", "post"): "the relay's repository_dispatch: ids and the reaction name it validated",
     ("agent/faq_pr.py", "send"): "the FAQ pull request over mcp_lib.http: its JSON bodies pass guard.current().deep",
     ("agent/faq_draft.py", "write_text"): "a temporary file, only parsed back to validate a draft",
