@@ -30,6 +30,8 @@ written in a public channel; the README's security section lists what is masked 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
 import re
 import sys
@@ -56,6 +58,12 @@ _PRIVATE_SAFE_FIELDS = frozenset({
     "searches", "tags", "faq_tags", "tool_use_ids", "usage", "t", "round", "rounds",
 })
 _NAME_FIELDS = frozenset({"name", "tools", "tool_uses", "searches", "tool", "platform"})
+# Model-chosen identifiers in the trace: a stop reason only as one the API defines; in a private run a tool_use id
+# only as a digest keyed per process (a call and its result still pair up; the model wrote the id, and a plain
+# hash of a short secret could be reversed by trying every value).
+_STOP_REASONS = frozenset({"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal",
+                           "model_context_window_exceeded"})
+_ID_FIELDS = frozenset({"id", "tool_use_ids"})
 
 
 # The configured platforms' URLs: links to their hosts keep their query and fragment.
@@ -116,6 +124,12 @@ _LINKS = re.compile(
 )
 
 
+_IMAGE_MARK = re.compile(r"!(?=\[)")  # what is left of an image after _LINKS: reference-style, alt over lines
+_HTML_TAG = re.compile(r"<(?=/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")  # <img …>, <picture>: not Slack's <url|x>
+_URL_RUN = re.compile(r"<(?P<angled>(?:https?|ftp)://[^<>\n]*)>|(?P<run>(?:(?:https?|ftp)://|www\.)[^\s<]*)",
+                      re.IGNORECASE)
+
+
 def host_of(url: str) -> str | None:
     try:
         return (urlsplit(url.strip()).hostname or "").lower() or None
@@ -132,6 +146,7 @@ class Guard:
     names: frozenset[str] = frozenset()  # registered tool names (wire and CLI forms) and platform names
     hosts: frozenset[str] = frozenset()  # configured platforms' hosts and the consulted sources'
     private: bool = False  # the answer goes to a private channel (or one whose privacy is unknown)
+    key: bytes = field(default_factory=lambda: os.urandom(16), repr=False)  # for private ids (:data:`_ID_FIELDS`)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = (),
@@ -160,8 +175,10 @@ class Guard:
         return self.masker.mask(text)
 
     def markdown(self, text: str) -> str:
-        """Text that is rendered (a Slack post, the job summary): masked, mentions defused, links cleaned."""
-        return _MENTION.sub(_defused, self.text(self._links(text)))
+        """Text that is rendered (a Slack post, the job summary): masked, mentions defused, links cleaned, no
+        images (inline, reference-style or HTML: an HTML tag is shown as text)."""
+        text = _IMAGE_MARK.sub("", self._links(_HTML_TAG.sub("＜", text)))
+        return _MENTION.sub(_defused, self.text(self._no_queries(text)))
 
     def name(self, name: object) -> str:
         """A registered tool (or platform) name as it is; anything else as ``unknown_tool``."""
@@ -174,6 +191,10 @@ class Guard:
         for key, value in event.items():
             if key in _NAME_FIELDS:
                 out[key] = self._names(value)
+            elif key == "stop_reason":
+                out[key] = value if value is None or value in _STOP_REASONS else "other"
+            elif self.private and key in _ID_FIELDS:
+                out[key] = self._pseudonyms(value)
             elif self.private and not (key in _PRIVATE_SAFE_FIELDS or value is None
                                        or isinstance(value, bool | int | float)):
                 out[key] = WITHHELD
@@ -218,6 +239,26 @@ class Guard:
         return payload
 
     # -- helpers ----------------------------------------------------------------------------------------------------
+    def _pseudonyms(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return [self._pseudonyms(v) for v in value]
+        if value is None:
+            return None
+        return "id-" + hmac.new(self.key, str(value).encode(), hashlib.sha256).hexdigest()[:16]
+
+    def _no_queries(self, text: str) -> str:
+        """Whatever a renderer may read as one URL to an unknown host (up to whitespace or ``<``, or all of
+        ``<…>``) has no ``?`` or ``#`` left: the link regex cannot know where CommonMark, GFM or Slack end a URL
+        (``(q)?``, ``\\)?``, ``<a b?>``, ``パス?``), so a query or fragment it missed becomes part of the path."""
+        def fix(match: re.Match[str]) -> str:
+            url = match.group("angled") or match.group("run")
+            url = url if "://" in url[:8] else "http://" + url
+            if host_of(url.replace("\\", "/")) in self.hosts:  # browsers read a backslash as a slash
+                return match.group()
+            return match.group().replace("?", "%3F").replace("#", "%23")
+
+        return _URL_RUN.sub(fix, text)
+
     def _names(self, value: Any) -> Any:
         if isinstance(value, str):  # metadata joins names with commas
             return ",".join(self.name(part) for part in value.split(",")) if "," in value else self.name(value)

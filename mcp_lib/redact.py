@@ -15,6 +15,7 @@ the first alternative).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -59,7 +60,9 @@ _SECRETS = [
     # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
     ("kv", rf"(?<![A-Za-z0-9])(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
            rf"(?P<kv_q>[\"']?){_CHARS}{{5,}}+(?![(\[])"),
-    ("ja", rf"(?P<ja_k>{_JA_KEY_WORDS})(?P<ja_s>\s*(?:[:=]|は|が|を)\s*)(?P<ja_q>[\"'「]?){_CHARS}{{4,}}+"),
+    # 「パスワードは、X」「暗証番号 4711」: a particle or colon (then maybe a comma), or only spaces or a comma
+    ("ja", rf"(?P<ja_k>{_JA_KEY_WORDS})(?P<ja_s>\s*(?:[:=]|は|が|を)[\s、,]*|[\s、,]+)(?P<ja_q>[\"'「]?)"
+           rf"{_CHARS}{{4,}}+"),
 ]
 # Card numbers (13-19 digits, spaces or dashes between groups), masked only when the Luhn check passes.
 _CARD = ("card", r"(?<![A-Za-z0-9_.-])\d(?:[ -]?\d){12,18}(?![A-Za-z0-9_-])")
@@ -72,6 +75,12 @@ _PHONES = [
 ]
 _LABELS = {"card": "[card]", "email": "[email]", "phone": "[phone]", "phone2": "[phone]", "phone3": "[phone]"}
 
+
+
+def _forms(value: str) -> set[str]:
+    """A credential as it may appear in outward text: as it is, and as JSON writes it inside a string (a quote or
+    backslash escaped; non-ASCII as ``\\uXXXX`` too), since the trace, ``--json`` and transcripts are JSON."""
+    return {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]}
 
 
 def luhn(digits: str) -> bool:
@@ -88,7 +97,7 @@ class Masker:
     the exact ``values`` given (a credential's value whatever its length, as Actions' ``add-mask`` does)."""
 
     def __init__(self, *, personal: bool = False, cards: bool = False, values: Iterable[str] = ()):
-        exact = sorted({v for v in values if v}, key=len, reverse=True)
+        exact = sorted({form for v in values if v for form in _forms(v)}, key=len, reverse=True)
         parts = [("exact", "|".join(re.escape(v) for v in exact))] if exact else []
         parts += _SECRETS
         if cards:
