@@ -69,6 +69,8 @@ def env_float(env: Mapping[str, str], name: str, default: float, minimum: float 
         value = float(raw)
     except ValueError:
         raise ConfigError(name, f"{raw!r} is not a number") from None
+    if value != value:  # NaN passes every "at least" check and then disables the limit it sets
+        raise ConfigError(name, f"{raw!r} is not a number")
     if value < minimum:
         raise ConfigError(name, f"must be at least {minimum}, got {value}")
     return value

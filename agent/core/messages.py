@@ -39,9 +39,15 @@ ASCII_CHARS_PER_TOKEN = 3.5
 NON_ASCII_TOKENS_PER_CHAR = 1.5
 
 
-def valid_text(value: T) -> T:
+MAX_TEXT_DEPTH = 64  # deeper nesting is left as it is (only a hostile tool input nests so deep: the loop refuses it)
+
+
+def valid_text(value: T, _depth: int = 0) -> T:
     """``value`` (a string, or lists and dicts of them) as valid UTF-8: lone surrogates, which tools and models can
-    hand us (``"\\ud800"`` in JSON), become U+FFFD instead of failing the delivery with UnicodeEncodeError."""
+    hand us (``"\\ud800"`` in JSON), become U+FFFD instead of failing the delivery with UnicodeEncodeError.
+    Bounded: past :data:`MAX_TEXT_DEPTH` levels the value is returned as it is, never a RecursionError."""
+    if _depth >= MAX_TEXT_DEPTH and isinstance(value, list | dict):
+        return value
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -49,9 +55,9 @@ def valid_text(value: T) -> T:
             return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # type: ignore[return-value]
         return value
     if isinstance(value, list):
-        return [valid_text(item) for item in value]  # type: ignore[return-value]
+        return [valid_text(item, _depth + 1) for item in value]  # type: ignore[return-value]
     if isinstance(value, dict):
-        return {valid_text(k): valid_text(v) for k, v in value.items()}  # type: ignore[return-value]
+        return {valid_text(k): valid_text(v, _depth + 1) for k, v in value.items()}  # type: ignore[return-value]
     return value
 
 

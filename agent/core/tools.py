@@ -142,6 +142,19 @@ class CompositeTools:
 
 
 MAX_INPUT_CHARS = 20_000  # a tool_use input larger than this (as JSON) is refused, not run
+MAX_INPUT_DEPTH = 32  # ... and one nested deeper than this (no tool takes more than a few levels)
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and dicts in ``value`` nest more than ``limit`` levels (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            stack += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return False
 
 
 def vet_tool_uses(content: list[dict[str, Any]], names: set[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -162,7 +175,8 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str]) -> tuple[list[
         while call_id in ids:
             call_id += "_"
         ids.add(call_id)
-        size = len(json.dumps(raw_input, ensure_ascii=False, default=str))
+        deep = _nested_deeper_than(raw_input, MAX_INPUT_DEPTH)
+        size = 0 if deep else len(json.dumps(raw_input, ensure_ascii=False, default=str))
         problem = None
         if isinstance(raw_id, str) and raw_id != call_id:
             problem = f"not run: duplicate tool_use id {raw_id[:80]!r}; every call in a response needs its own id"
@@ -170,9 +184,11 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str]) -> tuple[list[
             problem = f"unknown tool {name[:80]!r}; available: {', '.join(sorted(names))}"
         elif not isinstance(raw_input, dict):
             problem = f"not run: the input must be a JSON object of arguments, not {type(raw_input).__name__}"
+        elif deep:
+            problem = f"not run: the input is nested more than {MAX_INPUT_DEPTH} levels deep"
         elif size > MAX_INPUT_CHARS:
             problem = f"not run: the input is too large ({size} characters; at most {MAX_INPUT_CHARS})"
-        safe_input = raw_input if isinstance(raw_input, dict) and size <= MAX_INPUT_CHARS else {}
+        safe_input = raw_input if isinstance(raw_input, dict) and not deep and size <= MAX_INPUT_CHARS else {}
         vetted.append({**block, "id": call_id, "name": name[:200], "input": safe_input})
         if problem:
             refused[call_id] = problem

@@ -144,17 +144,21 @@ class Claim:
 
 
 def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me: Me, *,
-          count_answers: bool = True, stale_after_s: float = STALE_AFTER_S) -> Claim:
+          count_answers: bool = True, stale_after_s: float = STALE_AFTER_S, run: str | None = None) -> Claim:
     """Whether the run whose placeholder is ``mine`` answers ``question_ts``: the oldest live placeholder wins
     (Slack's ts order is the same for every reader); an answer posted meanwhile wins too (unless ``--force``).
     Placeholders older than ``stale_after_s`` before ours are a dead run's; they and failure notices are the
-    ``earlier`` messages the winner cleans up."""
+    ``earlier`` messages the winner cleans up. A placeholder of this very ``run`` is no rival: a post of ours
+    whose answer was lost (a reset after Slack took it) and then retried -- cleaned up too."""
     live: list[float] = []
     earlier: list[str] = []
     for message in messages:
         marker = ours(message, me)
         ts = str(message.get("ts") or "")
         if marker is None or marker.question_ts != question_ts or ts == mine:
+            continue
+        if marker.kind == "progress" and run is not None and marker.run == run:
+            earlier.append(ts)
             continue
         age = float(mine) - float(ts)
         if marker.kind == "answer" and count_answers and age > 0:

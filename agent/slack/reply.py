@@ -87,7 +87,7 @@ class ThreadReply:
             log(f"could not post the placeholder ({error_line(exc)})")
         if self.placeholder is not None and self.reread is not None:
             verdict = markers.claim(self.reread(), self.question_ts, self.placeholder, self.me,
-                                    count_answers=not self.force)
+                                    count_answers=not self.force, run=self.run)
             if not verdict.won:
                 self.out.delete(self.channel, self.placeholder)
                 self.placeholder, self.state, self.yielded_because = None, "yielded", verdict.reason
@@ -96,6 +96,7 @@ class ThreadReply:
                 self.out.delete(self.channel, ts)
             if verdict.earlier:
                 self.out.react(self.channel, self.question_ts, FAILED_REACTION, remove=True)
+        self.eyes = True  # before the call: a cancel while Slack adds it must still take it off
         self.eyes = self.out.react(self.channel, self.question_ts, WORKING_REACTION)
         self.state = "working"
         self.throttle.restart()
@@ -137,6 +138,8 @@ class ThreadReply:
         """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
         a reply of its own -- and ❌ replaces 👀. Nothing here raises: the outcome is already decided."""
         payload = failure_payload(what, self.run_link, channel=self.channel, question_ts=self.question_ts)
+        if self.placeholder is None and not self.delivered:
+            self._find_own_placeholder()
         if self._replace_placeholder(payload) is None:
             try:
                 self.out.post(self.channel, payload, thread_ts=self.root)
@@ -165,6 +168,22 @@ class ThreadReply:
             return None
         replaced, self.placeholder = self.placeholder, None
         return replaced
+
+    def _find_own_placeholder(self) -> None:
+        """A placeholder of this run that Slack took but whose answer we never got (a cancel or a reset while it
+        was posted) becomes ours again, so the notice replaces it; nothing when the thread cannot be read."""
+        if self.reread is None:
+            return
+        try:
+            messages = self.reread()
+        except Exception:
+            return
+        found = [str(m.get("ts")) for m in messages if (marker := markers.ours(m, self.me)) is not None
+                 and marker.kind == "progress" and marker.question_ts == self.question_ts and marker.run == self.run]
+        for ts in found[1:]:
+            self.out.delete(self.channel, ts)
+        if found:
+            self.placeholder = found[0]
 
     def _drop_placeholder(self) -> None:
         if self.placeholder is not None and self.out.delete(self.channel, self.placeholder):

@@ -128,6 +128,9 @@ def parse_event(raw: str | bytes) -> Trigger:
 
 
 def parse_event_data(data: Mapping[str, Any]) -> Trigger:
+    from agent.core.messages import valid_text
+
+    data = valid_text(dict(data))  # JSON may carry lone surrogates ("\\ud800"): U+FFFD, not a crash when printed
     if "client_payload" in data:
         return _from_repository_dispatch(data)
     if "inputs" in data and ("workflow" in data or "ref" in data or "repository" in data):
