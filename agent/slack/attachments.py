@@ -14,13 +14,16 @@ files as text in the context -- each within the API's limits and helpbot's budge
   with a note saying how much was left out.
 - A file that cannot be read (deleted, external, hidden by the plan's limit, of a kind helpbot does not read, too
   large, refused by Slack) is listed in the context with the reason; nothing is dropped silently.
+- PDFs as document blocks: Anthropic's API takes them; whether Bedrock's InvokeModel does for a given model could
+  not be tried here (AWS documents document input for Converse). :func:`ask_with_attachments` therefore asks
+  again without the PDFs, saying so in the context, when the model endpoint rejects the first request with a 400.
 """
 
 from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
@@ -30,6 +33,7 @@ import httpx
 from agent.core.messages import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
 
 if TYPE_CHECKING:
+    from agent.core.run import Answer
     from agent.slack.handle import Slack, Thread
 
 Kind = Literal["image", "pdf", "text"]
@@ -70,6 +74,37 @@ class Attachments:
         if not self.lines:
             return []
         return ["添付ファイル:", *self.lines, *self.texts]
+
+
+PDF_REFUSED_NOTE = ("\n（注: モデルの接続先が PDF の添付を受け付けなかったため、上の添付 PDF は渡せませんでした。"
+                    "PDF の内容は参照できていません）")
+
+
+def without_documents(blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks without the PDFs and the labels just before them."""
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.get("type") == "document":
+            if out and out[-1].get("type") == "text":
+                out.pop()
+            continue
+        out.append(block)
+    return out
+
+
+def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
+                         blocks: Sequence[dict[str, Any]]) -> Answer:
+    """``ask(blocks, context_note)``; when the endpoint rejects the request (400) and PDFs were among the blocks,
+    once more without them, with a note for the context. Any other failure is the caller's."""
+    from agent.core.model import ModelRequestError
+
+    try:
+        return ask(list(blocks), "")
+    except ModelRequestError as exc:
+        kept = without_documents(blocks)
+        if exc.status != 400 or len(kept) == len(blocks):
+            raise
+    return ask(kept, PDF_REFUSED_NOTE)
 
 
 class Unreadable(Exception):

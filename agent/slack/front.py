@@ -32,6 +32,7 @@ from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it h
 from agent.guard import Guard, host_of
 from agent.report import Trace, print_answer, summary_markdown, write_summary
 from agent.slack import markers
+from agent.slack.attachments import ask_with_attachments
 from agent.slack.blocks import mask_personal_from_env, run_url
 from agent.slack.handle import Slack, is_public
 from agent.slack.post import SlackOut, error_line, log, one_line
@@ -264,7 +265,8 @@ class Front:
             guard.narrow(names=guard.registry_names(registry), private=not target.public)
             asked, context, history, attachments = question()
             agent = self.make_agent(registry, on_progress, on_event)
-            answer = agent.run(asked, history, context=context, attachments=attachments)
+            answer = ask_with_attachments(lambda blocks, note: agent.run(
+                asked, history, context=context + note, attachments=blocks), attachments)
             guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])
             link = reply.deliver(answer) if reply is not None else None
         except BaseException as exc:

@@ -7,19 +7,23 @@ import base64
 import re
 import struct
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.cli import main
 from agent.core.messages import IMAGE_TOKENS, request_tokens
 from agent.core.scripted import Request
 from agent.slack.attachments import MAX_IMAGE_BYTES, TEXT_CHARS, cut_middle, decode_text, file_kind, image_size
-from tests.agent.slack.test_front import answer_scripted, bot_messages, env, markdown_of
+from tests.agent.slack.test_front import answer_scripted, bot_messages, env, event_file, markdown_of, stub
+from tests.fakes import bedrock as stub_lib
 from tests.fakes import slack_scopes
+from tests.fakes.bedrock import BedrockStub
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Token, Workspace
 from tests.fakes.slack_files import add_file
 
-__all__ = ["env"]  # the fixture
+__all__ = ["env", "stub"]  # the fixtures
 
 
 def png(width: int, height: int) -> bytes:
@@ -206,3 +210,37 @@ def test_without_files_read_slack_redirects_to_its_sign_in_page_and_the_file_is_
             "必要です）") in text
     assert "E-RK-4711" not in text
     assert [c.status for c in fake.calls("files.download")] == [302]  # asked once, the redirect not followed
+
+
+# -- through the anthropic SDK to the Bedrock stub ------------------------------------------------------------------
+def blocks_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+
+
+def test_through_the_sdk_an_image_arrives_as_a_base64_block_and_a_refused_pdf_is_asked_again_without_it(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path) -> None:
+    picture = png(8, 8)
+    files = [add_file(ws, "shot.png", picture, channel="C0ECSUP", user="U0TANAKA", mimetype="image/png",
+                      filetype="png"),
+             add_file(ws, "spec.pdf", b"%PDF-1.4\n<< /Type /Page >>\n%%EOF", channel="C0ECSUP", user="U0TANAKA",
+                      mimetype="application/pdf", filetype="pdf")]
+    asked = ws.post("C0ECSUP", "この画面と仕様書を見てください", user="U0TANAKA", files=files)
+
+    def responder(model_id: str, body: dict[str, Any]) -> Any:
+        kinds = [b["type"] for b in blocks_of(body)]
+        if "document" in kinds:  # as an endpoint without document input would
+            return stub_lib.error(400, "ValidationException", "messages.0.content.2.type: unexpected 'document'")
+        return stub_lib.text("画像を確認しました。" if "image" in kinds else "添付なし。")
+
+    stub.responder = responder
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": asked.ts, "reaction": "help"})
+    assert main(["answer", "--event", path]) == 0
+    assert "画像を確認しました" in markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
+    last = stub.requests[-1].body
+    image = next(b for b in blocks_of(last) if b["type"] == "image")
+    assert image["source"] == {"type": "base64", "media_type": "image/png",
+                               "data": base64.b64encode(picture).decode()}
+    assert "document" not in [b["type"] for b in blocks_of(last)]
+    assert "[添付 PDF 1]" not in [b.get("text") for b in blocks_of(last)]  # its label went with it
+    assert any("添付 PDF は渡せませんでした" in str(b.get("text")) for b in blocks_of(last))
+    assert any(b["type"] == "document" for r in stub.requests for b in blocks_of(r.body))  # it was tried first
