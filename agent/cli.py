@@ -182,7 +182,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return 1
     guard.narrow(hosts=[h for s in answer.consulted if (h := guard.host_of(str(s.get("url") or "")))])
     if args.json:
-        guard.out(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+        guard.out(json.dumps(guard.current().metadata(answer.to_json()), ensure_ascii=False, indent=2))
     else:
         from agent.report import print_answer
 

@@ -302,7 +302,8 @@ class Front:
             log("dry run: answer withheld (private channel)" if target.dry_run
                 else "answer withheld from the log (private channel)")
         elif self.options.json:
-            guard.out(json.dumps({**answer.to_json(), "permalink": link}, ensure_ascii=False, indent=2))
+            guard.out(json.dumps(guard.current().metadata({**answer.to_json(), "permalink": link}), ensure_ascii=False,
+                              indent=2))
         elif link is None:
             print_answer(answer)
         if link:

@@ -218,8 +218,6 @@ def test_look_alike_encoded_and_split_tool_names_are_unknown_tool_everywhere(env
     assert names == {"slack_getConversationHistory", "unknown_tool"}
 
 
-@pytest.mark.xfail(strict=True, reason="LEAK: `helpbot answer --json` prints Answer.to_json() whose tool_calls "
-                                       "keep the model's raw tool names (stdout, the Actions log)")
 def test_json_stdout_names_only_registered_tools(env: dict[str, str], ws: Workspace, fake: FakeSlack,
                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def script(request: Request) -> Any:
@@ -409,9 +407,6 @@ def test_channel_reads_and_listings_do_not_tell_a_private_channel_from_none(env:
     assert seen[4] == seen[5] == seen[6] == {"status": "ok", "tool": "slack_getChannels", "total": 0}
 
 
-@pytest.mark.xfail(strict=True, reason="LEAK (oracle): slack_getThreadMessages(url=<any public message>, "
-                                       "channel=#name) says 'url and channel/ts point to different messages' when "
-                                       "#name is an existing private channel, 'no readable channel' when it is not")
 def test_a_thread_read_does_not_tell_whether_a_private_channel_name_exists(env: dict[str, str], ws: Workspace,
                                                                            fake: FakeSlack, tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture[str]

@@ -49,7 +49,6 @@ from .reading import (
     parse_permalink,
     plain,
     readable_channel,
-    resolve_channel,
     workspace_url,
 )
 
@@ -144,7 +143,9 @@ def getThreadMessages(
     thread_ts = None
     if url:
         url_channel, url_ts, thread_ts = parse_permalink(url)
-        if (channel and resolve_channel(ctx, channel) != url_channel) or (ts and ts != url_ts):
+        # A channel given beside the url is checked like any read first: a private channel's name must not be
+        # told apart from a missing one by the mismatch message.
+        if (channel and readable_channel(ctx, channel)["id"] != url_channel) or (ts and ts != url_ts):
             raise ToolError("url and channel/ts point to different messages; give just the url")
         channel, ts = url_channel, url_ts
     if not channel or not ts:
