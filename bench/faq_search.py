@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "faq"
 TARGET_MS = 50.0
 LOAD_TARGET_S = 0.2
+SEMANTIC_TARGET_MS = 100.0
 
 QUERIES = [
     "在庫がずれる",
@@ -158,10 +159,12 @@ def main(argv: list[str] | None = None) -> int:
             assert result.status == "ok" and result.items, result.to_json()
             return elapsed, registry
 
-        build_s, _ = first_call()
-        loads = [first_call() for _ in range(args.loads)]
-        load_s = [elapsed for elapsed, _ in loads]
-        registry = loads[-1][1]
+        build_s, registry = first_call()
+        load_s = []
+        for _ in range(args.loads):  # each time a new registry, the previous one dropped (as a new process would)
+            del registry
+            elapsed, registry = first_call()
+            load_s.append(elapsed)
         index = registry.context("faq").client
         longest = max(len(docs) for docs, _ in index.postings.values())
         size = sum(p.stat().st_size for p in cache.iterdir()) / 2**20
@@ -175,12 +178,17 @@ def main(argv: list[str] | None = None) -> int:
         report("ranking (FaqIndex.search)", timings(lambda q: index.search(q, 5), QUERIES, args.repeat))
         p95 = report("tool call (faq_search)", timings(lambda q: tool(q, limit=5), QUERIES, args.repeat))
 
+    if index.semantic is not None:
+        # issue 13's target for a query with the semantic leg; the loads above are of a process that has the
+        # encoder already (it is loaded once per process: the build's first call paid for it)
+        print(f"semantic leg on ({index.semantic.encoder.name}): the query target is < {SEMANTIC_TARGET_MS:.0f} ms")
+    target_ms = SEMANTIC_TARGET_MS if index.semantic is not None else TARGET_MS
     load_ok = statistics.median(load_s) <= LOAD_TARGET_S
     print(f"target: cached load <= {LOAD_TARGET_S} s -> {'OK' if load_ok else 'TOO SLOW'} "
           f"(median {statistics.median(load_s):.3f} s)")
-    verdict = "OK" if p95 < TARGET_MS else "TOO SLOW"
-    print(f"target: < {TARGET_MS:.0f} ms per query after loading -> {verdict} (p95 of the tool call {p95:.2f} ms)")
-    return 0 if p95 < TARGET_MS and load_ok else 1
+    verdict = "OK" if p95 < target_ms else "TOO SLOW"
+    print(f"target: < {target_ms:.0f} ms per query after loading -> {verdict} (p95 of the tool call {p95:.2f} ms)")
+    return 0 if p95 < target_ms and load_ok else 1
 
 
 if __name__ == "__main__":
