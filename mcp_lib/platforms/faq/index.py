@@ -6,7 +6,6 @@ import functools
 import heapq
 import math
 import re
-import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -22,6 +21,7 @@ from .text import (
     FUZZY_MIN_SIMILARITY,
     TAG_BOOST,
     analyze,
+    best_window,
     fuzzy_candidate,
     normalize,
     query_weights,
@@ -283,32 +283,6 @@ class FaqIndex:
     def snippet(self, body: str, query: str | QueryPlan, width: int = 200) -> str:
         """The part of the body where the most query words (or their synonyms) meet, so the model sees why
         the entry matched."""
-        flat = " ".join(body.split())
-        if len(flat) <= width:
-            return flat
-        # Normalise character by character, remembering where each normalised character came from.
-        chars: list[str] = []
-        origin: list[int] = []
-        for i, ch in enumerate(flat):
-            folded = unicodedata.normalize("NFKC", ch).lower()
-            chars.append(folded)
-            origin.extend([i] * len(folded))
-        norm = "".join(chars)
         words = (self.plan(query) if isinstance(query, str) else query).words
-        hits = sorted((m.start(), word) for word in words for m in re.finditer(re.escape(word), norm))
-        # Slide a window over the hits; keep the one that shows the most different words.
-        best, best_count, right = 0, 0, 0
-        window: Counter[str] = Counter()
-        for position, word in hits:
-            while right < len(hits) and hits[right][0] < position + width * 3 // 4:
-                window[hits[right][1]] += 1
-                right += 1
-            if len(window) > best_count:
-                best, best_count = max(0, position - width // 4), len(window)
-            window[word] -= 1
-            if not window[word]:
-                del window[word]
-        start = origin[best] if hits else 0
-        piece = flat[start : start + width]
-        return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+        return best_window(body, words, width)
 

@@ -14,6 +14,8 @@ import functools
 import operator
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Iterable
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ー"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
@@ -115,3 +117,35 @@ def query_weights(text: str, normalized: bool = False) -> dict[str, float]:
         weights[term] = weights.get(term, 0.0) + (LATIN_WEIGHT if term[0].isascii() else 1.0)
     return weights
 
+
+
+def best_window(body: str, words: Iterable[str], width: int = 200) -> str:
+    """``width`` characters of ``body`` where the most different ``words`` meet (whitespace folded), with "…"
+    where it was cut: the snippet that shows the model why an entry matched."""
+    flat = " ".join(body.split())
+    if len(flat) <= width:
+        return flat
+    # Normalise character by character, remembering where each normalised character came from.
+    chars: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(flat):
+        folded = unicodedata.normalize("NFKC", ch).lower()
+        chars.append(folded)
+        origin.extend([i] * len(folded))
+    norm = "".join(chars)
+    hits = sorted((m.start(), word) for word in words for m in re.finditer(re.escape(word), norm))
+    # Slide a window over the hits; keep the one that shows the most different words.
+    best, best_count, right = 0, 0, 0
+    window: Counter[str] = Counter()
+    for position, word in hits:
+        while right < len(hits) and hits[right][0] < position + width * 3 // 4:
+            window[hits[right][1]] += 1
+            right += 1
+        if len(window) > best_count:
+            best, best_count = max(0, position - width // 4), len(window)
+        window[word] -= 1
+        if not window[word]:
+            del window[word]
+    start = origin[best] if hits else 0
+    piece = flat[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
