@@ -487,3 +487,34 @@ def test_the_spend_cap_ends_the_investigation_with_one_answer(ws: Workspace, fak
     code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=lambda s: None, clock=Clock())
     assert code == 0 and len(model.requests) == 2  # one round, then the final answer
     assert_final(ws, q.ts, "answer")
+
+
+# -- the relay ----------------------------------------------------------------------------------------------------
+def test_the_relay_dispatches_one_event_once_under_replays_retries_and_concurrency() -> None:
+    """The same signed delivery: 8 copies at once from threads, then replays and a retry of each reason."""
+    import json
+    import threading
+
+    from tests.agent.slack.test_relay import GitHub, envelope, relay_for, signed
+
+    github = GitHub()
+    relay = relay_for(github)
+    raw = json.dumps(envelope()).encode()
+    barrier = threading.Barrier(8)
+    statuses: list[int] = []
+
+    def deliver() -> None:
+        barrier.wait()
+        statuses.append(relay(signed(raw), raw)[0])
+
+    threads = [threading.Thread(target=deliver) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    for reason in ("http_timeout", "http_error", "too_many_redirects", "unknown_error", ""):
+        extra = {"X-Slack-Retry-Num": "1", **({"X-Slack-Retry-Reason": reason} if reason else {})}
+        statuses.append(relay(signed(raw, extra=extra), raw)[0])
+    statuses.append(relay(signed(raw), raw)[0])
+    assert statuses == [200] * 14
+    assert len(github.requests) == 1
