@@ -1,7 +1,7 @@
 """``helpbot faq-draft``: helpbot's well-received answers become draft FAQ entries.
 
 An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority (👎 > 👍), found and counted exactly as
-``helpbot feedback`` finds and counts them (:class:`agent.slack.feedback.Scanner`). Its draft is an entry in the
+``helpbot feedback`` finds and counts them (:class:`agent.slack.ratings.Scanner`). Its draft is an entry in the
 ``faq/`` format: the question from the asker's message (mentions, links to people and a leading "○○さん" taken
 out), the answer's text, its sources, its tags. Skipped, and counted in the summary: answers in private
 channels or DMs unless ``HELPBOT_FAQ_PRIVATE`` says the FAQ is private too; questions the FAQ already asks
@@ -35,9 +35,10 @@ import yaml
 from agent import guard
 from agent.errors import UsageError
 from agent.slack.blocks import guard_public
-from agent.slack.feedback import SCAN_MAX_RETRIES, RatedAnswer, Scanner, parse_since
+from agent.slack.feedback import parse_since
 from agent.slack.handle import is_public
 from agent.slack.markers import read as read_marker
+from agent.slack.ratings import SCAN_MAX_RETRIES, RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import env_channels, is_channel_id
 from mcp_lib.config import ConfigError, env_bool, env_str

@@ -3,13 +3,8 @@
 Answers are found by their marker (:mod:`agent.slack.markers`), and only when helpbot itself wrote them: another
 app cannot forge entries. Placeholders and failure notices are skipped.
 
-How the scan stays cheap: one ``conversations.history`` pass per channel (``include_all_metadata``, cursor
-paging), then ``conversations.replies`` only for threads that have replies since the window opened and that
-helpbot may have replied in (``reply_users``, when Slack lists them all). History is read from
-:data:`THREAD_LOOKBACK` before the window, so an answer posted in the window to an older question is still
-found. Reactions come with the messages; ``reactions.get`` is called only when Slack truncated a user list.
-A long answer is several messages (``parts`` in its metadata): reactions on every part count, each person once
-per emoji, helpbot's own reactions never.
+The scan and the counting are :mod:`agent.slack.ratings`'s; this module is the window, the report and the
+command.
 
 The text report and the summary posted by ``--post`` hold counts, tool names and permalinks, never message
 text or source titles (the feedback channel and the Actions log may be wider audiences than the channel an
@@ -26,8 +21,8 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, tzinfo
 from typing import IO, Any
 from zoneinfo import ZoneInfo
@@ -42,20 +37,13 @@ from agent.slack.blocks import (
     mask_personal_from_env,
     platform_label,
 )
-from agent.slack.markers import Me, answers_in_sequence
-from agent.slack.readback import message_markdown, read_answer
+from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, SCAN_MAX_RETRIES, RatedAnswer, Scanner, local_time
 from agent.slack.split import slack_len
 from agent.slack.trigger import USER_RE, env_channels, is_channel_id, is_dm_id
-from agent.slack.trigger import normalize_reaction as normalize_reaction_name
 from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
 from mcp_lib.platforms import slack as slack_platform
 
-PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
-THREAD_LOOKBACK = timedelta(days=14)
-SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
-POSITIVE, NEGATIVE = "+1", "-1"
-_ALIASES = {"thumbsup": POSITIVE, "thumbsdown": NEGATIVE}
 _DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)
 MAX_POSTED_NEGATIVES = 20
 POST_LIMIT = 11_000  # below the 12,000 markdown characters of one message
@@ -86,195 +74,6 @@ def parse_since(value: str, now: datetime, command: str = "helpbot feedback") ->
     if when >= now:
         raise UsageError(f"{command}: --since {value!r} is not in the past")
     return when
-
-
-def _ts(when: datetime) -> str:
-    return f"{when.timestamp():.6f}"
-
-
-# -- one answer -----------------------------------------------------------------------------------------------
-def normalize_reaction(name: str) -> str:
-    """``+1::skin-tone-3`` and ``thumbsup`` are both 👍 (``+1``): the trigger's normalization plus the aliases."""
-    name = normalize_reaction_name(name)
-    return _ALIASES.get(name, name)
-
-
-@dataclass
-class RatedAnswer:
-    """One helpbot answer with what its metadata says and how people reacted to it."""
-
-    channel: str
-    ts: str
-    thread_ts: str | None
-    question_ts: str | None
-    rounds: int
-    tool_calls: int
-    tools: list[str]
-    sources_count: int
-    sources: list[dict[str, str]]
-    cost_usd: float | None
-    degraded: bool
-    parts: int
-    reactions: dict[str, int] = field(default_factory=dict)  # normalized name -> people (helpbot excluded)
-    reactors: set[str] = field(default_factory=set)
-    permalink: str | None = None
-
-    @property
-    def positive(self) -> int:
-        return self.reactions.get(POSITIVE, 0)
-
-    @property
-    def negative(self) -> int:
-        return self.reactions.get(NEGATIVE, 0)
-
-    @property
-    def other_reactions(self) -> dict[str, int]:
-        return {k: v for k, v in self.reactions.items() if k not in (POSITIVE, NEGATIVE)}
-
-    def to_json(self, tz: tzinfo) -> dict[str, Any]:
-        return {
-            "channel": self.channel, "ts": self.ts, "time": _local(self.ts, tz), "thread_ts": self.thread_ts,
-            "question_ts": self.question_ts, "positive": self.positive, "negative": self.negative,
-            "reactions": dict(self.reactions), "reactors": len(self.reactors), "rounds": self.rounds,
-            "tool_calls": self.tool_calls, "tools": list(self.tools), "sources_count": self.sources_count,
-            "sources": [dict(s) for s in self.sources], "cost_usd": self.cost_usd, "degraded": self.degraded,
-            "parts": self.parts, "permalink": self.permalink,
-        }
-
-
-def _local(ts: str, tz: tzinfo) -> str:
-    return datetime.fromtimestamp(float(ts), tz).isoformat(timespec="seconds")
-
-
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def parse_sources(messages: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, str]], int]:
-    """The 「参照元」 section of an answer's messages -> ([{title, url}], how many the section left out).
-
-    Read the way follow-ups read answers (:func:`agent.slack.readback.read_answer`), so it works whether Slack hands the
-    markdown blocks back as they were posted or translated into rich_text."""
-    read = read_answer("\n\n".join(message_markdown(m) for m in messages))
-    return read.sources + [{"title": title, "url": ""} for title in read.unlinked], read.left_out
-
-
-def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: float,
-               me: Me) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
-    """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with the messages
-    that make it up (grouped as :func:`agent.slack.markers.answers_in_sequence` groups them for follow-ups)."""
-    found = []
-    for marker, message, parts in answers_in_sequence(sequence, me):
-        if float(message.get("ts") or 0) < since_ts:
-            continue
-        payload = marker.payload
-        sources, left_out = parse_sources(parts)
-        # names helpbot defined only: metadata is written by the model's choices (and old answers predate the guard)
-        tools = [guard.current().name(t) for t in str(payload.get("tools") or "").split(",") if t]
-        answer = RatedAnswer(
-            channel=channel, ts=str(message["ts"]), thread_ts=message.get("thread_ts"),
-            question_ts=marker.question_ts, rounds=_int(payload.get("rounds")),
-            tool_calls=_int(payload.get("tool_calls")), tools=tools,
-            sources_count=_int(payload.get("sources")) or len(sources) + left_out, sources=sources,
-            cost_usd=_float(payload.get("cost_usd")), degraded=bool(payload.get("degraded")),
-            parts=marker.parts)
-        found.append((answer, parts))
-    return found
-
-
-def tally_reactions(answer: RatedAnswer, parts: Iterable[Mapping[str, Any]], excluded: set[str],
-                    refetch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
-    """Each person once per emoji over all parts; ``refetch`` (reactions.get) when Slack cut a user list short."""
-    people: dict[str, set[str]] = {}
-    hidden: Counter[str] = Counter()
-    for message in parts:
-        reactions = message.get("reactions") or []
-        if any(_int(r.get("count")) > len(r.get("users") or []) for r in reactions):
-            reactions = refetch(message).get("reactions") or reactions
-        for reaction in reactions:
-            name = normalize_reaction(str(reaction.get("name") or ""))
-            users = [str(u) for u in reaction.get("users") or []]
-            people.setdefault(name, set()).update(u for u in users if u not in excluded)
-            hidden[name] += max(0, _int(reaction.get("count")) - len(users))  # still cut short: count them
-    for name, reacted in people.items():
-        total = len(reacted) + hidden[name]
-        if total:
-            answer.reactions[name] = total
-            answer.reactors |= reacted
-
-
-# -- the scan -------------------------------------------------------------------------------------------------
-class Scanner:
-    """Reads channels through the Slack platform's client (its retry handlers, its error messages)."""
-
-    def __init__(self, ctx: ToolContext, *, bot_user_id: str, bot_id: str | None, excluded: Iterable[str] = (),
-                 page_size: int = PAGE_SIZE):
-        self.ctx = ctx
-        self.bot_user_id = bot_user_id
-        self.me = Me(bot_user_id or None, bot_id)
-        self.excluded = {bot_user_id, *excluded}
-        self.page_size = page_size
-
-    def call(self, api: str, **params: Any) -> dict[str, Any]:
-        return slack_platform.call(self.ctx, api, **params)
-
-    def _pages(self, api: str, **params: Any) -> Iterator[dict[str, Any]]:
-        cursor = None
-        while True:
-            data = self.call(api, limit=self.page_size, include_all_metadata=True, cursor=cursor, **params)
-            yield from data.get("messages") or []
-            cursor = (data.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                return
-
-    def _may_hold_answer(self, root: Mapping[str, Any], since_ts: float) -> bool:
-        if not _int(root.get("reply_count")) or float(root.get("latest_reply") or 0) < since_ts:
-            return False
-        users = root.get("reply_users")
-        if self.me.wrote(root) or not isinstance(users, list) or len(users) < _int(root.get("reply_users_count")):
-            return True  # Slack did not list every replier: look
-        return self.bot_user_id in users
-
-    def scan(self, channel: str, since: datetime) -> list[RatedAnswer]:
-        return [answer for answer, _ in self.scan_with_parts(channel, since)]
-
-    def scan_with_parts(self, channel: str, since: datetime
-                        ) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
-        """:meth:`scan`, each answer with the messages that make it up (``helpbot faq-draft`` reads them)."""
-        since_ts = since.timestamp()
-        found: dict[str, tuple[RatedAnswer, list[Mapping[str, Any]]]] = {}
-        for message in self._pages("conversations.history", channel=channel, oldest=_ts(since - THREAD_LOOKBACK)):
-            if message.get("thread_ts") not in (None, message.get("ts")):
-                continue  # a reply also sent to the channel: counted with its thread
-            if self._may_hold_answer(message, since_ts):
-                sequence = list(self._pages("conversations.replies", channel=channel, ts=message["ts"],
-                                            oldest=_ts(since)))
-            else:
-                sequence = [message]
-            for answer, parts in answers_in(sequence, channel, since_ts, self.me):
-                if answer.ts not in found:
-                    tally_reactions(answer, parts, self.excluded, lambda m: self._refetch(channel, m))
-                    found[answer.ts] = (answer, parts)
-        return sorted(found.values(), key=lambda pair: float(pair[0].ts))
-
-    def _refetch(self, channel: str, message: Mapping[str, Any]) -> Mapping[str, Any]:
-        data = self.call("reactions.get", channel=channel, timestamp=message["ts"], full=True)
-        return data.get("message") or {}
-
-    def add_permalinks(self, answers: Iterable[RatedAnswer]) -> None:
-        for answer in answers:
-            data = self.call("chat.getPermalink", channel=answer.channel, message_ts=answer.ts)
-            answer.permalink = str(data.get("permalink") or "") or None
 
 
 # -- the report -----------------------------------------------------------------------------------------------
@@ -346,7 +145,7 @@ def write_csv(report: Report, out: IO[str], tz: tzinfo) -> None:
     writer.writerow(CSV_COLUMNS)
     for a in report.answers:
         other = ";".join(f"{name}:{n}" for name, n in a.other_reactions.items())
-        row = [a.channel, a.ts, _local(a.ts, tz), a.thread_ts or "", a.question_ts or "", a.positive, a.negative,
+        row = [a.channel, a.ts, local_time(a.ts, tz), a.thread_ts or "", a.question_ts or "", a.positive, a.negative,
                other, len(a.reactors), a.rounds, a.tool_calls, ";".join(a.tools), a.sources_count,
                " ".join(s["url"] for s in a.sources if s["url"]),
                "" if a.cost_usd is None else f"{a.cost_usd:.6f}", str(a.degraded).lower(), a.parts,

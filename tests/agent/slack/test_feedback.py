@@ -23,15 +23,8 @@ from agent.cli import build_parser
 from agent.cli import main as helpbot_main
 from agent.errors import UsageError
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload
-from agent.slack.feedback import (
-    RatedAnswer,
-    Scanner,
-    _cell,
-    normalize_reaction,
-    parse_since,
-    run,
-    tally_reactions,
-)
+from agent.slack.feedback import _cell, parse_since, run
+from agent.slack.ratings import RatedAnswer, Scanner, normalize_reaction, tally_reactions
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
 from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, FakeSlack, Workspace

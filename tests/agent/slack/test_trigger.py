@@ -273,10 +273,10 @@ def test_channel_lists_are_validated_and_deduplicated_in_one_place() -> None:
 
 
 def test_reaction_normalization_is_shared_with_feedback() -> None:
-    from agent.slack import feedback
+    from agent.slack import ratings
 
     for name in ("+1::skin-tone-2", ":help::skin-tone-6:", "HELP", "thumbsup::skin-tone-3"):
-        assert feedback.normalize_reaction(name) in (normalize_reaction(name), "+1")
+        assert ratings.normalize_reaction(name) in (normalize_reaction(name), "+1")
     assert normalize_reaction("+1::skin-tone-2") == "+1" and normalize_reaction(":help::skin-tone-6:") == "help"
 
 
