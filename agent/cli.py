@@ -213,7 +213,7 @@ register("answer", "Answer a Slack message in its thread (a :help: trigger, a me
 
 
 register("relay", "Serve the Slack Events relay (reaction_added -> repository_dispatch).",
-         "agent.slack.relay:add_arguments", "agent.slack.relay:run_relay_command")
+         "agent.slack.relay_server:add_arguments", "agent.slack.relay_server:run_relay_command")
 register("eval", "Run eval cases (questions, expected sources and phrases) through the agent and score them.",
          "agent.evals:add_arguments", "agent.evals:cmd_eval")
 register("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",

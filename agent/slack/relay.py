@@ -29,7 +29,6 @@ One core, :meth:`Relay.__call__` (:func:`handle`), serves ``helpbot relay`` (a s
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import json
@@ -241,21 +240,18 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
 # -- hosts --------------------------------------------------------------------------------------------------------
 class Relay:
     """Configuration, dispatcher and the accepted event ids, built once per process (or Lambda container).
-    ``deferred``: dispatch after the answer on a worker thread (the server); else before it (Lambda)."""
+    ``worker``: makes the server's worker, which dispatches after the answer (:mod:`agent.slack.relay_server`);
+    without one (Lambda) the dispatch happens before the answer."""
 
     def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None,
-                 now: Callable[[], float] = time.time, *, deferred: bool = False,
+                 now: Callable[[], float] = time.time, *, worker: Callable[..., Any] | None = None,
                  sleep: Callable[[float], None] = time.sleep):
         self.config = config
-        self.dispatch = dispatch or github_dispatcher(config, deadline=WORKER_DEADLINE_S if deferred
+        self.dispatch = dispatch or github_dispatcher(config, deadline=WORKER_DEADLINE_S if worker is not None
                                                       else DISPATCH_DEADLINE_S)
         self.now = now
         self.seen = Seen()
-        self.worker = None
-        if deferred:
-            from agent.slack.relay_server import Dispatcher
-
-            self.worker = Dispatcher(self.dispatch, sleep=sleep)
+        self.worker = worker(self.dispatch, sleep=sleep) if worker is not None else None
 
     def __call__(self, headers: Mapping[str, str], raw_body: bytes) -> Response:
         try:
@@ -269,13 +265,6 @@ class Relay:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close(timeout=WORKER_DEADLINE_S * DISPATCH_ATTEMPTS)
-
-
-def serve(host: str = "127.0.0.1", port: int = 3000, *, env: Mapping[str, str] | None = None) -> None:
-    """``helpbot relay``: serve until interrupted (:mod:`agent.slack.relay_server`)."""
-    from agent.slack.relay_server import serve_forever
-
-    serve_forever(Relay(RelayConfig.from_env(os.environ if env is None else env), deferred=True), host, port)
 
 
 _LAMBDA_RELAY: Relay | None = None
@@ -300,20 +289,3 @@ def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Rela
         return {"statusCode": 413, "headers": {"Content-Type": "text/plain"}, "body": "too large"}
     status, headers, out = relay(event.get("headers") or {}, body)
     return {"statusCode": status, "headers": headers, "body": out.decode("utf-8"), "isBase64Encoded": False}
-
-
-# -- CLI wiring -----------------------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``helpbot relay [--host] [--port]``; needs SLACK_SIGNING_SECRET, GITHUB_REPOSITORY and
-    HELPBOT_DISPATCH_TOKEN (or GITHUB_TOKEN)."""
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000; 0 = any)")
-
-
-def run_relay_command(args: argparse.Namespace) -> int:
-    """0 when stopped; bad configuration and an address it cannot listen on are exit 2 (:mod:`agent.errors`)."""
-    try:
-        serve(args.host, args.port)
-    except OSError as exc:
-        raise BadInput(f"helpbot relay: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    return 0

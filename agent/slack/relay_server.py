@@ -6,30 +6,31 @@ for the protocol decisions); Lambda never imports this module.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import os
 import queue
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agent.errors import DispatchError
+from agent.errors import BadInput, DispatchError
 from agent.slack.relay import (
     DISPATCH_ATTEMPTS,
     MAX_BODY_BYTES,
     REQUEST_DEADLINE_S,
     SOCKET_TIMEOUT_S,
     Dispatch,
+    Relay,
+    RelayConfig,
     Response,
     log,
     reply,
 )
-
-if TYPE_CHECKING:
-    from agent.slack.relay import Relay
 
 
 class Dispatcher:
@@ -170,3 +171,25 @@ def serve_forever(relay: Relay, host: str, port: int) -> None:
     finally:
         server.server_close()
         relay.close()
+
+
+def serve(host: str = "127.0.0.1", port: int = 3000, *, env: Mapping[str, str] | None = None) -> None:
+    """``helpbot relay``: serve until interrupted."""
+    serve_forever(Relay(RelayConfig.from_env(os.environ if env is None else env), worker=Dispatcher), host, port)
+
+
+# -- CLI wiring -----------------------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``helpbot relay [--host] [--port]``; needs SLACK_SIGNING_SECRET, GITHUB_REPOSITORY and
+    HELPBOT_DISPATCH_TOKEN (or GITHUB_TOKEN)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000; 0 = any)")
+
+
+def run_relay_command(args: argparse.Namespace) -> int:
+    """0 when stopped; bad configuration and an address it cannot listen on are exit 2 (:mod:`agent.errors`)."""
+    try:
+        serve(args.host, args.port)
+    except OSError as exc:
+        raise BadInput(f"helpbot relay: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    return 0

@@ -27,7 +27,7 @@ from agent.slack.relay import (
     handle,
     lambda_handler,
 )
-from agent.slack.relay_server import make_server
+from agent.slack.relay_server import Dispatcher, make_server
 from agent.slack.trigger import TriggerSettings
 from mcp_lib.config import ConfigError
 
@@ -502,7 +502,7 @@ def test_the_server_acks_before_github_answers_and_dispatches_once(capsys: pytes
     slow = GatedGitHub()
     config = RelayConfig.from_env(ENV)
     relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), now=lambda: NOW,
-                  deferred=True, sleep=lambda s: None)
+                  worker=Dispatcher, sleep=lambda s: None)
     server = make_server("127.0.0.1", 0, relay, timeout=2)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
