@@ -147,7 +147,7 @@ def _print_progress(progress: Progress) -> None:
     from agent import guard
 
     progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names only
-    guard.err(f"helpbot: {progress.describe()}")
+    guard.err(f"helpbot: {progress.line()}")
 
 
 @subcommand("ask", "Answer a question locally (a dry run of the Slack bot; nothing is posted).", _ask_arguments)

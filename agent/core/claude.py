@@ -216,7 +216,7 @@ def _credentials_problem(exc: BaseException) -> ConfigError | None:
     return None
 
 
-def describe(exc: BaseException) -> str:
+def failure_text(exc: BaseException) -> str:
     """One line: HTTP status, the Bedrock error type and the service's message, or the exception itself."""
     status = _status(exc)
     if status is None:
@@ -264,7 +264,7 @@ class SdkModel:
             return self.client.messages.create(timeout=self._timeout(left), **kwargs)
 
         def on_retry(attempt: int, failure: BaseException, wait: float) -> None:
-            retries.append(f"attempt {attempt} failed ({describe(failure)}); retrying in {wait:.1f} s")
+            retries.append(f"attempt {attempt} failed ({failure_text(failure)}); retrying in {wait:.1f} s")
 
         try:
             clock, sleep = (request.clock, request.clock.sleep) if request.clock else (self.clock, self.sleep)
@@ -299,7 +299,7 @@ class SdkModel:
             return ModelUnavailable(f"{self.provider} model {model}: no time left before the deadline for "
                                     f"{'another' if retries else 'a first'} attempt{last}", out_of_time=True)
         return ModelUnavailable(f"{self.provider} model {model} unavailable after {exc.attempts} attempt(s): "
-                                f"{describe(exc.last)}", out_of_time=out_of_time)
+                                f"{failure_text(exc.last)}", out_of_time=out_of_time)
 
     def _rejected(self, exc: Exception, model: str) -> Exception:
         """A failure retrying cannot help: bad local configuration, or a request the service rejected."""
@@ -309,7 +309,7 @@ class SdkModel:
         hint = {401: " (check the API key / AWS credentials)",
                 403: " (check the credentials' permissions and the model access for this region)",
                 404: " (check HELPBOT_MODEL and the region)"}.get(_status(exc) or 0, "")
-        return ModelRequestError(f"{self.provider} rejected the request to {model}: {describe(exc)}{hint}",
+        return ModelRequestError(f"{self.provider} rejected the request to {model}: {failure_text(exc)}{hint}",
                                  status=_status(exc))
 
 

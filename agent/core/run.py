@@ -49,7 +49,7 @@ class Progress:
     phase: Phase
     tools: list[str] = field(default_factory=list)
 
-    def describe(self) -> str:
+    def line(self) -> str:
         if self.phase == "tools":
             return f"round {self.round}/{self.max_rounds}: {', '.join(self.tools)}"
         return {"thinking": f"round {self.round}/{self.max_rounds}: thinking",

@@ -251,7 +251,7 @@ class Front:
 
         def on_progress(progress: Progress) -> None:
             progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names
-            log(progress.describe())
+            log(progress.line())
             if reply is not None:
                 reply.progress(progress)
 

@@ -77,16 +77,15 @@ class WriteBudget:
 
 
 def retry_after(exc: BaseException) -> float | None:
-    """The wait a 429 asked for (seconds), None for any other failure."""
+    """The wait a 429 asked for (seconds; read by :func:`mcp_lib.retry.server_wait`, the one parser, and 1 s when
+    it is unreadable), None for any other failure."""
+    from mcp_lib.retry import server_wait
+
     response = getattr(exc, "response", None)
     if getattr(response, "status_code", None) != 429:
         return None
-    headers = getattr(response, "headers", None) or {}
-    value: Any = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
-    try:
-        return max(0.0, float(value[0] if isinstance(value, list) else value))
-    except (TypeError, ValueError, IndexError):
-        return 1.0
+    asked = server_wait(getattr(response, "headers", None) or {})
+    return 1.0 if asked is None else asked
 
 
 def _retry_wait(exc: Exception, attempt: int) -> float | None:

@@ -474,7 +474,7 @@ def test_progress_and_a_json_trace_with_secrets_masked() -> None:
     answer = agent.run("token xoxb-123456789012-abcdefghijkl が漏れた？")
     assert [(p.phase, p.round) for p in seen] == [("thinking", 1), ("tools", 1), ("thinking", 2)]
     assert seen[1].tools == ["faq_search", "redmine_search"]
-    assert seen[1].describe() == "round 1/10: faq_search, redmine_search"
+    assert seen[1].line() == "round 1/10: faq_search, redmine_search"
     assert events == answer.trace
     dumped = json.dumps(answer.trace, ensure_ascii=False)
     assert "xoxb-123456789012" not in dumped and "[REDACTED]" in dumped
