@@ -10,21 +10,17 @@ summary, the trace file and the feedback post.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.cli import build_parser
 from agent.core.model import Request
 from agent.core.scripted import calls
-from agent.slack import feedback
-from tests.agent.slack.test_front import answer_scripted
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+from tests.agent.outward import Out, outward_env, run
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 
 PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # in the sample workspace's private #secret-ops
 PIN = "暗証番号は 4711"
@@ -32,59 +28,14 @@ PIN = "暗証番号は 4711"
 
 @pytest.fixture
 def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": "https://github.com/acme/helpbot/blob/HEAD/faq"}
+    return outward_env(fake)
 
-
-@dataclass
-class Outward:
-    """Everything helpbot sent out of the process during the scenario, by channel."""
-
-    posts: str
-    metadata: str
-    stdout: str
-    stderr: str
-    summary: str
-    trace: str
-    feedback_post: str
-    feedback_stdout: str
-
-    def channels(self) -> dict[str, str]:
-        return dict(vars(self))
-
-    def assert_nowhere(self, *needles: str, but: tuple[str, ...] = ()) -> None:
-        for channel, text in self.channels().items():
-            if channel in but:
-                continue
-            for needle in needles:
-                assert needle not in text, f"{needle!r} reached {channel}"
 
 
 def run_hostile(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path,
-                capsys: pytest.CaptureFixture[str], script: Callable[[Request], Any], *, channel: str = "C0ECSUP",
-                question: str = "在庫同期の確認手順は？") -> Outward:
-    summary, trace = tmp_path / "summary.md", tmp_path / "trace.jsonl"
-    env = {**env, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "HELPBOT_TRACE_FILE": str(trace)}
-    asked = ws.post(channel, question, user="U0TANAKA")
-    code, _ = answer_scripted(env, script, channel=channel, ts=asked.ts)
-    assert code == 0
-    out = capsys.readouterr()
-    written = [r.params for r in fake.requests if r.method in ("chat.postMessage", "chat.update")]
-    posts = json.dumps([{k: v for k, v in p.items() if k != "metadata"} for p in written], ensure_ascii=False)
-    metadata = json.dumps([p.get("metadata") for p in written] + [m.metadata for m in ws.thread(channel, asked.ts)],
-                          ensure_ascii=False, default=str)
-    before = len(fake.requests)
-    args = build_parser("feedback").parse_args(["feedback", "--channel", "C0ECSUP", "--channel", "C0SECRET",
-                                                "--post", "C0GENERAL"])
-    stdout = io.StringIO()
-    assert feedback.run(args, env, out=stdout, sleep=lambda s: None) == 0
-    feedback_posts = [r.params for r in fake.requests[before:] if r.method == "chat.postMessage"]
-    assert feedback_posts and feedback_posts[0]["channel"] == "C0GENERAL"
-    feedback_err = capsys.readouterr()
-    return Outward(posts=posts, metadata=metadata, stdout=out.out, stderr=out.err,
-                   summary=summary.read_text(encoding="utf-8"), trace=trace.read_text(encoding="utf-8"),
-                   feedback_post=json.dumps(feedback_posts, ensure_ascii=False),
-                   feedback_stdout=stdout.getvalue() + feedback_err.out + feedback_err.err)
+                capsys: pytest.CaptureFixture[str], script: Callable[[Request], Any], **options: Any) -> Out:
+    """The scenario, then ``helpbot feedback --post`` to a public channel; the thread's kept metadata included."""
+    return run(env, ws, fake, tmp_path, capsys, script, with_feedback=True, thread_metadata=True, **options)
 
 
 # -- 1. private text through tool names, raw and hex ---------------------------------------------------------------

@@ -10,24 +10,20 @@ fixed, so that the marker goes too.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.cli import build_parser
 from agent.core.model import ModelResponse, Request, Usage
 from agent.core.scripted import calls
 from agent.guard import Guard
-from agent.slack import feedback
 from mcp_lib.redact import Masker
-from tests.agent.slack.test_front import answer_scripted
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+from tests.agent.outward import Out, outward_env, run
+from tests.fakes.slack import FakeSlack, Workspace
 
 PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # the sample workspace's private #secret-ops
 HEXED = PRIVATE.encode().hex()
@@ -35,63 +31,8 @@ HEXED = PRIVATE.encode().hex()
 
 @pytest.fixture
 def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": "https://github.com/acme/helpbot/blob/HEAD/faq"}
+    return outward_env(fake)
 
-
-@dataclass
-class Out:
-    """What left the process during one scenario, by channel."""
-
-    posts: str
-    metadata: str
-    stdout: str
-    stderr: str
-    summary: str
-    trace: str
-    feedback_post: str = ""
-
-    def channels(self) -> dict[str, str]:
-        return dict(vars(self))
-
-    def reached(self, needle: str) -> list[str]:
-        return [name for name, text in self.channels().items() if needle in text]
-
-    def assert_nowhere(self, *needles: str, but: tuple[str, ...] = ()) -> None:
-        for needle in needles:
-            found = [name for name in self.reached(needle) if name not in but]
-            assert not found, f"{needle!r} reached {found}"
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.trace.splitlines()]
-
-
-def run(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        script: Callable[[Request], Any], *, channel: str = "C0ECSUP", question: str = "在庫同期の確認手順は？",
-        with_feedback: bool = False, **options: Any) -> Out:
-    summary, trace = tmp_path / "summary.md", tmp_path / "trace.jsonl"
-    env = {**env, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "HELPBOT_TRACE_FILE": str(trace)}
-    asked = ws.post(channel, question, user="U0TANAKA")
-    before = len(fake.requests)
-    code, _ = answer_scripted(env, script, channel=channel, ts=asked.ts, **options)
-    assert code == 0
-    out = capsys.readouterr()
-    written = [r.params for r in fake.requests[before:] if r.method in ("chat.postMessage", "chat.update")]
-    posts = json.dumps([{k: v for k, v in p.items() if k != "metadata"} for p in written], ensure_ascii=False)
-    metadata = json.dumps([p.get("metadata") for p in written], ensure_ascii=False, default=str)
-    result = Out(posts=posts, metadata=metadata, stdout=out.out, stderr=out.err,
-                 summary=summary.read_text(encoding="utf-8") if summary.exists() else "",
-                 trace=trace.read_text(encoding="utf-8") if trace.exists() else "")
-    if with_feedback:
-        before = len(fake.requests)
-        args = build_parser("feedback").parse_args(["feedback", "--channel", "C0ECSUP", "--channel", "C0SECRET",
-                                                    "--post", "C0GENERAL"])
-        assert feedback.run(args, env, out=io.StringIO(), sleep=lambda s: None) == 0
-        result.feedback_post = json.dumps([r.params for r in fake.requests[before:]
-                                           if r.method == "chat.postMessage"], ensure_ascii=False)
-        assert result.feedback_post != "[]"
-        capsys.readouterr()
-    return result
 
 
 def private_then(then: Callable[[str], Any]) -> Callable[[Request], Any]:

@@ -1,0 +1,87 @@
+"""The hostile-model harness: one scripted scenario through ``helpbot answer`` in Actions (``GITHUB_ACTIONS=true``,
+a job summary and a trace file) against the fake Slack, and every byte it sent out, by channel.
+Used by tests/agent/test_hostile.py and tests/agent/test_redteam_leaks.py."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.cli import build_parser
+from agent.core.model import Request
+from agent.slack import feedback
+from tests.agent.slack.test_front import answer_scripted
+from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+
+
+def outward_env(fake: FakeSlack) -> dict[str, str]:
+    """The environment of a scenario: both tokens, the fake Slack, FAQ links as in Actions."""
+    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
+            "HELPBOT_FAQ_BASE_URL": "https://github.com/acme/helpbot/blob/HEAD/faq"}
+
+
+@dataclass
+class Out:
+    """What left the process during one scenario, by channel."""
+
+    posts: str
+    metadata: str
+    stdout: str
+    stderr: str
+    summary: str
+    trace: str
+    feedback_post: str = ""
+    feedback_stdout: str = ""
+
+    def channels(self) -> dict[str, str]:
+        return dict(vars(self))
+
+    def reached(self, needle: str) -> list[str]:
+        return [name for name, text in self.channels().items() if needle in text]
+
+    def assert_nowhere(self, *needles: str, but: tuple[str, ...] = ()) -> None:
+        for needle in needles:
+            found = [name for name in self.reached(needle) if name not in but]
+            assert not found, f"{needle!r} reached {found}"
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.trace.splitlines()]
+
+
+def run(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        script: Callable[[Request], Any], *, channel: str = "C0ECSUP", question: str = "在庫同期の確認手順は？",
+        with_feedback: bool = False, thread_metadata: bool = False, **options: Any) -> Out:
+    """One scenario, and what it sent out by channel; ``with_feedback`` also runs ``helpbot feedback --post`` to a
+    public channel, ``thread_metadata`` adds the metadata Slack keeps on the thread's messages."""
+    summary, trace = tmp_path / "summary.md", tmp_path / "trace.jsonl"
+    env = {**env, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "HELPBOT_TRACE_FILE": str(trace)}
+    asked = ws.post(channel, question, user="U0TANAKA")
+    before = len(fake.requests)
+    code, _ = answer_scripted(env, script, channel=channel, ts=asked.ts, **options)
+    assert code == 0
+    out = capsys.readouterr()
+    written = [r.params for r in fake.requests[before:] if r.method in ("chat.postMessage", "chat.update")]
+    posts = json.dumps([{k: v for k, v in p.items() if k != "metadata"} for p in written], ensure_ascii=False)
+    kept = [m.metadata for m in ws.thread(channel, asked.ts)] if thread_metadata else []
+    metadata = json.dumps([p.get("metadata") for p in written] + kept, ensure_ascii=False, default=str)
+    result = Out(posts=posts, metadata=metadata, stdout=out.out, stderr=out.err,
+                 summary=summary.read_text(encoding="utf-8") if summary.exists() else "",
+                 trace=trace.read_text(encoding="utf-8") if trace.exists() else "")
+    if with_feedback:
+        before = len(fake.requests)
+        args = build_parser("feedback").parse_args(["feedback", "--channel", "C0ECSUP", "--channel", "C0SECRET",
+                                                    "--post", "C0GENERAL"])
+        printed = io.StringIO()
+        assert feedback.run(args, env, out=printed, sleep=lambda s: None) == 0
+        posted = [r.params for r in fake.requests[before:] if r.method == "chat.postMessage"]
+        assert posted and posted[0]["channel"] == "C0GENERAL"
+        result.feedback_post = json.dumps(posted, ensure_ascii=False)
+        err = capsys.readouterr()
+        result.feedback_stdout = printed.getvalue() + err.out + err.err
+    return result
