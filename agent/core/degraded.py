@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent.core.tools import ToolOutcome, run_concurrently
+from agent.core.tools import ThreadWait, ToolOutcome, join_until, run_concurrently
 
 DEGRADED_QUERY_CHARS = 300  # a search engine gets the head of a long question
 MAX_SOURCES = 8
@@ -20,11 +20,13 @@ _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 
 
 def run_searches(searches: list[tuple[str, dict[str, Any]]], timeout: float,
-                 call_tool: Callable[[dict[str, Any]], tuple[ToolOutcome, float]]) -> list[ToolOutcome]:
+                 call_tool: Callable[[dict[str, Any]], tuple[ToolOutcome, float]],
+                 wait: ThreadWait = join_until) -> list[ToolOutcome]:
     """Every search at once; one that does not finish in ``timeout`` seconds counts as timed out."""
     jobs = [lambda c={"id": f"degraded-{i}", "name": name, "input": args}: call_tool(c)
             for i, (name, args) in enumerate(searches)]
-    outcomes = run_concurrently(jobs, timeout, on_timeout=lambda i: (ToolOutcome.timeout("timed out"), timeout))
+    outcomes = run_concurrently(jobs, timeout, on_timeout=lambda i: (ToolOutcome.timeout("timed out"), timeout),
+                                wait=wait)
     return [outcome for outcome, _ in outcomes]
 
 

@@ -26,7 +26,7 @@ from agent.core.prompt import build_system_prompt
 from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
-from agent.core.tools import ToolExecutor, vet_tool_uses
+from agent.core.tools import ThreadWait, ToolExecutor, join_until, vet_tool_uses
 from mcp_lib.redact import redact_deep
 
 FORCED_NOTES = {
@@ -53,6 +53,7 @@ class Agent:
         on_progress: Callable[[Progress], None] | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         extra_prompt: Sequence[str] = (),
+        tool_wait: ThreadWait = join_until,
     ):
         self.model = model
         self.tools = tools
@@ -62,7 +63,7 @@ class Agent:
         self.on_progress = on_progress
         self.on_event = on_event
         self.extra_prompt = extra_prompt
-        self.rounds = ToolRound(self.settings, clock, self._event)
+        self.rounds = ToolRound(self.settings, clock, self._event, tool_wait)
         self.economy = Economy(model, self.settings, clock, event=self._event, progress=self._progress)
 
     # -- the loop ----------------------------------------------------------------------------------------------
@@ -199,7 +200,7 @@ class Agent:
         searches = r.plan.tools.search_calls(r.plan.query)
         self._progress(r, "degraded", [name for name, _ in searches])
         timeout = min(self.settings.tool_timeout_s, max(10.0, r.plan.hard_deadline - self.clock()))  # even when late
-        outcomes = run_searches(searches, timeout, lambda call: self.rounds.call_tool(r, call))
+        outcomes = run_searches(searches, timeout, lambda call: self.rounds.call_tool(r, call), self.rounds.wait)
         for (name, args), outcome in zip(searches, outcomes, strict=True):
             r.calls.append(ToolCall(name, args, outcome.is_error, 0))
         ranked, picked = best_hits(outcomes, list(r.sources.values()))

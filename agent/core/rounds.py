@@ -12,7 +12,7 @@ from agent.core import messages as h
 from agent.core.model import Clock
 from agent.core.run import Run, ToolCall
 from agent.core.settings import Settings
-from agent.core.tools import ToolOutcome, run_concurrently
+from agent.core.tools import ThreadWait, ToolOutcome, join_until, run_concurrently
 
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
 NOT_RUN_AFTER_WRITE_TIMEOUT = "[helpbot] Not run: an earlier write in this round timed out (it may still be running)."
@@ -30,9 +30,10 @@ class _Plan:
 class ToolRound:
     """The loop's tool rounds: what is run, with which timeout, and what each call is answered with."""
 
-    def __init__(self, settings: Settings, clock: Clock, event: Callable[..., None]):
+    def __init__(self, settings: Settings, clock: Clock, event: Callable[..., None], wait: ThreadWait = join_until):
         self.settings = settings
         self.clock = clock
+        self.wait = wait  # how a batch of tool threads is waited for (run_concurrently's seam)
         self.event = event  # event(run, kind, **data): the loop's trace
 
     def run(self, r: Run, calls: list[dict[str, Any]], refused: dict[str, str]) -> list[dict[str, Any]]:
@@ -78,7 +79,8 @@ class ToolRound:
                 done = [(ToolOutcome.error(NOT_RUN_LATE), 0.0) for _ in plan.fresh]
             else:
                 jobs = [lambda c=call: self.call_tool(r, c) for call in plan.fresh]
-                done = run_concurrently(jobs, timeout, on_timeout=lambda i: _timed_out(plan.fresh[i], timeout))
+                done = run_concurrently(jobs, timeout, on_timeout=lambda i: _timed_out(plan.fresh[i], timeout),
+                                        wait=self.wait)
         return dict(zip([c["id"] for c in plan.fresh], done, strict=True))
 
     def _run_in_order(self, r: Run, calls: list[dict[str, Any]]) -> list[tuple[ToolOutcome, float]]:
@@ -101,7 +103,7 @@ class ToolRound:
 
     def _run_one(self, r: Run, call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
         [done] = run_concurrently([lambda: self.call_tool(r, call)], timeout,
-                                  on_timeout=lambda _: _timed_out(call, timeout))
+                                  on_timeout=lambda _: _timed_out(call, timeout), wait=self.wait)
         return done
 
     def _tool_time(self, r: Run) -> float:

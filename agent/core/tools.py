@@ -198,11 +198,22 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str]) -> tuple[list[
 MAX_IN_FLIGHT = 8  # tool calls of one batch running at the same time; the rest wait for a free slot
 
 
+ThreadWait = Callable[[Sequence[threading.Thread], float], object]
+
+
+def join_until(threads: Sequence[threading.Thread], timeout_s: float) -> None:
+    """Wait until the threads have ended or ``timeout_s`` has passed (real time: threads run on no other clock)."""
+    end = time.monotonic() + timeout_s
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+
+
 def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeout: Callable[[int], T],
-                     max_in_flight: int = MAX_IN_FLIGHT) -> list[T]:
-    """Run the jobs in daemon threads, at most ``max_in_flight`` at a time; a job not finished ``timeout_s`` after
-    the batch started is replaced by ``on_timeout(index)``, and one still waiting for a slot then never starts.
-    Daemon threads: a stuck tool can neither block the answer nor the process exit."""
+                     max_in_flight: int = MAX_IN_FLIGHT, wait: ThreadWait = join_until) -> list[T]:
+    """Run the jobs in daemon threads, at most ``max_in_flight`` at a time; a job not finished when ``wait``
+    (``timeout_s`` after the batch started) returns is replaced by ``on_timeout(index)``, and one still waiting for
+    a slot then never starts. Daemon threads: a stuck tool can neither block the answer nor the process exit.
+    ``wait`` is the seam for tests: their timeout passes when they say, not after real sub-second sleeps."""
     results: list[Any] = [None] * len(jobs)
     finished = [False] * len(jobs)
     slots = threading.Semaphore(max_in_flight)
@@ -219,8 +230,6 @@ def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeo
                for i in range(len(jobs))]
     for thread in threads:
         thread.start()
-    end = time.monotonic() + timeout_s
-    for thread in threads:
-        thread.join(max(0.0, end - time.monotonic()))
+    wait(threads, timeout_s)
     expired.set()
     return [results[i] if finished[i] else on_timeout(i) for i in range(len(jobs))]

@@ -6,7 +6,7 @@ import itertools
 import json
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.core.tools import ToolOutcome
@@ -95,3 +95,32 @@ def check_transcript(messages: list[dict[str, Any]]) -> None:
             if results:
                 previous = messages[index - 1]["content"]
                 assert results == [b["id"] for b in previous if b.get("type") == "tool_use"], "orphan tool_result"
+
+
+class Hangs:
+    """Tools that hang until released, and the tool wait (``Agent(tool_wait=...)``) for them: a batch's timeout
+    passes as soon as each of its threads has ended or hangs here -- no real sub-second timeouts in the tests."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.hanging: set[threading.Thread] = set()
+        self.waits: list[float] = []  # the timeout of every batch waited for
+
+    def tool(self, result: Any = "late") -> Callable[[dict[str, Any]], Any]:
+        def hang(arguments: dict[str, Any]) -> Any:
+            self.hanging.add(threading.current_thread())
+            self.release.wait(10)
+            return result
+        return hang
+
+    def wait(self, threads: Sequence[threading.Thread], timeout_s: float) -> None:
+        self.waits.append(timeout_s)
+        for thread in threads:
+            for _ in range(2000):  # ~10 s at most: a thread neither ending nor hanging fails the test
+                if thread in self.hanging:
+                    break
+                thread.join(0.005)
+                if not thread.is_alive():
+                    break
+            else:
+                raise AssertionError(f"{thread.name} neither ended nor hung")

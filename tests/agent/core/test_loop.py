@@ -18,7 +18,7 @@ from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings
 from agent.core.tools import ToolOutcome
 from agent.slack.blocks import answer_payloads
-from tests.agent.core.loop_fakes import FakeClock, FakeTools, check_transcript
+from tests.agent.core.loop_fakes import FakeClock, FakeTools, Hangs, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0)
 NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)
@@ -89,21 +89,22 @@ def test_every_tool_use_gets_a_result_and_failures_are_error_results() -> None:
 
 
 def test_a_tool_that_hangs_times_out_as_an_error_result() -> None:
-    release = threading.Event()
-    tools = FakeTools({"slow": lambda a: (release.wait(10), item(1))[1], "fast_search": lambda a: item(2)})
+    hangs = Hangs()
+    tools = FakeTools({"slow": hangs.tool(item(1)), "fast_search": lambda a: item(2)})
 
     def script(request: Request) -> Any:
         if request.round == 1:
             return calls(("slow", {}), ("fast_search", {"query": "x"}))
         return "partial"
 
-    agent, model = make_agent(script, tools, replace(SETTINGS, tool_timeout_s=0.2))
+    agent, model = make_agent(script, tools, replace(SETTINGS, tool_timeout_s=7.0), tool_wait=hangs.wait)
     try:
         answer = agent.run("q")
     finally:
-        release.set()
+        hangs.release.set()
+    assert hangs.waits == [7.0]  # the batch was waited for the tool timeout, and the fast call's result is in
     results = model.requests[-1].tool_results()
-    assert results[0]["is_error"] is True and "timed out" in results[0]["content"]
+    assert results[0]["is_error"] is True and "timed out after 7.0 s" in results[0]["content"]
     assert "is_error" not in results[1]
     check_transcript(answer.messages)
 
@@ -511,9 +512,8 @@ def test_requests_for_more_tools_end_by_the_soft_deadline_and_the_final_answer_b
 
 
 def test_a_round_near_the_soft_deadline_gives_its_tools_only_the_time_left() -> None:
-    clock = FakeClock()
-    release = threading.Event()
-    tools = FakeTools({"slow_search": lambda a: (release.wait(10), item(1))[1]})
+    clock, hangs = FakeClock(), Hangs()
+    tools = FakeTools({"slow_search": hangs.tool(item(1))})
 
     def script(request: Request) -> Any:
         if request.round == 1:
@@ -521,11 +521,12 @@ def test_a_round_near_the_soft_deadline_gives_its_tools_only_the_time_left() -> 
             return calls(("slow_search", {"query": "x"}))
         return "partial"
 
-    agent, model = make_agent(script, tools, SHORT, clock=clock)
+    agent, model = make_agent(script, tools, SHORT, clock=clock, tool_wait=hangs.wait)
     try:
         agent.run("q")
     finally:
-        release.set()
+        hangs.release.set()
+    assert hangs.waits == [pytest.approx(0.2)]
     [result] = model.requests[-1].tool_results()
     assert result["is_error"] and "timed out after 0.2 s" in result["content"]  # not the 1.45 s to the hard one
 
@@ -552,14 +553,10 @@ def test_a_request_cut_short_by_the_soft_deadline_still_gets_the_final_answer() 
 
 
 def test_a_write_that_times_out_stops_the_rest_of_its_round_and_makes_reads_stale() -> None:
-    release = threading.Event()
-
-    def hanging_write(arguments: dict[str, Any]) -> Any:
-        release.wait(10)
-        return {"title": "added", "url": "https://x.example/added"}
-
+    hangs = Hangs()
     tools = FakeTools({"db_read": lambda a: {"title": "stock", "url": "https://x.example/stock"},
-                       "db_add": hanging_write, "db_note": lambda a: "noted"}, writes=frozenset({"db_add", "db_note"}))
+                       "db_add": hangs.tool({"title": "added", "url": "https://x.example/added"}),
+                       "db_note": lambda a: "noted"}, writes=frozenset({"db_add", "db_note"}))
 
     def script(request: Request) -> Any:
         if request.round == 1:
@@ -574,35 +571,34 @@ def test_a_write_that_times_out_stops_the_rest_of_its_round_and_makes_reads_stal
             return calls(("db_read", {}))  # identical to round 1, but the write may have changed it
         return "done"
 
-    agent, _ = make_agent(script, tools, replace(SETTINGS, tool_timeout_s=0.2))
+    agent, _ = make_agent(script, tools, replace(SETTINGS, tool_timeout_s=7.0), tool_wait=hangs.wait)
     try:
         answer = agent.run("在庫を足して")
     finally:
-        release.set()
+        hangs.release.set()
     assert tools.counts == {"db_read": 2, "db_add": 1}  # db_note and the read after it never started
     assert [c.reused for c in answer.tool_calls] == [False] * 5
     check_transcript(answer.messages)
 
 
 def test_each_call_of_a_write_round_gets_only_the_time_left() -> None:
-    clock = FakeClock()
-    release = threading.Event()
+    clock, hangs = FakeClock(), Hangs()
 
     def slow_write(arguments: dict[str, Any]) -> Any:
         clock.advance(8.65)  # leaves 0.1 s before the soft deadline
         return "written"
 
-    tools = FakeTools({"db_add": slow_write, "db_hang": lambda a: (release.wait(10), "late")[1]},
-                      writes=frozenset({"db_add", "db_hang"}))
+    tools = FakeTools({"db_add": slow_write, "db_hang": hangs.tool()}, writes=frozenset({"db_add", "db_hang"}))
 
     def script(request: Request) -> Any:
         return calls(("db_add", {}), ("db_hang", {})) if request.round == 1 else "done"
 
-    agent, model = make_agent(script, tools, SHORT, clock=clock)
+    agent, model = make_agent(script, tools, SHORT, clock=clock, tool_wait=hangs.wait)
     try:
         agent.run("q")
     finally:
-        release.set()
+        hangs.release.set()
+    assert hangs.waits == [SHORT.tool_timeout_s, pytest.approx(0.1)]  # the second call: only the time left
     results = model.requests[-1].tool_results()
     assert "is_error" not in results[0]
     assert results[1]["is_error"] and "timed out after 0.1 s" in results[1]["content"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
+from collections.abc import Callable, Sequence
 
 import pytest
 
-from agent.core.tools import CompositeTools, RegistryTools, run_concurrently
+from agent.core.tools import CompositeTools, RegistryTools, join_until, run_concurrently
 from mcp_lib import Registry
 from tests.agent.core.loop_fakes import FakeTools
 
@@ -53,10 +55,45 @@ def test_composite_tools_dispatch_by_name_and_reject_duplicates() -> None:
 
 def test_run_concurrently_replaces_late_jobs() -> None:
     release = threading.Event()
-    results = run_concurrently([lambda: "fast", lambda: (release.wait(5), "slow")[1]], 0.1,
-                               on_timeout=lambda i: f"timeout {i}")
+    waited: list[float] = []
+
+    def timeout_once_the_first_is_done(threads: Sequence[threading.Thread], timeout_s: float) -> None:
+        waited.append(timeout_s)
+        threads[0].join(5)  # then the timeout passes: the second job is late
+
+    results = run_concurrently([lambda: "fast", lambda: (release.wait(5), "slow")[1]], 30.0,
+                               on_timeout=lambda i: f"timeout {i}", wait=timeout_once_the_first_is_done)
     release.set()
-    assert results == ["fast", "timeout 1"]
+    assert results == ["fast", "timeout 1"] and waited == [30.0]
+
+
+def test_join_until_waits_for_the_threads_within_the_timeout() -> None:
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    join_until([done], 30.0)  # returns as soon as the thread has ended, long before the timeout
+    assert not done.is_alive()
+
+
+def _tool_threads_since(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t not in before and t.name.startswith("helpbot-tool-")]
+
+
+def _blocked_on_a_slot(thread: threading.Thread) -> bool:
+    """The thread waits in ``threading.Semaphore.acquire`` (its current stack, read without touching it)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == "acquire" and frame.f_code.co_filename == threading.__file__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):  # ~5 s at most; the outcome never depends on how long it takes
+        if condition():
+            return
+        threading.Event().wait(0.005)
+    raise AssertionError("the condition was never met")
 
 
 def test_run_concurrently_keeps_at_most_eight_jobs_in_flight() -> None:
@@ -72,15 +109,14 @@ def test_run_concurrently_keeps_at_most_eight_jobs_in_flight() -> None:
             active[0] -= 1
         return i
 
+    before = set(threading.enumerate())
     results: list[list[int | str]] = []
     batch = threading.Thread(target=lambda: results.append(run_concurrently(
         [lambda i=i: job(i) for i in range(12)], 10, on_timeout=lambda i: f"timeout {i}")))
     batch.start()
-    for _ in range(500):  # until the first eight are running
-        if peak[0] >= 8:
-            break
-        threading.Event().wait(0.01)
-    threading.Event().wait(0.2)  # time for any ninth to start, if it could
+    # Eight run, and the other four are blocked waiting for a slot: a state that cannot change until released.
+    _until(lambda: active[0] == 8 and len(_tool_threads_since(before)) == 12
+           and sum(map(_blocked_on_a_slot, _tool_threads_since(before))) == 4)
     assert peak[0] == 8
     release.set()
     batch.join(5)
@@ -88,9 +124,20 @@ def test_run_concurrently_keeps_at_most_eight_jobs_in_flight() -> None:
 
 
 def test_a_job_still_waiting_for_a_slot_at_the_timeout_never_starts() -> None:
-    release, second_ran = threading.Event(), threading.Event()
-    results = run_concurrently([lambda: release.wait(5), lambda: second_ran.set()], 0.1,
-                               on_timeout=lambda i: f"timeout {i}", max_in_flight=1)
+    release, started = threading.Event(), []
+    before = set(threading.enumerate())
+
+    def timeout_once_one_runs(threads: Sequence[threading.Thread], timeout_s: float) -> None:
+        _until(lambda: len(started) == 1 and sum(map(_blocked_on_a_slot, threads)) == 1)
+
+    def job(i: int) -> None:
+        started.append(i)
+        release.wait(5)
+
+    results = run_concurrently([lambda: job(0), lambda: job(1)], 30.0, on_timeout=lambda i: f"timeout {i}",
+                               max_in_flight=1, wait=timeout_once_one_runs)
     release.set()  # the first finishes and frees its slot; the second must not start now
     assert results == ["timeout 0", "timeout 1"]
-    assert not second_ran.wait(0.3)
+    for thread in _tool_threads_since(before):
+        thread.join(5)
+    assert len(started) == 1  # both threads have ended, and only one job ever started
