@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -259,6 +260,7 @@ def test_the_dispatch_has_one_deadline_for_the_whole_request(github: GitHub) -> 
         raise AssertionError("unreachable")
 
     config = RelayConfig.from_env(ENV)
+    # A transport that never answers: the deadline is the only possible outcome, however loaded the machine.
     dispatch = github_dispatcher(config, transport=httpx.MockTransport(never), deadline=0.05)
     with pytest.raises(DispatchError, match=r"did not answer within 0\.05 s"):
         dispatch({"channel": "C0123ABCD", "ts": "1700000000.123456"})
@@ -371,9 +373,10 @@ def test_lambda_handler_url_verification(github: GitHub) -> None:
 
 
 # -- the stdlib server --------------------------------------------------------------------------------------------
-@pytest.fixture
-def server_url(github: GitHub) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, relay_for(github), timeout=0.2)
+@contextlib.contextmanager
+def serving(github: GitHub, **limits: float) -> Iterator[str]:
+    """The relay's stdlib server on a port the kernel picks (no free-port race); yields its URL."""
+    server = make_server("127.0.0.1", 0, relay_for(github), **limits)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -382,6 +385,12 @@ def server_url(github: GitHub) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def server_url(github: GitHub) -> Iterator[str]:
+    with serving(github) as url:  # the production timeouts: every client here closes its own connection
+        yield url
 
 
 def test_server_handles_a_real_http_request(server_url: str, github: GitHub) -> None:
@@ -418,10 +427,10 @@ def test_relay_command_without_configuration_exits_2(monkeypatch: pytest.MonkeyP
     assert err.startswith("helpbot: configuration error: SLACK_SIGNING_SECRET:") and "\n" not in err
 
 
-def raw_request(server_url: str, data: bytes) -> bytes:
+def raw_request(server_url: str, data: bytes, timeout: float = 5) -> bytes:
     """Send raw bytes; whatever the server answers before it closes (a client timeout fails the test)."""
     host, port = server_url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
         sock.sendall(data)
         received = b""
         while chunk := sock.recv(4096):
@@ -442,10 +451,12 @@ def test_server_rejects_a_bad_content_length_at_once(server_url: str, github: Gi
     assert github.requests == []
 
 
-def test_server_drops_a_client_that_stops_sending(server_url: str, github: GitHub) -> None:
-    """A body shorter than its Content-Length: the socket timeout ends the wait (no thread stuck forever)."""
+def test_server_drops_a_client_that_stops_sending(github: GitHub) -> None:
+    """A body shorter than its Content-Length: the socket timeout (1 s here; the client waits 30 s) ends the wait
+    (no thread stuck forever)."""
     head = f"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: {len(BODY)}\r\n\r\n".encode()
-    assert raw_request(server_url, head + BODY[:10]) == b""  # closed by the server, not our 5 s timeout
+    with serving(github, timeout=1.0, deadline=60.0) as url:
+        assert raw_request(url, head + BODY[:10], timeout=30) == b""  # closed by the server, not by us
     assert github.requests == []
 
 
@@ -541,15 +552,18 @@ def test_the_worker_tries_a_failing_github_again_and_logs_one_line(capsys: pytes
 
 
 # -- slow and rude clients ------------------------------------------------------------------------------------------
-def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(github: GitHub) -> None:
-    server = make_server("127.0.0.1", 0, relay_for(github), timeout=1.0, deadline=0.5)
+def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(
+        github: GitHub, capsys: pytest.CaptureFixture[str]) -> None:
+    # 45 bytes, one every 0.1 s (4.5 s in all), against a 1 s deadline for the whole request; the socket timeout
+    # (30 s) cannot be what cuts the client off, however slowly this machine runs.
+    server = make_server("127.0.0.1", 0, relay_for(github), timeout=30.0, deadline=1.0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     head = b"POST / HTTP/1.1\r\nHost: relay\r\nX-Padding: " + b"a" * 40
     sent = 0
     try:
         with socket.create_connection(server.server_address[:2], timeout=5) as sock:
-            for byte in head:  # one byte every 0.1 s: each recv is well inside the 1 s socket timeout
+            for byte in head:  # one byte every 0.1 s: each recv is well inside the socket timeout
                 try:
                     sock.sendall(bytes([byte]))
                 except OSError:
@@ -563,6 +577,7 @@ def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(githu
         server.server_close()
         thread.join()
     assert sent < len(head)  # cut off before the client was done
+    assert "request not complete after 1 s" in capsys.readouterr().err  # by the deadline
     assert github.requests == []
 
 
@@ -576,7 +591,7 @@ def test_a_client_that_resets_the_connection_is_one_log_line(github: GitHub,
         sock.sendall(b"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 500\r\n\r\n" + BODY[:10])
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()  # RST instead of FIN
-        for _ in range(50):
+        for _ in range(400):  # until the line is logged (~20 s at most): readiness, not timing
             err = capsys.readouterr().err
             if err:
                 break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Any
 
 import httpx
@@ -461,9 +462,19 @@ def test_a_non_json_answer_points_at_the_url(fake: FakeGitHub, clock: Clock) -> 
 def test_over_a_real_local_server_with_an_enterprise_prefix(fake: FakeGitHub, clock: Clock) -> None:
     with serve(fake.handler) as url:
         fake.api_url = f"{url}/api/v3"
-        env = {**ENV, "GITHUB_API_URL": fake.api_url, "HELPBOT_HTTP_TIMEOUT_S": "0.3"}
+        env = {**ENV, "GITHUB_API_URL": fake.api_url, "HELPBOT_HTTP_TIMEOUT_S": "1"}
         registry = Registry(env=env, sleep=clock.sleep, clock=clock.time, platforms={"github": github.PLATFORM})
-        fake.script("GET", r"/contents/", slow(1.5))  # really slower than the 0.3 s timeout: retried
+        # The first answer is held until the client has given up and come back: its own 1 s read timeout is the
+        # only timer in play (no server delay racing it), and the retry has all of its second.
+        retried = threading.Event()
+
+        def held(request: httpx.Request) -> None:
+            retried.wait(30)
+
+        def retry(request: httpx.Request) -> None:
+            retried.set()
+
+        fake.script("GET", r"/contents/", held, retry)
         result = registry.call("github_getFileContent", {"repo": "acme/shop-sync", "path": "src/sync/inventory.py"})
         assert result.status == "ok", result.message
         assert "sync_inventory" in (result.item or {})["content"]
