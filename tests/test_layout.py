@@ -16,7 +16,7 @@ PACKAGES = ("agent", "mcp_lib")
 MAX_MODULE_LINES = 440  # "about 400": 10 % slack for the cut that is not worth making
 MAX_CLASS_LINES = 220  # "about 200"
 # Known to be over, each with why; the test fails once one is back under the limit, so the entry goes too.
-OVER_THE_LIMIT = {"agent.slack.front.Front": "the answer flow; its split is still open in issue 12"}
+OVER_THE_LIMIT: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:

@@ -4,21 +4,14 @@ The flow (:class:`Front`): the trigger (:mod:`~agent.slack.trigger`; malformed: 
 a deliberate ignore: one line, exit 0), Slack (:mod:`~agent.slack.handle`: who helpbot is, the channel, the
 thread), the question (:mod:`~agent.slack.thread`), the agent (:mod:`agent.build`), and helpbot's side of the
 thread (:mod:`~agent.slack.post`: 👀 and a placeholder, then the answer and ✅ -- or a notice and ❌, exit 1, 2
-for bad configuration, 130 when cancelled). A dry run posts nothing. The job summary and the trace are
-:mod:`agent.report`'s.
-
-Private channels: the summary, the trace and the Actions log are read by everyone with access to the repository,
-a wider audience than the channel. For a private channel (or one whose privacy cannot be looked up) the summary
-holds neither the question, the answer nor the channel's name; the agent's trace events keep their numbers and
-names but lose their text (:meth:`agent.guard.Guard.event`); and in Actions (``GITHUB_ACTIONS=true``) the answer is
-never printed -- a dry run prints ``dry run: answer withheld (private channel)``. Run locally to see it.
+for bad configuration, 130 when cancelled). A dry run posts nothing. How each outcome is told (log, trace,
+job summary, exit code) and what a private channel's run keeps out of them is :mod:`~agent.slack.outcome`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import time
@@ -27,15 +20,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agent import guard
-from agent.errors import BadInput, ConfigError, RunFailed, Terminated, exit_code
+from agent.errors import BadInput, ConfigError, RunFailed, Terminated
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
-from agent.report import Trace, print_answer, summary_markdown, write_summary
+from agent.report import Trace
 from agent.slack import markers
 from agent.slack.attachments import ask_with_attachments
 from agent.slack.blocks import mask_personal_from_env, run_url
 from agent.slack.handle import Slack, is_public
-from agent.slack.post import SlackOut, error_line, log, one_line
+from agent.slack.outcome import Outcomes, Target, classify
+from agent.slack.post import SlackOut, log
 from agent.slack.reply import ProgressThrottle, ThreadReply
 from agent.slack.thread import answerable, build_question, earlier_turns, mention_of, mentions_me
 from agent.slack.trigger import (
@@ -52,7 +46,7 @@ from mcp_lib.config import env_float, env_str
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent
-    from agent.core.run import Answer, Progress, Turn
+    from agent.core.run import Progress, Turn
     from mcp_lib import Registry
 
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
@@ -101,18 +95,6 @@ def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | 
         return front.run()
 
 
-# -- the run --------------------------------------------------------------------------------------------------------
-@dataclass
-class Target:
-    """Where the answer goes, and who may read what of it."""
-
-    where: str  # for the summary (no name for a private channel)
-    slack: Slack | None = None  # None: a free question answered without Slack (printed)
-    reply: ThreadReply | None = None  # helpbot's messages in the thread; None: nothing is posted
-    public: bool = True  # may the question, the answer and the agent's text appear in summary, log and trace?
-    dry_run: bool = False
-
-
 class Front:
     """Decides what a trigger leads to -- ignored, rejected or answered -- and reports every outcome."""
 
@@ -127,7 +109,7 @@ class Front:
         self.mask_personal = mask_personal_from_env(env)
         self.run_link = run_url(env)
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S", DEFAULT_PROGRESS_INTERVAL_S)
-        self.in_actions = env.get("GITHUB_ACTIONS") == "true"
+        self.tell = Outcomes(self.env, self.trace, json_output=options.json)
         self.run_id = _run_id(env)
         self._slack_out: SlackOut | None = None
 
@@ -136,16 +118,13 @@ class Front:
         try:
             return self._run()
         except (Terminated, KeyboardInterrupt):  # before the thread was known (_answer handles it after)
-            log("interrupted")
-            self.trace.front("interrupted")
-            self._summary("interrupted (nothing posted)")
-            return 130
+            return self.tell.interrupted()
 
     def _run(self) -> int:
         try:
             trigger = self._trigger()
         except BadInput as exc:
-            return self._rejected(str(exc))
+            return self.tell.rejected(str(exc))
         self.trace.front("trigger", source=trigger.source, channel=trigger.channel, ts=trigger.ts,
                          user=trigger.user, reaction=trigger.reaction, mention=trigger.mention,
                          question=bool(trigger.question))
@@ -153,18 +132,15 @@ class Front:
             settings = TriggerSettings.from_env(self.env)
             ignore = check_ignore(trigger, settings)
             if ignore:
-                return self._ignored(ignore.reason, where=trigger.channel)
+                return self.tell.ignored(ignore.reason, where=trigger.channel)
             dry_run = self.options.dry_run or trigger.dry_run  # workflow_dispatch's dry_run input counts too
             if trigger.question:
                 return self._free_question(trigger.question, dry_run)
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
-            return self._config_error(exc)
+            return self.tell.config_error(exc)
         except RunFailed as exc:
-            log(str(exc))
-            self.trace.front("error", error=str(exc))
-            self._summary("failed (nothing posted)", where=trigger.channel, detail=str(exc))
-            return 1
+            return self.tell.failed_before_reply(str(exc), trigger.channel)
 
     def _trigger(self) -> Trigger:
         o = self.options
@@ -190,28 +166,28 @@ class Front:
         slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=channel), need_bot=not dry_run,
                       sleep=self.sleep, configured_user_id=settings.bot_user_id)
         if slack.me.is_me(trigger.user):
-            return self._ignored(f"the {'mention' if trigger.mention else 'reaction'} was added by helpbot itself",
+            return self.tell.ignored(f"the {'mention' if trigger.mention else 'reaction'} was added by helpbot itself",
                                  channel)
         info = slack.channel(channel)
         if is_dm(info):  # a group DM (a DM is already ignored by its D id): no history scope, no answers
-            return self._ignored(f"{channel} is a group DM; helpbot answers in channels only", channel)
+            return self.tell.ignored(f"{channel} is a group DM; helpbot answers in channels only", channel)
         public = is_public(info)
         if trigger.source == "workflow_dispatch" and not public and channel not in settings.channels:
-            return self._rejected(f"{channel} is a private channel (or its privacy cannot be read); a message link "
+            return self.tell.rejected(f"{channel} is a private channel (or its privacy cannot be read); a message link "
                                   "given by hand is answered there only when HELPBOT_CHANNELS lists it")
         thread = slack.thread(channel, ts)
         message = thread.target
         if slack.me.wrote(message):
-            return self._ignored("the message was written by helpbot itself", channel)
+            return self.tell.ignored("the message was written by helpbot itself", channel)
         if trigger.mention and not mentions_me(message, slack.me):
-            return self._ignored(f"message {ts} does not mention helpbot", channel)
+            return self.tell.ignored(f"message {ts} does not mention helpbot", channel)
         if not answerable(message, mention_of(slack.me) if trigger.mention and ts == thread.root else None):
-            return self._ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
+            return self.tell.ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
                                  channel)
         if not self.options.force:
             found = markers.find_answer(thread.messages, ts, channel, me=slack.me)
             if found is not None:
-                return self._ignored(f"message {ts} was already answered (answer {found.get('ts')}; --force "
+                return self.tell.ignored(f"message {ts} was already answered (answer {found.get('ts')}; --force "
                                      "answers again)", channel)
         where = f"#{info.get('name') or channel} ({channel})" if public else f"private channel {channel}"
         reply = None if dry_run else self._reply(slack, channel, thread.root, ts,
@@ -260,7 +236,7 @@ class Front:
 
         try:
             if reply is not None and not reply.start():
-                return self._ignored(reply.yielded_because, target.where)
+                return self.tell.ignored(reply.yielded_because, target.where)
             registry = self._registry(target)
             guard.narrow(names=guard.registry_names(registry), private=not target.public)
             asked, context, history, attachments = question()
@@ -270,71 +246,18 @@ class Front:
             guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])
             link = reply.deliver(answer) if reply is not None else None
         except BaseException as exc:
-            what, code, reraise = _classify(exc, debug=bool(self.env.get("HELPBOT_DEBUG")))
+            what, code, reraise = classify(exc, debug=bool(self.env.get("HELPBOT_DEBUG")))
             self.trace.front("failure", error=what)
             if reply is not None:
                 reply.fail(what)
-            self._summary("failed", where=target.where, detail=what, question=asked if target.public else None)
+            self.tell.failed(exc, what, code, target, asked)
             if reraise:
                 raise
-            if code == 2:
-                guard.err(f"helpbot: configuration error: {exc}")
-            elif code == 130:
-                log("interrupted")
-            else:
-                log(f"failed: {what}")
             return code
         finally:
             if reply is not None:
                 reply.close()
-        self.trace.front("done", rounds=answer.rounds, degraded=answer.degraded, stop=answer.stop, link=link)
-        self._summary("answered" if reply is not None else "answered (not posted)", where=target.where,
-                      question=asked if target.public else None, answer=answer, link=link,
-                      show_answer=target.public and (show_answer or reply is None))
-        self._print(answer, link, target)
-        return 0
-
-    def _print(self, answer: Answer, link: str | None, target: Target) -> None:
-        """The answer on stdout (always with --json, else when it was not posted) -- except in Actions for a private
-        channel, whose answer must not reach the run log."""
-        wanted = self.options.json or link is None
-        if wanted and not target.public and self.in_actions:
-            log("dry run: answer withheld (private channel)" if target.dry_run
-                else "answer withheld from the log (private channel)")
-        elif self.options.json:
-            guard.out(json.dumps(guard.current().metadata({**answer.to_json(), "permalink": link}), ensure_ascii=False,
-                              indent=2))
-        elif link is None:
-            print_answer(answer)
-        if link:
-            log(f"answered: {link}")
-        elif target.dry_run:
-            log("dry run: nothing was posted")
-
-    # -- outcomes without an answer ---------------------------------------------------------------------------------
-    def _rejected(self, why: str) -> int:
-        log(why)
-        self.trace.front("rejected", reason=why)
-        self._summary("rejected the trigger (nothing posted)", detail=why)
-        return 2
-
-    def _ignored(self, why: str, where: str | None = None) -> int:
-        log(f"ignored: {why}")
-        self.trace.front("ignored", reason=why)
-        self._summary("ignored (nothing posted)", where=where, detail=why)
-        return 0
-
-    def _config_error(self, exc: ConfigError) -> int:
-        guard.err(f"helpbot: configuration error: {exc}")
-        self.trace.front("config_error", error=str(exc))
-        self._summary("configuration error", detail=str(exc))
-        return 2
-
-    def _summary(self, status: str, *, where: str | None = None, detail: str | None = None,
-                 question: str | None = None, answer: Answer | None = None, link: str | None = None,
-                 show_answer: bool = False) -> None:
-        write_summary(self.env, summary_markdown(status=status, question=question, where=where, answer=answer,
-                                                 link=link, detail=detail, show_answer=show_answer))
+        return self.tell.answered(answer, link, target, asked, show_answer)
 
     # -- clients ----------------------------------------------------------------------------------------------------
     def _reply(self, slack: Slack, channel: str, root: str, question_ts: str, *,
@@ -369,7 +292,7 @@ class Front:
         return build_agent(self.env, registry=registry, on_progress=on_progress, on_event=on_event)
 
 
-# -- failures and private channels ----------------------------------------------------------------------------------
+# -- signals and names ----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
     """SIGTERM raises :class:`Terminated` once; a second one (while the notice is posted) is ignored."""
@@ -390,22 +313,6 @@ def _sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, bool]:
-    """A failure -> (what to tell people, in one line; the exit code; re-raise it?)."""
-    from agent.core.model import ModelRequestError
-
-    code = exit_code(exc)
-    if isinstance(exc, ConfigError):
-        return f"設定エラー: {exc}", code, False
-    if isinstance(exc, Terminated | KeyboardInterrupt):
-        return "実行が中断されました", code, False
-    if isinstance(exc, ModelRequestError):
-        return one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug
-    if isinstance(exc, Exception):
-        return error_line(exc), code, debug
-    return type(exc).__name__, code, True  # SystemExit and friends: noted, then on their way
 
 
 def _run_id(env: Mapping[str, str]) -> str:

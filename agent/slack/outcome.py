@@ -1,0 +1,135 @@
+"""How a ``helpbot answer`` run ends, told the same way every time: the log line, the trace event, the job
+summary and the exit code (0 answered or ignored, 1 failed, 2 rejected or misconfigured, 130 cancelled), and what
+an answer prints.
+
+Private channels: the summary, the trace and the Actions log are read by everyone with access to the repository,
+a wider audience than the channel. For a private channel (or one whose privacy cannot be looked up) the summary
+holds neither the question, the answer nor the channel's name, and in Actions (``GITHUB_ACTIONS=true``) the answer
+is never printed -- a dry run prints ``dry run: answer withheld (private channel)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agent import guard
+from agent.errors import ConfigError, Terminated, exit_code
+from agent.report import Trace, print_answer, summary_markdown, write_summary
+from agent.slack.post import error_line, log, one_line
+
+if TYPE_CHECKING:
+    from agent.core.run import Answer
+    from agent.slack.handle import Slack
+    from agent.slack.reply import ThreadReply
+
+
+@dataclass
+class Target:
+    """Where the answer goes, and who may read what of it."""
+
+    where: str  # for the summary (no name for a private channel)
+    slack: Slack | None = None  # None: a free question answered without Slack (printed)
+    reply: ThreadReply | None = None  # helpbot's messages in the thread; None: nothing is posted
+    public: bool = True  # may the question, the answer and the agent's text appear in summary, log and trace?
+    dry_run: bool = False
+
+
+class Outcomes:
+    """Tells each outcome in the log, the trace and the job summary; returns its exit code."""
+
+    def __init__(self, env: Mapping[str, str], trace: Trace, *, json_output: bool):
+        self.env = env
+        self.trace = trace
+        self.json_output = json_output
+        self.in_actions = env.get("GITHUB_ACTIONS") == "true"
+
+    def rejected(self, why: str) -> int:
+        log(why)
+        self.trace.front("rejected", reason=why)
+        self.summary("rejected the trigger (nothing posted)", detail=why)
+        return 2
+
+    def ignored(self, why: str, where: str | None = None) -> int:
+        log(f"ignored: {why}")
+        self.trace.front("ignored", reason=why)
+        self.summary("ignored (nothing posted)", where=where, detail=why)
+        return 0
+
+    def config_error(self, exc: ConfigError) -> int:
+        guard.err(f"helpbot: configuration error: {exc}")
+        self.trace.front("config_error", error=str(exc))
+        self.summary("configuration error", detail=str(exc))
+        return 2
+
+    def interrupted(self) -> int:
+        log("interrupted")
+        self.trace.front("interrupted")
+        self.summary("interrupted (nothing posted)")
+        return 130
+
+    def failed_before_reply(self, what: str, where: str | None) -> int:
+        log(what)
+        self.trace.front("error", error=what)
+        self.summary("failed (nothing posted)", where=where, detail=what)
+        return 1
+
+    def failed(self, exc: BaseException, what: str, code: int, target: Target, asked: str | None) -> None:
+        """A run that met ``exc`` after its thread was known (the notice is the reply's)."""
+        self.summary("failed", where=target.where, detail=what, question=asked if target.public else None)
+        if code == 2:
+            guard.err(f"helpbot: configuration error: {exc}")
+        elif code == 130:
+            log("interrupted")
+        else:
+            log(f"failed: {what}")
+
+    def answered(self, answer: Answer, link: str | None, target: Target, asked: str | None,
+                 show_answer: bool) -> int:
+        self.trace.front("done", rounds=answer.rounds, degraded=answer.degraded, stop=answer.stop, link=link)
+        self.summary("answered" if target.reply is not None else "answered (not posted)", where=target.where,
+                     question=asked if target.public else None, answer=answer, link=link,
+                     show_answer=target.public and (show_answer or target.reply is None))
+        self._print(answer, link, target)
+        return 0
+
+    def summary(self, status: str, *, where: str | None = None, detail: str | None = None,
+                question: str | None = None, answer: Answer | None = None, link: str | None = None,
+                show_answer: bool = False) -> None:
+        write_summary(self.env, summary_markdown(status=status, question=question, where=where, answer=answer,
+                                                 link=link, detail=detail, show_answer=show_answer))
+
+    def _print(self, answer: Answer, link: str | None, target: Target) -> None:
+        """The answer on stdout (always with --json, else when it was not posted) -- except in Actions for a private
+        channel, whose answer must not reach the run log."""
+        wanted = self.json_output or link is None
+        if wanted and not target.public and self.in_actions:
+            log("dry run: answer withheld (private channel)" if target.dry_run
+                else "answer withheld from the log (private channel)")
+        elif self.json_output:
+            guard.out(json.dumps(guard.current().metadata({**answer.to_json(), "permalink": link}),
+                                 ensure_ascii=False, indent=2))
+        elif link is None:
+            print_answer(answer)
+        if link:
+            log(f"answered: {link}")
+        elif target.dry_run:
+            log("dry run: nothing was posted")
+
+
+def classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, bool]:
+    """A failure -> (what to tell people, in one line; the exit code; re-raise it?)."""
+    from agent.core.model import ModelRequestError
+
+    code = exit_code(exc)
+    if isinstance(exc, ConfigError):
+        return f"設定エラー: {exc}", code, False
+    if isinstance(exc, Terminated | KeyboardInterrupt):
+        return "実行が中断されました", code, False
+    if isinstance(exc, ModelRequestError):
+        return one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug
+    if isinstance(exc, Exception):
+        return error_line(exc), code, debug
+    return type(exc).__name__, code, True  # SystemExit and friends: noted, then on their way
