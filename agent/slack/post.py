@@ -1,8 +1,9 @@
 """Every write ``helpbot answer`` makes to Slack goes through :class:`SlackOut`: guarded, traced, retried.
 
 Each payload's text passes :func:`agent.slack.blocks.guard_public` (:func:`guard_payload`). A write that Slack
-rate limits (429 + Retry-After), that meets a 5xx or a reset connection is retried here, sleeping through the
-run's injected ``sleep``: a patient write (the answer, the notice, reactions, deleting a placeholder) waits at most
+rate limits (429 + Retry-After), that meets a 5xx or a reset connection is retried by :mod:`mcp_lib.retry` (the
+one retry engine; this module only says what is retryable), sleeping through the run's injected ``sleep``: a
+patient write (the answer, the notice, reactions, deleting a placeholder) waits at most
 :data:`MAX_WAIT_S` at a time and all of them together at most the run's write budget (:class:`WriteBudget`); an
 impatient one (a progress update) is tried once. Reactions are a courtesy: their failures are logged, never
 raised. A dry run has no SlackOut at all.
@@ -11,7 +12,6 @@ raised. A dry run has no SlackOut at all.
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from agent import guard
 from agent.errors import RunFailed
 from agent.slack.blocks import POST_OPTIONS, guard_public, question_payload
+from mcp_lib import retry
+from mcp_lib.retry import Budget, Policy, Retry, server_wait
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -62,25 +64,29 @@ MAX_WAIT_S = 30.0  # a longer Retry-After is not waited for: the write gives up 
 MAX_ATTEMPTS = 4  # per write
 WRITE_BUDGET_S = 60.0  # all patient writes of one run together may wait this long
 
+# Slack's writes under the one retry engine: Retry-After (+ up to 0.5 s, as slack-sdk's handlers do), else 1, 2, 4 s.
+WRITE_POLICY = Policy(attempts=MAX_ATTEMPTS, base_s=1.0, max_backoff_s=8.0, max_server_wait_s=MAX_WAIT_S,
+                      server_jitter_s=0.5)
+
 
 class WriteBudget:
-    """How long one run's writes may wait on Slack in total, whatever the storm."""
+    """How long one run's writes may wait on Slack in total, whatever the storm: a clock that only the waits move,
+    so that each write's :class:`mcp_lib.retry.Budget` is "what is left of the run's waiting"."""
 
     def __init__(self, seconds: float = WRITE_BUDGET_S):
-        self.left = seconds
+        self.seconds = seconds
+        self.waited = 0.0
 
-    def take(self, wait: float) -> bool:
-        if wait > self.left:
-            return False
-        self.left -= wait
-        return True
+    def left(self) -> float:
+        return self.seconds - self.waited
+
+    def for_write(self) -> Budget:
+        return Budget(deadline=self.seconds, clock=lambda: self.waited)
 
 
 def retry_after(exc: BaseException) -> float | None:
     """The wait a 429 asked for (seconds; read by :func:`mcp_lib.retry.server_wait`, the one parser, and 1 s when
     it is unreadable), None for any other failure."""
-    from mcp_lib.retry import server_wait
-
     response = getattr(exc, "response", None)
     if getattr(response, "status_code", None) != 429:
         return None
@@ -88,16 +94,16 @@ def retry_after(exc: BaseException) -> float | None:
     return 1.0 if asked is None else asked
 
 
-def _retry_wait(exc: Exception, attempt: int) -> float | None:
-    """How long to wait before trying a failed write again; None: trying again cannot help."""
+def retryable(exc: BaseException) -> Retry | None:
+    """What is worth another try: a 429 (after its Retry-After), a 5xx, a reset, a timeout, a refused connection."""
     from slack_sdk.errors import SlackApiError
 
     asked = retry_after(exc)
     if asked is not None:
-        return asked + random.uniform(0, 0.5)
+        return Retry(WRITE_POLICY, asked)
     if isinstance(exc, SlackApiError):
-        return float(2 ** (attempt - 1)) if exc.response.status_code >= 500 else None
-    return float(2 ** (attempt - 1)) if isinstance(exc, OSError) else None  # resets, timeouts, refused
+        return Retry(WRITE_POLICY) if exc.response.status_code >= 500 else None
+    return Retry(WRITE_POLICY) if isinstance(exc, OSError) else None
 
 
 class SlackOut:
@@ -112,18 +118,25 @@ class SlackOut:
         self.budget = budget or WriteBudget()
 
     def _call(self, api: str, *, patient: bool = True, **params: Any) -> Any:
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return guard.slack(self.web, api, **params)  # the egress guard's Slack door
-            except Exception as exc:
-                wait = _retry_wait(exc, attempt)
-                if (not patient or wait is None or attempt >= MAX_ATTEMPTS or wait > MAX_WAIT_S
-                        or not self.budget.take(wait)):
-                    raise
-                self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
-                self.sleep(wait)
+        """One write through the egress guard's Slack door; a patient one retried within the run's write budget
+        (an impatient one, or one when the budget is spent, is tried once). A failure is raised as Slack gave it."""
+        def write(_left: float) -> Any:
+            return guard.slack(self.web, api, **params)
+
+        if not patient or self.budget.left() <= 0:
+            return write(0.0)
+
+        def waited(attempt: int, exc: BaseException, wait: float) -> None:
+            self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
+            self.budget.waited += wait
+
+        try:
+            return retry.call(write, retryable=retryable, budget=self.budget.for_write(), sleep=self.sleep,
+                              on_retry=waited)
+        except retry.GaveUp as gave_up:
+            if gave_up.last is None:
+                raise
+            raise gave_up.last from None
 
     def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None) -> str:
         body = guard_payload(dict(payload), self.mask_personal)
