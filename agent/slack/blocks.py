@@ -8,8 +8,9 @@ A payload is ``{"text": fallback, "blocks": [...], "metadata"?: {...}}`` and goe
   sentence boundaries, and never inside a code block without closing the fence and reopening it (same info
   string) in the next part. Lengths are counted in UTF-16 code units: that is what Slack's limits count, it is
   never less than the number of code points, and a Japanese character counts as one (not three UTF-8 bytes).
-- Every string that leaves here has passed :func:`guard_public`: secrets and (unless configured otherwise)
-  e-mail addresses and phone numbers are masked, and @channel/@here broadcasts are defused.
+- The egress guard sees every payload at the door (:func:`agent.guard.slack`). Text that is cut here (the answer
+  before it is split, a source title, the notice) is guarded once more *before* the cut, by :func:`guard_public`,
+  so that no secret straddles a cut unmasked; guarding is idempotent, so the door's pass changes nothing there.
 - The first answer payload carries its marker (:mod:`agent.slack.markers`), naming the question it answers.
 """
 
@@ -17,13 +18,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlparse
 
 from agent import guard
 from agent.slack import markers
 from agent.slack.split import MARKDOWN_LIMIT, cut, hard_split, slack_len, split_markdown
-from mcp_lib.config import env_bool, env_str
+from mcp_lib.config import env_str
+
+if TYPE_CHECKING:
+    from agent.core.run import Answer
 
 MAX_ANSWER_PARTS = 5  # a runaway answer must not flood the thread
 MAX_SOURCES = 15
@@ -48,16 +52,11 @@ PLATFORM_LABELS = {"faq": "FAQ", "slack": "Slack", "redmine": "Redmine", "github
 
 
 # -- the public guard -------------------------------------------------------------------------------------------
-def guard_public(text: str, mask_personal: bool = True) -> str:
-    """The egress guard's rules for rendered text (:meth:`agent.guard.Guard.markdown`): secrets, credentials and
-    cards masked, personal data unless ``mask_personal`` is false, mentions defused, links cleaned."""
-    current = guard.current()
-    return (current if mask_personal else current.keeping_personal()).markdown(text)
-
-
-def mask_personal_from_env(env: Mapping[str, str]) -> bool:
-    """``HELPBOT_MASK_PERSONAL=false`` turns off e-mail/phone masking (secrets are always masked)."""
-    return env_bool(env, "HELPBOT_MASK_PERSONAL", True)
+def guard_public(text: str) -> str:
+    """Text about to be cut, through the egress guard's rules for rendered text first
+    (:meth:`agent.guard.Guard.markdown`: secrets, credentials, cards and personal data as configured masked,
+    mentions defused, links cleaned)."""
+    return guard.current().markdown(text)
 
 
 def run_url(env: Mapping[str, str]) -> str | None:
@@ -117,7 +116,7 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
         if key in seen:
             continue
         seen.add(key)
-        title = _title(str(source.get("title") or url or ""))
+        title = _title(guard_public(str(source.get("title") or url or "")))
         line = f"- [{title}]({safe})" if safe else f"- {title}"
         if len(lines) >= MAX_SOURCES or slack_len("\n".join([*lines, line])) > MAX_SOURCES_CHARS:
             left_out += 1
@@ -189,7 +188,7 @@ def progress_text(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()
 
 
 def progress_payload(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> dict[str, Any]:
-    text = guard_public(progress_text(round_no, max_rounds, tool_names))
+    text = progress_text(round_no, max_rounds, tool_names)
     return {"text": mrkdwn_escape(text),
             "blocks": [_context_block(f":hourglass_flowing_sand: {mrkdwn_escape(text)}")]}
 
@@ -229,50 +228,36 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
     return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]}
 
 
-def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def answer_metadata(result: Mapping[str, Any], *, channel: str | None, question_ts: str | None,
-                    parts: int) -> dict[str, Any]:
+def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | None, parts: int) -> dict[str, Any]:
     """Slack message metadata marking a helpbot answer (how "already answered" and feedback find it)."""
-    tool_names = [str(c.get("name", "")) for c in result.get("tool_calls") or []]
+    tool_names = [call.name for call in answer.tool_calls]
     return markers.metadata(
         "answer", channel=channel, question_ts=question_ts,
-        rounds=int(result.get("rounds") or 0),
+        rounds=answer.rounds,
         tool_calls=len(tool_names),
         tools=",".join(_unique(tool_names)),
-        sources=len(result.get("sources") or []),
-        cost_usd=round(float(result["cost_usd"]), 6) if result.get("cost_usd") is not None else None,
-        degraded=bool(result.get("degraded")),
+        sources=len(answer.sources),
+        cost_usd=round(answer.cost_usd, 6),
+        degraded=answer.degraded,
         parts=parts,
-        tags=",".join(result.get("tags") or []) or None)
+        tags=",".join(answer.tags) or None)
 
 
-def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, question_ts: str | None = None,
-                    run_link: str | None = None, mask_personal: bool = True,
-                    limit: int = MARKDOWN_LIMIT) -> list[dict[str, Any]]:
-    """The answer as one or more payloads; the first carries the metadata, the last sources and footer.
-
-    ``result`` has the ``helpbot ask --json`` shape: ``answer``, ``sources`` ([{title, url}] -- the ones the
-    answer relied on), ``rounds``, ``tool_calls`` ([{name, ...}]), ``degraded``, and optionally ``cost_usd``.
-    """
-    answer = str(result.get("answer") or "").strip() or "（回答を生成できませんでした）"
-    degraded = bool(result.get("degraded"))
-    if degraded and not answer.startswith("⚠️"):  # the loop labels its own degraded answers
-        answer = f"{DEGRADED_LABEL}\n\n{answer}"
-    answer = guard_public(answer, mask_personal)
-    chunks = split_markdown(answer, limit - slack_len(TRUNCATED_NOTE))
+def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: str | None = None,
+                    run_link: str | None = None, limit: int = MARKDOWN_LIMIT) -> list[dict[str, Any]]:
+    """The answer as one or more payloads; the first carries the metadata, the last the sources (the ones the
+    answer relied on) and the footer."""
+    text = answer.text.strip() or "（回答を生成できませんでした）"
+    if answer.degraded and not text.startswith("⚠️"):  # the loop labels its own degraded answers
+        text = f"{DEGRADED_LABEL}\n\n{text}"
+    chunks = split_markdown(guard_public(text), limit - slack_len(TRUNCATED_NOTE))
     if len(chunks) > MAX_ANSWER_PARTS:
         chunks = chunks[:MAX_ANSWER_PARTS]
         chunks[-1] += TRUNCATED_NOTE
-    sources = guard_public(sources_markdown(result.get("sources") or []), mask_personal)
-    tool_names = [str(c.get("name", "")) for c in result.get("tool_calls") or []]
-    footer = guard_public(footer_text(
-        rounds=int(result.get("rounds") or 0), tool_names=tool_names,
-        cost_usd=float(result["cost_usd"]) if result.get("cost_usd") is not None else None,
-        degraded=degraded, run_link=run_link, tags=[str(t) for t in result.get("tags") or []],
-        cost_limited=result.get("stop") == "cost_limit"), mask_personal)
+    sources = sources_markdown(answer.sources)
+    footer = footer_text(rounds=answer.rounds, tool_names=[call.name for call in answer.tool_calls],
+                         cost_usd=answer.cost_usd, degraded=answer.degraded, run_link=run_link, tags=answer.tags,
+                         cost_limited=answer.cost_limited)
 
     block_lists: list[list[dict[str, Any]]] = [[_markdown_block(c)] for c in chunks]
     if sources:
@@ -287,7 +272,7 @@ def answer_payloads(result: Mapping[str, Any], *, channel: str | None = None, qu
         first_text = blocks[0]["text"] if blocks[0]["type"] == "markdown" else ""
         payload: dict[str, Any] = {"text": plain_fallback(first_text), "blocks": blocks}
         if index == 0:
-            payload["metadata"] = answer_metadata(result, channel=channel, question_ts=question_ts,
+            payload["metadata"] = answer_metadata(answer, channel=channel, question_ts=question_ts,
                                                   parts=len(block_lists))
         payloads.append(payload)
     return payloads

@@ -33,8 +33,6 @@ from agent.guard import Guard
 from agent.slack.blocks import (
     POST_OPTIONS,
     format_cost,
-    guard_public,
-    mask_personal_from_env,
     platform_label,
 )
 from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, SCAN_MAX_RETRIES, RatedAnswer, Scanner, local_time
@@ -185,8 +183,8 @@ def render_text(report: Report, tz: tzinfo) -> str:
     return "\n".join(lines)
 
 
-def summary_payload(report: Report, tz: tzinfo, *, mask_personal: bool = True) -> dict[str, Any]:
-    """The weekly post: one message (markdown block), counts and 👎 permalinks only, through guard_public."""
+def summary_payload(report: Report, tz: tzinfo) -> dict[str, Any]:
+    """The weekly post: one message (markdown block), counts and 👎 permalinks only (guarded at the door)."""
     t = report.totals()
     window = f"{report.since.astimezone(tz):%Y-%m-%d %H:%M} 〜 {report.until.astimezone(tz):%Y-%m-%d %H:%M}"
     platforms = Counter(label for a in report.answers for label in dict.fromkeys(map(platform_label, a.tools)))
@@ -213,9 +211,8 @@ def summary_payload(report: Report, tz: tzinfo, *, mask_personal: bool = True) -
                 lines.append(f"- ほか {len(negatives) - index} 件")
                 break
             lines.append(line)
-    text = guard_public("\n".join(head + lines), mask_personal)
-    fallback = guard_public(f"helpbot フィードバック: 回答 {t['answers']} 件、👍 {t['positive']}、👎 {t['negative']}",
-                            mask_personal)
+    text = "\n".join(head + lines)  # guarded at the door (agent.guard.slack_call), like every post
+    fallback = f"helpbot フィードバック: 回答 {t['answers']} 件、👍 {t['positive']}、👎 {t['negative']}"
     return {"text": fallback, "blocks": [{"type": "markdown", "text": text}]}
 
 
@@ -305,7 +302,7 @@ def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | No
         else:
             guard.out(render_text(report, tz), file=out)
         if post_to:
-            payload = summary_payload(report, tz, mask_personal=mask_personal_from_env(env))
+            payload = summary_payload(report, tz)
             posted = guard.slack_call(slack_platform.call, ctx, channel=post_to, **payload, **POST_OPTIONS)
             guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
     except CredentialsError as exc:

@@ -26,7 +26,7 @@ from agent.guard import Guard, host_of
 from agent.report import Trace
 from agent.slack import markers
 from agent.slack.attachments import ask_with_attachments
-from agent.slack.blocks import mask_personal_from_env, run_url
+from agent.slack.blocks import run_url
 from agent.slack.handle import Slack, is_public
 from agent.slack.outcome import Outcomes, Target, classify
 from agent.slack.post import SlackOut, log
@@ -106,7 +106,6 @@ class Front:
         self.clock = clock
         self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock)
         self.make_agent = make_agent or self._build_agent
-        self.mask_personal = mask_personal_from_env(env)
         self.run_link = run_url(env)
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S", DEFAULT_PROGRESS_INTERVAL_S)
         self.tell = Outcomes(self.env, self.trace, json_output=options.json)
@@ -273,8 +272,7 @@ class Front:
         """The one door for this run's Slack writes (one write budget for the whole run)."""
         if self._slack_out is None:
             assert slack.writer is not None
-            self._slack_out = SlackOut(slack.writer, mask_personal=self.mask_personal, trace=self.trace,
-                                       sleep=self.sleep)
+            self._slack_out = SlackOut(slack.writer, trace=self.trace, sleep=self.sleep)
         return self._slack_out
 
     def _registry(self, target: Target) -> Registry:

@@ -1,6 +1,6 @@
 """Every write ``helpbot answer`` makes to Slack goes through :class:`SlackOut`: guarded, traced, retried.
 
-Each payload's text passes :func:`agent.slack.blocks.guard_public` (:func:`guard_payload`). A write that Slack
+Each payload passes the egress guard's Slack door (:func:`agent.guard.slack`). A write that Slack
 rate limits (429 + Retry-After), that meets a 5xx or a reset connection is retried by :mod:`mcp_lib.retry` (the
 one retry engine; this module only says what is retryable), sleeping through the run's injected ``sleep``: a
 patient write (the answer, the notice, reactions, deleting a placeholder) waits at most
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent import guard
 from agent.errors import RunFailed
-from agent.slack.blocks import POST_OPTIONS, guard_public, question_payload
+from agent.slack.blocks import POST_OPTIONS, question_payload
 from mcp_lib import retry
 from mcp_lib.retry import Budget, Policy, Retry, server_wait
 
@@ -48,16 +48,6 @@ def error_line(exc: Exception) -> str:
     if isinstance(exc, SlackApiError):
         return f"Slack API エラー（{slack_error_code(exc)}）"
     return one_line(f"{type(exc).__name__}: {exc}")
-
-
-def guard_payload(value: Any, mask_personal: bool) -> Any:
-    """Every ``text`` string in a payload (fallback, markdown, section and context blocks) through guard_public."""
-    if isinstance(value, dict):
-        return {k: (guard_public(v, mask_personal) if k == "text" and isinstance(v, str)
-                    else v if k == "metadata" else guard_payload(v, mask_personal)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [guard_payload(v, mask_personal) for v in value]
-    return value
 
 
 MAX_WAIT_S = 30.0  # a longer Retry-After is not waited for: the write gives up (and the state machine goes on)
@@ -109,10 +99,9 @@ def retryable(exc: BaseException) -> Retry | None:
 class SlackOut:
     """All of helpbot's writes to Slack go through here: guarded, traced, and retried within the budget."""
 
-    def __init__(self, web: WebClient, *, mask_personal: bool, trace: Trace,
-                 sleep: Callable[[float], None] = time.sleep, budget: WriteBudget | None = None):
+    def __init__(self, web: WebClient, *, trace: Trace, sleep: Callable[[float], None] = time.sleep,
+                 budget: WriteBudget | None = None):
         self.web = web
-        self.mask_personal = mask_personal
         self.trace = trace
         self.sleep = sleep
         self.budget = budget or WriteBudget()
@@ -139,15 +128,14 @@ class SlackOut:
             raise gave_up.last from None
 
     def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None) -> str:
-        body = guard_payload(dict(payload), self.mask_personal)
-        body.update(POST_OPTIONS)
+        body = {**payload, **POST_OPTIONS}
         response = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, **body)
         ts = str(response["ts"])
         self.trace.front("post", channel=channel, thread_ts=thread_ts, ts=ts, chars=len(json.dumps(body)))
         return ts
 
     def update(self, channel: str, ts: str, payload: Mapping[str, Any], *, patient: bool = True) -> None:
-        body = guard_payload(dict(payload), self.mask_personal)
+        body = dict(payload)
         self._call("chat.update", patient=patient, channel=channel, ts=ts, **body)
         self.trace.front("update", channel=channel, ts=ts, chars=len(json.dumps(body)))
 

@@ -120,8 +120,8 @@ class ThreadReply:
     def deliver(self, answer: Answer) -> str | None:
         """The answer replaces the placeholder (or is posted anew, the placeholder deleted); further parts follow;
         ✅ replaces 👀. Returns the answer's permalink (None when Slack would not give it)."""
-        payloads = answer_payloads(answer.to_json(), channel=self.channel, question_ts=self.question_ts,
-                                   run_link=self.run_link, mask_personal=self.out.mask_personal)
+        payloads = answer_payloads(answer, channel=self.channel, question_ts=self.question_ts,
+                                   run_link=self.run_link)
         first = self._replace_placeholder(payloads[0])
         if first is None:
             first = self.out.post(self.channel, payloads[0], thread_ts=self.root)

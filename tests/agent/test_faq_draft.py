@@ -23,6 +23,7 @@ from agent.errors import ConfigError, UsageError
 from agent.faq_draft import clean_question, run
 from agent.slack.blocks import answer_payloads, placeholder_payload
 from mcp_lib.platforms.faq import FaqIndex, parse_entry
+from tests.agent.slack.answers import make_answer
 from tests.fakes.github import FakeGitHub, serve
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 
@@ -38,9 +39,8 @@ def at(day: int, hour: int = 10) -> str:
 
 
 def answer(bot: WebClient, channel: str, question_ts: str, text: str, tags: list[str] | None = None) -> str:
-    result = {"answer": text, "rounds": 2, "degraded": False, "cost_usd": 0.01, "tags": tags or [],
-              "tool_calls": [{"name": "faq_search", "input": {}}],
-              "sources": [{"title": "ギフト設定（Growi）", "url": "https://wiki.example.com/gift"}]}
+    result = make_answer(text, cost_usd=0.01, tags=tags or [],
+                         sources=[{"title": "ギフト設定（Growi）", "url": "https://wiki.example.com/gift"}])
     payloads = answer_payloads(result, channel=channel, question_ts=question_ts)
     first = bot.chat_postMessage(channel=channel, thread_ts=question_ts, **placeholder_payload())["ts"]
     bot.chat_update(channel=channel, ts=first, **payloads[0])

@@ -885,7 +885,7 @@ def test_the_spend_cap_moves_the_run_to_its_final_answer() -> None:
     assert answer.stop == "cost_limit" and answer.cost_limited and 1 <= answer.rounds < 6
     assert model.requests[-1].forced and "spending limit" in json.dumps(model.requests[-1].messages[-1])
     assert answer.text.startswith("From what I found")
-    footer = answer_payloads(answer.to_json())[-1]["blocks"][-1]["elements"][0]["text"]
+    footer = answer_payloads(answer)[-1]["blocks"][-1]["elements"][0]["text"]
     assert "費用上限に達したため" in footer
 
 

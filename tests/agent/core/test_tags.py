@@ -29,6 +29,7 @@ from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
 from mcp_lib.platforms.faq import FaqIndex
 from tests.agent.core.loop_fakes import FakeClock, FakeTools
+from tests.agent.slack.answers import make_answer
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "helpbot.example.toml"
@@ -291,11 +292,10 @@ def test_helpbot_answer_posts_the_tags_in_the_slack_footer(monkeypatch: pytest.M
 
 
 def test_the_slack_footer_shows_the_tags() -> None:
-    result = {"answer": "a", "sources": [], "rounds": 1, "tool_calls": [{"name": "faq_search"}],
-              "degraded": False, "cost_usd": 0.01}
-    footer = answer_payloads({**result, "tags": ["Shopify", "在庫"]})[-1]["blocks"][-1]["elements"][0]["text"]
+    tagged = make_answer("a", rounds=1, cost_usd=0.01, tags=["Shopify", "在庫"])
+    footer = answer_payloads(tagged)[-1]["blocks"][-1]["elements"][0]["text"]
     assert "タグ Shopify・在庫" in footer
-    plain = answer_payloads(result)[-1]["blocks"][-1]["elements"][0]["text"]
+    plain = answer_payloads(make_answer("a", rounds=1, cost_usd=0.01))[-1]["blocks"][-1]["elements"][0]["text"]
     assert "タグ" not in plain
 
 

@@ -6,9 +6,11 @@ import json
 import random
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from agent.core.run import Answer
 from agent.guard import Guard, installed
 from agent.slack.blocks import (
     DEGRADED_LABEL,
@@ -20,7 +22,6 @@ from agent.slack.blocks import (
     answer_payloads,
     failure_payload,
     guard_public,
-    mask_personal_from_env,
     placeholder_payload,
     progress_payload,
     progress_text,
@@ -30,6 +31,7 @@ from agent.slack.blocks import (
 )
 from agent.slack.markers import EVENT_TYPES, Me, find_answer
 from agent.slack.split import slack_len, split_markdown
+from tests.agent.slack.answers import make_answer
 
 
 @pytest.fixture(autouse=True)
@@ -83,9 +85,13 @@ def markdown_chars(payload: dict) -> int:
     return sum(slack_len(b["text"]) for b in payload["blocks"] if b["type"] == "markdown")
 
 
-def result(answer: str, **extra: object) -> dict:
-    return {"answer": answer, "sources": [], "rounds": 2, "tool_calls": [{"name": "faq_search"}],
-            "usage": {}, "degraded": False, **extra}
+def result(answer: str, *, tool_calls: list[dict[str, str]] | None = None, **extra: Any) -> Answer:
+    return make_answer(answer, tools=[c["name"] for c in tool_calls or [{"name": "faq_search"}]], **extra)
+
+
+def keeping_personal() -> Any:
+    """The guard as ``HELPBOT_MASK_PERSONAL=false`` installs it."""
+    return installed(Guard.from_env({"HELPBOT_MASK_PERSONAL": "false"}, names=["faq_search"]))
 
 
 # -- counting and splitting -------------------------------------------------------------------------------------
@@ -211,10 +217,10 @@ def test_answer_payload_shape() -> None:
     assert "<!channel>" not in json.dumps(payload, ensure_ascii=False)
 
 
-def test_no_run_link_outside_actions_and_no_cost_when_unknown() -> None:
+def test_no_run_link_outside_actions() -> None:
     [payload] = answer_payloads(result("OK"))
     footer = payload["blocks"][-1]["elements"][0]["text"]
-    assert "実行ログ" not in footer and "推定コスト" not in footer
+    assert "実行ログ" not in footer and "推定コスト &lt;$0.001" in footer
     assert len(payload["blocks"]) == 2  # answer + footer: no sources section without sources
 
 
@@ -392,8 +398,9 @@ KEEP = [
 
 @pytest.mark.parametrize("text", SECRET_CASES)
 def test_guard_masks_secrets_even_without_personal_masking(text: str) -> None:
-    for mask_personal in (True, False):
-        guarded = guard_public(text, mask_personal=mask_personal)
+    for personal in (False, True):
+        with keeping_personal() if personal else installed(Guard.from_env({})):
+            guarded = guard_public(text)
         assert "[REDACTED]" in guarded
         assert not re.search(r"xoxb-\d|ghp_A|AKIAAB|hunter2", guarded)
 
@@ -402,7 +409,8 @@ def test_guard_masks_secrets_even_without_personal_masking(text: str) -> None:
 def test_guard_masks_personal_data(text: str, needle: str) -> None:
     guarded = guard_public(text)
     assert needle not in guarded and ("[email]" in guarded or "[phone]" in guarded), guarded
-    assert guard_public(text, mask_personal=False) == text
+    with keeping_personal():
+        assert guard_public(text) == text
 
 
 @pytest.mark.parametrize("text", KEEP)
@@ -422,18 +430,29 @@ def test_guard_is_applied_to_every_part_of_the_answer() -> None:
     dumped = json.dumps(answer_payloads(res, question_ts=TS), ensure_ascii=False)
     for leaked in ("taro@example.com", "hanako@example.com", "1234-5678", "xoxp-"):
         assert leaked not in dumped
-    kept = json.dumps(answer_payloads(res, question_ts=TS, mask_personal=False), ensure_ascii=False)
+    with keeping_personal():
+        kept = json.dumps(answer_payloads(res, question_ts=TS), ensure_ascii=False)
     assert "taro@example.com" in kept and "xoxp-" not in kept
 
 
-def test_mask_personal_setting() -> None:
-    assert mask_personal_from_env({}) is True
-    assert mask_personal_from_env({"HELPBOT_MASK_PERSONAL": "false"}) is False
+def test_a_secret_in_a_long_source_title_is_masked_before_the_title_is_cut() -> None:
+    title = "あ" * 140 + "AKIAABCDEFGHIJKLMNOP"  # the cut (150) falls inside the key: its head alone is no key
+    rendered = sources_markdown([{"title": title, "url": "https://example.com/1"}])
+    assert "AKIA" not in rendered and "REDACTED" in rendered
+
+
+def test_guarding_twice_changes_nothing() -> None:
+    """The door guards every payload again after the builder's pass before a cut: the second pass is a no-op."""
+    texts = [*SECRET_CASES, *(t for t, _ in PERSONAL_CASES), *KEEP,
+             "<!here> @channel [x](https://evil.example/?q=secret#f) ![i](https://evil.example/i.png) <img src=x>"]
+    for text in texts:
+        once = guard_public(text)
+        assert guard_public(once) == once, text
 
 
 def test_the_metadata_carries_the_tags_for_feedback_reports() -> None:
-    result = {"answer": "a", "rounds": 1, "tool_calls": [{"name": "faq_search"}], "tags": ["Shopify", "在庫"]}
-    payload = answer_metadata(result, channel="C1", question_ts="1.000001", parts=1)["event_payload"]
+    tagged = result("a", rounds=1, tags=["Shopify", "在庫"])
+    payload = answer_metadata(tagged, channel="C1", question_ts="1.000001", parts=1)["event_payload"]
     assert payload["tags"] == "Shopify,在庫" and payload["tools"] == "faq_search"
-    untagged = answer_metadata({"answer": "a"}, channel="C1", question_ts="1.000001", parts=1)
+    untagged = answer_metadata(result("a"), channel="C1", question_ts="1.000001", parts=1)
     assert "tags" not in untagged["event_payload"]

@@ -176,7 +176,7 @@ def reply_for(ws: Workspace, fake: FakeSlack, question: Message, run_name: str, 
 
     from agent.report import Trace
 
-    out = SlackOut(WebClient(token=BOT_TOKEN, base_url=fake.url, retry_handlers=[]), mask_personal=True,
+    out = SlackOut(WebClient(token=BOT_TOKEN, base_url=fake.url, retry_handlers=[]),
                    trace=Trace(None, lambda: 0.0), sleep=lambda s: None)
     me = markers.Me(ws.bot_user_id, ws.bot_id)
 

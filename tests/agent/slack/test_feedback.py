@@ -21,12 +21,14 @@ from slack_sdk import WebClient
 
 from agent.cli import build_parser
 from agent.cli import main as helpbot_main
+from agent.core.run import Answer
 from agent.errors import UsageError
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload
 from agent.slack.feedback import _cell, parse_since, run
 from agent.slack.ratings import RatedAnswer, Scanner, normalize_reaction, tally_reactions
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
+from tests.agent.slack.answers import make_answer
 from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, FakeSlack, Workspace
 
 JST = ZoneInfo("Asia/Tokyo")
@@ -42,17 +44,21 @@ def at(day: int, hour: int = 10, minute: int = 0) -> str:
 
 
 def result(*tools: str, sources: int = 1, rounds: int = 2, cost: float | None = 0.01,
-           answer: str = "在庫同期ジョブのログを確認してください。") -> dict[str, Any]:
-    return {"answer": answer, "rounds": rounds, "degraded": False, "cost_usd": cost,
-            "tool_calls": [{"name": t, "input": {}} for t in tools],
-            "sources": [{"title": f"FAQ {i}", "url": f"https://faq.example/{i}"} for i in range(1, sources + 1)]}
+           answer: str = "在庫同期ジョブのログを確認してください。") -> tuple[Answer, bool]:
+    """An answer, and whether its metadata tells the cost (an older helpbot's answer did not)."""
+    return make_answer(answer, rounds=rounds, tools=tools, cost_usd=cost or 0.0,
+                       sources=[{"title": f"FAQ {i}", "url": f"https://faq.example/{i}"}
+                                for i in range(1, sources + 1)]), cost is not None
 
 
-def post_answer(client: WebClient, channel: str, question_ts: str | None, res: dict[str, Any],
+def post_answer(client: WebClient, channel: str, question_ts: str | None, res: tuple[Answer, bool],
                 limit: int = 12_000, meanwhile: Callable[[], object] | None = None) -> list[str]:
     """As ``helpbot answer`` does it: placeholder, replaced by the first part; further parts as replies.
     ``meanwhile`` runs after the first part (someone replying while helpbot is still posting)."""
-    payloads = answer_payloads(res, channel=channel, question_ts=question_ts, limit=limit)
+    answer, with_cost = res
+    payloads = answer_payloads(answer, channel=channel, question_ts=question_ts, limit=limit)
+    if not with_cost:
+        del payloads[0]["metadata"]["event_payload"]["cost_usd"]
     first = client.chat_postMessage(channel=channel, thread_ts=question_ts, **placeholder_payload())
     client.chat_update(channel=channel, ts=first["ts"], **payloads[0])
     if meanwhile:
