@@ -23,8 +23,10 @@ enumerates the writers and fails on a new one). They apply the guard in effect (
 installs one built from its environment (:func:`installed`), and the answer front narrows it for the run
 (registered names, consulted hosts, private or not).
 
-What it does not do: it cannot recognise a secret no pattern knows and helpbot does not hold, nor private text
-written in a public channel; the README's security section lists what is masked where.
+Guarding is idempotent; a text meets it before its door only where the door cannot see it whole: before a cut
+(no secret straddles it) and before JSON escaping (which would hide a credential holding ``"`` from the mask).
+It cannot recognise a secret no pattern knows and helpbot does not hold, nor private text written in a public
+channel; the README's security section lists what is masked where.
 """
 
 from __future__ import annotations

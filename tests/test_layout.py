@@ -143,3 +143,16 @@ def test_modules_and_classes_stay_small(name: str) -> None:
                 assert size > MAX_CLASS_LINES, f"{qualified} is {size} lines now: drop it from OVER_THE_LIMIT"
             else:
                 assert size <= MAX_CLASS_LINES, f"{qualified}: {size} lines"
+
+
+MAX_DOCSTRING_LINES = 30
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_docstrings_say_what_and_why_not_tour_private_code(name: str) -> None:
+    """A module's docstring is a few lines of what and why; naming private functions is a tour that will drift."""
+    import re
+
+    doc = ast.get_docstring(ast.parse(MODULES[name].read_text()), clean=False) or ""
+    assert doc.count("\n") + 1 <= MAX_DOCSTRING_LINES, f"{name}: a {doc.count(chr(10)) + 1}-line module docstring"
+    assert not re.findall(r"[`.]_[a-z]\w*", doc), f"{name}'s docstring names private code"
