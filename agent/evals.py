@@ -10,6 +10,8 @@ A case file (YAML) is a list of cases, or a mapping with a ``cases`` list::
           - re:^https://redmine\\.example\\.com/issues/1\\d{3}$   # "re:" + a regular expression (searched)
         expect_phrases: [stock-sync, 連携ログ] # substrings of the answer (case- and width-insensitive)
         max_rounds: 4                        # optional; default HELPBOT_MAX_ROUNDS
+        now: "2026-11-30T09:00+09:00"        # optional: this case's "now" (ISO 8601), for 先週 and the like;
+                                             #   overrides HELPBOT_NOW, no offset = HELPBOT_TIMEZONE
 
 A source pattern is matched against the URLs of the sources the answer cites, as they are and percent-decoded;
 a glob must match the whole URL. A case passes when every pattern matched a cited source and every phrase is in
@@ -32,6 +34,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -42,6 +45,7 @@ from agent import guard
 from agent.build import parse_rounds
 from agent.core.settings import validation_problem
 from agent.errors import UsageError
+from mcp_lib.config import ConfigError, env_datetime
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent
@@ -59,6 +63,7 @@ class Case(BaseModel):
     expect_sources: list[str] = []
     expect_phrases: list[str] = []
     max_rounds: int | None = Field(None, ge=1, le=50)
+    now: str | None = None  # ISO 8601, read as HELPBOT_NOW is (mcp_lib.config.env_datetime)
 
     @field_validator("id")
     @classmethod
@@ -73,6 +78,18 @@ class Case(BaseModel):
         if not value.strip():
             raise ValueError("is blank")
         return value.strip()
+
+    @field_validator("now", mode="before")
+    @classmethod
+    def _now(cls, value: Any) -> Any:
+        if isinstance(value, datetime):  # YAML reads an unquoted 2026-11-30T09:00:00+09:00 as a datetime
+            value = value.isoformat()
+        if isinstance(value, str):
+            try:
+                env_datetime({"now": value}, "now")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("now: ")) from None
+        return value
 
     @field_validator("expect_sources")
     @classmethod
@@ -230,7 +247,7 @@ def totals(results: Sequence[CaseResult]) -> dict[str, Any]:
 
 
 # -- running ---------------------------------------------------------------------------------------------------
-AgentFactory = Callable[[int | None], "Agent"]  # max_rounds (None: the default) -> a fresh agent
+AgentFactory = Callable[[int | None, str | None], "Agent"]  # (max_rounds, now), None: the default -> a fresh agent
 
 
 def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: int | None = None,
@@ -239,7 +256,7 @@ def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: in
     """Each case on a fresh agent, one after the other. A run that raises fails its case only."""
     results = []
     for number, case in enumerate(cases, 1):
-        agent = make_agent(case.max_rounds or max_rounds)  # a ConfigError here ends the eval (exit 2)
+        agent = make_agent(case.max_rounds or max_rounds, case.now)  # a ConfigError here ends the eval (exit 2)
         began = clock()
         try:
             answer = agent.run(case.question)
@@ -309,8 +326,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         guard.err(f"helpbot eval: {number}/{len(cases)} {result.id}: {'PASS' if result.passed else 'FAIL'} "
                   f"({result.seconds:.1f} s)")
 
-    results = run_cases(cases, lambda rounds: build_agent(env, max_rounds=rounds), max_rounds=args.max_rounds,
-                        on_result=progress)
+    def make_agent(rounds: int | None, now: str | None) -> Agent:
+        return build_agent(env if now is None else {**env, "HELPBOT_NOW": now}, max_rounds=rounds)
+
+    results = run_cases(cases, make_agent, max_rounds=args.max_rounds, on_result=progress)
     if args.json:
         guard.out(json.dumps(report_json(args.cases, results), ensure_ascii=False, indent=2))
     else:

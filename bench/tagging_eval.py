@@ -96,9 +96,9 @@ def main() -> int:
         for tagged in (False, True):
             env = envs[tagged]
             if mode == "degraded":
-                results = run_cases(cases, lambda rounds, env=env: build_agent(env, max_rounds=rounds))
+                results = run_cases(cases, lambda rounds, now, env=env: build_agent(env, max_rounds=rounds))
             else:
-                results = run_cases(cases, lambda rounds, env=env, tagged=tagged: scripted_agent(env, tagged))
+                results = run_cases(cases, lambda rounds, now, env=env, tagged=tagged: scripted_agent(env, tagged))
             runs[f"{mode}, tags {'on' if tagged else 'off'}"] = results
     Path(empty.name).unlink()
 

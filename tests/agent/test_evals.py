@@ -17,6 +17,7 @@ from agent.evals import load_cases, run_cases, totals, url_matches
 from tests.agent.core.loop_fakes import FakeClock, FakeTools
 from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
 from tests.agent.test_cli import one_line_error
+from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
 
 REPO = Path(__file__).resolve().parents[2]
@@ -179,7 +180,7 @@ def test_pass_fail_counting_through_a_scripted_agent(tmp_path: Path) -> None:
 """))
     rounds_asked: list[int | None] = []
 
-    def make_agent(max_rounds: int | None) -> Agent:
+    def make_agent(max_rounds: int | None, now: str | None) -> Agent:
         rounds_asked.append(max_rounds)
         return Agent(ScriptedModel(investigating), FakeTools(TOOLS), Settings(max_rounds=max_rounds or 10),
                      clock=FakeClock())
@@ -212,3 +213,38 @@ def test_a_real_model_run_reports_rounds_tokens_and_cost(stub: BedrockStub, tmp_
     assert case["tokens"]["total"] == 1200 + 80 + 300 + 120 + 2900 + 1500 and case["cost_usd"] > 0
     assert "at most 3 rounds" in stub.requests[0].body["system"][0]["text"]
 
+
+
+def test_a_case_sets_its_own_now_for_relative_dates(stub: BedrockStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """先週 is resolved from the prompt's date context: a case's ``now`` overrides HELPBOT_NOW for that case only."""
+    def last_week_from_the_prompt(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
+        system = body["system"][0]["text"]
+        [line] = [line for line in system.splitlines() if line.startswith("- 先週 last week:")]
+        return stub_lib.text("先週は " + line.split(": ", 1)[1].split(" (")[0] + " です。")
+
+    stub.responder = last_week_from_the_prompt
+    monkeypatch.setenv("HELPBOT_NOW", "2026-11-30T09:00")  # a Monday, in HELPBOT_TIMEZONE (Asia/Tokyo)
+    path = cases_file(tmp_path, """
+- id: own-now
+  question: 先週の障害は？
+  now: "2026-12-09T23:30:00+00:00"             # Thursday 10 Dec 08:30 in Tokyo
+  expect_phrases: ["2026-11-30(月) – 2026-12-06(日)"]
+- id: yaml-datetime
+  question: 先週の障害は？
+  now: 2026-01-05T10:00:00+09:00               # unquoted: YAML reads it as a datetime
+  expect_phrases: ["2025-12-29(月) – 2026-01-04(日)"]
+- id: env-now
+  question: 先週の障害は？
+  expect_phrases: ["2026-11-23(月) – 2026-11-29(日)"]
+""")
+    assert main(["eval", path, "--json"]) == 0, capsys.readouterr().out
+    assert [c["passed"] for c in json.loads(capsys.readouterr().out)["cases"]] == [True, True, True]
+
+
+def test_a_case_with_an_unreadable_now_is_one_line_and_exit_2(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = cases_file(tmp_path, "- id: x\n  question: 先週は？\n  expect_phrases: [a]\n  now: last tuesday\n")
+    assert main(["eval", path]) == 2
+    err = one_line_error(capsys)
+    assert "now" in err and "ISO 8601" in err
