@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from agent.slack import markers
 from mcp_lib.config import passed_by
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, sample_workspace
 
@@ -81,25 +83,43 @@ def test_the_answer_step_gets_exactly_the_declared_variables() -> None:
     assert set(env) == {v.name for v in passed_by("help")} | {"DRY_RUN", "FORCE"}
 
 
-def run_script(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_script(script: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
     return subprocess.run(["/bin/bash", "-e", "-o", "pipefail", "-c", script], env={**base, **env},
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
-def test_the_notice_when_helpbot_could_not_be_installed_reaches_the_thread() -> None:
+def stdlib_python(tmp_path: Path) -> str:
+    """A PATH whose python3 is the base interpreter, run isolated: no venv, no site-packages (as on a runner
+    before the install)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {sys.base_prefix}/bin/python3 -S "$@"\n', encoding="utf-8")
+    (bin_dir / "python3").chmod(0o755)
+    return f"{bin_dir}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize("checked_out", [True, False])
+def test_the_notice_when_helpbot_could_not_be_installed_reaches_the_thread(tmp_path: Path, checked_out: bool) -> None:
     notice = step("help", "Tell the thread when helpbot could not be installed")
     assert "steps.install.outcome != 'success'" in notice["if"] and "repository_dispatch" in notice["if"]
+    assert "python3 -m agent.slack.markers failure" in notice["run"]  # the one metadata protocol, no JSON by hand
     ws = sample_workspace()
     question = ws.history("C0ECSUP")[0]
     with FakeSlack(ws) as fake:
         done = run_script(notice["run"], {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": fake.url.rstrip("/"),
-                                          "CHANNEL": "C0ECSUP", "THREAD": question.ts,
-                                          "RUN_URL": "https://github.com/acme/helpbot/actions/runs/777"})
+                                          "CHANNEL": "C0ECSUP", "QUESTION": question.ts, "THREAD": question.ts,
+                                          "RUN_URL": "https://github.com/acme/helpbot/actions/runs/777",
+                                          "PATH": stdlib_python(tmp_path)}, cwd=ROOT if checked_out else tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"ok":true' in done.stdout
     [reply] = [m for m in ws.thread("C0ECSUP", question.ts) if m.user == ws.bot_user_id]
     assert "actions/runs/777" in reply.text and "回答を作成できませんでした" in reply.text
+    marker = markers.read({"metadata": reply.metadata})
+    if checked_out:  # the next run finds it as a failure notice for this question, and cleans it up
+        assert marker is not None and marker.kind == "failure" and marker.is_for(question.ts, "C0ECSUP")
+    else:
+        assert marker is None and reply.metadata is None
 
 
 def test_feedback_skips_with_one_clear_line_when_its_channel_is_not_set() -> None:
