@@ -86,9 +86,9 @@ class Case(BaseModel):
             value = value.isoformat()
         if isinstance(value, str):
             try:
-                env_datetime({"now": value}, "now")
+                env_datetime({"HELPBOT_NOW": value}, "HELPBOT_NOW")  # read exactly as HELPBOT_NOW is
             except ConfigError as exc:
-                raise ValueError(str(exc).removeprefix("now: ")) from None
+                raise ValueError(str(exc).removeprefix("HELPBOT_NOW: ")) from None
         return value
 
     @field_validator("expect_sources")
