@@ -171,8 +171,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                                         "HELPBOT_CHANNELS)")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--out", type=Path, metavar="DIR", help="write one file per draft into DIR")
-    output.add_argument("--pr", action="store_true", help="open one pull request with the drafts (GITHUB_TOKEN "
-                                                         "with contents and pull-requests write, GITHUB_REPOSITORY)")
+    output.add_argument("--pr", action="store_true", help="open one pull request with the drafts (HELPBOT_FAQ_PR_TOKEN "
+                                                         "or GITHUB_TOKEN with contents and pull-requests write, "
+                                                         "GITHUB_REPOSITORY)")
 
 
 def _channels(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:

@@ -31,17 +31,19 @@ class PrConfig:
     token: str
     api_url: str
     faq_dir: str  # where the entries live in the repository
+    token_name: str = "GITHUB_TOKEN"  # the variable the token came from, named in errors
 
 
 def load_config(env: Mapping[str, str], faq_dir: str = "faq") -> PrConfig:
     repository = env_str(env, "GITHUB_REPOSITORY")
     if not repository or repository.count("/") != 1:
         raise ConfigError("GITHUB_REPOSITORY", "not set to owner/name: --pr opens the pull request there")
-    token = env_str(env, "GITHUB_TOKEN")
+    token_name = "HELPBOT_FAQ_PR_TOKEN" if env_str(env, "HELPBOT_FAQ_PR_TOKEN") else "GITHUB_TOKEN"
+    token = env_str(env, token_name)
     if not token:
-        raise ConfigError("GITHUB_TOKEN", f"not set: --pr needs {NEEDS}")
+        raise ConfigError("HELPBOT_FAQ_PR_TOKEN", f"not set (nor GITHUB_TOKEN): --pr needs {NEEDS}")
     api_url = env_url(env, "GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL
-    return PrConfig(repository, token, api_url, faq_dir.strip("/"))
+    return PrConfig(repository, token, api_url, faq_dir.strip("/"), token_name)
 
 
 def make_client(config: PrConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
@@ -69,10 +71,10 @@ class PullRequestWriter:
             return json_answer(response, "GitHub", what, "GITHUB_API_URL")
         detail = error_detail(response)
         if response.status_code == 401:
-            raise ConfigError("GITHUB_TOKEN", f"GitHub rejected the token (HTTP 401{detail})")
+            raise ConfigError(self.config.token_name, f"GitHub rejected the token (HTTP 401{detail})")
         if response.status_code in (403, 404):
-            raise ConfigError("GITHUB_TOKEN", f"no permission to {what} in {self.config.repository} "
-                                              f"(HTTP {response.status_code}{detail}); --pr needs {NEEDS}")
+            raise ConfigError(self.config.token_name, f"no permission to {what} in {self.config.repository} "
+                                                         f"(HTTP {response.status_code}{detail}); --pr needs {NEEDS}")
         raise RunFailed(f"helpbot faq-draft: GitHub refused to {what} (HTTP {response.status_code}{detail})")
 
     def open(self, branch: str, files: Mapping[str, str], title: str, body: str) -> str:
@@ -80,7 +82,7 @@ class PullRequestWriter:
         info = self._call("GET", "", "read the repository", (200,))
         permissions = info.get("permissions")
         if isinstance(permissions, dict) and not permissions.get("push"):
-            raise ConfigError("GITHUB_TOKEN", f"no permission to push to {self.config.repository}; --pr needs "
+            raise ConfigError(self.config.token_name, f"no permission to push to {self.config.repository}; --pr needs "
                                               f"{NEEDS}")
         base = str(info.get("default_branch") or "main")
         head = self._call("GET", f"/git/ref/heads/{base}", f"read the branch {base}", (200,))

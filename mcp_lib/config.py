@@ -109,9 +109,11 @@ def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
 # blocks of the workflows are generated from it (`mcp-lib config --write`; `--check` in CI), and a test fails
 # on a variable read in agent/ or mcp_lib/ that is not declared here.
 
-Where = Literal["help", "feedback", "relay", "runner", "local"]
-"""help / feedback: the workflow passes it; relay: the relay's own environment; runner: GitHub Actions (or an
-action) sets it; local: for a local run only, no workflow passes it."""
+Workflow = Literal["help", "feedback", "faq-draft"]
+WORKFLOWS: tuple[Workflow, ...] = ("help", "feedback", "faq-draft")  # .github/workflows/<name>.yml
+Where = Literal["help", "feedback", "faq-draft", "relay", "runner", "local"]
+"""help / feedback / faq-draft: that workflow passes it; relay: the relay's own environment; runner: GitHub
+Actions (or an action) sets it; local: for a local run only, no workflow passes it."""
 
 Group = Literal["model", "loop", "tools", "faq", "slack", "redmine", "github", "growi", "front", "relay", "actions"]
 
@@ -173,7 +175,7 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_MAX_TOKENS", "loop", "the answer's length limit (tokens)", "4096"),
     _v("HELPBOT_SUMMARY_TIMEOUT_S", "loop", "a summary request gives up this soon", "25"),
     _v("HELPBOT_TIMEZONE", "loop", "time zone of dates in answers and reports", "Asia/Tokyo",
-       where=("help", "feedback")),
+       where=("help", "feedback", "faq-draft")),
     _v("HELPBOT_NOW", "loop", "the current time as ISO 8601, to replay relative dates (先週); the `now` input of "
        "*Run workflow*", value="${{ inputs.now }}"),
     _v("HELPBOT_REQUEST_BUDGET_TOKENS", "loop", "no request to the model is larger (estimated tokens)", "100000"),
@@ -194,11 +196,14 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_HTTP_TIMEOUT_S", "tools", "one HTTP request of the GitHub and Growi tools", "20"),
     _v("HELPBOT_CONFIG", "tools", "the helpbot.toml with tags and in-house MCP servers", "./helpbot.toml"),
     # faq
-    _v("HELPBOT_FAQ_PATH", "faq", "the FAQ directory", "faq/"),
+    _v("HELPBOT_FAQ_PATH", "faq", "the FAQ directory", "faq/", where=("help", "faq-draft")),
     _v("HELPBOT_FAQ_BASE_URL", "faq", "where FAQ entries link to", "the repository, in Actions"),
     _v("HELPBOT_FAQ_CACHE_DIR", "faq", "where the built FAQ index is kept", "~/.cache/helpbot/faq"),
     _v("HELPBOT_FAQ_PRIVATE", "faq", "the FAQ repository is private: `helpbot faq-draft` may draft from private "
-       "channels", "false", where=("local",)),
+       "channels", "false", where=("faq-draft",)),
+    _v("HELPBOT_FAQ_PR_TOKEN", "faq", "token for `helpbot faq-draft --pr` (contents and pull-requests write on this "
+       "repository; GITHUB_TOKEN when unset). faq-draft.yml opens a pull request only when it is set", secret=True,
+       where=("faq-draft",)),
     _v("HELPBOT_FAQ_SEMANTIC", "faq", "FAQ search by meaning too: `auto` (when the `semantic` extra is installed), "
        "`on`, `off`", "auto"),
     _v("XDG_CACHE_HOME", "faq", "the system's cache directory (the FAQ index when HELPBOT_FAQ_CACHE_DIR is unset)",
@@ -207,7 +212,7 @@ VARIABLES: tuple[Variable, ...] = (
        where=("runner", "local")),
     # slack
     _v("SLACK_BOT_TOKEN", "slack", "bot token `xoxb-…`: read threads, post, react", secret=True,
-       where=("help", "feedback")),
+       where=("help", "feedback", "faq-draft")),
     _v("SLACK_USER_TOKEN", "slack", "user token `xoxp-…` with `search:read`: Slack search", secret=True),
     _v("SLACK_API_URL", "slack", "another Slack API base (the tests' fake)", "https://slack.com/api/",
        where=("local",)),
@@ -238,9 +243,9 @@ VARIABLES: tuple[Variable, ...] = (
     # the Slack front
     _v("HELPBOT_REACTION", "front", "the reaction that asks helpbot", "help", where=("help", "relay")),
     _v("HELPBOT_CHANNELS", "front", "allowlist of channel IDs (`C…`, space or comma separated). **Set it**",
-       "every channel the bot is in", where=("help", "feedback", "relay")),
+       "every channel the bot is in", where=("help", "feedback", "faq-draft", "relay")),
     _v("HELPBOT_BOT_USER_ID", "front", "helpbot's own user ID: its messages and reactions are never answered",
-       where=("help", "feedback", "relay")),
+       where=("help", "feedback", "faq-draft", "relay")),
     _v("HELPBOT_QUESTION_CHANNEL", "front", "where a free `question` from *Run workflow* is answered",
        "only the job summary"),
     _v("HELPBOT_MASK_PERSONAL", "front", "`false` keeps e-mail addresses and phone numbers in posts", "true",
@@ -269,6 +274,6 @@ VARIABLES: tuple[Variable, ...] = (
 DECLARED: Mapping[str, Variable] = {variable.name: variable for variable in VARIABLES}
 
 
-def passed_by(workflow: Literal["help", "feedback"]) -> list[Variable]:
+def passed_by(workflow: Workflow) -> list[Variable]:
     """The variables a workflow passes to helpbot, in declaration order."""
     return [variable for variable in VARIABLES if workflow in variable.where]

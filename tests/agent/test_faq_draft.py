@@ -178,6 +178,18 @@ def test_pr_without_permission_writes_nothing(env: dict[str, str], github: FakeG
     assert [r.method for r in github.requests] == ["GET"]
 
 
+def test_the_pr_token_is_preferred_to_github_token_and_named_in_errors(env: dict[str, str],
+                                                                        github: FakeGitHub) -> None:
+    """faq-draft.yml passes the secret HELPBOT_FAQ_PR_TOKEN; GITHUB_TOKEN (a read-only one, say) is not used."""
+    pr_env = {**env, "HELPBOT_FAQ_PR_TOKEN": github.token, "GITHUB_TOKEN": "read-only", "GITHUB_REPOSITORY": REPO}
+    code, out = draft(pr_env, "--pr", github_transport=github.transport())
+    assert code == 0 and "opened https://github.com/acme/helpdesk/pull/1" in out
+    with pytest.raises(ConfigError, match=r"^HELPBOT_FAQ_PR_TOKEN: GitHub rejected the token \(HTTP 401"):
+        draft({**pr_env, "HELPBOT_FAQ_PR_TOKEN": "wrong"}, "--pr", github_transport=github.transport())
+    with pytest.raises(ConfigError, match=r"^HELPBOT_FAQ_PR_TOKEN: not set \(nor GITHUB_TOKEN\)"):
+        draft({**env, "GITHUB_REPOSITORY": REPO}, "--pr", github_transport=github.transport())
+
+
 def test_a_refused_write_is_no_permission_too(env: dict[str, str], github: FakeGitHub) -> None:
     github.script("POST", r"/repos/.*/git/refs", lambda request: httpx.Response(
         403, json={"message": "Resource not accessible by integration", "status": "403"}))

@@ -13,6 +13,7 @@ from mcp_lib import configdocs
 from mcp_lib.config import (
     DECLARED,
     VARIABLES,
+    WORKFLOWS,
     env_bool,
     env_datetime,
     env_float,
@@ -116,9 +117,9 @@ def test_each_variable_is_declared_once_with_a_meaning_and_a_place() -> None:
     assert len(DECLARED) == len(VARIABLES)
     for v in VARIABLES:
         assert v.meaning and v.where, v.name
-        assert not ("local" in v.where and {"help", "feedback"} & set(v.where)), v.name
+        assert not ("local" in v.where and set(WORKFLOWS) & set(v.where)), v.name
         assert not (v.secret and v.value), v.name  # a secret comes from secrets.*, never from an expression
-        assert not (v.source or v.name).startswith("GITHUB_") or not {"help", "feedback"} & set(v.where) \
+        assert not (v.source or v.name).startswith("GITHUB_") or not set(WORKFLOWS) & set(v.where) \
             or v.source, f"{v.name}: GitHub refuses secrets and variables named GITHUB_*"
 
 
@@ -128,7 +129,8 @@ def _step_env(workflow: str, step_id_or_name: str) -> dict[str, str]:
     return next(s for s in steps if step_id_or_name in (s.get("id"), s.get("name")))["env"]
 
 
-@pytest.mark.parametrize("workflow,step", [("help", "answer"), ("feedback", "Report and post")])
+@pytest.mark.parametrize("workflow,step", [("help", "answer"), ("feedback", "Report and post"),
+                                           ("faq-draft", "Draft")])
 def test_the_workflow_passes_every_declared_variable_not_marked_local(workflow: str, step: str) -> None:
     env = _step_env(workflow, step)
     for v in passed_by(workflow):  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agent.slack import markers
-from mcp_lib.config import passed_by
+from mcp_lib.config import WORKFLOWS, passed_by
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, sample_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,14 +41,14 @@ def test_one_job_starts_on_the_dispatch_grouped_by_the_payload() -> None:
     assert jobs["answer"]["concurrency"]["cancel-in-progress"] is False
 
 
-@pytest.mark.parametrize("name", ["help", "feedback"])
+@pytest.mark.parametrize("name", WORKFLOWS)
 def test_no_inline_python_and_no_expressions_in_scripts(name: str) -> None:
     for s in steps(name):
         assert s.get("shell") != "python", s.get("name")
         assert "${{" not in s.get("run", ""), s.get("name")  # data reaches scripts through env only
 
 
-@pytest.mark.parametrize("name", ["help", "feedback"])
+@pytest.mark.parametrize("name", WORKFLOWS)
 def test_the_install_is_cached_on_the_lock_with_bytecode_and_without_dev_tools(name: str) -> None:
     job = next(iter(workflow(name)["jobs"].values()))
     assert job["env"]["UV_COMPILE_BYTECODE"] == "1"
@@ -128,3 +128,36 @@ def test_feedback_skips_with_one_clear_line_when_its_channel_is_not_set() -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("::notice::feedback skipped: the repository variable HELPBOT_FEEDBACK_CHANNEL")
     assert report["env"]["HELPBOT_FEEDBACK_CHANNEL"] == "${{ vars.HELPBOT_FEEDBACK_CHANNEL }}"
+
+
+def fake_uv(tmp_path: Path) -> str:
+    """A PATH whose ``uv`` prints the helpbot command it was asked to run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "uv").write_text('#!/bin/sh\necho "uv $*"\n', encoding="utf-8")
+    (bin_dir / "uv").chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+def test_faq_draft_opens_a_pull_request_only_with_its_token(tmp_path: Path) -> None:
+    job = workflow("faq-draft")["jobs"]["draft"]
+    assert job["permissions"] == {"contents": "read"}  # the write is the PR token's, never the job's
+    draft = step("faq-draft", "Draft")
+    env = {"HELPBOT_CHANNELS": "C0ECSUP", "SINCE": "", "MIN_UP": "", "DRAFTS": str(tmp_path / "d"),
+           "PATH": fake_uv(tmp_path)}
+    without = run_script(draft["run"], {**env, "HELPBOT_FAQ_PR_TOKEN": ""})
+    assert without.returncode == 0, without.stderr
+    notice, command = without.stdout.splitlines()
+    assert notice.startswith("::notice::faq-draft: no pull request: the secret HELPBOT_FAQ_PR_TOKEN is not set")
+    assert command == f"uv run --no-sync helpbot faq-draft --since 30d --min-up 2 --out {tmp_path / 'd'}"
+    keep = step("faq-draft", "Keep the drafts")
+    assert keep["with"]["path"] == "${{ runner.temp }}/faq-drafts" and draft["env"]["DRAFTS"] == keep["with"]["path"]
+    with_token = run_script(draft["run"], {**env, "HELPBOT_FAQ_PR_TOKEN": "github_pat_x", "SINCE": "7d",
+                                           "MIN_UP": "3"})
+    assert with_token.stdout.splitlines() == ["uv run --no-sync helpbot faq-draft --since 7d --min-up 3 --pr"]
+
+
+def test_faq_draft_skips_with_one_clear_line_when_no_channels_are_set() -> None:
+    done = run_script(step("faq-draft", "Draft")["run"], {"HELPBOT_CHANNELS": "", "PATH": "/nonexistent"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("::notice::faq-draft skipped: the repository variable HELPBOT_CHANNELS is not set")
