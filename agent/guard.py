@@ -10,7 +10,10 @@ trace file, a saved transcript, the feedback report -- passes a :class:`Guard` f
 - only names helpbot defined: a tool name, platform label or other model-chosen identifier is shown when it is a
   registered tool name, else as ``unknown_tool`` (:meth:`Guard.name`);
 - private-run withholding: when the answer goes to a private channel, the log, the summary and the trace keep
-  numbers, flags and registered names, never text (:meth:`Guard.event`); progress lines show registered tool
+  no detail the model chose or a private message holds -- no text, and no numbers, names or patterns either
+  (sizes, tokens, cost, rounds, which tools in which order are covert channels the model can write bits into):
+  the trace keeps how the run ended (:meth:`Guard.event`, :data:`PRIVATE_RUN`), the summary and the log say
+  ``private run: details withheld`` (:mod:`agent.report`); in a public run progress lines show registered tool
   names only, never arguments;
 - for markdown that is rendered (Slack posts, the job summary): every Slack mention form defused,
   case-insensitively (users, channels, subteams, here, channel, everyone, and the ``@here`` spellings), no
@@ -32,8 +35,6 @@ channel; the README's security section lists what is masked where.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
 import re
 import sys
@@ -48,24 +49,22 @@ from mcp_lib.redact import Masker
 
 UNKNOWN_TOOL = "unknown_tool"
 WITHHELD = "[withheld: private channel]"
+PRIVATE_RUN = "private run: details withheld"
 
 # Credentials by name, besides the variables declared secret: an Actions runtime token, an in-house MCP server's
 # header token (``header_env``), whatever a deployment adds. ``*_FILE`` names a path, not a secret.
 _CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY"
                               r"|SIGNING_SECRET|CREDENTIALS?)(?:_[A-Z0-9]+)?$")
-# Trace fields kept for a private channel: names and identifiers, never text from Slack or tools. Names among
-# them are checked against the registered tools (:data:`_NAME_FIELDS`).
-_PRIVATE_SAFE_FIELDS = frozenset({
-    "event", "id", "name", "model", "stop", "stop_reason", "method", "callback", "tools", "tool_uses",
-    "searches", "tags", "faq_tags", "tool_use_ids", "usage", "t", "round", "rounds",
-})
+# A private run's trace: the events that stay and the fields they keep besides ``t`` and ``event`` -- how the run
+# ended, nothing the model chose (how many events there are, and their order, would be a channel too). The
+# run's duration (``t`` of the last event, the Actions job's own times) is the one channel left: see the README.
+_PRIVATE_EVENTS: Mapping[str, frozenset[str]] = {
+    "front.done": frozenset({"degraded"}), "front.failure": frozenset(), "front.interrupted": frozenset(),
+}
 _NAME_FIELDS = frozenset({"name", "tools", "tool_uses", "searches", "tool", "platform"})
-# Model-chosen identifiers in the trace: a stop reason only as one the API defines; in a private run a tool_use id
-# only as a digest keyed per process (a call and its result still pair up; the model wrote the id, and a plain
-# hash of a short secret could be reversed by trying every value).
+# Model-chosen identifiers in the trace: a stop reason only as one the API defines.
 _STOP_REASONS = frozenset({"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal",
                            "model_context_window_exceeded"})
-_ID_FIELDS = frozenset({"id", "tool_use_ids"})
 
 
 # The configured platforms' URLs: links to their hosts keep their query and fragment.
@@ -148,7 +147,6 @@ class Guard:
     names: frozenset[str] = frozenset()  # registered tool names (wire and CLI forms) and platform names
     hosts: frozenset[str] = frozenset()  # configured platforms' hosts and the consulted sources'
     private: bool = False  # the answer goes to a private channel (or one whose privacy is unknown)
-    key: bytes = field(default_factory=lambda: os.urandom(16), repr=False)  # for private ids (:data:`_ID_FIELDS`)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = (),
@@ -187,19 +185,20 @@ class Guard:
         return name if isinstance(name, str) and name in self.names else UNKNOWN_TOOL
 
     # -- structured values ------------------------------------------------------------------------------------------
-    def event(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """A trace event: names checked; text masked -- or, in a private run, withheld (numbers and flags stay)."""
+    def event(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A trace event: names checked, text masked -- or, in a private run, None unless it says how the run
+        ended (:data:`_PRIVATE_EVENTS`), and then with only the fields that say so."""
+        if self.private:
+            kept = _PRIVATE_EVENTS.get(str(event.get("event")))
+            if kept is None:
+                return None
+            return {key: value for key, value in event.items() if key in ("t", "event") or key in kept}
         out: dict[str, Any] = {}
         for key, value in event.items():
             if key in _NAME_FIELDS:
                 out[key] = self._names(value)
             elif key == "stop_reason":
                 out[key] = value if value is None or value in _STOP_REASONS else "other"
-            elif self.private and key in _ID_FIELDS:
-                out[key] = self._pseudonyms(value)
-            elif self.private and not (key in _PRIVATE_SAFE_FIELDS or value is None
-                                       or isinstance(value, bool | int | float)):
-                out[key] = WITHHELD
             else:
                 out[key] = self.deep(value)
         return out
@@ -241,13 +240,6 @@ class Guard:
         return payload
 
     # -- helpers ----------------------------------------------------------------------------------------------------
-    def _pseudonyms(self, value: Any) -> Any:
-        if isinstance(value, list | tuple):
-            return [self._pseudonyms(v) for v in value]
-        if value is None:
-            return None
-        return "id-" + hmac.new(self.key, str(value).encode(), hashlib.sha256).hexdigest()[:16]
-
     def _no_queries(self, text: str) -> str:
         """Whatever a renderer may read as one URL to an unknown host (up to whitespace or ``<``, or all of
         ``<…>``) has no ``?`` or ``#`` left: the link regex cannot know where CommonMark, GFM or Slack end a URL

@@ -3,6 +3,10 @@
 ``helpbot ask`` and ``helpbot answer`` print the same way; the trace (JSON lines) and the job summary are written
 as the run goes, so a killed run still leaves what it had. Everything goes out through the egress guard's doors
 (:mod:`agent.guard`): masked, names checked, text withheld for a private channel.
+
+A private run (the answer goes to a private channel) leaves no detail the model chose in any of them -- no
+rounds, tools, sizes, tokens, cost or reasons: the summary says :data:`agent.guard.PRIVATE_RUN` and how the run
+ended, the log shows no progress steps and no failure text, and the trace keeps only how the run ended.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agent import guard
@@ -18,7 +23,7 @@ from agent.slack.split import cut
 from mcp_lib.config import env_str
 
 if TYPE_CHECKING:
-    from agent.core.run import Answer
+    from agent.core.run import Answer, Progress
 
 SUMMARY_QUESTION_CHARS = 300
 
@@ -48,15 +53,32 @@ def print_answer(answer: Answer) -> None:
     guard.out("\n".join(lines))
 
 
+def progress_line(progress: Progress) -> str | None:
+    """What the log shows of a step: the round and the registered tool names -- nothing in a private run (how
+    many rounds, which tools in which order, are the model's choice: a channel it could write bits into)."""
+    g = guard.current()
+    if g.private:
+        return None
+    return replace(progress, tools=[g.name(t) for t in progress.tools]).line()
+
+
+def failure_line(what: str) -> str:
+    """A failed run in the log: why -- except in a private run, whose error text (a tool's, or the model
+    endpoint's, which may echo the request) stays out."""
+    return f"failed ({guard.PRIVATE_RUN})" if guard.current().private else f"failed: {what}"
+
+
 class Trace:
     """JSON lines to ``HELPBOT_TRACE_FILE`` as they happen (a killed run keeps what it had), each event through
-    the guard (:meth:`agent.guard.Guard.event`: masked, names checked, text withheld for a private channel)."""
+    the guard (:meth:`agent.guard.Guard.event`: masked, names checked; in a private run only how it ended, after
+    one ``withheld`` event)."""
 
     def __init__(self, path: str | None, clock: Callable[[], float]):
         self.path = path
         self.clock = clock
         self.started = clock()
         self._broken = False
+        self._withheld = False
 
     def __enter__(self) -> Trace:
         return self
@@ -70,8 +92,14 @@ class Trace:
     def write(self, event: Mapping[str, Any]) -> None:
         if not self.path or self._broken:
             return
+        kept = guard.current().event(event)
+        if kept is None:
+            if self._withheld:
+                return
+            self._withheld = True
+            kept = {"event": "withheld", "detail": guard.PRIVATE_RUN}
         try:
-            guard.append(self.path, json.dumps(guard.current().event(event), ensure_ascii=False, default=str) + "\n")
+            guard.append(self.path, json.dumps(kept, ensure_ascii=False, default=str) + "\n")
         except OSError as exc:
             self._broken = True
             guard.err(f"helpbot: cannot write the trace to {self.path}: {exc.strerror or exc}")
@@ -99,8 +127,13 @@ def tools_line(answer: Answer) -> str:
 
 def summary_markdown(*, status: str, question: str | None, where: str | None, answer: Answer | None = None,
                      link: str | None = None, detail: str | None = None, show_answer: bool = False) -> str:
-    """The job summary: what was asked, what happened, and what it took."""
+    """The job summary: what was asked, what happened, and what it took -- for a private run, only where and how
+    it ended (:data:`agent.guard.PRIVATE_RUN`)."""
     lines = [f"## helpbot: {status}", ""]
+    if guard.current().private:
+        lines += [f"- **Where:** {where}"] if where else []
+        lines.append(f"- **Details:** {guard.PRIVATE_RUN}")
+        return "\n".join([*lines, f"- **Answer:** [{link}]({link})"] if link else lines)
     if where:
         lines.append(f"- **Where:** {where}")
     if question is not None:

@@ -9,6 +9,11 @@ command.
 The text report and the summary posted by ``--post`` hold counts, tool names and permalinks, never message
 text or source titles (the feedback channel and the Actions log may be wider audiences than the channel an
 answer was in). ``--json`` and ``--csv`` add each answer's sources.
+
+Answers in private channels (or channels whose privacy cannot be read) count only where that channel's members
+are the audience: the post counts them only when it goes to that same channel, and in Actions
+(``GITHUB_ACTIONS=true``: the log is the repository's) the printed report leaves them out and says which
+channels it left out. Their numbers -- rounds, tools, cost -- are the choices of a model that read private text.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from agent.slack.blocks import (
     format_cost,
     platform_label,
 )
+from agent.slack.handle import is_public
 from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, SCAN_MAX_RETRIES, RatedAnswer, Scanner, local_time
 from agent.slack.split import slack_len
 from agent.slack.trigger import USER_RE, env_channels, is_channel_id, is_dm_id
@@ -269,6 +275,24 @@ def builtin_names() -> list[str]:
     return [*platforms, *(tool.wire_name for p in platforms.values() for tool in p.tools.values())]
 
 
+def private_channels(scanner: Scanner, channels: list[str]) -> set[str]:
+    """The channels whose answers must not reach a wider audience: private, DMs, or privacy unreadable."""
+    private = set()
+    for channel in channels:
+        try:
+            info = scanner.call("conversations.info", channel=channel).get("channel") or {}
+        except ToolError:
+            info = {}
+        if not is_public(info):
+            private.add(channel)
+    return private
+
+
+def for_audience(report: Report, private: set[str], *, channel: str | None = None) -> Report:
+    """The report for readers outside the private channels -- or inside ``channel``, whose answers stay."""
+    return replace(report, answers=[a for a in report.answers if a.channel not in private or a.channel == channel])
+
+
 def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | None,
          sleep: Callable[[float], None], out: IO[str], page_size: int) -> int:
     config = slack_platform.load_config(env)
@@ -291,18 +315,26 @@ def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | No
         scanner = Scanner(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"),
                           excluded=[extra] if extra else [], page_size=page_size)
         answers = [answer for channel in channels for answer in scanner.scan(channel, since)]
-        report = Report(since=since, until=now, channels=channels, answers=answers)
-        scanner.add_permalinks(report.negative)
+        full = Report(since=since, until=now, channels=channels, answers=answers)
+        private = private_channels(scanner, channels)
+        in_actions = env.get("GITHUB_ACTIONS") == "true"
+        report = for_audience(full, private) if in_actions else full
+        left_out = sorted(private) if in_actions else []
+        scanner.add_permalinks(full.negative)
         if args.json:
-            guard.out(json.dumps(report.to_json(tz), ensure_ascii=False, indent=2), file=out)
+            guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out}, ensure_ascii=False,
+                                 indent=2), file=out)
         elif args.csv:
             rows = io.StringIO()
             write_csv(report, rows, tz)
             guard.out(rows.getvalue().removesuffix("\n"), file=out)
         else:
             guard.out(render_text(report, tz), file=out)
+        if left_out and not args.json:
+            guard.err(f"helpbot feedback: answers in private channels left out of the Actions log: "
+                      f"{', '.join(left_out)} (run it locally to see them)")
         if post_to:
-            payload = summary_payload(report, tz)
+            payload = summary_payload(for_audience(full, private, channel=post_to), tz)
             posted = guard.slack_call(slack_platform.call, ctx, channel=post_to, **payload, **POST_OPTIONS)
             guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
     except CredentialsError as exc:

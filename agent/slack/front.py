@@ -23,7 +23,7 @@ from agent import guard
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
-from agent.report import Trace
+from agent.report import Trace, progress_line
 from agent.slack import markers
 from agent.slack.attachments import ask_with_attachments
 from agent.slack.blocks import run_url
@@ -225,8 +225,10 @@ class Front:
         asked: str | None = None
 
         def on_progress(progress: Progress) -> None:
+            line = progress_line(progress)  # registered names; nothing in a private run
+            if line:
+                log(line)
             progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names
-            log(progress.line())
             if reply is not None:
                 reply.progress(progress)
 

@@ -4,8 +4,10 @@ an answer prints.
 
 Private channels: the summary, the trace and the Actions log are read by everyone with access to the repository,
 a wider audience than the channel. For a private channel (or one whose privacy cannot be looked up) the summary
-holds neither the question, the answer nor the channel's name, and in Actions (``GITHUB_ACTIONS=true``) the answer
-is never printed -- a dry run prints ``dry run: answer withheld (private channel)``.
+holds neither the question, the answer nor the channel's name, and nothing the model chose (no rounds, tools,
+tokens, cost or error text: :mod:`agent.report`); the trace keeps only how the run ended
+(:meth:`agent.guard.Guard.event`); and in Actions (``GITHUB_ACTIONS=true``) the answer is never printed -- a dry
+run prints ``dry run: answer withheld (private channel)``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from agent import guard
 from agent.errors import ConfigError, Terminated, exit_code
-from agent.report import Trace, print_answer, summary_markdown, write_summary
+from agent.report import Trace, failure_line, print_answer, summary_markdown, write_summary
 from agent.slack.post import error_line, log, one_line
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ class Outcomes:
         elif code == 130:
             log("interrupted")
         else:
-            log(f"failed: {what}")
+            log(failure_line(what))  # no error text in a private run
 
     def answered(self, answer: Answer, link: str | None, target: Target, asked: str | None,
                  show_answer: bool) -> int:

@@ -8,8 +8,10 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -56,15 +58,17 @@ class Out:
 
 def run(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         script: Callable[[Request], Any], *, channel: str = "C0ECSUP", question: str = "在庫同期の確認手順は？",
-        with_feedback: bool = False, thread_metadata: bool = False, **options: Any) -> Out:
+        with_feedback: bool = False, thread_metadata: bool = False, code: int = 0, **options: Any) -> Out:
     """One scenario, and what it sent out by channel; ``with_feedback`` also runs ``helpbot feedback --post`` to a
-    public channel, ``thread_metadata`` adds the metadata Slack keeps on the thread's messages."""
+    public channel, ``thread_metadata`` adds the metadata Slack keeps on the thread's messages; ``code`` is the
+    exit code the run must end with."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     summary, trace = tmp_path / "summary.md", tmp_path / "trace.jsonl"
     env = {**env, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "HELPBOT_TRACE_FILE": str(trace)}
     asked = ws.post(channel, question, user="U0TANAKA")
     before = len(fake.requests)
-    code, _ = answer_scripted(env, script, channel=channel, ts=asked.ts, **options)
-    assert code == 0
+    ended, _ = answer_scripted(env, script, channel=channel, ts=asked.ts, **options)
+    assert ended == code
     out = capsys.readouterr()
     written = [r.params for r in fake.requests[before:] if r.method in ("chat.postMessage", "chat.update")]
     posts = json.dumps([{k: v for k, v in p.items() if k != "metadata"} for p in written], ensure_ascii=False)
@@ -78,7 +82,8 @@ def run(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path, cap
         args = build_parser("feedback").parse_args(["feedback", "--channel", "C0ECSUP", "--channel", "C0SECRET",
                                                     "--post", "C0GENERAL"])
         printed = io.StringIO()
-        assert feedback.run(args, env, out=printed, sleep=lambda s: None) == 0
+        now = datetime.fromtimestamp(float(ws.thread(channel, asked.ts)[-1].ts) + 3600, ZoneInfo("Asia/Tokyo"))
+        assert feedback.run(args, env, now=now, out=printed, sleep=lambda s: None) == 0  # the answer in its window
         posted = [r.params for r in fake.requests[before:] if r.method == "chat.postMessage"]
         assert posted and posted[0]["channel"] == "C0GENERAL"
         result.feedback_post = json.dumps(posted, ensure_ascii=False)

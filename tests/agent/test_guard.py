@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.guard import UNKNOWN_TOOL, WITHHELD, Guard, credential_values
+from agent.guard import UNKNOWN_TOOL, Guard, credential_values
 
 ENV = {
     "SLACK_BOT_TOKEN": "xoxb-fake-bot",
@@ -55,12 +55,16 @@ def test_only_registered_names() -> None:
     assert event["name"] == UNKNOWN_TOOL and event["tools"] == ["faq_search", UNKNOWN_TOOL]
 
 
-def test_a_private_run_withholds_text_but_keeps_numbers_and_names() -> None:
+def test_a_private_run_keeps_only_how_it_ended() -> None:
     g = guard().for_run(private=True)
-    event = g.event({"event": "tool_result", "round": 2, "name": "faq_search", "is_error": False,
-                     "preview": "社外秘の内容", "question": "秘密の質問", "chars": 12})
-    assert event == {"event": "tool_result", "round": 2, "name": "faq_search", "is_error": False,
-                     "preview": WITHHELD, "question": WITHHELD, "chars": 12}
+    assert g.event({"event": "tool_result", "round": 2, "name": "faq_search", "is_error": False,
+                    "preview": "社外秘の内容", "chars": 12}) is None
+    assert g.event({"event": "front.question", "chars": 9}) is None
+    assert g.event({"t": 1.5, "event": "front.done", "rounds": 4, "degraded": True, "stop": "end_turn",
+                    "link": "https://x.slack.com/archives/C0SECRET/p1"}) == {"t": 1.5, "event": "front.done",
+                                                                             "degraded": True}
+    assert g.event({"t": 2.0, "event": "front.failure", "error": "ValidationException: 社外秘"}) == {
+        "t": 2.0, "event": "front.failure"}
     public = guard().event({"event": "tool_call", "name": "faq_search", "input": {"query": "在庫 taro@example.com"}})
     assert public["input"] == {"query": "在庫 [email]"}
 

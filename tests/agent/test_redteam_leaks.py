@@ -6,6 +6,9 @@ a job summary and a trace file) against the fake Slack, asserting on the bytes t
 updates, their metadata, stdout, stderr, the summary, the trace and (where it matters) the feedback post. Attacks
 that still succeed are kept as ``xfail(strict=True)`` tests naming what leaks where: they fail the day the leak is
 fixed, so that the marker goes too.
+
+A private run's public artifacts (log, summary, trace, the public feedback post) must not depend on anything
+the model chose: :func:`public_view` of two private runs with different hostile choices is the same.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def in_private(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Pa
                **options)
 
 
-# -- 1. model-chosen identifiers in a private run ------------------------------------------------------------------
+# -- 1. model-chosen identifiers and numbers in a private run ------------------------------------------------------
 def test_a_tool_use_id_carries_no_private_text_into_the_trace(env: dict[str, str], ws: Workspace, fake: FakeSlack,
                                                                tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,74 +71,97 @@ def test_a_tool_use_id_carries_no_private_text_into_the_trace(env: dict[str, str
 
     out = in_private(env, ws, fake, tmp_path, capsys, then, with_feedback=True)
     out.assert_nowhere(PRIVATE, "社内限定", HEXED[:24], but=("posts",))  # the channel itself may read its text
-    calls_, results = ([e for e in out.events() if e["event"] == kind] for kind in ("tool_call", "tool_result"))
-    assert len(calls_) == len(results) == 3
-    assert [c["id"] for c in calls_] == [r["id"] for r in results]  # a call and its result still pair up
-    assert len({c["id"] for c in calls_}) == 3
+    assert not [e for e in out.events() if e["event"] in ("tool_call", "tool_result")]  # no per-call events
 
 
-def test_a_stop_reason_carries_no_private_text(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    def then(read: str) -> Any:
-        return ModelResponse([{"type": "text", "text": "了解しました。"}], read, Usage())
-
-    out = in_private(env, ws, fake, tmp_path, capsys, then)
-    out.assert_nowhere(PRIVATE, "社内限定", but=("posts",))
-    assert {e.get("stop_reason") for e in out.events() if e["event"] == "model_response"} <= {"tool_use", "other"}
+PUBLIC_ARTIFACTS = ("stdout", "stderr", "summary", "trace", "feedback_post", "feedback_stdout")
 
 
-def test_other_content_blocks_carry_no_private_text(env: dict[str, str], ws: Workspace, fake: FakeSlack,
-                                                    tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Thinking text, an unknown block type and a tool_use whose name, id-less input keys and values are private."""
-
-    def then(read: str) -> Any:
-        return ModelResponse([{"type": "thinking", "thinking": read, "signature": read}, {"type": read, read: read},
-                              {"type": "tool_use", "id": "toolu_x1", "name": read, "input": {read: read}},
-                              {"type": "tool_use", "id": "toolu_x2", "name": "faq_search", "input": {read: read}},
-                              {"type": "text", "text": "了解"}], "tool_use", Usage())
-
-    out = in_private(env, ws, fake, tmp_path, capsys, then, with_feedback=True)
-    out.assert_nowhere(PRIVATE, "社内限定", but=("posts",))
+def public_view(out: Out) -> dict[str, str]:
+    """What a repository reader (or the public feedback channel) sees of a run, with what Slack and the clock
+    chose -- message ts, permalinks, the feedback window -- written as placeholders."""
+    def normal(text: str) -> str:
+        text = re.sub(r"\d{10}\.\d{6}|p\d{16}", "<ts>", text)
+        text = re.sub(r'"t": [0-9.]+', '"t": <t>', text)
+        return re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "<when>", text)
+    return {name: normal(getattr(out, name)) for name in PUBLIC_ARTIFACTS}
 
 
-def test_a_private_dry_run_with_json_prints_nothing_of_the_answer(env: dict[str, str], ws: Workspace,
-                                                                   fake: FakeSlack, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    out = in_private(env, ws, fake, tmp_path, capsys, lambda read: f"メモ: {read}", dry_run=True, json=True)
-    out.assert_nowhere(PRIVATE, "社内限定")
-    assert "answer withheld (private channel)" in out.stderr and out.stdout == ""
+# Hostile models that write a private value (4711, or the bits of "4711") into what they choose: the answer's
+# length, the output tokens (hence the cost), how many rounds, and which registered tools in which order.
+BITS = "".join(f"{byte:08b}" for byte in b"4711")
+COVERT: dict[str, Callable[[str], Any]] = {
+    "answer length": lambda read: "了" * 4711,
+    "output tokens": lambda read: ModelResponse([{"type": "text", "text": "了解"}], "end_turn",
+                                                Usage(input_tokens=10, output_tokens=4711)),
+    "tool pattern": lambda read: calls(*[("faq_getEntry", {"id": "x"}) if bit == "1" else ("faq_search",
+                                                                                           {"query": "x"})
+                                         for bit in BITS]),
+    "tool names": lambda read: calls(("slack_getChannels", {}), ("faq_search", {"query": "x"}),
+                                     ("slack_getChannels", {}), ("faq_getEntry", {"id": "x"})),
+}
 
 
-@pytest.mark.xfail(strict=True, reason="LEAK: numbers the model chooses stay in a private run's trace "
-                                       "(answer/model_response chars) and summary (output tokens)")
+def test_what_a_private_run_leaves_public_does_not_depend_on_the_model(env: dict[str, str], ws: Workspace,
+                                                                        fake: FakeSlack, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]
+                                                                        ) -> None:
+    """The covert channels: whatever the model chooses, the log, the summary, the trace and the public feedback
+    post of a private run read the same (the run's duration, the one channel left, is the README's)."""
+    ws.post("C0SECRET", "金庫の暗証番号は 4711 です", user="U0TANAKA")
+    baseline = in_private(env, ws, fake, tmp_path / "plain", capsys, lambda read: "確認しました。",
+                          with_feedback=True)
+    view = public_view(baseline)
+    assert "private run: details withheld" in view["summary"] and "private run: details withheld" in view["trace"]
+    for case, then in COVERT.items():
+        out = in_private(env, ws, fake, tmp_path / case.replace(" ", "_"), capsys, then, with_feedback=True)
+        assert public_view(out) == view, case
+        out.assert_nowhere("4711", *{n for n in ("faq_getEntry", "slack_getChannels") if n in case or "tool" in case},
+                           but=("posts", "metadata"))
+
+
 def test_a_private_pin_through_the_answer_length(env: dict[str, str], ws: Workspace, fake: FakeSlack,
                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ws.post("C0SECRET", "金庫の暗証番号は 4711 です", user="U0TANAKA")
-
-    def then(read: str) -> Any:  # the PIN as the length of the answer
-        return "了" * 4711
-
-    out = in_private(env, ws, fake, tmp_path, capsys, then)
+    out = in_private(env, ws, fake, tmp_path, capsys, COVERT["answer length"], with_feedback=True)
     assert '"chars": 4711' not in out.trace and '"text_chars": 4711' not in out.trace
+    for name in PUBLIC_ARTIFACTS:
+        assert not re.search(r"(?<![\d.])(4711|4,711)(?![\d])", getattr(out, name)), name
 
 
-@pytest.mark.xfail(strict=True, reason="LEAK: the order of registered tool names in a private run's trace is a "
-                                       "covert channel (faq_search = 0, faq_getEntry = 1)")
 def test_private_text_through_the_pattern_of_registered_calls(env: dict[str, str], ws: Workspace,
                                                               fake: FakeSlack, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    secret = "4711"
-    bits = "".join(f"{byte:08b}" for byte in secret.encode())
+    out = in_private(env, ws, fake, tmp_path, capsys, COVERT["tool pattern"], with_feedback=True)
+    for name in PUBLIC_ARTIFACTS:
+        assert "faq_getEntry" not in getattr(out, name) and "faq_search" not in getattr(out, name), name
+    assert [e["event"] for e in out.events()][-2:] == ["withheld", "front.done"]
+
+
+def test_a_model_request_error_in_a_private_run_leaves_no_text(env: dict[str, str], ws: Workspace,
+                                                               fake: FakeSlack, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The endpoint's error body may echo the request (the private question, what the tools read): not in the
+    log, the summary or the trace -- whether the run fails (first request) or degrades (a later one); the
+    notice in the private channel itself still says what went wrong."""
+    from agent.core.model import ModelRequestError
+
+    question = "障害対応の手順は？（社内限定の質問）"
+
+    def rejected(request: Request) -> Any:
+        raise ModelRequestError(f"ValidationException: messages.0.content: {question}", 400)
+
+    out = run(env, ws, fake, tmp_path / "failed", capsys, rejected, channel="C0SECRET", question=question, code=1)
+    out.assert_nowhere(question, "社内限定", "ValidationException", but=("posts",))
+    assert "ValidationException" in out.posts  # the notice in the channel itself
+    assert "failed (private run: details withheld)" in out.stderr
+    assert "## helpbot: failed" in out.summary and "private run: details withheld" in out.summary
 
     def then(read: str) -> Any:
-        return calls(*[(("faq_getEntry", {"id": "x"}) if bit == "1" else ("faq_search", {"query": "x"}))
-                       for bit in bits])
+        raise ModelRequestError(f"ValidationException: messages.2.content: {read} HEX {read.encode().hex()}", 400)
 
-    out = in_private(env, ws, fake, tmp_path, capsys, then)
-    names = [e["name"] for e in out.events() if e["event"] == "tool_call" and e["round"] == 2]
-    decoded = bytes(int("".join("1" if n == "faq_getEntry" else "0" for n in names[i:i + 8]), 2)
-                    for i in range(0, len(names), 8)).decode()
-    assert decoded != secret
+    out = in_private(env, ws, fake, tmp_path / "degraded", capsys, then)
+    out.assert_nowhere(PRIVATE, "社内限定", HEXED[:24], "ValidationException", but=("posts",))
 
 
 # -- 2. tool names -----------------------------------------------------------------------------------------------
@@ -155,8 +181,7 @@ def test_look_alike_encoded_and_split_tool_names_are_unknown_tool_everywhere(env
     b64 = __import__("base64").b64encode(PRIVATE.encode()).decode()
     out.assert_nowhere(PRIVATE, HEXED[:8], HEXED[8:16], b64[:16], "faq_ѕearch", "ｆａｑ", "\\u200b", "\u200b",
                        but=("posts",))
-    names = {e["name"] for e in out.events() if e["event"] in ("tool_call", "tool_result")}
-    assert names == {"slack_getConversationHistory", "unknown_tool"}
+    assert not [e for e in out.events() if e["event"] in ("tool_call", "tool_result")]  # a private run's trace
 
 
 def test_json_stdout_names_only_registered_tools(env: dict[str, str], ws: Workspace, fake: FakeSlack,

@@ -145,6 +145,11 @@ def seeded() -> Iterator[Seeded]:
         q_other = ws.post("C0OTHER", "別チャンネルの質問", user=TANAKA, ts=at(19, 11)).ts
         s.ts["other"] = post_answer(bot, "C0OTHER", q_other, result("faq_search"))
         react(ws, "C0OTHER", s.ts["other"][0], "-1", TANAKA)
+        # 01-19: an answer in a private channel (scanned only when a test asks for it).
+        ws.add_channel("C0PRIV", "hr-private", private=True, members={TANAKA})
+        q_priv = ws.post("C0PRIV", "人事の質問", user=TANAKA, ts=at(19, 12)).ts
+        s.ts["priv"] = post_answer(bot, "C0PRIV", q_priv, result("redmine_getIssue", rounds=7, cost=0.4711))
+        react(ws, "C0PRIV", s.ts["priv"][0], "-1", TANAKA)
         fake.requests.clear()
         yield s
 
@@ -260,7 +265,8 @@ def test_efficient_reads(env: dict[str, str], seeded: Seeded) -> None:
 # -- output shapes --------------------------------------------------------------------------------------------
 def test_json_shape(env: dict[str, str]) -> None:
     report = as_json(env, "--since", "7d")
-    assert set(report) == {"since", "until", "channels", "totals", "answers", "negative"}
+    assert set(report) == {"since", "until", "channels", "totals", "answers", "negative",
+                           "private_channels_left_out"}
     assert set(report["answers"][0]) == {
         "channel", "ts", "time", "thread_ts", "question_ts", "positive", "negative", "reactions", "reactors",
         "rounds", "tool_calls", "tools", "sources_count", "sources", "cost_usd", "degraded", "parts", "permalink"}
@@ -306,6 +312,31 @@ def test_post_channel_from_the_environment(env: dict[str, str], seeded: Seeded) 
     [message] = seeded.ws.history("C0FEEDBACK")
     assert message.text.startswith("helpbot フィードバック: 回答 5 件")
     assert "090-1234-5678" not in json.dumps(message.blocks, ensure_ascii=False)  # no question text leaves
+
+
+def test_private_channel_answers_never_reach_a_public_post(env: dict[str, str], seeded: Seeded,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A private channel's answers (their numbers are the choices of a model that read private text) count in a
+    post only when it goes to that same channel; in Actions the printed report leaves them out too."""
+    env = {**env, "GITHUB_ACTIONS": "true"}
+    public_only, _ = feedback(env, "--since", "7d", "--channel", "C0ECSUP", "--channel", "C0GENERAL", "--post",
+                              "C0FEEDBACK")
+    both, printed = feedback(env, "--since", "7d", "--channel", "C0ECSUP", "--channel", "C0GENERAL",
+                             "--channel", "C0PRIV", "--post", "C0FEEDBACK")
+    assert public_only == both == 0
+    first, second = (m.blocks[0]["text"] for m in seeded.ws.history("C0FEEDBACK"))  # type: ignore[index]
+    assert first == second and "Redmine 1" in first  # a2 used Redmine; the private answer is not counted
+    for leaked in ("  C0PRIV  ", "0.47", "7.0", "redmine_getIssue"):  # the header lists the scanned channels
+        assert leaked not in printed, leaked
+    assert "C0PRIV" in capsys.readouterr().err  # the log says which channel it left out, nothing of it
+    as_text = json.loads(feedback(env, "--since", "7d", "--channel", "C0PRIV", "--json")[1])
+    assert as_text["answers"] == [] and as_text["private_channels_left_out"] == ["C0PRIV"]
+    # posted into the private channel itself, its answers count; run locally, the report has them
+    feedback(env, "--since", "7d", "--channel", "C0ECSUP", "--channel", "C0PRIV", "--post", "C0PRIV")
+    inside = seeded.ws.history("C0PRIV")[-1].blocks[0]["text"]  # type: ignore[index]
+    assert "回答 4 件" in inside and "ラウンド 7" in inside
+    local = as_json({k: v for k, v in env.items() if k != "GITHUB_ACTIONS"}, "--since", "7d", "--channel", "C0PRIV")
+    assert [a["channel"] for a in local["answers"]] == ["C0PRIV"] and local["private_channels_left_out"] == []
 
 
 def test_many_negatives_still_one_message(seeded: Seeded, env: dict[str, str]) -> None:

@@ -707,8 +707,9 @@ def test_a_dry_run_on_a_private_channel_run_locally_prints_the_answer(
     assert code == 0 and SECRET_ANSWER in capsys.readouterr().out
 
 
-def test_the_trace_of_a_private_channel_keeps_numbers_and_names_but_no_text(
+def test_the_trace_of_a_private_channel_keeps_only_how_the_run_ended(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
+    """No text, and no numbers or names the model chose either (tests/agent/test_redteam_leaks.py tries them)."""
     trace = tmp_path / "trace.jsonl"
     env.update(HELPBOT_TRACE_FILE=str(trace), GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"))
     code, asked = answer_in_secret(env, ws)
@@ -716,13 +717,14 @@ def test_the_trace_of_a_private_channel_keeps_numbers_and_names_but_no_text(
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     text = trace.read_text(encoding="utf-8")
     assert SECRET_QUESTION not in text and "在庫同期の障害対応メモ" not in text  # the question, a tool's preview
-    by_kind = {e["event"]: e for e in events}
-    assert by_kind["run_start"]["question"] == front.WITHHELD
-    assert by_kind["tool_call"]["name"] == "slack_getConversationHistory"
-    assert by_kind["tool_call"]["input"] == front.WITHHELD and by_kind["tool_result"]["preview"] == front.WITHHELD
-    assert isinstance(by_kind["tool_result"]["chars"], int) and "front.done" in by_kind
+    withheld = [e["event"] for e in events].index("withheld")
+    assert events[withheld] == {"event": "withheld", "detail": "private run: details withheld"}
+    assert [{k: v for k, v in e.items() if k != "t"} for e in events[withheld + 1:]] == [
+        {"event": "front.done", "degraded": False}]
+    assert not any(e["event"].startswith(("front.question", "tool_", "model_", "run_")) for e in events)
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
-    assert "secret-ops" not in summary and SECRET_QUESTION not in summary and "**Rounds:** 1" in summary
+    assert "secret-ops" not in summary and SECRET_QUESTION not in summary and "**Rounds:**" not in summary
+    assert "- **Details:** private run: details withheld" in summary and "## helpbot: answered" in summary
 
 
 def test_a_public_channels_trace_keeps_its_text(ws: Workspace, fake: FakeSlack, env: dict[str, str],
