@@ -9,12 +9,9 @@ trace file, a saved transcript, the feedback report -- passes a :class:`Guard` f
   e-mail addresses and phone numbers unless ``HELPBOT_MASK_PERSONAL=false``;
 - only names helpbot defined: a tool name, platform label or other model-chosen identifier is shown when it is a
   registered tool name, else as ``unknown_tool`` (:meth:`Guard.name`);
-- private-run withholding: when the answer goes to a private channel, the log, the summary and the trace keep
-  no detail the model chose or a private message holds -- no text, and no numbers, names or patterns either
-  (sizes, tokens, cost, rounds, which tools in which order are covert channels the model can write bits into):
-  the trace keeps how the run ended (:meth:`Guard.event`, :data:`PRIVATE_RUN`), the summary and the log say
-  ``private run: details withheld`` (:mod:`agent.report`); in a public run progress lines show registered tool
-  names only, never arguments;
+- private-run withholding: for a private channel's answer, the log, summary and trace keep nothing the model
+  chose or a private message holds -- no text, numbers, names or call patterns (covert channels): the trace
+  keeps how the run ended (:meth:`Guard.event`), the summary and log say :data:`PRIVATE_RUN`;
 - for markdown that is rendered (Slack posts, the job summary): every Slack mention form defused,
   case-insensitively (users, channels, subteams, here, channel, everyone, and the ``@here`` spellings), no
   images, and a link to a host that is neither a configured platform nor a consulted source keeps scheme, host
