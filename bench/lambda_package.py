@@ -1,44 +1,72 @@
-"""The Lambda relay package, built from uv.lock, and its cold import time.
+"""The Lambda relay package, built from uv.lock with only what the relay imports, and its cold import time.
 
-    uv run python bench/lambda_package.py            # build for this interpreter, measure size and import time
-    uv run python bench/lambda_package.py --lambda   # build for Lambda (x86_64, this Python's version), size only
-    uv run python bench/lambda_package.py --out relay.zip --lambda   # ... and keep the zip to upload
+    uv run python bench/lambda_package.py                       # python3.12 x86_64: build, size, import times
+    uv run python bench/lambda_package.py --python 3.13 --arch arm64 --out relay.zip   # build and keep the zip
 
-Bytecode is compiled by the interpreter that builds (a python3.11 build holds ``*.cpython-311.pyc``, which a
-python3.12 runtime ignores and compiles again on every cold start): choose the Lambda runtime of the building
-Python (`uv run --python 3.12 python bench/lambda_package.py --lambda` for python3.12). The script prints the
-tags it finds.
+The package is what docs/slack-setup.md tells a team to build: the lock's versions of the ``relay`` dependency
+group only (`uv export --frozen --only-group relay --no-emit-project`: anyio, httpx, pydantic, slack-sdk and what
+they need -- not the agent's boto3, anthropic, mcp, ...), installed into a target directory for the Lambda
+platform with ``--python-platform``, plus helpbot itself with ``--no-deps``, bytecode compiled by the interpreter
+of the runtime's version (``--python``: Lambda's /var/task is read-only, and a ``*.cpython-311.pyc`` is ignored
+by python3.12, which then compiles every module again on every cold start). The script refuses a build whose
+bytecode tags are not the runtime's.
 
-The package is what docs/slack-setup.md tells a team to build: `uv export --frozen --no-dev` (the locked
-versions, no dev tools), installed into a target directory with bytecode compiled, plus helpbot itself. Lambda's
-/var/task is read-only, so without compiled bytecode every cold start compiles every module it imports again;
-the import time is measured both ways in fresh processes of the base interpreter (no venv, only the package on
-sys.path, PYTHONDONTWRITEBYTECODE=1 as on Lambda).
+It then proves the package complete: in a fresh process of that interpreter with only the package on
+``sys.path`` (``-S``, ``PYTHONDONTWRITEBYTECODE=1`` as on Lambda), ``lambda_handler`` answers a signed
+``url_verification``. Import times (``import agent.slack.relay``, fresh processes, median) are measured with the
+shipped bytecode and without it, when the package's architecture is this machine's.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
+import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+GROUP = "relay"  # pyproject.toml [dependency-groups]
 HANDLER_MODULE = "agent.slack.relay"
-LAMBDA = ["--python-platform", "x86_64-manylinux2014"]
+PLATFORMS = {"x86_64": "x86_64-manylinux2014", "arm64": "aarch64-manylinux2014"}  # Lambda's two architectures
+MACHINE = {"x86_64": "x86_64", "arm64": "aarch64"}
+SMOKE_SECRET = "bench-signing-secret"
 
 
-def build(target: Path, *, compile_bytecode: bool, for_lambda: bool) -> None:
+def interpreter(python: str) -> Path:
+    """The interpreter to build with: a path, or a version uv can find (``uv python find 3.12``)."""
+    if os.sep in python:
+        return Path(python)
+    found = subprocess.run(["uv", "python", "find", "--no-project", python], capture_output=True, text=True)
+    if found.returncode != 0:
+        sys.exit(f"lambda_package: no Python {python} here ({found.stderr.strip().splitlines()[0]}); install it "
+                 f"(`uv python install {python}`) or pass its path with --python")
+    return Path(found.stdout.strip())
+
+
+def run_python(python: Path, code: str, package: Path, extra_env: dict[str, str] | None = None) -> str:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(package), "PYTHONDONTWRITEBYTECODE": "1", **(extra_env or {})}
+    done = subprocess.run([str(python), "-S", "-c", code], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"lambda_package: the package failed in {python.name}:\n{done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def build(target: Path, python: Path, arch: str, *, compile_bytecode: bool) -> None:
     requirements = target.parent / "requirements.txt"
-    subprocess.run(["uv", "export", "--frozen", "--no-dev", "--no-emit-project", "--format", "requirements-txt",
-                    "--output-file", str(requirements), "--quiet"], cwd=ROOT, check=True)
-    common = ["--target", str(target), "--quiet", "--python", sys.executable, *(LAMBDA if for_lambda else [])]
-    common.append("--compile-bytecode" if compile_bytecode else "--no-compile-bytecode")
+    subprocess.run(["uv", "export", "--frozen", "--only-group", GROUP, "--no-emit-project", "--format",
+                    "requirements-txt", "--output-file", str(requirements), "--quiet"], cwd=ROOT, check=True)
+    common = ["--target", str(target), "--quiet", "--python", str(python), "--python-platform", PLATFORMS[arch],
+              "--compile-bytecode" if compile_bytecode else "--no-compile-bytecode"]
     subprocess.run(["uv", "pip", "install", "--require-hashes", "-r", str(requirements), *common], cwd=ROOT,
                    check=True)
     subprocess.run(["uv", "pip", "install", "--no-deps", str(ROOT), *common], cwd=ROOT, check=True)
@@ -64,44 +92,61 @@ def zip_to(target: Path, out: Path) -> int:
     return out.stat().st_size
 
 
-def import_seconds(target: Path, runs: int) -> list[float]:
-    """``import agent.slack.relay`` in fresh processes of the base interpreter with only the package on the path."""
-    python = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    code = ("import time; t = time.perf_counter(); import " + HANDLER_MODULE
-            + "; print(time.perf_counter() - t)")
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(target), "PYTHONDONTWRITEBYTECODE": "1"}
-    times = []
-    for _ in range(runs):
-        done = subprocess.run([str(python), "-s", "-c", code], env=env, capture_output=True, text=True, check=True)
-        times.append(float(done.stdout.strip()))
-    return times
+def smoke(python: Path, package: Path) -> str:
+    """``lambda_handler`` answers a signed url_verification with only the package on the path."""
+    body = json.dumps({"type": "url_verification", "challenge": "bench"})
+    stamp = str(int(time.time()))
+    signature = "v0=" + hmac.new(SMOKE_SECRET.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
+    event = {"version": "2.0", "requestContext": {"http": {"method": "POST"}}, "isBase64Encoded": False,
+             "headers": {"x-slack-request-timestamp": stamp, "x-slack-signature": signature,
+                         "content-type": "application/json"}, "body": body}
+    code = (f"import json; from {HANDLER_MODULE} import lambda_handler; "
+            f"print(json.dumps(lambda_handler(json.loads({json.dumps(event)!r}), None)))")
+    answer = json.loads(run_python(python, code, package, {
+        "SLACK_SIGNING_SECRET": SMOKE_SECRET, "GITHUB_REPOSITORY": "acme/helpbot", "HELPBOT_DISPATCH_TOKEN": "x"}))
+    if answer.get("statusCode") != 200 or json.loads(answer.get("body") or "{}") != {"challenge": "bench"}:
+        sys.exit(f"lambda_package: lambda_handler answered {answer}")
+    return "url_verification answered"
+
+
+def import_seconds(python: Path, package: Path, runs: int) -> list[float]:
+    code = f"import time; t = time.perf_counter(); import {HANDLER_MODULE}; print(time.perf_counter() - t)"
+    return [float(run_python(python, code, package)) for _ in range(runs)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lambda", dest="for_lambda", action="store_true", help="build for python3.12 x86_64")
+    parser.add_argument("--python", default="3.12", help="the runtime's Python: a version or a path (default 3.12)")
+    parser.add_argument("--arch", choices=sorted(PLATFORMS), default="x86_64", help="the function's architecture")
     parser.add_argument("--out", type=Path, help="keep the zip here")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    python = interpreter(args.python)
+    version = run_python(python, "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')", Path("/"))
+    tag = f"cpython-{version.replace('.', '')}"
+    native = platform.machine() == MACHINE[args.arch]
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "build"
-        build(target, compile_bytecode=True, for_lambda=args.for_lambda)
+        build(target, python, args.arch, compile_bytecode=True)
+        tags = bytecode_tags(target)
+        if set(tags) != {tag}:
+            sys.exit(f"lambda_package: bytecode tags {tags}, not only {tag}: it would be compiled again on Lambda")
         zipped = zip_to(target, Path(tmp) / "relay.zip")
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        print(f"package (bytecode compiled): {size(target) / 2**20:.1f} MiB unpacked, {zipped / 2**20:.1f} MiB zipped"
-              f" -- for python{version}{' x86_64-manylinux2014' if args.for_lambda else ' (this machine)'}; "
-              f"bytecode tags {bytecode_tags(target)}")
+        print(f"package for python{version} {PLATFORMS[args.arch]} (group {GROUP!r} of uv.lock, bytecode {tags}): "
+              f"{size(target) / 2**20:.1f} MiB unpacked, {zipped / 2**20:.1f} MiB zipped")
         if args.out:
             shutil.copy(Path(tmp) / "relay.zip", args.out)
             print(f"wrote {args.out}")
-        if args.for_lambda:
+        if not native:
+            print(f"not run: the package is for {args.arch}, this machine is {platform.machine()}")
             return 0
-        warm = import_seconds(target, args.runs)
+        print(f"complete: {smoke(python, target)} with only the package on sys.path")
+        warm = import_seconds(python, target, args.runs)
         plain = Path(tmp) / "plain"
-        build(plain, compile_bytecode=False, for_lambda=False)
-        cold = import_seconds(plain, args.runs)
+        build(plain, python, args.arch, compile_bytecode=False)
+        cold = import_seconds(python, plain, args.runs)
         print(f"import {HANDLER_MODULE} (python{version}, {args.runs} fresh processes, median):")
-        print(f"  with compiled bytecode:    {statistics.median(warm) * 1000:.0f} ms (min {min(warm) * 1000:.0f})")
+        print(f"  with the shipped bytecode:  {statistics.median(warm) * 1000:.0f} ms (min {min(warm) * 1000:.0f})")
         print(f"  without (compiled per run): {statistics.median(cold) * 1000:.0f} ms (min {min(cold) * 1000:.0f})")
     return 0
 

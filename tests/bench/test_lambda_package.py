@@ -1,0 +1,59 @@
+"""The relay's dependency group (what bench/lambda_package.py and docs/slack-setup.md package for Lambda) holds
+everything the relay imports: the relay runs with every other installed distribution made unimportable."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import lambda_package
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Runs in a fresh interpreter: only the stdlib, helpbot's own packages and the allowed distributions' modules can
+# be imported. An optional import (httpx tries click, rich, brotli, zstandard, ...) gets the ImportError it would
+# get on Lambda, where they are not installed; a required one fails the run.
+CHILD = """
+import hashlib, hmac, importlib.abc, json, sys, time
+allowed = set(json.loads(sys.argv[1])) | set(sys.stdlib_module_names) | {"agent", "mcp_lib"}
+class OnlyThePackage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top not in allowed and not top.startswith("_"):
+            raise ModuleNotFoundError(f"not in the relay package: {name}", name=name)
+        return None
+
+sys.meta_path.insert(0, OnlyThePackage())
+from agent.slack.relay import lambda_handler
+body = json.dumps({"type": "url_verification", "challenge": "c"})
+stamp = str(int(time.time()))
+signature = "v0=" + hmac.new(b"s", f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
+answer = lambda_handler({"headers": {"x-slack-request-timestamp": stamp, "x-slack-signature": signature},
+                         "body": body, "isBase64Encoded": False, "requestContext": {"http": {"method": "POST"}}}, None)
+print(json.dumps(answer))
+"""
+
+
+def group_distributions() -> set[str]:
+    exported = subprocess.run(["uv", "export", "--frozen", "--only-group", lambda_package.GROUP, "--no-emit-project",
+                               "--no-hashes", "--format", "requirements-txt"], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout
+    return {line.split("==")[0].strip().lower().replace("_", "-") for line in exported.splitlines()
+            if line and not line.startswith((" ", "#"))}
+
+
+def test_the_relay_runs_with_only_its_group_installed() -> None:
+    group = group_distributions()
+    assert {"anyio", "httpx", "pydantic", "slack-sdk"} <= group and not {"boto3", "anthropic", "mcp"} & group
+    modules = {module for module, dists in importlib.metadata.packages_distributions().items()
+               if any(d.lower().replace("_", "-") in group for d in dists)}
+    env = {"SLACK_SIGNING_SECRET": "s", "GITHUB_REPOSITORY": "acme/helpbot", "HELPBOT_DISPATCH_TOKEN": "x",
+           "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(sorted(modules))], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr  # an import the group lacks fails here
+    answer = json.loads(done.stdout)
+    assert answer["statusCode"] == 200 and json.loads(answer["body"]) == {"challenge": "c"}
