@@ -16,6 +16,7 @@ import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from mcp_lib.slack_scopes import RECOGNISE_DMS, method_needs, token_of
 from tests.fakes import slack_scopes
 from tests.fakes.slack import USER_TOKEN, FakeSlack, Token, sample_workspace
 
@@ -137,21 +138,6 @@ def called_methods() -> set[str]:
     return found
 
 
-def token_of(method: str) -> str:
-    """search.messages needs a user token; helpbot makes every other call with the bot token."""
-    return "user" if method == "search.messages" else "bot"
-
-
-def needs(method: str) -> set[str]:
-    """Every scope the method needs in the conversations helpbot reads: public and private channels."""
-    rule = slack_scopes.METHOD_SCOPES[method]
-    if rule == "list":
-        return {"channels:read", "groups:read"}
-    if rule in ("history", "read"):
-        return {f"channels:{rule}", f"groups:{rule}"}
-    return set(rule)  # type: ignore[arg-type]
-
-
 def test_the_scan_sees_the_calls() -> None:
     methods = called_methods()
     assert {"chat.postMessage", "chat.update", "reactions.add", "conversations.replies", "search.messages"} <= methods
@@ -160,8 +146,8 @@ def test_the_scan_sees_the_calls() -> None:
 def test_every_called_method_is_covered_by_a_scope_of_the_token_that_calls_it() -> None:
     methods = called_methods()
     unknown = sorted(methods - set(slack_scopes.METHOD_SCOPES))
-    assert unknown == [], "add the method's scope to tests/fakes/slack_scopes.py (and its fake to the fake Slack)"
-    missing = {m: sorted(needs(m) - slack_scopes.granted(token_of(m))) for m in methods}
+    assert unknown == [], "add the method's scope to mcp_lib/slack_scopes.py (and its fake to the fake Slack)"
+    missing = {m: sorted(method_needs(m) - slack_scopes.granted(token_of(m))) for m in methods}
     assert {m: s for m, s in missing.items() if s} == {}
 
 
@@ -173,9 +159,9 @@ def test_every_subscribed_event_has_its_scope() -> None:
 
 def test_no_scope_is_granted_that_no_call_or_event_needs() -> None:
     methods = called_methods()
-    used = {s for m in methods for s in needs(m)} | {slack_scopes.EVENT_SCOPES[e] for e in
-                                                     MANIFEST["settings"]["event_subscriptions"]["bot_events"]}
-    used |= {"im:read", "mpim:read"}  # conversations.info on a DM or group DM, to recognise and refuse it
+    used = {s for m in methods for s in method_needs(m)} | {slack_scopes.EVENT_SCOPES[e] for e in
+                                                            MANIFEST["settings"]["event_subscriptions"]["bot_events"]}
+    used |= {s for m in methods for s in RECOGNISE_DMS.get(m, ())}  # recognise a DM or group DM, and refuse it
     assert sorted(slack_scopes.granted("bot") - used) == [] and slack_scopes.granted("user") == {"search:read"}
 
 

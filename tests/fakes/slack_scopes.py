@@ -1,4 +1,5 @@
-"""Slack's OAuth scopes for the fake Slack: what each method needs, and what the app manifest grants each token.
+"""Slack's OAuth scopes for the fake Slack: what each call needs (``mcp_lib.slack_scopes``, per conversation kind)
+and what the app manifest grants each token.
 
 The fake answers a call whose token lacks the scope as Slack does: HTTP 200 ``{"ok": false, "error":
 "missing_scope", "needed": "channels:history", "provided": "search:read"}``. The granted scopes come from
@@ -9,39 +10,16 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
-MANIFEST = Path(__file__).resolve().parents[2] / "docs" / "slack-app-manifest.yml"
+from mcp_lib.slack_scopes import EVENT_SCOPES, FAMILY, METHOD_SCOPES, Kind
 
-Kind = Literal["public", "private", "im", "mpim"]
-# The scope families by conversation kind, as Slack names them (channels:history, groups:read, im:history, ...).
-FAMILY: dict[Kind, str] = {"public": "channels", "private": "groups", "im": "im", "mpim": "mpim"}
+MANIFEST = Path(__file__).resolve().parents[2] / "docs" / "slack-app-manifest.yml"
+__all__ = ["EVENT_SCOPES", "METHOD_SCOPES", "granted", "manifest", "needed"]
 _LIST_TYPES: dict[str, Kind] = {"public_channel": "public", "private_channel": "private", "im": "im",
                                 "mpim": "mpim"}
-
-# Slack's documented scope of each method the fake answers. "history"/"read": the family of the conversation in
-# the ``channel`` parameter (channels:history for a public channel, groups:history for a private one, ...).
-METHOD_SCOPES: dict[str, tuple[str, ...] | Literal["history", "read", "list"]] = {
-    "auth.test": (),
-    "users.info": ("users:read",),
-    "conversations.info": "read",
-    "conversations.list": "list",
-    "conversations.history": "history",
-    "conversations.replies": "history",
-    "search.messages": ("search:read",),
-    "chat.getPermalink": (),
-    "chat.postMessage": ("chat:write",),
-    "chat.update": ("chat:write",),
-    "chat.delete": ("chat:write",),
-    "reactions.add": ("reactions:write",),
-    "reactions.remove": ("reactions:write",),
-    "reactions.get": ("reactions:read",),
-    "files.info": ("files:read",),
-}
-# The event helpbot subscribes to and the scope Slack requires for it.
-EVENT_SCOPES = {"reaction_added": "reactions:read", "app_mention": "app_mentions:read"}
 
 
 @cache
