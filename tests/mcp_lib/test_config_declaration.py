@@ -147,7 +147,7 @@ def test_the_surfaces_are_current() -> None:
 
 
 def _copy_surfaces(tmp_path: Path) -> Path:
-    for path in configdocs.SURFACES:
+    for path in {p for p, _ in configdocs.SURFACES} | {configdocs.MANIFEST}:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / path, tmp_path / path)
     return tmp_path
@@ -162,6 +162,18 @@ def test_a_variable_dropped_from_a_workflow_fails_the_check(tmp_path: Path) -> N
     assert configdocs.stale(root) == [".github/workflows/help.yml"]
     assert configdocs.write(root) == [".github/workflows/help.yml"]
     assert help_yml.read_text(encoding="utf-8") == text and configdocs.stale(root) == []
+
+
+def test_a_scope_added_to_the_manifest_fails_the_check_until_the_table_is_written(tmp_path: Path) -> None:
+    root = _copy_surfaces(tmp_path)
+    manifest = root / configdocs.MANIFEST
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace(
+        "      - mpim:read ", "      - pins:read          # pinned messages\n      - mpim:read "), encoding="utf-8")
+    assert configdocs.stale(root) == ["docs/slack-setup.md"]
+    assert configdocs.write(root) == ["docs/slack-setup.md"]
+    table = (root / "docs" / "slack-setup.md").read_text(encoding="utf-8")
+    assert "|  | `pins:read` |  | pinned messages |" in table  # needed by nothing helpbot calls: the row says so
+    assert "| `files:read` | `files.info` | attachments of the question" in table
 
 
 def test_a_surface_without_its_markers_is_reported(tmp_path: Path) -> None:
