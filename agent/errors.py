@@ -15,12 +15,18 @@ mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's; e
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Any
+
 from mcp_lib.config import ConfigError
 from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, exit_code
 from mcp_lib.errors import ExitError as HelpbotError
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "BadInput", "ConfigError", "DispatchError",
-           "HelpbotError", "RunFailed", "Terminated", "TranscriptError", "UsageError", "exit_code"]
+           "HelpbotError", "RunFailed", "Terminated", "TranscriptError", "UsageError", "exit_code",
+           "sigterm_raises"]
 
 
 class UsageError(BadInput):
@@ -48,3 +54,26 @@ class Terminated(BaseException):
     that no ``except Exception`` on the way swallows it."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` once (a second one, while the notice is posted, is ignored): the run
+    ends through its ``finally`` blocks and ``atexit``, so nothing it started outlives it."""
+    fired = False
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise Terminated("the run was cancelled (SIGTERM)")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -260,6 +260,7 @@ class Platform:
     ``make_client(config)`` builds the real client; tests inject their own instead.
     ``load_tools(platform)``, when given, fills in the tools on first use of :attr:`tools`: an in-house MCP
     server is contacted only when one of its tools is really needed, not whenever a registry is built.
+    ``close()``, when given, ends what the platform holds open for the run (an MCP server's session).
     """
 
     name: str
@@ -270,6 +271,7 @@ class Platform:
     make_client: Callable[..., Any]
     setup: str = ""
     load_tools: Callable[[Platform], None] | None = field(default=None, repr=False, compare=False)
+    close: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _tools: dict[str, Tool] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 

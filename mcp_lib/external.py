@@ -12,8 +12,9 @@
     allow_writes = false                # tools not marked readOnlyHint are offered only when true
 
 A remote tool runs through the same ``Tool.invoke`` as the built-in ones (validation against the server's schema,
-limits, redaction, errors as values). Each call opens its own short connection, as the seed's concierge did: no
-session state to lose, no process left behind; the cost is one process start per call for stdio servers.
+limits, redaction, errors as values). One session per server serves the whole run (:mod:`mcp_lib.sessions`): a
+stdio server is started once, in a process group of its own, and the group is ended when a call times out (the
+next call starts it anew) and when the run ends (``Registry.close``, or at exit).
 
 A server is contacted only when its tools are needed (the tool list, one of its tools, ``all-commands``), never
 merely because a registry was built or another platform's tool was looked up; listing its tools is bounded by
@@ -26,23 +27,22 @@ or a copy of it, as the CLIs pass; a mapping a test or a caller builds sees only
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .config import ConfigError, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
+from .sessions import ServerSession, group_command
 
 CONFIG_FILE = "helpbot.toml"
 WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what MCP clients and the Messages API accept
@@ -66,7 +66,7 @@ class ServerEntry(BaseModel):
     tools: list[str]
     allow_writes: bool = False
     timeout_s: float = 60.0
-    list_timeout_s: float = 20.0  # connecting and listing the tools; a hung server must not hang the catalog
+    list_timeout_s: float = 20.0  # connecting, and listing the tools; a hung server must not hang the catalog
 
     @field_validator("name")
     @classmethod
@@ -146,12 +146,14 @@ def server_entries(env: Mapping[str, str]) -> list[ServerEntry]:
     return entries
 
 
-def _transport(entry: ServerEntry, env: Mapping[str, str]) -> Any:
+def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path) -> Any:
     from mcp import StdioServerParameters
 
     if entry.command is not None:
         passed = {name: env[name] for name in entry.env if name in env}
-        return StdioServerParameters(command=entry.command, args=entry.args, env=passed, cwd=entry.cwd)
+        _check_command(entry, env)
+        command, args = group_command(entry.command, entry.args, pidfile)
+        return StdioServerParameters(command=command, args=args, env=passed, cwd=entry.cwd)
     import httpx2  # the client type streamable_http_client takes (mcp's public API)
     from mcp.client.streamable_http import streamable_http_client
 
@@ -167,10 +169,27 @@ def _transport(entry: ServerEntry, env: Mapping[str, str]) -> Any:
     return streamable_http_client(entry.url, http_client=client)
 
 
-def _session(entry: ServerEntry, env: Mapping[str, str]) -> AbstractAsyncContextManager[Any]:
+def _check_command(entry: ServerEntry, env: Mapping[str, str]) -> None:
+    """A command that does not exist is named as such (started through ``/bin/sh``, it would only be a closed
+    connection)."""
+    assert entry.command is not None
+    if "/" in entry.command:
+        found = os.access(Path(entry.cwd or ".") / entry.command, os.X_OK)
+    else:
+        path = env["PATH"] if "PATH" in entry.env and "PATH" in env else None  # None: this process's PATH
+        found = shutil.which(entry.command, path=path) is not None
+    if not found:
+        raise FileNotFoundError(f"command {entry.command!r} not found")
+
+
+def _session(entry: ServerEntry, env: Mapping[str, str]) -> ServerSession:
+    """The server's one session for the run; the calls bound their own time (``timeout_s``, ``list_timeout_s``)."""
     from mcp import Client
 
-    return Client(_transport(entry, env), read_timeout_seconds=entry.timeout_s)
+    def connect(pidfile: Path) -> AbstractAsyncContextManager[Any]:
+        return Client(_transport(entry, env, pidfile))
+
+    return ServerSession(entry.name, connect)
 
 
 def _is_read_only(tool: Any) -> bool:
@@ -221,19 +240,10 @@ def _schema_validator(schema: dict[str, Any]) -> Any:
     return validate
 
 
-def _run(fn: Any) -> Any:
-    """``anyio.run`` from sync code, also when the caller already runs an event loop (the MCP server)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return anyio.run(fn)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(anyio.run, fn).result()
-
-
 def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
     """The server as a platform whose tools are listed on first use. A server that cannot be reached (or does
     not answer within ``list_timeout_s``) yields no tools, and its overview says why: the run goes on without it."""
+    session = _session(entry, env)
     platform = Platform(
         name=entry.platform_name,
         overview=entry.description or f"In-house MCP server {entry.name!r}.",
@@ -245,19 +255,18 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
         load_config=lambda _env: entry,
         make_client=lambda config: config,
         setup=f"helpbot.toml [[mcp_servers]] name = {entry.name!r}",
-        load_tools=lambda platform: _list_tools(platform, entry, env),
+        load_tools=lambda platform: _list_tools(platform, entry, session),
+        close=session.close,
     )
     return platform
 
 
-def _list_tools(platform: Platform, entry: ServerEntry, env: Mapping[str, str]) -> None:
-    async def list_remote() -> Any:
-        with anyio.fail_after(entry.list_timeout_s):
-            async with _session(entry, env) as client:
-                return (await client.list_tools()).tools
+def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) -> None:
+    async def list_remote(client: Any) -> Any:
+        return (await client.list_tools()).tools
 
     try:
-        listed = _run(list_remote)
+        listed = session.call(list_remote, entry.list_timeout_s, entry.list_timeout_s)
     except ConfigError:
         raise
     except TimeoutError:
@@ -280,7 +289,7 @@ def _list_tools(platform: Platform, entry: ServerEntry, env: Mapping[str, str]) 
         platform.tools[remote.name] = Tool(
             platform=entry.platform_name,
             function=remote.name,
-            fn=_caller(entry, env, remote.name),
+            fn=_caller(entry, session, remote.name),
             description=remote.description or remote.name,
             input_schema=dict(remote.input_schema),
             validator=_schema_validator(dict(remote.input_schema)),
@@ -291,14 +300,16 @@ def _list_tools(platform: Platform, entry: ServerEntry, env: Mapping[str, str]) 
                               "a name must fit [A-Za-z0-9_-], 64 characters with the prefix)")
 
 
-def _caller(entry: ServerEntry, env: Mapping[str, str], tool_name: str) -> Any:
+def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:
     def call(ctx: ToolContext, **arguments: Any) -> Result:
-        async def run() -> Any:
-            async with _session(entry, env) as client:
-                return await client.call_tool(tool_name, arguments)
+        async def run(client: Any) -> Any:
+            return await client.call_tool(tool_name, arguments)
 
         try:
-            called = _run(run)
+            called = session.call(run, entry.timeout_s, entry.list_timeout_s)
+        except TimeoutError:
+            raise ToolError(f"MCP server {entry.name!r} did not answer within {entry.timeout_s:g} s "
+                            "(it was stopped; the next call starts it again)") from None
         except Exception as exc:
             raise ToolError(f"MCP server {entry.name!r} failed: {type(exc).__name__}: {exc}") from None
         return _to_result(f"{entry.platform_name}_{tool_name}", called)  # nested rows: held by apply_limits

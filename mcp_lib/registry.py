@@ -87,6 +87,12 @@ class Registry:
             self._platforms = platforms
         return self._platforms
 
+    def close(self) -> None:
+        """The end of the run: what the platforms hold open (in-house MCP servers and their processes) ends."""
+        for platform in (self._platforms or {}).values():
+            if platform.close is not None:
+                platform.close()
+
     def config(self, name: str) -> Any | None:
         """The platform's configuration, None when not configured; ConfigError when misconfigured."""
         if name not in self._configs:

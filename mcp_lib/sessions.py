@@ -1,0 +1,240 @@
+"""One MCP session per in-house server per run (:mod:`mcp_lib.external`), and the server's processes ended with it.
+
+A :class:`ServerSession` owns a thread running an event loop; the agent's threads hand it their calls
+(``run_coroutine_threadsafe``), so one connection -- one process, for a stdio server -- serves the whole run.
+It connects on first use and is closed by :meth:`ServerSession.close` (``Registry.close`` at the end of a run),
+or at the latest when the interpreter exits (``atexit``; helpbot turns SIGTERM into an exception, so a cancelled
+run exits this way too).
+
+The official SDK starts a stdio server in a session (process group) of its own, and on close shuts its stdin
+and kills the group -- but only when the server has not exited within 2 s by itself: a grandchild of a server
+that did exit lives on. The SDK does not tell us the server's pid either, so a stdio server is started through
+``/bin/sh`` writing ``$$`` -- the pid ``exec`` keeps, the group's id -- to a file. The group is then ended
+(SIGTERM, SIGKILL after ``kill_grace_s``) after every close, and at once when a call times out: a server that
+does not answer is not asked nicely, and the next call starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Connect = Callable[[Path], AbstractAsyncContextManager[Any]]  # given the file a stdio server's pid goes to
+KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL, as the SDK's own
+CLOSE_WAIT_S = 10.0  # the SDK's polite shutdown (2 s) + our group kill, with room; only a wedged loop runs it out
+_PRELUDE = 'echo $$ > "$1"; shift; exec "$@"'
+_live: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+
+
+def group_command(command: str, args: list[str], pidfile: Path) -> tuple[str, list[str]]:
+    """The command line that writes the server's pid (its process group) to ``pidfile``, then becomes the
+    server (``exec``: same pid). Not on Windows, where the SDK's job object ends the tree."""
+    if os.name != "posix":
+        return command, args
+    return "/bin/sh", ["-c", _PRELUDE, "helpbot-mcp", str(pidfile), command, *args]
+
+
+async def end_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM to the whole process group, SIGKILL to what is left of it after ``grace_s``."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + grace_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: orphans wait for init to reap them,
+    which a container's init may do late or never."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            state, _ppid, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            if int(group) == pgid and state not in ("Z", "X"):
+                return True
+    return False
+
+
+class ServerSession:
+    """One server's connection for the run: ``call(work, timeout)`` runs ``work(client)`` on it."""
+
+    def __init__(self, name: str, connect: Connect, *, kill_grace_s: float = KILL_GRACE_S):
+        self.name = name
+        self._connect = connect
+        self._grace = kill_grace_s
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dir: Path | None = None
+        self._connections = 0
+        # loop-thread state: the connection being opened or open, and what ends it
+        self._ready: asyncio.Future[Any] | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._pidfile: Path | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The current stdio server's pid (its process group), None when none was started or it is gone."""
+        return None if self._pidfile is None else _read_pid(self._pidfile)
+
+    def call(self, work: Callable[[Any], Awaitable[T]], timeout: float, connect_timeout: float) -> T:
+        """``work(client)`` within ``timeout`` seconds, after connecting (when not yet connected) within
+        ``connect_timeout``; TimeoutError once the server's processes were ended."""
+        future = asyncio.run_coroutine_threadsafe(self._call(work, timeout, connect_timeout), self._running_loop())
+        with contextlib.suppress(TimeoutError):  # concurrent.futures' is the builtin
+            future.result(connect_timeout + timeout + 2 * self._grace + CLOSE_WAIT_S)
+        if not future.done():  # the loop itself is stuck: end the server from here
+            future.cancel()
+            self._kill_now()
+            raise TimeoutError(f"no answer within {timeout:g} s")
+        return future.result()
+
+    def close(self) -> None:
+        """End the connection and every process of the server's group (waits for it); the session may be used
+        again, starting a new connection."""
+        with self._lock:
+            loop = self._loop
+        if loop is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self._end(kill_first=False), loop)
+        with contextlib.suppress(TimeoutError):
+            future.result(CLOSE_WAIT_S + 2 * self._grace)
+        if not future.done():
+            self._kill_now()
+
+    # -- on the session's own loop ----------------------------------------------------------------------------------
+    async def _call(self, work: Callable[[Any], Awaitable[T]], timeout: float, connect_timeout: float) -> T:
+        bound = connect_timeout
+        try:
+            async with asyncio.timeout(connect_timeout):
+                client = await self._open()
+            bound = timeout
+            async with asyncio.timeout(timeout):
+                return await work(client)
+        except TimeoutError:
+            await self._end(kill_first=True)
+            raise TimeoutError(f"no answer within {bound:g} s") from None
+
+    async def _open(self) -> Any:
+        """The connected client; the first caller starts the connection, concurrent ones wait for the same."""
+        if self._ready is None or (self._holder is not None and self._holder.done()):
+            loop = asyncio.get_running_loop()
+            self._ready, self._stop = loop.create_future(), asyncio.Event()
+            self._ready.add_done_callback(lambda f: f.cancelled() or f.exception())  # read, even if no one waits
+            self._connections += 1
+            assert self._dir is not None
+            self._pidfile = self._dir / f"pid{self._connections}"
+            self._holder = loop.create_task(self._hold(self._ready, self._stop, self._pidfile))
+        return await asyncio.shield(self._ready)
+
+    async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event, pidfile: Path) -> None:
+        """Keeps the connection open until ``stop``; entered and left in this one task, as anyio requires."""
+        try:
+            async with self._connect(pidfile) as client:
+                ready.set_result(client)
+                await stop.wait()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+        finally:
+            if not ready.done():
+                ready.set_exception(ConnectionError(f"MCP server {self.name!r}: the connection was abandoned"))
+            await self._end_group(pidfile)
+
+    async def _end(self, *, kill_first: bool) -> None:
+        """Close the current connection (SIGTERM to the group first when ``kill_first``: a call timed out) and
+        wait until the server's group is gone."""
+        holder, ready, stop, pidfile = self._holder, self._ready, self._stop, self._pidfile
+        self._ready = self._holder = self._stop = None
+        if holder is None or ready is None or stop is None:
+            return
+        if kill_first and pidfile is not None:
+            _signal_group(pidfile, signal.SIGTERM)
+        if ready.done():
+            stop.set()  # the SDK's own shutdown, in the task that opened it
+        else:
+            holder.cancel()  # still connecting (a server that never answers initialize)
+        await asyncio.wait({holder}, timeout=CLOSE_WAIT_S)
+        if not holder.done() and pidfile is not None:
+            await self._end_group(pidfile)
+
+    async def _end_group(self, pidfile: Path) -> None:
+        pgid = _read_pid(pidfile)
+        if pgid is not None:
+            await end_group(pgid, self._grace)
+            with contextlib.suppress(OSError):
+                pidfile.unlink()
+
+    # -- plumbing ---------------------------------------------------------------------------------------------------
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._dir = Path(tempfile.mkdtemp(prefix="helpbot-mcp-"))
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name=f"mcp-{self.name}", daemon=True).start()
+                self._loop = loop
+                _live.add(self)
+            return self._loop
+
+    def _kill_now(self) -> None:
+        if self._pidfile is not None and (pgid := _read_pid(self._pidfile)) is not None:
+            asyncio.run(end_group(pgid, self._grace))
+
+    def _discard(self) -> None:
+        """At exit: the connection closed, the loop stopped, the pid files removed."""
+        self.close()
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _read_pid(pidfile: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        return int(pidfile.read_text().strip())
+    return None
+
+
+def _signal_group(pidfile: Path, signum: signal.Signals) -> None:
+    pgid = _read_pid(pidfile)
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signum)
+
+
+@atexit.register
+def close_all() -> None:
+    """Every session of this process, closed (in parallel: each may wait out its server's shutdown)."""
+    sessions = list(_live)
+    threads = [threading.Thread(target=s._discard, daemon=True) for s in sessions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(CLOSE_WAIT_S + 2 * KILL_GRACE_S)
