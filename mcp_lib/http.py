@@ -8,10 +8,16 @@ cannot take three budgets. Sleep and clock are injected so tests never really wa
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import socket
+import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -133,8 +139,12 @@ def refuse_writes(request: httpx.Request) -> None:
 
 
 def read_only_client(**kwargs: Any) -> httpx.Client:
-    """An ``httpx.Client`` that can only send GET requests."""
-    return httpx.Client(event_hooks={"request": [refuse_writes]}, **kwargs)
+    """An ``httpx.Client`` that can only send GET requests; on the network (no ``transport`` handed in) its names
+    resolve within the connect timeout (:class:`NameResolution`)."""
+    hooks: list[Callable[[httpx.Request], None]] = [refuse_writes]
+    if kwargs.get("transport") is None:
+        hooks.append(NameResolution.shared().hook(httpx))
+    return httpx.Client(event_hooks={"request": hooks}, **kwargs)
 
 
 def json_answer(response: httpx.Response, service: str, what: str, url_variable: str) -> Any:
@@ -163,3 +173,106 @@ def error_detail(response: httpx.Response) -> str:
             if text and str(text) not in messages:
                 messages.append(str(text))
     return f" ({'; '.join(messages)[:300]})" if messages else ""
+
+
+# -- name resolution --------------------------------------------------------------------------------------------------
+Resolver = Callable[[str, int], object]  # socket.getaddrinfo's shape; raises OSError when the name does not resolve
+Wait = Callable[["Future[object]", float], object]  # Future.result(timeout)'s shape
+RESOLVED_FOR_S = 60.0  # a name that resolved is not looked up again for this long
+
+
+def _getaddrinfo(host: str, port: int) -> object:
+    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+
+
+def _result(future: Future[object], timeout: float) -> object:
+    return future.result(timeout)
+
+
+class NameResolution:
+    """Each request's host looked up within the request's connect timeout, as an httpx request hook.
+
+    ``getaddrinfo`` runs before any httpx timeout starts, and blocks for half a minute and more when no name
+    server answers (resolv.conf's timeout x attempts x servers). So the host is looked up first, on a worker
+    thread: a lookup not done within the connect timeout is a ``ConnectTimeout``, a name that does not resolve a
+    ``ConnectError`` -- unreachable, like a refused connection, and treated so by the callers' retries. Lookups of
+    one host share one thread; IP literals, and URLs that go through a proxy from the environment (the proxy
+    resolves them), are let through. ``resolver`` and ``wait`` are the test seams.
+    """
+
+    _shared: NameResolution | None = None
+
+    def __init__(self, resolver: Resolver = _getaddrinfo, *, wait: Wait = _result, default_timeout_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.resolver = resolver
+        self.wait = wait
+        self.default_timeout_s = default_timeout_s
+        self.clock = clock
+        self._pending: dict[tuple[str, int], Future[object]] = {}
+        self._resolved: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> NameResolution:
+        """The process's own (real lookups): clients share its threads and what it resolved."""
+        if cls._shared is None:
+            cls._shared = cls()
+        return cls._shared
+
+    def hook(self, flavour: ModuleType) -> Callable[[Any], None]:
+        """The request hook for clients of ``flavour`` (``httpx`` or ``httpx2``, whose exceptions it raises)."""
+
+        def check(request: Any) -> None:
+            url = request.url
+            if _is_ip(url.host) or _proxied(url.scheme, url.host):
+                return
+            key = (url.host, url.port or (443 if url.scheme == "https" else 80))
+            timeout = (request.extensions.get("timeout") or {}).get("connect") or self.default_timeout_s
+            try:
+                self.wait(self._lookup(key), timeout)
+            except TimeoutError:
+                raise flavour.ConnectTimeout(f"name {url.host!r} not resolved within {timeout:g} s",
+                                             request=request) from None
+            except OSError as exc:
+                raise flavour.ConnectError(f"name {url.host!r} does not resolve ({exc})", request=request) from None
+
+        return check
+
+    def _lookup(self, key: tuple[str, int]) -> Future[object]:
+        with self._lock:
+            if self._resolved.get(key, float("-inf")) > self.clock():
+                done: Future[object] = Future()
+                done.set_result(None)
+                return done
+            future = self._pending.get(key)
+            if future is None:
+                future = self._pending[key] = Future()
+                threading.Thread(target=self._resolve, args=(key, future), name=f"resolve-{key[0]}",
+                                 daemon=True).start()
+            return future
+
+    def _resolve(self, key: tuple[str, int], future: Future[object]) -> None:
+        try:
+            result = self.resolver(*key)
+        except BaseException as exc:
+            with self._lock:
+                self._pending.pop(key, None)
+            future.set_exception(exc)
+            return
+        with self._lock:
+            self._pending.pop(key, None)
+            self._resolved[key] = self.clock() + RESOLVED_FOR_S
+        future.set_result(result)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _proxied(scheme: str, host: str) -> bool:
+    proxies = urllib.request.getproxies_environment()
+    return bool(proxies.get(scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(host)

@@ -21,11 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Request, Usage
 from mcp_lib.config import ConfigError, env_float, env_int, env_str, env_url
 from mcp_lib.retry import Budget, GaveUp, Policy, Retry, call, server_wait
+
+if TYPE_CHECKING:
+    from mcp_lib.http import NameResolution
 
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 DEFAULT_REGION = "ap-northeast-1"
@@ -220,7 +223,9 @@ def failure_text(exc: BaseException) -> str:
     """One line: HTTP status, the Bedrock error type and the service's message, or the exception itself."""
     status = _status(exc)
     if status is None:
-        return f"{type(exc).__name__}: {exc}".strip()
+        cause = exc.__cause__ if _is_unreachable(exc) else None  # the SDK's text hides why: refused, DNS, TLS
+        why = f" ({type(cause).__name__}: {cause})" if cause is not None and str(cause) not in str(exc) else ""
+        return f"{type(exc).__name__}: {exc}{why}".strip()
     response = getattr(exc, "response", None)
     error_type = (response.headers.get("x-amzn-errortype", "") if response is not None else "").split(":")[0]
     body = getattr(exc, "body", None)
@@ -369,16 +374,22 @@ def build_model(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     http_client: Any = None,
+    names: NameResolution | None = None,
 ) -> SdkModel:
-    """The SDK client for the configured provider, with the SDK's own retries off (ours apply)."""
+    """The SDK client for the configured provider, with the SDK's own retries off (ours apply). Its own HTTP
+    client (none handed in) resolves the endpoint's name within the connect timeout (``names``, the test seam)."""
     import anthropic
+    import httpx2
 
     policy = replace(DEFAULT_POLICY, attempts=config.max_attempts)
     options: dict[str, Any] = {"policy": policy, "request_timeout_s": config.request_timeout_s, "sleep": sleep,
                                "clock": clock}
-    common: dict[str, Any] = {"max_retries": 0, "timeout": config.request_timeout_s}
-    if http_client is not None:
-        common["http_client"] = http_client
+    if http_client is None:  # the SDK's defaults (proxies, keep-alive), and getaddrinfo bounded
+        from mcp_lib.http import NameResolution
+
+        hook = (names or NameResolution.shared()).hook(httpx2)
+        http_client = anthropic.DefaultHttpxClient(event_hooks={"request": [hook]})
+    common: dict[str, Any] = {"max_retries": 0, "timeout": config.request_timeout_s, "http_client": http_client}
     if config.provider == "anthropic":
         direct = anthropic.Anthropic(api_key=config.anthropic_api_key, base_url=config.base_url, **common)
         return AnthropicModel(direct, **options)

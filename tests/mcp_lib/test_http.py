@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+from concurrent.futures import Future
+
 import httpx
 import pytest
 
-from mcp_lib.core import ToolError
-from mcp_lib.http import RetryableError, call_with_retries, error_detail, retrying
+from mcp_lib.core import ToolContext, ToolError
+from mcp_lib.http import (
+    NameResolution,
+    RetryableError,
+    Wait,
+    call_with_retries,
+    error_detail,
+    read_only_client,
+    retrying,
+    send,
+)
 from tests.fakes.github import Clock
 
 NOW = 1_800_000_000.0
@@ -50,3 +63,74 @@ def test_backoff_of_our_own_never_sleeps_into_the_deadline() -> None:
 def test_error_detail_reads_github_growi_and_redmine_bodies(body: object, expected: str) -> None:
     assert error_detail(httpx.Response(400, json=body)) == expected
     assert error_detail(httpx.Response(502, text="<html>bad gateway</html>")) == ""
+
+
+# -- name resolution: bounded by the connect timeout ------------------------------------------------------------------
+def never_resolves(host: str, port: int) -> object:
+    threading.Event().wait(60)  # a name server that does not answer (on a daemon thread nobody waits for)
+    raise AssertionError
+
+
+def gave_up_waiting(waited: list[float]) -> Wait:
+    """The wait seam: records how long the hook would wait, and times out at once (nothing really waits)."""
+
+    def wait(future: Future[object], timeout: float) -> object:
+        waited.append(timeout)
+        raise TimeoutError
+
+    return wait
+
+
+def hooked(names: NameResolution, connect: float = 3.0) -> httpx.Client:
+    return httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
+                        event_hooks={"request": [names.hook(httpx)]}, timeout=httpx.Timeout(20.0, connect=connect))
+
+
+def test_a_lookup_that_never_ends_is_a_connect_timeout_after_the_connect_timeout() -> None:
+    waited: list[float] = []
+    with hooked(NameResolution(never_resolves, wait=gave_up_waiting(waited))) as client, pytest.raises(
+            httpx.ConnectTimeout, match=r"'api\.example\.test' not resolved within 3 s"):
+        client.get("https://api.example.test/x")
+    assert waited == [3.0]
+
+
+def test_a_name_that_does_not_resolve_is_a_connect_error_and_the_tool_retries_then_says_so() -> None:
+    looked_up: list[tuple[str, int]] = []
+
+    def nxdomain(host: str, port: int) -> object:
+        looked_up.append((host, port))
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    clock = Clock(start=NOW)
+    ctx = ToolContext(client=hooked(NameResolution(nxdomain)), config=None, sleep=clock.sleep, clock=clock.time)
+    with pytest.raises(ToolError, match=r"unavailable after retries: could not connect \(ConnectError: name "
+                                        r"'growi.example.test' does not resolve"):
+        send(ctx, "Growi", "GET", "https://growi.example.test/_api/v3/pages")
+    assert looked_up[0] == ("growi.example.test", 443) and len(looked_up) == len(clock.sleeps) + 1
+
+
+def test_a_resolved_name_is_not_looked_up_again_and_ip_literals_never_are() -> None:
+    looked_up: list[str] = []
+    names = NameResolution(lambda host, port: looked_up.append(host))
+    with hooked(names) as client:
+        for _ in range(3):
+            assert client.get("http://api.example.test/").status_code == 200
+        assert client.get("http://127.0.0.1:9/").status_code == 200
+        assert client.get("http://[::1]:9/").status_code == 200
+    assert looked_up == ["api.example.test"]
+
+
+def test_a_url_through_a_proxy_is_left_to_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "bypassed.example.test")
+    looked_up: list[str] = []
+    with hooked(NameResolution(lambda host, port: looked_up.append(host))) as client:
+        client.get("https://api.example.test/")
+        client.get("https://bypassed.example.test/")
+    assert looked_up == ["bypassed.example.test"]
+
+
+def test_platform_clients_on_the_network_resolve_within_the_bound_and_injected_transports_do_not() -> None:
+    on_network = read_only_client()
+    injected = read_only_client(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
+    assert len(on_network.event_hooks["request"]) == 2 and len(injected.event_hooks["request"]) == 1

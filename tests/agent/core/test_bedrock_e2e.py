@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from mcp_lib import Registry
 from mcp_lib.config import ConfigError
+from mcp_lib.http import NameResolution
 from tests.agent.core.loop_fakes import FakeClock, check_transcript
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
@@ -332,6 +335,32 @@ def test_an_unreachable_endpoint_gets_one_quick_retry_then_the_run_degrades() ->
     assert (answer.degraded and "Connection refused" in (answer.error or "")) or "APIConnectionError" in (
         answer.error or "")
     assert answer.seconds <= 15 and answer.sources  # on the run's clock: one quick retry, not a minute of them
+
+
+def test_a_model_host_whose_name_does_not_resolve_degrades_within_15_s() -> None:
+    """getaddrinfo is outside httpx's timeouts: a name server that never answers would hold each attempt for as
+    long as the resolver's own retries (30 s and more). The lookup is bounded by the connect timeout instead; the
+    wait seam moves the run's clock by what it would have waited."""
+    clock = FakeClock()
+    looked_up: list[str] = []
+
+    def resolver(host: str, port: int) -> object:
+        looked_up.append(host)
+        threading.Event().wait(60)  # never answers (a daemon thread nobody waits for)
+        raise AssertionError
+
+    def wait(future: Future[object], timeout: float) -> object:
+        clock.advance(timeout)
+        raise TimeoutError
+
+    config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key"})
+    assert config is not None
+    model = build_model(config, sleep=clock.sleep, clock=clock, names=NameResolution(resolver, wait=wait))
+    agent = Agent(model, RegistryTools(Registry(env={})), Settings(), clock=clock)
+    answer = agent.run("Shopifyの在庫同期が遅れているときの確認手順は？")
+    assert answer.degraded and "not resolved within 5 s" in (answer.error or "")
+    assert looked_up == ["bedrock-runtime.ap-northeast-1.amazonaws.com"]  # one lookup, shared by both attempts
+    assert answer.seconds <= 15 and answer.sources  # 2 x 5 s + one quick retry, not a minute
 
 
 def test_a_connection_not_made_in_a_few_seconds_is_not_waited_for() -> None:
