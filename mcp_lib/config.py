@@ -35,8 +35,14 @@ def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> st
     value = env_str(env, name) or default
     if value is None:
         return None
+    return check_url(name, value).rstrip("/")
+
+
+def check_url(name: str, value: str) -> str:
+    """``value`` when it is an http(s) URL without credentials, else a ConfigError naming ``name`` (a variable,
+    or a setting such as ``helpbot.toml mcp_servers[0].url``) and never the value: the one URL check."""
     try:
-        parsed = urlparse(value)
+        parsed = urlparse(value.strip())
         _ = parsed.port  # raises on a port that is not a number
     except ValueError:
         raise ConfigError(name, "is not a URL; expected something like https://host/path") from None
@@ -45,7 +51,7 @@ def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> st
     if "@" in parsed.netloc:
         raise ConfigError(name, "must not carry a user name or password (user:pass@host); give the credentials "
                                 "in their own variable (the token or API key) and the URL without them")
-    return value.rstrip("/")
+    return value
 
 
 def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:

@@ -40,7 +40,7 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from .config import ConfigError, env_str
+from .config import ConfigError, check_url, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
 from .sessions import ServerSession, group_command
 
@@ -140,6 +140,8 @@ def server_entries(env: Mapping[str, str]) -> list[ServerEntry]:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "entry"
             raise ConfigError(f"helpbot.toml mcp_servers[{index}]", f"{where}: {err['msg']}") from None
+        if entries[-1].url is not None:  # the platform URLs' check: no user:pass@ (the error names the setting)
+            check_url(f"helpbot.toml mcp_servers[{index}].url", entries[-1].url)
     names = [e.platform_name for e in entries]
     if len(names) != len(set(names)):
         raise ConfigError("helpbot.toml mcp_servers", "two servers share a name or prefix")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from mcp_lib.cli import main
 from mcp_lib.config import ConfigError, env_url
+from mcp_lib.external import server_entries
 from mcp_lib.platforms import github, growi, redmine, slack
 
 PASSWORD = "s3cretPassw0rd"
@@ -54,3 +56,29 @@ def test_the_cli_exits_2_with_one_line_and_nothing_else(capsys: pytest.CaptureFi
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "REDMINE_URL" in err and PASSWORD not in err
+
+
+@pytest.mark.parametrize("url", [f"https://svc:{PASSWORD}@mcp.internal/mcp", f"http://{PASSWORD}@mcp.internal",
+                                 "mcp.internal/mcp"])
+def test_an_mcp_server_url_gets_the_same_check(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """helpbot.toml's in-house servers: one line, exit 2, naming the setting and never the value."""
+    config = tmp_path / "helpbot.toml"
+    config.write_text(f'[[mcp_servers]]\nname = "sales"\nurl = "{url}"\ntools = ["get_sales"]\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        server_entries({"HELPBOT_CONFIG": str(config)})
+    assert err.value.variable == "helpbot.toml mcp_servers[0].url"
+    assert PASSWORD not in str(err.value) and "svc" not in str(err.value) and url not in str(err.value)
+    if "@" in url:  # through the CLI: one line, exit 2
+        monkeypatch.setenv("HELPBOT_CONFIG", str(config))
+        code = main(["sales:get_sales"])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert "mcp_servers[0].url" in err and PASSWORD not in err
+
+
+def test_an_mcp_server_url_without_credentials_passes(tmp_path: Path) -> None:
+    config = tmp_path / "helpbot.toml"
+    config.write_text('[[mcp_servers]]\nname = "sales"\nurl = "https://mcp.internal/mcp/"\ntools = ["x"]\n',
+                      encoding="utf-8")
+    assert server_entries({"HELPBOT_CONFIG": str(config)})[0].url == "https://mcp.internal/mcp/"
