@@ -76,14 +76,27 @@ def registry_names(registry: Any) -> list[str]:
 
 
 def credential_values(env: Mapping[str, str]) -> list[str]:
-    """The values of every credential in ``env``: declared secrets and variables named like one."""
+    """The values of every credential in ``env``: declared secrets (whatever their names), variables named like
+    one, and the ones helpbot.toml names as an in-house server's header token (``header_env``, any name)."""
+    tokens = _header_envs(env)
     values = []
     for name, value in env.items():
         declared = DECLARED.get(name)
-        secret = declared.secret if declared is not None else bool(_CREDENTIAL_NAME.search(name))
-        if secret and not name.endswith("_FILE") and value.strip():
+        secret = (declared.secret if declared is not None
+                  else name in tokens or (bool(_CREDENTIAL_NAME.search(name)) and not name.endswith("_FILE")))
+        if secret and value.strip():
             values.append(value.strip())
     return values
+
+
+def _header_envs(env: Mapping[str, str]) -> set[str]:
+    from mcp_lib.config import ConfigError
+    from mcp_lib.external import server_entries
+
+    try:
+        return {entry.header_env for entry in server_entries(env) if entry.header_env}
+    except ConfigError:  # the registry reports a bad helpbot.toml; the guard still masks what it can
+        return set()
 
 
 # -- mentions and links ---------------------------------------------------------------------------------------------

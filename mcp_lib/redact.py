@@ -32,6 +32,8 @@ _FOLD.update({0x3000: 0x20, 0x30FC: 0x2D, 0x2010: 0x2D, 0x2011: 0x2D, 0x2012: 0x
 _CHARS = r"[A-Za-z0-9!#$%&*+\-./:;=?@^_`|~]"
 _KEY_WORDS = (r"api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|secret"
               r"|password|passwd|passphrase|pass|pwd|token|credentials?")
+# Key words that, followed by only a space, still announce a secret.
+_SPACED_KEY_WORDS = r"password|passwd|passphrase|pwd|api[_-]?key|access[_-]?key|secret[_-]?key|client[_-]?secret"
 # Japanese key words: 「パスワード：Hunter2」「暗証番号は 4711」 (the full-width colon is folded to ``:``).
 # Written as matched: on the folded text, where the long-vowel mark ー is a dash.
 _JA_KEY_WORDS = ("パスワード|暗証番号|パスコード|合言葉|トークン|アクセスキー|シークレット|秘密鍵|APIキー|API キー"
@@ -60,6 +62,10 @@ _SECRETS = [
     # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
     ("kv", rf"(?<![A-Za-z0-9])(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
            rf"(?P<kv_q>[\"']?){_CHARS}{{5,}}+(?![(\[])"),
+    # ``password hunter2x``: a key word, spaces, then a value with a letter and a digit (``password reset``,
+    # ``token expired`` and ``secret 42`` stay prose)
+    ("sp", rf"(?<![A-Za-z0-9_.-])(?P<sp_k>(?i:{_SPACED_KEY_WORDS}))(?P<sp_s>[ \t]+)(?P<sp_q>)"
+           rf"(?={_CHARS}*[0-9])(?={_CHARS}*[A-Za-z]){_CHARS}{{6,}}+(?![(\[])"),
     # 「パスワードは、X」「暗証番号 4711」: a particle or colon (then maybe a comma), or only spaces or a comma
     ("ja", rf"(?P<ja_k>{_JA_KEY_WORDS})(?P<ja_s>\s*(?:[:=]|は|が|を)[\s、,]*|[\s、,]+)(?P<ja_q>[\"'「]?)"
            rf"{_CHARS}{{4,}}+"),
@@ -67,13 +73,17 @@ _SECRETS = [
 # Card numbers (13-19 digits, spaces or dashes between groups), masked only when the Luhn check passes.
 _CARD = ("card", r"(?<![A-Za-z0-9_.-])\d(?:[ -]?\d){12,18}(?![A-Za-z0-9_-])")
 _EMAIL = ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
-# 03-1234-5678, 090-1234-5678, 0120-123-456, (03) 1234-5678, +81 90 1234 5678, +1 (555) 123-4567, 09012345678
+# 03-1234-5678, 090-1234-5678, 0120-123-456, (03) 1234-5678, +81 90 1234 5678, +1 (555) 123-4567, 09012345678,
+# 0312345678 (a landline's ten digits), 090.1234.5678 (dots: only the Japanese shapes, so 01.02.2024 is a date)
 _PHONES = [
     ("phone", r"(?<![\w.-])\(?0\d{1,4}\)?[ -]?\d{1,4}[ -]\d{3,4}(?![\w-])"),
     ("phone2", r"(?<![\w.+-])\+\d{1,3}[ -]?\(?\d{1,4}\)?(?:[ -]?\d{2,4}){2,3}(?![\w-])"),
-    ("phone3", r"(?<![\w.+-])0[5789]0\d{8}(?![\w-])"),
+    ("phone3", r"(?<![\w.+-])(?:0[5789]0\d{8}|0[1-9]\d{8})(?![\w-]|\.\d)"),
+    ("phone4", r"(?<![\w.+-])(?:0[5789]0\.\d{4}|0\d\.\d{4}|0\d{2}\.\d{3}|0\d{3}\.\d{2}|0\d{4}\.\d)\.\d{4}"
+               r"(?![\w-]|\.\d)"),
 ]
-_LABELS = {"card": "[card]", "email": "[email]", "phone": "[phone]", "phone2": "[phone]", "phone3": "[phone]"}
+_LABELS = {"card": "[card]", "email": "[email]", "phone": "[phone]", "phone2": "[phone]", "phone3": "[phone]",
+           "phone4": "[phone]"}
 
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent.guard import UNKNOWN_TOOL, Guard, credential_values
@@ -119,3 +121,22 @@ def test_a_slack_payload_is_guarded_everywhere() -> None:
     assert out["blocks"][1]["elements"][0]["url"] == "https://evil.test/b"
     assert out["blocks"][1]["elements"][0]["text"]["text"] == "＠channel"
     assert out["metadata"]["event_payload"] == {"tools": ["faq_search", UNKNOWN_TOOL], "question": "[email]"}
+
+
+def test_every_declared_secret_is_masked_by_value_whatever_its_name_and_length() -> None:
+    from mcp_lib.config import DECLARED
+
+    secrets = [name for name, declared in DECLARED.items() if declared.secret]
+    assert "SLACK_SIGNING_SECRET" in secrets and "AWS_ACCESS_KEY_ID" in secrets
+    for name in secrets:
+        g = Guard.from_env({name: "q7Z"})  # three characters: no pattern would see it
+        assert g.text("値は q7Z です") == "値は [REDACTED] です", name
+
+
+def test_an_in_house_servers_header_token_is_masked_whatever_its_name(tmp_path: Path) -> None:
+    config = tmp_path / "helpbot.toml"
+    config.write_text('[[mcp_servers]]\nname = "sales"\nurl = "https://mcp.internal/mcp"\n'
+                      'header_env = "SALES_MCP_KEY"\ntools = ["get_sales"]\n', encoding="utf-8")
+    env = {"HELPBOT_CONFIG": str(config), "SALES_MCP_KEY": "k3y", "SALES_DB_PATH": "/srv/sales.db"}
+    assert credential_values(env) == ["k3y"]
+    assert Guard.from_env(env).text("鍵 k3y と /srv/sales.db") == "鍵 [REDACTED] と /srv/sales.db"

@@ -153,3 +153,35 @@ def test_one_scan_masks_neighbouring_matches_of_different_kinds() -> None:
     text = "taro@example.com 090-1234-5678 ghp_fakefakefake password=hunter2 4111111111111111"
     assert redact_personal(text) == "[email] [phone] [REDACTED] password=[REDACTED] [card]"
     assert redact_secrets(text) == "taro@example.com 090-1234-5678 [REDACTED] password=[REDACTED] 4111111111111111"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("電話0312345678です", "電話[phone]です"),  # a landline's ten digits, no separators
+    ("フリーダイヤル0120123456", "フリーダイヤル[phone]"),
+    ("携帯 090.1234.5678 まで", "携帯 [phone] まで"),
+    ("03.1234.5678", "[phone]"),
+    ("０３１２３４５６７８", "[phone]"),
+])
+def test_phone_numbers_without_dashes_are_masked(text: str, expected: str) -> None:
+    assert redact_personal(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("password hunter2x", "password [REDACTED]"),
+    ("Password  Hunter2x です", "Password  [REDACTED] です"),
+    ("pwd hunter22x", "pwd [REDACTED]"),
+    ("API_KEY abcd1234", "API_KEY [REDACTED]"),
+    ("client_secret s3cr3tvalue", "client_secret [REDACTED]"),
+])
+def test_a_key_word_then_a_space_then_a_value_is_masked(text: str, expected: str) -> None:
+    assert redact_secrets(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "ts 1712345678.123456", "1712345678.123456", "https://x.slack.com/archives/C0ECSUP/p1712345678123456",
+    "Redmine #12345", "issue 1234567890", "2025-01-15", "2025-01-15T10:00:00+09:00", "01.02.2024", "v1.2.3",
+    "1.2.3.4", "10.0.0.1", "version 2.10.1234", "0.12.3", "password reset", "password policy", "secret 42",
+    "password reset 手順", "the password is in 1Password", "order 0000012345",
+])
+def test_ids_dates_and_versions_are_not_phones_or_secrets(text: str) -> None:
+    assert redact_personal(redact_secrets(text)) == text
