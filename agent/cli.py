@@ -110,24 +110,14 @@ def _main(parser: argparse.ArgumentParser, args_list: list[str]) -> int:
 
 def _exit(exc: BaseException) -> int:
     """The one exception -> exit code mapping of ``helpbot`` (:mod:`agent.errors`); one line, no traceback."""
-    from agent.errors import ConfigError, HelpbotError, Terminated, exit_code
+    from agent.errors import HelpbotError, Terminated, debugging, exit_code, exit_line
 
-    if isinstance(exc, SystemExit) or (os.environ.get("HELPBOT_DEBUG") and not isinstance(
-            exc, HelpbotError | KeyboardInterrupt | Terminated)):
-        raise exc
-    if isinstance(exc, KeyboardInterrupt | Terminated):
-        line = "helpbot: interrupted"
-    elif isinstance(exc, ConfigError):
-        line = f"helpbot: configuration error: {exc}"
-    elif isinstance(exc, HelpbotError):
-        line = str(exc)
-    elif isinstance(exc, Exception):
-        line = f"helpbot: failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
-    else:
-        raise exc
+    expected = isinstance(exc, HelpbotError | KeyboardInterrupt | Terminated)
+    if not (expected or isinstance(exc, Exception)) or (not expected and debugging(os.environ)):
+        raise exc  # SystemExit and friends; with HELPBOT_DEBUG, a bug's traceback
     from agent import guard
 
-    guard.err(line)
+    guard.err(exit_line(exc))
     return exit_code(exc)
 
 

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mcp_lib.config import ConfigError
+from mcp_lib.config import ConfigError, env_bool
 from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, exit_code
 from mcp_lib.errors import ExitError as HelpbotError
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "BadInput", "ConfigError", "DispatchError",
-           "HelpbotError", "RunFailed", "Terminated", "TranscriptError", "UsageError", "exit_code",
-           "sigterm_raises"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "BadInput", "ConfigError",
+           "DispatchError", "HelpbotError", "RunFailed", "Terminated", "TranscriptError", "UsageError",
+           "debugging", "error_line", "exit_code", "exit_line", "sigterm_raises"]
+
+EXIT_OK = 0
 
 
 class UsageError(BadInput):
@@ -77,3 +79,27 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def error_line(exc: BaseException) -> str:
+    """An unexpected exception in one line: its type and its message, whitespace folded."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def exit_line(exc: BaseException, prog: str = "helpbot") -> str:
+    """The one line an entry point leaves on stderr for a failure that ends it."""
+    if isinstance(exc, KeyboardInterrupt | Terminated):
+        return f"{prog}: interrupted"
+    if isinstance(exc, ConfigError):
+        return f"{prog}: configuration error: {exc}"
+    if isinstance(exc, HelpbotError):
+        return str(exc)
+    return f"{prog}: failed: {error_line(exc)}"
+
+
+def debugging(env: Mapping[str, str]) -> bool:
+    """``HELPBOT_DEBUG=1``: a bug shows its traceback instead of one line (a malformed value: no debugging)."""
+    try:
+        return env_bool(env, "HELPBOT_DEBUG")
+    except ConfigError:
+        return False

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent import guard
 from agent.build import parse_rounds
 from agent.core.settings import validation_problem
-from agent.errors import UsageError
+from agent.errors import UsageError, error_line
 from mcp_lib.config import ConfigError, env_datetime
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: in
         try:
             answer = agent.run(case.question)
         except Exception as exc:  # one broken case (e.g. a rejected request) must not hide the others
-            result = failed_case(case, f"{type(exc).__name__}: {' '.join(str(exc).split())}", clock() - began)
+            result = failed_case(case, error_line(exc), clock() - began)
         else:
             result = score(case, answer, clock() - began)
         results.append(result)

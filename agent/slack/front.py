@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agent import guard
-from agent.errors import BadInput, ConfigError, RunFailed, Terminated
+from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
 from agent.report import Trace, progress_line
@@ -247,14 +247,14 @@ class Front:
             guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])
             link = reply.deliver(answer) if reply is not None else None
         except BaseException as exc:
-            what, code, reraise = classify(exc, debug=bool(self.env.get("HELPBOT_DEBUG")))
-            self.trace.front("failure", error=what)
+            failure = classify(exc, debug=debugging(self.env))
+            self.trace.front("failure", error=failure.what)
             if reply is not None:
-                reply.fail(what)
-            self.tell.failed(exc, what, code, target, asked)
-            if reraise:
+                reply.fail(failure.what)
+            self.tell.failed(exc, failure.what, target, asked)
+            if failure.reraise:
                 raise
-            return code
+            return failure.code
         finally:
             if reply is not None:
                 reply.close()

@@ -15,10 +15,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from agent import guard
-from agent.errors import ConfigError, Terminated, exit_code
+from agent.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    ConfigError,
+    Terminated,
+    exit_code,
+    exit_line,
+)
 from agent.report import Trace, failure_line, print_answer, summary_markdown, write_summary
 from agent.slack.post import error_line, log, one_line
 
@@ -52,38 +60,38 @@ class Outcomes:
         log(why)
         self.trace.front("rejected", reason=why)
         self.summary("rejected the trigger (nothing posted)", detail=why)
-        return 2
+        return EXIT_BAD_INPUT
 
     def ignored(self, why: str, where: str | None = None) -> int:
         log(f"ignored: {why}")
         self.trace.front("ignored", reason=why)
         self.summary("ignored (nothing posted)", where=where, detail=why)
-        return 0
+        return EXIT_OK
 
     def config_error(self, exc: ConfigError) -> int:
-        guard.err(f"helpbot: configuration error: {exc}")
+        guard.err(exit_line(exc))
         self.trace.front("config_error", error=str(exc))
         self.summary("configuration error", detail=str(exc))
-        return 2
+        return exit_code(exc)
 
     def interrupted(self) -> int:
         log("interrupted")
         self.trace.front("interrupted")
         self.summary("interrupted (nothing posted)")
-        return 130
+        return exit_code(Terminated())
 
     def failed_before_reply(self, what: str, where: str | None) -> int:
         log(what)
         self.trace.front("error", error=what)
         self.summary("failed (nothing posted)", where=where, detail=what)
-        return 1
+        return EXIT_FAILED
 
-    def failed(self, exc: BaseException, what: str, code: int, target: Target, asked: str | None) -> None:
+    def failed(self, exc: BaseException, what: str, target: Target, asked: str | None) -> None:
         """A run that met ``exc`` after its thread was known (the notice is the reply's)."""
         self.summary("failed", where=target.where, detail=what, question=asked if target.public else None)
-        if code == 2:
-            guard.err(f"helpbot: configuration error: {exc}")
-        elif code == 130:
+        if isinstance(exc, ConfigError):
+            guard.err(exit_line(exc))
+        elif isinstance(exc, Terminated | KeyboardInterrupt):
             log("interrupted")
         else:
             log(failure_line(what))  # no error text in a private run
@@ -95,7 +103,7 @@ class Outcomes:
                      question=asked if target.public else None, answer=answer, link=link,
                      show_answer=target.public and (show_answer or target.reply is None))
         self._print(answer, link, target)
-        return 0
+        return EXIT_OK
 
     def summary(self, status: str, *, where: str | None = None, detail: str | None = None,
                 question: str | None = None, answer: Answer | None = None, link: str | None = None,
@@ -121,17 +129,24 @@ class Outcomes:
             log("dry run: nothing was posted")
 
 
-def classify(exc: BaseException, *, debug: bool = False) -> tuple[str, int, bool]:
-    """A failure -> (what to tell people, in one line; the exit code; re-raise it?)."""
+class Failure(NamedTuple):
+    """What a failure means for the thread and the process."""
+
+    what: str  # for people, in one line (the notice in the thread, the log)
+    code: int  # the exit code
+    reraise: bool  # after the notice: SystemExit and friends, and bugs under HELPBOT_DEBUG
+
+
+def classify(exc: BaseException, *, debug: bool = False) -> Failure:
     from agent.core.model import ModelRequestError
 
     code = exit_code(exc)
     if isinstance(exc, ConfigError):
-        return f"設定エラー: {exc}", code, False
+        return Failure(f"設定エラー: {exc}", code, False)
     if isinstance(exc, Terminated | KeyboardInterrupt):
-        return "実行が中断されました", code, False
+        return Failure("実行が中断されました", code, False)
     if isinstance(exc, ModelRequestError):
-        return one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug
+        return Failure(one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug)
     if isinstance(exc, Exception):
-        return error_line(exc), code, debug
-    return type(exc).__name__, code, True  # SystemExit and friends: noted, then on their way
+        return Failure(error_line(exc), code, debug)
+    return Failure(type(exc).__name__, code, True)

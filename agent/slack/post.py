@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent import guard
+from agent import errors, guard
 from agent.errors import RunFailed
 from agent.slack.blocks import POST_OPTIONS, question_payload
 from mcp_lib import retry
@@ -47,7 +47,7 @@ def error_line(exc: Exception) -> str:
 
     if isinstance(exc, SlackApiError):
         return f"Slack API エラー（{slack_error_code(exc)}）"
-    return one_line(f"{type(exc).__name__}: {exc}")
+    return errors.error_line(exc)
 
 
 MAX_WAIT_S = 30.0  # a longer Retry-After is not waited for: the write gives up (and the state machine goes on)
@@ -179,4 +179,4 @@ class SlackOut:
 
 
 def _code(exc: BaseException) -> str:
-    return slack_error_code(exc) if hasattr(exc, "response") else one_line(f"{type(exc).__name__}: {exc}")
+    return slack_error_code(exc) if hasattr(exc, "response") else errors.error_line(exc)

@@ -44,7 +44,7 @@ import anyio
 import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from agent.errors import BadInput, DispatchError
+from agent.errors import BadInput, DispatchError, error_line
 from agent.slack.trigger import DISPATCH_EVENT_TYPE, EVENT_TYPES, TriggerSettings, check_ignore, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
 
@@ -259,7 +259,7 @@ class Relay:
                           now=self.now, settings=self.config.settings, seen=self.seen,
                           defer=self.worker.submit if self.worker is not None else None)
         except Exception as exc:  # a bug must be one log line and a 500 (Slack retries), never a traceback
-            log(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+            log(f"internal error: {error_line(exc)[:200]}")
             return reply(500, "internal error")
 
     def close(self) -> None:
