@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Request, Usage
 from mcp_lib.config import ConfigError, env_float, env_int, env_str, env_url
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 DEFAULT_REGION = "ap-northeast-1"
+Provider = Literal["bedrock", "anthropic"]
 DEFAULT_MODELS = {
     "bedrock": ("jp.anthropic.claude-sonnet-4-5-20250929-v1:0", "jp.anthropic.claude-haiku-4-5-20251001-v1:0"),
     "anthropic": ("claude-sonnet-4-6", "claude-haiku-4-5-20251001"),  # 4.5 is deprecated on the direct API
@@ -56,7 +57,7 @@ _PROFILE_REGIONS = {"jp": ("ap-northeast-1", "ap-northeast-3"), "apac": ("ap-",)
 class ModelConfig:
     """Which provider, which models, and how to reach and authenticate to them (all from the environment)."""
 
-    provider: str  # "bedrock" | "anthropic"
+    provider: Provider
     model: str
     summary_model: str
     region: str | None = None

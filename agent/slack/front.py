@@ -15,9 +15,9 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agent import guard
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging
@@ -52,8 +52,15 @@ if TYPE_CHECKING:
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
 
 AgentFactory = Callable[["Registry", Callable[["Progress"], None], Callable[[dict[str, Any]], None]], "Agent"]
-# the question, its context, the conversation before it, the attachments' media blocks
-Asked = tuple[str, str, list["Turn"], list[dict[str, Any]]]
+
+
+class Asked(NamedTuple):
+    """What the agent is asked: the question, its context, the conversation before it, the attachments' blocks."""
+
+    question: str
+    context: str = ""
+    history: Sequence[Turn] = ()
+    attachments: Sequence[dict[str, Any]] = ()
 
 
 # -- the command line -----------------------------------------------------------------------------------------------
@@ -199,7 +206,7 @@ class Front:
             self.trace.front("question", chars=len(parts.text), files=len(parts.files), links=len(parts.links),
                              context=len(parts.around), history_turns=len(history),
                              media_blocks=sum(b.get("type") != "text" for b in parts.attachments.blocks))
-            return parts.question(), parts.context(), history, parts.attachments.blocks
+            return Asked(parts.question(), parts.context(), history, parts.attachments.blocks)
 
         return self._answer(target, question)
 
@@ -210,13 +217,13 @@ class Front:
             raise ConfigError("HELPBOT_QUESTION_CHANNEL", f"{channel!r} is not a channel ID (like C0123456789)")
         if not channel or dry_run:
             target = Target(where="(printed: no channel)", dry_run=dry_run)
-            return self._answer(target, lambda: (text, "", [], []), show_answer=True)
+            return self._answer(target, lambda: Asked(text), show_answer=True)
         slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, sleep=self.sleep)
         public = is_public(slack.channel(channel))
         root = self._out(slack).post_question(channel, text, env_str(self.env, "GITHUB_ACTOR"))
         where = f"{channel} (question channel)" if public else f"private channel {channel} (question channel)"
         target = Target(where=where, slack=slack, reply=self._reply(slack, channel, root, root), public=public)
-        return self._answer(target, lambda: (text, "", [], []), show_answer=True)
+        return self._answer(target, lambda: Asked(text), show_answer=True)
 
     # -- answering, with progress and the failure notice ------------------------------------------------------------
     def _answer(self, target: Target, question: Callable[[], Asked], *, show_answer: bool = False) -> int:
@@ -240,10 +247,11 @@ class Front:
                 return self.tell.ignored(reply.yielded_because, target.where)
             registry = self._registry(target)
             guard.narrow(names=guard.registry_names(registry), private=not target.public)
-            asked, context, history, attachments = question()
+            what = question()
+            asked = what.question
             agent = self.make_agent(registry, on_progress, on_event)
             answer = ask_with_attachments(lambda blocks, note: agent.run(
-                asked, history, context=context + note, attachments=blocks), attachments)
+                what.question, what.history, context=what.context + note, attachments=blocks), what.attachments)
             guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])
             link = reply.deliver(answer) if reply is not None else None
         except BaseException as exc:

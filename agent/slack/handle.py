@@ -67,7 +67,7 @@ class Slack:
         try:
             return slack.call(self.ctx, api, **params)
         except CredentialsError as exc:
-            raise ConfigError(self.clients.reader()[1], str(exc)) from None
+            raise ConfigError(self.clients.reader().variable, str(exc)) from None
         except ToolError as exc:
             raise RunFailed(str(exc)) from None
 

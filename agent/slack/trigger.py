@@ -22,7 +22,7 @@ import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from agent.errors import BadInput, ConfigError
 from mcp_lib import ids
@@ -50,6 +50,9 @@ WORKING_REACTION, DONE_REACTION, FAILED_REACTION = "eyes", "white_check_mark", "
 RESERVED_REACTIONS = frozenset({WORKING_REACTION, DONE_REACTION, FAILED_REACTION})
 
 
+Source = Literal["repository_dispatch", "workflow_dispatch", "payload", "slack_event", "cli"]  # what started it
+
+
 @dataclass(frozen=True)
 class Trigger:
     """A validated request for an answer.
@@ -60,7 +63,7 @@ class Trigger:
     ``mention``: an @helpbot message (``ts``) asked; ``user`` wrote it, and so does ``item_user`` when known.
     """
 
-    source: str  # "repository_dispatch" | "workflow_dispatch" | "payload" | "slack_event" | "cli"
+    source: Source
     channel: str | None = None
     ts: str | None = None
     thread_ts: str | None = None
@@ -221,7 +224,7 @@ def _from_mention(data: Mapping[str, Any], event: Mapping[str, Any]) -> Trigger:
     return payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
 
 
-def payload_trigger(payload: Mapping[str, Any], *, source: str, where: str) -> Trigger:
+def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -> Trigger:
     """Validate the common payload keys (also used by the relay on what it forwards)."""
     unknown = sorted(set(payload) - PAYLOAD_KEYS)
     if unknown:

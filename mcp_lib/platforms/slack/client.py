@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.error import URLError
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -153,6 +153,13 @@ def retry_handlers(config: SlackConfig, sleep: Callable[[float], None]) -> list[
 
 
 # -- the client ---------------------------------------------------------------------------------------------
+class Token(NamedTuple):
+    """A client and the variable its token came from (named in a configuration error)."""
+
+    client: WebClient
+    variable: str
+
+
 @dataclass
 class SlackClients:
     """The bot and user WebClients plus per-client caches (channel privacy, user names, workspace URL)."""
@@ -167,20 +174,20 @@ class SlackClients:
     channel_ids: dict[str, str] = field(default_factory=dict)
     workspace_url: str | None = None
 
-    def reader(self) -> tuple[WebClient, str]:
+    def reader(self) -> Token:
         """Reads go through the bot token when there is one (narrower access than a person's token)."""
         if self.bot is not None:
-            return self.bot, "SLACK_BOT_TOKEN"
+            return Token(self.bot, "SLACK_BOT_TOKEN")
         if self.user is not None:
-            return self.user, "SLACK_USER_TOKEN"
+            return Token(self.user, "SLACK_USER_TOKEN")
         raise ToolError("Slack is not configured: set SLACK_BOT_TOKEN and/or SLACK_USER_TOKEN")
 
-    def searcher(self) -> tuple[WebClient, str]:
+    def searcher(self) -> Token:
         if self.user is None:
             raise ToolError("searchMessages needs a Slack user token: set SLACK_USER_TOKEN (xoxp-, scope "
                             "search:read); a bot token cannot search. Meanwhile use getConversationHistory or "
                             "getThreadMessages on a known channel.")
-        return self.user, "SLACK_USER_TOKEN"
+        return Token(self.user, "SLACK_USER_TOKEN")
 
 
 def make_client(config: SlackConfig, sleep: Callable[[float], None] = time.sleep) -> SlackClients:
