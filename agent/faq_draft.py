@@ -40,9 +40,10 @@ from agent.slack.handle import is_public
 from agent.slack.markers import read as read_marker
 from agent.slack.ratings import SCAN_MAX_RETRIES, RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
-from agent.slack.trigger import env_channels, is_channel_id
+from agent.slack.trigger import env_channels
 from mcp_lib.config import ConfigError, env_bool, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
+from mcp_lib.ids import is_channel_id
 from mcp_lib.platforms import faq
 from mcp_lib.platforms import slack as slack_platform
 

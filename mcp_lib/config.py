@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 from urllib.parse import urlparse
 
 from .errors import EXIT_BAD_INPUT, ExitError
@@ -54,29 +54,28 @@ def check_url(name: str, value: str) -> str:
     return value
 
 
+N = TypeVar("N", int, float)
+
+
 def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env_str(env, name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(name, f"{raw!r} is not a whole number") from None
-    if value < minimum:
-        raise ConfigError(name, f"must be at least {minimum}, got {value}")
-    return value
+    return _env_number(env, name, int, "a whole number", default, minimum)
 
 
 def env_float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
+    return _env_number(env, name, float, "a number", default, minimum)
+
+
+def _env_number(env: Mapping[str, str], name: str, parse: Callable[[str], N], kind: str, default: N,
+                minimum: N) -> N:
     raw = env_str(env, name)
     if raw is None:
         return default
     try:
-        value = float(raw)
+        value = parse(raw)
     except ValueError:
-        raise ConfigError(name, f"{raw!r} is not a number") from None
+        raise ConfigError(name, f"{raw!r} is not {kind}") from None
     if value != value:  # NaN passes every "at least" check and then disables the limit it sets
-        raise ConfigError(name, f"{raw!r} is not a number")
+        raise ConfigError(name, f"{raw!r} is not {kind}")
     if value < minimum:
         raise ConfigError(name, f"must be at least {minimum}, got {value}")
     return value

@@ -28,6 +28,11 @@ def is_channel_id(value: str) -> bool:
     return CHANNEL_RE.fullmatch(value) is not None
 
 
+def is_dm_id(channel: str) -> bool:
+    """A direct message by its id alone (group DMs have C/G ids: only conversations.info tells them)."""
+    return channel.startswith("D")
+
+
 def is_user_id(value: str) -> bool:
     return USER_RE.fullmatch(value) is not None
 

@@ -43,9 +43,10 @@ from agent.slack.blocks import (
 from agent.slack.handle import is_public
 from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, SCAN_MAX_RETRIES, RatedAnswer, Scanner, local_time
 from agent.slack.split import slack_len
-from agent.slack.trigger import USER_RE, env_channels, is_channel_id, is_dm_id
+from agent.slack.trigger import env_channels
 from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
+from mcp_lib.ids import USER_RE, is_channel_id, is_dm_id
 from mcp_lib.platforms import slack as slack_platform
 
 _DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)

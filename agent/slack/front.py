@@ -37,11 +37,9 @@ from agent.slack.trigger import (
     TriggerSettings,
     check_ignore,
     from_options,
-    is_channel_id,
-    is_dm_id,
     load_event,
 )
-from mcp_lib import Caller
+from mcp_lib import Caller, ids
 from mcp_lib.config import env_float, env_str
 
 if TYPE_CHECKING:
@@ -213,7 +211,7 @@ class Front:
     def _free_question(self, text: str, dry_run: bool) -> int:
         """workflow_dispatch ``question``: answered in HELPBOT_QUESTION_CHANNEL when set, else printed."""
         channel = env_str(self.env, "HELPBOT_QUESTION_CHANNEL")
-        if channel and (not is_channel_id(channel) or is_dm_id(channel)):
+        if channel and (not ids.is_channel_id(channel) or ids.is_dm_id(channel)):
             raise ConfigError("HELPBOT_QUESTION_CHANNEL", f"{channel!r} is not a channel ID (like C0123456789)")
         if not channel or dry_run:
             target = Target(where="(printed: no channel)", dry_run=dry_run)

@@ -45,7 +45,7 @@ import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from agent.errors import BadInput, DispatchError, error_line
-from agent.slack.trigger import DISPATCH_EVENT_TYPE, EVENT_TYPES, TriggerSettings, check_ignore, parse_event_data
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, TriggerSettings, check_ignore, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
@@ -202,7 +202,8 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
         log(f"ignored Slack retry {retry} ({RETRY_ALREADY_DELIVERED}: the first delivery arrived)")
         return reply(200, "ignored: retry")
     event = envelope.get("event")
-    if envelope.get("type") != "event_callback" or not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
+    if (envelope.get("type") != "event_callback" or not isinstance(event, dict)
+            or event.get("type") not in TRIGGER_EVENTS):
         return reply(200, "ignored: not a reaction_added or app_mention event")
     try:
         trigger = parse_event_data(envelope)

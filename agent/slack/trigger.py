@@ -38,7 +38,7 @@ MAX_EVENT_DEPTH = 32  # the deepest real event (workflow_dispatch) nests about 5
 # The payload keys a trigger may carry. Unknown keys are an error: "chanel" must not be silently dropped.
 PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id",
                           "mention"})
-EVENT_TYPES = frozenset({"reaction_added", "app_mention"})  # the Slack events that trigger an answer
+TRIGGER_EVENTS = frozenset({"reaction_added", "app_mention"})  # the Slack events that trigger an answer
 WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run"})
 
 # Whole-value patterns: always used with fullmatch (``match`` with ``$`` would accept a trailing newline).
@@ -197,7 +197,7 @@ def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
         return _from_mention(data, event)
     if event.get("type") != "reaction_added":
         raise BadInput(f"Slack event type is {event.get('type')!r}; helpbot handles "
-                       f"{' and '.join(repr(t) for t in sorted(EVENT_TYPES))}")
+                       f"{' and '.join(repr(t) for t in sorted(TRIGGER_EVENTS))}")
     item = event.get("item")
     if not isinstance(item, dict):
         raise BadInput("reaction_added event has no 'item' object")
@@ -281,21 +281,11 @@ def normalize_reaction(name: str) -> str:
     return _SKIN_TONE_RE.sub("", name.strip().strip(":")).lower()
 
 
-def is_channel_id(value: str) -> bool:
-    """A Slack conversation ID (``C…``, ``G…``, ``D…``); the whole value, nothing trailing."""
-    return ids.is_channel_id(value)
-
-
-def is_dm_id(channel: str) -> bool:
-    """A direct message by its ID alone (group DMs have C/G IDs: only conversations.info tells them)."""
-    return channel.startswith("D")
-
-
 def env_channels(env: Mapping[str, str], variable: str) -> list[str]:
     """A list of channel IDs from the environment (HELPBOT_CHANNELS), de-duplicated; a bad one is ConfigError."""
     channels = list(dict.fromkeys(env_list(env, variable)))
     for channel in channels:
-        if not is_channel_id(channel):
+        if not ids.is_channel_id(channel):
             raise ConfigError(variable, f"{channel!r} is not a channel ID (like C0123456789)")
     return channels
 
@@ -381,7 +371,7 @@ def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
     """The ignores that need no Slack call. The glue still checks authorship and "already answered" in Slack."""
     if trigger.reaction is not None and trigger.reaction != settings.reaction:
         return Ignore(f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
-    if trigger.channel and is_dm_id(trigger.channel):
+    if trigger.channel and ids.is_dm_id(trigger.channel):
         return Ignore(f"{trigger.channel} is a direct message; helpbot answers in channels only")
     if trigger.channel and settings.channels and trigger.channel not in settings.channels:
         return Ignore(f"channel {trigger.channel} is not in HELPBOT_CHANNELS")

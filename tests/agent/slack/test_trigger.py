@@ -264,7 +264,8 @@ def test_a_reaction_helpbot_adds_itself_cannot_be_the_trigger(reaction: str) -> 
 
 
 def test_channel_lists_are_validated_and_deduplicated_in_one_place() -> None:
-    from agent.slack.trigger import env_channels, is_channel_id
+    from agent.slack.trigger import env_channels
+    from mcp_lib.ids import is_channel_id
 
     assert env_channels({"HELPBOT_CHANNELS": "C0AAA, C0BBB C0AAA"}, "HELPBOT_CHANNELS") == ["C0AAA", "C0BBB"]
     with pytest.raises(ConfigError, match="'#general' is not a channel ID"):
