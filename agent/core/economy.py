@@ -54,7 +54,7 @@ class Economy:
         if not final and self.estimate(r) > s.summary_threshold_tokens:
             self._summarize(r, deadline)
         if not self.fits(r):
-            cut_ids = h.fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r))
+            cut_ids = h.fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), r.calibration)
             r.cut.update(cut_ids)
             self.event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self.estimate(r))
         if not self.fits(r):
@@ -71,13 +71,16 @@ class Economy:
 
     # -- summaries ---------------------------------------------------------------------------------------------
     def _summarize(self, r: Run, deadline: float) -> None:
-        """Replace the contents of tool results the model has already read by notes from the summary model."""
+        """Replace the contents of every tool result the model has already read by notes from the summary model,
+        the notes going at the end of the newest message. All of them, not just enough to get under the
+        threshold: a result kept after the first summarized one would be written to the cache again (1.25x),
+        so the request falls as far as the newest round allows (hysteresis: the next summary is rounds away)
+        and the prefix before the first summarized result is still read from the cache."""
         read = h.tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
         refs = [ref for ref in read if ref.tool_use_id not in r.summarized]
         if sum(h.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
         before = self.estimate(r)
-        refs = self._oldest_enough(r, refs, before - self.settings.summary_low_water_tokens)
         self.progress(r, "summarizing")
         summary, fallback = self._new_notes(r, refs, deadline)
         for ref in refs:
@@ -86,22 +89,9 @@ class Economy:
             r.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
                                 if src not in r.notes_sources]
         r.notes = summary
-        h.set_notes(r.messages, r.question_index, h.notes_text(r.notes, r.notes_sources))
+        h.set_notes(r.messages, len(r.messages) - 1, h.notes_text(r.notes, r.notes_sources))
         self.event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self.estimate(r),
                    fallback=fallback)
-
-    @staticmethod
-    def _oldest_enough(r: Run, refs: list[h.ResultRef], needed: int) -> list[h.ResultRef]:
-        """The oldest results whose contents free ``needed`` tokens (down to the low-water mark): newer ones
-        stay as they are, and so does the cached prefix before the first summarized result."""
-        chosen: list[h.ResultRef] = []
-        freed = 0
-        for ref in refs:
-            if freed >= needed:
-                break
-            chosen.append(ref)
-            freed += int(h.estimate_tokens(ref.content) * r.calibration)
-        return chosen
 
     def _new_notes(self, r: Run, refs: list[h.ResultRef], deadline: float) -> tuple[str, str | None]:
         """The notes so far and these results, compressed by the summary model -- within the budget and its own

@@ -149,29 +149,37 @@ class Agent:
         return None
 
     def _final_answer(self, r: Run, reason: Forced) -> Answer:
-        """One more request, tools still defined but ``tool_choice: none``: the answer from what was gathered."""
+        """One more request for the answer from what was gathered, the note saying so. It keeps the tools and
+        ``tool_choice: auto``, so the cached transcript is read (another tool_choice misses every cached message);
+        only if the model still asks for tools (the text beside a call is its preamble, not an answer) is it asked
+        again with ``tool_choice: none``."""
         self._event(r, "forced_final", reason=reason, rounds=r.rounds)
         self._progress(r, "answering")
         last = r.messages[-1]  # the question or the last round's results: the note joins that user message
         r.messages[-1] = {**last, "content": [*last["content"], {"type": "text", "text": FORCED_NOTES[reason]}]}
-        response = self._request(r, final=True)
+        response = self._request(r, final=True, strict=len(r.messages) == 1)
+        if response.tool_uses:
+            self._event(r, "forced_final_again", tool_uses=[c["name"] for c in response.tool_uses])
+            response = self._request(r, final=True, strict=True)
         r.messages.append({"role": "assistant", "content": response.content})
         return self._finish(r, response.text, reason)
 
     # -- one model request -------------------------------------------------------------------------------------
-    def _request(self, r: Run, *, final: bool) -> ModelResponse:
+    def _request(self, r: Run, *, final: bool, strict: bool = False) -> ModelResponse:
         """Send the transcript, made to fit the budget, with cache breakpoints. A request for more tools must end
-        by the soft deadline; the final answer may use the time kept back for it."""
+        by the soft deadline; the final answer may use the time kept back for it, and a ``strict`` one allows no
+        tool call (``tool_choice: none``)."""
         assert self.model is not None
         deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
         estimate = self.economy.fit(r, deadline, final)
-        system, tools, messages = h.cached_request(r.plan.system, r.plan.schemas, r.messages, final=final)
+        system, tools, messages = h.cached_request(r.plan.system, r.plan.schemas, r.messages, write=not final,
+                                                      read=not strict, cache=r.cache)
         self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))
         began = self.clock()
-        choice = ({"type": "none"} if final else {"type": "auto"}) if tools else None
+        choice = ({"type": "none"} if strict else {"type": "auto"}) if tools else None
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
-                                             self.settings.model, deadline, self.clock))
+                                             self.settings.model, deadline, self.clock, final=final))
         response = replace(response, content=h.valid_text(response.content))  # untrusted text, made valid UTF-8
         r.tally(self.settings.model, response.usage)
         self.economy.calibrate(r, response.usage)

@@ -14,7 +14,7 @@ import base64
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -146,17 +146,53 @@ def _with_cache(block: dict[str, Any]) -> dict[str, Any]:
     return {**block, "cache_control": CACHE}
 
 
-def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], final: bool = False
+@dataclass
+class CacheState:
+    """Where the cache entries of a run's earlier requests end (message indices), and the messages as they were
+    then. Messages are replaced, never mutated, so an entry stays valid while every message up to it is still the
+    same object; a summary or a budget cut that replaces an earlier message invalidates the entries from there."""
+
+    entries: list[int] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+    def valid_entry(self, messages: list[dict[str, Any]]) -> int | None:
+        """The end of the longest prefix still cached (a message index), or None."""
+        same = 0
+        for now, then in zip(messages, self.sent, strict=False):
+            if now is not then:
+                break
+            same += 1
+        self.entries = [i for i in self.entries if i < same]
+        return max(self.entries, default=None)
+
+    def record(self, messages: list[dict[str, Any]], marked: list[int]) -> None:
+        self.sent = list(messages)
+        self.entries = sorted(set(self.entries) | set(marked))
+
+
+def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
+                   write: bool = True, read: bool = True, cache: CacheState | None = None
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Copies of system, tools and messages with the (at most 4) cache breakpoints: the last tool, the system
-    block, the last block of the previous request's final user message (where the last cache entry was written,
-    so this request reads it) and the last block of the conversation (written for the next request -- unless
-    this is the final request, where a write would cost 1.25x for nothing)."""
+    """Copies of system, tools and messages with the (at most 4) cache breakpoints: the system block (tools and
+    system: the prefix every request shares); the end of the longest prefix an earlier request cached and that is
+    still unchanged (after a summary, the part before the first summarized result is read, not written again);
+    the last block of the previous request's final user message (where the last entry was written, so this
+    request reads it); and, when ``write``, the last block of the conversation (written for the next request; a
+    final request has none, and a write would cost 1.25x for nothing). Without ``read`` (a request whose
+    ``tool_choice`` differs from the earlier ones', which misses every message entry by Anthropic's caching
+    rules) no message is marked. A spare breakpoint goes on the last tool."""
+    marked: list[int] = []
+    if read:
+        if write:
+            marked.append(len(messages) - 1)
+        if len(messages) >= 3 and messages[-3]["role"] == "user":
+            marked.append(len(messages) - 3)
+        stable = cache.valid_entry(messages) if cache is not None else None
+        if stable is not None and stable not in marked:
+            marked.append(stable)
     system_blocks = [_with_cache({"type": "text", "text": system})]
-    cached_tools = [*tools[:-1], _with_cache(tools[-1])] if tools else []
-    marked = [] if final and len(messages) > 1 else [len(messages) - 1]
-    if len(messages) >= 3 and messages[-3]["role"] == "user":
-        marked.append(len(messages) - 3)
+    spare = len(marked) < 3
+    cached_tools = [*tools[:-1], _with_cache(tools[-1])] if tools and spare else list(tools)
     out = list(messages)
     for index in marked:
         content = out[index]["content"]
@@ -164,6 +200,8 @@ def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict
             content = [{"type": "text", "text": content}]
         if content:
             out[index] = {**out[index], "content": [*content[:-1], _with_cache(content[-1])]}
+    if cache is not None:
+        cache.record(messages, [i for i in marked if out[i] is not messages[i]])
     return system_blocks, cached_tools, out
 
 
@@ -211,20 +249,50 @@ def uncut(text: str) -> str:
 
 
 # -- the hard budget -------------------------------------------------------------------------------------------
-def fit_budget(messages: list[dict[str, Any]], budget: int, estimate: Callable[[], int]) -> list[str]:
+def fit_budget(messages: list[dict[str, Any]], budget: int, estimate: Callable[[], int], scale: float = 1.0
+               ) -> list[str]:
     """Halve the largest tool results (any round) until the request estimate is within ``budget``.
     Returns the tool_use ids that were cut; may return with the budget still exceeded only when no tool
-    result is left to cut (the caller decides what then)."""
+    result is left to cut (the caller decides what then). Incremental: each halving subtracts what the cut
+    text counted (times ``scale``, the run's calibration) instead of estimating the whole transcript again;
+    the full estimate is taken once at the start and once to confirm."""
     cut_ids: list[str] = []
-    while estimate() > budget:
-        candidates = [ref for ref in tool_results(messages) if len(ref.content) > MIN_CUT_CHARS * 2]
-        if not candidates:
+    current = estimate()
+    while current > budget:
+        refs = {(ref.message, ref.block): ref for ref in tool_results(messages) if len(ref.content) > MIN_CUT_CHARS * 2}
+        if not refs:
             break
-        largest = max(candidates, key=lambda ref: len(ref.content))
-        keep = max(MIN_CUT_CHARS, len(largest.content) // 2)
-        replace_result(messages, largest, cut(uncut(largest.content), keep))
-        cut_ids.append(largest.tool_use_id)
+        while current > budget and refs:
+            key = max(refs, key=lambda k: len(refs[k].content))
+            largest = refs.pop(key)
+            keep = max(MIN_CUT_CHARS, len(largest.content) // 2)
+            shorter = cut(uncut(largest.content), keep)
+            replace_result(messages, largest, shorter)
+            cut_ids.append(largest.tool_use_id)
+            current -= int((_json_tokens(largest.content) - _json_tokens(shorter)) * scale)
+            if len(shorter) > MIN_CUT_CHARS * 2:
+                refs[key] = ResultRef(largest.message, largest.block, largest.tool_use_id, largest.name,
+                                      largest.input, shorter)
+        current = estimate()
     return cut_ids
+
+
+def _json_tokens(text: str) -> int:
+    return estimate_tokens(json.dumps(text, ensure_ascii=False))
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
+    """``text`` cut (with the marker) so that its estimate is at most about ``tokens``."""
+    estimate = estimate_tokens(text)
+    if estimate <= tokens:
+        return text
+    chars = len(text)
+    for _ in range(4):  # the ratio of characters to tokens varies along mixed text: refine a few times
+        chars = max(MIN_CUT_CHARS, int(chars * tokens / max(1, estimate)))
+        estimate = estimate_tokens(text[:chars])
+        if estimate <= tokens:
+            break
+    return cut(text, chars)
 
 
 def trim_history(messages: list[dict[str, Any]], question_index: int, fits: Callable[[], bool]) -> tuple[int, int]:
@@ -309,10 +377,23 @@ def notes_text(summary: str, sources: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def set_notes(messages: list[dict[str, Any]], question_index: int, text: str) -> None:
-    """Put (or replace) the notes block in the question message."""
-    message = messages[question_index]
-    blocks = [b for b in message["content"]
-              if not (b.get("type") == "text" and b.get("text", "").startswith(NOTES_HEADER))]
-    messages[question_index] = {**message, "content": [*blocks, {"type": "text", "text": text}]}
+def set_notes(messages: list[dict[str, Any]], index: int, text: str) -> None:
+    """Put the notes block at the end of message ``index`` (the newest user message, so the cached prefix before
+    it stays as it was), removing the block from wherever an earlier summary put it. The question is never
+    touched."""
+    for i, message in enumerate(messages):
+        if i != index and isinstance(message["content"], list) and any(_is_notes(b) for b in message["content"]):
+            messages[i] = {**message, "content": [b for b in message["content"] if not _is_notes(b)]}
+    message = messages[index]
+    blocks = [b for b in message["content"] if not _is_notes(b)]
+    messages[index] = {**message, "content": [*blocks, {"type": "text", "text": text}]}
 
+
+def _is_notes(block: dict[str, Any]) -> bool:
+    return block.get("type") == "text" and str(block.get("text", "")).startswith(NOTES_HEADER)
+
+
+def notes_of(messages: list[dict[str, Any]]) -> str:
+    """The current notes block's text ("" when nothing was summarized yet)."""
+    return next((b["text"] for m in messages if isinstance(m["content"], list) for b in m["content"]
+                 if _is_notes(b)), "")

@@ -47,6 +47,7 @@ class Request:
     model: str
     deadline: float | None = None
     clock: Clock | None = field(default=None, compare=False, repr=False)
+    final: bool = False  # the loop's request for the final answer (not sent: the messages carry the note)
 
     @property
     def system_text(self) -> str:
@@ -64,8 +65,9 @@ class Request:
 
     @property
     def forced(self) -> bool:
-        """The final answer: tools still defined, but the model may not call them."""
-        return (self.tool_choice or {}).get("type") == "none"
+        """The final answer: tools still defined, the note asking for the answer, and (``tool_choice: none``)
+        perhaps no tool call allowed."""
+        return self.final or (self.tool_choice or {}).get("type") == "none"
 
     def tool_results(self) -> list[dict[str, Any]]:
         """The tool_result blocks of the last user message."""

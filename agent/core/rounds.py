@@ -143,7 +143,8 @@ class ToolRound:
                 r.seen.clear()  # what was read before may have changed
         elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
             r.seen[_call_key(call)] = (r.rounds, call["id"])
-        return h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
+        content = h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
+        return h.cut_to_tokens(content, int(self.settings.tool_result_max_tokens / r.calibration))
 
     def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: dict[str, tuple[ToolOutcome, float]]
                     ) -> tuple[str, bool]:

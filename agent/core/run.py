@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
+from agent.core.messages import CacheState
 from agent.core.model import Usage
 from agent.core.tools import ToolExecutor
 
@@ -146,7 +147,8 @@ class Run:
     notes: str = ""  # the summary so far; the notes block adds notes_sources to it
     notes_sources: list[dict[str, str]] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
-    calibration: float = 1.0  # how much the reported usage exceeded our estimate (never below 1)
+    calibration: float = 1.0  # reported usage / our estimate, within the economy's bounds
+    cache: CacheState = field(default_factory=CacheState)  # where earlier requests' cache entries end
 
     def add_sources(self, tool_use_id: str, sources: list[dict[str, str]]) -> None:
         self.sources_by_id.setdefault(tool_use_id, [])

@@ -58,6 +58,9 @@ class Settings:
     summary_max_tokens: int = 2048
     summary_timeout_s: float = 25.0  # a slow or throttled summary model gives up this soon (notes fall back)
     tool_result_max_chars: int = 24_000  # last line of defence; mcp_lib's own limits are tighter
+    # One result's cap in (calibrated) estimated tokens: small against the summary threshold (an eighth), so one
+    # round of a few results does not fill it and summaries stay rare.
+    tool_result_max_tokens: int = 7_500
     max_question_chars: int = 20_000
     timezone: str = "Asia/Tokyo"
     # USD per million tokens; None: the list price of the model's family (LIST_PRICES).
@@ -67,12 +70,6 @@ class Settings:
     summary_price_output: float | None = None
     max_cost_usd: float | None = None  # the run's spend cap (estimated); None: no cap
     now: datetime | None = None  # HELPBOT_NOW: a fixed "now" for the date context (replays, evals)
-
-    @property
-    def summary_low_water_tokens(self) -> int:
-        """A summary brings the request down to this, well under the threshold (hysteresis): the next one is
-        rounds away, and the cached prefix is reread in between."""
-        return self.summary_threshold_tokens * 2 // 5
 
     @property
     def final_reserve_s(self) -> float:
@@ -123,6 +120,7 @@ class Settings:
             request_budget_tokens=budget,
             summary_threshold_tokens=threshold,
             summary_timeout_s=env_float(env, "HELPBOT_SUMMARY_TIMEOUT_S", d.summary_timeout_s, minimum=1.0),
+            tool_result_max_tokens=max(500, min(d.tool_result_max_tokens, threshold // 8)),
             tool_result_max_chars=env_int(env, "HELPBOT_TOOL_RESULT_MAX_CHARS", d.tool_result_max_chars,
                                           minimum=1_000),
             timezone=timezone,

@@ -105,7 +105,8 @@ def test_a_tool_use_round_trip_through_the_sdk(stub: BedrockStub) -> None:
         "type": "tool_use", "id": "toolu_bdrk_01", "name": "faq_search", "input": {"query": "Shopify 在庫同期 遅延"}}
 
 
-def test_the_forced_final_request_keeps_the_tools_and_sends_tool_choice_none(stub: BedrockStub) -> None:
+def test_the_final_request_keeps_the_tools_and_asks_again_with_tool_choice_none_if_the_model_calls_one(
+        stub: BedrockStub) -> None:
     def responder(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
         if body["tool_choice"] == {"type": "none"}:
             return stub_lib.text("集めた情報から回答します。")
@@ -115,8 +116,14 @@ def test_the_forced_final_request_keeps_the_tools_and_sends_tool_choice_none(stu
     agent = Agent(bedrock(stub, FakeClock()), RegistryTools(Registry(env={})), Settings(max_rounds=2))
     answer = agent.run("在庫がずれる")
     assert answer.stop == "round_limit" and answer.rounds == 2 and answer.text == "集めた情報から回答します。"
-    final = stub.requests[-1].body
-    assert len(stub.requests) == 3 and final["tool_choice"] == {"type": "none"}
+    asked, final = stub.requests[-2].body, stub.requests[-1].body
+    assert len(stub.requests) == 4
+    # first asked with tool_choice auto (the cached transcript is read) -- the model called a tool anyway
+    assert asked["tool_choice"] == {"type": "auto"} and "cache_control" in asked["messages"][-3]["content"][-1]
+    assert asked["messages"][-1]["content"][-1]["text"].startswith("[helpbot] The tool rounds are used up.")
+    assert final["tool_choice"] == {"type": "none"} and final["messages"] == [
+        {**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
+        for m in asked["messages"]]  # the same transcript, the ignored call not kept
     assert [t["name"] for t in final["tools"]] == ["faq_search", "faq_getEntry"]
     last = final["messages"][-1]["content"]
     assert last[0]["type"] == "tool_result" and last[-1]["type"] == "text"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.core.loop import FORCED_NOTES, Agent
-from agent.core.messages import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, request_tokens
+from agent.core.messages import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, notes_of, request_tokens
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
 from agent.core.run import Prelude, Progress, Turn
 from agent.core.scripted import Request, ScriptedModel, calls, text
@@ -177,7 +177,7 @@ def test_a_write_makes_earlier_reads_stale_and_runs_its_round_in_order() -> None
     check_transcript(answer.messages)
 
 
-def test_round_limit_forces_a_final_answer_with_tools_kept_and_tool_choice_none() -> None:
+def test_round_limit_asks_for_a_final_answer_with_tools_kept_and_the_cache_read() -> None:
     tools = FakeTools({"faq_search": lambda a: item(int(a["query"]))})
 
     def script(request: Request) -> Any:
@@ -189,8 +189,10 @@ def test_round_limit_forces_a_final_answer_with_tools_kept_and_tool_choice_none(
     answer = agent.run("q")
     assert answer.rounds == 3 and answer.stop == "round_limit"
     assert len(model.requests) == 4
-    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 3 + [{"type": "none"}]
+    # tool_choice stays auto: another value would miss every cached message; the note asks for the answer
+    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 4
     final = model.requests[-1]
+    assert final.final and "cache_control" in final.messages[-3]["content"][-1]
     assert [t["name"] for t in final.tools] == ["faq_search"]  # tools stay defined (or Bedrock answers 400)
     assert final.messages[-1]["content"][-1]["text"] == FORCED_NOTES["round_limit"]
     assert len(final.tool_results()) == 1  # the last round's results are still answered
@@ -233,6 +235,25 @@ def test_deadline_forces_the_final_answer() -> None:
     assert answer.seconds == 300
 
 
+def test_a_model_that_calls_a_tool_in_the_final_request_is_asked_again_with_tool_choice_none() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+
+    def script(request: Request) -> Any:
+        if request.tool_choice == {"type": "none"}:
+            return "From what was found: [#1](https://redmine.example/issues/1)"
+        return calls(("faq_search", {"query": str(request.round)}), thought="もう少し調べます。")
+
+    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=2))
+    answer = agent.run("q")
+    assert answer.stop == "round_limit" and answer.text.startswith("From what was found")  # not the preamble
+    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 3 + [{"type": "none"}]
+    strict = model.requests[-1]
+    assert strict.messages[-1]["content"][-1]["text"] == FORCED_NOTES["round_limit"]
+    assert "cache_control" not in json.dumps(strict.messages)  # tool_choice none reads no cached message
+    assert any(e["event"] == "forced_final_again" for e in answer.trace)
+    check_transcript(answer.messages)
+
+
 def long_result(n: int) -> dict[str, Any]:
     return item(n, body=f"チケット{n}の調査ログ。" * 150)  # ~2,000 characters of Japanese per result
 
@@ -262,8 +283,11 @@ def test_summarization_replaces_read_results_keeps_pairs_and_urls() -> None:
     main_requests = [r for r in model.requests if r.model == "main"]
     last = main_requests[-1]
     check_transcript(last.messages)
-    notes = [b["text"] for b in last.messages[0]["content"] if b["text"].startswith(NOTES_HEADER)]
+    notes = [b["text"] for m in last.messages for b in m["content"] if b.get("text", "").startswith(NOTES_HEADER)]
     assert len(notes) == 1
+    for request in main_requests:  # the question is never rewritten: the cached prefix before it stays valid
+        assert request.messages[0]["content"][0]["text"] == "在庫同期が遅れる原因は？"
+        assert len(request.messages[0]["content"]) == 1
     results = [b for m in last.messages for b in m["content"] if b.get("type") == "tool_result"]
     summarized = [b for b in results if b["content"] == SUMMARIZED_STUB]
     assert summarized, "no tool result was summarized"
@@ -290,7 +314,7 @@ def test_summarization_falls_back_when_the_summary_model_is_down() -> None:
     agent, _ = make_agent(script, tools, settings)
     answer = agent.run("q")
     assert answer.text == "done" and not answer.degraded
-    notes = answer.messages[0]["content"][-1]["text"]
+    notes = notes_of(answer.messages)
     assert notes.startswith(NOTES_HEADER) and "https://redmine.example/issues/1" in notes
     assert "チケット1の調査ログ" in notes  # the head of each result, kept mechanically
     assert any(e["event"] == "summary" and e["fallback"] for e in answer.trace)
@@ -322,11 +346,11 @@ def test_cache_breakpoints_at_most_four_and_not_stored_in_the_transcript() -> No
     tools = FakeTools({"faq_search": lambda a: item(1), "other": lambda a: item(2)})
 
     def script(request: Request) -> Any:
-        return calls(("faq_search", {"query": str(request.round)}))
+        return "done" if request.forced else calls(("faq_search", {"query": str(request.round)}))
 
     agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=3))
     answer = agent.run("q")
-    final = model.requests[-1]  # nothing follows the forced answer: it reads the cache but writes none
+    final = model.requests[-1]  # nothing follows the final answer: it reads the cache but writes none
     assert final.forced and final.cache_breakpoints == 3
     assert "cache_control" in final.messages[-3]["content"][-1]
     assert "cache_control" not in final.messages[-1]["content"][-1]
@@ -719,7 +743,8 @@ def test_notes_keep_one_source_list_however_often_they_are_summarized() -> None:
     agent, _ = make_agent(script, tools, settings)
     answer = agent.run("q")
     assert sum(e["event"] == "summary" for e in answer.trace) >= 4
-    notes = answer.messages[0]["content"][-1]["text"]
+    notes = notes_of(answer.messages)
+    assert json.dumps(answer.messages, ensure_ascii=False).count(NOTES_HEADER) == 1  # one block, wherever it is
     assert notes.count(NOTES_HEADER) == 1 and notes.count("Sources seen in the summarized results:") == 1
     for n in range(1, 9):
         if f"issues/{n}\"" in json.dumps(answer.messages):
@@ -742,13 +767,13 @@ def test_a_result_cut_for_the_budget_is_still_summarized_later() -> None:
         return calls(("redmine_getIssue", {"n": request.round})) if request.round <= 4 else "done"
 
     settings = replace(SETTINGS, model="main", summary_model="summary", request_budget_tokens=20_000,
-                       summary_threshold_tokens=12_000)
+                       summary_threshold_tokens=12_000, tool_result_max_tokens=50_000)  # the budget must cut
     agent, model = make_agent(script, tools, settings)
     answer = agent.run("q")
     assert any(e["event"] == "budget_cut" and e["tool_use_ids"] for e in answer.trace)
     [note] = [r for r in model.requests if r.model == "main"][2].tool_results()
     assert "shortened to fit the request budget" in note["content"] and "summarized" not in note["content"]
-    notes = answer.messages[0]["content"][-1]["text"]
+    notes = notes_of(answer.messages)
     assert notes.startswith(NOTES_HEADER) and "https://logs.example/dump" in notes
     check_transcript(answer.messages)
 
@@ -892,3 +917,17 @@ def test_the_spend_cap_moves_the_run_to_its_final_answer() -> None:
 def test_an_empty_spend_cap_means_no_cap() -> None:
     assert Settings.from_env({"HELPBOT_MAX_COST_USD": ""}).max_cost_usd is None
     assert Settings.from_env({"HELPBOT_MAX_COST_USD": "0.25"}).max_cost_usd == 0.25
+
+
+def test_one_tool_result_is_capped_small_against_the_summary_threshold() -> None:
+    tools = FakeTools({"dump": lambda a: ToolOutcome("在庫同期ログ。" * 3_000)})  # ~31,500 estimated tokens
+
+    def script(request: Request) -> Any:
+        return calls(("dump", {})) if request.round == 1 else "done"
+
+    settings = replace(SETTINGS, tool_result_max_tokens=2_000)
+    agent, model = make_agent(script, tools, settings)
+    agent.run("q")
+    [result] = model.requests[1].tool_results()
+    assert 1_500 < estimate_tokens(result["content"]) <= 2_100 and "more characters cut" in result["content"]
+    assert Settings.from_env({"HELPBOT_SUMMARY_THRESHOLD_TOKENS": "8000"}).tool_result_max_tokens == 1_000

@@ -1,0 +1,82 @@
+"""The transcript operations behind the token economy: cache breakpoints that follow what is still cached, the
+incremental budget cut, the token cap of one result, and where the notes go."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.core import messages as h
+
+
+def _transcript(rounds: int, chars: int = 2_000) -> list[dict[str, Any]]:
+    messages = [h.user_message("在庫同期が遅れる原因は？")]
+    for n in range(1, rounds + 1):
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{n}", "name": "redmine_getIssue", "input": {"n": n}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"チケット{n}の調査ログ。" * (chars // 10)}]})
+    return messages
+
+
+def _marked(messages: list[dict[str, Any]]) -> list[int]:
+    return [i for i, m in enumerate(messages) if any("cache_control" in b for b in m["content"])]
+
+
+def test_breakpoints_read_the_longest_prefix_still_cached_after_a_summary() -> None:
+    messages = _transcript(4)
+    cache = h.CacheState()
+    for size in range(1, len(messages) + 1, 2):  # the requests of rounds 0..4 as the transcript grew
+        h.cached_request("system", [{"name": "t", "input_schema": {}}], messages[:size], cache=cache)
+    assert cache.entries[-2:] == [6, 8]
+    # a summary replaces the results of rounds 2 and 3 (messages 4 and 6) and puts the notes in the newest one
+    for ref in [r for r in h.tool_results(messages) if r.tool_use_id in ("t2", "t3")]:
+        h.replace_result(messages, ref, h.SUMMARIZED_STUB)
+    h.set_notes(messages, len(messages) - 1, h.notes_text("- 要約", []))
+    system, tools, out = h.cached_request("system", [{"name": "t", "input_schema": {}}], messages, cache=cache)
+    assert _marked(out) == [2, 6, 8]  # round 1's results: the prefix still cached, read and not written again
+    assert "cache_control" in system[0] and "cache_control" not in tools[-1]  # four breakpoints at most
+    assert out[0] is messages[0] and messages[0]["content"] == [{"type": "text", "text": "在庫同期が遅れる原因は？"}]
+    assert "cache_control" not in json.dumps(messages)
+
+
+def test_a_request_that_cannot_read_the_cached_messages_marks_none() -> None:
+    messages = _transcript(2)
+    system, tools, out = h.cached_request("system", [{"name": "t", "input_schema": {}}], messages, write=False,
+                                          read=False)
+    assert _marked(out) == [] and "cache_control" in system[0] and "cache_control" in tools[-1]
+    _, _, out = h.cached_request("system", [], messages, write=False)
+    assert _marked(out) == [2]  # the final answer reads the previous request's entry and writes none
+
+
+def test_the_notes_move_to_the_newest_message_and_leave_the_question_alone() -> None:
+    messages = _transcript(3)
+    h.set_notes(messages, 4, h.notes_text("- 一回目", []))
+    h.set_notes(messages, 6, h.notes_text("- 二回目", []))
+    assert h.notes_of(messages).endswith("- 二回目")
+    assert json.dumps(messages, ensure_ascii=False).count(h.NOTES_HEADER) == 1
+    assert messages[6]["content"][0]["type"] == "tool_result"  # tool results stay first, the notes after them
+    assert messages[0] == h.user_message("在庫同期が遅れる原因は？")
+
+
+def test_the_budget_cut_is_incremental_and_ends_within_the_budget() -> None:
+    messages = _transcript(6, chars=20_000)
+    calls = 0
+
+    def estimate() -> int:
+        nonlocal calls
+        calls += 1
+        return h.request_tokens("system", [], messages)
+
+    cut = h.fit_budget(messages, 20_000, estimate)
+    assert estimate() <= 20_000 and len(cut) > 6  # several halvings of the same results
+    assert calls <= 4  # not one whole-transcript estimate per halving (once to start, once or twice to confirm)
+
+
+def test_one_result_is_capped_in_estimated_tokens() -> None:
+    japanese, english = "在庫同期ログ。" * 5_000, "stock sync log line. " * 5_000
+    for text in (japanese, english):
+        capped = h.cut_to_tokens(text, 3_000)
+        assert h.estimate_tokens(h.uncut(capped)) <= 3_000 and "more characters cut" in capped
+        assert h.estimate_tokens(h.uncut(capped)) > 2_400  # cut near the cap, not far below it
+    assert h.cut_to_tokens("短い", 3_000) == "短い"
