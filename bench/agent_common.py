@@ -23,8 +23,10 @@ WORDS = ("在庫同期", "注文取込", "楽天", "Shopify", "Yahoo!ショッ�
 
 def prose(rng: random.Random, chars: int) -> str:
     out: list[str] = []
-    while sum(map(len, out)) < chars:
+    length = 0
+    while length < chars:
         out.append(rng.choice(WORDS) + rng.choice(("の", "が", "を", "で", "、", "。", " ")))
+        length += len(out[-1])
     return "".join(out)[:chars]
 
 

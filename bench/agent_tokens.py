@@ -1,88 +1,122 @@
-"""Bench: what the token economy saves over 10 rounds (21 tool calls), at four result sizes.
+"""Bench: what the token economy saves over 10 rounds (21 tool calls), at four result sizes, on production's path.
 
-The baseline is the same loop with the same *limited* results (mcp_lib's limits and the loop's caps applied)
-resent every round with no prompt cache and no summaries -- what a client without the economy would pay.
-Ours is the real Agent (cache breakpoints, summaries by the cheap model, the hard budget) against a stand-in
-that bills like Bedrock's cache. Two ratios per size:
+Both runs are the real Agent with the real Bedrock client (SdkModel through anthropic[bedrock]) over HTTP to the
+local stub, and the real mcp_lib Growi and GitHub tools (the platforms' cuts, masking, limits) over HTTP to the
+fakes, which serve pages and issues whose bodies are SIZE characters (see ``agent_http``).
 
-- billed: ours (main + summary model, Sonnet-equivalent: reads 0.1x, writes 1.25x, Haiku at 1/3 of Sonnet's
-  input price and 5/3 for its output) / the baseline. Target <= 25 %.
-- cache: what the main model pays / what its own requests would cost uncached. Target <= 50 % (the cache works).
+- *baseline*: the same loop and the same limited results (mcp_lib's limits and the loop's caps), resent every
+  round uncached and never summarized -- a run that could happen: the request budget is raised to 190,000 tokens
+  (under the 200k context window) and the summary threshold just under it; its cost is what its requests count.
+- *ours*: the loop as configured by default (cache breakpoints, summaries by the cheap model, the budget).
 
-Token counts are our pessimistic estimate (1.5 per Japanese character), not a tokenizer; sizes are characters of
-each raw result before the limits.
+Two ratios per size:
+- billed: ours (main + summary model, Sonnet-equivalent input: cache reads 0.1x, writes 1.25x; Haiku input at 1/3
+  of Sonnet's input price and its output at 5/3) / the baseline. Target <= 25 %.
+- cache: what the main model pays / what its own requests would cost uncached. Target <= 50 %.
 
-    uv run python bench/agent_tokens.py
+Token counts are helpbot's pessimistic estimate (1.5 per Japanese character), not a tokenizer. The model latency
+only changes the wall time, not the tokens: the default 0.05 s keeps the bench short; ``--latency 2`` is realistic.
+
+    uv run python bench/agent_tokens.py [--latency 0.05] [--tool-latency 0.02] [--sizes 1,20,50,100]
 """
 
 from __future__ import annotations
 
+import argparse
+import time
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from agent_common import PLAN, BenchTools, CachingBedrock, billed_equivalent, investigation
+from agent_http import (
+    MAIN,
+    REPO,
+    SUMMARY,
+    BillingStub,
+    Knowledge,
+    calls,
+    forced,
+    main_rounds,
+    real_tools,
+    summary_reply,
+)
 
 from agent.core.loop import Agent
-from agent.core.messages import cut, request_tokens
-from agent.core.prompt import build_system_prompt
 from agent.core.settings import Settings
 
 QUESTION = "楽天とShopifyで在庫同期が30分以上遅れることがある。原因と、再発したときの確認手順を教えて。"
-SIZES_KB = (1, 20, 50, 100)
 
 
-def baseline(tools: BenchTools, settings: Settings) -> tuple[int, int]:
-    """Sum and max of the request sizes when the same limited results are resent every round, uncached."""
-    schemas = tools.schemas()
-    system = build_system_prompt(now=datetime(2026, 11, 18, 10, tzinfo=ZoneInfo("Asia/Tokyo")), guide=tools.guide(),
-                                 max_rounds=10)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]
-    total = biggest = 0
-    for number, round_ in enumerate([*PLAN, []], 1):
-        size = request_tokens(system, schemas, messages)
-        total += size
-        biggest = max(biggest, size)
-        if not round_:
-            break
-        uses: list[dict[str, Any]] = [{"type": "tool_use", "id": f"t{number}_{i}", "name": n, "input": a}
-                                      for i, (n, a) in enumerate(round_)]
-        results = [{"type": "tool_result", "tool_use_id": f"t{number}_{i}",
-                    "content": cut(tools.result_json(n, a)[0], settings.tool_result_max_chars)}
-                   for i, (n, a) in enumerate(round_)]
-        messages.append({"role": "assistant", "content": [{"type": "text", "text": "次を確認します。"}, *uses]})
-        messages.append({"role": "user", "content": results})
-    return total, biggest
+def plan(k: Knowledge) -> list[list[tuple[str, dict[str, Any]]]]:
+    """One realistic investigation: searches, then reading issues and pages, round after round (21 calls)."""
+    page = k.page_ids
+    issue = lambda n: ("github_getIssue", {"repo": REPO, "number": n})  # noqa: E731
+    return [
+        [("growi_searchPages", {"query": "在庫同期"}), ("github_searchIssues", {"query": "在庫同期 遅延"}),
+         ("growi_searchPages", {"query": "遅延"})],
+        [issue(1), ("growi_getPage", {"pageId": page[0]})],
+        [issue(2), ("growi_getPage", {"pageId": page[1]})],
+        [("github_searchCode", {"query": "stock_sync"}), issue(3)],
+        [("github_searchIssues", {"query": "429"}), ("growi_getPage", {"pageId": page[2]})],
+        [issue(4), issue(5)],
+        [("github_searchIssues", {"query": "rate limit"}), ("growi_getPage", {"pageId": page[3]})],
+        [issue(6), ("growi_searchPages", {"query": "詰まり"})],
+        [("growi_searchPages", {"query": "再実行 手順"}), ("growi_getPage", {"pageId": page[4]})],
+        [issue(7), ("github_getFileContent", {"repo": REPO, "path": "src/stock_sync.py"})],
+    ]
 
 
-def ours(tools: BenchTools, settings: Settings) -> dict[str, Any]:
-    model = CachingBedrock(investigation)
-    agent = Agent(model, tools, replace(settings, model="main", summary_model="summary"))
-    answer = agent.run(QUESTION)
-    assert answer.rounds == len(PLAN), answer.stop
-    main = answer.usage_by_model["main"]
-    summary = answer.usage_by_model.get("summary")
-    summary_equiv = ((summary.prompt_tokens * 1.0 + summary.output_tokens * 5.0) / 3.0) if summary else 0.0
-    summaries = sum(1 for event in answer.trace if event["event"] == "summary")
-    return {"main": billed_equivalent(main), "main_uncached": main.prompt_tokens, "summary": summary_equiv,
-            "summaries": summaries, "peak": model.max_prompt, "written": main.cache_creation_input_tokens,
-            "read": main.cache_read_input_tokens}
+def run(k: Knowledge, settings: Settings, latency_s: float, tool_latency_s: float) -> tuple[BillingStub, Any]:
+    rounds = plan(k)
+
+    def script(model_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        if model_id == SUMMARY:
+            return summary_reply(body)
+        n = main_rounds(body)
+        if forced(body) or n > len(rounds):
+            return [{"type": "text", "text": "結論: 在庫同期の遅延は 429 のレート制限による再実行待ちです。"}]
+        return calls(n, rounds[n - 1])
+
+    with BillingStub(script, latency_s) as stub, real_tools(k, tool_latency_s) as tools:
+        answer = Agent(stub.model(), tools, settings).run(QUESTION)
+    assert answer.rounds == len(rounds) and not any(c.is_error for c in answer.tool_calls), answer.tool_calls
+    return stub, answer
+
+
+def main_billed(stub: BillingStub) -> float:
+    b = stub.billing
+    return b.input.get(MAIN, 0) + 0.1 * b.read.get(MAIN, 0) + 1.25 * b.written.get(MAIN, 0)
+
+
+def summary_billed(stub: BillingStub) -> float:
+    b = stub.billing
+    return (b.prompt.get(SUMMARY, 0) + 5.0 * b.output.get(SUMMARY, 0)) / 3.0
 
 
 def main() -> None:
-    settings = Settings()
-    print(f"{'size':>6} {'baseline':>10} {'ours':>10} {'billed':>7} {'cache':>6} {'summaries':>9} {'peak':>7} "
-          f"{'written':>8} {'read':>8}")
-    for kb in SIZES_KB:
-        tools = BenchTools(limited=True, chars=kb * 1000)
-        base_total, _ = baseline(tools, settings)
-        o = ours(tools, settings)
-        total = o["main"] + o["summary"]
-        print(f"{kb:>4}KB {base_total:>10,} {total:>10,.0f} {total / base_total:>7.1%} "
-              f"{o['main'] / o['main_uncached']:>6.1%} {o['summaries']:>9} {o['peak']:>7,} {o['written']:>8,} "
-              f"{o['read']:>8,}")
-    print(f"targets: billed <= 25 %, cache <= 50 %, peak <= {settings.request_budget_tokens:,} (the request budget)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=0.05, help="seconds per model request (stub)")
+    parser.add_argument("--tool-latency", type=float, default=0.02, help="seconds per Growi/GitHub answer")
+    parser.add_argument("--sizes", default="1,20,50,100", help="KB (thousands of characters) per page/issue body")
+    args = parser.parse_args()
+    ours_settings = Settings()
+    base_settings = replace(ours_settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999)
+    print(f"{'size':>6} {'baseline':>10} {'b.peak':>7} {'ours':>9} {'billed':>7} {'cache':>6} {'summ.':>5} "
+          f"{'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'wall':>6}")
+    for kb in (int(x) for x in args.sizes.split(",")):
+        k = Knowledge(chars=kb * 1000)
+        base, _ = run(k, base_settings, args.latency, args.tool_latency)
+        base_total = base.billing.prompt[MAIN]
+        began = time.perf_counter()
+        ours, answer = run(Knowledge(chars=kb * 1000), ours_settings, args.latency, args.tool_latency)
+        wall = time.perf_counter() - began
+        total = main_billed(ours) + summary_billed(ours)
+        summaries = sum(1 for e in answer.trace if e["event"] == "summary")
+        b = ours.billing
+        print(f"{kb:>4}KB {base_total:>10,} {base.billing.peak:>7,} {total:>9,.0f} {total / base_total:>7.1%} "
+              f"{main_billed(ours) / b.prompt[MAIN]:>6.1%} {summaries:>5} {b.peak:>7,} {b.written[MAIN]:>8,} "
+              f"{b.read[MAIN]:>8,} {summary_billed(ours):>8,.0f} {wall:>5.1f}s")
+    print(f"targets: billed <= 25 %, cache <= 50 %, peak <= {ours_settings.request_budget_tokens:,} (the budget); "
+          f"model latency {args.latency} s, tool latency {args.tool_latency} s")
 
 
 if __name__ == "__main__":
