@@ -158,7 +158,10 @@ def json_answer(response: httpx.Response, service: str, what: str, url_variable:
 
 def error_detail(response: httpx.Response) -> str:
     """`` (message; ...)`` from a JSON error body -- ``{message}``, ``{error}``, ``{errors: [...]}`` (GitHub,
-    Growi) -- or nothing; for error texts."""
+    Growi) -- or nothing; for error texts. A success answers nothing: its body (maybe megabytes) is not
+    decoded here, but once, by the caller that reads it."""
+    if response.status_code < 400:
+        return ""
     try:
         body = response.json()
     except ValueError:

@@ -134,3 +134,18 @@ def test_platform_clients_on_the_network_resolve_within_the_bound_and_injected_t
     on_network = read_only_client()
     injected = read_only_client(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
     assert len(on_network.event_hooks["request"]) == 2 and len(injected.event_hooks["request"]) == 1
+
+
+def test_a_success_is_not_decoded_for_an_error_detail() -> None:
+    """A 5 MB page is decoded once, by the platform that reads it -- not also here, on every answer."""
+
+    class Counting(httpx.Response):
+        decoded = 0
+
+        def json(self, **kwargs: object) -> object:
+            Counting.decoded += 1
+            return super().json(**kwargs)
+
+    assert error_detail(Counting(200, json={"message": "not an error"})) == ""
+    assert Counting.decoded == 0
+    assert error_detail(Counting(404, json={"message": "Not Found"})) == " (Not Found)"
