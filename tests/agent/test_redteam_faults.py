@@ -474,7 +474,7 @@ def test_the_spend_cap_ends_the_investigation_with_one_answer(ws: Workspace, fak
     q = question_of(ws)
 
     def script(request: Request) -> Any:
-        if request.tool_choice == {"type": "none"}:
+        if request.forced:  # the final request
             return "ここまでの情報で回答します。"
         return calls(("faq_search", {"query": f"在庫 {len(request.messages)}"}))
 
