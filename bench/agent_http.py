@@ -181,9 +181,11 @@ def delayed(handler: Callable[[httpx.Request], httpx.Response], latency_s: float
 
 @dataclass
 class Knowledge:
-    """Growi pages and GitHub issues (and one source file) whose bodies are ``chars`` characters each."""
+    """Growi pages and GitHub issues (and one source file) whose bodies are ``chars`` characters each (of
+    ``text``, or generated prose)."""
 
     chars: int
+    text: str | None = None
     pages: int = 6
     issues: int = 8
     seed: int = 7
@@ -193,25 +195,27 @@ class Knowledge:
 
     def __post_init__(self) -> None:
         rng = random.Random(self.seed)
+        body = (lambda: self.text[:self.chars]) if self.text is not None else (lambda: prose(rng, self.chars))
         self.growi = FakeGrowi(token="bench-growi-token")
         self.page_ids = [self.growi.add_page(f"/手順/在庫同期/{n}", "在庫同期 手順 遅延 再実行 詰まり\n"
-                                             + prose(rng, self.chars)) for n in range(1, self.pages + 1)]
+                                             + body()) for n in range(1, self.pages + 1)]
         ticks = itertools.count()
         self.github = FakeGitHub(token="bench-github-token", clock=lambda: 1_800_000_000.0 + 60 * next(ticks))
         self.github.add_repo(REPO)
         for n in range(1, self.issues + 1):
-            self.github.add_issue(REPO, f"在庫同期 遅延 #{n}", "在庫同期 429 rate limit\n" + prose(rng, self.chars),
+            self.github.add_issue(REPO, f"在庫同期 遅延 #{n}", "在庫同期 429 rate limit\n" + body(),
                                   comments=(prose(rng, min(2000, self.chars)),))
         self.github.add_file(REPO, "src/stock_sync.py", "# stock_sync\n" + "def sync(): pass  # 在庫同期\n"
                              * max(1, self.chars // 30))
 
 
 @contextlib.contextmanager
-def real_tools(knowledge: Knowledge, latency_s: float) -> Iterator[RegistryTools]:
-    """The Growi and GitHub platforms of mcp_lib, configured like production, against the served fakes."""
+def real_tools(knowledge: Knowledge, latency_s: float, env: dict[str, str] | None = None) -> Iterator[RegistryTools]:
+    """The Growi and GitHub platforms of mcp_lib, configured like production (plus ``env``), against the served
+    fakes."""
     with serve(delayed(knowledge.growi.handler, latency_s)) as growi_url, \
             serve(delayed(knowledge.github.handler, latency_s)) as github_url:
-        env = {"GROWI_URL": growi_url, "GROWI_ACCESS_TOKEN": knowledge.growi.token,
+        env = {**(env or {}), "GROWI_URL": growi_url, "GROWI_ACCESS_TOKEN": knowledge.growi.token,
                "GITHUB_TOKEN": knowledge.github.token, "GITHUB_API_URL": github_url, "HELPBOT_GITHUB_REPOS": REPO}
         registry = Registry(env=env)
         builtin = registry.builtin_platforms()
