@@ -93,6 +93,7 @@ class PullRequestWriter:
             self._call("PUT", f"/contents/{path}", f"write {path}", (201,), json={
                 "message": f"FAQ draft: {name}", "branch": branch,
                 "content": base64.b64encode(text.encode()).decode()})
-        pull = self._call("POST", "/pulls", "open the pull request", (201,),
-                          json={"title": title, "head": branch, "base": base, "body": body, "draft": True})
+        pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused
+                          json={"title": guard.current().github(title), "head": branch, "base": base,
+                                "body": guard.current().github(body), "draft": True})
         return str(pull.get("html_url") or "")

@@ -111,6 +111,11 @@ _MENTION = re.compile(
 )
 
 
+# GitHub's mentions (@user, @org/team) in a pull request's title or body notify people; GitHub reads one after
+# anything but an ASCII word character (so also straight after kana), and never reads the full-width ＠.
+_GITHUB_MENTION = re.compile(r"(?<![A-Za-z0-9_])[@](?=[A-Za-z0-9])")
+
+
 def _defused(match: re.Match[str]) -> str:
     """A mention as text that notifies nobody: ＠ (full width) instead of the markup."""
     groups = match.groupdict()
@@ -189,6 +194,11 @@ class Guard:
         images (inline, reference-style or HTML: an HTML tag is shown as text)."""
         text = _IMAGE_MARK.sub("", self._links(_HTML_TAG.sub("＜", text)))
         return _MENTION.sub(_defused, self.text(self._no_queries(text)))
+
+    def github(self, text: str) -> str:
+        """Text GitHub renders and notifies on (a pull request's title and body): masked, every ``@user`` and
+        ``@org/team`` written with ＠ (full width), which GitHub does not read as a mention."""
+        return _GITHUB_MENTION.sub("＠", self.text(text))
 
     def name(self, name: object) -> str:
         """A registered tool (or platform) name as it is; anything else as ``unknown_tool``."""

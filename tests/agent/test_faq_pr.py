@@ -1,0 +1,30 @@
+"""``helpbot faq-draft --pr``'s writes to GitHub: a pull request's title and body notify nobody."""
+
+from __future__ import annotations
+
+import re
+
+from agent import guard
+from agent.faq_pr import PrConfig, PullRequestWriter, make_client
+from tests.fakes.github import FakeGitHub
+
+REPO = "acme/helpdesk"
+# GitHub's mention filter: @ after anything but an ASCII word character, then a login or org/team
+GITHUB_MENTION = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9][A-Za-z0-9_-]*)?")
+
+
+def test_mentions_in_the_title_and_body_are_defused() -> None:
+    hub = FakeGitHub()
+    hub.add_repo(REPO)
+    config = PrConfig(REPO, hub.token, "https://api.github.com", "faq")
+    body = ("質問: @octocat さんと @acme/ops-team に聞いた件。担当@suzuki-h (cc:@Hubot) `@in-code` "
+            "メール a.b@example.com\n- @x")
+    with guard.installed(guard.Guard.from_env({})), make_client(config, hub.transport()) as client:
+        PullRequestWriter(config, client, lambda s: None).open("helpbot/x", {"a.md": "本文 @octocat"},
+                                                                "FAQ drafts for @octocat", body)
+    pull = hub.repos[REPO].pulls[1]
+    for text in (pull["title"], pull["body"]):
+        assert not GITHUB_MENTION.search(text), text
+    assert pull["title"] == "FAQ drafts for ＠octocat"
+    assert "＠octocat さんと ＠acme/ops-team" in pull["body"] and "担当＠suzuki-h" in pull["body"]
+    assert "[email]" in pull["body"]  # masked as well
