@@ -12,7 +12,8 @@ The security rules are enforced here, not only stated in the prompt:
   (``ctx.caller.answer_channel``); privacy is looked up with conversations.info (cached per client). Other
   private channels are not even listed by getChannels: their names and purposes are private too.
 - The rules leave no trace: a search whose only matches are hidden returns what a search without matches
-  returns (no count, no note), and a refused read says what an unknown channel says, without the channel's name.
+  returns (no count, no note), hidden matches beside visible ones take no place on the page (it reads on), and a
+  refused read says what an unknown channel says, without the channel's name.
 - No tool posts, edits, deletes or reacts.
 """
 
@@ -38,7 +39,6 @@ from .client import (
     retry_handlers,
 )
 from .reading import (
-    SEARCH_PAGE,
     allowed,
     channel_info,
     epoch,
@@ -49,6 +49,7 @@ from .reading import (
     parse_permalink,
     plain,
     readable_channel,
+    visible_matches,
     workspace_url,
 )
 
@@ -100,14 +101,9 @@ def searchMessages(
     with slack_getThreadMessages(url=<its url>). Times are ISO 8601 in the configured zone (default Asia/Tokyo).
     Matches in DMs or group DMs are never returned; private channels only when answering in that channel.
     """
-    # Ask for a full page: the matches the rules hide then crowd out as few visible ones as possible.
-    data = call(ctx, "search.messages", search=True, query=query, count=SEARCH_PAGE)
-    matches = (data.get("messages") or {}).get("matches") or []
     visible, malformed = [], 0
-    for match in matches:
-        channel = match.get("channel") or {}
-        if not channel.get("id") or not allowed(ctx, channel):
-            continue  # no count, no note: a hidden match must not change the answer (see the module doc)
+    for match in visible_matches(ctx, query):  # hidden ones take no place (see the module doc)
+        channel = match["channel"]
         try:
             item = message_item(ctx, channel, match)
         except (KeyError, TypeError, ValueError, OverflowError):  # one odd match must not fail the search

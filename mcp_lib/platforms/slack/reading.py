@@ -17,6 +17,7 @@ from .client import ChannelNotFound, RateLimited, SlackClients, call
 
 # -- lookups (cached per client) ----------------------------------------------------------------------------
 SEARCH_PAGE = 100  # search.messages' largest page
+SEARCH_PAGES = 5  # how far a search pages on past hidden matches
 
 
 
@@ -151,6 +152,36 @@ def readable_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
     if not allowed(ctx, info):
         raise _unreadable(channel)
     return info
+
+
+def visible_matches(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
+    """The search matches the rules let through, in Slack's order: the first :data:`SEARCH_PAGE` of them, read
+    page after page, so that hidden matches take no place -- the result is what a search without them gives.
+
+    Slack pages count the hidden matches too: a page of 100 with 3 DMs holds 97 visible ones, and a search with
+    more than 100 visible matches would show 97 (and say so in its total) where one without the DMs shows 100.
+    So the next page is read until 100 visible matches are in, Slack has no more, or :data:`SEARCH_PAGES` pages
+    were read (hundreds of hidden matches ranked first: then, and only then, fewer show). A later page that fails
+    ends the paging, not the search."""
+    visible: list[dict[str, Any]] = []
+    for page in range(1, SEARCH_PAGES + 1):
+        try:
+            data = call(ctx, "search.messages", search=True, query=query, count=SEARCH_PAGE, page=page)
+        except ToolError:
+            if page == 1:
+                raise
+            break
+        messages = data.get("messages") or {}
+        matches = messages.get("matches") or []
+        for match in matches:
+            channel = match.get("channel") or {}
+            if channel.get("id") and allowed(ctx, channel):  # no count, no note: hidden ones leave no trace
+                visible.append(match)
+        pages = (messages.get("paging") or {}).get("pages")
+        last = len(matches) < SEARCH_PAGE or (isinstance(pages, int) and page >= pages)
+        if len(visible) >= SEARCH_PAGE or last:
+            break
+    return visible[:SEARCH_PAGE]
 
 
 # -- formatting ---------------------------------------------------------------------------------------------

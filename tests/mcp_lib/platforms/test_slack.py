@@ -761,3 +761,50 @@ def test_fake_tokens_and_identity(ws: Workspace, fake: FakeSlack) -> None:
     permalink = user.chat_getPermalink(channel="C0ECSUP", message_ts="1735779720.000002")["permalink"]
     assert permalink == ("https://helpbot-test.slack.com/archives/C0ECSUP/p1735779720000002"
                          "?thread_ts=1735779660.000001&cid=C0ECSUP")
+
+
+def crowded(visible: int, hidden: int) -> Workspace:
+    """``visible`` matches in a public channel; ``hidden`` ones (DM, group DM, a private channel) ranked among
+    and above them (same score, later or interleaved ts)."""
+    ws = Workspace()
+    ws.add_user("U0TANAKA", "tanaka")
+    ws.add_channel("C0PUB", "public", members={"U0TANAKA"})
+    ws.add_channel("C0PRIV", "private-ops", private=True, members={"U0TANAKA"})
+    ws.add_im("D0OWNER", "U0TANAKA", with_user=ws.owner_id)
+    ws.add_mpim("C0MPIM", ["U0TANAKA", ws.owner_id])
+    for n in range(visible):
+        ws.post("C0PUB", f"バッチ結果 {n}", user="U0TANAKA", ts=f"{1735700000 + 10 * n}.000000")
+    places = ["D0OWNER", "C0PRIV", "C0MPIM"]
+    for n in range(hidden):
+        later = n % 2 == 0  # half above every visible match, half among them
+        ts = f"{1735900000 + n}.000000" if later else f"{1735700005 + 10 * (n % max(visible, 1))}.000000"
+        ws.post(places[n % 3], f"バッチ結果 秘密 {n}", user="U0TANAKA", ts=ts)
+    return ws
+
+
+@pytest.mark.parametrize(("visible", "hidden", "count"), [(150, 5, 20), (150, 30, 100), (130, 40, 100),
+                                                          (99, 3, 100), (100, 1, 100), (260, 250, 50),
+                                                          (0, 40, 20), (3, 120, 5)])
+def test_hidden_matches_take_no_place_beside_visible_ones(visible: int, hidden: int, count: int) -> None:
+    """hits-only-private ≡ no hits also with visible hits on the same page: the result (items, total, notes)
+    is the one a workspace without the hidden matches gives -- they crowd no visible match out."""
+    results = []
+    for ws in (crowded(visible, hidden), crowded(visible, 0)):
+        with FakeSlack(ws) as fake:
+            result = run(context(fake, []), "searchMessages", query="バッチ結果", count=count)
+            assert result.status == "ok", result.message
+            results.append((result.items, result.total, result.notes))
+    with_hidden, without = results
+    assert with_hidden == without
+    assert without[1] == min(visible, 100) and bool(without[0]) == bool(visible)
+    assert "秘密" not in json.dumps(with_hidden, ensure_ascii=False)
+
+
+def test_search_pages_are_bounded() -> None:
+    """Past SEARCH_PAGES pages of hidden matches the paging stops: fewer show, nothing is said about why."""
+    from mcp_lib.platforms.slack.reading import SEARCH_PAGES
+
+    with FakeSlack(crowded(5, 2 * 100 * SEARCH_PAGES)) as fake:
+        result = run(context(fake, []), "searchMessages", query="バッチ結果", count=5)
+        assert len(fake.calls("search.messages")) == SEARCH_PAGES and result.notes == []
+        assert "秘密" not in json.dumps(result.items, ensure_ascii=False)
