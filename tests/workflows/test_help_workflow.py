@@ -52,11 +52,45 @@ def test_no_inline_python_and_no_expressions_in_scripts(name: str) -> None:
 def test_the_install_is_cached_on_the_lock_with_bytecode_and_without_dev_tools(name: str) -> None:
     job = next(iter(workflow(name)["jobs"].values()))
     assert job["env"]["UV_COMPILE_BYTECODE"] == "1"
-    cache = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/cache@"))
-    assert cache["with"]["path"] == ".venv" and "hashFiles('uv.lock'" in cache["with"]["key"]
+    assert "hashFiles('uv.lock'" in venv_key(name)
     runs = [s["run"] for s in job["steps"] if "run" in s]
-    assert "uv sync --no-dev --frozen" in runs
+    assert any("uv sync --no-dev --frozen" in r for r in runs)
     assert all("uv run --no-sync" in r for r in runs if "uv run" in r)  # nothing installed after the sync
+
+
+def venv_key(name: str) -> str:
+    return str(next(s for s in steps(name) if s.get("with", {}).get("path") == ".venv")["with"]["key"])
+
+
+def test_on_a_cache_hit_helpbot_runs_without_uv() -> None:
+    hit = "steps.venv.outputs.cache-hit != 'true'"
+    assert step("help", "venv")["uses"].startswith("actions/cache@")
+    setup = next(s for s in steps("help") if s.get("uses", "").startswith("astral-sh/setup-uv@"))
+    assert setup["if"] == hit and step("help", "Install what the answer needs")["if"] == hit
+    assert '.venv/bin/helpbot "${args[@]}"' in step("help", "answer")["run"]
+    # the key is everything that decides the environment's contents, and no other workflow shares it
+    key = venv_key("help")
+    assert "vars.HELPBOT_FAQ_SEMANTIC != 'off'" in key and "hashFiles('uv.lock', 'pyproject.toml')" in key
+    assert all(key.split("${{")[0] != venv_key(other).split("${{")[0] for other in ("feedback", "faq-draft"))
+
+
+@pytest.mark.parametrize(("semantic", "extra"), [("", " --extra semantic"), ("on", " --extra semantic"),
+                                                 ("off", "")])
+def test_the_answer_installs_the_semantic_extra_unless_it_is_off(tmp_path: Path, semantic: str, extra: str) -> None:
+    install = step("help", "Install what the answer needs")
+    assert install["env"]["SEMANTIC"] == "${{ vars.HELPBOT_FAQ_SEMANTIC }}"
+    done = run_script(install["run"], {"SEMANTIC": semantic, "PATH": fake_uv(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"uv sync --no-dev --frozen{extra}"]
+
+
+def test_the_faq_index_and_vectors_persist_between_runs() -> None:
+    faq = step("help", "Restore the FAQ index and vectors")
+    assert faq["uses"].startswith("actions/cache@")
+    assert faq["with"]["path"] == "${{ vars.HELPBOT_FAQ_CACHE_DIR || '~/.cache/helpbot/faq' }}"
+    assert "hashFiles(vars.HELPBOT_FAQ_PATH || 'faq', 'uv.lock')" in faq["with"]["key"]
+    assert faq["with"]["restore-keys"] == "helpbot-faq-${{ runner.os }}-"
+    assert step("help", "answer")["env"]["HELPBOT_FAQ_CACHE_DIR"] == "${{ vars.HELPBOT_FAQ_CACHE_DIR }}"
 
 
 def test_manual_runs_can_force_and_fix_now() -> None:
@@ -102,7 +136,7 @@ def stdlib_python(tmp_path: Path) -> str:
 @pytest.mark.parametrize("checked_out", [True, False])
 def test_the_notice_when_helpbot_could_not_be_installed_reaches_the_thread(tmp_path: Path, checked_out: bool) -> None:
     notice = step("help", "Tell the thread when helpbot could not be installed")
-    assert "steps.install.outcome != 'success'" in notice["if"] and "repository_dispatch" in notice["if"]
+    assert "steps.answer.outcome == 'skipped'" in notice["if"] and "repository_dispatch" in notice["if"]
     assert "python3 -m agent.slack.markers failure" in notice["run"]  # the one metadata protocol, no JSON by hand
     ws = sample_workspace()
     question = ws.history("C0ECSUP")[0]
