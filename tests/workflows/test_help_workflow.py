@@ -71,6 +71,7 @@ def test_on_a_cache_hit_helpbot_runs_without_uv() -> None:
     # the key is everything that decides the environment's contents, and no other workflow shares it
     key = venv_key("help")
     assert "vars.HELPBOT_FAQ_SEMANTIC != 'off'" in key and "hashFiles('uv.lock', 'pyproject.toml')" in key
+    assert "steps.python.outputs.version" in key and "python3 -c" in step("help", "python")["run"]
     assert all(key.split("${{")[0] != venv_key(other).split("${{")[0] for other in ("feedback", "faq-draft"))
 
 
