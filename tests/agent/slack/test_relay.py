@@ -11,7 +11,6 @@ import select
 import socket
 import struct
 import threading
-import time
 from collections.abc import Iterator
 
 import anyio
@@ -375,7 +374,10 @@ def test_lambda_handler_url_verification(github: GitHub) -> None:
 # -- the stdlib server --------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def serving(github: GitHub, **limits: float) -> Iterator[str]:
-    """The relay's stdlib server on a port the kernel picks (no free-port race); yields its URL."""
+    """The relay's stdlib server on a port the kernel picks (no free-port race); yields its URL. On the way out it
+    waits for the request handlers too (daemon threads the server does not join), so a line one of them logs
+    late is this test's, not the next one's."""
+    before = set(threading.enumerate())
     server = make_server("127.0.0.1", 0, relay_for(github), **limits)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -385,6 +387,8 @@ def serving(github: GitHub, **limits: float) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+        for handler in set(threading.enumerate()) - before:
+            handler.join(10)
 
 
 @pytest.fixture
@@ -556,13 +560,11 @@ def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(
         github: GitHub, capsys: pytest.CaptureFixture[str]) -> None:
     # 45 bytes, one every 0.1 s (4.5 s in all), against a 1 s deadline for the whole request; the socket timeout
     # (30 s) cannot be what cuts the client off, however slowly this machine runs.
-    server = make_server("127.0.0.1", 0, relay_for(github), timeout=30.0, deadline=1.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     head = b"POST / HTTP/1.1\r\nHost: relay\r\nX-Padding: " + b"a" * 40
     sent = 0
-    try:
-        with socket.create_connection(server.server_address[:2], timeout=5) as sock:
+    with serving(github, timeout=30.0, deadline=1.0) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
             for byte in head:  # one byte every 0.1 s: each recv is well inside the socket timeout
                 try:
                     sock.sendall(bytes([byte]))
@@ -572,10 +574,6 @@ def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(
                 readable, _, _ = select.select([sock], [], [], 0.1)
                 if readable and sock.recv(1) == b"":
                     break  # the server closed the connection
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
     assert sent < len(head)  # cut off before the client was done
     assert "request not complete after 1 s" in capsys.readouterr().err  # by the deadline
     assert github.requests == []
@@ -583,22 +581,18 @@ def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(
 
 def test_a_client_that_resets_the_connection_is_one_log_line(github: GitHub,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    server = make_server("127.0.0.1", 0, relay_for(github), timeout=2)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        sock = socket.create_connection(server.server_address[:2], timeout=5)
+    err = ""
+    with serving(github, timeout=30.0) as url:  # on the way out, the handler has ended: its lines are all out
+        host, port = url.removeprefix("http://").split(":")
+        sock = socket.create_connection((host, int(port)), timeout=5)
         sock.sendall(b"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 500\r\n\r\n" + BODY[:10])
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()  # RST instead of FIN
-        for _ in range(400):  # until the line is logged (~20 s at most): readiness, not timing
-            err = capsys.readouterr().err
+        for _ in range(4000):  # until the handler has logged (~20 s at most): readiness, not timing
+            err += capsys.readouterr().err
             if err:
                 break
-            time.sleep(0.05)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+            threading.Event().wait(0.005)
+    err += capsys.readouterr().err
     lines = [line for line in err.splitlines() if line]
     assert len(lines) == 1 and "Traceback" not in err and lines[0].startswith("helpbot relay: ")
