@@ -3,15 +3,18 @@ commit per file on it, then the pull request (``helpbot faq-draft --pr``).
 
 The only GitHub writes helpbot makes besides the relay's dispatch, and only with ``--pr``. Before writing, the
 repository's ``permissions`` (when GitHub reports them) must include ``push``; a 403 or 404 on a write says
-the same thing. Either is a configuration error (exit 2) that names what the token needs.
+the same thing. Either is a configuration error (exit 2) that names what the token needs. The folder the drafts go to is
+``HELPBOT_FAQ_REPO_DIR`` (default ``faq/``), a relative path inside the repository.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -23,6 +26,8 @@ from mcp_lib.http import error_detail, json_answer, send
 
 DEFAULT_API_URL = "https://api.github.com"
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
+DIR_VARIABLE = "HELPBOT_FAQ_REPO_DIR"
+DEFAULT_DIR = "faq/"
 
 
 @dataclass(frozen=True)
@@ -30,11 +35,26 @@ class PrConfig:
     repository: str  # owner/name
     token: str
     api_url: str
-    faq_dir: str  # where the entries live in the repository
+    faq_dir: str  # where the entries live in the repository: a relative posix path, "" for the top
     token_name: str = "GITHUB_TOKEN"  # the variable the token came from, named in errors
 
 
-def load_config(env: Mapping[str, str], faq_dir: str = "faq") -> PrConfig:
+def repo_dir(env: Mapping[str, str]) -> str:
+    """``HELPBOT_FAQ_REPO_DIR`` as a folder inside the repository (``faq/`` -> ``faq``; ``.`` -> the top).
+    Absolute paths, ``..``, backslashes and control characters are configuration errors: the drafts never land
+    outside the repository's tree or in a path GitHub would read differently."""
+    raw = env_str(env, DIR_VARIABLE) or DEFAULT_DIR
+    if raw.startswith(("/", "~")) or re.match(r"[A-Za-z]:", raw):
+        raise ConfigError(DIR_VARIABLE, f"{raw!r} is absolute: give a folder inside the repository, like faq/")
+    if "\\" in raw or re.search(r"[\x00-\x1f\x7f]", raw):
+        raise ConfigError(DIR_VARIABLE, f"{raw!r} has a backslash or a control character: use / between folders")
+    parts = [part for part in raw.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ConfigError(DIR_VARIABLE, f"{raw!r} leaves the folder with '..': give a folder inside the repository")
+    return "/".join(parts)
+
+
+def load_config(env: Mapping[str, str]) -> PrConfig:
     repository = env_str(env, "GITHUB_REPOSITORY")
     if not repository or repository.count("/") != 1:
         raise ConfigError("GITHUB_REPOSITORY", "not set to owner/name: --pr opens the pull request there")
@@ -43,7 +63,7 @@ def load_config(env: Mapping[str, str], faq_dir: str = "faq") -> PrConfig:
     if not token:
         raise ConfigError("HELPBOT_FAQ_PR_TOKEN", f"not set (nor GITHUB_TOKEN): --pr needs {NEEDS}")
     api_url = env_url(env, "GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL
-    return PrConfig(repository, token, api_url, faq_dir.strip("/"), token_name)
+    return PrConfig(repository, token, api_url, repo_dir(env), token_name)
 
 
 def make_client(config: PrConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
@@ -90,7 +110,7 @@ class PullRequestWriter:
                    json={"ref": f"refs/heads/{branch}", "sha": head["object"]["sha"]})
         for name, text in files.items():
             path = f"{self.config.faq_dir}/{name}" if self.config.faq_dir else name
-            self._call("PUT", f"/contents/{path}", f"write {path}", (201,), json={
+            self._call("PUT", f"/contents/{quote(path, safe='/')}", f"write {path}", (201,), json={
                 "message": f"FAQ draft: {name}", "branch": branch,
                 "content": base64.b64encode(text.encode()).decode()})
         pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused

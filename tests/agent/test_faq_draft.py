@@ -232,3 +232,27 @@ def test_without_pr_github_is_never_called(env: dict[str, str], github: FakeGitH
     assert draft(pr_env, github_transport=github.transport())[0] == 0
     assert draft(pr_env, "--out", str(tmp_path / "d"), github_transport=github.transport())[0] == 0
     assert not github.requests
+
+
+@pytest.mark.parametrize(("folder", "where"), [("docs/よくある質問/", "docs/よくある質問"), (".", ""),
+                                               ("./kb//faq", "kb/faq")])
+def test_pr_writes_to_the_configured_folder(env: dict[str, str], github: FakeGitHub, folder: str,
+                                            where: str) -> None:
+    pr_env = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO, "HELPBOT_FAQ_REPO_DIR": folder}
+    assert draft(pr_env, "--pr", github_transport=github.transport())[0] == 0
+    files = github.repos[REPO].files
+    [written] = set(files["helpbot/faq-drafts-20250120-100000"]) - set(files["main"])
+    folder_written, _, name = written.rpartition("/")
+    assert folder_written == where and name.startswith("draft-20250120-")
+
+
+@pytest.mark.parametrize(("folder", "match"), [
+    ("../other", "leaves the folder"), ("faq/../../x", "leaves the folder"), ("/etc/faq", "absolute"),
+    ("~/faq", "absolute"), ("C:/faq", "absolute"), ("faq\\drafts", "backslash"), ("faq\ndrafts", "control"),
+])
+def test_a_repo_folder_outside_the_repository_is_refused(env: dict[str, str], fake: FakeSlack,
+                                                         github: FakeGitHub, folder: str, match: str) -> None:
+    pr_env = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO, "HELPBOT_FAQ_REPO_DIR": folder}
+    with pytest.raises(ConfigError, match=rf"HELPBOT_FAQ_REPO_DIR.*{match}"):
+        draft(pr_env, "--pr", github_transport=github.transport())
+    assert not fake.requests and not github.requests  # refused before Slack or GitHub is asked anything
