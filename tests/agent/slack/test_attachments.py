@@ -244,3 +244,45 @@ def test_through_the_sdk_an_image_arrives_as_a_base64_block_and_a_refused_pdf_is
     assert "[添付 PDF 1]" not in [b.get("text") for b in blocks_of(last)]  # its label went with it
     assert any("添付 PDF は渡せませんでした" in str(b.get("text")) for b in blocks_of(last))
     assert any(b["type"] == "document" for r in stub.requests for b in blocks_of(r.body))  # it was tried first
+
+
+# -- private channels and DMs: files follow the rules of the messages they come with ------------------------------
+def test_an_image_in_a_private_channel_reaches_the_model_and_nothing_else(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The answer goes to the private channel itself, so the model may see its screenshot; the Actions log, the
+    job summary and the trace get neither the image nor the file's name (images are not masked: kept out)."""
+    picture = png(30, 10)
+    shot = add_file(ws, "secret-dashboard.png", picture, channel="C0SECRET", user="U0TANAKA",
+                    mimetype="image/png", filetype="png", size=(30, 10))
+    trace, summary = tmp_path / "trace.jsonl", tmp_path / "summary.md"
+    env.update(GITHUB_ACTIONS="true", HELPBOT_TRACE_FILE=str(trace), GITHUB_STEP_SUMMARY=str(summary))
+    code, model, asked = ask(ws, env, [shot], lambda r: "画面を確認しました。" if media(r) else "画像なし。",
+                             text="この画面の数字は正しい？", channel="C0SECRET")
+    assert code == 0 and media(model.requests[0])[0]["source"]["data"] == base64.b64encode(picture).decode()
+    assert "画面を確認しました" in markdown_of(bot_messages(ws, "C0SECRET", asked.ts)[-1])
+    out = capsys.readouterr()
+    everything = out.out + out.err + trace.read_text(encoding="utf-8") + summary.read_text(encoding="utf-8")
+    encoded = base64.b64encode(picture).decode()
+    for private in (encoded, encoded[:40], "secret-dashboard", "この画面の数字"):
+        assert private not in everything, private
+
+
+def test_a_public_runs_trace_carries_no_image_data(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    picture = png(30, 10)
+    shot = add_file(ws, "screen.png", picture, channel="C0ECSUP", user="U0TANAKA", mimetype="image/png",
+                    filetype="png", size=(30, 10))
+    env["HELPBOT_TRACE_FILE"] = str(tmp_path / "trace.jsonl")
+    code, model, _ = ask(ws, env, [shot], lambda r: "確認しました。")
+    assert code == 0 and media(model.requests[0])
+    assert base64.b64encode(picture).decode()[:40] not in (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
+
+
+def test_files_in_a_dm_are_never_looked_at(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    shot = add_file(ws, "dm.png", png(10, 10), channel="D0TANAKA", user="U0TANAKA", mimetype="image/png",
+                    filetype="png", size=(10, 10))
+    log = add_file(ws, "dm.log", LOG.encode(), channel="D0TANAKA", user="U0TANAKA")
+    code, model, _ = ask(ws, env, [shot, log], lambda r: "答え", channel="D0TANAKA")
+    assert code == 0 and model.requests == []
+    assert not fake.calls("files.download") and not fake.calls("files.info")
