@@ -145,18 +145,27 @@ print(json.dumps({"imports+config": imported - start, "load": loaded - imported,
 """
 
 
-def fresh_processes(env: dict[str, str], count: int, cache: Path, hashed: bool) -> dict[str, list[float]]:
+def fresh_processes(env: dict[str, str], count: int, cache: Path, hashed: bool,
+                    code: Path = ROOT) -> dict[str, list[float]]:
     """Each part's seconds over ``count`` new interpreters loading the cached index; ``hashed``: with the
-    record of the files' stats removed first, so the content is hashed (as after a fresh checkout)."""
+    record of the files' stats removed first, so the content is hashed (as after a fresh checkout); ``code``:
+    the checkout whose mcp_lib they import."""
     parts: dict[str, list[float]] = {}
     for _ in range(count):
         if hashed:
             (cache / store.KEYS_FILE).unlink(missing_ok=True)
-        out = subprocess.run([sys.executable, "-c", FRESH, QUERIES[0], QUERIES[4]], env={**os.environ, **env},
-                             check=True, capture_output=True, text=True, cwd=ROOT).stdout
+        out = subprocess.run([sys.executable, "-c", FRESH, QUERIES[0], QUERIES[4]],
+                             env={**os.environ, **env, "PYTHONPATH": str(code)}, check=True, capture_output=True,
+                             text=True, cwd=code).stdout
         for part, seconds in json.loads(out.splitlines()[-1]).items():
             parts.setdefault(part, []).append(seconds)
     return parts
+
+
+def show(parts: dict[str, list[float]]) -> None:
+    for part, seconds in parts.items():
+        print(f"  {part:<15} min {min(seconds):6.3f} s   median {statistics.median(seconds):6.3f} s   "
+              f"max {max(seconds):6.3f} s")
 
 
 def timings(run, queries: list[str], repeat: int) -> list[float]:
@@ -187,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--semantic", choices=["auto", "on", "off"], default="auto",
                         help="HELPBOT_FAQ_SEMANTIC: auto uses the leg when the semantic extra is installed")
     parser.add_argument("--fresh", type=int, default=5, help="how many new processes' loads to time")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="another checkout (e.g. a worktree of main): its new processes are timed the same way "
+                             "(after one that builds its own cache), for a before/after")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
 
@@ -232,9 +244,11 @@ def main(argv: list[str] | None = None) -> int:
             fresh = fresh_processes(env, args.fresh, cache, hashed)
             how = "content hashed (fresh checkout)" if hashed else "key from the recorded file stats"
             print(f"new process, index cached, {how}, {leg} the semantic leg (n={args.fresh}):")
-            for part, seconds in fresh.items():
-                print(f"  {part:<15} min {min(seconds):6.3f} s   median {statistics.median(seconds):6.3f} s   "
-                      f"max {max(seconds):6.3f} s")
+            show(fresh)
+        if args.baseline:
+            fresh_processes(env, 1, cache, False, args.baseline)  # its own cache format: built once
+            print(f"baseline {args.baseline}: new process, index cached, {leg} the semantic leg (n={args.fresh}):")
+            show(fresh_processes(env, args.fresh, cache, False, args.baseline))
 
         print(f"{len(QUERIES)} queries x {args.repeat}, limit=5:")
         report("ranking (FaqIndex.search)", timings(lambda q: index.search(q, 5), QUERIES, args.repeat))
