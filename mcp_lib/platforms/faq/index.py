@@ -68,6 +68,23 @@ def _compile_synonyms(groups: Iterable[list[str]]) -> list[_SynonymGroup]:
     return compiled
 
 
+def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict[int, float]:
+    """Per entry, the summed counts of the group's words. A word of several bigrams is counted as often as
+    its rarest bigram occurs there (an upper bound: the bigrams need not be adjacent)."""
+    total: dict[int, float] = {}
+    for terms in group.terms:
+        if not terms or any(term not in postings for term in terms):
+            continue
+        rarest, *others = sorted(terms, key=lambda t: len(postings[t][0]))
+        counts = dict(zip(*postings[rarest], strict=True))
+        for term in others:
+            other = dict(zip(*postings[term], strict=True))
+            counts = {doc: min(count, other[doc]) for doc, count in counts.items() if doc in other}
+        for doc, count in counts.items():
+            total[doc] = total.get(doc, 0.0) + count
+    return total
+
+
 @dataclass
 class QueryPlan:
     """What a query looks for: index terms with weights (a synonym group is one term), the known words that
@@ -126,7 +143,7 @@ class FaqIndex:
         if not self.postings:
             postings, lengths = self._count_terms()
             for group in self._groups:
-                counts = self._group_counts(group, postings)
+                counts = _group_counts(group, postings)
                 if counts:
                     ordered = sorted(counts)
                     postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
@@ -183,23 +200,6 @@ class FaqIndex:
             for gram in grams:
                 words.setdefault(gram, []).append(word)
         return words, counts
-
-    @staticmethod
-    def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict[int, float]:
-        """Per entry, the summed counts of the group's words. A word of several bigrams is counted as often as
-        its rarest bigram occurs there (an upper bound: the bigrams need not be adjacent)."""
-        total: dict[int, float] = {}
-        for terms in group.terms:
-            if not terms or any(term not in postings for term in terms):
-                continue
-            rarest, *others = sorted(terms, key=lambda t: len(postings[t][0]))
-            counts = dict(zip(*postings[rarest], strict=True))
-            for term in others:
-                other = dict(zip(*postings[term], strict=True))
-                counts = {doc: min(count, other[doc]) for doc, count in counts.items() if doc in other}
-            for doc, count in counts.items():
-                total[doc] = total.get(doc, 0.0) + count
-        return total
 
     @classmethod
     def load(cls, path: Path, base_url: str | None = None, files: list[Path] | None = None) -> FaqIndex:
