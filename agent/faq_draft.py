@@ -40,6 +40,7 @@ from agent.slack.handle import is_public
 from agent.slack.markers import read as read_marker
 from agent.slack.ratings import SCAN_MAX_RETRIES, RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
+from agent.slack.split import cut
 from agent.slack.trigger import env_channels
 from mcp_lib.config import ConfigError, env_bool, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
@@ -89,7 +90,7 @@ def clean_question(text: str) -> str:
     text = _LINK.sub(lambda m: "" if m.group(1).startswith("mailto:") else (m.group(2) or m.group(1)), text)
     text = " ".join(_AT_NAME.sub(" ", text).split())
     text = _ADDRESSED.sub("", text).strip()
-    return text[:QUESTION_CHARS].rstrip() + ("…" if len(text) > QUESTION_CHARS else "")
+    return cut(text, QUESTION_CHARS)
 
 
 def qualifies(answer: RatedAnswer, min_up: int) -> bool:

@@ -107,6 +107,13 @@ class Result(BaseModel):
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
 
 
+def excerpt(text: str, width: int, start: int = 0) -> str:
+    """``width`` characters of ``text`` from ``start``, with "…" on each side where text was left out: the one way
+    a tool shortens a snippet or a title (a field that is too long gets :func:`cut_text`'s explicit marker)."""
+    start = max(0, start)
+    return ("…" if start else "") + text[start : start + width] + ("…" if start + width < len(text) else "")
+
+
 def cut_text(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[str, bool]:
     """``text`` cut to ``limit`` characters with the explicit marker and masked; and whether it was cut.
 

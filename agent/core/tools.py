@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mcp_lib import Registry
+from mcp_lib.result import excerpt
 from mcp_lib.schemas import claude_tools, platform_guide
 
 T = TypeVar("T")
@@ -60,8 +61,7 @@ def _snippet(item: dict[str, Any]) -> str:
     for key in ("snippet", "text", "body", "description"):
         value = item.get(key)
         if isinstance(value, str) and value.strip():
-            flat = " ".join(value.split())
-            return flat[:200] + ("…" if len(flat) > 200 else "")
+            return excerpt(" ".join(value.split()), 200)
     return ""
 
 

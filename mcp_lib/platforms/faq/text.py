@@ -17,6 +17,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
+from ...result import excerpt
+
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ー"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
 _KATAKANA_WORD_RE = re.compile(r"[ァ-ヺー]{3,}")
@@ -210,6 +212,4 @@ def best_window(body: str, words: Iterable[str], width: int = 200) -> str:
         window[word] -= 1
         if not window[word]:
             del window[word]
-    start = origin[best] if hits else 0
-    piece = flat[start : start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+    return excerpt(flat, width, origin[best] if hits else 0)

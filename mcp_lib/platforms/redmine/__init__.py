@@ -28,6 +28,7 @@ from pydantic import Field
 
 from ...core import Platform, Result, ToolContext, ToolError, cut_text
 from ...redact import redact_secrets
+from ...result import excerpt
 from .base import PROJECT_IDENT, NotFound, Redirected, RedmineConfig, load_config
 
 if TYPE_CHECKING:
@@ -76,9 +77,7 @@ def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
     flat = " ".join(redact_secrets(text or "").split())
     lower = flat.lower()
     positions = [p for word in query.lower().split() if (p := lower.find(word)) >= 0]
-    start = max(0, min(positions) - width // 4) if positions else 0
-    piece = flat[start : start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+    return excerpt(flat, width, max(0, min(positions) - width // 4) if positions else 0)
 
 
 def _round_robin(lists: list[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlparse
 from ... import ids
 from ...core import ToolContext, ToolError
 from ...redact import redact_secrets
+from ...result import excerpt
 from .client import ChannelNotFound, RateLimited, SlackClients, call
 
 # -- lookups (cached per client) ----------------------------------------------------------------------------
@@ -207,7 +208,7 @@ def _time(ctx: ToolContext, ts: str) -> datetime:
 
 def _title(channel_name: str, author: str, when: datetime, text: str) -> str:
     words = " ".join(text.split())
-    first = words[:40] + ("…" if len(words) > 40 else "")
+    first = excerpt(words, 40)
     return f"#{channel_name} @{author} {when:%Y-%m-%d %H:%M}" + (f": {first}" if first else "")
 
 
