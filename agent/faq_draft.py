@@ -154,7 +154,7 @@ class Drafter:
             self.skipped["same question as another draft"] += 1
             return
         marker = read_marker(parts[0]) if parts else None
-        tags = [t for t in str(marker.payload.get("tags") or "").split(",") if t] if marker else []
+        tags = list(marker.stats.tags) if marker else []
         key = hashlib.sha256(f"{answer.channel}/{answer.ts}".encode()).hexdigest()[:8]
         draft = Draft(id=f"draft-{self.now:%Y%m%d}-{key}", question=question, answer=read.text,
                       sources=[s for s in read.sources if s.get("url")], tags=tags, permalink=answer.permalink,

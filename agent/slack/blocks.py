@@ -231,16 +231,10 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
 def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | None, parts: int) -> dict[str, Any]:
     """Slack message metadata marking a helpbot answer (how "already answered" and feedback find it)."""
     tool_names = [call.name for call in answer.tool_calls]
-    return markers.metadata(
-        "answer", channel=channel, question_ts=question_ts,
-        rounds=answer.rounds,
-        tool_calls=len(tool_names),
-        tools=",".join(_unique(tool_names)),
-        sources=len(answer.sources),
-        cost_usd=round(answer.cost_usd, 6),
-        degraded=answer.degraded,
-        parts=parts,
-        tags=",".join(answer.tags) or None)
+    stats = markers.AnswerStats(rounds=answer.rounds, tool_calls=len(tool_names), tools=tuple(_unique(tool_names)),
+                                sources=len(answer.sources), cost_usd=answer.cost_usd, degraded=answer.degraded,
+                                tags=tuple(answer.tags), parts=parts)
+    return markers.metadata("answer", channel=channel, question_ts=question_ts, **stats.fields())
 
 
 def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: str | None = None,

@@ -6,8 +6,10 @@ answer; ``parts`` says how many messages make it up, with the answer's numbers),
 notice). A marker counts only on a message helpbot wrote (:meth:`Me.wrote`): any app can attach metadata of any
 event type.
 
-Stdlib only, so the workflow can run ``python -m agent.slack.markers failure --channel C --ts TS`` (prints the
-metadata JSON for its notice) when the run broke before helpbot's environment was installed.
+``version`` changes when a field changes meaning; a reader accepts every version (an older helpbot must still see
+"already answered") and reads the fields it knows, tolerating garbage (:class:`AnswerStats`). Stdlib only, so
+the workflow can run ``python -m agent.slack.markers failure --channel C --ts TS`` (prints the metadata JSON for
+its notice) when the run broke before helpbot's environment was installed.
 """
 
 from __future__ import annotations
@@ -46,6 +48,53 @@ class Me:
 
 
 @dataclass(frozen=True)
+class AnswerStats:
+    """What an answer's marker says about it, beyond the question: written by the post builder, read by
+    ``helpbot feedback`` and ``faq-draft``. Tool names are as written: a reader shows only registered ones."""
+
+    rounds: int = 0
+    tool_calls: int = 0
+    tools: tuple[str, ...] = ()  # distinct, in the order first used
+    sources: int = 0
+    cost_usd: float | None = None
+    degraded: bool = False
+    tags: tuple[str, ...] = ()
+    parts: int = 1
+
+    def fields(self) -> dict[str, Any]:
+        """For :func:`metadata` (None and empty fields are left out)."""
+        return {"rounds": self.rounds, "tool_calls": self.tool_calls, "tools": ",".join(self.tools),
+                "sources": self.sources, "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+                "degraded": self.degraded, "parts": self.parts, "tags": ",".join(self.tags) or None}
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any], parts: int = 1) -> AnswerStats:
+        def names(key: str) -> tuple[str, ...]:
+            value = payload.get(key)
+            return tuple(n for n in value.split(",") if n) if isinstance(value, str) else ()
+
+        return cls(rounds=_count(payload.get("rounds")), tool_calls=_count(payload.get("tool_calls")),
+                   tools=names("tools"), sources=_count(payload.get("sources")),
+                   cost_usd=_number(payload.get("cost_usd")), degraded=payload.get("degraded") is True,
+                   tags=names("tags"), parts=parts)
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+    return number if number is not None and number == number and number >= 0 else None
+
+
+@dataclass(frozen=True)
 class Marker:
     """A marker read back from a message."""
 
@@ -65,6 +114,11 @@ class Marker:
     def run(self) -> str | None:
         run = self.payload.get("run")
         return str(run) if run else None
+
+    @property
+    def stats(self) -> AnswerStats:
+        """An answer's numbers as its marker tells them (zeros where they are missing or garbage)."""
+        return AnswerStats.from_payload(self.payload, self.parts)
 
     def is_for(self, question_ts: str, channel: str | None = None) -> bool:
         return self.question_ts == question_ts and (channel is None or self.question_channel in (None, channel))

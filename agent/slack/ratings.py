@@ -120,17 +120,15 @@ def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: fl
     for marker, message, parts in answers_in_sequence(sequence, me):
         if float(message.get("ts") or 0) < since_ts:
             continue
-        payload = marker.payload
+        stats = marker.stats
         sources, left_out = parse_sources(parts)
         # names helpbot defined only: metadata is written by the model's choices (and old answers predate the guard)
-        tools = [guard.current().name(t) for t in str(payload.get("tools") or "").split(",") if t]
+        tools = [guard.current().name(t) for t in stats.tools]
         answer = RatedAnswer(
             channel=channel, ts=str(message["ts"]), thread_ts=message.get("thread_ts"),
-            question_ts=marker.question_ts, rounds=_int(payload.get("rounds")),
-            tool_calls=_int(payload.get("tool_calls")), tools=tools,
-            sources_count=_int(payload.get("sources")) or len(sources) + left_out, sources=sources,
-            cost_usd=_float(payload.get("cost_usd")), degraded=bool(payload.get("degraded")),
-            parts=marker.parts)
+            question_ts=marker.question_ts, rounds=stats.rounds, tool_calls=stats.tool_calls, tools=tools,
+            sources_count=stats.sources or len(sources) + left_out, sources=sources, cost_usd=stats.cost_usd,
+            degraded=stats.degraded, parts=stats.parts)
         found.append((answer, parts))
     return found
 

@@ -38,3 +38,21 @@ def test_the_workflow_gets_its_notice_metadata_from_the_module_with_plain_python
     out = subprocess.run([sys.executable, "-S", "-m", "agent.slack.markers", "failure", "--channel", "C0ECSUP",
                           "--ts", "1700000000.000001"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == markers.metadata("failure", channel="C0ECSUP", question_ts="1700000000.000001")
+
+
+def test_an_answers_numbers_round_trip_through_its_marker() -> None:
+    stats = markers.AnswerStats(rounds=3, tool_calls=4, tools=("faq_search", "slack_searchMessages"), sources=2,
+                                cost_usd=0.0123456789, degraded=False, tags=("Shopify", "在庫"), parts=2)
+    message = {"bot_id": "B0HELPBOT", "metadata": markers.metadata("answer", channel="C1", question_ts="1.000001",
+                                                                   **stats.fields())}
+    read = markers.ours(message, markers.Me(bot_id="B0HELPBOT"))
+    assert read is not None and read.stats == markers.AnswerStats(**{**stats.__dict__, "cost_usd": 0.012346})
+
+
+def test_garbage_in_an_answers_marker_reads_as_zeros_not_as_a_crash() -> None:
+    payload = {"version": 99, "rounds": "many", "tool_calls": -3, "tools": 7, "sources": None, "cost_usd": "NaN",
+               "degraded": "yes", "tags": ["a"], "parts": "x"}
+    message = {"bot_id": "B0HELPBOT", "metadata": {"event_type": "helpbot_answer", "event_payload": payload}}
+    read = markers.ours(message, markers.Me(bot_id="B0HELPBOT"))
+    assert read is not None and read.kind == "answer"  # a newer version is still helpbot's answer
+    assert read.stats == markers.AnswerStats()
