@@ -29,6 +29,21 @@ def parse_rounds(value: str) -> int:
     return number
 
 
+def check_configuration(env: Mapping[str, str]) -> None:
+    """What :func:`build_agent` will read, checked without building anything (no SDK is imported, no server is
+    contacted): settings, the model, the tags, helpbot.toml and every platform's configuration. A ConfigError
+    here is exit 2 before anything is posted."""
+    from agent.core.claude import ModelConfig
+    from agent.core.settings import Settings
+    from agent.core.tags import load_tag_config
+    from mcp_lib import Registry
+
+    Settings.from_env(env)
+    ModelConfig.from_env(env)
+    load_tag_config(env)
+    Registry(env).enabled()
+
+
 def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller: Caller | None = None,
                 registry: Registry | None = None, extra_tools: Sequence[ToolExecutor] = (),
                 extra_prompt: Sequence[str] = (), on_progress: Callable[[Progress], None] | None = None,

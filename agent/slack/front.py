@@ -11,16 +11,15 @@ job summary, exit code) and what a private channel's run keeps out of them is :m
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agent import guard
-from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging
+from agent.build import check_configuration
+from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging, sigterm_raises
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
 from agent.report import Trace, progress_line
@@ -96,7 +95,7 @@ def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | 
         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> int:
     """The whole command; returns the exit code. ``make_agent`` and ``sleep`` are the test seams."""
     front = Front(options, env, make_agent=make_agent, sleep=sleep, clock=clock)
-    with guard.installed(Guard.from_env(env)), front.trace, _sigterm_raises():
+    with guard.installed(Guard.from_env(env)), front.trace, sigterm_raises():
         return front.run()
 
 
@@ -134,6 +133,7 @@ class Front:
                          question=bool(trigger.question))
         try:
             settings = TriggerSettings.from_env(self.env)
+            check_configuration(self.env)  # all of it before anything is read or posted: exit 2, nothing posted
             ignore = check_ignore(trigger, settings)
             if ignore:
                 return self.tell.ignored(ignore.reason, where=trigger.channel)
@@ -257,6 +257,8 @@ class Front:
             self.trace.front("failure", error=failure.what)
             if reply is not None:
                 reply.fail(failure.what)
+                if reply.state == "yielded":  # another run answers after all: its outcome is the thread's
+                    return self.tell.ignored(reply.yielded_because, target.where)
             self.tell.failed(exc, failure.what, target, asked)
             if failure.reraise:
                 raise
@@ -264,6 +266,8 @@ class Front:
         finally:
             if reply is not None:
                 reply.close()
+        if reply is not None and reply.state == "yielded":
+            return self.tell.ignored(reply.yielded_because, target.where)
         return self.tell.answered(answer, link, target, asked, show_answer)
 
     # -- clients ----------------------------------------------------------------------------------------------------
@@ -298,29 +302,7 @@ class Front:
         return build_agent(self.env, registry=registry, on_progress=on_progress, on_event=on_event)
 
 
-# -- signals and names ----------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` once; a second one (while the notice is posted) is ignored."""
-    fired = False
-
-    def handler(signum: int, frame: Any) -> None:
-        nonlocal fired
-        if not fired:
-            fired = True
-            raise Terminated("the run was cancelled (SIGTERM)")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
+# -- names ---------------------------------------------------------------------------------------------
 def _run_id(env: Mapping[str, str]) -> str:
     """This run's name in its placeholder's marker (for people reading it; the claim goes by ts): the Actions
     run, else a random one."""

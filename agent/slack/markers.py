@@ -131,6 +131,14 @@ def metadata(kind: Kind, *, channel: str | None, question_ts: str | None, **fiel
     return {"event_type": EVENT_TYPES[kind], "event_payload": {k: v for k, v in payload.items() if v is not None}}
 
 
+def stamped(payload: Mapping[str, Any], run: str) -> dict[str, Any]:
+    """``payload`` with its marker naming ``run`` too, so this run can find its own message again."""
+    data = payload.get("metadata")
+    if not isinstance(data, dict):
+        return dict(payload)
+    return {**payload, "metadata": {**data, "event_payload": {**data.get("event_payload", {}), "run": run}}}
+
+
 # -- reading ----------------------------------------------------------------------------------------------------
 def read(message: Mapping[str, Any]) -> Marker | None:
     """The marker a message carries, whoever wrote it (use :func:`ours` to trust it)."""
@@ -159,6 +167,12 @@ def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str, channel
         if marker is not None and marker.kind == "answer" and marker.is_for(question_ts, channel):
             return message
     return None
+
+
+def of_run(messages: Iterable[Mapping[str, Any]], question_ts: str, run: str, kind: Kind, *, me: Me) -> list[str]:
+    """The ts of helpbot's messages of ``kind`` for ``question_ts`` that ``run`` posted, oldest first."""
+    return [str(m.get("ts")) for m in messages if (marker := ours(m, me)) is not None and marker.kind == kind
+            and marker.question_ts == question_ts and marker.run == run]
 
 
 def answers_in_sequence(messages: Sequence[Mapping[str, Any]], me: Me

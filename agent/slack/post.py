@@ -4,8 +4,10 @@ Each payload passes the egress guard's Slack door (:func:`agent.guard.slack`). A
 rate limits (429 + Retry-After), that meets a 5xx or a reset connection is retried by :mod:`mcp_lib.retry` (the
 one retry engine; this module only says what is retryable), sleeping through the run's injected ``sleep``: a
 patient write (the answer, the notice, reactions, deleting a placeholder) waits at most
-:data:`MAX_WAIT_S` at a time and all of them together at most the run's write budget (:class:`WriteBudget`); an
-impatient one (a progress update) is tried once. Reactions are a courtesy: their failures are logged, never
+:data:`MAX_WAIT_S` at a time and all of them together at most the run's write budget (:class:`WriteBudget`), whose
+last :data:`FINAL_RESERVE_S` only the final transitions (✅/❌, 👀 off, the placeholder deleted) may spend; an
+impatient one (a progress update) is tried once. A post that may have gone through despite its failure is looked
+for in the thread before it is tried again. Reactions are a courtesy: their failures are logged, never
 raised. A dry run has no SlackOut at all.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agent import errors, guard
@@ -53,25 +56,33 @@ def error_line(exc: Exception) -> str:
 MAX_WAIT_S = 30.0  # a longer Retry-After is not waited for: the write gives up (and the state machine goes on)
 MAX_ATTEMPTS = 4  # per write
 WRITE_BUDGET_S = 60.0  # all patient writes of one run together may wait this long
+FINAL_RESERVE_S = 20.0  # ... of which this much only the final transitions may spend (✅/❌, 👀 off, cleanup)
 
 # Slack's writes under the one retry engine: Retry-After (+ up to 0.5 s, as slack-sdk's handlers do), else 1, 2, 4 s.
 WRITE_POLICY = Policy(attempts=MAX_ATTEMPTS, base_s=1.0, max_backoff_s=8.0, max_server_wait_s=MAX_WAIT_S,
                       server_jitter_s=0.5)
+# A final transition keeps trying while its reserve lasts: nothing comes after it that could do it instead.
+FINAL_POLICY = replace(WRITE_POLICY, attempts=3 * MAX_ATTEMPTS)
 
 
 class WriteBudget:
     """How long one run's writes may wait on Slack in total, whatever the storm: a clock that only the waits move,
-    so that each write's :class:`mcp_lib.retry.Budget` is "what is left of the run's waiting"."""
+    so that each write's :class:`mcp_lib.retry.Budget` is "what is left of the run's waiting". The last
+    ``reserve`` seconds are the final transitions': a storm on the answer cannot leave the thread without ✅."""
 
-    def __init__(self, seconds: float = WRITE_BUDGET_S):
+    def __init__(self, seconds: float = WRITE_BUDGET_S, reserve: float = FINAL_RESERVE_S):
         self.seconds = seconds
+        self.reserve = min(reserve, seconds)
         self.waited = 0.0
 
-    def left(self) -> float:
-        return self.seconds - self.waited
+    def _end(self, final: bool) -> float:
+        return self.seconds if final else self.seconds - self.reserve
 
-    def for_write(self) -> Budget:
-        return Budget(deadline=self.seconds, clock=lambda: self.waited)
+    def left(self, final: bool = False) -> float:
+        return self._end(final) - self.waited
+
+    def for_write(self, final: bool = False) -> Budget:
+        return Budget(deadline=self._end(final), clock=lambda: self.waited)
 
 
 def retry_after(exc: BaseException) -> float | None:
@@ -96,6 +107,16 @@ def retryable(exc: BaseException) -> Retry | None:
     return Retry(WRITE_POLICY) if isinstance(exc, OSError) else None
 
 
+def may_have_succeeded(exc: BaseException) -> bool:
+    """A failure after which Slack may have done the work all the same: a 5xx, a reset, a timeout (not a 429, not
+    an ``ok: false`` refusal)."""
+    from slack_sdk.errors import SlackApiError
+
+    if isinstance(exc, SlackApiError):
+        return exc.response.status_code >= 500
+    return isinstance(exc, OSError)
+
+
 class SlackOut:
     """All of helpbot's writes to Slack go through here: guarded, traced, and retried within the budget."""
 
@@ -106,30 +127,52 @@ class SlackOut:
         self.sleep = sleep
         self.budget = budget or WriteBudget()
 
-    def _call(self, api: str, *, patient: bool = True, **params: Any) -> Any:
+    def _call(self, api: str, *, patient: bool = True, final: bool = False,
+              adopt: Callable[[], str | None] | None = None, **params: Any) -> Any:
         """One write through the egress guard's Slack door; a patient one retried within the run's write budget
-        (an impatient one, or one when the budget is spent, is tried once). A failure is raised as Slack gave it."""
+        (an impatient one, or one when the budget is spent, is tried once), a ``final`` one also within the
+        reserve. ``adopt``, before a retry: the message an earlier attempt posted after all (Slack did the work
+        but its answer was lost), which is then the result. A failure is raised as Slack gave it."""
+        uncertain = False  # the last attempt may have done its work (a timeout, a 5xx), not been refused
+
         def write(_left: float) -> Any:
+            if uncertain and adopt is not None and (found := _adopted(adopt)) is not None:
+                return {"ts": found}
             return guard.slack(self.web, api, **params)
 
-        if not patient or self.budget.left() <= 0:
+        if not patient or self.budget.left(final) <= 0:
             return write(0.0)
 
         def waited(attempt: int, exc: BaseException, wait: float) -> None:
+            nonlocal uncertain
+            uncertain = may_have_succeeded(exc)
             self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
             self.budget.waited += wait
 
+        def how(exc: BaseException) -> Retry | None:
+            found = retryable(exc)
+            return Retry(FINAL_POLICY, found.asked) if final and found is not None else found
+
         try:
-            return retry.call(write, retryable=retryable, budget=self.budget.for_write(), sleep=self.sleep,
+            return retry.call(write, retryable=how, budget=self.budget.for_write(final), sleep=self.sleep,
                               on_retry=waited)
         except retry.GaveUp as gave_up:
             if gave_up.last is None:
                 raise
             raise gave_up.last from None
 
-    def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None) -> str:
+    def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None, *,
+             adopt: Callable[[], str | None] | None = None) -> str:
+        """A new message; its ts. ``adopt`` finds it in the thread when an attempt that seemed to fail (a timeout,
+        a 5xx) did post it: read before each retry and after the last failure, so a retry never posts twice."""
         body = {**payload, **POST_OPTIONS}
-        response = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, **body)
+        try:
+            response = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, adopt=adopt, **body)
+        except Exception as exc:
+            found = _adopted(adopt) if adopt is not None and may_have_succeeded(exc) else None
+            if found is None:
+                raise
+            response = {"ts": found}
         ts = str(response["ts"])
         self.trace.front("post", channel=channel, thread_ts=thread_ts, ts=ts, chars=len(json.dumps(body)))
         return ts
@@ -139,10 +182,10 @@ class SlackOut:
         self._call("chat.update", patient=patient, channel=channel, ts=ts, **body)
         self.trace.front("update", channel=channel, ts=ts, chars=len(json.dumps(body)))
 
-    def delete(self, channel: str, ts: str) -> bool:
+    def delete(self, channel: str, ts: str, *, final: bool = False) -> bool:
         """Remove one of helpbot's messages (a placeholder); False, logged, when Slack would not."""
         try:
-            self._call("chat.delete", channel=channel, ts=ts)
+            self._call("chat.delete", final=final, channel=channel, ts=ts)
         except Exception as exc:
             if slack_error_code(exc) != "message_not_found":
                 log(f"could not delete message {ts} ({_code(exc)})")
@@ -150,11 +193,12 @@ class SlackOut:
         self.trace.front("delete", channel=channel, ts=ts)
         return True
 
-    def react(self, channel: str, ts: str, name: str, *, remove: bool = False) -> bool:
+    def react(self, channel: str, ts: str, name: str, *, remove: bool = False, final: bool = False) -> bool:
         """Reactions are a courtesy: no failure of theirs (scope missing, already there, Slack down, a bug in the
         client) ever fails the run or hides the real outcome. True when the reaction is (or was) as asked."""
         try:
-            self._call("reactions.remove" if remove else "reactions.add", channel=channel, timestamp=ts, name=name)
+            self._call("reactions.remove" if remove else "reactions.add", final=final, channel=channel,
+                       timestamp=ts, name=name)
         except Exception as exc:
             code = _code(exc)
             if code in ("already_reacted", "no_reaction"):
@@ -176,6 +220,15 @@ class SlackOut:
             return self.post(channel, question_payload(text, actor))
         except Exception as exc:
             raise RunFailed(f"cannot post the question to {channel}: {_code(exc)}") from None
+
+
+def _adopted(adopt: Callable[[], str | None]) -> str | None:
+    """What ``adopt`` found; None also when the thread cannot be read (then posting again is the lesser harm)."""
+    try:
+        return adopt()
+    except Exception as exc:
+        log(f"could not read the thread back before a retry ({_code(exc)})")
+        return None
 
 
 def _code(exc: BaseException) -> str:

@@ -11,12 +11,16 @@ placeholder is posted anew and the placeholder deleted; 👀 is removed on the w
 the Retry-After has passed, so they never wait on Slack and never eat into the run's deadline.
 
 The thread is the lock between racing runs: each run posts its placeholder with its ``run`` marker, reads the
-thread again, and the older placeholder wins (:func:`agent.slack.markers.claim`).
+thread again, and the older placeholder wins (:func:`agent.slack.markers.claim`). A run whose placeholder could
+not be posted claims with its answer or notice instead, and removes it when it loses. Every message of the run
+carries its ``run``, so a write whose answer was lost (a 5xx or a timeout after Slack did the work) is found in
+the thread and adopted, never made twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.slack import markers
@@ -75,27 +79,22 @@ class ThreadReply:
         self.placeholder: str | None = None  # our placeholder while it is one
         self.delivered = False  # (part of) the answer is in the thread: a notice must not overwrite it
         self.eyes = False  # our 👀 is (probably) on the question
+        self.unclaimed = False  # the claim is still to be made (with the placeholder, else the answer or notice)
         self.yielded_because = ""
 
     # -- transitions ------------------------------------------------------------------------------------------------
     def start(self) -> bool:
-        """The placeholder, the claim, then 👀. False: another run answers this question (ours is removed)."""
+        """The placeholder, the claim, then 👀. False: another run answers this question (ours is removed). A
+        placeholder that cannot be posted defers the claim to the answer or notice (:meth:`_claimed`)."""
         try:
             self.placeholder = self.out.post(self.channel, {**placeholder_payload(), "metadata": self._marker()},
-                                             thread_ts=self.root)
+                                             thread_ts=self.root, adopt=lambda: self._own("progress"))
         except Exception as exc:  # the answer will be posted anew at the end
             log(f"could not post the placeholder ({error_line(exc)})")
-        if self.placeholder is not None and self.reread is not None:
-            verdict = markers.claim(self.reread(), self.question_ts, self.placeholder, self.me,
-                                    count_answers=not self.force, run=self.run)
-            if not verdict.won:
-                self.out.delete(self.channel, self.placeholder)
-                self.placeholder, self.state, self.yielded_because = None, "yielded", verdict.reason
+        if self.reread is not None:
+            self.unclaimed = True
+            if self.placeholder is not None and not self._claimed(self.placeholder):
                 return False
-            for ts in verdict.earlier:  # a dead run's placeholder, earlier notices: re-runs don't pile up
-                self.out.delete(self.channel, ts)
-            if verdict.earlier:
-                self.out.react(self.channel, self.question_ts, FAILED_REACTION, remove=True)
         self.eyes = True  # before the call: a cancel while Slack adds it must still take it off
         self.eyes = self.out.react(self.channel, self.question_ts, WORKING_REACTION)
         self.state = "working"
@@ -119,35 +118,40 @@ class ThreadReply:
 
     def deliver(self, answer: Answer) -> str | None:
         """The answer replaces the placeholder (or is posted anew, the placeholder deleted); further parts follow;
-        ✅ replaces 👀. Returns the answer's permalink (None when Slack would not give it)."""
+        ✅ replaces 👀. Returns the answer's permalink (None when Slack would not give it, or when another run
+        turned out to answer: then ours is removed and the state is ``yielded``)."""
         payloads = answer_payloads(answer, channel=self.channel, question_ts=self.question_ts,
                                    run_link=self.run_link)
-        first = self._replace_placeholder(payloads[0])
-        if first is None:
-            first = self.out.post(self.channel, payloads[0], thread_ts=self.root)
-            self._drop_placeholder()
+        first = self._final(markers.stamped(payloads[0], self.run), "answer")
+        if not self._claimed(first):
+            self._eyes_off()
+            return None
         self.delivered = True
         for payload in payloads[1:]:
-            self.out.post(self.channel, payload, thread_ts=self.root)
+            self.out.post(self.channel, payload, thread_ts=self.root, adopt=partial(self._own_part, payload))
         self._eyes_off()
-        self.out.react(self.channel, self.question_ts, DONE_REACTION)
+        self.out.react(self.channel, self.question_ts, DONE_REACTION, final=True)
         self.state = "done"
         return self.out.permalink(self.channel, first)
 
     def fail(self, what: str) -> None:
         """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
         a reply of its own -- and ❌ replaces 👀. Nothing here raises: the outcome is already decided."""
-        payload = failure_payload(what, self.run_link, channel=self.channel, question_ts=self.question_ts)
+        payload = markers.stamped(failure_payload(what, self.run_link, channel=self.channel,
+                                                  question_ts=self.question_ts), self.run)
         if self.placeholder is None and not self.delivered:
             self._find_own_placeholder()
-        if self._replace_placeholder(payload) is None:
-            try:
-                self.out.post(self.channel, payload, thread_ts=self.root)
-            except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
-                log(f"could not post the failure notice: {error_line(exc)}")
+        try:
+            notice = self._final(payload, "failure")
+        except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
+            log(f"could not post the failure notice: {error_line(exc)}")
             self._drop_placeholder()
+        else:
+            if not self._claimed(notice):
+                self._eyes_off()
+                return
         self._eyes_off()
-        self.out.react(self.channel, self.question_ts, FAILED_REACTION)
+        self.out.react(self.channel, self.question_ts, FAILED_REACTION, final=True)
         self.state = "failed"
 
     def close(self) -> None:
@@ -157,6 +161,49 @@ class ThreadReply:
         self._eyes_off()
 
     # -- pieces -----------------------------------------------------------------------------------------------------
+    def _claimed(self, mine: str) -> bool:
+        """The claim with ``mine`` (our placeholder; or, when none could be posted, the answer or notice itself):
+        True when this run answers. The loser removes ``mine`` and yields; the winner cleans up earlier runs'
+        leftovers. Once per run. A thread that cannot be read fails the start (no model is paid for an answer
+        that may be a duplicate); after the answer or notice is posted, it counts as won."""
+        if not self.unclaimed or self.reread is None:
+            return True
+        self.unclaimed = False
+        try:
+            messages = self.reread()
+        except Exception as exc:
+            if mine == self.placeholder:
+                raise
+            log(f"could not read the thread back for the claim ({error_line(exc)})")
+            return True
+        verdict = markers.claim(messages, self.question_ts, mine, self.me, count_answers=not self.force,
+                                run=self.run)
+        if not verdict.won:
+            self.out.delete(self.channel, mine, final=True)
+            if mine == self.placeholder:
+                self.placeholder = None
+            self.state, self.yielded_because = "yielded", verdict.reason
+            return False
+        for ts in verdict.earlier:  # a dead run's placeholder, earlier notices: re-runs don't pile up
+            self.out.delete(self.channel, ts)
+        if verdict.earlier:
+            self.out.react(self.channel, self.question_ts, FAILED_REACTION, remove=True)
+        return True
+
+    def _final(self, payload: Mapping[str, Any], kind: markers.Kind) -> str:
+        """The answer's first message or the notice, once: the placeholder turned into it; else the message an
+        update or post of ours left after all (Slack did it, its answer was lost); else posted anew, the
+        placeholder deleted. Raises when it cannot be posted."""
+        replaced = self._replace_placeholder(payload)
+        if replaced is not None:
+            return replaced
+        found = self._own(kind) if self.placeholder is not None else None  # an update that went through
+        ts = found or self.out.post(self.channel, payload, thread_ts=self.root, adopt=lambda: self._own(kind))
+        if ts == self.placeholder:
+            self.placeholder = None
+        self._drop_placeholder()
+        return ts
+
     def _replace_placeholder(self, payload: Mapping[str, Any]) -> str | None:
         """Our placeholder turned into ``payload``; None when there is none (any more) or Slack would not."""
         if self.placeholder is None or self.delivered:
@@ -169,28 +216,46 @@ class ThreadReply:
         replaced, self.placeholder = self.placeholder, None
         return replaced
 
+    def _own(self, kind: markers.Kind) -> str | None:
+        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
+        if self.reread is None:
+            return None
+        try:
+            found = markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
+        except Exception as exc:
+            log(f"could not read the thread back ({error_line(exc)})")
+            return None
+        return found[0] if found else None
+
+    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
+        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
+        if self.reread is None:
+            return None
+        for message in self.reread():
+            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
+                return str(message.get("ts"))
+        return None
+
     def _find_own_placeholder(self) -> None:
         """A placeholder of this run that Slack took but whose answer we never got (a cancel or a reset while it
         was posted) becomes ours again, so the notice replaces it; nothing when the thread cannot be read."""
         if self.reread is None:
             return
         try:
-            messages = self.reread()
+            found = markers.of_run(self.reread(), self.question_ts, self.run, "progress", me=self.me)
         except Exception:
             return
-        found = [str(m.get("ts")) for m in messages if (marker := markers.ours(m, self.me)) is not None
-                 and marker.kind == "progress" and marker.question_ts == self.question_ts and marker.run == self.run]
         for ts in found[1:]:
             self.out.delete(self.channel, ts)
         if found:
             self.placeholder = found[0]
 
     def _drop_placeholder(self) -> None:
-        if self.placeholder is not None and self.out.delete(self.channel, self.placeholder):
+        if self.placeholder is not None and self.out.delete(self.channel, self.placeholder, final=True):
             self.placeholder = None
 
     def _eyes_off(self) -> None:
-        if self.eyes and self.out.react(self.channel, self.question_ts, WORKING_REACTION, remove=True):
+        if self.eyes and self.out.react(self.channel, self.question_ts, WORKING_REACTION, remove=True, final=True):
             self.eyes = False
 
     def _marker(self) -> dict[str, Any]:

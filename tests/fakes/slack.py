@@ -69,6 +69,7 @@ Where Slack is vague the fake is deliberately strict, so that bugs show up here 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import threading
@@ -851,6 +852,7 @@ class Fault:
     error: str | None = None
     delay: float = 0.0
     body: str | None = None
+    lost: bool = False  # the call takes effect, but its answer is the failure (a 5xx or timeout after the work)
 
 
 class FakeSlack:
@@ -874,12 +876,14 @@ class FakeSlack:
         return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
 
     def fail(self, method: str, *, status: int = 429, times: int = 1, retry_after: int | None = 1,
-             error: str | None = None, body: str | None = None) -> None:
-        """The next ``times`` calls of ``method`` fail: 429 + Retry-After, a 5xx page, or 200 ``ok:false``."""
+             error: str | None = None, body: str | None = None, lost: bool = False) -> None:
+        """The next ``times`` calls of ``method`` fail: 429 + Retry-After, a 5xx page, or 200 ``ok:false``.
+        ``lost``: Slack did the work all the same, only its answer is the failure (the 5xx a proxy gives when
+        Slack was slow, or a reset after the write)."""
         if error is not None and status == 429:
             status = 200
         self._faults.setdefault(method, []).append(
-            Fault(status=status, times=times, retry_after=retry_after, error=error, body=body))
+            Fault(status=status, times=times, retry_after=retry_after, error=error, body=body, lost=lost))
 
     def slow(self, method: str, seconds: float, *, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` answer after ``seconds`` (normally)."""
@@ -970,6 +974,10 @@ class FakeSlack:
         if fault and fault.delay and self._stopping.wait(fault.delay):
             return  # the server is stopping
         if fault and fault.status != 200:
+            implementation = self.api.methods.get(method)
+            if fault.lost and token is not None and implementation is not None:
+                with self.workspace.lock, contextlib.suppress(SlackError):
+                    implementation(params, token)
             record.status = fault.status
             headers = {}
             if fault.status == 429:

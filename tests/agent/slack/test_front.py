@@ -23,6 +23,7 @@ from agent.core.run import Progress
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
+from agent.errors import sigterm_raises
 from agent.slack import front
 from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
@@ -891,7 +892,7 @@ def test_progress_throttle_shows_new_texts_at_most_every_interval() -> None:
 
 # -- the workflow files' own tests: tests/workflows/test_help_workflow.py ---------------------------------------
 def test_a_second_sigterm_while_the_notice_is_posted_is_ignored() -> None:
-    with front._sigterm_raises():
+    with sigterm_raises():
         with pytest.raises(front.Terminated):
             os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)  # e.g. the runner's follow-up signal: the notice still goes out
