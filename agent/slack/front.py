@@ -228,6 +228,7 @@ class Front:
         """Show that work started, run the agent, deliver -- or leave a failure notice. Returns the exit code."""
         reply = target.reply
         asked: str | None = None
+        registry: Registry | None = None
 
         def on_progress(progress: Progress) -> None:
             line = progress_line(progress)  # registered names; nothing in a private run
@@ -266,6 +267,8 @@ class Front:
         finally:
             if reply is not None:
                 reply.close()
+            if registry is not None:
+                registry.close()  # in-house MCP servers (and their processes) end with the run
         if reply is not None and reply.state == "yielded":
             return self.tell.ignored(reply.yielded_because, target.where)
         return self.tell.answered(answer, link, target, asked, show_answer)
