@@ -148,6 +148,15 @@ secret = new_issue.call(ec, bug, "在庫の非公開チケット", "極秘：取
 ids["private"] = secret.id
 IssueRelation.create!(issue_from: Issue.find(stock.id), issue_to: Issue.find(secret.id), relation_type: "relates")
 
+# twins that differ only by a private note between two public ones: the tools must not tell them apart
+[["note_gap", true], ["note_twin", false]].each do |key, with_private|
+  twin = new_issue.call(ec, bug, "コメント番号の確認", "番号の確認用チケット。")
+  ids[key] = twin.id
+  note(twin, tanaka, "一つ目の公開コメント")
+  note(twin, admin, "社外秘: 間の非公開コメント", true) if with_private
+  note(twin, admin, "二つ目の公開コメント")
+end
+
 wiki_page(ec, "在庫同期の手順",
           "h1. 在庫同期の手順\n\n在庫同期は15分ごとに走る。遅延したら夜間バッチを確認する。", admin)
 wiki_page(hr, "在庫ツール契約", "総務の在庫ツール契約の一覧。", admin)

@@ -230,11 +230,11 @@ def getIssue(
     if session.hidden(raw):  # private, or outside the allowed projects: the words a missing issue gets
         raise ToolError(missing)
     config: RedmineConfig = session.config
-    url = session.issue_url(issueId)
     notes: list[str] = []
 
-    journals = [(index, j) for index, j in enumerate(raw.get("journals") or [], start=1)
-                if j.get("notes") and not j.get("private_notes")]  # private notes: dropped without a note
+    # private notes: dropped without a trace -- and the comments carry no #note-N link, whose numbers count the
+    # private notes too (a gap would say one is there): the output is an issue's without them
+    journals = [j for j in raw.get("journals") or [] if j.get("notes") and not j.get("private_notes")]
     omitted = max(0, len(journals) - config.max_journals)
     if omitted:
         notes.append(f"{omitted} older comments left out (showing the last {config.max_journals} of "
@@ -252,15 +252,14 @@ def getIssue(
         "attachments": [{"filename": a.get("filename"), "size": a.get("filesize"),
                          "url": f"{session.base}/attachments/{a.get('id')}"} for a in raw.get("attachments") or []],
         "journals_omitted": omitted,
-        "journals": [_journal(url, index, j, config.max_note_chars) for index, j in journals[omitted:]],
+        "journals": [_journal(j, config.max_note_chars) for j in journals[omitted:]],
     }
     return Result(item=item, notes=notes)
 
 
-def _journal(issue_url: str, index: int, journal: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
+def _journal(journal: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
     text, _ = cut_text(journal.get("notes") or "", max_chars)
-    return {"author": _name(journal.get("user")), "created_on": journal.get("created_on"), "notes": text,
-            "url": f"{issue_url}#note-{index}"}
+    return {"author": _name(journal.get("user")), "created_on": journal.get("created_on"), "notes": text}
 
 
 def _related(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:

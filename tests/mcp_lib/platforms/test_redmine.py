@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -147,7 +148,7 @@ def test_getIssue_history_relations_attachments(rm: Registry, ids: dict[str, int
         ("Redmine Admin", "Retry-After を守るように修正します。"),
         ("太郎 田中", "修正版をステージングで確認中です。"),
     ]  # oldest first, newest last
-    assert all(j["created_on"] and j["url"].startswith(issue["url"] + "#note-") for j in issue["journals"])
+    assert all(j["created_on"] and "url" not in j for j in issue["journals"])  # no #note-N: see below
     assert [a["filename"] for a in issue["attachments"]] == ["inventory_log.csv"]
     assert issue["relations"] == [{
         "issueId": ids["order_import"], "title": f"#{ids['order_import']} Order import fails with 429 from Shopify API",
@@ -161,6 +162,20 @@ def test_getIssue_private_notes_are_never_returned(rm: Registry, ids: dict[str, 
     result = ok(rm.call("redmine:getIssue", {"issueId": ids["stock_sync"]}))
     assert "社外秘" not in result.to_json()  # the admin key could read it; the Slack thread must not
     assert not any("private" in note for note in result.notes)
+
+
+@real
+def test_a_private_note_between_public_ones_leaves_no_gap(rm: Registry, ids: dict[str, int]) -> None:
+    """Redmine numbers comments (#note-N) counting the private ones: an issue with a private note between two
+    public ones reads exactly like its twin without it (ids and times aside)."""
+    def normal(number: int) -> str:
+        text = ok(rm.call("redmine:getIssue", {"issueId": number})).to_json()
+        text = re.sub(rf"(?<!\d){number}(?!\d)", "N", text)
+        return re.sub(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", "T", text)
+
+    with_private, without = normal(ids["note_gap"]), normal(ids["note_twin"])
+    assert with_private == without and "社外秘" not in with_private and "note-" not in with_private
+    assert "一つ目の公開コメント" in with_private and "二つ目の公開コメント" in with_private
 
 
 @real
@@ -609,3 +624,15 @@ def test_a_secret_at_the_edge_of_a_search_snippet_is_masked_whole(stub: Stub) ->
                                                        "limit": 1})
     result = ok(make_registry(stub.url, "k").call("redmine:search", {"query": "在庫"}))
     assert result.items and "ghp_" not in result.to_json() and "Qx7" not in result.to_json()
+
+
+def test_a_private_note_between_public_ones_reads_like_none(stub: Stub) -> None:
+    """The stub's version of the real twin test: Redmine's journals with a private note in the middle."""
+    first, = ISSUE["issue"]["journals"]
+    second = {**first, "id": 3, "notes": "二つ目", "created_on": "2026-11-30T11:00:00Z"}
+    hidden = {**first, "id": 2, "notes": "極秘メモ", "private_notes": True}
+    results = []
+    for journals in ([first, hidden, second], [first, second]):
+        stub.routes["/issues/1.json"] = lambda q, j=journals: (200, {}, {"issue": {**ISSUE["issue"], "journals": j}})
+        results.append(make_registry(stub.url, "k").call("redmine:getIssue", {"issueId": 1}).to_dict())
+    assert results[0] == results[1] and "note-" not in json.dumps(results[0])
