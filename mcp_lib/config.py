@@ -184,7 +184,8 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_NOW", "loop", "the current time as ISO 8601, to replay relative dates (先週); the `now` input of "
        "*Run workflow*", value="${{ inputs.now }}"),
     _v("HELPBOT_REQUEST_BUDGET_TOKENS", "loop", "no request to the model is larger (estimated tokens)", "100000"),
-    _v("HELPBOT_SUMMARY_THRESHOLD_TOKENS", "loop", "older tool results are summarized past this", "60000"),
+    _v("HELPBOT_SUMMARY_THRESHOLD_TOKENS", "loop", "the results already read are summarized past this; one result is "
+       "capped at an eighth of it (7,500 estimated tokens at most)", "60000"),
     _v("HELPBOT_TOOL_RESULT_MAX_CHARS", "loop", "the loop's own cap on one tool result", "24000"),
     _v("HELPBOT_PRICE_INPUT", "loop", "USD per million input tokens of HELPBOT_MODEL", "list price"),
     _v("HELPBOT_PRICE_OUTPUT", "loop", "USD per million output tokens of HELPBOT_MODEL", "list price"),
