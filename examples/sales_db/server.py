@@ -204,11 +204,24 @@ def _result(payload: dict[str, Any], *, is_error: bool) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload, is_error=is_error)
 
 
+def serve_http(server: MCPServer, host: str, port: int) -> None:
+    """Streamable HTTP on a socket bound here, so that port 0 works: the URL is printed once it is bound."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.create_server((host, port))
+    bound = sock.getsockname()[1]
+    print(f"serving http://{host}:{bound}/mcp", flush=True)
+    app = server.streamable_http_app(host=host)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The farm sales-DB MCP server (stdio by default).")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="0: any free port (the URL is printed on stdout)")
     args = parser.parse_args(argv)
     try:
         settings = settings_from_env(os.environ if env is None else env)
@@ -217,7 +230,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 2
     server = build_server(settings.db_path, settings.today)
     if args.http:
-        server.run("streamable-http", host=args.host, port=args.port)
+        serve_http(server, args.host, args.port)
     else:
         server.run("stdio")
     return 0

@@ -5,7 +5,6 @@ The fixed "today" is the article's, 2025-05-15 (Thursday): 先週 is 2025-05-05.
 """
 
 import json
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -357,13 +356,6 @@ async def test_over_stdio_every_status_path_and_persistence(tmp_path: Path) -> N
 # -- over streamable HTTP ------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 async def wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     """Readiness, not timing: poll until the port accepts, failing early if the server died."""
     with anyio.fail_after(30):
@@ -380,15 +372,18 @@ async def wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> N
 
 @pytest.mark.anyio
 async def test_over_streamable_http(tmp_path: Path) -> None:
-    port = free_port()
     env = {"SALES_DB_PATH": str(tmp_path / "sales.sqlite3"), "SALES_DB_TODAY": TODAY.isoformat()}
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER_SCRIPT), "--http", "--port", str(port)],
+    process = subprocess.Popen(  # port 0: the server binds a free port itself and prints its URL (no port race)
+        [sys.executable, str(SERVER_SCRIPT), "--http", "--port", "0"],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     try:
+        assert process.stdout is not None
+        line = process.stdout.readline().decode()
+        assert line.startswith("serving http://127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1].split("/")[0])
         await wait_until_listening(port, process)
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == {

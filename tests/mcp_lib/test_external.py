@@ -146,11 +146,10 @@ def sales_over_http(tmp_path: Path, token: str) -> Iterator[tuple[str, list[str 
                 return
         await app(scope, receive, send)
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(gate, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = socket.create_server(("127.0.0.1", 0))  # bound here and handed over: no free-port race
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(gate, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
         for _ in range(600):  # readiness, not timing
