@@ -202,10 +202,27 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def refusing_port() -> tuple[socket.socket, int]:
+    """A port where connections are refused for as long as the socket stays open: bound, never listening (so no
+    other process can take it meanwhile, as it could a port found free and closed again)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock, int(sock.getsockname()[1])
+
+
+_WEBRICK_PORT = re.compile(rb"WEBrick::HTTPServer#start: pid=\d+ port=(\d+)")
+
+
+def _bound_port(process: subprocess.Popen[bytes], log: Path, deadline: float) -> int:
+    """The port WEBrick bound (started with -p 0, it chooses a free one itself and logs it: no port race)."""
+    while time.monotonic() < deadline:
+        found = _WEBRICK_PORT.search(log.read_bytes()) if log.exists() else None
+        if found:
+            return int(found.group(1))
+        if process.poll() is not None:
+            raise RedmineUnavailable(f"Redmine exited with code {process.returncode}:\n{_tail(log)}")
+        time.sleep(0.2)
+    raise RedmineUnavailable(f"Redmine did not start within {START_TIMEOUT_S:.0f} s:\n{_tail(log)}")
 
 
 def template_database() -> Path:
@@ -280,7 +297,7 @@ def _wait_ready(url: str, api_key: str, process: subprocess.Popen[bytes], log: P
 
 
 def start(*, foreign_data: bool = False) -> RedmineServer:
-    """A seeded Redmine on 127.0.0.1 at a free port, or RedmineUnavailable with the reason. ``foreign_data``:
+    """A seeded Redmine on 127.0.0.1 at a port it chose itself, or RedmineUnavailable with the reason. ``foreign_data``:
     put another team's data into the copy first (the seed must delete it)."""
     check_installed()
     template = template_database()
@@ -294,15 +311,14 @@ def start(*, foreign_data: bool = False) -> RedmineServer:
         # Seed before the server boots: the booting server also touches the SQLite file, and two writers
         # can fail at once with "database is locked" (seen in about 1 start of 8 when they overlapped).
         server.api_key, server.ids, server.removed = _seed(env, workdir, foreign_data)
-        port = free_port()
-        server.url = f"http://127.0.0.1:{port}"
         log = workdir / "server.log"
         with log.open("wb") as out:
             server.process = subprocess.Popen(
-                ["rackup", "-s", "webrick", "-p", str(port), "-o", "127.0.0.1", "config.ru"],
+                ["rackup", "-s", "webrick", "-p", "0", "-o", "127.0.0.1", "config.ru"],
                 cwd=REDMINE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        server.url = f"http://127.0.0.1:{_bound_port(server.process, log, started + START_TIMEOUT_S)}"
         _wait_ready(server.url, server.api_key, server.process, log, started + START_TIMEOUT_S)
     except BaseException:
         server.stop()

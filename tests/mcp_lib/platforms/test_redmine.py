@@ -377,13 +377,16 @@ def test_metadata_is_written_for_the_model() -> None:
 
 
 # == failures, against a closed port and a local stub =========================================================
-def closed_port_url() -> str:
-    return f"http://127.0.0.1:{server_helper.free_port()}"  # nothing listens there
+@pytest.fixture
+def closed_port_url() -> Iterator[str]:
+    sock, port = server_helper.refusing_port()  # bound, not listening: refused, and no one else can take it
+    with sock:
+        yield f"http://127.0.0.1:{port}"
 
 
-def test_redmine_down_is_an_error_result_after_retries() -> None:
+def test_redmine_down_is_an_error_result_after_retries(closed_port_url: str) -> None:
     sleeps: list[float] = []
-    result = make_registry(closed_port_url(), "k", sleeps).call("redmine:search", {"query": "在庫"})
+    result = make_registry(closed_port_url, "k", sleeps).call("redmine:search", {"query": "在庫"})
     assert result.is_error
     assert "unavailable after retries" in (result.message or "") and "cannot connect" in (result.message or "")
     assert len(sleeps) == 3  # four attempts, no real waiting
