@@ -101,12 +101,14 @@ def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_T
         def setup(self) -> None:
             super().setup()
             self._read = threading.Event()
+            self._dropped = threading.Event()  # cut off: the one line is logged, nothing more is said or sent
             self._watchdog = threading.Timer(request_deadline, self._cut_off)
             self._watchdog.daemon = True
             self._watchdog.start()
 
         def _cut_off(self) -> None:
             if not self._read.is_set():  # still reading the request: a slow (or hostile) client
+                self._dropped.set()
                 log(f"dropped {self.client_address[0]}: request not complete after {request_deadline:g} s")
                 with contextlib.suppress(OSError):
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -120,7 +122,8 @@ def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_T
             try:
                 super().handle()
             except (ConnectionError, TimeoutError) as exc:
-                log(f"client {self.client_address[0]} went away: {type(exc).__name__}")
+                if not self._dropped.is_set():
+                    log(f"client {self.client_address[0]} went away: {type(exc).__name__}")
 
         def do_POST(self) -> None:
             raw_length = self.headers.get("Content-Length")
@@ -136,8 +139,9 @@ def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_T
                 return
             body = self.rfile.read(length)
             self._read.set()
-            if len(body) < length:  # the client closed early (or was cut off)
-                self._send(reply(400, "incomplete body"))
+            if len(body) < length:  # the client closed early (or was cut off: then it hears nothing more)
+                if not self._dropped.is_set():
+                    self._send(reply(400, "incomplete body"))
                 return
             self._send(relay(dict(self.headers.items()), body))
 
@@ -155,7 +159,8 @@ def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_T
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:
-            log(format % args)
+            if not self._dropped.is_set():
+                log(format % args)
 
     return _Server((host, port), Handler)
 
