@@ -151,9 +151,31 @@ def search(
 
     hits = list(_round_robin(per_project))[:fetch]
     issues = session.issues_by_id([h["id"] for h in hits if str(h.get("type", "")).startswith("issue")])
-    visible = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None]
+    visible = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None
+               and (item.get("type") != "issue" or _matches_visibly(session, issues[int(hit["id"])], query))]
     # Redmine's total_count counts the hidden hits too: only what may be shown is counted, nothing is noted.
     return Result(items=visible[:limit], total=len(visible))
+
+
+def _search_words(query: str) -> list[str]:
+    """The words Redmine's search requires, each somewhere in an issue (quoted phrases whole; words of one
+    character ignored, five at most, as Redmine does), lower-cased."""
+    words = [m.group(1) or m.group(2) for m in re.finditer(r'"([^"]+)"|(\S+)', query)]
+    return [w.lower() for w in dict.fromkeys(words) if len(w) > 1][:5]
+
+
+def _matches_visibly(session: Session, raw: Mapping[str, Any], query: str) -> bool:
+    """Whether an issue hit matches in what may be shown -- subject, description, public comments. Redmine
+    searches the private notes the API key may read too: a public issue found only through one would answer a
+    question about its text (word by word, a private note read out), so it is dropped like any hidden hit."""
+    seen = f"{raw.get('subject') or ''} {raw.get('description') or ''}".lower()
+    missing = [word for word in _search_words(query) if word not in seen]
+    if not missing:
+        return True
+    full = session.call(lambda: session.api.issue.get(raw["id"], include=["journals"]).raw())
+    notes = " ".join(str(j.get("notes") or "") for j in full.get("journals") or []
+                     if not j.get("private_notes")).lower()
+    return all(word in notes for word in missing)
 
 
 def _hit(session: Session, hit: Mapping[str, Any], query: str,

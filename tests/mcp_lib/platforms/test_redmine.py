@@ -179,6 +179,15 @@ def test_a_private_note_between_public_ones_leaves_no_gap(rm: Registry, ids: dic
 
 
 @real
+def test_a_search_matching_only_a_private_note_reads_like_no_hits(rm: Registry, ids: dict[str, int]) -> None:
+    for probe in ("取引先X", "手動で調整済み", "間の非公開コメント", "在庫 社外秘"):  # words of private notes only
+        assert rm.call("redmine:search", {"query": probe}).to_dict() == \
+            rm.call("redmine:search", {"query": "存在しない言葉xyz"}).to_dict(), probe
+    kept = ok(rm.call("redmine:search", {"query": "ステージング 確認中"}))  # a public comment's words
+    assert [item["issueId"] for item in kept.items] == [ids["stock_sync"]]
+
+
+@real
 def test_getIssue_parent_and_children(rm: Registry, ids: dict[str, int]) -> None:
     parent = ok(rm.call("redmine:getIssue", {"issueId": ids["parent"]})).item
     assert parent is not None
@@ -639,3 +648,22 @@ def test_a_private_note_between_public_ones_reads_like_none(stub: Stub) -> None:
         stub.routes["/issues/1.json"] = lambda q, j=journals: (200, {}, {"issue": {**ISSUE["issue"], "journals": j}})
         results.append(make_registry(stub.url, "k").call("redmine:getIssue", {"issueId": 1}).to_dict())
     assert results[0] == results[1] and "note-" not in json.dumps(results[0])
+
+
+def test_a_public_issue_found_only_through_a_private_note_is_no_hit(stub: Stub) -> None:
+    """Redmine searches the private notes the key may read: a public issue found only there would answer
+    "is this word in a private note?" -- one word, then the next, read out. It reads like no hit."""
+    journals = [*ISSUE["issue"]["journals"], {"id": 2, "user": {"id": 1, "name": "Redmine Admin"},
+                                              "notes": "極秘メモ 暗証番号 4711", "private_notes": True,
+                                              "created_on": "2026-11-30T10:51:03Z"}]
+    stub.routes["/issues/1.json"] = lambda q: (200, {}, {"issue": {**ISSUE["issue"], "journals": journals}})
+    stub.routes["/issues.json"] = lambda q: (200, {}, {"issues": [ISSUE["issue"]], "total_count": 1, "offset": 0,
+                                                       "limit": 1})
+    stub.routes["/search.json"] = lambda q: (200, {}, search_hits(stub, [1] if "4711" in unquote_plus(q)
+                                                                  or "確認" in unquote_plus(q) else []))
+    registry = make_registry(stub.url, "k")
+    probed = registry.call("redmine:search", {"query": "暗証番号 4711"})
+    nothing = registry.call("redmine:search", {"query": "暗証番号 9999"})
+    assert probed.to_dict() == nothing.to_dict() == {"status": "ok", "tool": "redmine_search", "total": 0}
+    public_note = ok(registry.call("redmine:search", {"query": "確認しました"}))  # in the public comment: kept
+    assert [item["issueId"] for item in public_note.items] == [1]
