@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -38,12 +38,12 @@ from agent.slack.blocks import guard_public
 from agent.slack.feedback import parse_since
 from agent.slack.handle import is_public
 from agent.slack.markers import read as read_marker
-from agent.slack.ratings import SCAN_MAX_RETRIES, RatedAnswer, Scanner
+from agent.slack.ratings import RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.split import cut
 from agent.slack.trigger import env_channels
-from mcp_lib.config import ConfigError, env_bool, env_str
-from mcp_lib.core import CredentialsError, ToolContext, ToolError
+from mcp_lib.config import ConfigError, env_bool
+from mcp_lib.core import CredentialsError, ToolError
 from mcp_lib.ids import is_channel_id
 from mcp_lib.platforms import faq
 from mcp_lib.platforms import slack as slack_platform
@@ -212,16 +212,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
     channels = _channels(args, env)
     private_ok = env_bool(env, "HELPBOT_FAQ_PRIVATE")
     pr_config = faq_pr.load_config(env) if args.pr else None
-    if config is None or config.bot_token is None:
-        raise ConfigError("SLACK_BOT_TOKEN", "not set: helpbot faq-draft reads the channels as the bot (xoxb-…)")
-    config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
-    ctx = ToolContext(client=slack_platform.make_client(config, sleep), config=config)
     index = faq.make_client(faq.load_config(env))
     try:
-        me = slack_platform.call(ctx, "auth.test")
-        extra = env_str(env, "HELPBOT_BOT_USER_ID")
-        scanner = Scanner(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"),
-                          excluded=[extra] if extra else [])
+        scanner = Scanner.connect(env, "faq-draft", sleep=sleep)
         found = [pair for channel in channels for pair in scanner.scan_with_parts(channel, since)]
         candidates = [(a, parts) for a, parts in found if qualifies(a, args.min_up)]
         scanner.add_permalinks(a for a, _ in candidates)

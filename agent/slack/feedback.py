@@ -41,12 +41,12 @@ from agent.slack.blocks import (
     platform_label,
 )
 from agent.slack.handle import is_public
-from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, SCAN_MAX_RETRIES, RatedAnswer, Scanner, local_time
+from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, RatedAnswer, Scanner, local_time
 from agent.slack.split import slack_len
 from agent.slack.trigger import env_channels
 from mcp_lib.config import ConfigError, env_str
-from mcp_lib.core import CredentialsError, ToolContext, ToolError
-from mcp_lib.ids import USER_RE, is_channel_id, is_dm_id
+from mcp_lib.core import CredentialsError, ToolError
+from mcp_lib.ids import is_channel_id, is_dm_id
 from mcp_lib.platforms import slack as slack_platform
 
 _DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)
@@ -302,19 +302,9 @@ def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | No
     since = parse_since(args.since, now)
     channels = _channels(args, env)
     post_to = _post_channel(args, env)
-    extra = env_str(env, "HELPBOT_BOT_USER_ID")
-    if extra and not USER_RE.fullmatch(extra):
-        raise ConfigError("HELPBOT_BOT_USER_ID", f"{extra!r} is not a Slack user ID (like U0123456789)")
-    if config is None or config.bot_token is None:
-        raise ConfigError("SLACK_BOT_TOKEN", "not set: helpbot feedback reads the channels (and posts) as the bot "
-                                             "(xoxb-…)")
-    config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
-    ctx = ToolContext(client=slack_platform.make_client(config, sleep), config=config)
     try:
-        me = slack_platform.call(ctx, "auth.test")
-        guard.narrow(hosts=[guard.host_of(str(me.get("url") or "")) or ""])  # permalinks keep their thread
-        scanner = Scanner(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"),
-                          excluded=[extra] if extra else [], page_size=page_size)
+        scanner = Scanner.connect(env, "feedback", sleep=sleep, page_size=page_size)
+        guard.narrow(hosts=[guard.host_of(scanner.workspace_url) or ""])  # permalinks keep their thread
         answers = [answer for channel in channels for answer in scanner.scan(channel, since)]
         full = Report(since=since, until=now, channels=channels, answers=answers)
         private = private_channels(scanner, channels)
@@ -336,7 +326,7 @@ def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | No
                       f"{', '.join(left_out)} (run it locally to see them)")
         if post_to:
             payload = summary_payload(for_audience(full, private, channel=post_to), tz)
-            posted = guard.slack_call(slack_platform.call, ctx, channel=post_to, **payload, **POST_OPTIONS)
+            posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload, **POST_OPTIONS)
             guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
     except CredentialsError as exc:
         raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None

@@ -159,12 +159,36 @@ class Scanner:
     """Reads channels through the Slack platform's client (its retry handlers, its error messages)."""
 
     def __init__(self, ctx: ToolContext, *, bot_user_id: str, bot_id: str | None, excluded: Iterable[str] = (),
-                 page_size: int = PAGE_SIZE):
+                 page_size: int = PAGE_SIZE, configured_user_id: str | None = None, workspace_url: str = ""):
         self.ctx = ctx
         self.bot_user_id = bot_user_id
-        self.me = Me(bot_user_id or None, bot_id)
-        self.excluded = {bot_user_id, *excluded}
+        self.me = Me(bot_user_id or None, bot_id, configured_user_id)
+        self.excluded = {bot_user_id, *excluded, *([configured_user_id] if configured_user_id else [])}
         self.page_size = page_size
+        self.workspace_url = workspace_url
+
+    @classmethod
+    def connect(cls, env: Mapping[str, str], command: str, *, sleep: Callable[[float], None],
+                page_size: int = PAGE_SIZE) -> Scanner:
+        """A scan as the bot (never a person's token), who helpbot is asked of ``auth.test`` plus
+        HELPBOT_BOT_USER_ID; for ``helpbot feedback`` and ``helpbot faq-draft``. A Slack failure is a ToolError
+        (CredentialsError for a refused token), bad configuration a ConfigError."""
+        from dataclasses import replace
+
+        from mcp_lib.config import ConfigError, env_str
+        from mcp_lib.ids import is_user_id
+
+        configured = env_str(env, "HELPBOT_BOT_USER_ID")
+        if configured and not is_user_id(configured):
+            raise ConfigError("HELPBOT_BOT_USER_ID", f"{configured!r} is not a Slack user ID (like U0123456789)")
+        config = slack_platform.load_config(env)
+        if config is None or config.bot_token is None:
+            raise ConfigError("SLACK_BOT_TOKEN", f"not set: helpbot {command} reads the channels as the bot (xoxb-…)")
+        config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
+        ctx = ToolContext(client=slack_platform.make_client(config, sleep), config=config)
+        me = slack_platform.call(ctx, "auth.test")
+        return cls(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"), page_size=page_size,
+                   configured_user_id=configured, workspace_url=str(me.get("url") or ""))
 
     def call(self, api: str, **params: Any) -> dict[str, Any]:
         return slack_platform.call(self.ctx, api, **params)

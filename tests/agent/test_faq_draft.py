@@ -219,6 +219,8 @@ def test_no_permission_on_the_command_line_is_exit_2(env: dict[str, str], github
     (["--pr"], {"GITHUB_TOKEN": "t"}, ConfigError, "GITHUB_REPOSITORY"),
     (["--since", "soon"], {}, UsageError, "helpbot faq-draft: --since"),
     (["--channel", "general"], {}, UsageError, "not a channel ID"),
+    ([], {"HELPBOT_BOT_USER_ID": "helpbot"}, ConfigError, "HELPBOT_BOT_USER_ID.*not a Slack user ID"),
+    ([], {"SLACK_BOT_TOKEN": ""}, ConfigError, "SLACK_BOT_TOKEN: not set"),
 ])
 def test_bad_input_fails_before_anything_is_read(env: dict[str, str], fake: FakeSlack, argv: list[str],
                                                  extra: dict[str, str], error: type[Exception], match: str) -> None:
