@@ -1,17 +1,14 @@
-"""Shared pieces of the agent benches: realistic tool results, a scripted investigation, and a model stand-in
-that bills like Bedrock's prompt cache (reads at 0.1x, writes at 1.25x, entries written at breakpoints, a hit
-found at a breakpoint or up to 20 blocks before it, nothing cached below 1,024 tokens)."""
+"""Shared pieces of the in-process agent bench (``agent_overhead.py``): realistic tool results and a scripted
+investigation. The benches on production's path (real client and tools over HTTP) use ``agent_http``."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import random
 from typing import Any
 
-from agent.core.messages import estimate_tokens
-from agent.core.model import ModelResponse, Usage
+from agent.core.model import ModelResponse
 from agent.core.scripted import Request, calls, text
 from agent.core.tools import ToolOutcome
 from mcp_lib.core import Limits, Result, apply_limits
@@ -28,17 +25,6 @@ def prose(rng: random.Random, chars: int) -> str:
         out.append(rng.choice(WORDS) + rng.choice(("の", "が", "を", "で", "、", "。", " ")))
         length += len(out[-1])
     return "".join(out)[:chars]
-
-
-def sized_result(name: str, arguments: dict[str, Any], rng: random.Random, chars: int) -> Result:
-    """A result of about ``chars`` characters before mcp_lib's limits: 20 hits for a search, one body for a get."""
-    n = int(arguments.get("n", 1))
-    if "search" in name:
-        items = [{"title": f"{name} hit {n}-{i}: " + prose(rng, 30), "url": f"https://example.test/{name}/{n}/{i}",
-                  "snippet": prose(rng, max(50, chars // 20))} for i in range(20)]
-        return Result(tool=name, items=items, total=len(items))
-    return Result(tool=name, item={"title": f"{name} {n}", "url": f"https://example.test/{name}/{n}",
-                                   "body": prose(rng, chars)})
 
 
 def raw_result(name: str, arguments: dict[str, Any], rng: random.Random) -> Result:
@@ -89,19 +75,14 @@ def tool_overrides(wire_name: str) -> dict[str, int]:
 
 class BenchTools:
     """Tools whose results are the raw results above, passed through mcp_lib's default limits and the real
-    tool's own overrides (as Tool.invoke does) -- or not (the naive approach)."""
+    tool's own overrides (as Tool.invoke does)."""
 
-    def __init__(self, limited: bool = True, seed: int = 7, chars: int | None = None):
-        self.limited = limited
+    def __init__(self, seed: int = 7):
         self.seed = seed
-        self.chars = chars  # every result about this many characters before the limits; None: realistic mixes
 
     def result_json(self, name: str, arguments: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
         rng = random.Random(f"{self.seed}{name}{json.dumps(arguments, sort_keys=True)}")
-        result = raw_result(name, arguments, rng) if self.chars is None else sized_result(name, arguments, rng,
-                                                                                              self.chars)
-        if self.limited:
-            result = apply_limits(result, Limits().merged(**tool_overrides(name)))
+        result = apply_limits(raw_result(name, arguments, rng), Limits().merged(**tool_overrides(name)))
         return result.to_json(), result.sources()
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -139,64 +120,3 @@ def investigation(request: Request) -> ModelResponse:
     if request.forced or request.round > len(PLAN):
         return text("結論: " + prose(random.Random(1), 800))
     return calls(*PLAN[request.round - 1], thought="次を確認します。")
-
-
-class CachingBedrock:
-    """Wraps a script; reports usage the way Bedrock's prompt cache would bill it."""
-
-    MIN_CACHEABLE = 1024
-
-    def __init__(self, script: Any):
-        self.script = script
-        self.cache: set[str] = set()
-        self.requests: list[Usage] = []
-        self.max_prompt = 0
-
-    @staticmethod
-    def _blocks(system: list[dict[str, Any]], tools: list[dict[str, Any]], messages: list[dict[str, Any]]
-                ) -> list[tuple[str, bool]]:
-        out = [(json.dumps({k: v for k, v in t.items() if k != "cache_control"}, ensure_ascii=False),
-                "cache_control" in t) for t in tools]
-        out += [(b["text"], "cache_control" in b) for b in system]
-        for message in messages:
-            for index, block in enumerate(message["content"]):
-                clean = {k: v for k, v in block.items() if k != "cache_control"}
-                prefix = message["role"] if index == 0 else ""
-                out.append((prefix + json.dumps(clean, ensure_ascii=False), "cache_control" in block))
-        return out
-
-    def create(self, request: Request) -> ModelResponse:
-        system, tools, messages = request.system, request.tools, request.messages
-        reply = self.script(request)
-        blocks = self._blocks(system, tools, messages)
-        sizes = [estimate_tokens(b) for b, _ in blocks]
-        prefix_tokens, hashes, digest = [], [], hashlib.sha256()
-        total = 0
-        for (block, _), size in zip(blocks, sizes, strict=True):
-            digest.update(block.encode())
-            hashes.append(digest.hexdigest())
-            total += size
-            prefix_tokens.append(total)
-        breakpoints = [i for i, (_, marked) in enumerate(blocks) if marked]
-        hit = -1
-        for bp in breakpoints:
-            for j in range(bp, max(-1, bp - 21), -1):
-                if hashes[j] in self.cache:
-                    hit = max(hit, j)
-                    break
-        written_to = hit
-        for bp in breakpoints:
-            if bp > hit and prefix_tokens[bp] >= self.MIN_CACHEABLE:
-                self.cache.add(hashes[bp])
-                written_to = max(written_to, bp)
-        read = prefix_tokens[hit] if hit >= 0 else 0
-        write = (prefix_tokens[written_to] if written_to >= 0 else 0) - read
-        usage = Usage(input_tokens=total - read - write, output_tokens=estimate_tokens(json.dumps(reply.content)),
-                      cache_read_input_tokens=read, cache_creation_input_tokens=write)
-        self.requests.append(usage)
-        self.max_prompt = max(self.max_prompt, total)
-        return ModelResponse(reply.content, reply.stop_reason, usage)
-
-
-def billed_equivalent(usage: Usage) -> float:
-    return usage.input_tokens + 0.1 * usage.cache_read_input_tokens + 1.25 * usage.cache_creation_input_tokens
