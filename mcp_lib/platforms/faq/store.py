@@ -59,21 +59,78 @@ def _read(path: Path | str) -> bytes:
         os.close(fd)
 
 
+def _depends(root: Path, names: list[str]) -> list[str]:
+    """Every file the index depends on: the indexing code, the synonym table and glossary, the entries."""
+    tables = [os.path.join(root, SYNONYMS_FILE), os.path.join(root, GLOSSARY_FILE)]
+    return [*map(str, _CODE), *tables, *(os.path.join(root, n) for n in names)]
+
+
+def _stat_row(path: str, st: os.stat_result | None) -> bytes:
+    if st is None:
+        return b"\0-\0%s" % path.encode()
+    return b"\0%s\0%d %d %d %d" % (path.encode(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
 def stat_key(root: Path, names: list[str]) -> tuple[str, float]:
     """A digest of what ``os.stat`` says of every file the index depends on (size, mtime, ctime, inode), and
     the newest ctime among them. Any write changes a file's ctime, which no one can set back."""
-    digest = hashlib.sha256(FORMAT)
-    newest = 0
-    tables = [os.path.join(root, SYNONYMS_FILE), os.path.join(root, GLOSSARY_FILE)]
-    for path in [*map(str, _CODE), *tables, *(os.path.join(root, n) for n in names)]:
+    digest, newest = hashlib.sha256(FORMAT), 0
+    for path in _depends(root, names):
         try:
-            st = os.stat(path)
+            st: os.stat_result | None = os.stat(path)
         except FileNotFoundError:
-            digest.update(b"\0-\0%s" % path.encode())
-            continue
-        newest = max(newest, st.st_ctime_ns, st.st_mtime_ns)
-        digest.update(b"\0%s\0%d %d %d %d" % (path.encode(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+            st = None
+        digest.update(_stat_row(path, st))
+        newest = max(newest, st.st_ctime_ns, st.st_mtime_ns) if st else newest
     return digest.hexdigest(), newest / 1e9
+
+
+def _read_with_stat(path: str) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and its stat, from one open: a regular file's one read of its size returns it all."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        data = os.read(fd, st.st_size + 1)
+        if len(data) == st.st_size:
+            return data, st
+        chunks = [data]  # it changed size since: read up to its end
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+def hash_files(root: Path, names: list[str]) -> tuple[str, str, float]:
+    """The content key (each file's path and bytes, the synonym table and glossary, the code), and the stat
+    digest and newest ctime of :func:`stat_key`, in one pass over the files."""
+    content, stats, newest = hashlib.sha256(FORMAT + sys.byteorder.encode()), hashlib.sha256(FORMAT), 0
+    paths = _depends(root, names)
+    for number, path in enumerate(paths):
+        try:
+            data, st = _read_with_stat(path)
+        except FileNotFoundError:
+            if number < len(_CODE) or number >= len(_CODE) + 2:
+                raise
+            data, found = b"", None
+        else:
+            found = st
+            newest = max(newest, st.st_ctime_ns, st.st_mtime_ns)
+        stats.update(_stat_row(path, found))
+        if number < len(_CODE):
+            content.update(data)
+        elif number < len(_CODE) + 2:  # the synonym table, the glossary: present or not
+            content.update(b"\0%d\0" % (found is not None))
+            content.update(data)
+        else:
+            content.update(b"\0%s\0%d\0" % (names[number - len(_CODE) - 2].encode(), len(data)))
+            content.update(data)
+    return content.hexdigest(), stats.hexdigest(), newest / 1e9
+
+
+def content_key(root: Path, names: list[str]) -> str:
+    """What the index depends on: each file's path and bytes, the synonym table and the glossary, the code."""
+    return hash_files(root, names)[0]
 
 
 def _known_keys(cache: Path) -> dict[str, str]:
@@ -84,35 +141,29 @@ def _known_keys(cache: Path) -> dict[str, str]:
     return {k: v for k, v in known.items() if isinstance(v, str)} if isinstance(known, dict) else {}
 
 
+def _moved_since_recorded(root: Path, cache: Path) -> bool:
+    """The folder's entries were added, removed or renamed (as a checkout does) after the record was last
+    written: no recorded stats can match, so they are not worth a stat of every file."""
+    try:
+        return os.stat(root).st_ctime_ns > os.stat(cache / KEYS_FILE).st_mtime_ns
+    except OSError:
+        return True
+
+
 def index_key(root: Path, names: list[str], cache: Path, now: Callable[[], float] = time.time) -> str:
     """The content key, from the cache's record of the files' stats when none changed since (a local checkout
     run again: no file read), else by hashing the content (a fresh checkout: new stats, same key) and then
     recorded -- unless a file changed within the last ``SETTLED_S`` seconds."""
-    stats, newest = stat_key(root, names)
     known = _known_keys(cache)
-    key = known.get(stats)
-    if key is not None and len(key) == 64:
-        return key
-    key = content_key(root, names)
+    if known and not _moved_since_recorded(root, cache):
+        key = known.get(stat_key(root, names)[0])
+        if key is not None and len(key) == 64:
+            return key
+    key, stats, newest = hash_files(root, names)
     if newest < now() - SETTLED_S:
         known = {stats: key, **{k: v for k, v in known.items() if k != stats}}
         _save(cache, KEYS_FILE, json.dumps(dict(list(known.items())[:KEEP_KEYS])).encode())
     return key
-
-
-def content_key(root: Path, names: list[str]) -> str:
-    """What the index depends on: each file's path and bytes, the synonym table and the glossary, the code."""
-    digest = hashlib.sha256(FORMAT + sys.byteorder.encode())
-    for code in _CODE:
-        digest.update(_read(code))
-    for table in (root / SYNONYMS_FILE, root / GLOSSARY_FILE):
-        digest.update(b"\0%d\0" % table.exists())
-        digest.update(_read(table) if table.exists() else b"")
-    for name in names:
-        data = _read(os.path.join(root, name))
-        digest.update(b"\0%s\0%d\0" % (name.encode(), len(data)))
-        digest.update(data)
-    return digest.hexdigest()
 
 
 class PackedPostings(Mapping[str, Posting]):

@@ -152,3 +152,13 @@ def test_the_key_file_damaged_is_no_error(tmp_path: Path) -> None:
     for damage in ("not json", "[1, 2]", '{"a": 1}'):
         (cache / store.KEYS_FILE).write_text(damage)
         assert ranking(store.load_index(folder, cache=cache, now=LATER)) == expected
+
+
+def test_an_entry_added_after_the_record_is_indexed(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    store.load_index(folder, cache=cache, now=LATER)
+    assert store._known_keys(cache)
+    (folder / "gift.md").write_text("---\nid: gift\nquestion: ギフト包装\n---\nのし欄で指定。\n", encoding="utf-8")
+    assert [e.id for e, _ in store.load_index(folder, cache=cache, now=LATER).search("ギフト包装")][:1] == ["gift"]
+    stats, _ = store.stat_key(folder, store.entry_names(folder))
+    assert store._known_keys(cache)[stats] == store.content_key(folder, store.entry_names(folder))
