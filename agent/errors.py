@@ -44,11 +44,13 @@ class RunFailed(HelpbotError):
 
 
 class DispatchError(RunFailed):
-    """GitHub did not accept the repository_dispatch; ``retryable``: trying again may help (5xx, timeouts)."""
+    """GitHub did not accept the repository_dispatch; ``retryable``: trying again may help (5xx, 429, timeouts),
+    after ``asked`` seconds when GitHub said how long."""
 
-    def __init__(self, message: str, *, retryable: bool = False):
+    def __init__(self, message: str, *, retryable: bool = False, asked: float | None = None):
         super().__init__(message)
         self.retryable = retryable
+        self.asked = asked
 
 
 class Terminated(BaseException):

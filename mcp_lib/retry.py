@@ -16,9 +16,10 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
-import tenacity
+if TYPE_CHECKING:
+    import tenacity
 
 T = TypeVar("T")
 Why = Literal["attempts", "deadline", "server_wait"]  # why the retries ended
@@ -92,6 +93,7 @@ def call(fn: Callable[[float], T], *, retryable: Callable[[BaseException], Retry
     """``fn(seconds_left)`` until it succeeds. A failure ``retryable`` returns None for is raised as it is; one
     that outlasts its policy, or the budget, raises :class:`GaveUp` (from it). ``on_retry(attempt, failure,
     wait)`` hears of each wait, e.g. for a trace."""
+    import tenacity  # here: server_wait serves the Lambda relay, whose package has no tenacity
     verdicts: dict[int, tuple[float | Why, Retry | None]] = {}  # attempt number -> (wait or why, how)
 
     def verdict(state: tenacity.RetryCallState) -> tuple[float | Why, Retry | None]:

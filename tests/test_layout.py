@@ -7,7 +7,10 @@ a rule is broken the moment the line is written, not when it first runs.
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,8 +154,45 @@ MAX_DOCSTRING_LINES = 30
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_docstrings_say_what_and_why_not_tour_private_code(name: str) -> None:
     """A module's docstring is a few lines of what and why; naming private functions is a tour that will drift."""
-    import re
-
     doc = ast.get_docstring(ast.parse(MODULES[name].read_text()), clean=False) or ""
     assert doc.count("\n") + 1 <= MAX_DOCSTRING_LINES, f"{name}: a {doc.count(chr(10)) + 1}-line module docstring"
     assert not re.findall(r"[`.]_[a-z]\w*", doc), f"{name}'s docstring names private code"
+
+
+_REFERENCE = re.compile(r":(?:func|class|meth|data|mod|attr|exc):`~?([A-Za-z_][\w.]*)(?:\(\))?`")
+
+
+def resolves(module: Any, ref: str) -> bool:
+    """``ref`` names something in ``module``, or is a dotted path importable from the project or a dependency."""
+    head, _, rest = ref.partition(".")
+    if hasattr(module, head):
+        target: Any = getattr(module, head)
+        for part in rest.split(".") if rest else []:
+            if not hasattr(target, part):
+                return False
+            target = getattr(target, part)
+        return True
+    parts = ref.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            if not hasattr(target, part):
+                return False
+            target = getattr(target, part)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_docstrings_name_only_what_exists(name: str) -> None:
+    """A docstring that names a function, class or module the code no longer has has drifted."""
+    doc = ast.get_docstring(ast.parse(MODULES[name].read_text()), clean=False) or ""
+    refs = _REFERENCE.findall(doc)
+    if not refs:
+        return
+    module = importlib.import_module(name)
+    missing = [ref for ref in refs if not resolves(module, ref)]
+    assert not missing, f"{name}'s docstring names what does not exist: {missing}"

@@ -2,7 +2,7 @@
 use (the same clients), who helpbot is, and the one read path (:meth:`Slack.call`).
 
 Reads go through the Slack platform (:func:`mcp_lib.platforms.slack.call`: its retry handlers, its error
-messages); writes go through :class:`agent.slack.post.SlackOut` on :attr:`Slack.bot`. slack-sdk is imported
+messages); writes go through :class:`agent.slack.post.SlackOut` on ``Slack.writer``. slack-sdk is imported
 inside, so ``helpbot answer --help`` never loads it.
 """
 

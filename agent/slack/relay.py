@@ -2,7 +2,8 @@
 without Zapier).
 
 One core, :meth:`Relay.__call__` (:func:`handle`), serves ``helpbot relay`` (a stdlib HTTP server,
-:func:`serve`) and :func:`lambda_handler` (AWS Lambda function URL or API Gateway HTTP API, payload format 2.0).
+:func:`agent.slack.relay_server.serve`) and :func:`lambda_handler` (AWS Lambda function URL or API Gateway HTTP
+API, payload format 2.0).
 
 - Every request must carry a valid Slack signature (``slack_sdk.signature.SignatureVerifier``, which also rejects
   timestamps more than 5 minutes off): otherwise 401 and nothing is dispatched, ``url_verification`` included.
@@ -10,13 +11,13 @@ One core, :meth:`Relay.__call__` (:func:`handle`), serves ``helpbot relay`` (a s
   memory), so a replayed delivery and every Slack retry of an accepted event are acknowledged and ignored. A
   retry of an event this process never accepted is dispatched, except ``X-Slack-Retry-Reason: http_timeout``
   (then the first delivery certainly reached a relay).
-- The server acknowledges at once and dispatches afterwards on a worker thread (:class:`Dispatcher`, a few
-  retries on GitHub 5xx and timeouts), so Slack's 3 s never depend on GitHub's latency. Lambda freezes the
-  process when the handler returns, so there the dispatch runs before the answer, within 2 s overall
-  (:data:`DISPATCH_DEADLINE_S`), and a failure is a 502 so that Slack retries. Caveat: a Lambda dispatch
-  that GitHub accepted after our deadline, or an event retried to a different (cold) container, may be
-  dispatched twice; the workflow side is idempotent for that (the concurrency group per message, the thread
-  as the lock, the "already answered" check).
+- The server acknowledges at once and dispatches afterwards on a worker thread
+  (:class:`agent.slack.relay_server.Dispatcher`, a few retries on GitHub 5xx, 429 and timeouts), so Slack's 3 s
+  never depend on GitHub's latency. Lambda freezes the process when the handler returns, so there the dispatch
+  runs before the answer, within 2 s overall (:data:`DISPATCH_DEADLINE_S`), and a failure is a 502 so that
+  Slack retries. Caveat: a Lambda dispatch that GitHub accepted after our deadline, or an event retried to a
+  different (cold) container, may be dispatched twice; the workflow side is idempotent for that (the
+  concurrency group per message, the thread as the lock, the "already answered" check).
 - Nothing a client sends can crash or hold it: bodies are bounded (``MAX_BODY_BYTES``), the Content-Length must
   be a plain number, the headers and body must arrive within :data:`REQUEST_DEADLINE_S` in total (a client
   trickling one byte at a time is cut off), and a client that resets the connection is one log line.
@@ -47,6 +48,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from agent.errors import BadInput, DispatchError, error_line
 from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, TriggerSettings, check_ignore, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
+from mcp_lib.retry import server_wait
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
 DISPATCH_DEADLINE_S = 2.0  # the whole POST /dispatches: Slack wants our ack within 3 s
@@ -114,7 +116,8 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
             raise DispatchError(f"{type(exc).__name__}: {exc}", retryable=True) from None
         if response.status_code != 204:
             raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}",
-                                retryable=response.status_code >= 500 or response.status_code == 429)
+                                retryable=response.status_code >= 500 or response.status_code == 429,
+                                asked=server_wait(response.headers))
 
     return dispatch
 

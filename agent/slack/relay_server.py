@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agent.errors import BadInput, DispatchError
+from agent.errors import BadInput, DispatchError, error_line
 from agent.slack.relay import (
     DISPATCH_ATTEMPTS,
     MAX_BODY_BYTES,
@@ -31,6 +31,7 @@ from agent.slack.relay import (
     log,
     reply,
 )
+from mcp_lib import retry
 
 
 class Dispatcher:
@@ -60,22 +61,25 @@ class Dispatcher:
     def _work(self) -> None:
         while (payload := self.queue.get()) is not None:
             where = f"{payload.get('channel')}/{payload.get('ts')}"
-            for attempt in range(1, self.attempts + 1):
-                try:
-                    self.dispatch(payload)
-                except DispatchError as exc:
-                    if attempt == self.attempts or not exc.retryable:
-                        log(f"dispatch failed for {where}: {exc}")
-                        break
-                    self.sleep(float(2 ** (attempt - 1)))
-                except Exception as exc:  # a bug must not end the worker
-                    log(f"dispatch failed for {where}: {type(exc).__name__}: {exc}")
-                    break
-                else:
-                    log(f"dispatched {where}")
-                    break
+            try:
+                retry.call(lambda _left: self.dispatch(payload), retryable=self._retryable, budget=retry.Budget(),
+                           sleep=self.sleep)
+            except retry.GaveUp as exc:
+                log(f"dispatch failed for {where}: {exc.last or exc.why}")
+            except DispatchError as exc:
+                log(f"dispatch failed for {where}: {exc}")
+            except Exception as exc:  # a bug must not end the worker
+                log(f"dispatch failed for {where}: {error_line(exc)}")
+            else:
+                log(f"dispatched {where}")
             self.queue.task_done()
         self.queue.task_done()
+
+    def _retryable(self, exc: BaseException) -> retry.Retry | None:
+        """GitHub's 5xx, 429 and timeouts, after the wait GitHub asked for (the one retry engine decides)."""
+        if isinstance(exc, DispatchError) and exc.retryable:
+            return retry.Retry(retry.Policy(attempts=self.attempts, base_s=1.0, max_server_wait_s=60.0), exc.asked)
+        return None
 
 
 class _Server(ThreadingHTTPServer):

@@ -1,9 +1,10 @@
 """redmine: tickets (with their full history) and wiki pages, read-only, through python-redmine.
 
-The seam for retries is python-redmine's engine: :class:`Engine` turns 429/5xx answers and connection failures
-or timeouts into :class:`~mcp_lib.http.RetryableError` (with the server's Retry-After), and refuses anything but
-GET. Each tool call then runs its requests under one tenacity policy from ``mcp_lib.http`` with the injected
-sleep, bounded by the call's deadline, so a Redmine that stays down becomes an error result in time.
+The seam for retries is python-redmine's engine: :class:`~mcp_lib.platforms.redmine.session.Engine` turns
+429/5xx answers and connection failures or timeouts into :class:`~mcp_lib.http.RetryableError` (with the
+server's Retry-After), and refuses anything but GET. Each tool call then runs its requests under one retry
+policy from ``mcp_lib.http`` with the injected sleep, bounded by the call's deadline, so a Redmine that stays
+down becomes an error result in time.
 
 The optional project allowlist (``HELPBOT_REDMINE_PROJECTS``) is enforced here, not in the prompt: ``project``
 arguments outside it are refused, searches are scoped to the allowed projects, and any result, issue, child or

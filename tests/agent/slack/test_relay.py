@@ -57,10 +57,11 @@ def signed(body: bytes, *, timestamp: int = NOW, secret: str = SECRET,
 class GitHub:
     """An httpx.MockTransport standing in for the dispatches API; records what it was sent."""
 
-    def __init__(self, status: int = 204, error: Exception | None = None):
+    def __init__(self, status: int = 204, error: Exception | None = None, headers: dict[str, str] | None = None):
         self.requests: list[httpx.Request] = []
         self.status = status
         self.error = error
+        self.headers = headers or {}
         self.transport = httpx.MockTransport(self.handler)
 
     def handler(self, request: httpx.Request) -> httpx.Response:
@@ -69,7 +70,7 @@ class GitHub:
             raise self.error
         if self.status == 204:
             return httpx.Response(204)
-        return httpx.Response(self.status, json={"message": "Not Found",
+        return httpx.Response(self.status, headers=self.headers, json={"message": "Not Found",
                                                  "documentation_url": "https://docs.github.com/rest"})
 
     @property
@@ -550,9 +551,33 @@ def test_the_worker_tries_a_failing_github_again_and_logs_one_line(capsys: pytes
     worker = Dispatcher(github_dispatcher(config, transport=flaky.transport), attempts=3, sleep=sleeps.append)
     worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
     worker.close(timeout=10)
-    assert len(flaky.requests) == 3 and sleeps == [1.0, 2.0]
+    assert len(flaky.requests) == 3 and 0.75 <= sleeps[0] <= 1.25 and 1.5 <= sleeps[1] <= 2.5  # backoff, jittered
     err = [line for line in capsys.readouterr().err.splitlines() if line]
     assert len(err) == 1 and "dispatch failed for C0123ABCD/1700000000.123456: GitHub answered 502" in err[0]
+
+
+def test_the_worker_waits_what_github_asked_for_before_trying_again() -> None:
+    from agent.slack.relay_server import Dispatcher
+
+    limited = GitHub(status=429, headers={"Retry-After": "7"})
+    sleeps: list[float] = []
+    worker = Dispatcher(github_dispatcher(RelayConfig.from_env(ENV), transport=limited.transport), attempts=2,
+                        sleep=sleeps.append)
+    worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
+    worker.close(timeout=10)
+    assert len(limited.requests) == 2 and sleeps == [7.0]
+
+
+def test_the_worker_does_not_retry_what_cannot_succeed() -> None:
+    from agent.slack.relay_server import Dispatcher
+
+    missing = GitHub(status=404)
+    sleeps: list[float] = []
+    worker = Dispatcher(github_dispatcher(RelayConfig.from_env(ENV), transport=missing.transport), attempts=3,
+                        sleep=sleeps.append)
+    worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
+    worker.close(timeout=10)
+    assert len(missing.requests) == 1 and sleeps == []
 
 
 # -- slow and rude clients ------------------------------------------------------------------------------------------
