@@ -34,7 +34,6 @@ import yaml
 
 from agent import guard
 from agent.errors import UsageError
-from agent.slack.blocks import guard_public
 from agent.slack.feedback import parse_since
 from agent.slack.handle import is_public
 from agent.slack.markers import read as read_marker
@@ -80,7 +79,7 @@ class Draft:
         if self.sources:
             lines += ["", "## 参照元", *(f"- [{s['title'] or s['url']}]({s['url']})" if s["url"] else f"- {s['title']}"
                                        for s in self.sources)]
-        return guard_public(f"---\n{origin}\n{meta}\n---\n" + "\n".join(lines) + "\n")
+        return guard.markdown(f"---\n{origin}\n{meta}\n---\n" + "\n".join(lines) + "\n")
 
 
 def clean_question(text: str) -> str:
@@ -252,7 +251,7 @@ def _pr_body(drafts: list[Draft], summary: str) -> str:
              "id・質問・タグを直してからマージしてください。", "", summary, ""]
     lines += [f"- `{d.file_name}`: {d.question}" + (f" ([元の回答]({d.permalink}))" if d.permalink else "")
               for d in drafts]
-    return guard_public("\n".join(lines))
+    return guard.markdown("\n".join(lines))
 
 
 def main(args: argparse.Namespace) -> int:

@@ -368,10 +368,16 @@ def err(text: str) -> None:
     print(current().text(text), file=sys.stderr, flush=True)
 
 
-def append(path: str | os.PathLike[str], text: str) -> None:
-    """Text appended to a file (the job summary, the trace): masked. OSError goes to the caller."""
+def append(path: str | os.PathLike[str], text: str, *, rendered: bool = False) -> None:
+    """Text appended to a file (the trace; the job summary, ``rendered`` markdown): masked. OSError goes to the
+    caller."""
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(current().text(text))
+        handle.write(current().markdown(text) if rendered else current().text(text))
+
+
+def markdown(text: str) -> str:
+    """Rendered text through the guard before it is cut (the doors guard it again, which changes nothing)."""
+    return current().markdown(text)
 
 
 def write_file(path: str | os.PathLike[str], text: str) -> None:

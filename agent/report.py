@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agent import guard
-from agent.slack.blocks import guard_public
 from agent.slack.split import cut
 from mcp_lib.config import env_str
 
@@ -115,7 +114,7 @@ def write_summary(env: Mapping[str, str], markdown: str) -> None:
     if not path:
         return
     try:
-        guard.append(path, markdown.rstrip() + "\n")
+        guard.append(path, markdown.rstrip() + "\n", rendered=True)
     except OSError as exc:
         guard.err(f"helpbot: cannot write the job summary to {path}: {exc.strerror or exc}")
 
@@ -137,9 +136,9 @@ def summary_markdown(*, status: str, question: str | None, where: str | None, an
     if where:
         lines.append(f"- **Where:** {where}")
     if question is not None:
-        lines.append(f"- **Question:** {_md_quote(guard_public(question), SUMMARY_QUESTION_CHARS)}")
+        lines.append(f"- **Question:** {_md_quote(guard.markdown(question), SUMMARY_QUESTION_CHARS)}")
     if detail:
-        lines.append(f"- **Detail:** {_md_quote(guard_public(detail), 500)}")
+        lines.append(f"- **Detail:** {_md_quote(guard.markdown(detail), 500)}")
     if answer is not None:
         u = answer.usage
         lines += [
@@ -153,7 +152,7 @@ def summary_markdown(*, status: str, question: str | None, where: str | None, an
     if link:
         lines.append(f"- **Answer:** [{link}]({link})")
     if show_answer and answer is not None:
-        lines += ["", "### Answer", "", guard_public(answer.text)]
+        lines += ["", "### Answer", "", answer.text]  # rendered: the door guards it
         if answer.sources:
-            lines += ["", "Sources:"] + [f"- [{guard_public(s['title'])}]({s['url']})" for s in answer.sources]
+            lines += ["", "Sources:"] + [f"- [{s['title']}]({s['url']})" for s in answer.sources]
     return "\n".join(lines)

@@ -9,8 +9,9 @@ A payload is ``{"text": fallback, "blocks": [...], "metadata"?: {...}}`` and goe
   string) in the next part. Lengths are counted in UTF-16 code units: that is what Slack's limits count, it is
   never less than the number of code points, and a Japanese character counts as one (not three UTF-8 bytes).
 - The egress guard sees every payload at the door (:func:`agent.guard.slack`). Text that is cut here (the answer
-  before it is split, a source title, the notice) is guarded once more *before* the cut, by :func:`guard_public`,
-  so that no secret straddles a cut unmasked; guarding is idempotent, so the door's pass changes nothing there.
+  before it is split, a source title, the notice) is guarded once more *before* the cut
+  (:func:`agent.guard.markdown`), so that no secret straddles a cut unmasked; guarding is idempotent, so the
+  door's pass changes nothing there.
 - The first answer payload carries its marker (:mod:`agent.slack.markers`), naming the question it answers.
 """
 
@@ -52,13 +53,6 @@ PLATFORM_LABELS = {"faq": "FAQ", "slack": "Slack", "redmine": "Redmine", "github
 
 
 # -- the public guard -------------------------------------------------------------------------------------------
-def guard_public(text: str) -> str:
-    """Text about to be cut, through the egress guard's rules for rendered text first
-    (:meth:`agent.guard.Guard.markdown`: secrets, credentials, cards and personal data as configured masked,
-    mentions defused, links cleaned)."""
-    return guard.current().markdown(text)
-
-
 def run_url(env: Mapping[str, str]) -> str | None:
     """Link to this Actions run, when running in Actions."""
     server, repo, run_id = (env_str(env, k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
@@ -116,7 +110,7 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
         if key in seen:
             continue
         seen.add(key)
-        title = _title(guard_public(str(source.get("title") or url or "")))
+        title = _title(guard.markdown(str(source.get("title") or url or "")))
         line = f"- [{title}]({safe})" if safe else f"- {title}"
         if len(lines) >= MAX_SOURCES or slack_len("\n".join([*lines, line])) > MAX_SOURCES_CHARS:
             left_out += 1
@@ -200,7 +194,7 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
                     question_ts: str | None = None) -> dict[str, Any]:
     """The notice that replaces silence: what failed (one line, no URLs: the run log has the details), and where
     to look."""
-    what = cut(" ".join(_URL.sub("", guard_public(what)).split()), 300) or "不明なエラー"
+    what = cut(" ".join(_URL.sub("", guard.markdown(what)).split()), 300) or "不明なエラー"
     text = f":warning: 回答を作成できませんでした（{mrkdwn_escape(what)}）。"
     safe = _safe_url(run_link) if run_link else None
     if safe:
@@ -244,7 +238,7 @@ def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: 
     text = answer.text.strip() or "（回答を生成できませんでした）"
     if answer.degraded and not text.startswith("⚠️"):  # the loop labels its own degraded answers
         text = f"{DEGRADED_LABEL}\n\n{text}"
-    chunks = split_markdown(guard_public(text), limit - slack_len(TRUNCATED_NOTE))
+    chunks = split_markdown(guard.markdown(text), limit - slack_len(TRUNCATED_NOTE))
     if len(chunks) > MAX_ANSWER_PARTS:
         chunks = chunks[:MAX_ANSWER_PARTS]
         chunks[-1] += TRUNCATED_NOTE

@@ -140,3 +140,16 @@ def test_an_in_house_servers_header_token_is_masked_whatever_its_name(tmp_path: 
     env = {"HELPBOT_CONFIG": str(config), "SALES_MCP_KEY": "k3y", "SALES_DB_PATH": "/srv/sales.db"}
     assert credential_values(env) == ["k3y"]
     assert Guard.from_env(env).text("鍵 k3y と /srv/sales.db") == "鍵 [REDACTED] と /srv/sales.db"
+
+
+def test_the_job_summary_is_guarded_as_rendered_markdown_at_its_door(tmp_path: Path) -> None:
+    from agent.guard import installed
+    from agent.report import write_summary
+
+    summary = tmp_path / "summary.md"
+    with installed(Guard.from_env({})):
+        write_summary({"GITHUB_STEP_SUMMARY": str(summary)},
+                      "### Answer\n<!here> 連絡は ops@example.com へ。[詳細](https://evil.example/x?q=secret#f)")
+    written = summary.read_text()
+    assert "<!here>" not in written and "ops@example.com" not in written
+    assert "https://evil.example/x" in written and "secret" not in written

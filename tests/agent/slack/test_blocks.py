@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agent import guard
 from agent.core.run import Answer
 from agent.guard import Guard, installed
 from agent.slack.blocks import (
@@ -21,7 +22,6 @@ from agent.slack.blocks import (
     answer_metadata,
     answer_payloads,
     failure_payload,
-    guard_public,
     placeholder_payload,
     progress_payload,
     progress_text,
@@ -400,26 +400,26 @@ KEEP = [
 def test_guard_masks_secrets_even_without_personal_masking(text: str) -> None:
     for personal in (False, True):
         with keeping_personal() if personal else installed(Guard.from_env({})):
-            guarded = guard_public(text)
+            guarded = guard.markdown(text)
         assert "[REDACTED]" in guarded
         assert not re.search(r"xoxb-\d|ghp_A|AKIAAB|hunter2", guarded)
 
 
 @pytest.mark.parametrize("text,needle", PERSONAL_CASES)
 def test_guard_masks_personal_data(text: str, needle: str) -> None:
-    guarded = guard_public(text)
+    guarded = guard.markdown(text)
     assert needle not in guarded and ("[email]" in guarded or "[phone]" in guarded), guarded
     with keeping_personal():
-        assert guard_public(text) == text
+        assert guard.markdown(text) == text
 
 
 @pytest.mark.parametrize("text", KEEP)
 def test_guard_keeps_ordinary_text(text: str) -> None:
-    assert guard_public(text) == text
+    assert guard.markdown(text) == text
 
 
 def test_guard_defuses_broadcast_mentions() -> None:
-    guarded = guard_public("<!here> <!channel|channel> @everyone <!subteam^S0123|@support> <@U0123ABCD>")
+    guarded = guard.markdown("<!here> <!channel|channel> @everyone <!subteam^S0123|@support> <@U0123ABCD>")
     assert guarded == "＠here ＠channel ＠everyone ＠support ＠U0123ABCD"  # a user mention notifies too
 
 
@@ -446,8 +446,8 @@ def test_guarding_twice_changes_nothing() -> None:
     texts = [*SECRET_CASES, *(t for t, _ in PERSONAL_CASES), *KEEP,
              "<!here> @channel [x](https://evil.example/?q=secret#f) ![i](https://evil.example/i.png) <img src=x>"]
     for text in texts:
-        once = guard_public(text)
-        assert guard_public(once) == once, text
+        once = guard.markdown(text)
+        assert guard.markdown(once) == once, text
 
 
 def test_the_metadata_carries_the_tags_for_feedback_reports() -> None:
