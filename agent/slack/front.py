@@ -244,6 +244,9 @@ class Front:
         try:
             if reply is not None and not reply.start():
                 return self.tell.ignored(reply.yielded_because, target.where)
+            from mcp_lib.platforms.faq.semantic import prefetch as prefetch_encoder
+
+            prefetch_encoder(self.env)  # after 👀: the FAQ's encoder loads while the question is built and asked
             registry = self._registry(target)
             guard.narrow(names=guard.registry_names(registry), private=not target.public)
             what = question()

