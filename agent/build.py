@@ -71,7 +71,11 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller
     if max_rounds is not None:
         settings = replace(settings, max_rounds=max_rounds)
     model = build_model(config) if config is not None else None
-    tools: ToolExecutor = RegistryTools(registry if registry is not None else Registry(env, caller=caller))
+    if registry is None:
+        from agent import guard
+
+        registry = Registry(env, caller=caller, server_log=guard.server_err)
+    tools: ToolExecutor = RegistryTools(registry)
     if extra_tools:
         tools = CompositeTools(tools, *extra_tools)
     tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run

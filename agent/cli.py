@@ -162,7 +162,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from agent.build import build_agent
     from mcp_lib import Registry
 
-    registry = Registry(dict(os.environ))
+    registry = Registry(dict(os.environ), server_log=guard.server_err)
     guard.narrow(names=guard.registry_names(registry))
     agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, registry=registry,
                         on_progress=_print_progress)

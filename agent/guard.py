@@ -17,11 +17,11 @@ trace file, a saved transcript, the feedback report -- passes a :class:`Guard` f
   images, and a link to a host that is neither a configured platform nor a consulted source keeps scheme, host
   and path only (:meth:`Guard.markdown`).
 
-The doors (:func:`out`, :func:`err`, :func:`append`, :func:`write_file`, :func:`slack`, :func:`slack_call`) are
-the only code in ``agent/`` that prints, writes a file or writes to Slack (``tests/agent/test_outward.py``
-enumerates the writers and fails on a new one). They apply the guard in effect (:func:`current`): each command
-installs one built from its environment (:func:`installed`), and the answer front narrows it for the run
-(registered names, consulted hosts, private or not).
+The doors (:func:`out`, :func:`err`, :func:`server_err`, :func:`append`, :func:`write_file`, :func:`slack`,
+:func:`slack_call`) are the only code in ``agent/`` that prints, writes a file or writes to Slack
+(``tests/agent/test_outward.py`` enumerates the writers and fails on a new one). They apply the guard in effect
+(:func:`current`): each command installs one built from its environment (:func:`installed`), and the answer front
+narrows it for the run (registered names, consulted hosts, private or not).
 
 Guarding is idempotent; a text meets it before its door only where the door cannot see it whole: before a cut
 (no secret straddles it) and before JSON escaping (which would hide a credential holding ``"`` from the mask).
@@ -366,6 +366,18 @@ def out(text: str, file: IO[str] | None = None) -> None:
 def err(text: str) -> None:
     """A line on stderr (the Actions log): masked."""
     print(current().text(text), file=sys.stderr, flush=True)
+
+
+def server_err(server: str, line: str) -> None:
+    """A line an in-house MCP server wrote on its stderr (:data:`mcp_lib.sessions.ServerLog`): masked and cut, on
+    stderr under the server's name -- nothing in a private run, where the server may echo what the model chose
+    or a private message held."""
+    from mcp_lib.result import excerpt
+    from mcp_lib.sessions import LINE_CHARS
+
+    guard = current()
+    if not guard.private:
+        print(excerpt(guard.text(f"MCP server {server!r}: {line}"), LINE_CHARS), file=sys.stderr, flush=True)
 
 
 def append(path: str | os.PathLike[str], text: str, *, rendered: bool = False) -> None:

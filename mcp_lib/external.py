@@ -35,14 +35,14 @@ import shutil
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .config import ConfigError, check_url, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
-from .sessions import ServerSession, group_command
+from .sessions import ServerLog, ServerSession, group_command, masked_stderr
 
 CONFIG_FILE = "helpbot.toml"
 WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what MCP clients and the Messages API accept
@@ -148,14 +148,16 @@ def server_entries(env: Mapping[str, str]) -> list[ServerEntry]:
     return entries
 
 
-def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path) -> Any:
-    from mcp import StdioServerParameters
-
+def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path, errlog: TextIO) -> Any:
     if entry.command is not None:
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
         passed = {name: env[name] for name in entry.env if name in env}
         _check_command(entry, env)
         command, args = group_command(entry.command, entry.args, pidfile)
-        return StdioServerParameters(command=command, args=args, env=passed, cwd=entry.cwd)
+        return stdio_client(StdioServerParameters(command=command, args=args, env=passed, cwd=entry.cwd),
+                            errlog=errlog)
     import httpx2  # the client type streamable_http_client takes (mcp's public API)
     from mcp.client.streamable_http import streamable_http_client
 
@@ -184,14 +186,15 @@ def _check_command(entry: ServerEntry, env: Mapping[str, str]) -> None:
         raise FileNotFoundError(f"command {entry.command!r} not found")
 
 
-def _session(entry: ServerEntry, env: Mapping[str, str]) -> ServerSession:
-    """The server's one session for the run; the calls bound their own time (``timeout_s``, ``list_timeout_s``)."""
+def _session(entry: ServerEntry, env: Mapping[str, str], log: ServerLog) -> ServerSession:
+    """The server's one session for the run; the calls bound their own time (``timeout_s``, ``list_timeout_s``);
+    its stderr lines go to ``log``."""
     from mcp import Client
 
-    def connect(pidfile: Path) -> AbstractAsyncContextManager[Any]:
-        return Client(_transport(entry, env, pidfile))
+    def connect(pidfile: Path, errlog: TextIO) -> AbstractAsyncContextManager[Any]:
+        return Client(_transport(entry, env, pidfile, errlog))
 
-    return ServerSession(entry.name, connect)
+    return ServerSession(entry.name, connect, log=log)
 
 
 def _is_read_only(tool: Any) -> bool:
@@ -242,10 +245,11 @@ def _schema_validator(schema: dict[str, Any]) -> Any:
     return validate
 
 
-def remote_platform(entry: ServerEntry, env: Mapping[str, str]) -> Platform:
+def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog = masked_stderr) -> Platform:
     """The server as a platform whose tools are listed on first use. A server that cannot be reached (or does
-    not answer within ``list_timeout_s``) yields no tools, and its overview says why: the run goes on without it."""
-    session = _session(entry, env)
+    not answer within ``list_timeout_s``) yields no tools, and its overview says why: the run goes on without it.
+    What a stdio server writes on its stderr goes to ``log``, line by line."""
+    session = _session(entry, env, log)
     platform = Platform(
         name=entry.platform_name,
         overview=entry.description or f"In-house MCP server {entry.name!r}.",
@@ -319,5 +323,5 @@ def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:
     return call
 
 
-def external_platforms(env: Mapping[str, str]) -> dict[str, Platform]:
-    return {entry.platform_name: remote_platform(entry, env) for entry in server_entries(env)}
+def external_platforms(env: Mapping[str, str], log: ServerLog = masked_stderr) -> dict[str, Platform]:
+    return {entry.platform_name: remote_platform(entry, env, log) for entry in server_entries(env)}

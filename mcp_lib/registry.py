@@ -17,10 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError
 from .core import Caller, Limits, Platform, Result, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from .sessions import ServerLog
 
 PLATFORM_NAMES = ("faq", "slack", "redmine", "github", "growi")
 
@@ -58,6 +61,7 @@ class Registry:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         platforms: Mapping[str, Platform] | None = None,
+        server_log: ServerLog | None = None,
     ):
         self.env = dict(os.environ if env is None else env)
         self.caller = caller or Caller()
@@ -67,6 +71,7 @@ class Registry:
         self._clients: dict[str, Any] = dict(clients or {})
         self._configs: dict[str, Any] = {}
         self._platforms = dict(platforms) if platforms is not None else None
+        self.server_log = server_log  # in-house stdio servers' stderr lines (None: masked on this stderr)
         self._lock = threading.Lock()
 
     # -- platforms ---------------------------------------------------------------------------------------
@@ -78,9 +83,10 @@ class Registry:
         """Built-in platforms plus the in-house MCP servers listed in helpbot.toml (not contacted here)."""
         if self._platforms is None:
             from .external import external_platforms
+            from .sessions import masked_stderr
 
             platforms = self.builtin_platforms()
-            for name, platform in external_platforms(self.env).items():
+            for name, platform in external_platforms(self.env, self.server_log or masked_stderr).items():
                 if name in platforms:
                     raise ConfigError("helpbot.toml mcp_servers", f"name {name!r} is taken by a built-in platform")
                 platforms[name] = platform

@@ -12,6 +12,10 @@ that did exit lives on. The SDK does not tell us the server's pid either, so a s
 ``/bin/sh`` writing ``$$`` -- the pid ``exec`` keeps, the group's id -- to a file. The group is then ended
 (SIGTERM, SIGKILL after ``kill_grace_s``) after every close, and at once when a call times out: a server that
 does not answer is not asked nicely, and the next call starts a fresh one.
+
+What a stdio server writes on its stderr never reaches this process's stderr directly: each connection's
+stderr is a pipe whose lines go to the session's ``log`` (a :data:`ServerLog`; helpbot passes its egress guard's
+door, the default writes them masked by :mod:`mcp_lib.redact`), and every line is in before ``close`` returns.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -29,14 +34,41 @@ import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TextIO, TypeVar
+
+from .redact import redact_personal
+from .result import excerpt
 
 T = TypeVar("T")
-Connect = Callable[[Path], AbstractAsyncContextManager[Any]]  # given the file a stdio server's pid goes to
+# Given the file a stdio server's pid goes to and the stream its stderr goes to.
+Connect = Callable[[Path, TextIO], AbstractAsyncContextManager[Any]]
+ServerLog = Callable[[str, str], None]  # (server name, one line of its stderr): where those lines go
+LINE_BYTES = 64 * 1024  # of one stderr line read; the rest of a longer line is dropped
+LINE_CHARS = 1000  # of one stderr line shown, cut after masking (no secret straddles the cut)
+DRAIN_S = 2.0  # for the last stderr lines once the server's group is gone
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL, as the SDK's own
 CLOSE_WAIT_S = 10.0  # the SDK's polite shutdown (2 s) + our group kill, with room; only a wedged loop runs it out
 _PRELUDE = 'echo $$ > "$1"; shift; exec "$@"'
 _live: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+
+
+def masked_stderr(server: str, line: str) -> None:
+    """The default :data:`ServerLog`: the line on this process's stderr, under the server's name, with secrets,
+    card numbers, e-mail addresses and phone numbers masked."""
+    print(excerpt(redact_personal(f"MCP server {server!r}: {line}"), LINE_CHARS), file=sys.stderr, flush=True)
+
+
+def _forward(pipe: IO[bytes], server: str, log: ServerLog) -> None:
+    """Every line of a server's stderr to ``log``, until the last writer (server and children) closes it."""
+    with pipe:
+        while line := pipe.readline(LINE_BYTES):
+            if not line.endswith(b"\n"):
+                while (rest := pipe.readline(LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if text.strip():
+                with contextlib.suppress(Exception):  # a sink's failure never ends the server's connection
+                    log(server, text)
 
 
 def group_command(command: str, args: list[str], pidfile: Path) -> tuple[str, list[str]]:
@@ -83,9 +115,11 @@ def _group_alive(pgid: int) -> bool:
 class ServerSession:
     """One server's connection for the run: ``call(work, timeout)`` runs ``work(client)`` on it."""
 
-    def __init__(self, name: str, connect: Connect, *, kill_grace_s: float = KILL_GRACE_S):
+    def __init__(self, name: str, connect: Connect, *, kill_grace_s: float = KILL_GRACE_S,
+                 log: ServerLog = masked_stderr):
         self.name = name
         self._connect = connect
+        self._log = log
         self._grace = kill_grace_s
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -153,9 +187,15 @@ class ServerSession:
         return await asyncio.shield(self._ready)
 
     async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event, pidfile: Path) -> None:
-        """Keeps the connection open until ``stop``; entered and left in this one task, as anyio requires."""
+        """Keeps the connection open until ``stop``; entered and left in this one task, as anyio requires. The
+        server's stderr is read until its group is gone (then every writer of the pipe is)."""
+        read_fd, write_fd = os.pipe()
+        reader = threading.Thread(target=_forward, args=(os.fdopen(read_fd, "rb"), self.name, self._log),
+                                  name=f"mcp-{self.name}-stderr", daemon=True)
+        reader.start()
+        errlog = os.fdopen(write_fd, "w", encoding="utf-8")
         try:
-            async with self._connect(pidfile) as client:
+            async with self._connect(pidfile, errlog) as client:
                 ready.set_result(client)
                 await stop.wait()
         except Exception as exc:
@@ -165,6 +205,10 @@ class ServerSession:
             if not ready.done():
                 ready.set_exception(ConnectionError(f"MCP server {self.name!r}: the connection was abandoned"))
             await self._end_group(pidfile)
+            errlog.close()
+            deadline = time.monotonic() + DRAIN_S  # polled: no executor at interpreter exit (atexit)
+            while reader.is_alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
 
     async def _end(self, *, kill_first: bool) -> None:
         """Close the current connection (SIGTERM to the group first when ``kill_first``: a call timed out) and

@@ -248,7 +248,8 @@ class Front:
 
             prefetch_encoder(self.env)  # after 👀: the FAQ's encoder loads while the question is built and asked
             registry = self._registry(target)
-            guard.narrow(names=guard.registry_names(registry), private=not target.public)
+            guard.narrow(private=not target.public)  # first: listing the tools starts in-house servers
+            guard.narrow(names=guard.registry_names(registry))
             what = question()
             asked = what.question
             agent = self.make_agent(registry, on_progress, on_event)
@@ -299,7 +300,7 @@ class Front:
 
         if target.slack is not None:
             return target.slack.registry
-        return Registry(self.env, caller=Caller(answer_channel=None), sleep=self.sleep)
+        return Registry(self.env, caller=Caller(answer_channel=None), sleep=self.sleep, server_log=guard.server_err)
 
     def _build_agent(self, registry: Registry, on_progress: Callable[[Progress], None],
                      on_event: Callable[[dict[str, Any]], None]) -> Agent:

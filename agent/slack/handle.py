@@ -37,6 +37,7 @@ class Slack:
 
     def __init__(self, env: Mapping[str, str], *, caller: Caller, need_bot: bool,
                  sleep: Callable[[float], None], configured_user_id: str | None = None):
+        from agent import guard
         from mcp_lib import Registry
         from mcp_lib.platforms import slack
 
@@ -45,7 +46,8 @@ class Slack:
             raise ConfigError("SLACK_BOT_TOKEN", "not set; helpbot answer reads the thread and posts with the "
                                                  "bot token (xoxb-)")
         self.clients: SlackClients = slack.make_client(config, sleep=sleep)
-        self.registry: Registry = Registry(env, caller=caller, clients={"slack": self.clients}, sleep=sleep)
+        self.registry: Registry = Registry(env, caller=caller, clients={"slack": self.clients}, sleep=sleep,
+                                            server_log=guard.server_err)
         self.ctx: ToolContext = self.registry.context("slack")
         self.bot: WebClient | None = self.clients.bot  # reads (with the platform's retries); None without a token
         # Writes: the same token, no retry handlers -- agent.slack.post retries them within the run's budget.

@@ -85,3 +85,24 @@ def test_the_scan_sees_each_kind_of_writer(tmp_path: Path) -> None:
     kinds = {what for what, _ in writers(sample)}
     assert kinds == {"print", "stderr.write", "chat_postMessage", "chat.update", "open", "write_text", "request",
                      "send"}
+
+
+# Registries that start no in-house MCP server, each with why.
+SILENT_REGISTRIES = {
+    "agent/build.py": "check_configuration reads helpbot.toml; no server is contacted",
+    "agent/slack/feedback.py": "builtin_platforms only: the platform labels",
+}
+
+
+def test_every_registry_that_may_start_a_server_logs_through_the_guard() -> None:
+    """An in-house stdio server's stderr is an outward channel: a ``Registry`` in ``agent/`` hands its lines to
+    ``guard.server_err`` (mcp_lib's default only masks: it knows neither the credentials nor a private run)."""
+    unguarded = []
+    for path in sorted((ROOT / "agent").rglob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Registry":
+                logs = [k.value for k in node.keywords if k.arg == "server_log"]
+                if not (logs and ast.unparse(logs[0]) == "guard.server_err"):
+                    unguarded.append(relative)
+    assert sorted(set(unguarded)) == sorted(SILENT_REGISTRIES), unguarded
