@@ -205,7 +205,7 @@ class SlackOut:
                 return True
             log(f"could not {'remove' if remove else 'add'} :{name}: ({code})")
             return False
-        self.trace.front("reaction", channel=channel, ts=ts, name=name, removed=remove)
+        self.trace.front("reaction", channel=channel, ts=ts, reaction=name, removed=remove)
         return True
 
     def permalink(self, channel: str, ts: str) -> str | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.guard import UNKNOWN_TOOL, Guard, credential_values
+from tests.fakes.slack import FakeSlack, Workspace
 
 ENV = {
     "SLACK_BOT_TOKEN": "xoxb-fake-bot",
@@ -153,3 +154,16 @@ def test_the_job_summary_is_guarded_as_rendered_markdown_at_its_door(tmp_path: P
     written = summary.read_text()
     assert "<!here>" not in written and "ops@example.com" not in written
     assert "https://evil.example/x" in written and "secret" not in written
+
+
+def test_a_reactions_name_in_the_trace_is_kept_and_a_tools_name_still_checked(
+        fake: FakeSlack, ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """helpbot's own reactions (👀, ✅) read as themselves in a public trace; ``name`` stays a tool-name field in
+    every event, so a reaction field cannot carry a model-chosen name past the check."""
+    from tests.agent.outward import outward_env, run
+
+    out = run(outward_env(fake), ws, fake, tmp_path, capsys, lambda request: "確認しました。")
+    reactions = [e for e in out.events() if e["event"] == "front.reaction"]
+    assert [e["reaction"] for e in reactions] == ["eyes", "eyes", "white_check_mark"], reactions  # on, off, ✅
+    assert "unknown_tool" not in out.trace
+    assert guard().event({"event": "front.reaction", "name": "eyes"})["name"] == UNKNOWN_TOOL
