@@ -257,6 +257,7 @@ class Front:
                 what.question, what.history, context=what.context + note, attachments=blocks), what.attachments)
             guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])
             link = reply.deliver(answer) if reply is not None else None
+            guard.narrow(hosts=[host_of(link or "") or ""])  # the answer's permalink keeps its thread, consulted or not
         except BaseException as exc:
             failure = classify(exc, debug=debugging(self.env))
             self.trace.front("failure", error=failure.what)
