@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent.errors import Terminated
 from agent.slack import markers
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload, progress_payload
 from agent.slack.post import SlackOut, error_line, log, retry_after
@@ -72,12 +73,12 @@ class ThreadReply:
                  reread: Callable[[], Sequence[Mapping[str, Any]]] | None = None, force: bool = False):
         self.out = out
         self.channel, self.root, self.question_ts = channel, root, question_ts
-        self.throttle = throttle
-        self.run_link = run_link
+        self.throttle, self.run_link = throttle, run_link
         self.me, self.run, self.reread, self.force = me, run, reread, force
         self.state: State = "none"
         self.placeholder: str | None = None  # our placeholder while it is one
         self.delivered = False  # (part of) the answer is in the thread: a notice must not overwrite it
+        self.parts, self.complete = 0, False  # the answer's messages (0: not being delivered); all are in the thread
         self.eyes = False  # our 👀 is (probably) on the question
         self.unclaimed = False  # the claim is still to be made (with the placeholder, else the answer or notice)
         self.yielded_because = ""
@@ -112,8 +113,7 @@ class ThreadReply:
         try:
             self.out.update(self.channel, self.placeholder, {**payload, "metadata": self._marker()}, patient=False)
         except Exception as exc:
-            wait = retry_after(exc)
-            if wait is not None:
+            if (wait := retry_after(exc)) is not None:
                 self.throttle.pause(wait)
 
     def deliver(self, answer: Answer) -> str | None:
@@ -122,6 +122,7 @@ class ThreadReply:
         turned out to answer: then ours is removed and the state is ``yielded``)."""
         payloads = answer_payloads(answer, channel=self.channel, question_ts=self.question_ts,
                                    run_link=self.run_link)
+        self.parts = len(payloads)
         first = self._final(markers.stamped(payloads[0], self.run), "answer")
         if not self._claimed(first):
             self._eyes_off()
@@ -129,20 +130,24 @@ class ThreadReply:
         self.delivered = True
         for payload in payloads[1:]:
             self.out.post(self.channel, payload, thread_ts=self.root, adopt=partial(self._own_part, payload))
-        self._eyes_off()
-        self.out.react(self.channel, self.question_ts, DONE_REACTION, final=True)
-        self.state = "done"
+        self.complete = True
+        self._done()
         return self.out.permalink(self.channel, first)
 
     def fail(self, what: str) -> None:
         """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
-        a reply of its own -- and ❌ replaces 👀. Nothing here raises: the outcome is already decided."""
+        a reply of its own -- and ❌ replaces 👀 (✅ if the answer is there after all). Nothing here raises."""
+        if self._finished_after_all():
+            return
         payload = markers.stamped(failure_payload(what, self.run_link, channel=self.channel,
                                                   question_ts=self.question_ts), self.run)
         if self.placeholder is None and not self.delivered:
             self._find_own_placeholder()
         try:
-            notice = self._final(payload, "failure")
+            try:
+                notice = self._final(payload, "failure")
+            except Terminated:  # the run's one SIGTERM came while the notice was written: it may be there
+                notice = self._settle(found) if (found := self._own("failure")) else self._final(payload, "failure")
         except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
             log(f"could not post the failure notice: {error_line(exc)}")
             self._drop_placeholder()
@@ -161,6 +166,28 @@ class ThreadReply:
         self._eyes_off()
 
     # -- pieces -----------------------------------------------------------------------------------------------------
+    def _done(self) -> None:  # ✅ replaces 👀
+        self._eyes_off()
+        self.out.react(self.channel, self.question_ts, DONE_REACTION, final=True)
+        self.state = "done"
+
+    def _finished_after_all(self) -> bool:
+        """The run ends here: the whole answer is in after all (a SIGTERM cut its delivery off: ✅), or another's."""
+        if not self.complete and not self.delivered and self.parts and (found := self._own("answer")):
+            self.delivered, self.complete = True, self.parts == 1
+            if not self._claimed(self._settle(found)):
+                self._eyes_off()
+                return True
+        if self.complete:
+            self._done()
+        return self.complete
+
+    def _settle(self, ts: str) -> str:  # ts is this run's answer or notice: the placeholder, unless it is ts, goes
+        if ts == self.placeholder:
+            self.placeholder = None
+        self._drop_placeholder()
+        return ts
+
     def _claimed(self, mine: str) -> bool:
         """The claim with ``mine`` (our placeholder; or, when none could be posted, the answer or notice itself):
         True when this run answers. The loser removes ``mine`` and yields; the winner cleans up earlier runs'
@@ -198,11 +225,8 @@ class ThreadReply:
         if replaced is not None:
             return replaced
         found = self._own(kind) if self.placeholder is not None else None  # an update that went through
-        ts = found or self.out.post(self.channel, payload, thread_ts=self.root, adopt=lambda: self._own(kind))
-        if ts == self.placeholder:
-            self.placeholder = None
-        self._drop_placeholder()
-        return ts
+        return self._settle(found or self.out.post(self.channel, payload, thread_ts=self.root,
+                                                   adopt=lambda: self._own(kind)))
 
     def _replace_placeholder(self, payload: Mapping[str, Any]) -> str | None:
         """Our placeholder turned into ``payload``; None when there is none (any more) or Slack would not."""
@@ -218,14 +242,16 @@ class ThreadReply:
 
     def _own(self, kind: markers.Kind) -> str | None:
         """This run's message of ``kind`` for the question, when the thread (read again) has one."""
+        return next(iter(self._all_own(kind)), None)
+
+    def _all_own(self, kind: markers.Kind) -> list[str]:
         if self.reread is None:
-            return None
+            return []
         try:
-            found = markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
+            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
         except Exception as exc:
             log(f"could not read the thread back ({error_line(exc)})")
-            return None
-        return found[0] if found else None
+            return []
 
     def _own_part(self, payload: Mapping[str, Any]) -> str | None:
         """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
@@ -239,12 +265,7 @@ class ThreadReply:
     def _find_own_placeholder(self) -> None:
         """A placeholder of this run that Slack took but whose answer we never got (a cancel or a reset while it
         was posted) becomes ours again, so the notice replaces it; nothing when the thread cannot be read."""
-        if self.reread is None:
-            return
-        try:
-            found = markers.of_run(self.reread(), self.question_ts, self.run, "progress", me=self.me)
-        except Exception:
-            return
+        found = self._all_own("progress")
         for ts in found[1:]:
             self.out.delete(self.channel, ts)
         if found:
