@@ -186,7 +186,7 @@ def visible_matches(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
 
 
 # -- formatting ---------------------------------------------------------------------------------------------
-_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_MENTION = re.compile(rf"<@({ids.USER_RE.pattern})(?:\|[^>]*)?>")  # ids.USER_RE: the one definition
 _CHANNEL_REF = re.compile(r"<#([CG][A-Z0-9]+)\|([^>]*)>")
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]+))?>")
 _SPECIAL = re.compile(r"<!(here|channel|everyone)(?:\|[^>]*)?>")
