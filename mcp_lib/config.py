@@ -211,7 +211,7 @@ VARIABLES: tuple[Variable, ...] = (
        "repository; GITHUB_TOKEN when unset). faq-draft.yml opens a pull request only when it is set", secret=True,
        where=("faq-draft",)),
     _v("HELPBOT_FAQ_REPO_DIR", "faq", "the folder in GITHUB_REPOSITORY that `helpbot faq-draft --pr` writes the "
-       "drafts to (relative; `.` for the top)", "faq/", where=("local",)),
+       "drafts to (relative; `.` for the top)", "faq/", where=("faq-draft",)),
     _v("HELPBOT_FAQ_SEMANTIC", "faq", "FAQ search by meaning too: `auto` (when the `semantic` extra is installed), "
        "`on`, `off`", "auto"),
     _v("XDG_CACHE_HOME", "faq", "the system's cache directory (the FAQ index when HELPBOT_FAQ_CACHE_DIR is unset)",
