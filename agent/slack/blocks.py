@@ -35,6 +35,7 @@ MAX_SOURCES = 15
 MAX_TITLE_CHARS = 150
 MAX_SOURCES_CHARS = 4_000
 FALLBACK_CHARS = 600
+FALLBACK_EMPTY = "helpbot の回答"  # notifications and screen readers need a text, even for an answer of markup only
 
 SECTION_LIMIT = 3_000  # the text of one section block
 SOURCES_TITLE = "参照元"
@@ -258,7 +259,7 @@ def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: 
     payloads: list[dict[str, Any]] = []
     for index, blocks in enumerate(block_lists):
         first_text = blocks[0]["text"] if blocks[0]["type"] == "markdown" else ""
-        payload: dict[str, Any] = {"text": plain_fallback(first_text), "blocks": blocks}
+        payload: dict[str, Any] = {"text": plain_fallback(first_text) or FALLBACK_EMPTY, "blocks": blocks}
         if index == 0:
             payload["metadata"] = answer_metadata(answer, channel=channel, question_ts=question_ts,
                                                   parts=len(block_lists))

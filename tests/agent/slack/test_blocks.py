@@ -456,3 +456,8 @@ def test_the_metadata_carries_the_tags_for_feedback_reports() -> None:
     assert payload["tags"] == "Shopify,在庫" and payload["tools"] == "faq_search"
     untagged = answer_metadata(result("a"), channel="C1", question_ts="1.000001", parts=1)
     assert "tags" not in untagged["event_payload"]
+
+
+def test_an_answer_of_markup_only_still_has_a_fallback_text() -> None:
+    for payload in answer_payloads(result("# " + "*" * 500 + "\n" + "\n```" * 30)):
+        assert payload["text"].strip()
