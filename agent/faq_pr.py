@@ -112,7 +112,7 @@ class PullRequestWriter:
             path = f"{self.config.faq_dir}/{name}" if self.config.faq_dir else name
             self._call("PUT", f"/contents/{quote(path, safe='/')}", f"write {path}", (201,), json={
                 "message": f"FAQ draft: {name}", "branch": branch,
-                "content": base64.b64encode(text.encode()).decode()})
+                "content": base64.b64encode(guard.markdown(text).encode()).decode()})  # the door cannot read base64
         pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused
                           json={"title": guard.current().github(title), "head": branch, "base": base,
                                 "body": guard.current().github(body), "draft": True})

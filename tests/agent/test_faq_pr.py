@@ -28,3 +28,15 @@ def test_mentions_in_the_title_and_body_are_defused() -> None:
     assert pull["title"] == "FAQ drafts for ＠octocat"
     assert "＠octocat さんと ＠acme/ops-team" in pull["body"] and "担当＠suzuki-h" in pull["body"]
     assert "[email]" in pull["body"]  # masked as well
+
+
+def test_a_draft_file_is_guarded_before_it_is_encoded() -> None:
+    """The file's content goes base64-encoded, which no door can read: it is guarded before the encoding."""
+    hub = FakeGitHub()
+    hub.add_repo(REPO)
+    config = PrConfig(REPO, hub.token, "https://api.github.com", "faq")
+    with guard.installed(guard.Guard.from_env({})), make_client(config, hub.transport()) as client:
+        PullRequestWriter(config, client, lambda s: None).open(
+            "helpbot/y", {"b.md": "連絡は taro@example.com、トークン xoxb-1234567890-abcdefghij"}, "t", "b")
+    written = hub.repos[REPO].files["helpbot/y"]["faq/b.md"].decode()
+    assert "taro@example.com" not in written and "xoxb-1234567890" not in written
