@@ -84,6 +84,9 @@ class Dispatcher:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's 5 would turn a burst of connections (a flood, or many events at once) into dropped SYNs
+    # that clients resend after 1, 3, 7 s -- past Slack's 3 s; the kernel caps this at net.core.somaxconn
+    request_queue_size = 1024
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """One line, never socketserver's traceback."""
