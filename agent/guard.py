@@ -112,8 +112,9 @@ _MENTION = re.compile(
 
 
 # GitHub's mentions (@user, @org/team) in a pull request's title or body notify people; GitHub reads one after
-# anything but an ASCII word character (so also straight after kana), and never reads the full-width ＠.
-_GITHUB_MENTION = re.compile(r"(?<![A-Za-z0-9_])[@](?=[A-Za-z0-9])")
+# anything but an ASCII word character (so also straight after kana), and never reads the full-width ＠. The @ may
+# also be written as an HTML character reference (&#64;, &#x40;, &commat;), which the renderer turns into one.
+_GITHUB_MENTION = re.compile(r"(?<![A-Za-z0-9_])(?:@|&#0*64;|&#[xX]0*40;|&commat;)(?=[A-Za-z0-9])")
 
 
 def _defused(match: re.Match[str]) -> str:

@@ -40,3 +40,9 @@ def test_a_draft_file_is_guarded_before_it_is_encoded() -> None:
             "helpbot/y", {"b.md": "連絡は taro@example.com、トークン xoxb-1234567890-abcdefghij"}, "t", "b")
     written = hub.repos[REPO].files["helpbot/y"]["faq/b.md"].decode()
     assert "taro@example.com" not in written and "xoxb-1234567890" not in written
+
+
+def test_an_at_sign_written_as_a_character_reference_is_no_mention() -> None:
+    """GitHub's renderer turns ``&#64;``, ``&#x40;`` and ``&commat;`` into @ before it looks for mentions."""
+    text = guard.Guard.from_env({}).github("cc &#64;octocat &#x40;acme/ops &#X0040;hubot &commat;monalisa a&#64;b")
+    assert text == "cc ＠octocat ＠acme/ops ＠hubot ＠monalisa a&#64;b"
