@@ -41,17 +41,13 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from mcp_lib.config import DECLARED, env_bool
+from mcp_lib.config import env_bool
 from mcp_lib.redact import Masker
 
 UNKNOWN_TOOL = "unknown_tool"
 WITHHELD = "[withheld: private channel]"
 PRIVATE_RUN = "private run: details withheld"
 
-# Credentials by name, besides the variables declared secret: an Actions runtime token, an in-house MCP server's
-# header token (``header_env``), whatever a deployment adds. ``*_FILE`` names a path, not a secret.
-_CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY"
-                              r"|SIGNING_SECRET|CREDENTIALS?)(?:_[A-Z0-9]+)?$")
 # A private run's trace: the events that stay and the fields they keep besides ``t`` and ``event`` -- how the run
 # ended, nothing the model chose (how many events there are, and their order, would be a channel too). The
 # run's duration (``t`` of the last event, the Actions job's own times) is the one channel left: see the README.
@@ -73,30 +69,6 @@ def registry_names(registry: Any) -> list[str]:
     """What a run lets through as a name: its registry's tools (wire and CLI forms) and their platforms."""
     tools = registry.tools()
     return [*(t.wire_name for t in tools), *(t.cli_name for t in tools), *(t.platform for t in tools)]
-
-
-def credential_values(env: Mapping[str, str]) -> list[str]:
-    """The values of every credential in ``env``: declared secrets (whatever their names), variables named like
-    one, and the ones helpbot.toml names as an in-house server's header token (``header_env``, any name)."""
-    tokens = _header_envs(env)
-    values = []
-    for name, value in env.items():
-        declared = DECLARED.get(name)
-        secret = (declared.secret if declared is not None
-                  else name in tokens or (bool(_CREDENTIAL_NAME.search(name)) and not name.endswith("_FILE")))
-        if secret and value.strip():
-            values.append(value.strip())
-    return values
-
-
-def _header_envs(env: Mapping[str, str]) -> set[str]:
-    from mcp_lib.config import ConfigError
-    from mcp_lib.external import server_entries
-
-    try:
-        return {entry.header_env for entry in server_entries(env) if entry.header_env}
-    except ConfigError:  # the registry reports a bad helpbot.toml; the guard still masks what it can
-        return set()
 
 
 # -- mentions and links ---------------------------------------------------------------------------------------------
@@ -168,6 +140,8 @@ class Guard:
     def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = (),
                  private: bool = False) -> Guard:
         """Masking as configured (``HELPBOT_MASK_PERSONAL``), with the credentials of ``env``."""
+        from mcp_lib.external import credential_values  # the tool results' list too
+
         personal = env_bool(env, "HELPBOT_MASK_PERSONAL", True)
         masker = Masker(personal=personal, cards=True, values=credential_values(env))
         configured = [h for name in _PLATFORM_URLS if (h := host_of(env.get(name, "")))]

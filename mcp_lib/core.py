@@ -198,7 +198,7 @@ class Tool:
         try:
             return self._invoke(ctx, arguments)
         except Exception as exc:
-            return Result.error(self.wire_name, _message(f"{type(exc).__name__}: {exc}"))
+            return Result.error(self.wire_name, _message(f"{type(exc).__name__}: {exc}", ctx.limits.mask))
 
     def _invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
         if ctx.deadline is None:
@@ -215,8 +215,8 @@ class Tool:
         except Exception as exc:  # a tool bug or an unexpected client error must not end the run
             result = Result.error(self.wire_name, f"{type(exc).__name__}: {exc}")
         if result.is_error:
-            return result.model_copy(update={"message": _message(result.message or "failed"),
-                                             "notes": capped_notes(result.notes)})
+            return result.model_copy(update={"message": _message(result.message or "failed", ctx.limits.mask),
+                                             "notes": capped_notes(result.notes, ctx.limits.mask)})
         # JSON-safe (a date becomes its string), then cut and masked to the limits
         payload = _json_safe({"items": result.items, "item": result.item, "notes": result.notes})
         return apply_limits(result.model_copy(update=payload), ctx.limits.merged(**self.limit_overrides))
@@ -246,9 +246,9 @@ def _json_key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
-def _message(text: str) -> str:
+def _message(text: str, mask: Callable[[str], str]) -> str:
     """An error message masked and cut: it may carry a server's text or an exception's."""
-    return cut_text(text, MAX_MESSAGE_CHARS)[0]
+    return cut_text(text, MAX_MESSAGE_CHARS, mask)[0]
 
 
 @dataclass

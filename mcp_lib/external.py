@@ -40,7 +40,7 @@ from typing import Any, TextIO
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from .config import ConfigError, check_url, env_str
+from .config import DECLARED, ConfigError, check_url, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
 from .sessions import ServerLog, ServerSession, group_command, masked_stderr
 
@@ -325,3 +325,32 @@ def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:
 
 def external_platforms(env: Mapping[str, str], log: ServerLog = masked_stderr) -> dict[str, Platform]:
     return {entry.platform_name: remote_platform(entry, env, log) for entry in server_entries(env)}
+
+
+# Credentials by name (:func:`credential_values`), besides the variables declared secret: an Actions runtime
+# token, an in-house MCP server's header token (``header_env``), whatever a deployment adds. ``*_FILE`` names a
+# path, not a secret.
+_CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY"
+                              r"|SIGNING_SECRET|CREDENTIALS?)(?:_[A-Z0-9]+)?$")
+
+
+def credential_values(env: Mapping[str, str]) -> list[str]:
+    """The values of every credential in ``env``: declared secrets (whatever their names), variables named like
+    one, and the ones helpbot.toml names as an in-house server's header token (``header_env``, any name). Masked
+    by their exact values in tool results (:class:`mcp_lib.result.Limits`) and by helpbot's egress guard."""
+    tokens = _header_envs(env)
+    values = []
+    for name, value in env.items():
+        declared = DECLARED.get(name)
+        secret = (declared.secret if declared is not None
+                  else name in tokens or (bool(_CREDENTIAL_NAME.search(name)) and not name.endswith("_FILE")))
+        if secret and value.strip():
+            values.append(value.strip())
+    return values
+
+
+def _header_envs(env: Mapping[str, str]) -> set[str]:
+    try:
+        return {entry.header_env for entry in server_entries(env) if entry.header_env}
+    except ConfigError:  # the registry reports a bad helpbot.toml; the rest is still masked
+        return set()

@@ -50,6 +50,15 @@ class BoundPlatform:
     functions: dict[str, Callable[..., Result]]
 
 
+def _credentials_masked(env: Mapping[str, str]) -> Callable[[str], str]:
+    """The tool results' mask: the secret patterns and the exact values of the credentials in ``env``."""
+    from .external import credential_values
+    from .redact import Masker, redact_secrets
+
+    values = credential_values(env)
+    return Masker(values=values).mask if values else redact_secrets
+
+
 class Registry:
     def __init__(
         self,
@@ -65,7 +74,7 @@ class Registry:
     ):
         self.env = dict(os.environ if env is None else env)
         self.caller = caller or Caller()
-        self.limits = limits or Limits.from_env(self.env)
+        self.limits = limits or Limits.from_env(self.env, _credentials_masked(self.env))
         self.sleep = sleep
         self.clock = clock
         self._clients: dict[str, Any] = dict(clients or {})

@@ -37,6 +37,9 @@ class Limits:
     defaults, but a limit set explicitly in the environment (``HELPBOT_TOOL_MAX_ITEMS``,
     ``HELPBOT_TOOL_MAX_FIELD_CHARS``, ``HELPBOT_TOOL_MAX_RESULT_CHARS``) caps the tool's own value too: the operator
     has the last word. ``budget_s`` (``HELPBOT_TOOL_BUDGET_S``) bounds the time one call may spend, retries included.
+    ``mask`` is what every string shown goes through: the secret patterns, and from the environment the exact
+    values of the credentials it holds (:func:`mcp_lib.external.credential_values`, any length), so that the model
+    never reads one -- once read, it could write it in a form no mask knows (reversed, hex).
     """
 
     max_items: int = 20
@@ -44,9 +47,10 @@ class Limits:
     max_result_chars: int = 16000
     budget_s: float = 45.0
     explicit: frozenset[str] = frozenset()  # the fields set by environment variables
+    mask: Callable[[str], str] = field(default=redact_secrets, compare=False, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Limits:
+    def from_env(cls, env: Mapping[str, str], mask: Callable[[str], str] = redact_secrets) -> Limits:
         variables = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
                      "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
         return cls(
@@ -55,6 +59,7 @@ class Limits:
             max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", cls.max_result_chars, minimum=1000),
             budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", cls.budget_s, minimum=1.0),
             explicit=frozenset(name for name, variable in variables.items() if env.get(variable, "").strip()),
+            mask=mask,
         )
 
     def merged(self, **overrides: int | None) -> Limits:
@@ -154,6 +159,7 @@ class _Shrink:
     field_limit: int
     list_limit: int
     whole_only: bool = False
+    mask: Callable[[str], str] = redact_secrets
     # (id of an original string, limit) -> (cut and masked, whether cut): the builds of one apply_limits share it
     memo: dict[tuple[int, int], tuple[str, bool]] = field(default_factory=dict)
     fields_cut: int = 0
@@ -165,7 +171,7 @@ class _Shrink:
             limit = -1 if _keep_whole(key) else self.field_limit  # a link, title or id is masked, never cut
             memo_key = (id(value), limit)
             if memo_key not in self.memo:
-                self.memo[memo_key] = (redact_secrets(value), False) if limit < 0 else cut_text(value, limit)
+                self.memo[memo_key] = (self.mask(value), False) if limit < 0 else cut_text(value, limit, self.mask)
             text, cut = self.memo[memo_key]
             self.fields_cut += cut
             return text
@@ -198,8 +204,8 @@ class _Shrink:
         return notes
 
 
-def capped_notes(notes: list[str]) -> list[str]:
-    kept = [cut_text(str(note), MAX_NOTE_CHARS)[0] for note in notes[:MAX_NOTES]]
+def capped_notes(notes: list[str], mask: Callable[[str], str] = redact_secrets) -> list[str]:
+    kept = [cut_text(str(note), MAX_NOTE_CHARS, mask)[0] for note in notes[:MAX_NOTES]]
     if len(notes) > MAX_NOTES:
         kept.append(f"{len(notes) - MAX_NOTES} more notes left out")
     return kept
@@ -224,13 +230,13 @@ def apply_limits(result: Result, limits: Limits) -> Result:
     memo: dict[tuple[int, int], tuple[str, bool]] = {}
 
     def shrinker(field_limit: int, list_limit: int, whole_only: bool = False) -> _Shrink:
-        return _Shrink(field_limit, list_limit, whole_only, memo=memo)
+        return _Shrink(field_limit, list_limit, whole_only, limits.mask, memo=memo)
 
     def build(count: int, shrink: _Shrink, extra: list[str]) -> Result:
         shown = [shrink.value(item, "items[]") for item in items[:count]]
         one = shrink.value(result.item, "item")
         return result.model_copy(update={"items": shown, "item": one,
-                                         "notes": capped_notes(notes + shrink.notes() + extra)})
+                                         "notes": capped_notes(notes + shrink.notes() + extra, limits.mask)})
 
     def dropped_note(count: int) -> list[str]:
         left = len(items) - count
@@ -265,7 +271,7 @@ def apply_limits(result: Result, limits: Limits) -> Result:
         out = build(count, shrinker(field_limit, list_limit, whole_only=True), dropped_note(count))
     if not fits(out):
         out = result.model_copy(update={"items": [], "item": None, "notes": capped_notes(
-            [*notes, f"the result was too large to show within {cap} characters; ask for less"])[:3]})
+            [*notes, f"the result was too large to show within {cap} characters; ask for less"], limits.mask)[:3]})
     return out
 
 

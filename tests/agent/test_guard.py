@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.guard import UNKNOWN_TOOL, Guard, credential_values
+from agent.guard import UNKNOWN_TOOL, Guard
+from mcp_lib.external import credential_values
 from tests.fakes.slack import FakeSlack, Workspace
 
 ENV = {

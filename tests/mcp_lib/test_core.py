@@ -19,7 +19,7 @@ def make_platform() -> Platform:
         overview="A platform for tests.",
         scenes=["when testing"],
         security_rules=["read-only"],
-        load_config=lambda env: {"token": env["DEMO_TOKEN"]} if env.get("DEMO_TOKEN") else None,
+        load_config=lambda env: {"token": env["DEMO_SITE"]} if env.get("DEMO_SITE") else None,
         make_client=lambda config: {"made_with": config["token"]},
     )
 
@@ -56,7 +56,7 @@ def make_platform() -> Platform:
 
 @pytest.fixture
 def registry() -> Registry:
-    return Registry(env={"DEMO_TOKEN": "t0ken"}, platforms={"demo": make_platform()})
+    return Registry(env={"DEMO_SITE": "t0ken"}, platforms={"demo": make_platform()})
 
 
 def test_schema_is_derived_from_the_signature(registry: Registry) -> None:
@@ -94,7 +94,7 @@ def test_the_context_parameter_is_found_by_its_annotation_not_its_position() -> 
 
     tool = platform.tools["late"]
     assert list(tool.input_schema["properties"]) == ["query", "limit"] and tool.input_schema["required"] == ["query"]
-    registry = Registry(env={"DEMO_TOKEN": "t0ken"}, platforms={"demo": platform})
+    registry = Registry(env={"DEMO_SITE": "t0ken"}, platforms={"demo": platform})
     assert registry.get_mcp("demo").functions["late"]("在庫", 3).item == {"title": "在庫 3 t0ken"}
 
 
@@ -161,7 +161,7 @@ def test_limits_bound_the_whole_result() -> None:
 def test_limits_from_env_and_per_registry() -> None:
     limits = Limits.from_env({"HELPBOT_TOOL_MAX_ITEMS": "3"})
     assert limits.max_items == 3
-    registry = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": make_platform()}, limits=limits)
+    registry = Registry(env={"DEMO_SITE": "x"}, platforms={"demo": make_platform()}, limits=limits)
     assert len(registry.get_mcp("demo").functions["find"]("q", limit=10).items) == 3
 
 
@@ -184,7 +184,7 @@ def test_injected_client_wins_and_caller_reaches_the_tool() -> None:
         return []
 
     caller = Caller(user="U1", answer_channel="C1")
-    registry = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": platform},
+    registry = Registry(env={"DEMO_SITE": "x"}, platforms={"demo": platform},
                         clients={"demo": {"made_with": "fake"}}, caller=caller)
     assert registry.call("demo:find", {"query": "q", "limit": 1}).items[0]["client"] == "fake"
     registry.call("demo_who", {})
@@ -281,7 +281,7 @@ def test_a_secret_across_the_field_limit_is_masked_whole() -> None:
         """Return a body with a token right at the field limit."""
         return {"title": "t", "url": "u", "body": "x" * (1500 - 10) + GITHUB_SECRET + " tail"}
 
-    result = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": platform}).call("demo_leak", {})
+    result = Registry(env={"DEMO_SITE": "x"}, platforms={"demo": platform}).call("demo_leak", {})
     assert result.status == "ok" and "ghp_" not in result.to_json() and "A1b2" not in result.to_json()
 
 
@@ -307,7 +307,7 @@ def test_invoke_never_raises_and_makes_results_json_safe() -> None:
         """An exception with a whole page (and a token) in it."""
         raise RuntimeError("<html>" + "error page " * 2000 + f" token={GITHUB_SECRET}</html>")
 
-    registry = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": platform})
+    registry = Registry(env={"DEMO_SITE": "x"}, platforms={"demo": platform})
     dated_result = registry.call("demo_dated", {})
     assert dated_result.status == "ok" and dated_result.items[0]["when"] == "2025-05-15 10:00:00+00:00"
     assert dated_result.items[0]["tags"] == "{'only-one'}"
@@ -329,7 +329,7 @@ def test_an_explicit_env_limit_caps_the_tools_declared_limit() -> None:
         return [{"title": str(i), "url": f"u{i}", "body": "b" * 10_000} for i in range(300)]
 
     def run(env: dict[str, str]) -> Result:
-        return Registry(env={"DEMO_TOKEN": "x", "HELPBOT_TOOL_MAX_RESULT_CHARS": "10000000", **env},
+        return Registry(env={"DEMO_SITE": "x", "HELPBOT_TOOL_MAX_RESULT_CHARS": "10000000", **env},
                         platforms={"demo": platform}).call("demo_big", {})
 
     assert len(run({}).items) == 200 and len(run({}).items[0]["body"]) == 10_000  # the tool's own limits
@@ -353,7 +353,7 @@ def test_invoke_gives_each_call_a_deadline_from_the_budget() -> None:
         return []
 
     now = [1000.0]
-    registry = Registry(env={"DEMO_TOKEN": "x", "HELPBOT_TOOL_BUDGET_S": "12"}, platforms={"demo": platform},
+    registry = Registry(env={"DEMO_SITE": "x", "HELPBOT_TOOL_BUDGET_S": "12"}, platforms={"demo": platform},
                         clock=lambda: now[0])
     registry.call("demo_timed", {})
     now[0] = 2000.0
@@ -372,7 +372,7 @@ def test_a_platform_loads_its_tools_only_when_they_are_used() -> None:
 
     lazy = Platform(name="lazy", overview="o", scenes=[], security_rules=[], load_config=lambda env: {"token": "t"},
                     make_client=lambda config: {"made_with": "t"}, load_tools=load)
-    registry = Registry(env={"DEMO_TOKEN": "x"}, platforms={"demo": make_platform(), "lazy": lazy})
+    registry = Registry(env={"DEMO_SITE": "x"}, platforms={"demo": make_platform(), "lazy": lazy})
     assert registry.call("demo_find", {"query": "q"}).status == "ok"
     assert registry.is_enabled("lazy") and loads == []
     assert registry.find("lazy_find").wire_name == "demo_find"  # the borrowed declarations keep their name
@@ -427,3 +427,10 @@ def test_the_json_safe_copy_is_what_json_would_give() -> None:
     assert _json_safe(value) == json.loads(json.dumps(value, ensure_ascii=False, default=str))
     shared = ["same"]
     assert _json_safe({"x": shared, "y": shared}) == {"x": ["same"], "y": ["same"]}  # shared is not circular
+
+
+def test_a_credential_the_registry_holds_is_masked_in_every_result_whatever_its_length() -> None:
+    """The model must never read one: it could write it back reversed or hex-encoded, past every mask."""
+    registry = Registry(env={"DEMO_SITE": "t0ken", "SALES_API_KEY": "k9z"}, platforms={"demo": make_platform()})
+    found = registry.call("demo_find", {"query": "鍵k9zです", "limit": 1})
+    assert found.items[0]["title"] == "鍵[REDACTED]です 0"
