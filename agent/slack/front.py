@@ -262,7 +262,7 @@ class Front:
             failure = classify(exc, debug=debugging(self.env))
             self.trace.front("failure", error=failure.what)
             if reply is not None:
-                reply.fail(failure.what)
+                reply.fail(failure.what, cancelled=isinstance(exc, Terminated | KeyboardInterrupt))
                 if reply.state == "yielded":  # another run answers after all: its outcome is the thread's
                     return self.tell.ignored(reply.yielded_because, target.where)
             self.tell.failed(exc, failure.what, target, asked)

@@ -134,10 +134,10 @@ class ThreadReply:
         self._done()
         return self.out.permalink(self.channel, first)
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str, *, cancelled: bool = False) -> None:
         """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
-        a reply of its own -- and ❌ replaces 👀 (✅ if the answer is there after all). Nothing here raises."""
-        if self._finished_after_all():
+        a reply of its own -- and ❌ replaces 👀 (✅ if a cancel cut off an answer that is there). Never raises."""
+        if self._finished_after_all(cancelled):
             return
         payload = markers.stamped(failure_payload(what, self.run_link, channel=self.channel,
                                                   question_ts=self.question_ts), self.run)
@@ -146,7 +146,7 @@ class ThreadReply:
         try:
             try:
                 notice = self._final(payload, "failure")
-            except Terminated:  # the run's one SIGTERM came while the notice was written: it may be there
+            except (Terminated, KeyboardInterrupt):  # a cancel while the notice was written: it may be there
                 notice = self._settle(found) if (found := self._own("failure")) else self._final(payload, "failure")
         except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
             log(f"could not post the failure notice: {error_line(exc)}")
@@ -171,9 +171,9 @@ class ThreadReply:
         self.out.react(self.channel, self.question_ts, DONE_REACTION, final=True)
         self.state = "done"
 
-    def _finished_after_all(self) -> bool:
+    def _finished_after_all(self, cancelled: bool) -> bool:
         """The run ends here: the whole answer is in after all (a SIGTERM cut its delivery off: ✅), or another's."""
-        if not self.complete and not self.delivered and self.parts and (found := self._own("answer")):
+        if cancelled and not self.complete and not self.delivered and self.parts and (found := self._own("answer")):
             self.delivered, self.complete = True, self.parts == 1
             if not self._claimed(self._settle(found)):
                 self._eyes_off()

@@ -173,6 +173,9 @@ def test_racing_runs_with_refused_and_lost_writes_post_one_answer(
 
 
 # -- SIGTERM in every phase -----------------------------------------------------------------------------------------
+CANCEL = {"signal": signal.SIGTERM}  # the signal the next test sends (Actions: SIGINT, then SIGTERM)
+
+
 def _sigterm_on(fake: FakeSlack, method: str, when: Any) -> None:
     real = fake.api.methods[method]
     fired = {"done": False}
@@ -181,7 +184,7 @@ def _sigterm_on(fake: FakeSlack, method: str, when: Any) -> None:
         result = real(params, token)
         if not fired["done"] and when(params):
             fired["done"] = True
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), CANCEL["signal"])
         return result
 
     fake.api.methods[method] = hook
@@ -198,7 +201,7 @@ def _event_type(params: dict[str, Any]) -> str:
 
 def _cancelled_while_tools_run(request: Request) -> Any:
     if request.round == 1:
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), CANCEL["signal"])
         return calls(("faq_search", {"query": "Shopify 在庫同期 遅延"}))
     return cites_first_faq_hit()(request)
 
@@ -209,8 +212,11 @@ def _broken(request: Request) -> Any:
 
 @pytest.mark.parametrize("phase", ["tools", "answer-update", "answer-post", "check-mark", "eyes-off",
                                    "notice-update", "notice-post", "cross"])
-def test_sigterm_in_every_phase_ends_in_one_answer_or_notice(ws: Workspace, fake: FakeSlack,
-                                                             env: dict[str, str], phase: str) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_cancel_in_every_phase_ends_in_one_answer_or_notice(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                              phase: str, signum: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(CANCEL, "signal", signum)
     q = question_of(ws)
     script: Any = cites_first_faq_hit()
     expected = "answer"
