@@ -1,6 +1,6 @@
 """A stdio MCP server (official SDK) that talks on its stderr: at start-up, and for every call the argument it
 got, the credential it was passed (``LEAKY_TOKEN``) and a colleague's address -- what an in-house server's debug
-logging does. For tests/agent/test_redteam_servers.py."""
+logging does; its result names the credential as well. For tests/agent/test_redteam_servers.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ server = MCPServer("leaky")
 def echo(text: str) -> str:
     print(f"leaky: echo({text}) with token={TOKEN} for ops.lead@example.com", file=sys.stderr, flush=True)
     print("x" * 200_000 + TOKEN, file=sys.stderr, flush=True)  # one very long line, the token past its cut
-    return "ok"
+    return f"ok (served with {TOKEN})"  # the result carries the credential too
 
 
 server.run("stdio")

@@ -38,12 +38,16 @@ def env(fake: FakeSlack, tmp_path: Path) -> dict[str, str]:
 def test_a_servers_stderr_is_masked_and_cut_in_a_public_run(env: dict[str, str], ws: Workspace, fake: FakeSlack,
                                                             tmp_path: Path, capfd: pytest.CaptureFixture[str]
                                                             ) -> None:
+    results: list[str] = []
+
     def script(request: Request) -> Any:
         if request.round == 1:
             return calls(("leaky_echo", {"text": "問い合わせ taro.yamada@example.co.jp 090-1234-5678"}))
+        results.extend(r["content"] for r in request.tool_results())
         return "確認しました。"
 
     out = run(env, ws, fake, tmp_path, capfd, script)
+    assert results and "served with [REDACTED]" in results[0] and TOKEN not in results[0]  # nor to the model
     assert "MCP server 'leaky': leaky: echo(問い合わせ" in out.stderr  # the server's words, under its name
     out.assert_nowhere(TOKEN, "ops.lead@example.com", "taro.yamada", "1234-5678")
     assert max(len(line) for line in out.stderr.splitlines()) < 1100  # a 200 kB line is cut
