@@ -211,7 +211,7 @@ def score(case: Case, answer: Answer, seconds: float) -> CaseResult:
         missing_phrases=missing_phrases, rounds=answer.rounds, tokens=tokens, cost_usd=answer.cost_usd,
         seconds=seconds, degraded=answer.degraded, stop=answer.stop,
         error=None, tags=list(answer.tags), cited=cited,
-        tool_calls=[c.name for c in answer.tool_calls])
+        tool_calls=[guard.current().name(c.name) for c in answer.tool_calls])  # names helpbot defined only
 
 
 def failed_case(case: Case, error: str, seconds: float) -> CaseResult:
@@ -321,6 +321,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise UsageError(f"helpbot eval: {args.cases}: no case with id {', '.join(unknown)}")
         cases = [c for c in cases if c.id in args.case]
     env = dict(os.environ)
+    from mcp_lib import Registry
+
+    registry = Registry(env, server_log=guard.server_err)
+    try:
+        guard.narrow(names=guard.registry_names(registry))  # the report names only these tools
+    finally:
+        registry.close()
 
     def progress(number: int, result: CaseResult) -> None:
         guard.err(f"helpbot eval: {number}/{len(cases)} {result.id}: {'PASS' if result.passed else 'FAIL'} "

@@ -248,3 +248,23 @@ def test_a_case_with_an_unreadable_now_is_one_line_and_exit_2(tmp_path: Path,
     assert main(["eval", path]) == 2
     err = one_line_error(capsys)
     assert "now" in err and "ISO 8601" in err
+
+
+def test_a_hostile_models_tool_names_reach_the_report_only_as_registered_names(tmp_path: Path) -> None:
+    from agent import guard
+
+    cases = load_cases(cases_file(tmp_path, "- id: hostile\n  question: 在庫\n  expect_phrases: [x]\n"))
+
+    def hostile(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("redmine_search", {"query": "在庫"}), ("暗証番号は4711", {}), ("e69a97e8a8bc", {}))
+        return "以上"
+
+    def make_agent(max_rounds: int | None, now: str | None) -> Agent:
+        return Agent(ScriptedModel(hostile), FakeTools(TOOLS), Settings(max_rounds=max_rounds or 10),
+                     clock=FakeClock())
+
+    with guard.installed(guard.Guard.from_env({}, names=["redmine_search"])):
+        (result,) = run_cases(cases, make_agent)
+    assert result.tool_calls == ["redmine_search", "unknown_tool", "unknown_tool"]
+
