@@ -39,7 +39,9 @@ MAX_EVENT_DEPTH = 32  # the deepest real event (workflow_dispatch) nests about 5
 PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id",
                           "mention"})
 TRIGGER_EVENTS = frozenset({"reaction_added", "app_mention"})  # the Slack events that trigger an answer
-WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run"})
+# help.yml's inputs (tests/workflows pins it): force and now reach helpbot as --force and HELPBOT_NOW; an event file
+# from the Actions page carries every declared input, the checkboxes as false.
+WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run", "force", "now"})
 
 # Whole-value patterns: always used with fullmatch (``match`` with ``$`` would accept a trailing newline).
 REACTION_RE = re.compile(r"[a-z0-9_+'\-]{1,100}")
@@ -176,6 +178,8 @@ def _from_workflow_dispatch(data: Mapping[str, Any]) -> Trigger:
     url = _optional_str(inputs, "url", "inputs")
     question = _optional_str(inputs, "question", "inputs")
     dry_run = _bool(inputs.get("dry_run"), "inputs.dry_run")
+    _bool(inputs.get("force"), "inputs.force")  # read by the workflow (--force); checked here like its neighbours
+    _optional_str(inputs, "now", "inputs")  # the workflow passes it as HELPBOT_NOW, read (and checked) there
     if url and question:
         raise BadInput("give either inputs.url (answer a Slack message) or inputs.question, not both")
     if question:

@@ -3,6 +3,7 @@ no parsing of our own, a fast install, and a notice when the run breaks before h
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -100,6 +101,26 @@ def test_manual_runs_can_force_and_fix_now() -> None:
     answer = step("help", "answer")
     assert answer["env"]["FORCE"] == "${{ inputs.force }}" and 'args+=(--force)' in answer["run"]
     assert answer["env"]["HELPBOT_NOW"] == "${{ inputs.now }}"
+
+
+def test_an_event_from_the_actions_page_with_every_declared_input_is_a_valid_trigger(tmp_path: Path) -> None:
+    """The Actions page puts every declared input into the event (checkboxes as false): helpbot must take each."""
+    from agent.slack.trigger import WORKFLOW_INPUT_KEYS, load_event
+
+    declared = workflow("help")[True]["workflow_dispatch"]["inputs"]
+    assert set(declared) == WORKFLOW_INPUT_KEYS
+    values = {"boolean": False, "string": ""}
+    for question in ("在庫同期が遅れていますか？", None):
+        inputs = {name: values[spec.get("type", "string")] for name, spec in declared.items()}
+        if question:
+            inputs["question"] = question
+        else:
+            inputs["url"] = "https://acme.slack.com/archives/C0123ABCD/p1700000000123456"
+        inputs["force"] = True
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"inputs": inputs, "ref": "refs/heads/main"}), encoding="utf-8")
+        trigger = load_event(str(event))
+        assert trigger.source == "workflow_dispatch" and (trigger.question == question or trigger.ts)
 
 
 def test_oidc_needs_only_the_role_variable() -> None:
