@@ -93,20 +93,29 @@ def zip_to(target: Path, out: Path) -> int:
 
 
 def smoke(python: Path, package: Path) -> str:
-    """``lambda_handler`` answers a signed url_verification with only the package on the path."""
-    body = json.dumps({"type": "url_verification", "challenge": "bench"})
-    stamp = str(int(time.time()))
-    signature = "v0=" + hmac.new(SMOKE_SECRET.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
-    event = {"version": "2.0", "requestContext": {"http": {"method": "POST"}}, "isBase64Encoded": False,
-             "headers": {"x-slack-request-timestamp": stamp, "x-slack-signature": signature,
-                         "content-type": "application/json"}, "body": body}
+    """``lambda_handler``, with only the package on the path, answers a signed url_verification and a signed
+    reaction it ignores (which logs: the guard's import chain runs)."""
+    def signed(payload: dict[str, object]) -> dict[str, object]:
+        body = json.dumps(payload)
+        stamp = str(int(time.time()))
+        digest = hmac.new(SMOKE_SECRET.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
+        return {"version": "2.0", "requestContext": {"http": {"method": "POST"}}, "isBase64Encoded": False,
+                "headers": {"x-slack-request-timestamp": stamp, "x-slack-signature": f"v0={digest}",
+                            "content-type": "application/json"}, "body": body}
+
+    events = [signed({"type": "url_verification", "challenge": "bench"}),
+              signed({"type": "event_callback", "event_id": "EvBench", "event": {
+                  "type": "reaction_added", "user": "U0BENCH", "reaction": "thumbsup", "item_user": "U0OTHER",
+                  "item": {"type": "message", "channel": "C0BENCH01", "ts": "1700000000.123456"}}})]
     code = (f"import json; from {HANDLER_MODULE} import lambda_handler; "
-            f"print(json.dumps(lambda_handler(json.loads({json.dumps(event)!r}), None)))")
-    answer = json.loads(run_python(python, code, package, {
+            f"print(json.dumps([lambda_handler(e, None) for e in json.loads({json.dumps(events)!r})]))")
+    challenge, ignored = json.loads(run_python(python, code, package, {
         "SLACK_SIGNING_SECRET": SMOKE_SECRET, "GITHUB_REPOSITORY": "acme/helpbot", "HELPBOT_DISPATCH_TOKEN": "x"}))
-    if answer.get("statusCode") != 200 or json.loads(answer.get("body") or "{}") != {"challenge": "bench"}:
-        sys.exit(f"lambda_package: lambda_handler answered {answer}")
-    return "url_verification answered"
+    if challenge.get("statusCode") != 200 or json.loads(challenge.get("body") or "{}") != {"challenge": "bench"}:
+        sys.exit(f"lambda_package: lambda_handler answered {challenge}")
+    if ignored.get("statusCode") != 200:
+        sys.exit(f"lambda_package: lambda_handler answered an ignored reaction with {ignored}")
+    return "url_verification and an ignored reaction answered"
 
 
 def import_seconds(python: Path, package: Path, runs: int) -> list[float]:

@@ -37,7 +37,6 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TextIO
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .config import DECLARED, ConfigError, check_url, env_str
@@ -234,6 +233,8 @@ def _to_result(name: str, called: Any) -> Result:
 
 
 def _schema_validator(schema: dict[str, Any]) -> Any:
+    import jsonschema  # here: the guard reads helpbot.toml through this module, also in the Lambda relay's package
+
     def validate(arguments: Mapping[str, Any]) -> dict[str, Any]:
         try:
             jsonschema.validate(dict(arguments), schema)

@@ -27,13 +27,29 @@ class OnlyThePackage(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, OnlyThePackage())
+import os, socket
+refusing = socket.socket()  # bound, never listening: GitHub refuses, so the dispatch fails and is logged
+refusing.bind(("127.0.0.1", 0))
+os.environ["GITHUB_API_URL"] = f"http://127.0.0.1:{refusing.getsockname()[1]}"
 from agent.slack.relay import lambda_handler
-body = json.dumps({"type": "url_verification", "challenge": "c"})
-stamp = str(int(time.time()))
-signature = "v0=" + hmac.new(b"s", f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
-answer = lambda_handler({"headers": {"x-slack-request-timestamp": stamp, "x-slack-signature": signature},
-                         "body": body, "isBase64Encoded": False, "requestContext": {"http": {"method": "POST"}}}, None)
-print(json.dumps(answer))
+
+def deliver(payload):
+    body = json.dumps(payload)
+    stamp = str(int(time.time()))
+    signature = "v0=" + hmac.new(b"s", f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
+    return lambda_handler({"headers": {"x-slack-request-timestamp": stamp, "x-slack-signature": signature},
+                           "body": body, "isBase64Encoded": False,
+                           "requestContext": {"http": {"method": "POST"}}}, None)
+
+def reaction(name, event_id):
+    return {"type": "event_callback", "event_id": event_id, "event": {
+        "type": "reaction_added", "user": "U0TANAKA", "reaction": name, "item_user": "U0SUZUKI",
+        "item": {"type": "message", "channel": "C0123ABCD", "ts": "1700000000.123456"}}}
+
+answers = [deliver({"type": "url_verification", "challenge": "c"}),
+           deliver(reaction("thumbsup", "Ev01")),  # not helpbot's reaction: ignored, and logged
+           deliver(reaction("help", "Ev02"))]  # dispatched: GitHub refuses, logged, 502 so that Slack retries
+print(json.dumps(answers))
 """
 
 
@@ -55,5 +71,6 @@ def test_the_relay_runs_with_only_its_group_installed() -> None:
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(sorted(modules))], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr  # an import the group lacks fails here
-    answer = json.loads(done.stdout)
-    assert answer["statusCode"] == 200 and json.loads(answer["body"]) == {"challenge": "c"}
+    challenge, ignored, dispatched = json.loads(done.stdout)
+    assert challenge["statusCode"] == 200 and json.loads(challenge["body"]) == {"challenge": "c"}
+    assert ignored["statusCode"] == 200 and dispatched["statusCode"] == 502
