@@ -249,6 +249,8 @@ class Guard:
         return _URL_RUN.sub(fix, text)
 
     def _names(self, value: Any) -> Any:
+        if value == "":  # no names (an answer that used no tool), not an unknown one
+            return value
         if isinstance(value, str):  # metadata joins names with commas
             return ",".join(self.name(part) for part in value.split(",")) if "," in value else self.name(value)
         if isinstance(value, Sequence):

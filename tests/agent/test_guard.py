@@ -168,3 +168,9 @@ def test_a_reactions_name_in_the_trace_is_kept_and_a_tools_name_still_checked(
     assert [e["reaction"] for e in reactions] == ["eyes", "eyes", "white_check_mark"], reactions  # on, off, ✅
     assert "unknown_tool" not in out.trace
     assert guard().event({"event": "front.reaction", "name": "eyes"})["name"] == UNKNOWN_TOOL
+
+
+def test_no_names_stay_no_names_not_an_unknown_tool() -> None:
+    guard = Guard.from_env({}, names=["faq_search"])
+    assert guard.metadata({"tools": ""}) == {"tools": ""}
+    assert guard.metadata({"tools": "faq_search,evil"}) == {"tools": f"faq_search,{UNKNOWN_TOOL}"}
