@@ -184,6 +184,10 @@ def test_feedback_skips_with_one_clear_line_when_its_channel_is_not_set() -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("::notice::feedback skipped: the repository variable HELPBOT_FEEDBACK_CHANNEL")
     assert report["env"]["HELPBOT_FEEDBACK_CHANNEL"] == "${{ vars.HELPBOT_FEEDBACK_CHANNEL }}"
+    half = run_script(report["run"], {"HELPBOT_FEEDBACK_CHANNEL": "C0123ABCD", "HELPBOT_CHANNELS": "",
+                                      "PATH": "/nonexistent"})
+    assert half.returncode == 0, half.stderr
+    assert half.stdout.startswith("::notice::feedback skipped: the repository variable HELPBOT_CHANNELS")
 
 
 def fake_uv(tmp_path: Path) -> str:
