@@ -31,25 +31,28 @@ _FOLD.update({0x3000: 0x20, 0x30FC: 0x2D, 0x2010: 0x2D, 0x2011: 0x2D, 0x2012: 0x
 # code such as ``token = get_token()`` or ``os.environ["X"]`` is left alone.
 _CHARS = r"[A-Za-z0-9!#$%&*+\-./:;=?@^_`|~]"
 _KEY_WORDS = (r"api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|secret"
-              r"|password|passwd|passphrase|pass|pwd|token|credentials?")
+              r"|password|passwd|passphrase|pass|pwd|pw|token|credentials?")
 # Key words that, followed by only a space, still announce a secret.
 _SPACED_KEY_WORDS = r"password|passwd|passphrase|pwd|api[_-]?key|access[_-]?key|secret[_-]?key|client[_-]?secret"
 # Japanese key words: 「パスワード：Hunter2」「暗証番号は 4711」 (the full-width colon is folded to ``:``).
 # Written as matched: on the folded text, where the long-vowel mark ー is a dash.
 _JA_KEY_WORDS = ("パスワード|暗証番号|パスコード|合言葉|トークン|アクセスキー|シークレット|秘密鍵|APIキー|API キー"
-                 .translate(_FOLD))
+                 "|ﾊﾟｽﾜｰﾄﾞ|ﾄｰｸﾝ".translate(_FOLD))  # half-width katakana: ﾊﾟ is two code points, not folded
 
 # (name, pattern) in priority order; a pattern with groups ``k``, ``s`` and ``q`` keeps them (key, separator,
 # quote) and masks the rest, so the reader still sees what was there.
 _SECRETS = [
     ("pem", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"),
     # Credentials inside a URL: postgres://u:pw@db keeps the user, loses the password
-    ("url", r"(?P<url_k>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@<>|\"']+)(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)"),
+    ("url", r"(?P<url_k>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@<>|\"']*)(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)"),
     # Distinctive prefixes match anywhere, also glued to the text before them (``TOKEN_ghp_…``, ``キーxoxb-…``).
     ("slack", r"(?:xoxe\.)?xox[abposre]-[A-Za-z0-9-]{3,}|xapp-[A-Za-z0-9-]{3,}"),
     ("github", r"gh[pousr]_[A-Za-z0-9]{4,}|github_pat_[A-Za-z0-9_]{8,}"),
     ("aws", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     ("anthropic", r"sk-ant-[A-Za-z0-9_-]{8,}"),
+    ("openai", r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("gitlab", r"glpat-[A-Za-z0-9_-]{20,}"),
+    ("npm", r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
     ("bedrock", r"(?<![A-Za-z0-9])ABSK[A-Za-z0-9+/=]{20,}"),
     ("google", r"(?<![A-Za-z0-9])AIza[A-Za-z0-9_-]{35}"),
     ("stripe", r"(?<![A-Za-z0-9])[sr]k_live_[A-Za-z0-9]{16,}"),
