@@ -23,12 +23,11 @@ import pytest
 from agent.core.scripted import Request, calls
 from mcp_lib.platforms.faq import FaqIndex
 from tests.agent.slack.test_attachments import media, question_text
-from tests.agent.slack.test_front import FAQ_URL, answer_scripted, bot_messages, env, markdown_of
+from tests.agent.slack.test_front import FAQ_URL, answer_scripted, bot_messages, markdown_of
 from tests.agent.slack.test_mention import BOT, envelope_file, mention_envelope
 from tests.fakes.slack import FakeSlack, Workspace
 from tests.fakes.slack_files import add_file
 
-__all__ = ["env"]  # the fixture
 FAQ = FaqIndex.load(Path(__file__).resolve().parents[3] / "faq", base_url=FAQ_URL.rsplit("/", 1)[0])
 
 

@@ -16,14 +16,14 @@ from agent.cli import main
 from agent.core.messages import IMAGE_TOKENS, request_tokens
 from agent.core.scripted import Request
 from agent.slack.attachments import MAX_IMAGE_BYTES, TEXT_CHARS, cut_middle, decode_text, file_kind, image_size
-from tests.agent.slack.test_front import answer_scripted, bot_messages, env, event_file, markdown_of, stub
+from tests.agent.slack.test_front import answer_scripted, bot_messages, event_file, markdown_of, stub
 from tests.fakes import bedrock as stub_lib
 from tests.fakes import slack_scopes
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Token, Workspace
 from tests.fakes.slack_files import add_file
 
-__all__ = ["env", "stub"]  # the fixtures
+__all__ = ["stub"]  # the fixture
 
 
 def png(width: int, height: int) -> bytes:

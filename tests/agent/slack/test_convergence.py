@@ -29,15 +29,9 @@ from tests.agent.slack.test_front import (
     markdown_of,
     question_of,
 )
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Message, Workspace
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Message, Workspace
 
 STORM = 1000  # longer than any budget
-
-
-@pytest.fixture
-def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}
 
 
 def thread_state(ws: Workspace, ts: str) -> tuple[list[str], list[Message], dict[str, list[str]]]:

@@ -19,34 +19,15 @@ from agent.slack.front import Options, run
 from tests.agent.slack.test_convergence import STORM, thread_state
 from tests.agent.slack.test_front import (
     BOT,
-    FAQ_URL,
     Clock,
     answer_scripted,
     cites_first_faq_hit,
     factory,
     question_of,
 )
+from tests.agent.slack.test_thread_faults import then
 from tests.agent.test_redteam_faults import WRITE_METHODS, assert_final, bounded
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
-
-
-@pytest.fixture
-def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}
-
-
-def at_first_request(fault: Any, script: Any) -> Any:
-    armed = {"done": False}
-
-    def scripted(request: Request) -> Any:
-        if not armed["done"]:
-            armed["done"] = True
-            fault()
-        return script(request)
-
-    return scripted
-
+from tests.fakes.slack import FakeSlack, Workspace
 
 FAULTS: dict[str, dict[str, Any]] = {
     "429x3": {"status": 429, "retry_after": 5, "times": 3},  # two methods: 30 s of the 60 s budget
@@ -65,7 +46,7 @@ def test_two_write_methods_failing_at_once_mid_run_end_in_one_answer(
             fake.fail(method, **FAULTS[fault])
 
     sleeps: list[float] = []
-    code, _ = answer_scripted(env, at_first_request(faults, cites_first_faq_hit()), sleeps=sleeps,
+    code, _ = answer_scripted(env, then(faults, cites_first_faq_hit()), sleeps=sleeps,
                               channel="C0ECSUP", ts=q.ts)
     bounded(sleeps)
     assert code == 0
@@ -85,7 +66,7 @@ def test_two_storms_longer_than_the_write_budget_end_bounded_with_one_answer_and
             fake.fail(method, status=429, retry_after=10, times=3)
 
     sleeps: list[float] = []
-    code, _ = answer_scripted(env, at_first_request(faults, cites_first_faq_hit()), sleeps=sleeps,
+    code, _ = answer_scripted(env, then(faults, cites_first_faq_hit()), sleeps=sleeps,
                               channel="C0ECSUP", ts=q.ts)
     bounded(sleeps)
     kinds, placeholders, reactions = thread_state(ws, q.ts)
@@ -105,7 +86,7 @@ def test_a_lost_answer_update_while_the_thread_cannot_be_read_is_one_answer(
         fake.fail("conversations.replies", **read_fault)
 
     sleeps: list[float] = []
-    code, _ = answer_scripted(env, at_first_request(faults, cites_first_faq_hit()), sleeps=sleeps,
+    code, _ = answer_scripted(env, then(faults, cites_first_faq_hit()), sleeps=sleeps,
                               channel="C0ECSUP", ts=q.ts)
     bounded(sleeps)
     kinds, placeholders, reactions = thread_state(ws, q.ts)
@@ -125,7 +106,7 @@ def test_every_write_lost_while_the_thread_cannot_be_read_is_one_answer(
         fake.fail("conversations.replies", status=503, times=STORM)
 
     sleeps: list[float] = []
-    answer_scripted(env, at_first_request(faults, cites_first_faq_hit()), sleeps=sleeps, channel="C0ECSUP", ts=q.ts)
+    answer_scripted(env, then(faults, cites_first_faq_hit()), sleeps=sleeps, channel="C0ECSUP", ts=q.ts)
     bounded(sleeps)
     kinds, placeholders, _ = thread_state(ws, q.ts)
     assert kinds == ["answer"] and placeholders == [], kinds

@@ -31,16 +31,10 @@ from tests.agent.slack.test_front import (
 )
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack import FakeSlack, Workspace
 
 FOLLOW_UP = "手順どおりにしても直りません。次に何を確認すればいいですか？"
 OTHER_URL = "https://github.com/acme/helpbot/blob/HEAD/faq/job-rerun.md"
-
-
-@pytest.fixture
-def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}
 
 
 def texts(message: dict[str, Any]) -> str:

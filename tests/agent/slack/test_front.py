@@ -35,7 +35,7 @@ from tests.agent.conftest import PREFIXES
 from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Message, Workspace
+from tests.fakes.slack import FakeSlack, Message, Workspace
 
 REPO = Path(__file__).resolve().parents[3]
 WRITES = {"chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove"}
@@ -44,12 +44,6 @@ FAQ_URL = "https://github.com/acme/helpbot/blob/HEAD/faq/stock-sync-delay.md"
 
 
 # -- fixtures and helpers ---------------------------------------------------------------------------------------
-@pytest.fixture
-def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}  # https links, as in Actions
-
-
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Iterator[BedrockStub]:
     """The Bedrock stub, and the process environment pointing at it and at the fake Slack (for ``main``)."""

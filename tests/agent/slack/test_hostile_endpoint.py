@@ -19,17 +19,11 @@ from agent.core.tools import RegistryTools
 from agent.slack.front import Options, run
 from tests.agent.core.loop_fakes import FakeClock
 from tests.agent.slack.test_convergence import thread_state
-from tests.agent.slack.test_front import BOT, FAQ_URL, question_of
+from tests.agent.slack.test_front import BOT, question_of
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack import FakeSlack, Workspace
 
 DEADLINE_S = 480.0
-
-
-@pytest.fixture
-def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}
 
 
 def reply(status: int, body: Any, headers: dict[str, str] | None = None) -> httpx2.Response:

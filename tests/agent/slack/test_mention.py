@@ -14,11 +14,10 @@ from agent.errors import BadInput
 from agent.slack.markers import EVENT_TYPES
 from agent.slack.relay import handle
 from agent.slack.trigger import TriggerSettings, check_ignore, parse_event_data
-from tests.agent.slack.test_front import WRITES, answer_scripted, bot_messages, env, event_file, markdown_of
+from tests.agent.slack.test_front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
 from tests.agent.slack.test_relay import NOW, SECRET, signed
 from tests.fakes.slack import FakeSlack, Workspace
 
-__all__ = ["env"]  # the fixture
 BOT = "U0HELPBOT"
 
 

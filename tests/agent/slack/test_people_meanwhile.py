@@ -11,15 +11,9 @@ import pytest
 from agent.core.scripted import Request
 from agent.slack.blocks import PLACEHOLDER
 from tests.agent.slack.test_convergence import thread_state
-from tests.agent.slack.test_fault_combinations import at_first_request
-from tests.agent.slack.test_front import BOT, FAQ_URL, answer_scripted, cites_first_faq_hit, question_of
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
-
-
-@pytest.fixture
-def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}
+from tests.agent.slack.test_front import BOT, answer_scripted, cites_first_faq_hit, question_of
+from tests.agent.slack.test_thread_faults import then
+from tests.fakes.slack import FakeSlack, Workspace
 
 
 @pytest.mark.parametrize("act", ["delete-placeholder", "remove-eyes", "add-check-by-bot", "reply-flood"])
@@ -39,7 +33,7 @@ def test_people_acting_on_the_thread_meanwhile(ws: Workspace, fake: FakeSlack, e
             for i in range(1200):
                 ws.post("C0ECSUP", f"返信 {i}", user="U0TANAKA", thread_ts=q.ts)
 
-    code, _ = answer_scripted(env, at_first_request(meddle, cites_first_faq_hit()), channel="C0ECSUP", ts=q.ts)
+    code, _ = answer_scripted(env, then(meddle, cites_first_faq_hit()), channel="C0ECSUP", ts=q.ts)
     kinds, placeholders, reactions = thread_state(ws, q.ts)
     assert code == 0 and kinds == ["answer"] and placeholders == [], kinds
     assert reactions == {"white_check_mark": [BOT]}

@@ -18,22 +18,15 @@ from agent.slack.post import FINAL_RESERVE_S, WRITE_BUDGET_S
 from tests.agent.slack.test_convergence import STORM, thread_state
 from tests.agent.slack.test_front import (
     BOT,
-    FAQ_URL,
     Clock,
     answer_scripted,
     cites_first_faq_hit,
     factory,
     question_of,
 )
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack import FakeSlack, Workspace
 
 WRITES = ("chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove")
-
-
-@pytest.fixture
-def env(fake: FakeSlack) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
-            "HELPBOT_FAQ_BASE_URL": FAQ_URL.rsplit("/", 1)[0]}
 
 
 def then(fault: Any, script: Any) -> Any:
