@@ -667,3 +667,18 @@ def test_a_public_issue_found_only_through_a_private_note_is_no_hit(stub: Stub) 
     assert probed.to_dict() == nothing.to_dict() == {"status": "ok", "tool": "redmine_search", "total": 0}
     public_note = ok(registry.call("redmine:search", {"query": "確認しました"}))  # in the public comment: kept
     assert [item["issueId"] for item in public_note.items] == [1]
+
+
+@pytest.mark.xfail(strict=True, reason="LEAK (red team): a private note bumps the issue's updated_on, which "
+                                       "getIssue shows (and listIssues/search sort by): 'a private note at T'")
+def test_a_later_private_note_does_not_show_in_updated_on(stub: Stub) -> None:
+    """Redmine sets updated_on when any journal is saved, a private note too: an issue whose newest entry is a
+    private note reads "updated after its last public comment" -- the note's existence and time."""
+    first, = ISSUE["issue"]["journals"]
+    hidden = {**first, "id": 2, "notes": "極秘メモ", "private_notes": True, "created_on": "2026-12-01T09:00:00Z"}
+    results = []
+    for journals, updated in (([first, hidden], hidden["created_on"]), ([first], first["created_on"])):
+        issue = {**ISSUE["issue"], "journals": journals, "updated_on": updated}
+        stub.routes["/issues/1.json"] = lambda q, i=issue: (200, {}, {"issue": i})
+        results.append(make_registry(stub.url, "k").call("redmine:getIssue", {"issueId": 1}).to_dict())
+    assert results[0] == results[1]
