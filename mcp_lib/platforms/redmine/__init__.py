@@ -276,8 +276,19 @@ def getIssue(
                          "url": f"{session.base}/attachments/{a.get('id')}"} for a in raw.get("attachments") or []],
         "journals_omitted": omitted,
         "journals": [_journal(j, config.max_note_chars) for j in journals[omitted:]],
+        "updated_on": _visible_update(raw),
     }
     return Result(item=item, notes=notes)
+
+
+def _visible_update(raw: Mapping[str, Any]) -> Any:
+    """When the issue last changed as its readers can see it: Redmine's own ``updated_on`` moves with a private
+    note too ("something hidden happened at T"), so it is the newest of creation, closing and every journal but
+    a private note that changed nothing else."""
+    times = [raw.get("created_on"), raw.get("closed_on"),
+             *(j.get("created_on") for j in raw.get("journals") or []
+               if not (j.get("private_notes") and not j.get("details")))]
+    return max((str(t) for t in times if t), default=raw.get("updated_on"))
 
 
 def _journal(journal: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
