@@ -392,6 +392,11 @@ def serving(github: GitHub, **limits: float) -> Iterator[str]:
             handler.join(10)
 
 
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
 @pytest.fixture
 def server_url(github: GitHub) -> Iterator[str]:
     with serving(github) as url:  # the production timeouts: every client here closes its own connection
@@ -627,28 +632,20 @@ def test_a_body_trickling_past_the_request_deadline_is_cut_off_in_one_line(
         github: GitHub, capsys: pytest.CaptureFixture[str]) -> None:
     """The headers at once, then the body one byte every 0.1 s against a 1 s deadline (a 30 s socket timeout):
     cut off, nothing dispatched, one log line -- not the access line of a 400 nobody reads and a BrokenPipeError."""
-    server = make_server("127.0.0.1", 0, relay_for(github), timeout=30.0, deadline=1.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     head = ("POST / HTTP/1.1\r\nHost: relay\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed(BODY).items())
             + f"Content-Length: {len(BODY)}\r\n\r\n").encode()
     sent = 0
-    try:
-        with socket.create_connection(server.server_address[:2], timeout=5) as sock:
-            sock.sendall(head)
-            for byte in BODY:
-                try:
-                    sock.sendall(bytes([byte]))
-                except OSError:
-                    break
-                sent += 1
-                readable, _, _ = select.select([sock], [], [], 0.1)
-                if readable and sock.recv(1) == b"":
-                    break  # the server closed the connection
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(github, timeout=30.0, deadline=1.0) as url, socket.create_connection(address(url), timeout=5) as sock:
+        sock.sendall(head)
+        for byte in BODY:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break
+            sent += 1
+            readable, _, _ = select.select([sock], [], [], 0.1)
+            if readable and sock.recv(1) == b"":
+                break  # the server closed the connection
     assert sent < len(BODY) and github.requests == []
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line]
@@ -689,22 +686,16 @@ def test_a_client_that_resets_after_its_request_still_gets_its_event_dispatched_
 def test_many_trickling_clients_do_not_keep_a_real_request_out(github: GitHub) -> None:
     """50 connections that send one line and stop (each a thread until the deadline): Slack's delivery is still
     answered at once."""
-    server = make_server("127.0.0.1", 0, relay_for(github), timeout=30.0, deadline=30.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     stalled = []
-    try:
-        for _ in range(50):
-            sock = socket.create_connection(server.server_address[:2], timeout=5)
-            sock.sendall(b"POST / HTTP/1.1\r\n")
-            stalled.append(sock)
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        answered = httpx.post(url, content=BODY, headers=signed(BODY), timeout=5)
-        assert (answered.status_code, answered.text) == (200, "ok")
-    finally:
-        for sock in stalled:
-            sock.close()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(github, timeout=30.0, deadline=30.0) as url:
+        try:
+            for _ in range(50):
+                sock = socket.create_connection(address(url), timeout=5)
+                sock.sendall(b"POST / HTTP/1.1\r\n")
+                stalled.append(sock)
+            answered = httpx.post(url, content=BODY, headers=signed(BODY), timeout=5)
+            assert (answered.status_code, answered.text) == (200, "ok")
+        finally:
+            for sock in stalled:
+                sock.close()
     assert len(github.requests) == 1
