@@ -99,7 +99,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,20,50,100", help="KB (thousands of characters) per page/issue body")
     args = parser.parse_args()
     ours_settings = Settings()
-    base_settings = replace(ours_settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999)
+    base_settings = replace(ours_settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999,
+                            clear_after_reads=None)
     print(f"{'size':>6} {'baseline':>10} {'b.peak':>7} {'ours':>9} {'billed':>7} {'cache':>6} {'summ.':>5} "
           f"{'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'wall':>6}")
     for kb in (int(x) for x in args.sizes.split(",")):

@@ -186,6 +186,9 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_REQUEST_BUDGET_TOKENS", "loop", "no request to the model is larger (estimated tokens)", "100000"),
     _v("HELPBOT_SUMMARY_THRESHOLD_TOKENS", "loop", "the results already read are summarized past this; one result is "
        "capped at an eighth of it (7,500 estimated tokens at most)", "60000"),
+    _v("HELPBOT_CLEAR_AFTER_READS", "loop", "requests a tool result stays whole in after the model read it; then, in "
+       "the first half of the rounds, it is shortened to its sources and first words (a repeated call reads it "
+       "whole again); 0: never", "2"),
     _v("HELPBOT_TOOL_RESULT_MAX_CHARS", "loop", "the loop's own cap on one tool result", "24000"),
     _v("HELPBOT_PRICE_INPUT", "loop", "USD per million input tokens of HELPBOT_MODEL", "list price"),
     _v("HELPBOT_PRICE_OUTPUT", "loop", "USD per million output tokens of HELPBOT_MODEL", "list price"),

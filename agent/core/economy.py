@@ -1,22 +1,31 @@
 """The token economy of a run: estimate each request, and make the transcript fit before it is sent.
 
-Past the summary threshold the older tool results become notes from the cheap model (never before the final
-answer: a summary pays off only in later requests); past the hard budget the largest results are cut, then the
-earliest turns shortened or dropped. Estimates are scaled up when a model reports more tokens than we guessed.
+With Bedrock's prompt cache each token is written once (1.25x) and read by every later request (0.1x), so the
+results the model has already read are the run's largest cost. They are *cleared* to digests
+(``agent.core.digest``) in batches: once the oldest has been read in ``clear_after_reads`` requests, every
+result read so far goes at once (the cache after the first is rewritten once per batch, not once per result),
+only in the first half of the round limit (the second half gathers the evidence of the answer: kept whole) and
+only when the reads saved outweigh the rewrite. A request writes the cache only up to what the next one keeps.
+Past the summary threshold the read results become notes from the cheap model; past the hard budget the
+largest results are cut, then the earliest turns shortened or dropped. Estimates follow the usage models report.
 The transcript operations live in ``agent.core.messages``; this module decides when to use them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 from agent.core import messages as h
+from agent.core.digest import digest
 from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.run import Phase, Run
 from agent.core.settings import Settings
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 MIN_CALIBRATION = 0.5  # nor down more than this
+CACHE_READ, CACHE_WRITE = 0.1, 1.25  # Bedrock's prompt-cache prices, times the input price
 
 
 class Economy:
@@ -51,6 +60,8 @@ class Economy:
         and the final one has none. Past the budget cut the largest tool results, then shorten or drop the
         earliest turns of the conversation. Returns the request's estimated size."""
         s = self.settings
+        if not final:
+            self._clear(r)
         if not final and self.estimate(r) > s.summary_threshold_tokens:
             self._summarize(r, deadline)
         if not self.fits(r):
@@ -69,6 +80,54 @@ class Economy:
                                     f"({s.request_budget_tokens}) or ask a shorter question")
         return estimate
 
+    # -- clearing ----------------------------------------------------------------------------------------------
+    def write_at(self, r: Run, final: bool) -> int | None:
+        """Where this request writes the cache (a message index; None: nowhere): the end of the transcript, or,
+        when the next request will clear, the end of what it keeps (a write it would discard costs 1.25x)."""
+        if final:
+            return None
+        batch = self._batch(r, ahead=1)
+        if batch is None:
+            return len(r.messages) - 1
+        first = batch[0][0].message - 1  # the tool_use message before the first result to be cleared
+        return first if first > (r.cache.valid_entry(r.messages) or -1) else None
+
+    def _clear(self, r: Run) -> None:
+        batch = self._batch(r, ahead=0)
+        if batch is None:
+            return
+        refs, _ = batch
+        before = self.estimate(r)
+        for ref in refs:
+            r.cleared[ref.tool_use_id] = ref.content
+            h.replace_result(r.messages, ref, self._digest(r, ref))
+        self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r))
+
+    def _batch(self, r: Run, ahead: int) -> tuple[list[h.ResultRef], int] | None:
+        """The results to clear ``ahead`` requests from now (0: this one), with the tokens saved; None when no
+        clearing is due then. The results read by then are those before the last message (``ahead`` = 1: the
+        last one too)."""
+        reads, rounds = self.settings.clear_after_reads, self.settings.max_rounds
+        later = rounds - r.rounds - ahead  # requests that may follow that one
+        if reads is None or later < rounds // 2:  # the second half of the rounds keeps its evidence whole
+            return None
+        end = len(r.messages) - 1 + ahead
+        refs = [ref for ref in h.tool_results(r.messages, before=end)
+                if ref.tool_use_id not in r.cleared and ref.tool_use_id not in r.summarized]
+        if not refs or (len(r.messages) - 1 + 2 * ahead - refs[0].message) // 2 < reads:
+            return None
+        digests = {ref.tool_use_id: self._digest(r, ref) for ref in refs}
+        saved = sum(h.estimate_tokens(ref.content) - h.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
+        tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end]
+                   for block in (m["content"] if isinstance(m["content"], list) else []))
+        if CACHE_READ * saved * (later + 1) <= (CACHE_WRITE - CACHE_READ) * tail:
+            return None  # the reads saved do not pay for writing the rest of the transcript again (the tail)
+        return refs, saved
+
+    @staticmethod
+    def _digest(r: Run, ref: h.ResultRef) -> str:
+        return digest(ref.name, ref.content, r.sources_by_id.get(ref.tool_use_id, []))
+
     # -- summaries ---------------------------------------------------------------------------------------------
     def _summarize(self, r: Run, deadline: float) -> None:
         """Replace the contents of every tool result the model has already read by notes from the summary model,
@@ -77,7 +136,7 @@ class Economy:
         so the request falls as far as the newest round allows (hysteresis: the next summary is rounds away)
         and the prefix before the first summarized result is still read from the cache."""
         read = h.tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
-        refs = [ref for ref in read if ref.tool_use_id not in r.summarized]
+        refs = [ref for ref in read if ref.tool_use_id not in r.summarized and ref.tool_use_id not in r.cleared]
         if sum(h.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
         before = self.estimate(r)
@@ -118,6 +177,13 @@ class Economy:
         if not response.text:
             return fallback, "the summary model returned no text"
         return response.text, None
+
+
+def _tokens(block: dict[str, Any], digests: dict[str, str]) -> int:
+    """A block's estimate once the results in ``digests`` are cleared."""
+    if block.get("type") == "tool_result" and block.get("tool_use_id") in digests:
+        return h.estimate_tokens(digests[block["tool_use_id"]])
+    return h.estimate_tokens(json.dumps(block, ensure_ascii=False))
 
 
 def _raw_estimate(r: Run) -> int:

@@ -171,21 +171,22 @@ class CacheState:
 
 
 def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
-                   write: bool = True, read: bool = True, cache: CacheState | None = None
+                   write_at: int | None = -1, read: bool = True, cache: CacheState | None = None
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Copies of system, tools and messages with the (at most 4) cache breakpoints: the system block (tools and
     system: the prefix every request shares); the end of the longest prefix an earlier request cached and that is
-    still unchanged (after a summary, the part before the first summarized result is read, not written again);
-    the last block of the previous request's final user message (where the last entry was written, so this
-    request reads it); and, when ``write``, the last block of the conversation (written for the next request; a
-    final request has none, and a write would cost 1.25x for nothing). Without ``read`` (a request whose
-    ``tool_choice`` differs from the earlier ones', which misses every message entry by Anthropic's caching
-    rules) no message is marked. A spare breakpoint goes on the last tool."""
+    still unchanged (after a summary or a clearing, the part before the first changed result is read, not
+    written again); the last block of the previous request's final user message (where the last entry was
+    written, so this request reads it); and the last block of message ``write_at`` (written for the next
+    request: the end of the conversation, or the end of what the next request keeps; None for a final request,
+    whose write would cost 1.25x for nothing). Without ``read`` (a request whose ``tool_choice`` differs from the
+    earlier ones', which misses every message entry by Anthropic's caching rules) no message is marked. A spare
+    breakpoint goes on the last tool."""
     marked: list[int] = []
     if read:
-        if write:
-            marked.append(len(messages) - 1)
-        if len(messages) >= 3 and messages[-3]["role"] == "user":
+        if write_at is not None:
+            marked.append(write_at % len(messages))
+        if len(messages) >= 3 and messages[-3]["role"] == "user" and len(messages) - 3 not in marked:
             marked.append(len(messages) - 3)
         stable = cache.valid_entry(messages) if cache is not None else None
         if stable is not None and stable not in marked:

@@ -150,6 +150,9 @@ class ToolRound:
                     ) -> tuple[str, bool]:
         """What an identical call is answered with instead of running again: where the earlier result is."""
         earlier_round, earlier_id = earlier
+        if earlier_id in r.cleared:  # read again: the run's copy, whole (no platform is asked twice)
+            return (f"[helpbot] Identical to call {earlier_id} in round {earlier_round}, whose result was shortened "
+                    f"there; here it is whole again:\n{r.cleared[earlier_id]}"), False
         if earlier_id in r.summarized:
             where = "its result was summarized into the 調査メモ notes"
         elif earlier_id in r.cut:

@@ -130,8 +130,8 @@ class Plan:
 
 @dataclass
 class Run:
-    """What one run accumulates over its plan (``agent.core.economy`` keeps the summaries, cuts and calibration
-    here too)."""
+    """What one run accumulates over its plan (``agent.core.economy`` keeps the clearings, summaries, cuts and
+    calibration here too)."""
 
     plan: Plan
     messages: list[dict[str, Any]]
@@ -143,6 +143,7 @@ class Run:
     sources_by_id: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     seen: dict[str, tuple[int, str]] = field(default_factory=dict)  # call key -> (round, tool_use_id)
     summarized: set[str] = field(default_factory=set)  # tool_use ids whose results now live in the notes
+    cleared: dict[str, str] = field(default_factory=dict)  # tool_use id -> its content, now a digest
     cut: set[str] = field(default_factory=set)  # tool_use ids whose results were shortened to fit the budget
     notes: str = ""  # the summary so far; the notes block adds notes_sources to it
     notes_sources: list[dict[str, str]] = field(default_factory=list)

@@ -56,6 +56,7 @@ class Settings:
     request_budget_tokens: int = 100_000  # no request to the model may be larger (estimated)
     summary_threshold_tokens: int = 60_000  # above this, older tool results are summarized
     summary_max_tokens: int = 2048
+    clear_after_reads: int | None = 2  # requests a tool result is sent whole in before it is cleared; None: never
     summary_timeout_s: float = 25.0  # a slow or throttled summary model gives up this soon (notes fall back)
     tool_result_max_chars: int = 24_000  # last line of defence; mcp_lib's own limits are tighter
     # One result's cap in (calibrated) estimated tokens: small against the summary threshold (an eighth), so one
@@ -120,6 +121,7 @@ class Settings:
             request_budget_tokens=budget,
             summary_threshold_tokens=threshold,
             summary_timeout_s=env_float(env, "HELPBOT_SUMMARY_TIMEOUT_S", d.summary_timeout_s, minimum=1.0),
+            clear_after_reads=env_int(env, "HELPBOT_CLEAR_AFTER_READS", d.clear_after_reads or 0, minimum=0) or None,
             tool_result_max_tokens=max(500, min(d.tool_result_max_tokens, threshold // 8)),
             tool_result_max_chars=env_int(env, "HELPBOT_TOOL_RESULT_MAX_CHARS", d.tool_result_max_chars,
                                           minimum=1_000),

@@ -42,10 +42,10 @@ def test_breakpoints_read_the_longest_prefix_still_cached_after_a_summary() -> N
 
 def test_a_request_that_cannot_read_the_cached_messages_marks_none() -> None:
     messages = _transcript(2)
-    system, tools, out = h.cached_request("system", [{"name": "t", "input_schema": {}}], messages, write=False,
+    system, tools, out = h.cached_request("system", [{"name": "t", "input_schema": {}}], messages, write_at=None,
                                           read=False)
     assert _marked(out) == [] and "cache_control" in system[0] and "cache_control" in tools[-1]
-    _, _, out = h.cached_request("system", [], messages, write=False)
+    _, _, out = h.cached_request("system", [], messages, write_at=None)
     assert _marked(out) == [2]  # the final answer reads the previous request's entry and writes none
 
 

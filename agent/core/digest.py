@@ -1,0 +1,62 @@
+"""What a tool result keeps once it is cleared: its digest.
+
+``agent.core.economy`` clears the results the model has already read a few times (cache prices make resending
+them the run's largest cost). A cleared result keeps: which call it answered, its sources (title and URL, so the
+model can still cite them), the head of its text, and how to read it whole again -- the identical call is
+answered from the run's copy (``agent.core.rounds``), with no platform asked twice. Mechanical on purpose: no
+model is paid to compress (``bench/token_bounds.py`` shows why a paid summary cannot reach the token target).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_lib.result import excerpt
+
+CLEARED_HEADER = "[helpbot] Shortened after reading (to save tokens); call {name} again, same input, for all of it."
+HEAD_CHARS = 80  # of the result's text
+MAX_SOURCES = 6  # beyond these, a count
+TITLE_CHARS = 60
+_NOT_TEXT = ("url", "status", "tool")  # envelope fields, never the head
+
+
+def digest(name: str, content: str, sources: list[dict[str, str]]) -> str:
+    """The cleared form of the result of tool ``name``: the header, its sources and the head of its text."""
+    lines = [CLEARED_HEADER.format(name=name)]
+    for src in sources[:MAX_SOURCES]:
+        lines.append(f"- {excerpt(src['title'], TITLE_CHARS)} <{src['url']}>")
+    if len(sources) > MAX_SOURCES:
+        lines.append(f"- … {len(sources) - MAX_SOURCES} more sources")
+    head = _head(content)
+    if head:
+        lines.append(excerpt(head, HEAD_CHARS))
+    return "\n".join(lines)
+
+
+def _head(content: str) -> str:
+    """The result's words without its JSON envelope: the first long text value (a body, a snippet), or the
+    content itself when it is not JSON."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return " ".join(content.split())
+    text = _first_text(value)
+    return " ".join(text.split()) if text else ""
+
+
+def _first_text(value: Any) -> str:
+    """The first string of at least HEAD_CHARS characters, depth first (at most 8 levels), else the longest."""
+    best = ""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, str):
+            if len(item) >= HEAD_CHARS:
+                return item
+            best = max(best, item, key=len)
+        elif level < 8 and isinstance(item, dict):
+            stack += [(v, level + 1) for k, v in reversed(item.items()) if k not in _NOT_TEXT]
+        elif level < 8 and isinstance(item, list):
+            stack += [(v, level + 1) for v in reversed(item)]
+    return best
