@@ -65,6 +65,8 @@ class ToolRound:
                 plan.fresh.append(call)
             else:
                 plan.reused[call["id"]] = earlier
+                if earlier[1] in r.cleared:  # this call brings the whole copy back: repeats point to it
+                    first[key] = call["id"]
             self.event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
                         reused=call["id"] in plan.reused)
         return plan

@@ -29,13 +29,14 @@ def page(n: int, body: str = BODY) -> dict[str, Any]:
 def run(rounds: int, settings: Settings = SETTINGS, body: str = BODY,
         repeat: tuple[int, int] | None = None) -> tuple[Any, ScriptedModel, FakeTools]:
     """``rounds`` rounds of one growi_getPage each (page n in round n), then an answer; ``repeat`` = (round, n):
-    that round asks for page n again."""
+    that round asks for page n again, twice."""
     tools = FakeTools({"growi_getPage": lambda a: page(a["n"], body)})
 
     def script(request: Request) -> Any:
+        if repeat and request.round == repeat[0]:
+            return calls(("growi_getPage", {"n": repeat[1]}), ("growi_getPage", {"n": repeat[1]}))
         if request.round <= rounds:
-            n = repeat[1] if repeat and request.round == repeat[0] else request.round
-            return calls(("growi_getPage", {"n": n}))
+            return calls(("growi_getPage", {"n": request.round}))
         return "結論: 429 です。[手順 1](https://wiki.example/page/1)"
 
     model = ScriptedModel(script)
@@ -92,8 +93,9 @@ def test_the_request_before_a_clearing_writes_nothing_the_clearing_discards() ->
 def test_a_repeated_call_gets_the_whole_result_from_the_runs_copy() -> None:
     _, model, tools = run(6, repeat=(5, 1))  # page 1 was cleared by round 5; the model asks for it again
     assert tools.seen.count(("growi_getPage", {"n": 1})) == 1  # not fetched again
-    again = model.requests[5].tool_results()[-1]["content"]
+    again, twice = (r["content"] for r in model.requests[5].tool_results())
     assert again.startswith("[helpbot] Identical to call") and BODY[:200] in again
+    assert "unchanged" in twice and BODY[:200] not in twice  # one whole copy per round, however often asked
 
 
 def test_results_too_small_to_pay_for_the_rewrite_are_not_cleared() -> None:
