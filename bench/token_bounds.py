@@ -95,7 +95,8 @@ def record(kb: int, settings: Settings) -> tuple[Transcript, float, int]:
     """The baseline run of ``agent_tokens`` at ``kb`` KB: its transcript, what the stub billed the main model
     (with the loop's breakpoints, never summarized) and what its requests count uncached."""
     knowledge = Knowledge(chars=kb * 1000)
-    baseline = replace(settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999)  # as agent_tokens
+    baseline = replace(settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999,
+                       clear_after_reads=None)  # as agent_tokens.main: never summarized, never cleared
     stub, _ = run(knowledge, baseline, 0.0, 0.0)
     bodies = [r.body for r in stub.stub.requests if r.model_id == MAIN]
     final = bodies[-1]
