@@ -5,9 +5,12 @@ local stub, and the real mcp_lib Growi and GitHub tools (the platforms' cuts, ma
 fakes, which serve pages and issues whose bodies are SIZE characters (see ``agent_http``).
 
 - *baseline*: the same loop and the same limited results (mcp_lib's limits and the loop's caps), resent every
-  round uncached and never summarized -- a run that could happen: the request budget is raised to 190,000 tokens
-  (under the 200k context window) and the summary threshold just under it; its cost is what its requests count.
-- *ours*: the loop as configured by default (cache breakpoints, summaries by the cheap model, the budget).
+  round uncached, never cleared or summarized -- a run that could happen: the request budget is raised to 190,000
+  tokens (under the 200k context window) and the summary threshold just under it; its cost is what its requests
+  count.
+- *ours*: the loop as configured by default (cache breakpoints, clearing read results to digests, summaries by
+  the cheap model past the threshold, the budget); ``--clear-after-reads`` sets HELPBOT_CLEAR_AFTER_READS (0:
+  never clear).
 
 Two ratios per size:
 - billed: ours (main + summary model, Sonnet-equivalent input: cache reads 0.1x, writes 1.25x; Haiku input at 1/3
@@ -18,6 +21,7 @@ Token counts are helpbot's pessimistic estimate (1.5 per Japanese character), no
 only changes the wall time, not the tokens: the default 0.05 s keeps the bench short; ``--latency 2`` is realistic.
 
     uv run python bench/agent_tokens.py [--latency 0.05] [--tool-latency 0.02] [--sizes 1,20,50,100]
+                                        [--clear-after-reads 2]
 """
 
 from __future__ import annotations
@@ -97,12 +101,14 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per model request (stub)")
     parser.add_argument("--tool-latency", type=float, default=0.02, help="seconds per Growi/GitHub answer")
     parser.add_argument("--sizes", default="1,20,50,100", help="KB (thousands of characters) per page/issue body")
+    parser.add_argument("--clear-after-reads", type=int, default=Settings().clear_after_reads or 0,
+                        help="HELPBOT_CLEAR_AFTER_READS for ours (0: never clear)")
     args = parser.parse_args()
-    ours_settings = Settings()
+    ours_settings = replace(Settings(), clear_after_reads=args.clear_after_reads or None)
     base_settings = replace(ours_settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999,
                             clear_after_reads=None)
-    print(f"{'size':>6} {'baseline':>10} {'b.peak':>7} {'ours':>9} {'billed':>7} {'cache':>6} {'summ.':>5} "
-          f"{'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'wall':>6}")
+    print(f"{'size':>6} {'baseline':>10} {'b.peak':>7} {'ours':>9} {'billed':>7} {'cache':>6} {'clear':>5} "
+          f"{'summ.':>5} {'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'wall':>6}")
     for kb in (int(x) for x in args.sizes.split(",")):
         k = Knowledge(chars=kb * 1000)
         base, _ = run(k, base_settings, args.latency, args.tool_latency)
@@ -112,10 +118,11 @@ def main() -> None:
         wall = time.perf_counter() - began
         total = main_billed(ours) + summary_billed(ours)
         summaries = sum(1 for e in answer.trace if e["event"] == "summary")
+        clearings = sum(1 for e in answer.trace if e["event"] == "cleared")
         b = ours.billing
         print(f"{kb:>4}KB {base_total:>10,} {base.billing.peak:>7,} {total:>9,.0f} {total / base_total:>7.1%} "
-              f"{main_billed(ours) / b.prompt[MAIN]:>6.1%} {summaries:>5} {b.peak:>7,} {b.written[MAIN]:>8,} "
-              f"{b.read[MAIN]:>8,} {summary_billed(ours):>8,.0f} {wall:>5.1f}s")
+              f"{main_billed(ours) / b.prompt[MAIN]:>6.1%} {clearings:>5} {summaries:>5} {b.peak:>7,} "
+              f"{b.written[MAIN]:>8,} {b.read[MAIN]:>8,} {summary_billed(ours):>8,.0f} {wall:>5.1f}s")
     print(f"targets: billed <= 25 %, cache <= 50 %, peak <= {ours_settings.request_budget_tokens:,} (the budget); "
           f"model latency {args.latency} s, tool latency {args.tool_latency} s")
 
