@@ -10,7 +10,7 @@ fakes, which serve pages and issues whose bodies are SIZE characters (see ``agen
   count.
 - *ours*: the loop as configured by default (cache breakpoints, clearing read results to digests, summaries by
   the cheap model past the threshold, the budget); ``--clear-after-reads`` sets HELPBOT_CLEAR_AFTER_READS (0:
-  never clear).
+  never clear); ``--rounds`` makes the model answer earlier (a shorter investigation, same round limit).
 
 Two ratios per size:
 - billed: ours (main + summary model, Sonnet-equivalent input: cache reads 0.1x, writes 1.25x; Haiku input at 1/3
@@ -21,7 +21,7 @@ Token counts are helpbot's pessimistic estimate (1.5 per Japanese character), no
 only changes the wall time, not the tokens: the default 0.05 s keeps the bench short; ``--latency 2`` is realistic.
 
     uv run python bench/agent_tokens.py [--latency 0.05] [--tool-latency 0.02] [--sizes 1,20,50,100]
-                                        [--clear-after-reads 2]
+                                        [--clear-after-reads 2] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ def plan(k: Knowledge) -> list[list[tuple[str, dict[str, Any]]]]:
     ]
 
 
-def run(k: Knowledge, settings: Settings, latency_s: float, tool_latency_s: float) -> tuple[BillingStub, Any]:
-    rounds = plan(k)
+def run(k: Knowledge, settings: Settings, latency_s: float, tool_latency_s: float, stop_after: int = 10
+        ) -> tuple[BillingStub, Any]:
+    rounds = plan(k)[:stop_after]
 
     def script(model_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         if model_id == SUMMARY:
@@ -101,6 +102,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per model request (stub)")
     parser.add_argument("--tool-latency", type=float, default=0.02, help="seconds per Growi/GitHub answer")
     parser.add_argument("--sizes", default="1,20,50,100", help="KB (thousands of characters) per page/issue body")
+    parser.add_argument("--rounds", type=int, default=10, choices=range(1, 11), metavar="1-10",
+                        help="the model answers after this many of the plan's rounds (the limit stays 10)")
     parser.add_argument("--clear-after-reads", type=int, default=Settings().clear_after_reads or 0,
                         help="HELPBOT_CLEAR_AFTER_READS for ours (0: never clear)")
     args = parser.parse_args()
@@ -111,10 +114,10 @@ def main() -> None:
           f"{'summ.':>5} {'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'wall':>6}")
     for kb in (int(x) for x in args.sizes.split(",")):
         k = Knowledge(chars=kb * 1000)
-        base, _ = run(k, base_settings, args.latency, args.tool_latency)
+        base, _ = run(k, base_settings, args.latency, args.tool_latency, args.rounds)
         base_total = base.billing.prompt[MAIN]
         began = time.perf_counter()
-        ours, answer = run(Knowledge(chars=kb * 1000), ours_settings, args.latency, args.tool_latency)
+        ours, answer = run(Knowledge(chars=kb * 1000), ours_settings, args.latency, args.tool_latency, args.rounds)
         wall = time.perf_counter() - began
         total = main_billed(ours) + summary_billed(ours)
         summaries = sum(1 for e in answer.trace if e["event"] == "summary")
