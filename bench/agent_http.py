@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
-from agent_common import prose  # noqa: E402
 
 from agent.core.claude import ModelConfig, SdkModel, build_model  # noqa: E402
 from agent.core.messages import estimate_tokens  # noqa: E402
@@ -154,6 +153,22 @@ class BillingStub:
 
     def __exit__(self, *exc: Any) -> None:
         self.stub.__exit__(*exc)
+
+
+# -- the text of pages and issues ------------------------------------------------------------------------------
+WORDS = ("在庫同期", "注文取込", "楽天", "Shopify", "Yahoo!ショッピング", "API", "レート制限", "429", "CSV",
+         "ジョブ", "再実行", "連携ログ", "SKU", "倉庫", "差分", "タイムアウト", "webhook", "バッチ", "設定",
+         "確認しました", "原因は", "対応として", "再発防止", "お客様から", "問い合わせ", "本番環境", "ステージング")
+
+
+def prose(rng: random.Random, chars: int) -> str:
+    """``chars`` characters of Japanese-looking support prose."""
+    out: list[str] = []
+    length = 0
+    while length < chars:
+        out.append(rng.choice(WORDS) + rng.choice(("の", "が", "を", "で", "、", "。", " ")))
+        length += len(out[-1])
+    return "".join(out)[:chars]
 
 
 # -- the knowledge behind the tools ------------------------------------------------------------------------------
