@@ -81,7 +81,7 @@ def one_run(k: Knowledge, rounds: Plan) -> tuple[float, int]:
 
     with BillingStub(script, 0.0) as stub, real_tools(k, 0.0) as tools:
         timed = Timed(stub.model(), tools)
-        agent = Agent(timed, timed)  # type: ignore[arg-type]
+        agent = Agent(timed, timed)
         began = time.perf_counter()
         answer = agent.run(QUESTION)
         ours = time.perf_counter() - began - timed.model_s - timed.tools_s()
