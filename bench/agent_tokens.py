@@ -87,6 +87,11 @@ def run(k: Knowledge, settings: Settings, latency_s: float, tool_latency_s: floa
     return stub, answer
 
 
+def baseline_settings(settings: Settings) -> Settings:
+    """The baseline's: never cleared or summarized, the budget raised to 190,000 (under the context window)."""
+    return replace(settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999, clear_after_reads=None)
+
+
 def main_billed(stub: BillingStub) -> float:
     b = stub.billing
     return b.input.get(MAIN, 0) + 0.1 * b.read.get(MAIN, 0) + 1.25 * b.written.get(MAIN, 0)
@@ -108,8 +113,7 @@ def main() -> None:
                         help="HELPBOT_CLEAR_AFTER_READS for ours (0: never clear)")
     args = parser.parse_args()
     ours_settings = replace(Settings(), clear_after_reads=args.clear_after_reads or None)
-    base_settings = replace(ours_settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999,
-                            clear_after_reads=None)
+    base_settings = baseline_settings(ours_settings)
     print(f"{'size':>6} {'baseline':>10} {'b.peak':>7} {'ours':>9} {'billed':>7} {'cache':>6} {'clear':>5} "
           f"{'summ.':>5} {'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'wall':>6}")
     for kb in (int(x) for x in args.sizes.split(",")):

@@ -28,11 +28,11 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_http import MAIN, MIN_CACHEABLE, SUMMARY, CacheModel, Knowledge, _blocks, real_tools, summary_reply
-from agent_tokens import QUESTION, main_billed, run
+from agent_tokens import QUESTION, baseline_settings, main_billed, run
 
 from agent.core import messages as h
 from agent.core.messages import estimate_tokens
@@ -95,8 +95,7 @@ def record(kb: int, settings: Settings) -> tuple[Transcript, float, int]:
     """The baseline run of ``agent_tokens`` at ``kb`` KB: its transcript, what the stub billed the main model
     (with the loop's breakpoints, never summarized) and what its requests count uncached."""
     knowledge = Knowledge(chars=kb * 1000)
-    baseline = replace(settings, request_budget_tokens=190_000, summary_threshold_tokens=189_999,
-                       clear_after_reads=None)  # as agent_tokens.main: never summarized, never cleared
+    baseline = baseline_settings(settings)
     stub, _ = run(knowledge, baseline, 0.0, 0.0)
     bodies = [r.body for r in stub.stub.requests if r.model_id == MAIN]
     final = bodies[-1]
