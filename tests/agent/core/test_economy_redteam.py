@@ -185,3 +185,97 @@ def test_a_request_that_withholds_its_write_is_followed_by_the_clearing() -> Non
         before = {ref.tool_use_id for ref in tool_results(req.messages) if is_digest(ref.content)}
         after = {ref.tool_use_id for ref in tool_results(requests[i + 1].messages) if is_digest(ref.content)}
         assert after - before, f"request {i + 1} withheld its write, request {i + 2} cleared nothing"
+
+
+# -- ids the model reuses across rounds ------------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="r.cleared is keyed by tool_use id, unique only within one response")
+def test_a_reused_tool_use_id_never_serves_another_calls_result() -> None:
+    """vet_tool_uses makes ids unique within a response only. A model that gives round 4's call round 1's id:
+    round 1's result is cleared under that id, and a repeat of round 4's call is answered with round 1's page as
+    'whole again' (the Messages API generates ids itself, so this needs a misbehaving or non-Anthropic model)."""
+    tools = FakeTools({"growi_getPage": lambda a: page(a["n"])})
+
+    def script(request: Request) -> Any:
+        n = request.round
+        if n <= 5:
+            return [{"type": "tool_use", "id": "dup" if n in (1, 4) else f"id{n}", "name": "growi_getPage",
+                     "input": {"n": n}}]
+        if n == 6:
+            return [{"type": "tool_use", "id": "again", "name": "growi_getPage", "input": {"n": 4}}]
+        return "結論です。"
+
+    model = ScriptedModel(script)
+    Agent(model, tools, SETTINGS).run(QUESTION)
+    [again] = [ref for ref in tool_results(main_requests(model, SETTINGS)[-1].messages) if ref.tool_use_id == "again"]
+    assert "ページ1:" not in again.content, "the repeat of page 4 was answered with page 1"
+
+
+# -- what held: transcript and breakpoints under random hostile runs ------------------------------------------------
+def hostile_run(seed: int) -> tuple[ScriptedModel, Settings]:
+    """One seeded run: 1-8 rounds, clear_after_reads 1-3 or off, small budgets (cuts, summaries, trimmed history),
+    a cost limit or a short deadline, history turns, an image, errors, empty and plain-text results, unknown and
+    write tools, repeats, long preambles. Tool results depend only on their input (the calls run in threads)."""
+    import random
+
+    from agent.core.run import Turn
+    from tests.agent.core.loop_fakes import FakeClock
+
+    rng = random.Random(seed)
+    budget = rng.choice([8_000, 15_000, 100_000])
+    settings = Settings(tool_timeout_s=5.0, max_rounds=rng.randint(1, 8), clear_after_reads=rng.choice([1, 2, 3, None]),
+                        request_budget_tokens=budget,
+                        summary_threshold_tokens=min(budget - 1, rng.choice([6_000, 12_000, 60_000])),
+                        max_cost_usd=rng.choice([None, None, 0.05]), deadline_s=rng.choice([120.0, 600.0]))
+    clock = FakeClock()
+
+    def get(arguments: dict[str, Any]) -> Any:
+        n = int(arguments.get("n", 0))
+        clock.advance((0, 0, 5, 40)[n % 4])
+        kind = n % 5
+        if kind == 0:
+            return {"title": f"p{n}", "url": f"https://w/{n}", "body": BODY * (1 + n % 3)}
+        if kind == 1:
+            return ToolOutcome.error("boom " + "x" * (n * 300))
+        if kind == 2:
+            return "plain text " + BODY
+        if kind == 3:
+            return ""
+        return [{"title": f"t{i}", "url": f"https://w/{n}/{i}", "snippet": BODY[:200]} for i in range(12)]
+
+    tools = FakeTools({"growi_getPage": get, "write_note": lambda a: {"ok": True, "url": "https://w/note"}},
+                      writes=frozenset({"write_note"}))
+
+    def script(request: Request) -> Any:
+        if rng.random() < 0.08:
+            return "answer"
+        wanted: list[tuple[str, dict[str, Any]]] = []
+        for _ in range(rng.randint(1, 5)):
+            pick = rng.random()
+            name = "no_such_tool" if pick < 0.1 else "write_note" if pick < 0.2 else "growi_getPage"
+            wanted.append((name, {"n": rng.randint(0, 9)}))
+        return calls(*wanted, thought="t" * rng.choice([0, 10, 3000]))
+
+    model = ScriptedModel(script)
+    history = [Turn("前の質問" * rng.randint(1, 600), "前の答え" * rng.randint(1, 600),
+                    [{"title": "h", "url": "https://h/1"}]) for _ in range(rng.randint(0, 3))]
+    image = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]
+    try:
+        Agent(model, tools, settings, clock=clock).run(QUESTION, history=history,
+                                                      attachments=image if rng.random() < 0.3 else [])
+    except Exception as exc:  # a first request over the budget is rejected by design
+        assert "request would need" in str(exc)
+    return model, settings
+
+
+@pytest.mark.parametrize("seeds", [range(0, 100), range(100, 200)])
+def test_random_hostile_runs_keep_the_transcript_valid_and_four_breakpoints(seeds: range) -> None:
+    for seed in seeds:
+        model, settings = hostile_run(seed)
+        for request in main_requests(model, settings):
+            check_transcript(request.messages)
+            blocks = [*request.system, *request.tools,
+                      *(b for m in request.messages if isinstance(m["content"], list) for b in m["content"])]
+            assert sum("cache_control" in b for b in blocks) <= 4, seed
+            assert not any(is_digest(b.get("content")) for b in request.messages[-1]["content"]), seed
+            assert any(b.get("type") == "text" and b["text"].startswith(QUESTION)
+                       for m in request.messages if m["role"] == "user" for b in m["content"]), seed
