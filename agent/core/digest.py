@@ -39,7 +39,7 @@ def _head(content: str) -> str:
     content itself when it is not JSON."""
     try:
         value = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # plain text, or nested deeper than the parser goes
         return " ".join(content.split())
     text = _first_text(value)
     return " ".join(text.split()) if text else ""

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.core import messages as h
-from agent.core.digest import digest
 from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.run import Phase, Run
 from agent.core.settings import Settings
@@ -89,44 +88,46 @@ class Economy:
         batch = self._batch(r, ahead=1)
         if batch is None:
             return len(r.messages) - 1
+        r.clear_due = True  # committed: the next request clears whatever its own tail (this one did not write)
         first = batch[0][0].message - 1  # the tool_use message before the first result to be cleared
-        return first if first > (r.cache.valid_entry(r.messages) or -1) else None
+        entry = r.cache.valid_entry(r.messages)
+        return first if entry is None or first > entry else None
 
     def _clear(self, r: Run) -> None:
-        batch = self._batch(r, ahead=0)
+        batch = self._batch(r, ahead=0, due=r.clear_due)
+        r.clear_due = False
         if batch is None:
             return
         refs, _ = batch
         before = self.estimate(r)
         for ref in refs:
             r.cleared[ref.tool_use_id] = ref.content
-            h.replace_result(r.messages, ref, self._digest(r, ref))
+            h.replace_result(r.messages, ref, r.digests[ref.tool_use_id])
         self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r))
 
-    def _batch(self, r: Run, ahead: int) -> tuple[list[h.ResultRef], int] | None:
+    def _batch(self, r: Run, ahead: int, due: bool = False) -> tuple[list[h.ResultRef], int] | None:
         """The results to clear ``ahead`` requests from now (0: this one), with the tokens saved; None when no
         clearing is due then. The results read by then are those before the last message (``ahead`` = 1: the
-        last one too)."""
+        last one too). Only successful reads have a digest (following a write's or an error's digest would run
+        it again), a copy read again has none, and a result no longer than its digest stays. ``due``: an earlier
+        request already counted on this clearing, so it is not priced again."""
         reads, rounds = self.settings.clear_after_reads, self.settings.max_rounds
         later = rounds - r.rounds - ahead  # requests that may follow that one
         if reads is None or later < rounds // 2:  # the second half of the rounds keeps its evidence whole
             return None
         end = len(r.messages) - 1 + ahead
         refs = [ref for ref in h.tool_results(r.messages, before=end)
-                if ref.tool_use_id not in r.cleared and ref.tool_use_id not in r.summarized]
+                if ref.tool_use_id in r.digests and ref.tool_use_id not in r.cleared
+                and ref.tool_use_id not in r.summarized and len(r.digests[ref.tool_use_id]) < len(ref.content)]
         if not refs or (len(r.messages) - 1 + 2 * ahead - refs[0].message) // 2 < reads:
             return None
-        digests = {ref.tool_use_id: self._digest(r, ref) for ref in refs}
+        digests = {ref.tool_use_id: r.digests[ref.tool_use_id] for ref in refs}
         saved = sum(h.estimate_tokens(ref.content) - h.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
         tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end]
                    for block in (m["content"] if isinstance(m["content"], list) else []))
-        if CACHE_READ * saved * (later + 1) <= (CACHE_WRITE - CACHE_READ) * tail:
+        if not due and CACHE_READ * saved * (later + 1) <= (CACHE_WRITE - CACHE_READ) * tail:
             return None  # the reads saved do not pay for writing the rest of the transcript again (the tail)
         return refs, saved
-
-    @staticmethod
-    def _digest(r: Run, ref: h.ResultRef) -> str:
-        return digest(ref.name, ref.content, r.sources_by_id.get(ref.tool_use_id, []))
 
     # -- summaries ---------------------------------------------------------------------------------------------
     def _summarize(self, r: Run, deadline: float) -> None:

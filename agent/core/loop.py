@@ -101,7 +101,7 @@ class Agent:
                 if not exc.out_of_time:
                     raise
                 return self._final_answer(r, "deadline")  # its retries ran into the time kept for the answer
-            content, refused = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas})
+            content, refused = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas}, r.tool_use_ids)
             r.messages.append({"role": "assistant", "content": content})
             calls = [block for block in content if block.get("type") == "tool_use"]
             if not calls:

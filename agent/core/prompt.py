@@ -28,7 +28,7 @@ entry). Try other words (Japanese and English, product names, error messages) wh
 question (e.g. "stock mismatch" -> 在庫 ずれ), and try a second phrasing when the first finds nothing relevant.
 - Do not repeat an identical call: its result is already in the conversation. Results you read in earlier \
 rounds may be shortened to their sources and first words to save tokens; to read one whole again, repeat its \
-call (it is answered from this run's copy).
+call.
 - You have at most {max_rounds} rounds of tool calls; after that you must answer with what you have."""
 
 ANSWER_RULES = """\

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.core import messages as h
+from agent.core.digest import digest
 from agent.core.model import Clock
 from agent.core.run import Run, ToolCall
 from agent.core.settings import Settings
@@ -65,8 +66,10 @@ class ToolRound:
                 plan.fresh.append(call)
             else:
                 plan.reused[call["id"]] = earlier
-                if earlier[1] in r.cleared:  # this call brings the whole copy back: repeats point to it
-                    first[key] = call["id"]
+                if earlier[1] in r.cleared:  # this call brings the whole copy back: later repeats point to it,
+                    first[key] = call["id"]  # and it is never cleared again (no digest): back once per result
+                    r.seen[key] = (r.rounds, call["id"])
+                    r.add_sources(call["id"], r.sources_by_id.get(earlier[1], []))
             self.event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
                         reused=call["id"] in plan.reused)
         return plan
@@ -145,6 +148,7 @@ class ToolRound:
                 r.seen.clear()  # what was read before may have changed
         elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
             r.seen[_call_key(call)] = (r.rounds, call["id"])
+            r.digests[call["id"]] = digest(call["name"], outcome.content, outcome.sources)  # what clearing keeps
         content = h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
         return h.cut_to_tokens(content, int(self.settings.tool_result_max_tokens / r.calibration))
 

@@ -157,14 +157,16 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def vet_tool_uses(content: list[dict[str, Any]], names: set[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The model's tool_use blocks made safe to answer (its output is untrusted): every block gets a unique
-    string id, a string name and an object input, so each can be answered by a matching tool_result and the
-    transcript stays valid; and the calls that must not run (duplicate id, unknown tool, an input that is not an
-    object or is huge) get the reason, which the model reads as their ``is_error`` result."""
+def vet_tool_uses(content: list[dict[str, Any]], names: set[str], taken: set[str] | None = None
+                  ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The model's tool_use blocks made safe to answer (its output is untrusted): every block gets a string id
+    unique in the run (``taken``: the ids of earlier rounds, updated), a string name and an object input, so each
+    can be answered by a matching tool_result and what the run keeps by id is never another call's; and the calls
+    that must not run (duplicate id, unknown tool, an input that is not an object or is huge) get the reason,
+    which the model reads as their ``is_error`` result."""
     vetted: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
-    ids: set[str] = set()
+    ids = taken if taken is not None else set()
     for index, block in enumerate(content):
         if block.get("type") != "tool_use":
             vetted.append(block)
@@ -179,7 +181,7 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str]) -> tuple[list[
         size = 0 if deep else len(json.dumps(raw_input, ensure_ascii=False, default=str))
         problem = None
         if isinstance(raw_id, str) and raw_id != call_id:
-            problem = f"not run: duplicate tool_use id {raw_id[:80]!r}; every call in a response needs its own id"
+            problem = f"not run: duplicate tool_use id {raw_id[:80]!r}; every call needs its own id"
         elif not isinstance(raw_name, str) or name not in names:
             problem = f"unknown tool {name[:80]!r}; available: {', '.join(sorted(names))}"
         elif not isinstance(raw_input, dict):

@@ -16,7 +16,7 @@ from agent.core.messages import tool_results
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from mcp_lib.config import ConfigError
-from tests.agent.core.loop_fakes import FakeTools, check_transcript
+from tests.agent.core.loop_fakes import FakeClock, FakeTools, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0, max_rounds=10)
 BODY = "在庫同期の遅延は 429 のレート制限による再実行待ち。確認手順: 連携ログを見る。" * 40  # ~1,600 characters
@@ -40,7 +40,7 @@ def run(rounds: int, settings: Settings = SETTINGS, body: str = BODY,
         return "結論: 429 です。[手順 1](https://wiki.example/page/1)"
 
     model = ScriptedModel(script)
-    answer = Agent(model, tools, settings).run("在庫同期が遅れる原因は？")
+    answer = Agent(model, tools, settings, clock=FakeClock()).run("在庫同期が遅れる原因は？")
     return answer, model, tools
 
 

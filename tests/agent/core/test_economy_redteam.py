@@ -1,6 +1,6 @@
 """Red team of clearing (612b79c, 132fb42): a hostile (or merely obedient) model and odd tool results against the
-digests, the repeat path and the write-before-clearing prediction. Each test states the property it checks; the
-ones marked xfail (strict) fail on main at 132fb42 -- see the red-team report for causes and fixes."""
+digests, the repeat path and the write-before-clearing prediction. Each test states the property it checks; all
+but the last failed on main at 132fb42 (the red team's strict xfails) and pass since the fixes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agent.core.messages import tool_results
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tools import ToolOutcome
-from tests.agent.core.loop_fakes import FakeTools, check_transcript
+from tests.agent.core.loop_fakes import FakeClock, FakeTools, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0, max_rounds=10)
 BODY = "在庫同期の遅延は 429 のレート制限による再実行待ち。確認手順: 連携ログを見る。" * 40  # ~1,600 characters
@@ -58,11 +58,10 @@ def repeat_run(settings: Settings) -> tuple[ScriptedModel, FakeTools]:
         return calls(*[("growi_getPage", {"n": i}) for i in (1, 2, 3)])
 
     model = ScriptedModel(script)
-    Agent(model, tools, settings).run(QUESTION)
+    Agent(model, tools, settings, clock=FakeClock()).run(QUESTION)
     return model, tools
 
 
-@pytest.mark.xfail(strict=True, reason="a cleared result comes back whole in every round it is asked for")
 def test_a_cleared_result_asked_for_every_round_is_whole_at_most_once_at_a_time() -> None:
     model, tools = repeat_run(SETTINGS)
     assert tools.counts["growi_getPage"] == 3  # held: no platform is asked twice
@@ -71,7 +70,6 @@ def test_a_cleared_result_asked_for_every_round_is_whole_at_most_once_at_a_time(
     assert len(whole) <= 1, f"{len(whole)} whole copies of page 1 in the last request"
 
 
-@pytest.mark.xfail(strict=True, reason="the repeat pattern costs more with clearing on than off")
 def test_repeating_cleared_calls_never_costs_more_than_with_clearing_off() -> None:
     """Sum of the main model's prompt sizes (the ScriptedModel's estimate) with clearing on vs off."""
     def sent(settings: Settings) -> int:
@@ -83,7 +81,6 @@ def test_repeating_cleared_calls_never_costs_more_than_with_clearing_off() -> No
 
 
 # -- the digest's advice must be safe to follow --------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="a write's result is cleared into a digest that says to call it again")
 def test_following_a_digest_never_runs_a_write_again() -> None:
     """The digest (and the system prompt) say: call it again, same input, to read it whole. A model that does so
     for a write tool's digest makes the write happen twice: writes are never answered from the run's copy."""
@@ -104,12 +101,11 @@ def test_following_a_digest_never_runs_a_write_again() -> None:
             return calls(("growi_getPage", {"n": request.round}))
         return "結論です。"
 
-    Agent(ScriptedModel(script), tools, SETTINGS).run(QUESTION)
+    Agent(ScriptedModel(script), tools, SETTINGS, clock=FakeClock()).run(QUESTION)
     assert tools.counts["redmine_addNote"] == 1, "the write ran again because its digest said to call it again"
 
 
 # -- the digest itself ---------------------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="a result the loop cut is no longer JSON: the digest's head is the envelope")
 def test_the_digest_of_a_cut_result_keeps_its_first_words_not_the_envelope() -> None:
     """A Japanese page of ~8,000 characters is over the loop's per-result token cap (7,500 tokens at 1.5 a
     character): the loop cuts it, the JSON no longer parses, and the head becomes '{"status": "ok", ...'. With
@@ -117,14 +113,13 @@ def test_the_digest_of_a_cut_result_keeps_its_first_words_not_the_envelope() -> 
     long_body = BODY * 5
     tools = FakeTools({"growi_getPage": lambda a: page(a["n"], long_body)})
     model = ScriptedModel(lambda r: calls(("growi_getPage", {"n": r.round})) if r.round <= 5 else "結論です。")
-    Agent(model, tools, SETTINGS).run(QUESTION)
+    Agent(model, tools, SETTINGS, clock=FakeClock()).run(QUESTION)
     digests = [ref for ref in tool_results(main_requests(model, SETTINGS)[-1].messages) if is_digest(ref.content)]
     assert digests
     for ref in digests:
         assert f"ページ{ref.input['n']}" in ref.content and '"status"' not in ref.content, ref.content
 
 
-@pytest.mark.xfail(strict=True, reason="small results are replaced by a longer digest (the header alone is ~100)")
 def test_clearing_never_makes_a_result_longer() -> None:
     tools = FakeTools({"growi_getPage": lambda a: page(a["n"]), "faq_search": lambda a: "",
                        "redmine_getIssue": lambda a: ToolOutcome.error("404 not found")})
@@ -136,7 +131,7 @@ def test_clearing_never_makes_a_result_longer() -> None:
         return calls(("growi_getPage", {"n": request.round})) if request.round <= 5 else "結論です。"
 
     model = ScriptedModel(script)
-    Agent(model, tools, SETTINGS).run(QUESTION)
+    Agent(model, tools, SETTINGS, clock=FakeClock()).run(QUESTION)
     requests = main_requests(model, SETTINGS)
     first = {ref.tool_use_id: ref.content for req in requests for ref in tool_results(req.messages)
              if not is_digest(ref.content)}
@@ -145,13 +140,11 @@ def test_clearing_never_makes_a_result_longer() -> None:
     assert not grown, f"(chars before, after) of results made longer by clearing: {grown}"
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason="json.loads raises RecursionError, not ValueError")
 def test_a_deeply_nested_result_is_digested_not_a_crash() -> None:
     text = digest("sales_query", "[" * 3000 + "]" * 3000, [])
     assert text.startswith(CLEARED_HEADER.format(name="sales_query"))
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason="the run ends in RecursionError when it clears")
 def test_a_run_with_a_deeply_nested_result_answers() -> None:
     """A provider's text result (ToolOutcome.content need not be JSON) or an mcp_lib envelope nesting ~990 levels
     (json.dumps in the tool's thread succeeds, json.loads deeper in the loop's stack does not)."""
@@ -162,12 +155,11 @@ def test_a_run_with_a_deeply_nested_result_answers() -> None:
             return calls(("growi_getPage", {"n": 1}), ("sales_query", {"query": "x"}))
         return calls(("growi_getPage", {"n": request.round})) if request.round <= 5 else "結論です。"
 
-    answer = Agent(ScriptedModel(script), tools, SETTINGS).run(QUESTION)
+    answer = Agent(ScriptedModel(script), tools, SETTINGS, clock=FakeClock()).run(QUESTION)
     assert answer.text == "結論です。"
 
 
 # -- the write before a clearing -------------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="the prediction leaves out the next assistant message from the tail")
 def test_a_request_that_withholds_its_write_is_followed_by_the_clearing() -> None:
     """write_at asks _batch(ahead=1) whether the next request clears, but that request's tail also holds the
     model's next message: a long preamble (here ~2,400 characters) tips the balance, the clearing does not
@@ -176,7 +168,7 @@ def test_a_request_that_withholds_its_write_is_followed_by_the_clearing() -> Non
     tools = FakeTools({"growi_getPage": lambda a: page(a["n"], BODY * 3)})
     model = ScriptedModel(lambda r: calls(("growi_getPage", {"n": r.round}), thought=thought)
                           if r.round <= 8 else "結論です。")
-    Agent(model, tools, SETTINGS).run(QUESTION)
+    Agent(model, tools, SETTINGS, clock=FakeClock()).run(QUESTION)
     requests = main_requests(model, SETTINGS)
     for i, req in enumerate(requests[:-1]):
         check_transcript(req.messages)
@@ -188,7 +180,6 @@ def test_a_request_that_withholds_its_write_is_followed_by_the_clearing() -> Non
 
 
 # -- ids the model reuses across rounds ------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="r.cleared is keyed by tool_use id, unique only within one response")
 def test_a_reused_tool_use_id_never_serves_another_calls_result() -> None:
     """vet_tool_uses makes ids unique within a response only. A model that gives round 4's call round 1's id:
     round 1's result is cleared under that id, and a repeat of round 4's call is answered with round 1's page as
@@ -205,7 +196,7 @@ def test_a_reused_tool_use_id_never_serves_another_calls_result() -> None:
         return "結論です。"
 
     model = ScriptedModel(script)
-    Agent(model, tools, SETTINGS).run(QUESTION)
+    Agent(model, tools, SETTINGS, clock=FakeClock()).run(QUESTION)
     [again] = [ref for ref in tool_results(main_requests(model, SETTINGS)[-1].messages) if ref.tool_use_id == "again"]
     assert "ページ1:" not in again.content, "the repeat of page 4 was answered with page 1"
 
@@ -218,7 +209,6 @@ def hostile_run(seed: int) -> tuple[ScriptedModel, Settings]:
     import random
 
     from agent.core.run import Turn
-    from tests.agent.core.loop_fakes import FakeClock
 
     rng = random.Random(seed)
     budget = rng.choice([8_000, 15_000, 100_000])

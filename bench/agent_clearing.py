@@ -1,5 +1,6 @@
-"""Red-team bench for clearing: what a hostile call pattern bills with clearing on (default) and off
-(HELPBOT_CLEAR_AFTER_READS=0), on production's path (real Bedrock client -> billing stub, real Growi tools).
+"""Bench: what clearing saves, or costs, per call pattern -- honest, hostile, early answers -- billed with clearing on
+(default) and off (HELPBOT_CLEAR_AFTER_READS=0), on production's path (real Bedrock client over HTTP to the billing
+stub, real Growi tools over HTTP to the fake). Written by the red team of the clearing change.
 
 Patterns (10 rounds):
 - honest: one new page a round (the bench's kind of run, for reference).
@@ -7,7 +8,7 @@ Patterns (10 rounds):
 - chatty: like honest, but every call comes with a long preamble text.
 - early4, early5, early6: honest, but the model answers after 4, 5 or 6 of the 10 rounds (most runs end early).
 
-    cd bench && uv run python redteam_clear.py [--kb 20] [--patterns honest,repeat,...]
+    uv run python bench/agent_clearing.py [--kb 20] [--patterns honest,repeat,...]
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def run(name: str, kb: int, settings: Settings) -> tuple[float, int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kb", type=int, default=20)
     parser.add_argument("--patterns", default="honest,repeat,chatty,early4,early5,early6")
     args = parser.parse_args()
