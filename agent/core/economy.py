@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from agent.core import messages as h
 from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
@@ -25,6 +25,7 @@ from agent.core.settings import Settings
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 MIN_CALIBRATION = 0.5  # nor down more than this
 CACHE_READ, CACHE_WRITE = 0.1, 1.25  # Bedrock's prompt-cache prices, times the input price
+ClearMode = Literal["schedule", "due", "threshold"]
 
 
 class Economy:
@@ -55,14 +56,18 @@ class Economy:
 
     # -- fitting the budget ------------------------------------------------------------------------------------
     def fit(self, r: Run, deadline: float, final: bool) -> int:
-        """Summarize past the threshold -- except before the final answer: a summary pays off in later requests
-        and the final one has none. Past the budget cut the largest tool results, then shorten or drop the
-        earliest turns of the conversation. Returns the request's estimated size."""
+        """Clear what is due; past the threshold clear every result read, then summarize what is left -- except
+        before the final answer (a rewrite or a summary pays off in later requests and it has none), unless the
+        request before it held back its write for this clearing. Past the budget cut the largest tool results,
+        then shorten or drop the earliest turns. Returns the request's estimated size."""
         s = self.settings
-        if not final:
-            self._clear(r)
+        if not final or r.clear_due:
+            self._clear(r, "due" if r.clear_due else "schedule")
+        r.clear_due = False
         if not final and self.estimate(r) > s.summary_threshold_tokens:
-            self._summarize(r, deadline)
+            self._clear(r, "threshold")
+            if self.estimate(r) > s.summary_threshold_tokens:
+                self._summarize(r, deadline)
         if not self.fits(r):
             cut_ids = h.fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), r.calibration)
             r.cut.update(cut_ids)
@@ -85,49 +90,59 @@ class Economy:
         when the next request will clear, the end of what it keeps (a write it would discard costs 1.25x)."""
         if final:
             return None
-        batch = self._batch(r, ahead=1)
+        batch = self._batch(r, ahead=1, mode="schedule")
         if batch is None:
             return len(r.messages) - 1
         r.clear_due = True  # committed: the next request clears whatever its own tail (this one did not write)
-        first = batch[0][0].message - 1  # the tool_use message before the first result to be cleared
+        first = batch[0].message - 1  # the tool_use message before the first result to be cleared
         entry = r.cache.valid_entry(r.messages)
         return first if entry is None or first > entry else None
 
-    def _clear(self, r: Run) -> None:
-        batch = self._batch(r, ahead=0, due=r.clear_due)
-        r.clear_due = False
-        if batch is None:
+    def keep_at(self, r: Run) -> int | None:
+        """The end of the transcript that later clearings keep (the message of the last result cleared), when
+        no cache entry is there yet; None otherwise."""
+        cleared = [ref.message for ref in h.tool_results(r.messages) if ref.tool_use_id in r.cleared]
+        entry = r.cache.valid_entry(r.messages)
+        return max(cleared) if cleared and (entry is None or max(cleared) > entry) else None
+
+    def _clear(self, r: Run, mode: ClearMode) -> None:
+        refs = self._batch(r, ahead=0, mode=mode)
+        if not refs:
             return
-        refs, _ = batch
         before = self.estimate(r)
         for ref in refs:
-            r.cleared[ref.tool_use_id] = ref.content
+            r.cleared.add(ref.tool_use_id)
             h.replace_result(r.messages, ref, r.digests[ref.tool_use_id])
-        self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r))
+        self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r), why=mode)
 
-    def _batch(self, r: Run, ahead: int, due: bool = False) -> tuple[list[h.ResultRef], int] | None:
-        """The results to clear ``ahead`` requests from now (0: this one), with the tokens saved; None when no
-        clearing is due then. The results read by then are those before the last message (``ahead`` = 1: the
-        last one too). Only successful reads have a digest (following a write's or an error's digest would run
-        it again), a copy read again has none, and a result no longer than its digest stays. ``due``: an earlier
-        request already counted on this clearing, so it is not priced again."""
+    def _batch(self, r: Run, ahead: int, mode: ClearMode) -> list[h.ResultRef] | None:
+        """The results to clear ``ahead`` requests from now (0: this one); None when no clearing is due then.
+
+        The results read by then are those before the last message (``ahead`` = 1: the last one too). Only
+        successful reads have a digest (following a write's or an error's digest would run it again), a copy read
+        again has none, and a result no longer than its digest stays. On ``schedule`` the oldest must have been
+        sent ``clear_after_reads`` times, in the first half of the rounds, no result read again yet (a model that
+        needs one back may need others) and the reads saved must pay for the rewrite; ``due`` (an earlier request
+        counted on it) is not priced again; past the ``threshold`` every read result goes."""
         reads, rounds = self.settings.clear_after_reads, self.settings.max_rounds
         later = rounds - r.rounds - ahead  # requests that may follow that one
-        if reads is None or later < rounds // 2:  # the second half of the rounds keeps its evidence whole
+        if reads is None or (mode == "schedule" and (later < rounds // 2 or r.read_again)):
             return None
         end = len(r.messages) - 1 + ahead
         refs = [ref for ref in h.tool_results(r.messages, before=end)
                 if ref.tool_use_id in r.digests and ref.tool_use_id not in r.cleared
                 and ref.tool_use_id not in r.summarized and len(r.digests[ref.tool_use_id]) < len(ref.content)]
-        if not refs or (len(r.messages) - 1 + 2 * ahead - refs[0].message) // 2 < reads:
+        if not refs or mode == "threshold":
+            return refs or None
+        if (len(r.messages) - 1 + 2 * ahead - refs[0].message) // 2 < reads:
             return None
         digests = {ref.tool_use_id: r.digests[ref.tool_use_id] for ref in refs}
         saved = sum(h.estimate_tokens(ref.content) - h.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
         tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end]
                    for block in (m["content"] if isinstance(m["content"], list) else []))
-        if not due and CACHE_READ * saved * (later + 1) <= (CACHE_WRITE - CACHE_READ) * tail:
+        if mode == "schedule" and CACHE_READ * saved * (later + 1) <= (CACHE_WRITE - CACHE_READ) * tail:
             return None  # the reads saved do not pay for writing the rest of the transcript again (the tail)
-        return refs, saved
+        return refs
 
     # -- summaries ---------------------------------------------------------------------------------------------
     def _summarize(self, r: Run, deadline: float) -> None:

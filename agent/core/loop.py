@@ -173,7 +173,8 @@ class Agent:
         deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
         estimate = self.economy.fit(r, deadline, final)
         system, tools, messages = h.cached_request(r.plan.system, r.plan.schemas, r.messages,
-                                                      write_at=self.economy.write_at(r, final), read=not strict,
+                                                      write_at=self.economy.write_at(r, final),
+                                                      keep_at=self.economy.keep_at(r), read=not strict,
                                                       cache=r.cache)
         self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))

@@ -69,6 +69,7 @@ class ToolRound:
                 if earlier[1] in r.cleared:  # this call brings the whole copy back: later repeats point to it,
                     first[key] = call["id"]  # and it is never cleared again (no digest): back once per result
                     r.seen[key] = (r.rounds, call["id"])
+                    r.read_again = True
                     r.add_sources(call["id"], r.sources_by_id.get(earlier[1], []))
             self.event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
                         reused=call["id"] in plan.reused)
@@ -150,7 +151,10 @@ class ToolRound:
             r.seen[_call_key(call)] = (r.rounds, call["id"])
             r.digests[call["id"]] = digest(call["name"], outcome.content, outcome.sources)  # what clearing keeps
         content = h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
-        return h.cut_to_tokens(content, int(self.settings.tool_result_max_tokens / r.calibration))
+        content = h.cut_to_tokens(content, int(self.settings.tool_result_max_tokens / r.calibration))
+        if call["id"] in r.digests:
+            r.copies[call["id"]] = content  # what a repeat gets back, even after a budget cut shortened it here
+        return content
 
     def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: dict[str, tuple[ToolOutcome, float]]
                     ) -> tuple[str, bool]:
@@ -158,7 +162,7 @@ class ToolRound:
         earlier_round, earlier_id = earlier
         if earlier_id in r.cleared:  # read again: the run's copy, whole (no platform is asked twice)
             return (f"[helpbot] Identical to call {earlier_id} in round {earlier_round}, whose result was shortened "
-                    f"there; here it is whole again:\n{r.cleared[earlier_id]}"), False
+                    f"there; here it is whole again:\n{r.copies[earlier_id]}"), False
         if earlier_id in r.summarized:
             where = "its result was summarized into the 調査メモ notes"
         elif earlier_id in r.cut:

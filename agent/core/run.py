@@ -144,8 +144,10 @@ class Run:
     seen: dict[str, tuple[int, str]] = field(default_factory=dict)  # call key -> (round, tool_use_id)
     tool_use_ids: set[str] = field(default_factory=set)  # every id so far: unique in the run (vet_tool_uses)
     summarized: set[str] = field(default_factory=set)  # tool_use ids whose results now live in the notes
-    cleared: dict[str, str] = field(default_factory=dict)  # tool_use id -> its content, now a digest
+    copies: dict[str, str] = field(default_factory=dict)  # tool_use id -> the content the loop first gave it
     digests: dict[str, str] = field(default_factory=dict)  # tool_use id -> its digest, should it be cleared
+    cleared: set[str] = field(default_factory=set)  # tool_use ids whose results are now their digests
+    read_again: bool = False  # the model asked for a cleared result again: no more scheduled clearings
     clear_due: bool = False  # the last request withheld its cache write for a clearing: the next one clears
     cut: set[str] = field(default_factory=set)  # tool_use ids whose results were shortened to fit the budget
     notes: str = ""  # the summary so far; the notes block adds notes_sources to it

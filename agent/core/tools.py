@@ -160,13 +160,14 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
 def vet_tool_uses(content: list[dict[str, Any]], names: set[str], taken: set[str] | None = None
                   ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The model's tool_use blocks made safe to answer (its output is untrusted): every block gets a string id
-    unique in the run (``taken``: the ids of earlier rounds, updated), a string name and an object input, so each
-    can be answered by a matching tool_result and what the run keeps by id is never another call's; and the calls
-    that must not run (duplicate id, unknown tool, an input that is not an object or is huge) get the reason,
-    which the model reads as their ``is_error`` result."""
+    unique in the run (``taken``: the ids of earlier rounds, updated; one reused from them is renamed), a string
+    name and an object input, so each can be answered by a matching tool_result and what the run keeps by id is
+    never another call's; and the calls that must not run (an id twice in one response, unknown tool, an input
+    that is not an object or is huge) get the reason, which the model reads as their ``is_error`` result."""
     vetted: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
     ids = taken if taken is not None else set()
+    earlier = set(ids)  # an id of an earlier round is renamed, not refused: some gateways number per response
     for index, block in enumerate(content):
         if block.get("type") != "tool_use":
             vetted.append(block)
@@ -180,7 +181,7 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str], taken: set[str
         deep = _nested_deeper_than(raw_input, MAX_INPUT_DEPTH)
         size = 0 if deep else len(json.dumps(raw_input, ensure_ascii=False, default=str))
         problem = None
-        if isinstance(raw_id, str) and raw_id != call_id:
+        if isinstance(raw_id, str) and raw_id != call_id and raw_id not in earlier:
             problem = f"not run: duplicate tool_use id {raw_id[:80]!r}; every call needs its own id"
         elif not isinstance(raw_name, str) or name not in names:
             problem = f"unknown tool {name[:80]!r}; available: {', '.join(sorted(names))}"

@@ -12,7 +12,7 @@ import pytest
 
 from agent.core.digest import CLEARED_HEADER, digest
 from agent.core.loop import Agent
-from agent.core.messages import tool_results
+from agent.core.messages import request_tokens, tool_results
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from mcp_lib.config import ConfigError
@@ -131,3 +131,22 @@ def test_the_clearing_setting_reads_empty_as_unset_and_zero_as_never() -> None:
     assert Settings.from_env({"HELPBOT_CLEAR_AFTER_READS": "0"}).clear_after_reads is None
     with pytest.raises(ConfigError, match="HELPBOT_CLEAR_AFTER_READS"):
         Settings.from_env({"HELPBOT_CLEAR_AFTER_READS": "two"})
+
+
+def test_past_the_threshold_read_results_are_cleared_not_summarized_even_late() -> None:
+    settings = replace(SETTINGS, summary_threshold_tokens=6_000, model="main", summary_model="summary")
+    answer, model, _ = run(9, settings=settings)
+    late = [e for e in answer.trace if e["event"] == "cleared" and e["why"] == "threshold"]
+    assert late and not any(e["event"] == "summary" for e in answer.trace)
+    assert not [req for req in model.requests if req.model == "summary"]
+    for req in model.requests[SETTINGS.max_rounds // 2 + 1:-1]:  # the second half stays under the threshold
+        assert request_tokens(req.system_text, req.tools, req.messages[:-1]) <= settings.summary_threshold_tokens
+
+
+def test_once_the_model_reads_a_cleared_result_again_no_more_scheduled_clearings() -> None:
+    def clearings(repeat: tuple[int, int] | None) -> int:
+        answer, _, _ = run(9, repeat=repeat)
+        return sum(e["event"] == "cleared" for e in answer.trace)
+
+    assert clearings(None) == 2
+    assert clearings((4, 1)) == 1  # the one before round 4's repeat, none after it

@@ -259,7 +259,9 @@ def long_result(n: int) -> dict[str, Any]:
 
 
 def summary_settings() -> Settings:
-    return replace(SETTINGS, summary_threshold_tokens=4_000, request_budget_tokens=20_000, max_rounds=6)
+    """Summaries are what the loop does past the threshold with clearing off (with it on, it clears first)."""
+    return replace(SETTINGS, summary_threshold_tokens=4_000, request_budget_tokens=20_000, max_rounds=6,
+                   clear_after_reads=None)
 
 
 def test_summarization_replaces_read_results_keeps_pairs_and_urls() -> None:
@@ -679,9 +681,12 @@ def test_japanese_is_estimated_at_one_and_a_half_tokens_per_character() -> None:
     assert estimate_tokens("stock sync " * 1000) <= 11_000 / 3.5 + 1
 
 
-def test_when_the_model_counts_more_tokens_than_estimated_later_requests_still_fit() -> None:
+@pytest.mark.parametrize("clear_after_reads", [None, 2])
+def test_when_the_model_counts_more_tokens_than_estimated_later_requests_still_fit(clear_after_reads: int | None
+                                                                                    ) -> None:
     """A model that counts Japanese at 3 tokens per character, twice our estimate: once its usage has shown that,
-    no request -- the main model's or the summary model's -- is larger than the budget by its count."""
+    no request -- the main model's or the summary model's -- is larger than the budget by its count, whether
+    the threshold is met by summaries (clearing off) or by clearing."""
     budget = 30_000
 
     def counted(request: Request) -> int:
@@ -703,11 +708,13 @@ def test_when_the_model_counts_more_tokens_than_estimated_later_requests_still_f
         return ModelResponse(reply.content, reply.stop_reason, Usage(counted(request), 50))
 
     settings = replace(SETTINGS, model="main", summary_model="summary", request_budget_tokens=budget,
-                       summary_threshold_tokens=15_000, max_rounds=10)
+                       summary_threshold_tokens=15_000, max_rounds=10, clear_after_reads=clear_after_reads)
     agent, _ = make_agent(script, tools, settings)
-    assert agent.run("q").text == "done"
+    answer = agent.run("q")
+    assert answer.text == "done"
     assert sizes[1][1] > 1.5 * estimates[1]  # the first request with a long Japanese result: our estimate was low
-    assert "summary" in [model for model, _ in sizes[2:]]
+    assert ("summary" in [model for model, _ in sizes[2:]]) is (clear_after_reads is None)
+    assert any(e["event"] == "cleared" for e in answer.trace) is (clear_after_reads is not None)
     assert max(size for _, size in sizes[2:]) <= budget
 
 
@@ -767,6 +774,7 @@ def test_a_result_cut_for_the_budget_is_still_summarized_later() -> None:
         return calls(("redmine_getIssue", {"n": request.round})) if request.round <= 4 else "done"
 
     settings = replace(SETTINGS, model="main", summary_model="summary", request_budget_tokens=20_000,
+                       clear_after_reads=None,
                        summary_threshold_tokens=12_000, tool_result_max_tokens=50_000)  # the budget must cut
     agent, model = make_agent(script, tools, settings)
     answer = agent.run("q")
