@@ -1,13 +1,14 @@
-"""Red team 2 of clearing (main at b073b33), on production's path (bench/agent_http: real client and tools over HTTP,
-the billing stub). Not a bench to keep: the figures behind the red team's report.
+"""Bench: the token economy off the token bench's own plan, on production's path (``agent_http``: the real client
+and tools over HTTP, the billing stub). Written by the second red team of clearing, to answer "is the policy fitted
+to agent_tokens' one plan?".
 
-- heldout: agent_tokens' billed and cache ratios (vs its baseline) for variants of its plan that are just as
+- heldout: agent_tokens' billed and cache ratios (against its baseline) for variants of its plan that are just as
   honest -- the same 21 calls in another order, a round limit of 12, a wider first round, one re-read of cleared
   results.
 - deadline: the soft deadline passes during round N; clearing on vs off (HELPBOT_CLEAR_AFTER_READS=0), billed.
 - reread: one honest re-read of cleared results; clearing on vs off, billed.
 
-    uv run python bench/redteam2_clearing.py heldout|deadline|reread [--kb 1,20]
+    uv run python bench/agent_tokens_heldout.py heldout|deadline|reread [--kb 1,20]
 """
 
 from __future__ import annotations
