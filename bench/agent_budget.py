@@ -5,7 +5,8 @@ The tools are the real mcp_lib Growi and GitHub tools over HTTP to the fakes (th
 limits included), serving 5 MB pages and issue bodies; the model is the real Bedrock client over HTTP to the
 stub. Three scenarios: the Growi pages are 5 MB and the GitHub answers ordinary; every page and issue is 5 MB;
 every body is 5 MB, ``growi_getPage`` answers the raw 5 MB page without mcp_lib's limits (as an external MCP
-server's tool might) and the loop's per-result caps are off, so only the summaries and the budget cut protect.
+server's tool might) and the loop's per-result caps are off, so only clearing, summaries and the budget cut
+protect.
 Sizes are helpbot's token estimate of each request as it was sent.
 
     uv run python bench/agent_budget.py [--latency 0.05] [--tool-latency 0.02]
@@ -72,10 +73,11 @@ def scenario(label: str, knowledge: Knowledge, settings: Settings, latency: floa
     verdict = "PASS" if max(sizes) <= settings.request_budget_tokens else "FAIL"
     cut = sum(1 for e in answer.trace if e["event"] == "budget_cut")
     summaries = sum(1 for e in answer.trace if e["event"] == "summary")
+    clearings = sum(1 for e in answer.trace if e["event"] == "cleared")
     print(f"-- {label}\n  {len(answer.tool_calls)} calls in {answer.rounds} rounds, {len(bodies)} requests; "
           f"largest estimated {max(sizes):,} tokens ({chars:,} characters); budget "
-          f"{settings.request_budget_tokens:,} -> {verdict}\n  budget cuts: {cut}, summaries: {summaries}, "
-          f"stop: {answer.stop}")
+          f"{settings.request_budget_tokens:,} -> {verdict}\n  budget cuts: {cut}, clearings: {clearings}, "
+          f"summaries: {summaries}, stop: {answer.stop}")
 
 
 def main() -> None:
@@ -93,7 +95,8 @@ def main() -> None:
     scenario("every page and issue body 5 MB", Knowledge(chars=HUGE, text=TEXT), default, args.latency,
              args.tool_latency)
     scenario("every body 5 MB, growi_getPage without mcp_lib's limits (as an external MCP server) and the loop's "
-             "per-result caps off: only summaries and the budget cut protect", Knowledge(chars=HUGE, text=TEXT),
+             "per-result caps off: only clearing, summaries and the budget cut protect",
+             Knowledge(chars=HUGE, text=TEXT),
              no_cap, args.latency, args.tool_latency, raw=True)
 
 

@@ -44,7 +44,9 @@ from agent_http import (
     summary_reply,
 )
 
+from agent.core.digest import CLEARED_HEADER
 from agent.core.loop import Agent
+from agent.core.messages import estimate_tokens, tool_results
 from agent.core.settings import Settings
 
 QUESTION = "楽天とShopifyで在庫同期が30分以上遅れることがある。原因と、再発したときの確認手順を教えて。"
@@ -115,7 +117,7 @@ def main() -> None:
     ours_settings = replace(Settings(), clear_after_reads=args.clear_after_reads or None)
     base_settings = baseline_settings(ours_settings)
     print(f"{'size':>6} {'baseline':>10} {'b.peak':>7} {'ours':>9} {'billed':>7} {'cache':>6} {'clear':>5} "
-          f"{'summ.':>5} {'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'wall':>6}")
+          f"{'summ.':>5} {'peak':>7} {'written':>8} {'read':>8} {'summary':>8} {'digests':>9} {'wall':>6}")
     for kb in (int(x) for x in args.sizes.split(",")):
         k = Knowledge(chars=kb * 1000)
         base, _ = run(k, base_settings, args.latency, args.tool_latency, args.rounds)
@@ -126,10 +128,14 @@ def main() -> None:
         total = main_billed(ours) + summary_billed(ours)
         summaries = sum(1 for e in answer.trace if e["event"] == "summary")
         clearings = sum(1 for e in answer.trace if e["event"] == "cleared")
+        header = CLEARED_HEADER.split("{")[0]
+        digests = [estimate_tokens(ref.content) for ref in tool_results(answer.messages)
+                   if ref.content.startswith(header)] or [0]
         b = ours.billing
         print(f"{kb:>4}KB {base_total:>10,} {base.billing.peak:>7,} {total:>9,.0f} {total / base_total:>7.1%} "
               f"{main_billed(ours) / b.prompt[MAIN]:>6.1%} {clearings:>5} {summaries:>5} {b.peak:>7,} "
-              f"{b.written[MAIN]:>8,} {b.read[MAIN]:>8,} {summary_billed(ours):>8,.0f} {wall:>5.1f}s")
+              f"{b.written[MAIN]:>8,} {b.read[MAIN]:>8,} {summary_billed(ours):>8,.0f} "
+              f"{f'{min(digests)}-{max(digests)}':>9} {wall:>5.1f}s")
     print(f"targets: billed <= 25 %, cache <= 50 %, peak <= {ours_settings.request_budget_tokens:,} (the budget); "
           f"model latency {args.latency} s, tool latency {args.tool_latency} s")
 
