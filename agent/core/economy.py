@@ -99,9 +99,10 @@ class Economy:
         return first if entry is None or first > entry else None
 
     def keep_at(self, r: Run) -> int | None:
-        """The end of the transcript that later clearings keep (the message of the last result cleared), when
-        no cache entry is there yet; None otherwise."""
-        cleared = [ref.message for ref in h.tool_results(r.messages) if ref.tool_use_id in r.cleared]
+        """The end of the transcript that later clearings and summaries keep (the message of the last result
+        cleared or summarized), when no cache entry is there yet; None otherwise."""
+        cleared = [ref.message for ref in h.tool_results(r.messages)
+                   if ref.tool_use_id in r.cleared or ref.tool_use_id in r.summarized]
         entry = r.cache.valid_entry(r.messages)
         return max(cleared) if cleared and (entry is None or max(cleared) > entry) else None
 
