@@ -173,31 +173,26 @@ class CacheState:
 
 
 def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
-                   write_at: int | None = -1, keep_at: int | None = None, read: bool = True,
-                   cache: CacheState | None = None
+                   cache: CacheState, write_at: int | None = -1, keep_at: int | None = None, read: bool = True
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Copies of system, tools and messages with the (at most 4) cache breakpoints: the system block (tools and
     system: the prefix every request shares); the end of the longest prefix an earlier request cached and that is
-    still unchanged (after a summary or a clearing, the part before the first changed result is read, not
-    written again; without a ``cache`` to track it, the previous request's final user message is assumed to
-    be that entry); and the last block of message ``write_at`` (written for the next
-    request: the end of the conversation, or the end of what the next request keeps; None for a final request,
-    whose write would cost 1.25x for nothing); with ``write_at``, also the last block of message ``keep_at`` (the
-    end of what later clearings keep: an entry there, free as part of the write, is what the next one reads).
-    Without ``read`` (a request whose ``tool_choice`` differs from the
-    earlier ones', which misses every message entry by Anthropic's caching rules) no message is marked. A spare
-    breakpoint goes on the last tool."""
+    still unchanged (``cache`` tracks where the entries really are: after a summary or a clearing, the part before
+    the first changed result is read, not written again); the last block of message ``write_at`` (written for the
+    next request: the end of the conversation, or the end of what the next request keeps; None for a final
+    request, whose write would cost 1.25x for nothing); and with ``write_at`` the last block of message
+    ``keep_at`` (the end of what later clearings keep: an entry there, free as part of the write, is what the next
+    one reads). Without ``read`` (a request whose ``tool_choice`` differs from the earlier ones', which misses
+    every message entry by Anthropic's caching rules) no message is marked. A spare breakpoint goes on the last
+    tool."""
     marked: list[int] = []
     if read:
         if write_at is not None:
             marked.append(write_at % len(messages))
             if keep_at is not None and keep_at < marked[0]:
                 marked.append(keep_at)
-        if cache is None:  # untracked: where the previous request is assumed to have written
-            if len(messages) >= 3 and messages[-3]["role"] == "user" and len(messages) - 3 not in marked:
-                marked.append(len(messages) - 3)
-        elif (stable := cache.valid_entry(messages)) is not None and stable not in marked:
-            marked.append(stable)  # tracked: the entry that is really there, so a final request writes nothing
+        if (stable := cache.valid_entry(messages)) is not None and stable not in marked:
+            marked.append(stable)  # the entry that is really there, so a final request writes nothing
     system_blocks = [_with_cache({"type": "text", "text": system})]
     spare = len(marked) < 3
     cached_tools = [*tools[:-1], _with_cache(tools[-1])] if tools and spare else list(tools)
@@ -208,8 +203,7 @@ def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict
             content = [{"type": "text", "text": content}]
         if content:
             out[index] = {**out[index], "content": [*content[:-1], _with_cache(content[-1])]}
-    if cache is not None:
-        cache.record(messages, [i for i in marked if out[i] is not messages[i]])
+    cache.record(messages, [i for i in marked if out[i] is not messages[i]])
     return system_blocks, cached_tools, out
 
 
