@@ -1,4 +1,10 @@
-"""growi: the team wiki (Growi 7.x), read-only: full-text search and page bodies (markdown), over httpx.
+"""growi: the team wiki (Growi 7.0 to 8.0), read-only: full-text search and page bodies (markdown), over httpx.
+
+The access token goes on every request the way each supported release reads it (:func:`place_token`): Growi
+7.0-7.2.4 reads only the ``access_token`` query (or body) parameter, 7.2.5 and later read ``Authorization: Bearer``
+first and then that parameter. A token in a query string must not travel further: the client follows no
+redirect, a redirect's target is named without its query, and the token goes to GROWI_URL's origin only.
+A page the token may not read (403 "page-is-forbidden", Growi 7.4+) reads exactly like one that does not exist.
 
 Growi reports search failures as HTTP 200 with ``ok: false`` (e.g. "SearchService is not reachable." while
 Elasticsearch is down); that is an error here, never an empty result. An optional path allowlist
@@ -10,7 +16,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -67,24 +73,51 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
+def place_token(request: httpx.Request, token: str, origin: httpx.URL) -> httpx.Request:
+    """The one place GROWI_ACCESS_TOKEN is put on a request, and only on one to GROWI_URL's ``origin``.
+
+    Both ways Growi reads it (``apps/app/src/server/middlewares/access-token-parser``): 7.0.0-7.2.4 take
+    ``req.query.access_token || req.body.access_token`` only (``access-token-parser.js``, "TODO: comply HTTP
+    header of RFC6750"); 7.2.5 and later ``extractBearerToken(authorization) ?? req.query.access_token ?? ...``,
+    so the header wins there and the parameter, holding the same token, is never read.
+    """
+    if (request.url.scheme, request.url.host, request.url.port) != (origin.scheme, origin.host, origin.port):
+        return request  # not Growi: no credential (the client follows no redirect, so this is a safety net)
+    request.headers["Authorization"] = f"Bearer {token}"
+    request.url = request.url.copy_set_param("access_token", token)
+    return request
+
+
+class _Token(httpx.Auth):
+    """httpx's per-request authentication hook around :func:`place_token`."""
+
+    def __init__(self, token: str, origin: httpx.URL):
+        self._token, self._origin = token, origin
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        yield place_token(request, self._token, self._origin)
+
+
 def make_client(config: GrowiConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """The real client (Bearer access token, GET only); tests pass a MockTransport or point GROWI_URL at a local
+    """The real client (the access token by :func:`place_token`, GET only, no redirects followed: httpx keeps the
+    query string, and with it the token, on a redirect); tests pass a MockTransport or point GROWI_URL at a local
     server."""
-    return read_only_client(base_url=config.url, headers={"Authorization": f"Bearer {config.token}",
-                                                      "Accept": "application/json",
-                                                      "User-Agent": "helpbot-mcp-lib"},
-                        timeout=config.timeout_s, transport=transport)
+    return read_only_client(base_url=config.url, auth=_Token(config.token, httpx.URL(config.url)),
+                            headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
+                            follow_redirects=False, timeout=config.timeout_s, transport=transport)
 
 
 def _json(response: httpx.Response, what: str) -> Any:
     """The JSON answer, or a ToolError that says what to check (token, URL, the page)."""
     status = response.status_code
     if 300 <= status < 400:
-        where = response.headers.get("location", "")
+        where = _without_query(response.headers.get("location", ""))
         if "login" in where:
             raise CredentialsError(f"Growi redirected {what} to its login page (HTTP {status}): "
                                    "GROWI_ACCESS_TOKEN was not accepted")
         raise ToolError(f"Growi redirected {what} to {where!r} (HTTP {status}): check GROWI_URL")
+    if status == 403 and _forbidden_page(response):
+        raise _not_found(what)
     detail = error_detail(response)
     if status in (401, 403):
         raise CredentialsError(f"Growi refused {what} (HTTP {status}{detail}): GROWI_ACCESS_TOKEN is wrong, "
@@ -96,8 +129,25 @@ def _json(response: httpx.Response, what: str) -> Any:
     return json_answer(response, "Growi", what, "GROWI_URL")
 
 
+def _without_query(location: str) -> str:
+    """A redirect target as shown in an error: no query or fragment (a proxy's redirect repeats the token)."""
+    return re.split(r"[?#]", location, maxsplit=1)[0]
+
+
+def _forbidden_page(response: httpx.Response) -> bool:
+    """Growi 7.4+ answers a page the token may not read with 403 ``{errors: [{code: "page-is-forbidden"}]}``
+    (``routes/apiv3/page/respond-with-single-page.ts``); before 7.4 it was a 404 like a missing page."""
+    try:
+        errors = response.json().get("errors")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(errors, list) and any(isinstance(e, dict) and e.get("code") == "page-is-forbidden"
+                                            for e in errors)
+
+
 def _not_found(what: str) -> ToolError:
-    """One answer for a page that does not exist and one outside HELPBOT_GROWI_PATHS: a refusal tells nothing."""
+    """One answer for a page that does not exist, one the token may not read and one outside HELPBOT_GROWI_PATHS:
+    a refusal tells nothing."""
     return ToolError(f"{what} was not found in Growi; find pages with growi_searchPages")
 
 
@@ -130,7 +180,9 @@ PLATFORM = Platform(
     load_config=load_config,
     make_client=make_client,
     setup=("`GROWI_URL`（例 https://wiki.example.com）と `GROWI_ACCESS_TOKEN`（read:features:page を持つ"
-           "アクセストークン）の両方があると有効。`HELPBOT_GROWI_PATHS`（読んでよいパスの接頭辞、カンマ区切り）、"
+           "アクセストークン。Growi 7.3 より前は API トークン）の両方があると有効。Growi 7.0〜8.0 に対応：トークンは"
+           "`Authorization: Bearer` と `access_token` クエリの両方で GROWI_URL のオリジンにだけ送り、"
+           "リダイレクトは追わない。`HELPBOT_GROWI_PATHS`（読んでよいパスの接頭辞、カンマ区切り）、"
            "`HELPBOT_HTTP_TIMEOUT_S`（既定 20）、`HELPBOT_GROWI_MAX_BODY_CHARS`（既定 6000）で調整できる。"),
 )
 

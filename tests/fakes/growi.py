@@ -5,8 +5,19 @@ hitsCount}, data: [{data: page, meta: {bookmarkCount, elasticSearchResult: {snip
 and reports failures as HTTP 200 ``{ok: false, error}`` ("SearchService is not reachable." while Elasticsearch
 is down; an empty q; a q that ``decodeURIComponent`` rejects, since Growi decodes q once more).
 ``GET /_api/v3/page?pageId=|path=`` answers ``{page: {..., revision: {body}}}``, 404/400 ``{errors: [...]}``
-and 500 for a malformed id. Without a valid token: the legacy search redirects to /login, apiv3 says 403.
-Failures are scripted like the GitHub fake's (``respond``, ``slow``).
+and 500 for a malformed id. Failures are scripted like the GitHub fake's (``respond``, ``slow``).
+
+The token is read as the release ``auth`` names reads it (growilabs/growi, ``apps/app/src/server/middlewares/``):
+``"query"`` is Growi 7.0.0-7.2.4, ``access-token-parser.js`` line 11 ``req.query.access_token ||
+req.body.access_token`` (its swagger ``definition-apiv3.js`` documents only ``api_key: {name: access_token, in:
+query}``); ``"bearer"`` is 7.2.5 and later, ``access-token-parser/extract-access-token.ts`` ``extractBearerToken(
+authorization) ?? x-growi-access-token ?? req.query.access_token ?? req.body.access_token`` -- the first present
+one is the token, right or wrong. A request without a valid token is a guest's (``login-required.ts``): on a wiki
+``guest_readable`` it sees the public pages only; else the search (``/_api`` routes) redirects to /login and
+apiv3 answers ``sendStatus(403)``. Pages carry a grant: ``"public"``; ``"group"`` (the token's user may read it,
+a guest not); ``"other"`` (not the token's user either): searches leave it out, ``GET /_api/v3/page`` answers it
+with 403 ``{errors: [{message: "Page is forbidden", code: "page-is-forbidden", args: {isNotFound, isForbidden}}]}``
+(7.4.0+, ``routes/apiv3/page/respond-with-single-page.ts``).
 """
 
 from __future__ import annotations
@@ -14,7 +25,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 import httpx
@@ -45,11 +56,20 @@ def _decode_uri_component(value: str) -> str:
     return unquote(value, errors="strict")
 
 
+Auth = Literal["query", "bearer"]
+Grant = Literal["public", "group", "other"]
+_GRANTS: dict[Grant, int] = {"public": 1, "group": 5, "other": 4}  # PageGrant: GRANT_PUBLIC, USER_GROUP, OWNER
+
+
 class FakeGrowi:
-    def __init__(self, token: str = "test-growi-token", url: str = "https://wiki.example.com"):
+    def __init__(self, token: str = "test-growi-token", url: str = "https://wiki.example.com", *,
+                 auth: Auth = "query", guest_readable: bool = False):
         self.token = token
         self.url = url.rstrip("/")
+        self.auth: Auth = auth
+        self.guest_readable = guest_readable
         self.pages: dict[str, dict[str, Any]] = {}
+        self.readers: dict[str, Grant] = {}
         self.search_reachable = True
         self.requests: list[httpx.Request] = []
         self.scripted = Scripted()
@@ -57,14 +77,15 @@ class FakeGrowi:
         self._lock = threading.Lock()
 
     # -- seeding --------------------------------------------------------------------------------------------
-    def add_page(self, path: str, body: str, *, author: str = "alice", updated_at: str | None = None) -> str:
+    def add_page(self, path: str, body: str, *, author: str = "alice", updated_at: str | None = None,
+                 grant: Grant = "public") -> str:
         with self._lock:
             n = next(self._ids)
         page_id = f"6650{n:020x}"
         revision_id = f"6651{n:020x}"
         user = {"_id": f"6652{n:020x}", "username": author, "name": author.title(), "status": 2}
         self.pages[page_id] = {
-            "_id": page_id, "path": path, "status": "published", "grant": 1, "grantedUsers": [],
+            "_id": page_id, "path": path, "status": "published", "grant": _GRANTS[grant], "grantedUsers": [],
             "grantedGroups": [], "creator": user, "lastUpdateUser": user, "descendantCount": 0,
             "isEmpty": False, "commentCount": 0, "seenUsers": [], "liker": [],
             "createdAt": "2026-04-01T00:00:00.000Z",
@@ -73,6 +94,7 @@ class FakeGrowi:
                          "author": user, "createdAt": "2026-05-01T03:00:00.000Z"},
             "__v": 0,
         }
+        self.readers[page_id] = grant
         return page_id
 
     def script(self, method: str, path_pattern: str, *behaviours: Behaviour) -> None:
@@ -95,21 +117,33 @@ class FakeGrowi:
             scripted = behaviour(request)
             if scripted is not None:
                 return scripted
-        authorized = request.headers.get("authorization") == f"Bearer {self.token}" or \
-            request.url.params.get("access_token") == self.token
+        user = self._token_of(request) == self.token
         if path == "/_api/search" and request.method == "GET":
-            if not authorized:  # loginRequired on a legacy route: redirect to the login page
+            if not (user or self.guest_readable):  # loginRequired on a legacy route: redirect to the login page
                 return httpx.Response(302, headers={"location": "/login"}, text="Found. Redirecting to /login")
-            return self._search(request)
+            return self._search(request, user)
         if path.startswith("/_api/v3/"):
-            if not authorized:
+            if not (user or self.guest_readable):
                 return httpx.Response(403, text="Forbidden", headers={"content-type": "text/plain"})
             if path == "/_api/v3/page" and request.method == "GET":
-                return self._page(request)
+                return self._page(request, user)
             return httpx.Response(404, json={"errors": [{"message": "Not Found", "status": 404}]})
         return httpx.Response(404, text="<html>Not Found</html>", headers={"content-type": "text/html"})
 
-    def _search(self, request: httpx.Request) -> httpx.Response:
+    def _token_of(self, request: httpx.Request) -> str | None:
+        """The token the release reads (see the module docstring), or None."""
+        query = request.url.params.get("access_token")
+        if self.auth == "query":
+            return query
+        authorization = request.headers.get("authorization", "")
+        bearer = authorization[7:] if authorization.startswith("Bearer ") else None
+        return bearer if bearer is not None else request.headers.get("x-growi-access-token", query)
+
+    def _may_read(self, page: dict[str, Any], user: bool) -> bool:
+        grant = self.readers[page["_id"]]
+        return grant == "public" or (grant == "group" and user)
+
+    def _search(self, request: httpx.Request, user: bool) -> httpx.Response:
         q = request.url.params.get("q")
         if not q:
             return httpx.Response(200, json={"ok": False, "error": 'The param "q" should not empty.'})
@@ -126,6 +160,8 @@ class FakeGrowi:
         prefixes = [t.split(":", 1)[1] for t in keyword.split() if t.startswith("prefix:")]
         hits = []
         for page in self.pages.values():
+            if not self._may_read(page, user):  # Growi's search filters by the viewer's grants
+                continue
             text = f"{page['path']}\n{page['revision']['body']}".lower()
             if not all(t in text for t in terms) or any(t in text for t in excluded):
                 continue
@@ -152,7 +188,7 @@ class FakeGrowi:
             piece = re.sub(re.escape(term), lambda m: _HIGHLIGHT.format(m.group(0)), piece, flags=re.I)
         return piece
 
-    def _page(self, request: httpx.Request) -> httpx.Response:
+    def _page(self, request: httpx.Request, user: bool) -> httpx.Response:
         page_id = request.url.params.get("pageId")
         path = request.url.params.get("path")
         if page_id is None and path is None:
@@ -169,6 +205,10 @@ class FakeGrowi:
             normalized = "/" + (path or "").strip("/")
             page = next((p for p in self.pages.values() if p["path"] == normalized), None)
         if page is None:
-            return httpx.Response(404, json={"errors": [{"message": "Page is not found", "status": 404}]})
+            return httpx.Response(404, json={"errors": [{"message": "Page is not found", "code": "page-not-found",
+                                                         "args": {"isNotFound": True, "isForbidden": False}}]})
+        if not self._may_read(page, user):
+            return httpx.Response(403, json={"errors": [{"message": "Page is forbidden", "code": "page-is-forbidden",
+                                                         "args": {"isNotFound": True, "isForbidden": True}}]})
         return httpx.Response(200, json={"page": page})
 

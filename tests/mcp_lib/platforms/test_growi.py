@@ -11,7 +11,7 @@ from mcp_lib.core import Result, ToolError
 from mcp_lib.platforms import growi
 from mcp_lib.registry import Registry
 from tests.fakes.github import Clock, respond, serve, slow
-from tests.fakes.growi import FakeGrowi, maintenance, too_many
+from tests.fakes.growi import Auth, FakeGrowi, maintenance, too_many
 
 URL = "https://wiki.example.com"
 ENV = {"GROWI_URL": URL, "GROWI_ACCESS_TOKEN": "test-growi-token"}
@@ -93,6 +93,7 @@ def test_search_pages_returns_title_url_path_and_plain_snippet(fake: FakeGrowi, 
     request = fake.requests[-1]
     assert request.url.path == "/_api/search" and request.url.params["limit"] == "5"
     assert request.headers["authorization"] == "Bearer test-growi-token"
+    assert request.url.params["access_token"] == "test-growi-token"
 
 
 def test_snippet_html_is_unescaped_text(fake: FakeGrowi, clock: Clock) -> None:
@@ -206,7 +207,22 @@ def test_secrets_in_a_page_body_are_masked(fake: FakeGrowi, clock: Clock) -> Non
 
 
 # -- auth, errors and retries -------------------------------------------------------------------------------
-def test_a_wrong_token_names_the_variable(fake: FakeGrowi, clock: Clock) -> None:
+@pytest.mark.parametrize("auth", ["query", "bearer"])
+def test_the_token_is_read_by_every_supported_release(clock: Clock, auth: Auth) -> None:
+    """7.0-7.2.4 read only ?access_token=, 7.2.5+ the Bearer header first: a wiki whose pages only members
+    read answers both releases (a guest would get the login redirect, or only public pages)."""
+    fake = FakeGrowi(url=URL, auth=auth, guest_readable=True)
+    pid = fake.add_page("/手順/社内限定", "在庫 の社内手順", grant="group")
+    search = call(fake, clock, "searchPages", query="在庫")
+    page = call(fake, clock, "getPage", pageId=pid)
+    assert search.status == "ok" and [hit["pageId"] for hit in search.items] == [pid], search.message
+    assert page.status == "ok" and (page.item or {})["body"] == "在庫 の社内手順", page.message
+
+
+@pytest.mark.parametrize("auth", ["query", "bearer"])
+def test_a_wrong_token_names_the_variable(clock: Clock, auth: Auth) -> None:
+    fake = FakeGrowi(url=URL, auth=auth)
+    fake.add_page("/手順/在庫同期", "在庫同期の手順")
     env = {"GROWI_ACCESS_TOKEN": "wrong"}
     search = call(fake, clock, "searchPages", env=env, query="在庫")
     page = call(fake, clock, "getPage", env=env, path="/手順/在庫同期")
@@ -214,6 +230,45 @@ def test_a_wrong_token_names_the_variable(fake: FakeGrowi, clock: Clock) -> None
         assert result.status == "error" and "GROWI_ACCESS_TOKEN" in (result.message or "")
         assert result.kind == "credentials"  # the CLI exits 2 on it
     assert clock.sleeps == []
+
+
+@pytest.mark.parametrize("by", ["pageId", "path"])
+def test_a_forbidden_page_reads_like_a_missing_one(fake: FakeGrowi, clock: Clock, by: str) -> None:
+    """Growi 7.4+ answers 403 page-is-forbidden: not a configuration error, and nothing tells it from no page."""
+    pid = fake.add_page("/人事/評価", "在庫 評価の控え", grant="other")
+    missing_id, missing_path = "0123456789abcdef01234567", "/人事/どこにもない"
+    forbidden = call(fake, clock, "getPage", **{by: pid if by == "pageId" else "/人事/評価"})
+    assert fake.requests[-1].url.path == "/_api/v3/page"
+    assert fake.handler(fake.requests[-1]).status_code == 403  # the fake did refuse it
+    missing = call(fake, clock, "getPage", **{by: missing_id if by == "pageId" else missing_path})
+    shown, hidden = (missing_id, pid) if by == "pageId" else (missing_path, "/人事/評価")
+    assert forbidden.to_dict() == {**missing.to_dict(), "message": (missing.message or "").replace(shown, hidden)}
+    assert forbidden.kind != "credentials" and "評価の控え" not in forbidden.to_json()
+    assert "/人事/評価" not in call(fake, clock, "searchPages", query="在庫").to_json()
+
+
+@pytest.mark.parametrize("location", [
+    "https://wiki.example.com/_api/search?q=x&access_token=test-growi-token",  # a proxy's http -> https
+    "https://sso.example.com/login?next=%2F_api%2Fsearch%3Faccess_token%3Dtest-growi-token",
+])
+def test_a_redirect_is_not_followed_and_its_query_not_shown(fake: FakeGrowi, clock: Clock, location: str) -> None:
+    fake.script("GET", r"^/_api/search$", respond(301, "Moved", {"location": location}))
+    result = call(fake, clock, "searchPages", query="在庫")
+    assert result.status == "error" and len(fake.requests) == 1  # not followed
+    assert "test-growi-token" not in result.to_json() and "access_token" not in result.to_json()
+    assert location.split("?")[0] in (result.message or "") or "login" in (result.message or "")
+
+
+def test_the_token_goes_to_growi_only(fake: FakeGrowi) -> None:
+    """An absolute URL to another origin (the door a redirect or a bug would open) carries no token."""
+    config = growi.load_config(ENV)
+    assert config is not None
+    client = growi.make_client(config, transport=fake.transport())
+    client.get("https://elsewhere.example.com/_api/search", params={"q": "x"})
+    client.get("http://wiki.example.com/_api/search", params={"q": "x"})  # another scheme is another origin
+    client.get("/_api/search", params={"q": "x"})
+    tokens = [("authorization" in r.headers, "access_token" in r.url.params) for r in fake.requests]
+    assert tokens == [(False, False), (False, False), (True, True)]
 
 
 def test_an_html_answer_points_at_the_url(fake: FakeGrowi, clock: Clock) -> None:
