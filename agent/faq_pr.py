@@ -2,9 +2,14 @@
 commit per file on it, then the pull request (``helpbot faq-draft --pr``).
 
 The only GitHub writes helpbot makes besides the relay's dispatch, and only with ``--pr``. Before writing, the
-repository's ``permissions`` (when GitHub reports them) must include ``push``; a 403 or 404 on a write says
-the same thing. Either is a configuration error (exit 2) that names what the token needs. The folder the drafts go to is
-``HELPBOT_FAQ_REPO_DIR`` (default ``faq/``), a relative path inside the repository.
+repository's ``permissions`` (when GitHub reports them: for a personal access token's user, not for an
+installation token such as GITHUB_TOKEN) must include ``push``; a 403 or 404 on a write says the same thing.
+Either is a configuration error (exit 2) that names what the token needs. Whether a token may open pull requests
+no read tells (a fine-grained or App token can have contents write without pull-requests write), so a step that
+fails after the branch was created deletes the branch again, and its error says so. A draft whose path exists
+is updated with the file's blob ``sha`` (read before anything is written). Branch names and paths are
+URL-encoded in the request paths. The folder the drafts go to is ``HELPBOT_FAQ_REPO_DIR`` (default ``faq/``),
+a relative path inside the repository.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from agent import guard
-from agent.errors import ConfigError, RunFailed
+from agent.errors import ConfigError, HelpbotError, RunFailed
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.http import error_detail, json_answer, send
@@ -80,13 +85,18 @@ class PullRequestWriter:
         self.ctx = ToolContext(client=client, config=config, sleep=sleep)
         self.repo = f"/repos/{config.repository}"
 
-    def _call(self, method: str, path: str, what: str, expect: Sequence[int], **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, what: str, expect: Sequence[int], *, missing_ok: bool = False,
+              **kwargs: Any) -> Any:
+        """The JSON answer of a call answered with one of ``expect`` (None for an empty 204, and for a 404 when
+        ``missing_ok``); any other answer is the error that explains it."""
         if "json" in kwargs:  # what goes to GitHub passes the egress guard like any other write
             kwargs["json"] = guard.current().deep(kwargs["json"])
         try:
             response = send(self.ctx, "GitHub", method, f"{self.repo}{path}", **kwargs)
         except ToolError as exc:
             raise RunFailed(f"helpbot faq-draft: {exc}") from None
+        if (response.status_code == 204 and 204 in expect) or (response.status_code == 404 and missing_ok):
+            return None
         if response.status_code in expect:
             return json_answer(response, "GitHub", what, "GITHUB_API_URL")
         detail = error_detail(response)
@@ -105,15 +115,41 @@ class PullRequestWriter:
             raise ConfigError(self.config.token_name, f"no permission to push to {self.config.repository}; --pr needs "
                                               f"{NEEDS}")
         base = str(info.get("default_branch") or "main")
-        head = self._call("GET", f"/git/ref/heads/{base}", f"read the branch {base}", (200,))
+        head = self._call("GET", f"/git/ref/heads/{quote(base, safe='/')}", f"read the branch {base}", (200,))
+        paths = {name: f"{self.config.faq_dir}/{name}" if self.config.faq_dir else name for name in files}
+        shas = {name: self._blob_sha(path, base) for name, path in paths.items()}  # all reads before any write
         self._call("POST", "/git/refs", f"create the branch {branch}", (201,),
                    json={"ref": f"refs/heads/{branch}", "sha": head["object"]["sha"]})
-        for name, text in files.items():
-            path = f"{self.config.faq_dir}/{name}" if self.config.faq_dir else name
-            self._call("PUT", f"/contents/{quote(path, safe='/')}", f"write {path}", (201,), json={
-                "message": f"FAQ draft: {name}", "branch": branch,
-                "content": base64.b64encode(guard.markdown(text).encode()).decode()})  # the door cannot read base64
-        pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused
-                          json={"title": guard.current().github(title), "head": branch, "base": base,
-                                "body": guard.current().github(body), "draft": True})
+        try:
+            for name, text in files.items():
+                content = base64.b64encode(guard.markdown(text).encode()).decode()  # the door cannot read base64
+                sha = {"sha": shas[name]} if shas[name] else {}  # updating a path needs the blob it replaces
+                self._call("PUT", f"/contents/{quote(paths[name], safe='/')}", f"write {paths[name]}", (200, 201),
+                           json={"message": f"FAQ draft: {name}", "branch": branch, "content": content, **sha})
+            pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused
+                              json={"title": guard.current().github(title), "head": branch, "base": base,
+                                    "body": guard.current().github(body), "draft": True})
+        except (HelpbotError, ToolError) as exc:
+            exc.args = (f"{exc}; {self._delete_branch(branch)}",)
+            raise
         return str(pull.get("html_url") or "")
+
+    def _blob_sha(self, path: str, ref: str) -> str | None:
+        """The blob ``sha`` of ``path`` on ``ref`` when it exists (the contents API needs it to update a file)."""
+        found = self._call("GET", f"/contents/{quote(path, safe='/')}", f"read {path}", (200,), missing_ok=True,
+                           params={"ref": ref})
+        if found is None:
+            return None
+        if not isinstance(found, dict) or found.get("type") != "file" or not found.get("sha"):
+            raise RunFailed(f"helpbot faq-draft: {path} in {self.config.repository} is not a file; "
+                            f"set {DIR_VARIABLE} to a folder of FAQ entries")
+        return str(found["sha"])
+
+    def _delete_branch(self, branch: str) -> str:
+        """Remove the branch this run created (its commits go with it); what happened, as the end of a line."""
+        try:
+            self._call("DELETE", f"/git/refs/heads/{quote(branch, safe='/')}", f"delete the branch {branch}",
+                       (204,))
+        except (HelpbotError, ToolError) as exc:
+            return f"the branch {branch} it created could not be deleted ({exc}): delete it by hand"
+        return f"the branch {branch} it created was deleted again: nothing is left in {self.config.repository}"

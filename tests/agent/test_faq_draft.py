@@ -156,12 +156,12 @@ def test_pr_opens_one_pull_request(env: dict[str, str], github: FakeGitHub) -> N
     calls = [(r.method, r.url.path) for r in github.requests]
     branch = "helpbot/faq-drafts-20250120-100000"
     [put] = [path for method, path in calls if method == "PUT"]
-    assert calls == [("GET", f"/repos/{REPO}"), ("GET", f"/repos/{REPO}/git/ref/heads/main"),
+    assert calls == [("GET", f"/repos/{REPO}"), ("GET", f"/repos/{REPO}/git/ref/heads/main"), ("GET", put),
                      ("POST", f"/repos/{REPO}/git/refs"), ("PUT", put), ("POST", f"/repos/{REPO}/pulls")]
     assert put.startswith(f"/repos/{REPO}/contents/faq/draft-20250120-")
-    create = json.loads(github.requests[2].content)
+    create = json.loads(github.requests[3].content)
     assert create["ref"] == f"refs/heads/{branch}"
-    written = json.loads(github.requests[3].content)
+    written = json.loads(github.requests[4].content)
     assert written["branch"] == branch and "ギフト包装" in base64.b64decode(written["content"]).decode()
     repo = github.repos[REPO]
     pull = repo.pulls[1]

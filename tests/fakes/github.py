@@ -6,6 +6,10 @@ It answers with GitHub's real shapes: search items with ``repository.full_name``
 ``pull_request`` key for PRs, base64 file contents wrapped at 60 characters, ``{"message": "Not Found", ...}``
 404s, 401 "Bad credentials", per-resource rate limits (403 with ``x-ratelimit-remaining: 0`` and
 ``x-ratelimit-reset``), and it records ``POST /repos/{o}/{r}/dispatches`` (204) for the Events relay.
+The writes ``helpbot faq-draft --pr`` makes are checked as GitHub documents them: a branch (``POST git/refs``,
+``DELETE git/refs/heads/{ref}``), files (``PUT contents/{path}``: 201 created, 200 updated; an existing path
+needs its current blob ``sha``) and a pull request, each refused without its permission (``can_push``: contents
+write; ``can_open_pulls``: pull-requests write) with the message of the token's kind (``token_kind``).
 Failures are scripted with :meth:`FakeGitHub.script` (``rate_limited``, ``too_many``, ``server_error``, ``slow``).
 
 ``serve``, ``slow``, ``respond`` and ``Clock`` are shared with the other fakes.
@@ -14,6 +18,7 @@ Failures are scripted with :meth:`FakeGitHub.script` (``rate_limited``, ``too_ma
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import json
 import re
@@ -24,12 +29,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlencode
 
 import httpx
 
 Behaviour = Callable[[httpx.Request], "httpx.Response | None"]
+TokenKind = Literal["classic", "fine-grained", "installation"]
 WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
 
@@ -142,6 +148,13 @@ def serve(handler: Callable[[httpx.Request], httpx.Response]) -> Iterator[str]:
         server.server_close()
 
 
+def blob_sha(data: bytes | None) -> str | None:
+    """Git's blob id of ``data`` (what the contents API calls a file's ``sha``)."""
+    if data is None:
+        return None
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 def _iso(n: int) -> str:
     return f"2026-{1 + n // 28 % 12:02d}-{1 + n % 28:02d}T09:{n % 60:02d}:00Z"
 
@@ -188,7 +201,8 @@ class FakeRepo:
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     pull_files: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    can_push: bool = True  # the token's permission on this repo: writes are 403 without it
+    can_push: bool = True  # contents: write on this repo: branch and file writes are 403 without it
+    can_open_pulls: bool = True  # pull-requests: write (a fine-grained or App token may have contents only)
     commits: dict[str, str] = field(default_factory=dict)  # branch -> head commit sha
 
 
@@ -197,8 +211,9 @@ class FakeGitHub:
     LIMITS: ClassVar[dict[str, tuple[int, int]]] = {"core": (5000, 3600), "search": (30, 60), "code_search": (10, 60)}
 
     def __init__(self, token: str = "test-github-token", api_url: str = "https://api.github.com",
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, token_kind: TokenKind = "fine-grained"):
         self.token = token
+        self.token_kind: TokenKind = token_kind
         self.api_url = api_url.rstrip("/")
         self.clock = clock
         self.repos: dict[str, FakeRepo] = {}
@@ -356,11 +371,14 @@ class FakeGitHub:
         if request.method != "GET":
             return self._write(request, repo, rest)
         if rest == "":
-            return httpx.Response(200, json={"id": repo.id, "full_name": repo.full_name, "private": repo.private,
-                                             "html_url": f"{WEB}/{repo.full_name}",
-                                             "default_branch": repo.default_branch,
-                                             "permissions": {"admin": False, "maintain": False,
-                                                             "push": repo.can_push, "triage": True, "pull": True}})
+            # "Get a repository" (full-repository schema): ``permissions`` is optional -- the token's *user's* role,
+            # for personal access tokens; an installation token (GITHUB_TOKEN, an App's) gets none
+            info = {"id": repo.id, "full_name": repo.full_name, "private": repo.private,
+                    "html_url": f"{WEB}/{repo.full_name}", "default_branch": repo.default_branch}
+            if self.token_kind != "installation":
+                info["permissions"] = {"admin": False, "maintain": False, "push": repo.can_push, "triage": True,
+                                       "pull": True}
+            return httpx.Response(200, json=info)
         if m := re.fullmatch(r"/git/ref/heads/(.+)", rest):
             if m.group(1) not in repo.files:
                 return _not_found(f"{DOCS}/git/refs#get-a-reference")
@@ -538,8 +556,8 @@ class FakeGitHub:
             return httpx.Response(200, json={
                 "type": "file", "encoding": "none" if too_big else "base64", "size": len(data),
                 "name": path.rsplit("/", 1)[-1], "path": path, "content": "" if too_big else wrapped,
-                "sha": "4" * 40, "url": f"{base['api']}/contents/{path}?ref={ref}",
-                "git_url": f"{base['api']}/git/blobs/{'4' * 40}", "html_url": f"{base['html']}/{path}",
+                "sha": blob_sha(data), "url": f"{base['api']}/contents/{path}?ref={ref}",
+                "git_url": f"{base['api']}/git/blobs/{blob_sha(data)}", "html_url": f"{base['html']}/{path}",
                 "download_url": f"https://raw.githubusercontent.com/{repo.full_name}/{ref}/{path}",
             })
         prefix = f"{path}/" if path else ""
@@ -567,12 +585,19 @@ class FakeGitHub:
     def _write(self, request: httpx.Request, repo: FakeRepo, rest: str) -> httpx.Response:
         route = ("POST" if request.method == "POST" and rest == "/git/refs" else
                  "PUT" if request.method == "PUT" and rest.startswith("/contents/") else
-                 "PULL" if request.method == "POST" and rest == "/pulls" else None)
+                 "PULL" if request.method == "POST" and rest == "/pulls" else
+                 "DELETE" if request.method == "DELETE" and rest.startswith("/git/refs/heads/") else None)
         if route is None:
             return _not_found()
-        if not repo.can_push:
-            return httpx.Response(403, json={"message": "Resource not accessible by integration",
+        if not (repo.can_open_pulls if route == "PULL" else repo.can_push):
+            # GitHub's 403 for a token without the endpoint's permission ("Create a pull request" needs
+            # pull-requests write, the others contents write: docs.github.com/rest/pulls/pulls, /git/refs,
+            # /repos/contents, "Fine-grained access tokens for ..."), worded by the token's kind
+            whom = "integration" if self.token_kind == "installation" else "personal access token"
+            return httpx.Response(403, json={"message": f"Resource not accessible by {whom}",
                                              "documentation_url": DOCS, "status": "403"})
+        if route == "DELETE":
+            return self._delete_ref(repo, rest[len("/git/refs/heads/"):])
         try:
             body = json.loads(request.content or b"null")
         except ValueError:
@@ -605,7 +630,19 @@ class FakeGitHub:
         repo.commits[branch] = str(sha)
         return httpx.Response(201, json=self._ref(repo, branch))
 
+    def _delete_ref(self, repo: FakeRepo, branch: str) -> httpx.Response:
+        """``DELETE /repos/{o}/{r}/git/refs/{ref}`` (docs: git/refs#delete-a-reference): 204, or 422 "Reference
+        does not exist"."""
+        if branch not in repo.files or branch == repo.default_branch:
+            return self._invalid("Reference does not exist", "git/refs#delete-a-reference")
+        del repo.files[branch]
+        repo.commits.pop(branch, None)
+        return httpx.Response(204)
+
     def _put_contents(self, repo: FakeRepo, path: str, body: dict[str, Any]) -> httpx.Response:
+        """docs: repos/contents#create-or-update-file-contents -- ``sha`` is "Required if you are updating a
+        file. The blob SHA of the file being replaced."; 201 created, 200 updated, 409 for a sha that is not the
+        file's, 422 without one."""
         branch = body.get("branch") or repo.default_branch
         if not isinstance(body.get("message"), str) or not isinstance(body.get("content"), str):
             return self._invalid("Invalid request.\n\n\"message\" and \"content\" are required.",
@@ -616,6 +653,10 @@ class FakeGitHub:
         if path in repo.files[branch] and not body.get("sha"):
             return self._invalid("Invalid request.\n\n\"sha\" wasn't supplied.",
                                  "repos/contents#create-or-update-file-contents")
+        if body.get("sha") and body["sha"] != blob_sha(repo.files[branch].get(path)):
+            return httpx.Response(409, json={"message": f"{path} does not match {body['sha']}", "status": "409",
+                                             "documentation_url": f"{DOCS}/repos/contents#create-or-update-file-"
+                                                                  "contents"})
         try:
             data = base64.b64decode(body["content"], validate=True)
         except ValueError:
@@ -624,7 +665,7 @@ class FakeGitHub:
         repo.files[branch][path] = data
         sha = repo.commits[branch] = f"{int(repo.commits.get(branch, '0'), 16) + 1:040x}"
         return httpx.Response(201 if created else 200, json={
-            "content": {"name": path.rsplit("/", 1)[-1], "path": path, "sha": "6" * 40, "size": len(data),
+            "content": {"name": path.rsplit("/", 1)[-1], "path": path, "sha": blob_sha(data), "size": len(data),
                         "html_url": f"{WEB}/{repo.full_name}/blob/{branch}/{path}"},
             "commit": {"sha": sha, "message": body["message"],
                        "html_url": f"{WEB}/{repo.full_name}/commit/{sha}"},
