@@ -385,6 +385,67 @@ def test_metadata_is_written_for_the_model() -> None:
     assert platform.tools["getIssue"].input_schema["properties"]["issueId"]["type"] == "integer"
 
 
+# == starting the real Redmine: bounded, patient, and never a skip under CI =====================================
+@pytest.mark.parametrize(("value", "required"), [("true", True), ("True", True), ("1", True), ("yes", True),
+                                                  ("", False), ("false", False), ("0", False), (None, False)])
+def test_ci_requires_the_real_redmine(value: str | None, required: bool) -> None:
+    """CI services set CI=true (GitHub Actions, GitLab) or CI=1: either way the Redmine tests must run."""
+    assert server_helper.required({} if value is None else {"CI": value}) is required
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_the_start_is_awaited_once_a_second_up_to_its_bound() -> None:
+    """A Redmine whose boot takes 200 s (a loaded machine) is waited for; no sub-second spin on the way."""
+    clock = _Clock()
+    ready_at = 200.0
+    port = server_helper.poll(lambda: 3000 if clock.now >= ready_at else None, 300.0, "Redmine did not start",
+                              clock=lambda: clock.now, sleep=clock.sleep)
+    assert port == 3000 and clock.now == ready_at
+    assert set(clock.sleeps) == {server_helper.POLL_S} and server_helper.POLL_S >= 1
+    if "HELPBOT_REDMINE_START_TIMEOUT" not in os.environ:
+        assert server_helper.START_TIMEOUT_S >= 300  # seed and boot took 74 s at load 9; 120 was not enough
+
+
+def test_a_start_past_its_bound_names_the_variable() -> None:
+    clock = _Clock()
+    with pytest.raises(server_helper.RedmineUnavailable, match=r"did not answer within \d+ s "
+                                                               r"\(HELPBOT_REDMINE_START_TIMEOUT\) \(HTTP 503\)"):
+        server_helper.poll(lambda: None, 2.5, "Redmine did not answer", detail=lambda: " (HTTP 503)",
+                           clock=lambda: clock.now, sleep=clock.sleep)
+    assert clock.sleeps == [1.0, 1.0, 0.5] and clock.now == 2.5  # never past the deadline
+
+
+def test_a_skipped_redmine_test_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/conftest.py: whatever makes a real-Redmine test skip, CI reports it failed."""
+    from tests import conftest
+
+    class Item:
+        @staticmethod
+        def get_closest_marker(name: str) -> object:
+            return object() if name == "redmine" else None
+
+    def outcome(ci: str) -> str:
+        monkeypatch.setenv("CI", ci)
+        report = pytest.TestReport("t.py::test_x", ("t.py", 1, "test_x"), {}, "skipped",
+                                   ("t.py", 1, "Skipped: no real Redmine here"), "setup")
+        hook = conftest.pytest_runtest_makereport(Item(), None)  # type: ignore[arg-type]
+        next(hook)
+        with pytest.raises(StopIteration) as done:
+            hook.send(report)
+        return str(done.value.value.outcome)
+
+    assert outcome("true") == "failed" and outcome("") == "skipped"
+
+
 # == failures, against a closed port and a local stub =========================================================
 @pytest.fixture
 def closed_port_url() -> Iterator[str]:
