@@ -3,7 +3,8 @@
 The access token goes on every request the way each supported release reads it (:func:`place_token`): Growi
 7.0-7.2.4 reads only the ``access_token`` query (or body) parameter, 7.2.5 and later read ``Authorization: Bearer``
 first and then that parameter. A token in a query string must not travel further: the client follows no
-redirect, a redirect's target is named without its query, and the token goes to GROWI_URL's origin only.
+redirect, a redirect's target is named without its query, httpx's request log leaves it out, and it goes to
+GROWI_URL's origin only.
 A page the token may not read (403 "page-is-forbidden", Growi 7.4+) reads exactly like one that does not exist.
 
 Growi reports search failures as HTTP 200 with ``ok: false`` (e.g. "SearchService is not reachable." while
@@ -15,6 +16,7 @@ Elasticsearch is down); that is an error here, never an empty result. An optiona
 from __future__ import annotations
 
 import html
+import logging
 import re
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
@@ -98,10 +100,25 @@ class _Token(httpx.Auth):
         yield place_token(request, self._token, self._origin)
 
 
+class _NoTokenInLogs(logging.Filter):
+    """httpx logs each request's URL at INFO ("HTTP Request: GET ..."; a host such as an MCPServer turns INFO
+    on): the URL is logged without its ``access_token`` parameter."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, httpx.URL) and "access_token" in a.params
+                                                  for a in record.args):
+            record.args = tuple(a.copy_remove_param("access_token") if isinstance(a, httpx.URL) else a
+                                for a in record.args)
+        return True
+
+
 def make_client(config: GrowiConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """The real client (the access token by :func:`place_token`, GET only, no redirects followed: httpx keeps the
-    query string, and with it the token, on a redirect); tests pass a MockTransport or point GROWI_URL at a local
-    server."""
+    query string, and with it the token, on a redirect; httpx's request log without the token); tests pass a
+    MockTransport or point GROWI_URL at a local server."""
+    httpx_log = logging.getLogger("httpx")
+    if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
+        httpx_log.addFilter(_NoTokenInLogs())
     return read_only_client(base_url=config.url, auth=_Token(config.token, httpx.URL(config.url)),
                             headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
                             follow_redirects=False, timeout=config.timeout_s, transport=transport)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -269,6 +270,16 @@ def test_the_token_goes_to_growi_only(fake: FakeGrowi) -> None:
     client.get("/_api/search", params={"q": "x"})
     tokens = [("authorization" in r.headers, "access_token" in r.url.params) for r in fake.requests]
     assert tokens == [(False, False), (False, False), (True, True)]
+
+
+def test_httpx_logs_the_request_without_the_token(fake: FakeGrowi, clock: Clock,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """httpx logs every request's URL at INFO, which a host (an MCPServer, say) may print: not the token."""
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        assert call(fake, clock, "searchPages", query="在庫").status == "ok"
+    assert "HTTP Request: GET https://wiki.example.com/_api/search?q=" in caplog.text  # the line is there
+    assert "test-growi-token" not in caplog.text and "access_token" not in caplog.text
+    assert fake.requests[-1].url.params["access_token"] == "test-growi-token"  # and the token went
 
 
 def test_an_html_answer_points_at_the_url(fake: FakeGrowi, clock: Clock) -> None:
