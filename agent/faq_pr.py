@@ -121,17 +121,23 @@ class PullRequestWriter:
         self._call("POST", "/git/refs", f"create the branch {branch}", (201,),
                    json={"ref": f"refs/heads/{branch}", "sha": head["object"]["sha"]})
         try:
-            for name, text in files.items():
-                content = base64.b64encode(guard.markdown(text).encode()).decode()  # the door cannot read base64
-                sha = {"sha": shas[name]} if shas[name] else {}  # updating a path needs the blob it replaces
-                self._call("PUT", f"/contents/{quote(paths[name], safe='/')}", f"write {paths[name]}", (200, 201),
-                           json={"message": f"FAQ draft: {name}", "branch": branch, "content": content, **sha})
-            pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused
-                              json={"title": guard.current().github(title), "head": branch, "base": base,
-                                    "body": guard.current().github(body), "draft": True})
+            return self._fill(branch, base, {paths[name]: (name, text, shas[name]) for name, text in files.items()},
+                              title, body)
         except (HelpbotError, ToolError) as exc:
             exc.args = (f"{exc}; {self._delete_branch(branch)}",)
             raise
+
+    def _fill(self, branch: str, base: str, files: Mapping[str, tuple[str, str, str | None]], title: str,
+              body: str) -> str:
+        """The commits (path -> name, text, the blob sha it replaces) and the pull request, on a branch of ours."""
+        for path, (name, text, sha) in files.items():
+            content = base64.b64encode(guard.markdown(text).encode()).decode()  # the door cannot read base64
+            replaced = {"sha": sha} if sha else {}  # updating a path needs the blob it replaces
+            self._call("PUT", f"/contents/{quote(path, safe='/')}", f"write {path}", (200, 201),
+                       json={"message": f"FAQ draft: {name}", "branch": branch, "content": content, **replaced})
+        pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused
+                          json={"title": guard.current().github(title), "head": branch, "base": base,
+                                "body": guard.current().github(body), "draft": True})
         return str(pull.get("html_url") or "")
 
     def _blob_sha(self, path: str, ref: str) -> str | None:
