@@ -56,7 +56,7 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller
     """
     from dataclasses import replace
 
-    from agent.core.claude import ModelConfig, build_model
+    from agent.core.claude import TURN_ON, ModelConfig, build_model
     from agent.core.loop import Agent
     from agent.core.settings import Settings
     from agent.core.tags import TaggingAgent, load_tag_config
@@ -71,10 +71,14 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller
     if max_rounds is not None:
         settings = replace(settings, max_rounds=max_rounds)
     model = build_model(config) if config is not None else None
-    if registry is None:
-        from agent import guard
+    from agent import guard
 
+    if registry is None:
         registry = Registry(env, caller=caller, server_log=guard.server_err)
+    for warning in registry.warnings():  # half-configured: in the run's log, not silently off
+        guard.err(f"helpbot: warning: {warning}")
+    if model is None:
+        guard.err(f"helpbot: no AI model is configured ({TURN_ON} to use Claude)")
     tools: ToolExecutor = RegistryTools(registry)
     if extra_tools:
         tools = CompositeTools(tools, *extra_tools)

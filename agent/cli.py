@@ -209,6 +209,8 @@ register("eval", "Run eval cases (questions, expected sources and phrases) throu
          "agent.evals:add_arguments", "agent.evals:cmd_eval")
 register("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",
          "agent.slack.feedback:add_arguments", "agent.slack.feedback:main")
+register("doctor", "Check the configuration and every configured platform live (exit 2 when something is wrong).",
+         "agent.doctor:add_arguments", "agent.doctor:main")
 register("faq-draft", "Turn helpbot's answers with enough 👍 into draft FAQ entries (print, --out DIR or --pr).",
          "agent.faq_draft:add_arguments", "agent.faq_draft:main")
 

@@ -114,8 +114,8 @@ def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
 # blocks of the workflows are generated from it (`mcp-lib config --write`; `--check` in CI), and a test fails
 # on a variable read in agent/ or mcp_lib/ that is not declared here.
 
-Workflow = Literal["help", "feedback", "faq-draft"]
-WORKFLOWS: tuple[Workflow, ...] = ("help", "feedback", "faq-draft")  # .github/workflows/<name>.yml
+Workflow = Literal["help", "feedback", "faq-draft", "doctor"]
+WORKFLOWS: tuple[Workflow, ...] = ("help", "feedback", "faq-draft", "doctor")  # .github/workflows/<name>.yml
 Where = Literal["help", "feedback", "faq-draft", "relay", "runner", "local"]
 """help / feedback / faq-draft: that workflow passes it; relay: the relay's own environment; runner: GitHub
 Actions (or an action) sets it; local: for a local run only, no workflow passes it."""
@@ -286,5 +286,8 @@ DECLARED: Mapping[str, Variable] = {variable.name: variable for variable in VARI
 
 
 def passed_by(workflow: Workflow) -> list[Variable]:
-    """The variables a workflow passes to helpbot, in declaration order."""
+    """The variables a workflow passes to helpbot, in declaration order. doctor.yml checks what the others pass
+    (but their own expressions, such as an input of theirs)."""
+    if workflow == "doctor":
+        return [v for v in VARIABLES if set(v.where) & {"help", "feedback", "faq-draft"} and not v.value]
     return [variable for variable in VARIABLES if workflow in variable.where]

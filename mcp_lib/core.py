@@ -136,6 +136,7 @@ class Tool:
     example: str = ""
     limit_overrides: dict[str, int] = field(default_factory=dict)
     context_param: str = "ctx"  # the parameter that receives the ToolContext (found by its annotation)
+    needs: tuple[str, ...] = ()  # variables it needs beyond its platform's: unset, the tool is not offered
 
     @property
     def wire_name(self) -> str:
@@ -261,6 +262,10 @@ class Platform:
     ``load_tools(platform)``, when given, fills in the tools on first use of :attr:`tools`: an in-house MCP
     server is contacted only when one of its tools is really needed, not whenever a registry is built.
     ``close()``, when given, ends what the platform holds open for the run (an MCP server's session).
+    ``variables``: what configures it -- some set while it stays off is *half-configured* (a warning).
+    ``check(ctx)``, when given, is ``helpbot doctor``'s live check: one request or a few that prove the credential
+    and the permissions the tools need; it returns what it found (names and counts, never values) and raises
+    ToolError (or CredentialsError) saying what is wrong.
     """
 
     name: str
@@ -270,6 +275,8 @@ class Platform:
     load_config: Callable[[Mapping[str, str]], Any | None]
     make_client: Callable[..., Any]
     setup: str = ""
+    variables: tuple[str, ...] = ()
+    check: Callable[[ToolContext], list[str]] | None = field(default=None, repr=False, compare=False)
     load_tools: Callable[[Platform], None] | None = field(default=None, repr=False, compare=False)
     close: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _tools: dict[str, Tool] = field(default_factory=dict, repr=False)
@@ -292,14 +299,15 @@ class Platform:
         max_items: int | None = None,
         max_field_chars: int | None = None,
         max_result_chars: int | None = None,
+        needs: tuple[str, ...] = (),
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a function as a tool of this platform."""
+        """Register a function as a tool of this platform (``needs``: see :attr:`Tool.needs`)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             overrides = {"max_items": max_items, "max_field_chars": max_field_chars,
                          "max_result_chars": max_result_chars}
             self.tools[fn.__name__] = Tool.from_function(
-                self.name, fn, read_only=read_only, example=example,
+                self.name, fn, read_only=read_only, example=example, needs=needs,
                 limit_overrides={k: v for k, v in overrides.items() if v is not None},
             )
             return fn

@@ -265,7 +265,20 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog =
         load_tools=lambda platform: _list_tools(platform, entry, session),
         close=session.close,
     )
+    platform.check = lambda ctx: _check(platform, entry)
     return platform
+
+
+def _check(platform: Platform, entry: ServerEntry) -> list[str]:
+    """``helpbot doctor``: the server starts and lists every allowlisted tool (writes only if allowed)."""
+    offered = set(platform.tools)  # starts the server and lists its tools
+    if not offered and "(unavailable" in platform.overview:
+        raise ToolError(platform.overview.rsplit("(unavailable", 1)[1].strip(" :)"))
+    absent = [name for name in entry.tools if name not in offered]
+    if absent:
+        raise ToolError(f"helpbot.toml lists {', '.join(absent)} for {entry.name!r}, but the server offers no such "
+                        "tool (or it may write and allow_writes is off)")
+    return [f"{len(offered)} allowlisted tools listed"]
 
 
 def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) -> None:

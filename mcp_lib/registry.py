@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigError
+from .config import ConfigError, env_str
 from .core import Caller, Limits, Platform, Result, Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -120,6 +120,36 @@ class Registry:
     def enabled(self) -> list[Platform]:
         return [p for name, p in self.platforms().items() if self.is_enabled(name)]
 
+    def missing(self, tool: Tool) -> list[str]:
+        """The variables ``tool`` needs that are unset: the tool is then not offered, and a call says why."""
+        return [name for name in tool.needs if env_str(self.env, name) is None]
+
+    def half_configured(self, name: str) -> str | None:
+        """Why a platform is off although some of what configures it is set (variable names), or None."""
+        platform = self.platforms()[name]
+        given = [v for v in platform.variables if env_str(self.env, v) is not None]
+        if not given or self.is_enabled(name):
+            return None
+        unset = [v for v in platform.variables if v not in given]
+        return f"{' and '.join(given)} set but {' and '.join(unset)} not: the platform is off"
+
+    def unoffered(self, name: str) -> list[str]:
+        """The tools of an enabled platform that are not offered, and why (an MCP server's: once listed)."""
+        platform = self.platforms()[name]
+        if platform.load_tools is not None or not self.is_enabled(name):
+            return []
+        return [f"{tool.wire_name} is not offered: {' and '.join(missing)} not set"
+                for tool in platform.tools.values() if (missing := self.missing(tool))]
+
+    def warnings(self) -> list[str]:
+        """What is configured by half: platforms left off, tools not offered (variable names, never values)."""
+        lines = []
+        for name in self.platforms():
+            if half := self.half_configured(name):
+                lines.append(f"{name}: {half}")
+            lines += self.unoffered(name)
+        return lines
+
     def context(self, name: str) -> ToolContext:
         config = self.config(name)
         with self._lock:
@@ -138,6 +168,8 @@ class Registry:
         chosen = []
         for platform in self.enabled() if enabled_only else self.platforms().values():
             for tool in platform.tools.values():
+                if enabled_only and self.missing(tool):
+                    continue
                 if only is None or platform.name in only or tool.wire_name in only or tool.cli_name in only:
                     chosen.append(tool)
         return chosen
@@ -176,6 +208,8 @@ class Registry:
         """Run one tool by name. Unknown or disabled tools come back as error results, never exceptions."""
         try:
             tool = self.find(name)
+            if missing := self.missing(tool):
+                return Result.error(name, f"{tool.wire_name} is not offered here: {' and '.join(missing)} not set")
             ctx = self.context(tool.platform)
         except UnknownTool as exc:
             return Result.error(name, str(exc))

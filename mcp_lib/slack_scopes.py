@@ -59,3 +59,12 @@ def uses(scope: str) -> list[str]:
     """The methods (``chat.update``) and events (``reaction_added``) that need ``scope``, in declaration order."""
     methods = [m for m in METHOD_SCOPES if scope in method_needs(m) or scope in RECOGNISE_DMS.get(m, ())]
     return methods + [event for event, needed in EVENT_SCOPES.items() if needed == scope]
+
+
+def token_scopes(token: Token) -> set[str]:
+    """Every scope the ``token`` needs for helpbot's calls (and, the bot, its events): what the manifest grants it,
+    and what ``helpbot doctor`` checks a live token holds."""
+    scopes = {scope for method in METHOD_SCOPES if token_of(method) == token for scope in method_needs(method)}
+    if token == "bot":
+        scopes |= {scope for needed in RECOGNISE_DMS.values() for scope in needed} | set(EVENT_SCOPES.values())
+    return scopes

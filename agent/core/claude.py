@@ -53,6 +53,8 @@ _PROFILE_REGIONS = {"jp": ("ap-northeast-1", "ap-northeast-3"), "apac": ("ap-",)
 
 
 # -- configuration ---------------------------------------------------------------------------------------------
+# What turns the model on, for the lines that say it is off (degraded `ask`, `doctor`).
+TURN_ON = "set AWS_BEARER_TOKEN_BEDROCK, or AWS_ROLE_ARN (OIDC) or AWS keys, or ANTHROPIC_API_KEY"
 @dataclass(frozen=True)
 class ModelConfig:
     """Which provider, which models, and how to reach and authenticate to them (all from the environment)."""
@@ -315,6 +317,8 @@ class SdkModel:
         hint = {401: " (check the API key / AWS credentials)",
                 403: " (check the credentials' permissions and the model access for this region)",
                 404: " (check HELPBOT_MODEL and the region)"}.get(_status(exc) or 0, "")
+        if _status(exc) == 400 and "inference profile" in str(exc):  # on-demand invocation of a bare model id
+            hint = " (use an inference profile id in HELPBOT_MODEL / HELPBOT_SUMMARY_MODEL, e.g. jp.anthropic.…)"
         return ModelRequestError(f"{self.provider} rejected the request to {model}: {failure_text(exc)}{hint}",
                                  status=_status(exc))
 

@@ -179,6 +179,15 @@ def _snippet(text: str | None) -> str | None:
     return " ".join(html.unescape(_TAG_RE.sub("", text)).split())
 
 
+def check(ctx: ToolContext) -> list[str]:
+    """``helpbot doctor``: Growi answers a one-hit search with the token (the route growi_searchPages uses)."""
+    data = _json(send(ctx, "Growi", "GET", "/_api/search", params={"q": "helpbot", "limit": 1, "offset": 0}),
+                 "the search")
+    if not isinstance(data, dict) or data.get("ok") is not True:
+        raise ToolError("Growi's search answered but not ok: its search engine (Elasticsearch) may be down")
+    return ["GROWI_ACCESS_TOKEN accepted by the search"]
+
+
 PLATFORM = Platform(
     name="growi",
     overview=("チームの Wiki（Growi）。手順書・仕様・運用ルール・障害対応の記録などのページを"
@@ -196,6 +205,8 @@ PLATFORM = Platform(
     ],
     load_config=load_config,
     make_client=make_client,
+    variables=("GROWI_URL", "GROWI_ACCESS_TOKEN"),
+    check=check,
     setup=("`GROWI_URL`（例 https://wiki.example.com）と `GROWI_ACCESS_TOKEN`（read:features:page を持つ"
            "アクセストークン。Growi 7.3 より前は API トークン）の両方があると有効。Growi 7.0〜8.0 に対応：トークンは"
            "`Authorization: Bearer` と `access_token` クエリの両方で GROWI_URL のオリジンにだけ送り、"

@@ -1007,8 +1007,11 @@ class FakeSlack:
         except SlackError as exc:
             record.error = exc.code
             body_data = {"ok": False, "error": exc.code, **exc.extra}
+        # Slack names a token's scopes in the x-oauth-scopes header of every answer to it (comma-separated; what
+        # @slack/web-api reads into response_metadata.scopes; https://api.slack.com/scopes, "Checking scopes").
+        scopes = {"x-oauth-scopes": ",".join(sorted(token.granted()))} if token is not None else {}
         self._send(handler, 200, json.dumps(body_data, ensure_ascii=False), "application/json; charset=utf-8",
-                   {})
+                   scopes)
 
     def _check_scopes(self, method: str, params: dict[str, Any], token: Token) -> None:
         """Slack's ``missing_scope`` when the token lacks a scope the method needs (see slack_scopes.py)."""

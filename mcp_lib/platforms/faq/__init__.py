@@ -68,6 +68,17 @@ def make_client(config: FaqConfig) -> FaqIndex:
     return index
 
 
+def check(ctx: ToolContext) -> list[str]:
+    """``helpbot doctor``: the FAQ's entries load and its index is built (or read from its cache)."""
+    config: FaqConfig = ctx.config
+    index: FaqIndex = ctx.client
+    if not index.entries:
+        raise ToolError(f"the FAQ folder {config.path} holds no entries")
+    where = f"index cached in {config.cache_dir}" if config.cache_dir else "index kept in memory (no cache folder)"
+    leg = "with" if index.semantic is not None else "without"
+    return [f"{len(index.entries)} entries, {where}, search {leg} the semantic leg (HELPBOT_FAQ_SEMANTIC)"]
+
+
 PLATFORM = Platform(
     name="faq",
     overview="チームのよくある質問集（FAQ）。設定なしで常に使える、確認済みの回答集です。",
@@ -82,6 +93,7 @@ PLATFORM = Platform(
     ],
     load_config=load_config,
     make_client=make_client,
+    check=check,
     setup="設定不要。`faq/` の markdown を読む"
           "（`HELPBOT_FAQ_PATH` で別のフォルダ、`HELPBOT_FAQ_BASE_URL` でリンク先、"
           "`HELPBOT_FAQ_CACHE_DIR` で索引のキャッシュ先、`HELPBOT_FAQ_SEMANTIC` で意味検索 auto/on/off）。",

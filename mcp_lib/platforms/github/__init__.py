@@ -25,6 +25,7 @@ from .api import (
     KIND_QUALIFIER_RE,
     GitHubConfig,
     api_get,
+    check,
     checked_repo,
     cut_body,
     load_config,
@@ -58,6 +59,8 @@ PLATFORM = Platform(
     ],
     load_config=load_config,
     make_client=make_client,
+    variables=("GITHUB_TOKEN", "HELPBOT_GITHUB_REPOS"),
+    check=check,
     setup=("`GITHUB_TOKEN`（対象リポジトリを読めるトークン）と `HELPBOT_GITHUB_REPOS`（owner/name のカンマ区切り）"
            "の両方があると有効。`GITHUB_API_URL`（GitHub Enterprise 用、既定 https://api.github.com）、"
            "`HELPBOT_HTTP_TIMEOUT_S`（既定 20）、`HELPBOT_GITHUB_MAX_BODY_CHARS`（既定 6000）、"

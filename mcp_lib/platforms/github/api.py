@@ -111,6 +111,23 @@ def api_get(ctx: ToolContext, path: str, what: str, **kwargs: Any) -> Any:
     raise ToolError(f"GitHub answered HTTP {status} for {what}{detail}")
 
 
+def check(ctx: ToolContext) -> list[str]:
+    """``helpbot doctor``: the token reads every repository of HELPBOT_GITHUB_REPOS (code search needs that too)."""
+    config: GitHubConfig = ctx.config
+    unreadable = []
+    for repo in config.repos:
+        try:
+            api_get(ctx, repo_path(repo), f"repository {repo}")
+        except CredentialsError:
+            raise
+        except ToolError:
+            unreadable.append(repo)
+    if unreadable:
+        raise ToolError(f"GITHUB_TOKEN cannot read {', '.join(unreadable)} of HELPBOT_GITHUB_REPOS (give the token "
+                        "contents and issues read on them, or fix the names)")
+    return [f"GITHUB_TOKEN reads all {len(config.repos)} repositories of HELPBOT_GITHUB_REPOS"]
+
+
 def checked_repo(ctx: ToolContext, repo: str) -> str:
     """The allowlisted spelling of ``repo``, or a refusal that lists what may be read."""
     config: GitHubConfig = ctx.config

@@ -51,6 +51,21 @@ def _session(ctx: ToolContext) -> Session:
     return Session(ctx)
 
 
+def check(ctx: ToolContext) -> list[str]:
+    """``helpbot doctor``: Redmine accepts the key (REST API on, the key's user known) and sees every project of
+    HELPBOT_REDMINE_PROJECTS."""
+    session = _session(ctx)
+    session.call(lambda: None)  # the first call asks who the key is (GET /users/current.json)
+    ids = session.allowed_ids()
+    found = ["REDMINE_API_KEY accepted"]
+    if ids is not None:
+        unseen = [p for p in session.config.projects if session.client.project_ids.get(p) is None]
+        if unseen:
+            raise ToolError(f"the user of REDMINE_API_KEY cannot see {', '.join(unseen)} of HELPBOT_REDMINE_PROJECTS")
+        found.append(f"all {len(ids)} projects of HELPBOT_REDMINE_PROJECTS visible")
+    return found
+
+
 _BAD_WIKI_TITLE = re.compile(r"[/\\?#%]|\.\.")
 
 
@@ -106,6 +121,8 @@ PLATFORM = Platform(
     ],
     load_config=load_config,
     make_client=make_client,
+    variables=("REDMINE_URL", "REDMINE_API_KEY"),
+    check=check,
     setup="`REDMINE_URL`（例 https://redmine.example.com）と `REDMINE_API_KEY`（個人設定 → API アクセスキー。"
           "共有してよい範囲だけ見えるユーザーのキーを使う）を設定すると有効になる。任意: "
           "`HELPBOT_REDMINE_PROJECTS`（対象プロジェクト識別子のカンマ区切り）、"

@@ -33,6 +33,7 @@ from .client import (
     SlackClients,
     SlackConfig,
     call,
+    check,
     explain,
     load_config,
     make_client,
@@ -80,13 +81,15 @@ PLATFORM = Platform(
     ],
     load_config=load_config,
     make_client=make_client,
+    variables=("SLACK_BOT_TOKEN", "SLACK_USER_TOKEN"),
+    check=check,
     setup=("`SLACK_BOT_TOKEN`（xoxb-、scopes: channels:read, channels:history, groups:read, groups:history, "
            "users:read）と、検索用に `SLACK_USER_TOKEN`（xoxp-、scope: search:read）。`SLACK_API_URL` で接続先"
            "（既定 https://slack.com/api/）、`HELPBOT_TIMEZONE` で時刻の表示（既定 Asia/Tokyo）。"),
 )
 
 
-@PLATFORM.tool(example='slack:searchMessages "在庫 同期 遅延" count=10')
+@PLATFORM.tool(example='slack:searchMessages "在庫 同期 遅延" count=10', needs=("SLACK_USER_TOKEN",))
 def searchMessages(
     ctx: ToolContext,
     query: Annotated[str, Field(description="Slack search query: words (all must match), optionally "

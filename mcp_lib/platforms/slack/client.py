@@ -25,10 +25,12 @@ from slack_sdk.http_retry.handler import RetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web import SlackResponse
 
 from ...config import ConfigError, env_str, env_url
 from ...core import CredentialsError, ToolContext, ToolError
-from ...retry import Budget, Policy, server_wait
+from ...retry import Budget, Policy, header, server_wait
+from ...slack_scopes import token_scopes
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_TIMEZONE = "Asia/Tokyo"
@@ -255,6 +257,16 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
     """
     clients: SlackClients = ctx.client
     web, variable = clients.searcher() if search else clients.reader()
+    data = request(ctx, Token(web, variable), api, patient=patient, **params).data
+    if not isinstance(data, dict) or not data.get("ok"):  # validate() already raised; belt and braces
+        raise ToolError(f"Slack {api} returned no usable answer")
+    return data
+
+
+def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, **params: Any) -> SlackResponse:
+    """:func:`call` with the token chosen, answering the whole response (headers too: ``x-oauth-scopes``)."""
+    clients: SlackClients = ctx.client
+    web, variable = token
     method = getattr(web, api.replace(".", "_"))
     deadline = ctx.deadline if patient else ctx.clock()
     try:
@@ -273,9 +285,24 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
     except (URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ToolError(f"cannot reach Slack at {clients.config.api_url} ({api}): {reason}") from None
-    data = response.data
-    if not isinstance(data, dict) or not data.get("ok"):  # validate() already raised; belt and braces
-        raise ToolError(f"Slack {api} returned no usable answer")
-    return data
+    return response
+
+
+def check(ctx: ToolContext) -> list[str]:
+    """``helpbot doctor``: each token Slack accepts (auth.test), with every scope helpbot's calls need (Slack
+    lists a token's scopes in the ``x-oauth-scopes`` header of each Web API answer)."""
+    clients: SlackClients = ctx.client
+    found = []
+    for web, variable, kind in ((clients.bot, "SLACK_BOT_TOKEN", "bot"), (clients.user, "SLACK_USER_TOKEN", "user")):
+        if web is None:
+            continue
+        response = request(ctx, Token(web, variable), "auth.test")
+        granted = {s.strip() for s in (header(response.headers, "x-oauth-scopes") or "").split(",") if s.strip()}
+        missing = sorted(token_scopes(kind) - granted)  # type: ignore[arg-type]
+        if missing:
+            raise ToolError(f"the token in {variable} lacks {', '.join(missing)}: add them under OAuth & Permissions "
+                            "(docs/slack-app-manifest.yml lists them) and reinstall the app")
+        found.append(f"{variable} accepted (team {response.get('team_id')}), with every scope helpbot needs")
+    return found
 
 

@@ -1,0 +1,179 @@
+"""``helpbot doctor [--json]``: which parts of helpbot are configured, half-configured or off, then a live check of
+each configured part with the permissions helpbot needs (each platform's own ``check``, the model,
+the bot's channels). Lines name variables, never values. Exit 0 when every configured part works, 2 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from mcp_lib.config import ConfigError, env_str
+
+if TYPE_CHECKING:
+    from agent.core.claude import ModelConfig
+    from agent.core.model import Model
+    from mcp_lib import Registry
+
+State = Literal["ok", "failed", "half-configured", "not configured"]
+_MARK: Mapping[State, str] = {"ok": "✓", "failed": "✗", "half-configured": "!", "not configured": "–"}
+ModelFactory = Callable[["ModelConfig"], "Model"]
+
+
+@dataclass
+class Part:
+    """One part of the deployment and what doctor found; ``warnings`` do not fail it."""
+
+    name: str
+    state: State
+    lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    from agent import guard
+
+    parts = diagnose(dict(os.environ))
+    if args.json:
+        guard.out(json.dumps({"ok": healthy(parts), "parts": [p.to_json() for p in parts]}, ensure_ascii=False,
+                             indent=2))
+    else:
+        for line in report(parts):
+            guard.out(line)
+    return 0 if healthy(parts) else 2
+
+
+def healthy(parts: list[Part]) -> bool:
+    return all(part.state in ("ok", "not configured") for part in parts)
+
+
+def report(parts: list[Part]) -> list[str]:
+    lines = []
+    for part in parts:
+        lines.append(f"{_MARK[part.state]} {part.name}: {part.state}")
+        lines += [f"    {line}" for line in part.lines] + [f"    warning: {line}" for line in part.warnings]
+    problems = sum(part.state in ("failed", "half-configured") for part in parts)
+    lines.append("doctor: every configured part works" if not problems else
+                 f"doctor: {problems} part{'s' if problems > 1 else ''} to fix")
+    return lines
+
+
+def diagnose(env: Mapping[str, str], *, registry: Registry | None = None,
+             make_model: ModelFactory | None = None) -> list[Part]:
+    """Every part, in the order a setup goes: the model, then each platform (Slack with the bot's channels)."""
+    from agent import guard
+    from mcp_lib import Registry
+
+    parts = [_model(env, make_model)]
+    try:
+        registry = registry or Registry(dict(env), server_log=guard.server_err)
+        names = list(registry.platforms())
+    except ConfigError as exc:  # helpbot.toml itself is wrong
+        return [*parts, Part("helpbot.toml", "failed", [str(exc)])]
+    try:
+        for name in names:
+            part = _platform(registry, name)
+            if name == "slack" and part.state == "ok":
+                _channels(registry, env, part)
+            parts.append(part)
+    finally:
+        registry.close()
+    return parts
+
+
+def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
+    """Each of HELPBOT_MODEL and HELPBOT_SUMMARY_MODEL answers a one-token request."""
+    from agent.core.claude import TURN_ON, ModelConfig, build_model
+    from agent.core.model import ModelError, Request
+
+    try:
+        config = ModelConfig.from_env(env)
+    except ConfigError as exc:
+        return Part("model", "failed", [str(exc)])
+    if config is None:
+        return Part("model", "not configured", [f"degraded mode (FAQ search only): {TURN_ON}"])
+    config = dataclasses.replace(config, max_attempts=1, request_timeout_s=min(config.request_timeout_s, 30.0))
+    model = (make_model or build_model)(config)
+    where = f"{config.provider}" + (f", region {config.region}" if config.region else "")
+    part = Part("model", "ok", [where])
+    for variable, model_id in (("HELPBOT_MODEL", config.model), ("HELPBOT_SUMMARY_MODEL", config.summary_model)):
+        request = Request(system=[], messages=[{"role": "user", "content": "ping"}], tools=[], tool_choice=None,
+                          max_tokens=1, model=model_id)
+        try:
+            model.create(request)
+            part.lines.append(f"{variable} answers")
+        except (ModelError, ConfigError) as exc:
+            part.state = "failed"
+            part.lines.append(f"{variable}: {exc}")
+    return part
+
+
+def _platform(registry: Registry, name: str) -> Part:
+    from mcp_lib.core import ToolError
+
+    platform = registry.platforms()[name]
+    try:
+        config = registry.config(name)
+    except ConfigError as exc:
+        return Part(name, "failed", [str(exc)])
+    if config is None:
+        if half := registry.half_configured(name):
+            return Part(name, "half-configured", [half])
+        return Part(name, "not configured", [f"set {' and '.join(platform.variables)} to turn it on"]
+                    if platform.variables else [])
+    part = Part(name, "ok")
+    try:
+        ctx = registry.context(name)
+        ctx = dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
+        part.lines += platform.check(ctx) if platform.check is not None else ["configured"]
+    except ToolError as exc:  # CredentialsError too
+        part.state = "failed"
+        part.lines.append(str(exc))
+    except Exception as exc:  # a client that cannot even be built
+        part.state = "failed"
+        part.lines.append(f"{type(exc).__name__}: {exc}")
+    part.warnings += registry.unoffered(name)
+    return part
+
+
+def _channels(registry: Registry, env: Mapping[str, str], part: Part) -> None:
+    """The bot is a member of every channel of HELPBOT_CHANNELS (else it can read and answer none there)."""
+    from agent.slack.trigger import env_channels
+    from mcp_lib.core import ToolError
+    from mcp_lib.platforms.slack import call
+
+    channels = env_channels(env, "HELPBOT_CHANNELS")
+    if not channels:
+        part.warnings.append("HELPBOT_CHANNELS is not set: helpbot answers in every channel it is invited to")
+        return
+    if env_str(env, "SLACK_BOT_TOKEN") is None:
+        part.state = "failed"
+        part.lines.append("SLACK_BOT_TOKEN is not set: helpbot cannot read or answer threads")
+        return
+    ctx = registry.context("slack")
+    ctx = dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
+    outside = []
+    for channel in channels:
+        try:
+            info = call(ctx, "conversations.info", channel=channel)["channel"]
+        except ToolError:
+            info = {}
+        if not info.get("is_member"):
+            outside.append(channel)
+    if outside:
+        part.state = "failed"
+        part.lines.append(f"the bot is not a member of {', '.join(outside)} (HELPBOT_CHANNELS): /invite it there")
+    else:
+        part.lines.append(f"the bot is a member of all {len(channels)} channels of HELPBOT_CHANNELS")
