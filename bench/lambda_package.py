@@ -43,14 +43,18 @@ SMOKE_SECRET = "bench-signing-secret"
 
 
 def interpreter(python: str) -> Path:
-    """The interpreter to build with: a path, or a version uv can find (``uv python find 3.12``)."""
+    """The interpreter to build with: a path, or a version uv can find -- one uv installed first (``uv python
+    install 3.12``), since a ``python3.12`` on PATH may be a pyenv shim for a version pyenv does not have."""
     if os.sep in python:
         return Path(python)
-    found = subprocess.run(["uv", "python", "find", "--no-project", python], capture_output=True, text=True)
-    if found.returncode != 0:
-        sys.exit(f"lambda_package: no Python {python} here ({found.stderr.strip().splitlines()[0]}); install it "
-                 f"(`uv python install {python}`) or pass its path with --python")
-    return Path(found.stdout.strip())
+    for managed in (["--managed-python"], []):
+        found = subprocess.run(["uv", "python", "find", "--no-project", *managed, python], capture_output=True,
+                               text=True)
+        path = Path(found.stdout.strip())
+        if found.returncode == 0 and subprocess.run([str(path), "-c", ""], capture_output=True).returncode == 0:
+            return path
+    sys.exit(f"lambda_package: no working Python {python} here; install it (`uv python install {python}`) or pass "
+             "its path with --python")
 
 
 def run_python(python: Path, code: str, package: Path, extra_env: dict[str, str] | None = None) -> str:
