@@ -188,14 +188,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def _check_writable(path: str) -> None:
     """A --save file that cannot be written is one line and exit 2, before anything is asked."""
-    target = Path(path)
+    from agent import guard
     from agent.errors import UsageError
 
-    problem = ("it is a directory" if target.is_dir()
-               else f"the folder {str(target.parent)!r} does not exist" if not target.parent.is_dir()
-               else "permission denied" if not os.access(target if target.exists() else target.parent, os.W_OK)
-               else None)
-    if problem:
+    if problem := guard.unwritable(path):
         raise UsageError(f"helpbot ask: --save: cannot write {path!r}: {problem}")
 
 

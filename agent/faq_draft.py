@@ -204,6 +204,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
     out = out or sys.stdout
     if args.min_up < 1:
         raise UsageError(f"helpbot faq-draft: --min-up must be at least 1, got {args.min_up}")
+    if args.out is not None and (problem := guard.unwritable(args.out, folder=True)):
+        raise UsageError(f"helpbot faq-draft: --out: cannot write into {str(args.out)!r}: {problem}")
     config = slack_platform.load_config(env)
     tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)
     now = (now or datetime.now(tz)).astimezone(tz)

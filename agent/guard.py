@@ -374,6 +374,22 @@ def write_file(path: str | os.PathLike[str], text: str) -> None:
     Path(path).write_text(current().text(text), encoding="utf-8")
 
 
+def unwritable(path: str | os.PathLike[str], *, folder: bool = False) -> str | None:
+    """Why :func:`write_file` could not write ``path`` (or files into the folder ``path``), or None: asked
+    before a run whose result is paid for, so a bad ``--save``/``--out`` is one line and not a lost answer."""
+    target = Path(path)
+    if folder:
+        if target.exists() and not target.is_dir():
+            return "it is a file, not a folder"
+        existing = next((p for p in (target, *target.parents) if p.exists()), Path("."))
+        return None if os.access(existing, os.W_OK) else "permission denied"
+    if target.is_dir():
+        return "it is a directory"
+    if not target.parent.is_dir():
+        return f"the folder {str(target.parent)!r} does not exist"
+    return None if os.access(target if target.exists() else target.parent, os.W_OK) else "permission denied"
+
+
 def slack(web: Any, api: str, **params: Any) -> Any:
     """A Slack Web API write (``chat.postMessage``, ``chat.update``, ``chat.delete``, ``reactions.add``, …) through
     the SDK client: the payload guarded (:meth:`Guard.payload`)."""

@@ -258,3 +258,13 @@ def test_a_repo_folder_outside_the_repository_is_refused(env: dict[str, str], fa
     with pytest.raises(ConfigError, match=rf"HELPBOT_FAQ_REPO_DIR.*{match}"):
         draft(pr_env, "--pr", github_transport=github.transport())
     assert not fake.requests and not github.requests  # refused before Slack or GitHub is asked anything
+
+
+def test_an_out_that_is_a_file_is_one_line_before_the_scan(env: dict[str, str], fake: FakeSlack,
+                                                          tmp_path: Path) -> None:
+    taken = tmp_path / "drafts"
+    taken.write_text("not a folder", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"^helpbot faq-draft: --out: cannot write into .*: it is a file, not a "
+                                         r"folder$"):
+        draft(env, "--out", str(taken))
+    assert fake.calls("conversations.history") == []  # nothing scanned (and nothing paid for) first
