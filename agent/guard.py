@@ -65,6 +65,13 @@ _PLATFORM_URLS = ("SLACK_API_URL", "REDMINE_URL", "GROWI_URL", "GITHUB_API_URL",
                   "HELPBOT_FAQ_BASE_URL")
 
 
+def records_public(env: Mapping[str, str]) -> bool:
+    """The run's records (job summary, log, trace, artifacts) are readable by anyone: the workflow runs in a public
+    repository (``HELPBOT_REPOSITORY_VISIBILITY``, from the event) and ``HELPBOT_PUBLIC_RECORDS`` does not say
+    that is fine. Then every run keeps them as a private channel's run does."""
+    return env.get("HELPBOT_REPOSITORY_VISIBILITY") == "public" and not env_bool(env, "HELPBOT_PUBLIC_RECORDS")
+
+
 def registry_names(registry: Any) -> list[str]:
     """What a run lets through as a name: its registry's tools (wire and CLI forms) and their platforms."""
     tools = registry.tools()
@@ -134,7 +141,9 @@ class Guard:
     masker: Masker = field(default_factory=lambda: Masker(personal=True, cards=True))
     names: frozenset[str] = frozenset()  # registered tool names (wire and CLI forms) and platform names
     hosts: frozenset[str] = frozenset()  # configured platforms' hosts and the consulted sources'
-    private: bool = False  # the answer goes to a private channel (or one whose privacy is unknown)
+    # Records (log, summary, trace) keep nothing private: the answer goes to a private channel (or one whose privacy
+    # is unknown), or the run's records are public (a public repository, see :func:`records_public`).
+    private: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = (),
@@ -147,13 +156,14 @@ class Guard:
         configured = [h for name in _PLATFORM_URLS if (h := host_of(env.get(name, "")))]
         if any(h == "api.github.com" for h in configured) or env.get("GITHUB_TOKEN"):
             configured.append("github.com")
-        return cls(masker, frozenset(names), frozenset(h.lower() for h in [*hosts, *configured]), private)
+        return cls(masker, frozenset(names), frozenset(h.lower() for h in [*hosts, *configured]),
+                   private or records_public(env))
 
     def for_run(self, *, names: Iterable[str] = (), hosts: Iterable[str] = (), private: bool | None = None) -> Guard:
-        """This guard, knowing more names and hosts (and, when given, whether the run is private)."""
+        """This guard, knowing more names and hosts (and, when given, whether the run is private: a run's records
+        only ever become more private)."""
         return replace(self, names=self.names | frozenset(names),
-                       hosts=self.hosts | {h.lower() for h in hosts if h},
-                       private=self.private if private is None else private)
+                       hosts=self.hosts | {h.lower() for h in hosts if h}, private=self.private or bool(private))
 
     def keeping_personal(self) -> Guard:
         """This guard without e-mail and phone masking (``HELPBOT_MASK_PERSONAL=false``); cards stay masked."""

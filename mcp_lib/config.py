@@ -266,6 +266,9 @@ VARIABLES: tuple[Variable, ...] = (
        value="${{ runner.temp }}/helpbot-trace.jsonl"),
     _v("HELPBOT_FEEDBACK_CHANNEL", "front", "where feedback.yml posts the weekly report (the bot must be in it)",
        where=("feedback",)),
+    _v("HELPBOT_PUBLIC_RECORDS", "front", "`true`: a public repository's job summaries, logs and traces keep "
+       "questions and answers (by default they keep only how each run ended, as for a private channel)", "false",
+       where=("help", "feedback", "faq-draft")),
     _v("HELPBOT_DEBUG", "front", "`1`: tracebacks instead of one-line errors", where=("local",)),
     # relay
     _v("SLACK_SIGNING_SECRET", "relay", "the Slack app's signing secret", secret=True, where=("relay",)),
@@ -275,6 +278,9 @@ VARIABLES: tuple[Variable, ...] = (
        where=("relay", "runner")),
     # set by GitHub Actions
     _v("GITHUB_ACTIONS", "actions", "`true` inside Actions", where=("runner",)),
+    _v("HELPBOT_REPOSITORY_VISIBILITY", "actions", "`public`, `private` or `internal`: the repository's, from the "
+       "event (public: the records keep no question or answer text, see HELPBOT_PUBLIC_RECORDS)",
+       where=("help", "feedback", "faq-draft"), value="${{ github.event.repository.visibility }}"),
     _v("GITHUB_ACTOR", "actions", "who started a manual run", where=("runner",)),
     _v("GITHUB_RUN_ID", "actions", "the run link in notices", where=("runner",)),
     _v("GITHUB_SERVER_URL", "actions", "the run link and the FAQ links", where=("runner",)),

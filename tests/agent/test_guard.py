@@ -174,3 +174,11 @@ def test_no_names_stay_no_names_not_an_unknown_tool() -> None:
     guard = Guard.from_env({}, names=["faq_search"])
     assert guard.metadata({"tools": ""}) == {"tools": ""}
     assert guard.metadata({"tools": "faq_search,evil"}) == {"tools": f"faq_search,{UNKNOWN_TOOL}"}
+
+
+def test_a_public_repositorys_runs_keep_private_records_and_a_run_cannot_make_them_public() -> None:
+    public = Guard.from_env({"HELPBOT_REPOSITORY_VISIBILITY": "public"})
+    assert public.private and public.for_run(private=False).private
+    assert not Guard.from_env({"HELPBOT_REPOSITORY_VISIBILITY": "public", "HELPBOT_PUBLIC_RECORDS": "true"}).private
+    assert not Guard.from_env({"HELPBOT_REPOSITORY_VISIBILITY": "private"}).private
+    assert not Guard.from_env({}).private and Guard.from_env({}).for_run(private=True).private

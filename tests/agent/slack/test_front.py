@@ -730,6 +730,23 @@ def test_a_public_channels_trace_keeps_its_text(ws: Workspace, fake: FakeSlack, 
     assert question_of(ws).text[:20] in text and front.WITHHELD not in text
 
 
+@pytest.mark.parametrize("public_records", ["", "true"])
+def test_a_public_repository_keeps_questions_and_answers_out_of_its_records(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path, public_records: str) -> None:
+    """Anyone can read a public repository's job summaries, logs and traces: by default they keep only how each
+    run ended, as for a private channel; HELPBOT_PUBLIC_RECORDS=true keeps them as they were."""
+    summary, trace = tmp_path / "summary.md", tmp_path / "trace.jsonl"
+    env.update(HELPBOT_TRACE_FILE=str(trace), GITHUB_STEP_SUMMARY=str(summary),
+               HELPBOT_REPOSITORY_VISIBILITY="public", HELPBOT_PUBLIC_RECORDS=public_records)
+    asked = question_of(ws)
+    assert answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=asked.ts)[0] == 0
+    assert len(bot_messages(ws, "C0ECSUP", asked.ts)) == 1  # the thread is answered as ever
+    records = summary.read_text(encoding="utf-8") + trace.read_text(encoding="utf-8")
+    kept = asked.text[:20] in records
+    assert kept is bool(public_records) and ("private run: details withheld" in records) is not kept
+    assert "## helpbot: answered" in records
+
+
 def test_a_message_link_to_a_private_channel_from_workflow_dispatch_is_refused(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
