@@ -3,8 +3,8 @@
 Answers are found by their marker (:mod:`agent.slack.markers`), only when helpbot itself wrote them. How the scan
 stays cheap: one ``conversations.history`` pass per channel (``include_all_metadata``, cursor paging), then
 ``conversations.replies`` only for threads that have replies since the window opened and that helpbot may have
-replied in (``reply_users``, when Slack lists them all). History is read from :data:`THREAD_LOOKBACK` before the
-window, so an answer posted in the window to an older question is still found. Reactions come with the
+replied in (``reply_users``, when Slack lists them all). The whole history is read (a page per 200 top-level
+messages): an answer posted in the window may be in the thread of a question of any age. Reactions come with the
 messages; ``reactions.get`` is called only when Slack truncated a user list. A long answer is several messages
 (``parts`` in its marker): reactions on every part count, each person once per emoji, helpbot's own never.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from typing import Any
 
 from agent import guard
@@ -25,7 +25,6 @@ from mcp_lib.core import ToolContext
 from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
-THREAD_LOOKBACK = timedelta(days=14)
 SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
 POSITIVE, NEGATIVE = "+1", "-1"
 _ALIASES = {"thumbsup": POSITIVE, "thumbsdown": NEGATIVE}
@@ -218,7 +217,7 @@ class Scanner:
         """:meth:`scan`, each answer with the messages that make it up (``helpbot faq-draft`` reads them)."""
         since_ts = since.timestamp()
         found: dict[str, tuple[RatedAnswer, list[Mapping[str, Any]]]] = {}
-        for message in self._pages("conversations.history", channel=channel, oldest=_ts(since - THREAD_LOOKBACK)):
+        for message in self._pages("conversations.history", channel=channel):
             if message.get("thread_ts") not in (None, message.get("ts")):
                 continue  # a reply also sent to the channel: counted with its thread
             if self._may_hold_answer(message, since_ts):
