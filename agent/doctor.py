@@ -90,7 +90,24 @@ def diagnose(env: Mapping[str, str], *, registry: Registry | None = None,
             parts.append(part)
     finally:
         registry.close()
+    if env_str(env, "HELPBOT_FAQ_PR_TOKEN"):  # faq-draft.yml opens pull requests only then
+        parts.append(_faq_pull_requests(env))
     return parts
+
+
+def _faq_pull_requests(env: Mapping[str, str]) -> Part:
+    """faq-draft --pr: the token reads GITHUB_REPOSITORY and may push to it."""
+    from agent import faq_pr
+    from agent.errors import HelpbotError
+
+    try:
+        config = faq_pr.load_config(env)
+        with faq_pr.make_client(config) as client:
+            faq_pr.PullRequestWriter(config, client, lambda _: None).check()
+    except (HelpbotError, ConfigError) as exc:
+        return Part("faq-draft pull requests", "failed", [str(exc)])
+    return Part("faq-draft pull requests", "ok", [f"{config.token_name} may push to {config.repository} (pull-requests "
+                                                 "write shows only when one is opened)"])
 
 
 def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:

@@ -107,13 +107,19 @@ class PullRequestWriter:
                                                          f"(HTTP {response.status_code}{detail}); --pr needs {NEEDS}")
         raise RunFailed(f"helpbot faq-draft: GitHub refused to {what} (HTTP {response.status_code}{detail})")
 
-    def open(self, branch: str, files: Mapping[str, str], title: str, body: str) -> str:
-        """Branch, files (name -> text, under the FAQ folder), pull request; returns the pull request's URL."""
+    def check(self) -> dict[str, Any]:
+        """The repository, read with the token, which may push to it (as far as GitHub shows: a fine-grained or
+        App token's pull-requests write shows only when the pull request is opened). ``helpbot doctor`` asks this."""
         info = self._call("GET", "", "read the repository", (200,))
         permissions = info.get("permissions")
         if isinstance(permissions, dict) and not permissions.get("push"):
             raise ConfigError(self.config.token_name, f"no permission to push to {self.config.repository}; --pr needs "
                                               f"{NEEDS}")
+        return dict(info)
+
+    def open(self, branch: str, files: Mapping[str, str], title: str, body: str) -> str:
+        """Branch, files (name -> text, under the FAQ folder), pull request; returns the pull request's URL."""
+        info = self.check()
         base = str(info.get("default_branch") or "main")
         head = self._call("GET", f"/git/ref/heads/{quote(base, safe='/')}", f"read the branch {base}", (200,))
         paths = {name: f"{self.config.faq_dir}/{name}" if self.config.faq_dir else name for name in files}

@@ -15,7 +15,7 @@ from mcp_lib import Registry
 from mcp_lib.platforms import github
 from tests.fakes import bedrock
 from tests.fakes.bedrock import BedrockStub
-from tests.fakes.github import FakeGitHub
+from tests.fakes.github import FakeGitHub, serve
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Token, Workspace
 
 GITHUB_TOKEN = "ghp-doctor-test-token-value"
@@ -150,3 +150,17 @@ def test_json_output_and_exit_code(capsys: pytest.CaptureFixture[str], monkeypat
     assert report["ok"] is False
     states = {p["name"]: p["state"] for p in report["parts"]}
     assert states["github"] == "half-configured" and states["faq"] == "ok"
+
+
+@pytest.mark.parametrize("can_push", [True, False])
+def test_faq_draft_pull_requests_are_checked_when_their_token_is_set(can_push: bool) -> None:
+    fake = FakeGitHub(token="ghp-faq-pr-token-value")
+    fake.add_repo("acme/helpdesk").can_push = can_push
+    with serve(fake.handler) as url:
+        parts = diagnose({"HELPBOT_FAQ_PR_TOKEN": "ghp-faq-pr-token-value", "GITHUB_REPOSITORY": "acme/helpdesk",
+                          "GITHUB_API_URL": url})
+    found = part(parts, "faq-draft pull requests")
+    assert found.state == ("ok" if can_push else "failed")
+    assert ("HELPBOT_FAQ_PR_TOKEN may push to acme/helpdesk" in found.lines[0]) is can_push
+    assert ("no permission to push to acme/helpdesk" in found.lines[0]) is not can_push
+    assert not any(p.name == "faq-draft pull requests" for p in diagnose({}))
