@@ -27,7 +27,8 @@ from agent import guard
 from agent.errors import ConfigError, HelpbotError, RunFailed
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
-from mcp_lib.http import error_detail, json_answer, send
+from mcp_lib.doors import door
+from mcp_lib.http import door_client, error_detail, json_answer, send
 
 DEFAULT_API_URL = "https://api.github.com"
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
@@ -72,7 +73,9 @@ def load_config(env: Mapping[str, str]) -> PrConfig:
 
 
 def make_client(config: PrConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    return httpx.Client(base_url=config.api_url, transport=transport, timeout=20.0, headers={
+    """Writes allowed (the pull request's calls); the token goes to GITHUB_API_URL's origin only."""
+    return door_client(door(config.token_name, config.api_url, config.token), read_only=False,
+                       base_url=config.api_url, transport=transport, timeout=20.0, headers={
         "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
         "Authorization": f"Bearer {config.token}", "User-Agent": "helpbot-faq-draft"})
 

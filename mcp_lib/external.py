@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from .config import DECLARED, ConfigError, check_url, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
+from .doors import WHERE, door
 from .sessions import ServerLog, ServerSession, group_command, masked_stderr
 
 CONFIG_FILE = "helpbot.toml"
@@ -80,6 +81,17 @@ class ServerEntry(BaseModel):
         if value is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,20}", value.rstrip("_")):
             raise ValueError("must be lower-case letters and digits, optionally ending in '_'")
         return value.rstrip("_") if value else None
+
+    @field_validator("env", "header_env")
+    @classmethod
+    def _not_ours(cls, value: Any) -> Any:
+        """helpbot's own credentials go only to their services' origins (:data:`mcp_lib.doors.WHERE`), never to
+        an in-house server; a server needs a credential of its own."""
+        ours = sorted(set([value] if isinstance(value, str) else value or []) & set(WHERE))
+        if ours:
+            raise ValueError(f"{', '.join(ours)} may not be passed to an MCP server: it goes only to its own "
+                             "service; give the server a credential of its own")
+        return value
 
     @property
     def platform_name(self) -> str:
@@ -161,14 +173,18 @@ def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path, errlog
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {}
-    if entry.header_env:
+    hooks = []
+    assert entry.url is not None
+    if entry.header_env:  # the header token goes to the server's origin only (its door)
         token = env_str(env, entry.header_env)
         if token is None:
             raise ConfigError(entry.header_env, f"needed by MCP server {entry.name!r} but not set")
         headers[entry.header] = entry.header_prefix + token
-    assert entry.url is not None
-    # mcp's own defaults: 30 s to connect/write, 300 s to read (a server may hold its event stream open).
-    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        hooks.append(door(entry.header_env, entry.url, token).async_hook())
+    # mcp's own defaults: 30 s to connect/write, 300 s to read (a server may hold its event stream open); no
+    # redirect followed by the client (mcp follows same-origin ones itself, through the same hooks).
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), follow_redirects=False,
+                                event_hooks={"request": hooks})
     return streamable_http_client(entry.url, http_client=client)
 
 

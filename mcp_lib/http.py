@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from .core import ToolContext, ToolError
+from .doors import Door
 from .retry import Budget, GaveUp, Policy, Retry, call, header, server_wait
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -138,13 +139,22 @@ def refuse_writes(request: httpx.Request) -> None:
         raise ToolError(f"refused: the tools are read-only (attempted {request.method} {request.url.path})")
 
 
-def read_only_client(**kwargs: Any) -> httpx.Client:
-    """An ``httpx.Client`` that can only send GET requests; on the network (no ``transport`` handed in) its names
-    resolve within the connect timeout (:class:`NameResolution`)."""
-    hooks: list[Callable[[httpx.Request], None]] = [refuse_writes]
+def door_client(door: Door, *, read_only: bool = True, **kwargs: Any) -> httpx.Client:
+    """The ``httpx.Client`` for a credential: every request passes ``door`` (:mod:`mcp_lib.doors`: the credential
+    goes to its origin only) and, unless ``read_only=False``, :func:`refuse_writes`; redirects are not followed.
+    On the network (no ``transport`` handed in) its names resolve within the connect timeout
+    (:class:`NameResolution`)."""
+    hooks: list[Callable[[httpx.Request], None]] = [door.hook()]
+    if read_only:
+        hooks.append(refuse_writes)
     if kwargs.get("transport") is None:
         hooks.append(NameResolution.shared().hook(httpx))
-    return httpx.Client(event_hooks={"request": hooks}, **kwargs)
+    return httpx.Client(event_hooks={"request": hooks}, follow_redirects=False, **kwargs)
+
+
+def door_async_client(door: Door, **kwargs: Any) -> httpx.AsyncClient:
+    """:func:`door_client` for asyncio (the relay's dispatch): the door on every request, no redirects."""
+    return httpx.AsyncClient(event_hooks={"request": [door.async_hook()]}, follow_redirects=False, **kwargs)
 
 
 def json_answer(response: httpx.Response, service: str, what: str, url_variable: str) -> Any:

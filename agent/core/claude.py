@@ -389,14 +389,26 @@ def build_model(
     policy = replace(DEFAULT_POLICY, attempts=config.max_attempts)
     options: dict[str, Any] = {"policy": policy, "request_timeout_s": config.request_timeout_s, "sleep": sleep,
                                "clock": clock}
-    if http_client is None:  # the SDK's defaults (proxies, keep-alive), and getaddrinfo bounded
+    # The credentials go to the configured endpoint's origin only (mcp_lib.doors), given to the SDK explicitly.
+    from mcp_lib import doors
+
+    if config.provider == "anthropic":
+        base_url = config.base_url or doors.ANTHROPIC_URL
+        door = doors.door("ANTHROPIC_API_KEY", base_url, config.anthropic_api_key)
+    else:
+        base_url = config.base_url or doors.bedrock_url(config.region or "")
+        door = doors.door("AWS_BEARER_TOKEN_BEDROCK/AWS_ACCESS_KEY_ID", base_url, config.bearer_token,
+                          config.aws_access_key, config.aws_session_token)
+    if http_client is None:  # the SDK's defaults (proxies, keep-alive) but no redirects, and getaddrinfo bounded
         from mcp_lib.http import NameResolution
 
         hook = (names or NameResolution.shared()).hook(httpx2)
-        http_client = anthropic.DefaultHttpxClient(event_hooks={"request": [hook]})
-    common: dict[str, Any] = {"max_retries": 0, "timeout": config.request_timeout_s, "http_client": http_client}
+        http_client = anthropic.DefaultHttpxClient(event_hooks={"request": [door.hook(), hook]},
+                                                   follow_redirects=False)
+    common: dict[str, Any] = {"max_retries": 0, "timeout": config.request_timeout_s, "http_client": http_client,
+                              "base_url": base_url}
     if config.provider == "anthropic":
-        direct = anthropic.Anthropic(api_key=config.anthropic_api_key, base_url=config.base_url, **common)
+        direct = anthropic.Anthropic(api_key=config.anthropic_api_key, **common)
         return AnthropicModel(direct, **options)
     auth: dict[str, Any]
     if config.bearer_token:
@@ -410,13 +422,13 @@ def build_model(
         # Empty means unset (Actions passes an unset secret as ""), but the SDK reads the variable itself and takes
         # "" for an API key: it would refuse it next to AWS credentials, or send an empty Bearer instead of SigV4.
         # So the client is built without credentials and given ours (its public attributes) afterwards.
-        client = anthropic.AnthropicBedrock(aws_region=config.region, base_url=config.base_url, **common)
+        client = anthropic.AnthropicBedrock(aws_region=config.region, **common)
         client.api_key = None
         for name, value in auth.items():
             setattr(client, name, value)
         return BedrockModel(client, **options)
     try:
-        client = anthropic.AnthropicBedrock(aws_region=config.region, base_url=config.base_url, **auth, **common)
+        client = anthropic.AnthropicBedrock(aws_region=config.region, **auth, **common)
     except ValueError as exc:  # e.g. AWS_BEARER_TOKEN_BEDROCK in the process env next to explicit keys
         raise ConfigError("AWS_BEARER_TOKEN_BEDROCK", str(exc)) from None
     return BedrockModel(client, **options)

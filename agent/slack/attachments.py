@@ -4,9 +4,10 @@ files as text in the context -- each within the API's limits and helpbot's budge
 - Which files: the question's own first, then the rest of the thread's (helpbot's messages left out), at most
   :data:`MAX_FILES`; the thread is one the front may read (never a DM; a private channel only when the answer goes
   there), so its files follow the same rules as its messages.
-- Where from: ``url_private_download`` with the bot token (scope ``files:read``), only from Slack's file host
-  (``https://files.slack.com``) or the host of the configured ``SLACK_API_URL`` (a proxy or the tests' fake);
-  redirects are not followed (Slack redirects to its sign-in page when the token may not read the file).
+- Where from: ``url_private_download`` with the bot token (scope ``files:read``), only where the Slack tokens'
+  door lets it go (:func:`mcp_lib.doors.slack_door`: ``https://files.slack.com`` for Slack's own API, else the
+  configured ``SLACK_API_URL``'s origin only -- scheme, host and port); redirects are not followed (Slack
+  redirects to its sign-in page when the token may not read the file).
 - Limits (Anthropic's vision and PDF guides): an image at most 5 MB in base64 (3.75 MB raw) and 8000 px a side;
   larger images are refused with a note, not downscaled (no imaging library is bundled; the API itself scales
   anything over ~1.15 megapixels down). PDFs count ~4,600 tokens a page; images and PDFs share
@@ -26,11 +27,12 @@ import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlparse
 
 import httpx
 
 from agent.core.messages import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
+from mcp_lib.doors import Refused, slack_door
+from mcp_lib.http import door_client
 
 if TYPE_CHECKING:
     from agent.core.run import Answer
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 
 Kind = Literal["image", "pdf", "text"]
 
-SLACK_FILES = "https://files.slack.com"  # where Slack serves url_private(_download)
 MAX_FILES = 8  # files looked at per question (the question's own first)
 MAX_IMAGE_BYTES = 3_750_000  # 5 MB once base64-encoded: the API's limit per image
 MAX_IMAGE_SIDE = 8_000  # px; the API rejects larger images
@@ -227,10 +228,8 @@ class _Reader:
     def __init__(self, slack: Slack, client: httpx.Client | None):
         self.slack = slack
         self.token = slack.clients.config.bot_token
-        api = urlparse(slack.clients.config.api_url)
-        files = urlparse(SLACK_FILES)
-        self.hosts = {(files.scheme, files.hostname), (api.scheme, (api.hostname or "").lower())}
-        self.client = client or httpx.Client(timeout=DOWNLOAD_TIMEOUT_S, follow_redirects=False)
+        self.door = slack_door(slack.clients.config.api_url, self.token)  # Slack's file hosts, or the fake's origin
+        self.client = client or door_client(self.door, timeout=DOWNLOAD_TIMEOUT_S)  # no redirects followed
         self.own_client = client is None
         self.media_tokens = 0
         self.text_chars = 0
@@ -345,8 +344,7 @@ class _Reader:
 
     def _download(self, file: Mapping[str, Any], limit: int) -> bytes:
         url = str(file.get("url_private_download") or file.get("url_private") or "")
-        parsed = urlparse(url)
-        if (parsed.scheme, (parsed.hostname or "").lower()) not in self.hosts or parsed.username or parsed.password:
+        if not self.door.allows(url):
             raise Unreadable("Slack のファイルホスト以外の URL からは読みません")
         if self.token is None:
             raise Unreadable("ボットトークン（SLACK_BOT_TOKEN）がないため読めません")
@@ -360,6 +358,8 @@ class _Reader:
                                                                                          "").startswith("text/html"):
                     raise Unreadable("Slack がサインインページを返しました（ボットトークンに files:read が必要です）")
                 return _read_at_most(response.iter_bytes(), limit + 1)  # one byte more: "larger than the limit"
+        except Refused:  # the client's door hook (a hop the check above did not see): nothing was sent
+            raise Unreadable("Slack のファイルホスト以外の URL からは読みません") from None
         except httpx.HTTPError as exc:
             raise Unreadable(f"ダウンロードできません（{type(exc).__name__}）") from None
 

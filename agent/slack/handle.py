@@ -53,10 +53,9 @@ class Slack:
         # Writes: the same token, no retry handlers -- agent.slack.post retries them within the run's budget.
         self.writer: WebClient | None = None
         if config.bot_token is not None:
-            from slack_sdk import WebClient
+            from mcp_lib.platforms.slack.client import web_client
 
-            self.writer = WebClient(token=config.bot_token, base_url=config.api_url, timeout=config.timeout_s,
-                                    retry_handlers=[])
+            self.writer = web_client(config, config.bot_token, retry_handlers=[])
         self._configured_user_id = configured_user_id
         self._me: Me | None = None
 

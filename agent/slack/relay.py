@@ -48,6 +48,8 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from agent.errors import BadInput, DispatchError, error_line
 from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, TriggerSettings, check_ignore, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
+from mcp_lib.doors import Refused, door
+from mcp_lib.http import door_async_client
 from mcp_lib.retry import server_wait
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
@@ -102,7 +104,8 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
 
     async def post(body: dict[str, Any]) -> httpx.Response:
         with anyio.fail_after(deadline):
-            async with httpx.AsyncClient(base_url=config.api_url, transport=transport, timeout=deadline,
+            async with door_async_client(door("HELPBOT_DISPATCH_TOKEN", config.api_url, config.token),
+                                         base_url=config.api_url, transport=transport, timeout=deadline,
                                          headers=headers) as client:
                 return await client.post(url, json=body)
 
@@ -114,6 +117,8 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
             raise DispatchError(f"GitHub did not answer within {deadline:g} s", retryable=True) from None
         except httpx.HTTPError as exc:
             raise DispatchError(f"{type(exc).__name__}: {exc}", retryable=True) from None
+        except Refused as exc:
+            raise DispatchError(str(exc), retryable=False) from None
         if response.status_code != 204:
             raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}",
                                 retryable=response.status_code >= 500 or response.status_code == 429,

@@ -27,7 +27,8 @@ from pydantic import Field
 
 from ..config import ConfigError, env_float, env_int, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
-from ..http import error_detail, json_answer, read_only_client, send
+from ..doors import Door, door
+from ..http import door_client, error_detail, json_answer, send
 
 _PAGE_ID_RE = re.compile(r"^[0-9a-fA-F]{24}$")
 _TAG_RE = re.compile(r"</?em\b[^>]*>", re.I)
@@ -75,15 +76,15 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
-def place_token(request: httpx.Request, token: str, origin: httpx.URL) -> httpx.Request:
-    """The one place GROWI_ACCESS_TOKEN is put on a request, and only on one to GROWI_URL's ``origin``.
+def place_token(request: httpx.Request, token: str, gate: Door) -> httpx.Request:
+    """The one place GROWI_ACCESS_TOKEN is put on a request, and only on one its door allows (GROWI_URL's origin).
 
     Both ways Growi reads it (``apps/app/src/server/middlewares/access-token-parser``): 7.0.0-7.2.4 take
     ``req.query.access_token || req.body.access_token`` only (``access-token-parser.js``, "TODO: comply HTTP
     header of RFC6750"); 7.2.5 and later ``extractBearerToken(authorization) ?? req.query.access_token ?? ...``,
     so the header wins there and the parameter, holding the same token, is never read.
     """
-    if (request.url.scheme, request.url.host, request.url.port) != (origin.scheme, origin.host, origin.port):
+    if not gate.allows(str(request.url)):
         return request  # not Growi: no credential (the client follows no redirect, so this is a safety net)
     request.headers["Authorization"] = f"Bearer {token}"
     request.url = request.url.copy_set_param("access_token", token)
@@ -93,11 +94,11 @@ def place_token(request: httpx.Request, token: str, origin: httpx.URL) -> httpx.
 class _Token(httpx.Auth):
     """httpx's per-request authentication hook around :func:`place_token`."""
 
-    def __init__(self, token: str, origin: httpx.URL):
-        self._token, self._origin = token, origin
+    def __init__(self, token: str, gate: Door):
+        self._token, self._gate = token, gate
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        yield place_token(request, self._token, self._origin)
+        yield place_token(request, self._token, self._gate)
 
 
 class _NoTokenInLogs(logging.Filter):
@@ -114,14 +115,15 @@ class _NoTokenInLogs(logging.Filter):
 
 def make_client(config: GrowiConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """The real client (the access token by :func:`place_token`, GET only, no redirects followed: httpx keeps the
-    query string, and with it the token, on a redirect; httpx's request log without the token); tests pass a
-    MockTransport or point GROWI_URL at a local server."""
+    query string, and with it the token, on a redirect; httpx's request log without the token); every request
+    passes the token's door (:mod:`mcp_lib.doors`). Tests pass a MockTransport or point GROWI_URL at a server."""
     httpx_log = logging.getLogger("httpx")
     if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
         httpx_log.addFilter(_NoTokenInLogs())
-    return read_only_client(base_url=config.url, auth=_Token(config.token, httpx.URL(config.url)),
-                            headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
-                            follow_redirects=False, timeout=config.timeout_s, transport=transport)
+    gate = door("GROWI_ACCESS_TOKEN", config.url, config.token)
+    return door_client(gate, base_url=config.url, auth=_Token(config.token, gate),
+                       headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
+                       timeout=config.timeout_s, transport=transport)
 
 
 def _json(response: httpx.Response, what: str) -> Any:

@@ -10,13 +10,14 @@ import httpx
 import pytest
 
 from mcp_lib.core import ToolContext, ToolError
+from mcp_lib.doors import door
 from mcp_lib.http import (
     NameResolution,
     RetryableError,
     Wait,
     call_with_retries,
+    door_client,
     error_detail,
-    read_only_client,
     retrying,
     send,
 )
@@ -131,9 +132,10 @@ def test_a_url_through_a_proxy_is_left_to_the_proxy(monkeypatch: pytest.MonkeyPa
 
 
 def test_platform_clients_on_the_network_resolve_within_the_bound_and_injected_transports_do_not() -> None:
-    on_network = read_only_client()
-    injected = read_only_client(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
-    assert len(on_network.event_hooks["request"]) == 2 and len(injected.event_hooks["request"]) == 1
+    github = door("GITHUB_TOKEN", "https://api.github.com", "t")
+    on_network = door_client(github)
+    injected = door_client(github, transport=httpx.MockTransport(lambda request: httpx.Response(200)))
+    assert len(on_network.event_hooks["request"]) == 3 and len(injected.event_hooks["request"]) == 2
 
 
 def test_a_success_is_not_decoded_for_an_error_detail() -> None:

@@ -12,7 +12,8 @@ import httpx
 
 from ...config import ConfigError, env_float, env_int, env_list, env_str, env_url
 from ...core import CredentialsError, ToolContext, ToolError, cut_text
-from ...http import error_detail, json_answer, read_only_client, send
+from ...doors import door
+from ...http import door_client, error_detail, json_answer, send
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
@@ -75,7 +76,8 @@ def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
 def make_client(config: GitHubConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """The real client (GET only); tests pass ``transport=httpx.MockTransport(fake.handler)`` or point api_url
     at a server."""
-    return read_only_client(
+    return door_client(
+        door("GITHUB_TOKEN", config.api_url, config.token),
         base_url=config.api_url,
         headers={
             "Accept": JSON_MEDIA,

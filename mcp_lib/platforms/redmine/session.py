@@ -16,14 +16,48 @@ from redminelib import Redmine, exceptions
 from redminelib.engines.sync import SyncEngine
 
 from ...core import CredentialsError, ToolContext, ToolError
+from ...doors import Door, door, origin
 from ...http import RetryableError, call_with_retries, check_retryable, policy_for
 from .base import PROJECT_IDENT, NotFound, Redirected, RedmineConfig
 
 T = TypeVar("T")
 
 
+class DoorSession(requests.Session):
+    """requests' session with the key through REDMINE_URL's door (:mod:`mcp_lib.doors`): every request it sends,
+    redirect hops included, is checked, and a hop to another origin goes without the key (requests itself strips
+    only ``Authorization``, not ``X-Redmine-API-Key``)."""
+
+    door: Door
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        self.door.guard(str(request.url), request.headers.items())
+        return super().send(request, **kwargs)
+
+    def rebuild_auth(self, prepared_request: requests.PreparedRequest, response: requests.Response) -> None:
+        super().rebuild_auth(prepared_request, response)
+        if not self.door.allows(str(prepared_request.url)):
+            for name, value in list(prepared_request.headers.items()):
+                if self.door.carries("", [(name, value)]):
+                    del prepared_request.headers[name]
+
+
 class Engine(SyncEngine):
-    """python-redmine's requests engine, read-only, with retryable failures raised as RetryableError."""
+    """python-redmine's requests engine, read-only, with retryable failures raised as RetryableError; its session
+    is a :class:`DoorSession` (:meth:`through` makes the engine class of one door: python-redmine wants a class)."""
+
+    door: Door
+
+    @classmethod
+    def through(cls, door: Door) -> type[Engine]:
+        return type("Engine", (cls,), {"door": door})
+
+    def create_session(self, **params: Any) -> requests.Session:
+        session = DoorSession()
+        session.door = self.door
+        for name, value in params.items():
+            setattr(session, name, value)
+        return session
 
     def request(self, method: str, url: str, headers: Any = None, params: Any = None, data: Any = None) -> Any:
         if method.lower() != "get":
@@ -43,7 +77,10 @@ class Engine(SyncEngine):
 
     def process_response(self, response: requests.Response) -> Any:
         check_retryable("Redmine", response.status_code, response.headers, time.time())
-        if response.history:  # http -> https keeps the path; a wiki redirect (a moved page) does not
+        if response.history and not self.door.allows(str(response.url)):  # its answer is not Redmine's
+            raise ToolError(f"Redmine redirected the request to another origin ({origin(str(response.url))}); "
+                            "the answer is not used: check REDMINE_URL (scheme, host and port)")
+        if response.history:  # a wiki redirect (a moved page) changes the path
             asked = urlparse(str(response.history[0].request.url)).path
             landed = urlparse(str(response.url)).path
             if asked != landed:
@@ -62,7 +99,8 @@ class RedmineClient:
 
 
 def make_client(config: RedmineConfig) -> RedmineClient:
-    return RedmineClient(Redmine(config.url, key=config.api_key, engine=Engine,
+    return RedmineClient(Redmine(config.url, key=config.api_key,
+                                 engine=Engine.through(door("REDMINE_API_KEY", config.url, config.api_key)),
                                  requests={"timeout": config.timeout_s}))
 
 

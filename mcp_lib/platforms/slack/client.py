@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.error import URLError
+from urllib.request import Request
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from slack_sdk import WebClient
@@ -29,6 +30,7 @@ from slack_sdk.web import SlackResponse
 
 from ...config import ConfigError, env_str, env_url
 from ...core import CredentialsError, ToolContext, ToolError
+from ...doors import Door, slack_door
 from ...retry import Budget, Policy, header, server_wait
 from ...slack_scopes import token_scopes
 
@@ -192,13 +194,37 @@ class SlackClients:
         return Token(self.user, "SLACK_USER_TOKEN")
 
 
+class DoorWebClient(WebClient):
+    """slack-sdk's client with its token through the Slack tokens' door (:func:`mcp_lib.doors.slack_door`): each
+    request is checked before it is sent, and the token travels as urllib's unredirected header, so a redirect
+    hop (urllib follows 301/302/303, turning the POST into a GET) carries no token."""
+
+    def __init__(self, *, door: Door, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.door = door
+
+    def _perform_urllib_http_request_internal(self, url: str, req: Request) -> dict[str, Any]:
+        self.door.guard(url, req.header_items())
+        token = req.headers.pop("Authorization", None)
+        if token is not None:
+            req.add_unredirected_header("Authorization", token)
+        result: dict[str, Any] = super()._perform_urllib_http_request_internal(url, req)
+        return result
+
+
+def web_client(config: SlackConfig, token: str, **kwargs: Any) -> WebClient:
+    """The one way to build a WebClient for one of the configured tokens (the platform's, the front's writer)."""
+    door = slack_door(config.api_url, config.bot_token, config.user_token)
+    return DoorWebClient(door=door, token=token, base_url=config.api_url, timeout=config.timeout_s, **kwargs)
+
+
 def make_client(config: SlackConfig, sleep: Callable[[float], None] = time.sleep) -> SlackClients:
     handlers = retry_handlers(config, sleep)
 
     def web(token: str | None) -> WebClient | None:
         if token is None:
             return None
-        return WebClient(token=token, base_url=config.api_url, timeout=config.timeout_s, retry_handlers=handlers)
+        return web_client(config, token, retry_handlers=handlers)
 
     return SlackClients(config=config, bot=web(config.bot_token), user=web(config.user_token))
 
