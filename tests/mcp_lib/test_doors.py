@@ -183,3 +183,25 @@ def test_helpbots_own_credentials_never_reach_an_in_house_server(tmp_path: Path,
                                            'tools = ["get_sales"]\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"may not be passed to an MCP server: it goes only to its own service"):
         server_entries({"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")})
+
+
+def test_the_hook_refuses_a_redirect_hop_that_would_carry_a_credential() -> None:
+    """The backstop for a client that follows redirects: httpx strips Authorization on a hop to another origin
+    (the hop goes, without it), but keeps ``x-api-key`` (the hop is refused); the door's hook sees every hop."""
+    anthropic_door = door("ANTHROPIC_API_KEY", "https://api.anthropic.com", "sk-ant-door")
+    arrived: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        arrived.append(request)
+        if request.url.host == "api.anthropic.com":
+            return httpx.Response(307, headers={"Location": "https://api.anthropic.com.evil.test/v1/x"})
+        return httpx.Response(200)
+
+    with httpx.Client(transport=httpx.MockTransport(answer), follow_redirects=True,
+                      event_hooks={"request": [anthropic_door.hook()]}) as client:
+        with pytest.raises(Refused):
+            client.get("https://api.anthropic.com/v1/x", headers={"x-api-key": "sk-ant-door"})
+        assert [r.url.host for r in arrived] == ["api.anthropic.com"]
+        client.get("https://api.anthropic.com/v1/x", headers={"Authorization": "Bearer sk-ant-door"})
+    hop = arrived[-1]
+    assert hop.url.host == "api.anthropic.com.evil.test" and "authorization" not in hop.headers

@@ -10,6 +10,7 @@ import pytest
 from tests.agent.slack.test_attachments import ask, question_text
 from tests.fakes.origins import Recorder, recording, refusing
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack_files import add_file
 
 REFUSED = "x.log: 読めませんでした（Slack のファイルホスト以外の URL からは読みません）"
 
@@ -44,9 +45,7 @@ def test_a_file_url_outside_the_slack_origin_gets_no_token_and_the_run_goes_on(
 
 
 def test_a_file_on_the_slack_origin_itself_is_read(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
-    """The same shapes on the fake's own origin, spelled with the default port's absence and case: read."""
-    from tests.fakes.slack_files import add_file
-
+    """The counterpart: a file the fake serves on its own origin is read, with the bot token."""
     log = add_file(ws, "x.log", b"E-DOOR-1 happened\n", channel="C0ECSUP", user="U0TANAKA")
     code, model, _ = ask(ws, env, [log], lambda request: "ok")
     assert code == 0 and "E-DOOR-1" in question_text(model.requests[0])
