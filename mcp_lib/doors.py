@@ -11,8 +11,9 @@ case-insensitively after IDNA and trailing-dot normalisation, the port with the 
 (``https://h`` is ``https://h:443``, not ``https://h:8443``). A URL with userinfo (``user@host``), a backslash or
 a percent sign in its authority has no origin here: nothing is vouched for where parsers may disagree.
 
-Redirects never carry a credential: the httpx clients and slack-sdk follow none; python-redmine follows only
-within REDMINE_URL's origin with its key (a hop elsewhere goes without it, and its answer is refused).
+Redirects never carry a credential: the httpx clients follow none; slack-sdk's urllib follows one without the
+token (an unredirected header); python-redmine follows one with its key only within REDMINE_URL's origin (a hop
+elsewhere goes without it, and its answer is refused).
 """
 
 from __future__ import annotations
