@@ -27,7 +27,7 @@ from pydantic import Field
 
 from ..config import ConfigError, env_float, env_int, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
-from ..doors import Door, door
+from ..doors import door
 from ..http import door_client, error_detail, json_answer, send
 
 _PAGE_ID_RE = re.compile(r"^[0-9a-fA-F]{24}$")
@@ -76,16 +76,15 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
-def place_token(request: httpx.Request, token: str, gate: Door) -> httpx.Request:
-    """The one place GROWI_ACCESS_TOKEN is put on a request, and only on one its door allows (GROWI_URL's origin).
+def place_token(request: httpx.Request, token: str) -> httpx.Request:
+    """The one place GROWI_ACCESS_TOKEN is put on a request (the client's door then refuses any request that
+    carries it elsewhere than GROWI_URL's origin, :mod:`mcp_lib.doors`).
 
     Both ways Growi reads it (``apps/app/src/server/middlewares/access-token-parser``): 7.0.0-7.2.4 take
     ``req.query.access_token || req.body.access_token`` only (``access-token-parser.js``, "TODO: comply HTTP
     header of RFC6750"); 7.2.5 and later ``extractBearerToken(authorization) ?? req.query.access_token ?? ...``,
     so the header wins there and the parameter, holding the same token, is never read.
     """
-    if not gate.allows(str(request.url)):
-        return request  # not Growi: no credential (the client follows no redirect, so this is a safety net)
     request.headers["Authorization"] = f"Bearer {token}"
     request.url = request.url.copy_set_param("access_token", token)
     return request
@@ -94,11 +93,11 @@ def place_token(request: httpx.Request, token: str, gate: Door) -> httpx.Request
 class _Token(httpx.Auth):
     """httpx's per-request authentication hook around :func:`place_token`."""
 
-    def __init__(self, token: str, gate: Door):
-        self._token, self._gate = token, gate
+    def __init__(self, token: str):
+        self._token = token
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        yield place_token(request, self._token, self._gate)
+        yield place_token(request, self._token)
 
 
 class _NoTokenInLogs(logging.Filter):
@@ -120,8 +119,8 @@ def make_client(config: GrowiConfig, transport: httpx.BaseTransport | None = Non
     httpx_log = logging.getLogger("httpx")
     if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
         httpx_log.addFilter(_NoTokenInLogs())
-    gate = door("GROWI_ACCESS_TOKEN", config.url, config.token)
-    return door_client(gate, base_url=config.url, auth=_Token(config.token, gate),
+    return door_client(door("GROWI_ACCESS_TOKEN", config.url, config.token), base_url=config.url,
+                       auth=_Token(config.token),
                        headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
                        timeout=config.timeout_s, transport=transport)
 

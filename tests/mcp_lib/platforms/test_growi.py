@@ -9,6 +9,7 @@ import pytest
 
 from mcp_lib.config import ConfigError
 from mcp_lib.core import Result, ToolError
+from mcp_lib.doors import Refused
 from mcp_lib.platforms import growi
 from mcp_lib.registry import Registry
 from tests.fakes.github import Clock, respond, serve, slow
@@ -261,15 +262,16 @@ def test_a_redirect_is_not_followed_and_its_query_not_shown(fake: FakeGrowi, clo
 
 
 def test_the_token_goes_to_growi_only(fake: FakeGrowi) -> None:
-    """An absolute URL to another origin (the door a redirect or a bug would open) carries no token."""
+    """An absolute URL to another origin (the door a redirect or a bug would open) is refused before it is sent."""
     config = growi.load_config(ENV)
     assert config is not None
     client = growi.make_client(config, transport=fake.transport())
-    client.get("https://elsewhere.example.com/_api/search", params={"q": "x"})
-    client.get("http://wiki.example.com/_api/search", params={"q": "x"})  # another scheme is another origin
+    for elsewhere in ("https://elsewhere.example.com/_api/search", "http://wiki.example.com/_api/search"):
+        with pytest.raises(Refused):  # another scheme is another origin
+            client.get(elsewhere, params={"q": "x"})
     client.get("/_api/search", params={"q": "x"})
     tokens = [("authorization" in r.headers, "access_token" in r.url.params) for r in fake.requests]
-    assert tokens == [(False, False), (False, False), (True, True)]
+    assert tokens == [(True, True)]
 
 
 def test_httpx_logs_the_request_without_the_token(fake: FakeGrowi, clock: Clock,
