@@ -98,7 +98,7 @@ def _main(parser: argparse.ArgumentParser, args_list: list[str]) -> int:
     from agent import guard  # after --help: the guard's patterns need not load for it
     from agent.errors import sigterm_raises
 
-    with guard.installed(guard.Guard.from_env(os.environ)), sigterm_raises():
+    with guard.installed(guard.Guard.from_env(os.environ)), guard.logging_installed(os.environ), sigterm_raises():
         args = parser.parse_args(args_list)  # --help exits here, before anything heavy is imported
         command = getattr(args, "_subcommand", None)
         if command is None:

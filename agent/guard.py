@@ -18,7 +18,7 @@ trace file, a saved transcript, the feedback report -- passes a :class:`Guard` f
   and path only (:meth:`Guard.markdown`).
 
 The doors (:func:`out`, :func:`err`, :func:`server_err`, :func:`append`, :func:`write_file`, :func:`slack`,
-:func:`slack_call`) are the only code in ``agent/`` that prints, writes a file or writes to Slack
+:func:`slack_call`, logging's :func:`logging_installed`) are the only code in ``agent/`` that prints or writes
 (``tests/agent/test_outward.py`` enumerates the writers and fails on a new one). They apply the guard in effect
 (:func:`current`): each command installs one built from its environment (:func:`installed`), and the answer front
 narrows it for the run (registered names, consulted hosts, private or not).
@@ -343,6 +343,15 @@ def narrow(**changes: Any) -> Guard:
     else:
         _installed.append(guard)
     return guard
+
+
+def logging_installed(env: Mapping[str, str], stream: Callable[[], object] = lambda: sys.stderr
+                      ) -> contextlib.AbstractContextManager[Any]:
+    """Python logging (ours and every library's) through the guard in effect, for the block: masked, one line,
+    tracebacks only with ``HELPBOT_DEBUG``, and in a private run only logger and level (:mod:`mcp_lib.logs`)."""
+    from mcp_lib import logs
+
+    return logs.installed(current, withheld=PRIVATE_RUN, env=env, stream=stream)
 
 
 def out(text: str, file: IO[str] | None = None) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -136,8 +137,12 @@ def run_tool(registry: Registry, name: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from . import logs
+
+    policy = logs.Masking.from_env(os.environ)  # libraries' logging (the mcp SDK's) masked like our lines
     try:
-        return _main(argv)
+        with logs.installed(lambda: policy, env=os.environ):
+            return _main(argv)
     except (ExitError, KeyboardInterrupt) as exc:  # the one exception -> exit code mapping of mcp-lib
         if not isinstance(exc, KeyboardInterrupt):
             print(f"mcp-lib: {'configuration: ' if isinstance(exc, ConfigError) else ''}{exc}", file=sys.stderr)

@@ -281,6 +281,13 @@ _LAMBDA_RELAY: Relay | None = None
 
 def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Relay | None = None) -> dict[str, Any]:
     """AWS Lambda entry point (function URL / API Gateway v2): ``agent.slack.relay.lambda_handler``."""
+    from agent import guard
+
+    with guard.logging_installed(os.environ):  # the runtime's own root handler would print libraries' records
+        return _lambda(event, relay)
+
+
+def _lambda(event: Mapping[str, Any], relay: Relay | None) -> dict[str, Any]:
     global _LAMBDA_RELAY
     if relay is None:
         if _LAMBDA_RELAY is None:

@@ -106,3 +106,30 @@ def test_every_registry_that_may_start_a_server_logs_through_the_guard() -> None
                 if not (logs and ast.unparse(logs[0]) == "guard.server_err"):
                     unguarded.append(relative)
     assert sorted(set(unguarded)) == sorted(SILENT_REGISTRIES), unguarded
+
+
+# Python logging is an outward writer too: one handler (mcp_lib/logs.py), installed by every entry point, renders
+# every record -- ours and every library's -- through the guard in effect (helpbot) or mcp_lib's Masker (mcp-lib).
+ENTRY_POINTS = {("agent/cli.py", "_main"): "guard.logging_installed",
+                ("agent/slack/relay.py", "lambda_handler"): "guard.logging_installed",
+                ("mcp_lib/cli.py", "main"): "logs.installed"}
+LOGGING_DOOR = "mcp_lib/logs.py"
+
+
+def test_every_entry_point_installs_the_logging_door() -> None:
+    scripts = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'helpbot = "agent.cli:main"' in scripts and 'mcp-lib = "mcp_lib.cli:main"' in scripts  # all of them
+    for (relative, function), door in ENTRY_POINTS.items():
+        tree = ast.parse((ROOT / relative).read_text(encoding="utf-8"))
+        body = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function)
+        installs = [node for node in ast.walk(body) if isinstance(node, ast.With)
+                    for item in node.items if door in ast.unparse(item.context_expr)]
+        assert installs, f"{relative}:{function} must run inside {door}"
+
+
+def test_the_logging_doors_one_writer_is_its_handler() -> None:
+    tree = ast.parse((ROOT / LOGGING_DOOR).read_text(encoding="utf-8"))
+    emitting = {line for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "emit"
+                for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
+    assert [line for _, line in writers(ROOT / LOGGING_DOOR) if line not in emitting] == []
+    assert any(line in emitting for _, line in writers(ROOT / LOGGING_DOOR))

@@ -1,0 +1,160 @@
+"""The one door for Python logging: every record -- ours and every library's (httpx, slack_sdk, botocore,
+anthropic, mcp) -- is rendered through an egress policy before it reaches stderr.
+
+Libraries log what they were handed: the mcp SDK logs a server's unparsable stdout line with pydantic's
+``input_value='…'`` (the model's argument, in a private run a private message), httpx logs URLs. Nothing may
+reach the Actions log around the egress guard, so each entry point installs :func:`installed` at start-up with
+the policy in effect: helpbot passes its guard (``agent.guard.current``: masking by pattern and by the exact
+values of the credentials it holds, and whether the run is private); ``mcp-lib`` passes :class:`Masking`, a
+:class:`mcp_lib.redact.Masker` with the process's credential values (mcp_lib knows no private run).
+
+What a record keeps: its logger's name and level, and its message masked and cut to one line -- or, in a
+private run, only the name, the level and the policy's ``withheld`` phrase. Tracebacks (and stack info) only
+with ``HELPBOT_DEBUG``, masked too. Library loggers pass WARNING and above. Python's warnings and the uncaught
+exceptions of threads go through the same door.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from .config import ConfigError, env_bool
+from .redact import Masker
+
+LINE_CHARS = 1000  # of one record's line, cut after masking (no secret straddles the cut)
+LEVEL = logging.WARNING  # library records below it are dropped
+WITHHELD = "details withheld"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,79}")  # a logger's name as code spells it; any other: "logger"
+_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})
+
+
+class Egress(Protocol):
+    """What the handler needs of a policy: masking, and whether nothing derived from content may leave."""
+
+    @property
+    def private(self) -> bool: ...
+
+    def text(self, text: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Masking:
+    """mcp_lib's policy: secrets, cards, personal data and the exact ``values`` given masked; never private."""
+
+    masker: Masker
+    private: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Masking:
+        from .external import credential_values
+
+        return cls(Masker(personal=True, cards=True, values=credential_values(env)))
+
+    def text(self, text: str) -> str:
+        return self.masker.mask(text)
+
+
+def debugging(env: Mapping[str, str]) -> bool:
+    """``HELPBOT_DEBUG`` set true (empty is unset; a malformed value is no debugging)."""
+    try:
+        return env_bool(env, "HELPBOT_DEBUG")
+    except ConfigError:
+        return False
+
+
+class GuardedHandler(logging.Handler):
+    """Renders each record through the policy ``egress()`` returns at that moment (a run may narrow it), onto
+    the stream ``stream()`` returns (sys.stderr looked up per record, so a redirected stderr is honoured)."""
+
+    def __init__(self, egress: Callable[[], Egress], *, withheld: str = WITHHELD, debug: bool = False,
+                 stream: Callable[[], object] = lambda: sys.stderr) -> None:
+        super().__init__(LEVEL)  # also for a library that lowered its own logger's level
+        self._egress, self._withheld, self._debug, self._stream = egress, withheld, debug, stream
+        self._private = False  # once a run was private, so is every later record (a server's late shutdown line)
+
+    def render(self, record: logging.LogRecord) -> str:
+        """The line a record leaves as: ``name LEVEL: message`` masked, or the withheld phrase."""
+        policy = self._egress()
+        name = record.name if _NAME.fullmatch(record.name or "") else "logger"
+        head = f"{name} {record.levelname if record.levelname in _LEVELS else 'LOG'}: "
+        self._private = self._private or policy.private
+        if self._private:
+            return head + self._withheld
+        try:
+            message = record.getMessage()
+        except Exception:  # a library's bad format arguments: its words are not worth a traceback
+            message = str(record.msg)
+        line = " ⏎ ".join(policy.text(head + message).splitlines())[:LINE_CHARS]
+        if not self._debug:
+            return line
+        extra = []
+        if record.exc_info:
+            extra.append("".join(traceback.format_exception(*record.exc_info)))
+        if record.stack_info:
+            extra.append(record.stack_info)
+        return "\n".join([line, *(policy.text(text).rstrip("\n") for text in extra)])
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = self._stream()
+            stream.write(self.render(record) + "\n")  # type: ignore[attr-defined]
+            stream.flush()  # type: ignore[attr-defined]
+        except Exception:
+            self.handleError(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Nothing: logging's default prints the record (unguarded) and a traceback to stderr."""
+
+
+def _thread_exception(hook: threading.ExceptHookArgs) -> None:
+    if hook.exc_type is not SystemExit:
+        logging.getLogger("threading").error("uncaught exception in a thread: %s", hook.exc_type.__name__,
+                                             exc_info=hook.exc_value)
+
+
+def _unraisable(hook: object) -> None:
+    exc = getattr(hook, "exc_value", None)
+    logging.getLogger("unraisable").error("unraisable exception: %s", type(exc).__name__,
+                                          exc_info=exc if isinstance(exc, BaseException) else None)
+
+
+@contextlib.contextmanager
+def installed(egress: Callable[[], Egress], *, withheld: str = WITHHELD, env: Mapping[str, str] | None = None,
+              stream: Callable[[], object] = lambda: sys.stderr) -> Iterator[GuardedHandler]:
+    """The root logger's one handler for the block: library loggers' own stream handlers removed, WARNING and
+    above, warnings and thread exceptions routed to it. What was there before is restored after (a test, a
+    Lambda runtime's handler)."""
+    handler = GuardedHandler(egress, withheld=withheld, debug=debugging(os.environ if env is None else env),
+                             stream=stream)
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, threading.excepthook, sys.unraisablehook)
+    removed: list[tuple[logging.Logger, logging.Handler]] = []
+    for logger in list(logging.Logger.manager.loggerDict.values()):
+        if isinstance(logger, logging.Logger):
+            for own in logger.handlers[:]:
+                if not isinstance(own, logging.NullHandler):  # e.g. boto3.set_stream_logger's: writes around us
+                    logger.removeHandler(own)
+                    removed.append((logger, own))
+    root.handlers = [handler]
+    root.setLevel(LEVEL)
+    threading.excepthook, sys.unraisablehook = _thread_exception, _unraisable
+    with warnings.catch_warnings():
+        logging.captureWarnings(True)
+        try:
+            yield handler
+        finally:
+            logging.captureWarnings(False)
+            root.handlers, threading.excepthook, sys.unraisablehook = saved[0], saved[2], saved[3]
+            root.setLevel(saved[1])
+            for logger, own in removed:
+                logger.addHandler(own)
