@@ -113,8 +113,14 @@ class Agent:
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
                extra_prompt: Sequence[str], prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
         s = self.settings
-        question, context = h.valid_text(question), h.valid_text(context)
-        history = [Turn(h.valid_text(t.question), h.valid_text(t.answer), h.valid_text(t.sources)) for t in history]
+        # The opening messages pass the tools' mask (held credentials by value, not only by pattern): a question,
+        # its thread or an attached log is anyone's text, as a tool result is.
+        mask = tools.mask
+        question, context = mask(h.valid_text(question)), mask(h.valid_text(context))
+        history = [Turn(mask(h.valid_text(t.question)), mask(h.valid_text(t.answer)), h.valid_text(t.sources))
+                   for t in history]
+        attachments = [{**b, "text": mask(b["text"])} if isinstance(b.get("text"), str) else b
+                       for b in attachments]
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = h.cut(question.strip(), s.max_question_chars)
         context = h.cut(context.strip(), s.max_question_chars)

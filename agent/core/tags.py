@@ -322,6 +322,9 @@ class BoostedTools:
     def is_read_only(self, name: str) -> bool:
         return self.inner.is_read_only(name)
 
+    def mask(self, text: str) -> str:
+        return self.inner.mask(text)
+
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         takes_tags = {s["name"] for s in self.schemas()
                       if "tags" in (s.get("input_schema") or {}).get("properties", {})}

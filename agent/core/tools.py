@@ -56,6 +56,11 @@ class ToolExecutor(Protocol):
         """The searches degraded mode runs on the raw question, best provider first."""
         ...
 
+    def mask(self, text: str) -> str:
+        """What the tools' results pass before the model reads them (secret patterns and the exact values of
+        held credentials): the opening messages -- question, thread, attached texts -- pass it too."""
+        ...
+
 
 def _snippet(item: dict[str, Any]) -> str:
     for key in ("snippet", "text", "body", "description"):
@@ -92,6 +97,9 @@ class RegistryTools:
                     source["snippet"] = snippet
                 sources.append(source)
         return ToolOutcome(content=result.to_json(), is_error=result.is_error, sources=sources)
+
+    def mask(self, text: str) -> str:
+        return self.registry.limits.mask(text)
 
     def is_read_only(self, name: str) -> bool:
         try:
@@ -139,6 +147,11 @@ class CompositeTools:
 
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         return [call for provider in self.providers for call in provider.search_calls(question)]
+
+    def mask(self, text: str) -> str:
+        for provider in self.providers:
+            text = provider.mask(text)
+        return text
 
 
 MAX_INPUT_CHARS = 20_000  # a tool_use input larger than this (as JSON) is refused, not run

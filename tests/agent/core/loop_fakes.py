@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.core.tools import ToolOutcome
+from mcp_lib.redact import redact_secrets
 
 
 class FakeTools:
@@ -53,6 +54,9 @@ class FakeTools:
 
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         return [(name, {"query": question}) for name in self.functions if "search" in name]
+
+    def mask(self, text: str) -> str:
+        return redact_secrets(text)
 
 
 class FakeClock:
