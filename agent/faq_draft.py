@@ -52,7 +52,7 @@ _MENTION = re.compile(r"<[@!][^>]*>")  # <@U123>, <!here>, <!subteam^S1|@team>
 _CHANNEL = re.compile(r"<#[A-Z0-9]+(?:\|([^>]*))?>")
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
 _ADDRESSED = re.compile(r"^\s*[^\s、,。]{1,12}(?:さん|様|くん|君|ちゃん)\s*[、,:：]?\s*")  # 田中さん、…
-_AT_NAME = re.compile(r"(?<![\w@])@[\w.\-]+")
+_AT_NAME = re.compile(r"(?<![A-Za-z0-9@＠])[@＠][\w.\-]+")  # also in _@taro_ or 「@鈴木」; not in an address
 
 
 @dataclass

@@ -139,14 +139,16 @@ class PullRequestWriter:
     def _fill(self, branch: str, base: str, files: Mapping[str, tuple[str, str, str | None]], title: str,
               body: str) -> str:
         """The commits (path -> name, text, the blob sha it replaces) and the pull request, on a branch of ours."""
+        github = guard.current().github  # every text GitHub renders: @mentions there notify, so they are defused
         for path, (name, text, sha) in files.items():
-            content = base64.b64encode(guard.markdown(text).encode()).decode()  # the door cannot read base64
+            content = base64.b64encode(github(guard.markdown(text)).encode()).decode()  # the door cannot read base64
             replaced = {"sha": sha} if sha else {}  # updating a path needs the blob it replaces
             self._call("PUT", f"/contents/{quote(path, safe='/')}", f"write {path}", (200, 201),
-                       json={"message": f"FAQ draft: {name}", "branch": branch, "content": content, **replaced})
-        pull = self._call("POST", "/pulls", "open the pull request", (201,),  # @mentions there notify: defused
-                          json={"title": guard.current().github(title), "head": branch, "base": base,
-                                "body": guard.current().github(body), "draft": True})
+                       json={"message": github(f"FAQ draft: {name}"), "branch": branch, "content": content,
+                             **replaced})
+        pull = self._call("POST", "/pulls", "open the pull request", (201,),
+                          json={"title": github(title), "head": branch, "base": base, "body": github(body),
+                                "draft": True})
         return str(pull.get("html_url") or "")
 
     def _blob_sha(self, path: str, ref: str) -> str | None:

@@ -90,10 +90,13 @@ _MENTION = re.compile(
 )
 
 
-# GitHub's mentions (@user, @org/team) in a pull request's title or body notify people; GitHub reads one after
-# anything but an ASCII word character (so also straight after kana), and never reads the full-width ＠. The @ may
-# also be written as an HTML character reference (&#64;, &#x40;, &commat;), which the renderer turns into one.
-_GITHUB_MENTION = re.compile(r"(?<![A-Za-z0-9_])(?:@|&#0*64;|&#[xX]0*40;|&commat;)(?=[A-Za-z0-9])")
+# GitHub's mentions (@user, @org/team) in a pull request's title or body notify people. GitHub looks for them in
+# the rendered HTML's text, after markdown took its delimiters away: `_@a_`, `*@a*`, `~~@a~~`, `[@a](u)`, `\@a`,
+# `<b>@a</b>` all start a text node with @a. So an @ is safe only straight after an ASCII letter or digit (which
+# no markdown removes: `a@b.com` stays an address, and GitHub notifies nobody for it); after anything else -- an
+# underscore, punctuation, kana, full-width letters -- it is written ＠ (full width), which GitHub never reads.
+# The @ may also be an HTML character reference (&#64;, &#x40;, &commat;), and so may the name's first letter.
+_GITHUB_MENTION = re.compile(r"(?<![A-Za-z0-9])(?:@|&#0*64;|&#[xX]0*40;|&commat;)(?=[A-Za-z0-9]|&#|&[A-Za-z]+;)")
 
 
 def _defused(match: re.Match[str]) -> str:
@@ -181,8 +184,9 @@ class Guard:
         return _MENTION.sub(_defused, self.text(self._no_queries(text)))
 
     def github(self, text: str) -> str:
-        """Text GitHub renders and notifies on (a pull request's title and body): masked, every ``@user`` and
-        ``@org/team`` written with ＠ (full width), which GitHub does not read as a mention."""
+        """Text GitHub renders and notifies on -- a pull request's title and body, a file, any issue or comment:
+        masked, every ``@user`` and ``@org/team`` that markdown may leave at a text's start written with ＠
+        (full width), which GitHub does not read as a mention; an e-mail address stays as it is."""
         return _GITHUB_MENTION.sub("＠", self.text(text))
 
     def name(self, name: object) -> str:
