@@ -2,8 +2,8 @@
 
 An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority (👎 > 👍), found and counted exactly as
 ``helpbot feedback`` finds and counts them (:class:`agent.slack.ratings.Scanner`). Its draft is an entry in the
-``faq/`` format: the question from the asker's message (mentions, links to people and a leading "○○さん" taken
-out), the answer's text, its sources, its tags. Skipped, and counted in the summary: answers in private
+``faq/`` format: the question from the asker's message (mentions, links to people, the names the workspace knows
+for the thread's participants and a leading "○○さん" taken out), the answer's text, its sources, its tags. Skipped, and counted in the summary: answers in private
 channels or DMs unless ``HELPBOT_FAQ_PRIVATE`` says the FAQ is private too; questions the FAQ already asks
 (:meth:`mcp_lib.platforms.faq.FaqIndex.same_question`, also against the drafts before them). Every draft passes
 the egress guard (secrets and personal data masked) and must parse as an FAQ entry.
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -52,6 +52,10 @@ _MENTION = re.compile(r"<[@!][^>]*>")  # <@U123>, <!here>, <!subteam^S1|@team>
 _CHANNEL = re.compile(r"<#[A-Z0-9]+(?:\|([^>]*))?>")
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
 _ADDRESSED = re.compile(r"^\s*[^\s、,。]{1,12}(?:さん|様|くん|君|ちゃん)\s*[、,:：]?\s*")  # 田中さん、…
+# Honorifics and titles a name is written with (田中部長, 鈴木さん); removed with the name.
+_HONORIFICS = ("さん", "様", "さま", "くん", "君", "ちゃん", "氏", "殿", "先生", "先輩", "部長", "課長", "係長", "次長",
+               "主任", "室長", "所長", "店長", "社長", "専務", "常務", "マネージャー", "リーダー", "san", "-san")
+_USER_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 _AT_NAME = re.compile(r"(?<![A-Za-z0-9@＠])[@＠][\w.\-]+")  # also in _@taro_ or 「@鈴木」; not in an address
 
 
@@ -82,9 +86,40 @@ class Draft:
         return guard.markdown(f"---\n{origin}\n{meta}\n---\n" + "\n".join(lines) + "\n")
 
 
-def clean_question(text: str) -> str:
-    """The asker's message as an FAQ question: no mentions, names or links to people, one line, bounded."""
-    text = _MENTION.sub(" ", text)
+def names_of(user: Mapping[str, Any]) -> set[str]:
+    """What the workspace calls a person (``users.info``'s ``user``: https://api.slack.com/methods/users.info):
+    ``real_name``, ``name`` and the profile's ``display_name`` and ``real_name``; a real name also by its parts
+    (「田中 太郎」: 田中, 太郎, 田中太郎)."""
+    profile = user.get("profile")
+    profile = profile if isinstance(profile, Mapping) else {}
+    found: set[str] = set()
+    for value in (user.get("real_name"), user.get("name"), profile.get("display_name"), profile.get("real_name")):
+        if isinstance(value, str) and value.strip():
+            parts = value.split()
+            found |= {value.strip(), "".join(parts), *parts}
+    return {name for name in found if _long_enough(name)}
+
+
+def _long_enough(name: str) -> bool:
+    """A name worth removing wherever it stands: two characters of CJK, three of ASCII (not ``a``, ``ok``)."""
+    return len(name) >= (3 if name.isascii() else 2)
+
+
+def _without_names(text: str, names: Iterable[str]) -> str:
+    """Every known name, with its honorific, out of ``text`` (longest first; an ASCII name only as a whole word)."""
+    for name in sorted(set(names), key=len, reverse=True):
+        body = re.escape(name)
+        if name.isascii():
+            body = rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])"
+        honorific = "|".join(re.escape(h) for h in _HONORIFICS)
+        text = re.sub(rf"[@＠]?{body}(?:\s?(?:{honorific}))?", " ", text, flags=re.IGNORECASE)
+    return text
+
+
+def clean_question(text: str, names: Iterable[str] = ()) -> str:
+    """The asker's message as an FAQ question: no mentions, names (``names``: the participants' as the workspace
+    knows them, wherever they stand; and a leading 「○○さん」) or links to people, one line, bounded."""
+    text = _without_names(_MENTION.sub(" ", text), names)
     text = _CHANNEL.sub(lambda m: m.group(1) or "", text)
     text = _LINK.sub(lambda m: "" if m.group(1).startswith("mailto:") else (m.group(2) or m.group(1)), text)
     text = " ".join(_AT_NAME.sub(" ", text).split())
@@ -116,6 +151,7 @@ class Drafter:
         self.skipped: Counter[str] = Counter()
         self.drafts: list[Draft] = []
         self._public: dict[str, bool] = {}
+        self._people: dict[str, set[str]] = {}
 
     def _channel_public(self, channel: str) -> bool:
         if channel not in self._public:
@@ -131,9 +167,25 @@ class Drafter:
         if not asked:
             return ""
         data = self.scanner.call("conversations.replies", channel=answer.channel, ts=answer.thread_ts or asked,
-                                 oldest=asked, latest=asked, inclusive=True, limit=1)
-        message = next((m for m in data.get("messages") or [] if m.get("ts") == asked), None)
-        return clean_question(str(message.get("text") or "")) if message else ""
+                                 oldest=asked, latest=asked, inclusive=True, limit=2)  # the root comes first
+        messages = data.get("messages") or []
+        message = next((m for m in messages if m.get("ts") == asked), None)
+        if not message:
+            return ""
+        text = str(message.get("text") or "")
+        root = messages[0] if messages and messages[0].get("ts") == (answer.thread_ts or asked) else message
+        people = {message.get("user"), *(root.get("reply_users") or []), root.get("user"), *_USER_ID.findall(text)}
+        return clean_question(text, {n for uid in people if isinstance(uid, str) and uid for n in self._names(uid)})
+
+    def _names(self, user_id: str) -> set[str]:
+        """The names the workspace knows for a participant (users.info, users:read), cached; none if unknown."""
+        if user_id not in self._people:
+            try:
+                user = self.scanner.call("users.info", user=user_id).get("user") or {}
+            except ToolError:
+                user = {}
+            self._people[user_id] = set() if user.get("is_bot") else names_of(user)
+        return self._people[user_id]
 
     def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> None:
         if not self.private_ok and not self._channel_public(answer.channel):

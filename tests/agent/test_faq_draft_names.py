@@ -1,0 +1,68 @@
+"""Names in FAQ drafts: the names the workspace knows for the thread's participants (``users.info``: real name,
+display name, user name) leave the draft's question wherever they stand, with their honorifics -- not only a
+leading 「○○さん」."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pytest
+from slack_sdk import WebClient
+
+from agent.faq_draft import clean_question, names_of, run
+from tests.agent.test_faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
+
+KNOWN = names_of({"name": "tanaka", "real_name": "田中 太郎", "profile": {"display_name": "たなか",
+                                                                        "real_name": "田中 太郎"}}) | \
+    names_of({"name": "suzuki.h", "real_name": "Suzuki Hanako", "profile": {"display_name": "鈴木"}})
+
+CASES = [  # (the asker's message, the draft's question)
+    ("鈴木さんと田中部長に聞いた件、在庫の締め処理はいつ？", "と に聞いた件、在庫の締め処理はいつ？"),
+    ("在庫の締め処理は田中課長の担当？", "在庫の締め処理は の担当？"),
+    ("たなかくん・太郎さん・田中太郎様に確認済み。締め処理は？", "・ ・ に確認済み。締め処理は？"),
+    ("Suzuki Hanako-san says the close runs at 9; suzuki.h and @tanaka agree?", "says the close runs at 9; and "
+                                                                                 "agree?"),
+    ("田中 部長、締め処理は？", "、締め処理は？"),
+    ("tanakas は別の単語", "tanakas は別の単語"),  # an ASCII name only as a whole word
+]
+
+
+def test_names_of_reads_the_documented_fields() -> None:
+    assert {"田中 太郎", "田中", "太郎", "田中太郎", "たなか", "tanaka"} <= KNOWN
+    assert names_of({"name": "ok", "real_name": "Al"}) == set()  # too short to remove wherever they stand
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES)
+def test_known_names_leave_the_question_with_their_honorifics(text: str, expected: str) -> None:
+    assert clean_question(text, KNOWN) == expected
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    ws = Workspace()
+    ws.add_user(TANAKA, "tanaka", real_name="田中 太郎", display_name="たなか")
+    ws.add_user(SUZUKI, "suzuki", real_name="鈴木 花子", display_name="はなこ")
+    ws.add_user(SATO, "sato", real_name="佐藤 次郎")
+    ws.add_channel("C0ECSUP", "ec-support", members={TANAKA, SUZUKI, SATO})
+    with FakeSlack(ws) as running:
+        bot = WebClient(token=BOT_TOKEN, base_url=running.url)
+        q = ws.post("C0ECSUP", "鈴木さんと田中部長に聞いた件、ギフト包装の指定はどこでできますか？（たなか経由）",
+                    user=SATO, ts=at(15)).ts
+        ws.post("C0ECSUP", "私も知りたいです", user=TANAKA, thread_ts=q, ts=at(15, 11))
+        react(ws, "C0ECSUP", answer(bot, "C0ECSUP", q, "注文備考の「のし」欄で指定します。"), "+1", SUZUKI, TANAKA)
+        yield running
+
+
+def test_a_draft_keeps_no_participants_name(fake: FakeSlack) -> None:
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": fake.url, "HELPBOT_CHANNELS": "C0ECSUP",
+           "HELPBOT_BOT_USER_ID": BOT}
+    out = io.StringIO()
+    assert run(parse(), env, now=NOW, sleep=[].append, out=out) == 0
+    printed = out.getvalue()
+    assert "1 drafts" in printed and "ギフト包装の指定はどこでできますか" in printed
+    for name in ("鈴木", "田中", "部長", "たなか"):
+        assert name not in printed, name
+    asked = {r.params.get("user") for r in fake.requests if r.method == "users.info"}
+    assert {SATO, TANAKA} <= asked  # the asker and who replied in the thread
