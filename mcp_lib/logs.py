@@ -8,10 +8,11 @@ the policy in effect: helpbot passes its guard (``agent.guard.current``: masking
 values of the credentials it holds, and whether the run is private); ``mcp-lib`` passes :class:`Masking`, a
 :class:`mcp_lib.redact.Masker` with the process's credential values (mcp_lib knows no private run).
 
-What a record keeps: its logger's name and level, and its message masked and cut to one line -- or, in a
-private run, only the name, the level and the policy's ``withheld`` phrase. Tracebacks (and stack info) only
-with ``HELPBOT_DEBUG``, masked too. Library loggers pass WARNING and above. Python's warnings and the uncaught
-exceptions of threads go through the same door.
+What a record keeps: its logger's name and level, and its message masked and cut to one line -- or, in a private
+run, only the name, the level and the policy's ``withheld`` phrase. Tracebacks (and stack info) only with
+``HELPBOT_DEBUG``, masked too; in a private run each logger and level once (how many records there were is the
+model's choice). Library loggers pass WARNING and above. Python's warnings and the uncaught exceptions of threads go
+through the same door.
 """
 
 from __future__ import annotations
@@ -81,14 +82,19 @@ class GuardedHandler(logging.Handler):
         super().__init__(LEVEL)  # also for a library that lowered its own logger's level
         self._egress, self._withheld, self._debug, self._stream = egress, withheld, debug, stream
         self._private = False  # once a run was private, so is every later record (a server's late shutdown line)
+        self._withheld_for: set[str] = set()  # in a private run, one line per logger and level: a count is a channel
 
-    def render(self, record: logging.LogRecord) -> str:
-        """The line a record leaves as: ``name LEVEL: message`` masked, or the withheld phrase."""
+    def render(self, record: logging.LogRecord) -> str | None:
+        """The line a record leaves as: ``name LEVEL: message`` masked; in a private run the withheld phrase, once
+        per logger and level (None after that)."""
         policy = self._egress()
         name = record.name if _NAME.fullmatch(record.name or "") else "logger"
         head = f"{name} {record.levelname if record.levelname in _LEVELS else 'LOG'}: "
         self._private = self._private or policy.private
         if self._private:
+            if head in self._withheld_for:
+                return None
+            self._withheld_for.add(head)
             return head + self._withheld
         try:
             message = record.getMessage()
@@ -106,8 +112,11 @@ class GuardedHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            line = self.render(record)
+            if line is None:
+                return
             stream = self._stream()
-            stream.write(self.render(record) + "\n")  # type: ignore[attr-defined]
+            stream.write(line + "\n")  # type: ignore[attr-defined]
             stream.flush()  # type: ignore[attr-defined]
         except Exception:
             self.handleError(record)

@@ -151,3 +151,13 @@ def test_the_door_is_the_guard_in_effect_and_restores_what_was_there() -> None:
         logging.getLogger("slack_sdk.web").warning("%s", HELD)
     assert sink.text == f"slack_sdk.web WARNING: {PRIVATE_RUN}\n"
     assert root.handlers == before
+
+
+def test_a_private_run_says_it_once_per_logger_and_level() -> None:
+    """How many records a private run's libraries wrote is the model's choice (one per call): not a channel."""
+    sink = Sink()
+    with logs.installed(lambda: Guard(private=True), withheld=PRIVATE_RUN, env={}, stream=lambda: sink):
+        for n in range(5):
+            logging.getLogger("mcp.client.stdio").error("call %d", n)
+        logging.getLogger("httpx").warning("x")
+    assert sink.text == f"mcp.client.stdio ERROR: {PRIVATE_RUN}\nhttpx WARNING: {PRIVATE_RUN}\n"
