@@ -1,7 +1,7 @@
 """``helpbot faq-draft``: helpbot's well-received answers become draft FAQ entries.
 
-An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority (👎 > 👍), found and counted exactly as ``helpbot
-feedback`` finds and counts them (:class:`agent.slack.ratings.Scanner`). Its draft is an entry in the ``faq/``
+An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority (👎 > 👍), found and counted exactly as
+``helpbot feedback`` finds and counts them (:class:`agent.slack.ratings.Scanner`). Its draft is an entry in the ``faq/``
 format: the question from the asker's message (mentions, links to people, the names the workspace knows for the
 thread's participants and a leading "○○さん" taken out), the answer's text, its sources, its tags. Skipped, and
 counted in the summary: answers in private channels or DMs unless ``HELPBOT_FAQ_PRIVATE`` says the FAQ is private
