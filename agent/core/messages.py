@@ -11,6 +11,7 @@ recorded by a test) stays as it was. When to summarize or cut is decided by ``ag
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -96,12 +97,35 @@ def estimate_tokens(text: str) -> int:
 # its image (Anthropic's PDF guide: 1,500-3,000 text tokens a page), so pages count at the pessimistic end.
 IMAGE_TOKENS = 1_600
 PDF_PAGE_TOKENS = 3_000 + IMAGE_TOKENS
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+UNREADABLE_PDF_PAGES = 100  # a document block whose PDF cannot be parsed counts as the most the API takes
 
 
 def pdf_pages(data: bytes) -> int:
-    """Pages in a PDF by its page objects (at least 1): an estimate, as compressed object streams hide some."""
-    return max(1, len(_PDF_PAGE.findall(data)))
+    """Pages in a PDF by its page tree (pypdf: object streams and incremental updates included); ValueError when
+    it cannot be read (broken, or encrypted). pypdf's warnings about a broken file are not logged."""
+    import io
+    import logging
+
+    from pypdf import PdfReader
+
+    quiet = logging.getLogger("pypdf")
+    quiet.propagate, quiet.disabled = False, True  # a hostile file's parse notes are nobody's log line
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise ValueError("encrypted")
+        return len(reader.pages)
+    except Exception as exc:  # any parser failure on an attacker's bytes means the same
+        raise ValueError(f"not a readable PDF ({type(exc).__name__})") from None
+
+
+@functools.lru_cache(maxsize=16)
+def _document_pages(data: str) -> int:
+    """Pages of a base64 document, parsed once per block (its string is the same object request after request)."""
+    try:
+        return pdf_pages(base64.b64decode(data))
+    except ValueError:
+        return UNREADABLE_PDF_PAGES
 
 
 def media_tokens(block: dict[str, Any]) -> int | None:
@@ -111,11 +135,7 @@ def media_tokens(block: dict[str, Any]) -> int | None:
         return None
     if block["type"] == "image":
         return IMAGE_TOKENS
-    try:
-        data = base64.b64decode(str(source.get("data") or ""))
-    except ValueError:
-        return IMAGE_TOKENS
-    return pdf_pages(data) * PDF_PAGE_TOKENS
+    return _document_pages(str(source.get("data") or "")) * PDF_PAGE_TOKENS
 
 
 def _without_media(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:

@@ -8,29 +8,47 @@ files as text in the context -- each within the API's limits and helpbot's budge
   door lets it go (:func:`mcp_lib.doors.slack_door`: ``https://files.slack.com`` for Slack's own API, else the
   configured ``SLACK_API_URL``'s origin only -- scheme, host and port); redirects are not followed (Slack
   redirects to its sign-in page when the token may not read the file).
-- Limits (Anthropic's vision and PDF guides): an image at most 5 MB in base64 (3.75 MB raw) and 8000 px a side;
-  larger images are refused with a note, not downscaled (no imaging library is bundled; the API itself scales
-  anything over ~1.15 megapixels down). PDFs count ~4,600 tokens a page; images and PDFs share
-  :data:`MEDIA_TOKEN_BUDGET`. Text is cut in the middle (head and tail kept: a log's error is often at its end)
-  with a note saying how much was left out.
+- Limits (:mod:`agent.slack.files`, each from its documentation): the request's images and PDFs together within
+  :data:`~agent.slack.files.MEDIA_BYTES` of Bedrock's 20 MB; an image within 3.75 MB and 8000 px (downscaled to
+  fit -- the model is told -- before it is refused); PDFs by their real page count (~4,600 tokens a page);
+  images and PDFs share :data:`MEDIA_TOKEN_BUDGET`. Text is cut in the middle (head and tail kept: a log's error
+  is often at its end) with a note saying how much was left out; a file with binary content anywhere is not text.
 - A file that cannot be read (deleted, external, hidden by the plan's limit, of a kind helpbot does not read, too
-  large, refused by Slack) is listed in the context with the reason; nothing is dropped silently.
-- PDFs as document blocks: Anthropic's API takes them; whether Bedrock's InvokeModel does for a given model could
-  not be tried here (AWS documents document input for Converse). :func:`ask_with_attachments` therefore asks
-  again without the PDFs, saying so in the context, when the model endpoint rejects the first request with a 400.
+  large, broken, refused by Slack) is listed in the context with the reason; nothing is dropped silently.
+- :func:`ask_with_attachments` asks once more without the images or PDFs the error names (both when it names
+  neither), saying so in the context, when the model endpoint rejects the first request with a 400 (a limit not
+  documented, a file the model cannot decode, or an endpoint without PDF input).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
 from agent.core.messages import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
-from agent.slack.files import IMAGE_TYPES, cut_middle, decode_text, file_kind, image_size
+from agent.slack.files import (
+    IMAGE_TYPES,
+    MANY_IMAGE_SIDE,
+    MANY_IMAGES,
+    MAX_DOCUMENTS,
+    MAX_IMAGE_BYTES,
+    MAX_IMAGE_SIDE,
+    MAX_PDF_BYTES,
+    MEDIA_BYTES,
+    Picture,
+    Unreadable,
+    base64_size,
+    cut_middle,
+    decode_text,
+    file_kind,
+    fit_image,
+    image_size,
+    is_binary,
+)
 from mcp_lib.doors import Refused, slack_door
 from mcp_lib.http import door_client
 
@@ -39,13 +57,12 @@ if TYPE_CHECKING:
     from agent.slack.handle import Slack, Thread
 
 MAX_FILES = 8  # files looked at per question (the question's own first)
-MAX_IMAGE_BYTES = 3_750_000  # 5 MB once base64-encoded: the API's limit per image
-MAX_IMAGE_SIDE = 8_000  # px; the API rejects larger images
-MAX_PDF_BYTES = 20_000_000
+MAX_IMAGE_DOWNLOAD = 30_000_000  # an image larger than this is not downloaded to be downscaled
 MEDIA_TOKEN_BUDGET = 30_000  # images and PDFs together, out of the request budget (100k by default)
 MAX_TEXT_BYTES = 1_000_000  # read at most this much of a text file
 TEXT_CHARS = 8_000  # all text attachments together, as context
 DOWNLOAD_TIMEOUT_S = 10.0
+__all__ = ["MAX_IMAGE_BYTES", "Attachments", "Unreadable", "ask_with_attachments", "read_attachments"]
 
 
 @dataclass
@@ -62,39 +79,50 @@ class Attachments:
         return ["添付ファイル:", *self.lines, *self.texts]
 
 
-PDF_REFUSED_NOTE = ("\n（注: モデルの接続先が PDF の添付を受け付けなかったため、上の添付 PDF は渡せませんでした。"
-                    "PDF の内容は参照できていません）")
+MediaKind = Literal["image", "document"]
 
 
-def without_documents(blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The blocks without the PDFs and the labels just before them."""
+def without_media(blocks: Sequence[dict[str, Any]], kinds: Collection[MediaKind] = ("image", "document")
+                  ) -> tuple[list[dict[str, Any]], str]:
+    """The blocks without those of ``kinds`` (and the labels just before them), and the note saying so."""
     out: list[dict[str, Any]] = []
+    dropped: dict[str, int] = dict.fromkeys(kinds, 0)
     for block in blocks:
-        if block.get("type") == "document":
+        if block.get("type") in dropped:
+            dropped[block["type"]] += 1
             if out and out[-1].get("type") == "text":
                 out.pop()
             continue
         out.append(block)
-    return out
+    what = "と".join(f"{label} {dropped[kind]} 件" for kind, label in (("image", "画像"), ("document", "PDF"))
+                    if dropped.get(kind))
+    return out, (f"\n（注: モデルの接続先が添付を受け付けなかったため、上の添付 {what} は渡せませんでした。"
+                 "その内容は参照できていません）") if what else ""
+
+
+def suspects(error: str) -> tuple[MediaKind, ...]:
+    """The media a 400 names (Bedrock passes the API's path, e.g. ``messages.0.content.1.image.source``, or
+    ``unexpected 'document'``); both when it names neither: all a request within the limits can still fail on."""
+    text = error.lower()
+    words: dict[MediaKind, tuple[str, ...]] = {"image": ("image",), "document": ("document", "pdf")}
+    named = tuple(kind for kind, names in words.items() if any(name in text for name in names))
+    return named or ("image", "document")
 
 
 def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
                          blocks: Sequence[dict[str, Any]]) -> Answer:
-    """``ask(blocks, context_note)``; when the endpoint rejects the request (400) and PDFs were among the blocks,
-    once more without them, with a note for the context. Any other failure is the caller's."""
+    """``ask(blocks, context_note)``; when the endpoint rejects the request (400) and images or PDFs were among
+    the blocks, once more without those the error names (both when it names neither), with a note for the
+    context. Any other failure is the caller's."""
     from agent.core.model import ModelRequestError
 
     try:
         return ask(list(blocks), "")
     except ModelRequestError as exc:
-        kept = without_documents(blocks)
-        if exc.status != 400 or len(kept) == len(blocks):
+        kept, note = without_media(blocks, suspects(str(exc)))
+        if exc.status != 400 or not note:
             raise
-    return ask(kept, PDF_REFUSED_NOTE)
-
-
-class Unreadable(Exception):
-    """A file helpbot does not read; the message is the reason, in the context's language."""
+    return ask(kept, note)
 
 
 def read_attachments(slack: Slack, thread: Thread, *, client: httpx.Client | None = None) -> Attachments:
@@ -109,6 +137,7 @@ def read_attachments(slack: Slack, thread: Thread, *, client: httpx.Client | Non
             reader.read(index, file, out)
     finally:
         reader.close()
+    reader.fit_images(out)
     if len(files) > MAX_FILES:
         out.lines.append(f"- ほか {len(files) - MAX_FILES} 件の添付は読んでいません（1 回に {MAX_FILES} 件まで）")
     return out
@@ -131,6 +160,14 @@ def _thread_files(slack: Slack, thread: Thread) -> list[dict[str, Any]]:
     return files
 
 
+@dataclass
+class _Image:
+    """A downloaded image waiting for its share of the request's bytes."""
+
+    line: int  # its line in Attachments.lines
+    name: str
+    data: bytes
+
 
 class _Reader:
     """Reads files one at a time, keeping the per-request counts and budgets."""
@@ -142,8 +179,10 @@ class _Reader:
         self.client = client or door_client(self.door, timeout=DOWNLOAD_TIMEOUT_S)  # no redirects followed
         self.own_client = client is None
         self.media_tokens = 0
+        self.media_bytes = 0  # base64 of the PDFs taken; the images share what is left
         self.text_chars = 0
-        self.images = 0
+        self.images: list[_Image] = []
+        self.documents = 0
 
     def close(self) -> None:
         if self.own_client:
@@ -166,50 +205,83 @@ class _Reader:
 
     # -- kinds ------------------------------------------------------------------------------------------------
     def _image(self, name: str, file: Mapping[str, Any], out: Attachments) -> str:
+        """Downloaded now, fitted by :meth:`fit_images` once every file's share is known."""
         size = int(file.get("size") or 0)
-        if size > MAX_IMAGE_BYTES:
-            raise Unreadable(f"画像が大きすぎます: {size / 1e6:.1f} MB、上限 {MAX_IMAGE_BYTES / 1e6:.2f} MB。"
-                             "縮小して貼り直してください")
+        if size > MAX_IMAGE_DOWNLOAD:
+            raise Unreadable(f"画像が大きすぎます: {size / 1e6:.1f} MB、上限 {MAX_IMAGE_DOWNLOAD / 1e6:.0f} MB")
         if self.media_tokens + IMAGE_TOKENS > MEDIA_TOKEN_BUDGET:
             raise Unreadable("画像と PDF の合計が 1 回の上限を超えるため省略しました")
-        data = self._download(file, MAX_IMAGE_BYTES)
-        if len(data) > MAX_IMAGE_BYTES:
-            raise Unreadable(f"画像が大きすぎます: 上限 {MAX_IMAGE_BYTES / 1e6:.2f} MB。縮小して貼り直してください")
-        found = image_size(data)
-        if found is None:
+        data = self._download(file, MAX_IMAGE_DOWNLOAD)
+        if len(data) > MAX_IMAGE_DOWNLOAD:
+            raise Unreadable(f"画像が大きすぎます: 上限 {MAX_IMAGE_DOWNLOAD / 1e6:.0f} MB")
+        if image_size(data) is None:
             raise Unreadable("画像として読めません（PNG / JPEG / GIF / WebP ではありません）")
-        media_type, width, height = found
-        if max(width, height) > MAX_IMAGE_SIDE:
-            raise Unreadable(f"画像が大きすぎます: {width}x{height} px、上限 {MAX_IMAGE_SIDE} px。"
-                             "縮小して貼り直してください")
-        self.images += 1
         self.media_tokens += IMAGE_TOKENS
-        label = f"[添付画像 {self.images}]"
-        out.blocks += [{"type": "text", "text": label},
-                       {"type": "image", "source": {"type": "base64", "media_type": media_type,
-                                                    "data": base64.b64encode(data).decode("ascii")}}]
-        return f"{label} として質問の前に添付（{IMAGE_TYPES[media_type].upper()}、{width}x{height} px）"
+        self.images.append(_Image(len(out.lines), name, data))
+        return "（画像: 確認中）"  # replaced by fit_images
+
+    def fit_images(self, out: Attachments) -> None:
+        """The images into what the PDFs left of :data:`~agent.slack.files.MEDIA_BYTES`: the smallest first,
+        each within an equal share of what is left, so small images go as attached and large ones downscaled."""
+        side = MAX_IMAGE_SIDE if len(self.images) <= MANY_IMAGES else MANY_IMAGE_SIDE
+        left = MEDIA_BYTES - self.media_bytes
+        fitted: dict[int, Picture | Unreadable] = {}
+        by_size = sorted(range(len(self.images)), key=lambda i: len(self.images[i].data))
+        for done, i in enumerate(by_size):
+            share = left // (len(by_size) - done)
+            try:
+                picture = fit_image(self.images[i].data, max_bytes=min(MAX_IMAGE_BYTES, share // 4 * 3),
+                                    max_side=side)
+            except Unreadable as exc:
+                fitted[i] = exc
+                continue
+            left -= base64_size(len(picture.data))
+            fitted[i] = picture
+        number = 0
+        for i, image in enumerate(self.images):
+            result = fitted[i]
+            if isinstance(result, Unreadable):
+                out.lines[image.line] = f"- {image.name}: 読めませんでした（{result}）"
+                continue
+            number += 1
+            label = f"[添付画像 {number}]"
+            out.blocks += [{"type": "text", "text": label},
+                           {"type": "image", "source": {"type": "base64", "media_type": result.media_type,
+                                                        "data": base64.b64encode(result.data).decode("ascii")}}]
+            shown = f"{IMAGE_TYPES[result.media_type].upper()}、{result.width}x{result.height} px"
+            if result.original:
+                shown += f"。元の {result.original[0]}x{result.original[1]} px から上限に合わせて縮小"
+            out.lines[image.line] = f"- {image.name}: {label} として質問の前に添付（{shown}）"
 
     def _pdf(self, name: str, file: Mapping[str, Any], out: Attachments) -> str:
         size = int(file.get("size") or 0)
         if size > MAX_PDF_BYTES:
-            raise Unreadable(f"PDF が大きすぎます: {size / 1e6:.1f} MB、上限 {MAX_PDF_BYTES / 1e6:.0f} MB")
+            raise Unreadable(f"PDF が大きすぎます: {size / 1e6:.1f} MB、上限 {MAX_PDF_BYTES / 1e6:.1f} MB")
+        if self.documents >= MAX_DOCUMENTS:
+            raise Unreadable(f"PDF は 1 回に {MAX_DOCUMENTS} 件までです")
         data = self._download(file, MAX_PDF_BYTES)
         if len(data) > MAX_PDF_BYTES:
-            raise Unreadable(f"PDF が大きすぎます: 上限 {MAX_PDF_BYTES / 1e6:.0f} MB")
-        if not data.startswith(b"%PDF-"):
-            raise Unreadable("PDF として読めません")
-        pages = pdf_pages(data)
+            raise Unreadable(f"PDF が大きすぎます: 上限 {MAX_PDF_BYTES / 1e6:.1f} MB")
+        try:
+            pages = pdf_pages(data) if data.startswith(b"%PDF-") else 0
+        except ValueError:
+            pages = 0
+        if not pages:
+            raise Unreadable("PDF として読めません（壊れているか、パスワードが掛かっています）")
         room = (MEDIA_TOKEN_BUDGET - self.media_tokens) // PDF_PAGE_TOKENS
         if pages > room:
-            raise Unreadable(f"PDF が長すぎます: 約 {pages} ページ、この質問で読めるのはあと {max(room, 0)} "
+            raise Unreadable(f"PDF が長すぎます: {pages} ページ、この質問で読めるのはあと {max(room, 0)} "
                              "ページまで。必要なページだけを貼ってください")
+        if self.media_bytes + base64_size(len(data)) > MEDIA_BYTES:
+            raise Unreadable("画像と PDF の合計が 1 回の上限を超えるため省略しました")
         self.media_tokens += pages * PDF_PAGE_TOKENS
-        label = f"[添付 PDF {sum(b.get('type') == 'document' for b in out.blocks) + 1}]"
+        self.media_bytes += base64_size(len(data))
+        self.documents += 1
+        label = f"[添付 PDF {self.documents}]"
         out.blocks += [{"type": "text", "text": label},
                        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
                                                        "data": base64.b64encode(data).decode("ascii")}}]
-        return f"{label} として質問の前に添付（約 {pages} ページ）"
+        return f"{label} として質問の前に添付（{pages} ページ）"
 
     def _text(self, name: str, file: Mapping[str, Any], out: Attachments) -> str:
         room = TEXT_CHARS - self.text_chars
@@ -217,7 +289,7 @@ class _Reader:
             raise Unreadable("テキスト添付の合計が上限に達したため省略しました")
         data = self._download(file, MAX_TEXT_BYTES)
         truncated = len(data) > MAX_TEXT_BYTES
-        if b"\x00" in data[:8192]:
+        if is_binary(data[:MAX_TEXT_BYTES]):
             raise Unreadable("テキストではありません（バイナリ）")
         text, left_out = cut_middle(decode_text(data[:MAX_TEXT_BYTES]).replace("\r\n", "\n"), room)
         self.text_chars += len(text)

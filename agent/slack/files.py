@@ -1,11 +1,14 @@
 """What a file is, read from its bytes and Slack's metadata: its kind (image, PDF, text), an image's size, a text
-file's encoding, and a long text's cut. No Slack calls, no downloads: :mod:`agent.slack.attachments` does those.
+file's encoding, and a long text's cut; and what one request to the model may carry (the documented limits), with
+images downscaled to fit them. No Slack calls, no downloads: :mod:`agent.slack.attachments` does those.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Kind = Literal["image", "pdf", "text"]
@@ -98,3 +101,110 @@ def cut_middle(text: str, limit: int) -> tuple[str, int]:
     tail = limit - head
     left_out = len(text) - head - tail
     return f"{text[:head]}\n…[helpbot: 中略 {left_out} 文字]…\n{text[len(text) - tail:]}", left_out
+
+
+# -- what one request to the model may carry -----------------------------------------------------------------
+# Each figure from its documentation, the smaller where Bedrock's and Anthropic's differ:
+# - Bedrock InvokeModel for Claude: "The maximum size of the payload you can send in a request is 20MB"
+#   (docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html;
+#   the API reference allows 25,000,000 bytes for any model's body: the Claude page's 20 MB binds).
+# - An image: 3.75 MB and 8000 px a side, up to 20 images (Bedrock's Message reference,
+#   docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html); Anthropic's vision guide
+#   (docs.anthropic.com/en/docs/build-with-claude/vision): 5 MB of base64 (the same 3.75 MB), 8000x8000 px, and
+#   2000x2000 px for every image once a request carries more than 20.
+# - A PDF: 100 pages a request (Anthropic's PDF guide; Bedrock's API restrictions page repeats it), and 4.5 MB
+#   a document, 5 documents (Bedrock's Message reference; Claude 4 is exempt from the 4.5 MB, kept anyway).
+REQUEST_BYTES = 20_000_000
+MEDIA_BYTES = 15_000_000  # base64 of every image and PDF of a request; the rest (prompt, tools, thread, tool
+#                           results) is bounded by the token budget, well under the 5 MB left
+MAX_IMAGE_BYTES = 3_750_000  # raw, per image (5 MB once base64-encoded)
+MAX_IMAGE_SIDE = 8_000
+MANY_IMAGES = 20  # more images than this in one request, and each must fit MANY_IMAGE_SIDE
+MANY_IMAGE_SIDE = 2_000
+MAX_PDF_BYTES = 4_500_000
+MAX_PDF_PAGES = 100
+MAX_DOCUMENTS = 5
+# Downscaling aims at what the model sees: the API itself scales an image whose long edge is over 1568 px, or
+# that is over ~1.15 megapixels, down to that (the vision guide), so nothing the model would see is lost.
+MODEL_SIDE = 1_568
+MODEL_PIXELS = 1_150_000
+MIN_SIDE = 200  # the vision guide: images under 200 px a side degrade the answers; smaller than this, refuse
+MAX_DECODE_PIXELS = 80_000_000  # larger images are not decoded (memory; Pillow warns past 89 megapixels)
+
+
+class Unreadable(Exception):
+    """A file helpbot does not read; the message is the reason, in the context's language."""
+
+
+def base64_size(raw: int) -> int:
+    return (raw + 2) // 3 * 4
+
+
+@dataclass(frozen=True)
+class Picture:
+    """An image as it goes to the model; ``original`` is its size as attached when it was downscaled."""
+
+    data: bytes
+    media_type: str
+    width: int
+    height: int
+    original: tuple[int, int] | None = None
+
+
+def fit_image(data: bytes, *, max_bytes: int, max_side: int = MAX_IMAGE_SIDE) -> Picture:
+    """The image within ``max_bytes`` (raw) and ``max_side``: as attached when it fits, else downscaled (aspect
+    ratio kept; PNG stays PNG when it fits, else JPEG, transparency kept as PNG)."""
+    found = image_size(data)
+    if found is None:
+        raise Unreadable("画像として読めません（PNG / JPEG / GIF / WebP ではありません）")
+    media_type, width, height = found
+    if len(data) <= max_bytes and 0 < max(width, height) <= max_side:
+        return Picture(data, media_type, width, height)
+    if width * height > MAX_DECODE_PIXELS:
+        raise Unreadable(f"画像が大きすぎて縮小できません: {width}x{height} px")
+    return _downscale(data, media_type, (width, height), max_bytes, max_side)
+
+
+def _downscale(data: bytes, media_type: str, size: tuple[int, int], max_bytes: int, max_side: int) -> Picture:
+    from PIL import Image
+
+    width, height = size
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            opened.load()
+            alpha = opened.mode in ("RGBA", "LA", "PA") or "transparency" in opened.info
+            frame = opened.convert("RGBA" if alpha else "RGB")  # an animated GIF: its first frame
+    except Exception:  # any decoder failure on an attacker's bytes means the same
+        raise Unreadable("画像として読めません（壊れているか、対応していない形式です）") from None
+    scale = min(1.0, max_side / max(width, height), MODEL_SIDE / max(width, height),
+                (MODEL_PIXELS / (width * height)) ** 0.5)
+    while max(width, height) * scale >= MIN_SIDE:
+        target = (max(1, round(width * scale)), max(1, round(height * scale)))
+        resized = frame.resize(target, Image.Resampling.LANCZOS, reducing_gap=3.0)
+        # PNG where the source was not JPEG, unless a PNG this size would be far over (its bytes scale with the
+        # pixels: a photo saved as PNG); JPEG unless transparency needs PNG
+        png_guess = len(data) * target[0] * target[1] / (width * height) if media_type == "image/png" else 0
+        kinds = ("png",) if alpha else ("jpeg",) if media_type == "image/jpeg" or png_guess > 2 * max_bytes \
+            else ("png", "jpeg")
+        for kind in kinds:
+            out = io.BytesIO()
+            resized.save(out, format=kind.upper(), **({"quality": 85} if kind == "jpeg" else {}))
+            if out.tell() <= max_bytes:
+                return Picture(out.getvalue(), f"image/{kind}", *target, original=size)
+        scale *= 0.75
+    raise Unreadable(f"画像が大きすぎます: 縮小しても 1 回の上限（{max_bytes / 1e6:.2f} MB）に収まりません")
+
+
+def is_binary(data: bytes) -> bool:
+    """Not text: a NUL byte anywhere, or, read as neither UTF-8 nor CP932, more than 1 % undecodable."""
+    if b"\x00" in data:
+        return True
+    for encoding in ("utf-8-sig", "cp932"):
+        try:
+            data.decode(encoding)
+            return False
+        except UnicodeDecodeError as exc:
+            if exc.start >= len(data) - 3:  # only a character cut at the end of what was read
+                return False
+    text = data.decode("utf-8", errors="replace")
+    return text.count("\ufffd") > len(text) / 100

@@ -3,7 +3,8 @@
 It answers like Bedrock does: a Messages API response body on success; on errors the ``x-amzn-ErrorType``
 header and a ``{"message": ...}`` body (400 ValidationException, 429 ThrottlingException, 503
 ServiceUnavailableException). It checks what Bedrock checks and we care about: the body must carry
-``anthropic_version: bedrock-2023-05-31`` and must not carry ``model`` or ``stream``.
+``anthropic_version: bedrock-2023-05-31`` and must not carry ``model`` or ``stream``; and it refuses a request
+over the documented limits (:func:`over_the_limits`) with a 400 ValidationException.
 
 Behaviour is scripted: ``stub.responder`` is a function ``(model_id, body) -> (status, headers, json)``; helpers
 build replies. Every request is recorded in ``stub.requests``.
@@ -11,6 +12,8 @@ build replies. Every request is recorded in ``stub.requests``.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import threading
 from collections.abc import Callable
@@ -29,6 +32,74 @@ class Recorded:
     model_id: str
     headers: dict[str, str]
     body: dict[str, Any]
+    size: int = 0  # the body's bytes
+
+
+# The limits, as documented (the smaller figure where Bedrock's and Anthropic's differ; stricter when unsure):
+# - "The maximum size of the payload you can send in a request is 20MB" (Bedrock, Claude Messages request and
+#   response: docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-
+#   response.html). Over the API's own 25,000,000 bytes Bedrock answers its constraint message; between the two
+#   it answers "Input is too long for requested model." (as reported, openai/codex#46247) -- refused here at 20 MB.
+# - Images (docs.anthropic.com/en/docs/build-with-claude/vision; Bedrock's Message reference says 3.75 MB, 8000 px
+#   and 20 images): 5 MB of base64 each, 8000 px a side, 2000 px a side once a request has more than 20, at most
+#   100. The messages are the API's, which Bedrock passes on (e.g. anthropics/claude-code#5147, aws-sdk-js-v3#6785).
+# - PDFs: 100 pages a request ("A maximum of 100 PDF pages may be provided.", the PDF support guide); a PDF that
+#   cannot be parsed is refused.
+BODY_LIMIT = 20_000_000
+API_BODY_LIMIT = 25_000_000
+IMAGE_BASE64_LIMIT = 5 * 1024 * 1024
+IMAGE_SIDE, MANY_IMAGES, MANY_IMAGE_SIDE, MAX_IMAGES = 8000, 20, 2000, 100
+PDF_PAGES = 100
+
+
+def over_the_limits(size: int, body: dict[str, Any]) -> str | None:
+    """Why Bedrock would refuse this request for its size or its media; None when it would not."""
+    from PIL import Image
+    from pypdf import PdfReader
+
+    if size > API_BODY_LIMIT:
+        return ("1 validation error detected: Value at 'body' failed to satisfy constraint: Member must have length "
+                f"less than or equal to {API_BODY_LIMIT}")
+    if size > BODY_LIMIT:
+        return "Input is too long for requested model."
+    images: list[tuple[str, int, int]] = []
+    pages = 0
+    for m, message in enumerate(body.get("messages") or []):
+        content = message.get("content") if isinstance(message, dict) else None
+        for c, block in enumerate(content if isinstance(content, list) else []):
+            source = block.get("source") if isinstance(block, dict) else None
+            if not isinstance(source, dict) or source.get("type") != "base64":
+                continue
+            where, data = f"messages.{m}.content.{c}", str(source.get("data") or "")
+            if block.get("type") == "image":
+                if len(data) > IMAGE_BASE64_LIMIT:
+                    return (f"{where}.image.source.base64: image exceeds 5 MB maximum: {len(data)} bytes > "
+                            f"{IMAGE_BASE64_LIMIT} bytes")
+                try:
+                    with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+                        kind, (width, height) = str(image.format).lower(), image.size
+                except Exception:
+                    return f"{where}.image.source.base64.data: Could not process image"
+                if f"image/{kind}" != source.get("media_type"):
+                    return (f"{where}.image.source.base64.data: Image does not match the provided media type "
+                            f"{source.get('media_type')}")
+                if max(width, height) > IMAGE_SIDE:
+                    return (f"{where}.image.source.base64.data: At least one of the image dimensions exceed max "
+                            f"allowed size: {IMAGE_SIDE} pixels")
+                images.append((where, width, height))
+            elif block.get("type") == "document":
+                try:
+                    pages += len(PdfReader(io.BytesIO(base64.b64decode(data))).pages)
+                except Exception:
+                    return f"{where}.document.source.base64.data: The PDF specified was not valid."
+    if pages > PDF_PAGES:
+        return f"A maximum of {PDF_PAGES} PDF pages may be provided."
+    if pages + len(images) > MAX_IMAGES:  # pages and images count together
+        return f"Too much media: {pages} document pages + {len(images)} images > {MAX_IMAGES}"
+    if len(images) > MANY_IMAGES and any(max(w, h) > MANY_IMAGE_SIDE for _, w, h in images):
+        return ("At least one of the image dimensions exceed max allowed size for many-image requests: "
+                f"{MANY_IMAGE_SIDE} pixels")
+    return None
 
 
 def message(content: list[dict[str, Any]], stop_reason: str = "end_turn", usage: dict[str, int] | None = None
@@ -87,7 +158,7 @@ class BedrockStub:
                 if len(parts) != 4 or parts[1] != "model" or parts[3] != "invoke":
                     return self._send(*error(404, "UnknownOperationException", f"no route for {path}"))
                 model_id = unquote(parts[2])
-                stub.requests.append(Recorded(path, model_id, headers, body))
+                stub.requests.append(Recorded(path, model_id, headers, body, len(raw)))
                 if body.get("anthropic_version") != BEDROCK_VERSION:
                     return self._send(*error(400, "ValidationException",
                                              f"invalid anthropic_version {body.get('anthropic_version')!r}"))
@@ -97,6 +168,9 @@ class BedrockStub:
                                                                              "permitted"))
                 if not headers.get("authorization"):
                     return self._send(*error(403, "AccessDeniedException", "Missing Authentication Token"))
+                refused = over_the_limits(len(raw), body)
+                if refused:
+                    return self._send(*error(400, "ValidationException", refused))
                 return self._send(*stub.responder(model_id, body))
 
             def _send(self, status: int, headers: dict[str, str], body: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ token), a scripted model that sees the blocks and the context, and the limits' n
 from __future__ import annotations
 
 import base64
+import io
 import re
 import struct
 import zlib
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pypdf import PdfWriter
 
 from agent.cli import main
 from agent.core.messages import IMAGE_TOKENS, request_tokens
@@ -36,6 +38,46 @@ def png(width: int, height: int) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def pdf(pages: int, *, object_streams: bool = False) -> bytes:
+    """A real PDF of blank pages (pypdf writes it); ``object_streams``: built by hand with its page objects inside
+    a compressed object stream, as PDF 1.5 writers do (pypdf reads such files but does not write them)."""
+    if not object_streams:
+        writer = PdfWriter()
+        for _ in range(pages):
+            writer.add_blank_page(width=595, height=842)
+        out = io.BytesIO()
+        writer.write(out)
+        return out.getvalue()
+    # objects 2 (Pages) and 3.. (Page) inside one compressed object stream, found through an xref stream
+    kids = " ".join(f"{n} 0 R" for n in range(3, 3 + pages))
+    inner = [(2, f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>")]
+    inner += [(n, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] >>") for n in range(3, 3 + pages)]
+    offsets, body = [], b""
+    for number, text in inner:
+        offsets.append(f"{number} {len(body)}")
+        body += text.encode() + b"\n"
+    header = " ".join(offsets).encode() + b"\n"
+    stream = zlib.compress(header + body)
+    objstm, xref = 3 + pages, 4 + pages
+    out = bytearray(b"%PDF-1.5\n%\xe2\xe3\xcf\xd3\n")
+    at = {1: len(out)}
+    out += b"1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n"
+    at[objstm] = len(out)
+    out += (f"{objstm} 0 obj\n<< /Type /ObjStm /N {len(inner)} /First {len(header)} /Filter /FlateDecode "
+            f"/Length {len(stream)} >>\nstream\n").encode() + stream + b"\nendstream\nendobj\n"
+    at[xref] = len(out)
+    rows = b"\x00" + (0).to_bytes(4, "big") + b"\xff\xff"
+    for number in range(1, xref + 1):
+        if number in at:
+            rows += b"\x01" + at[number].to_bytes(4, "big") + b"\x00\x00"
+        else:
+            rows += b"\x02" + objstm.to_bytes(4, "big") + (number - 2).to_bytes(2, "big")
+    out += (f"{xref} 0 obj\n<< /Type /XRef /Size {xref + 1} /W [1 4 2] /Root 1 0 R /Length {len(rows)} >>\n"
+            "stream\n").encode() + rows + b"\nendstream\nendobj\n"
+    out += f"startxref\n{at[xref]}\n%%EOF\n".encode()
+    return bytes(out)
 
 
 LOG = ("2025-01-02 09:58:01 INFO order-import started\n"
@@ -99,16 +141,15 @@ def test_an_image_reaches_the_model_as_an_image_block_before_the_question(
 
 
 def test_a_pdf_is_a_document_block(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
-    pdf = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R] " \
-          b"/Count 1 >> endobj\n3 0 obj << /Type /Page /Parent 2 0 R >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF"
-    doc = add_file(ws, "manual.pdf", pdf, channel="C0ECSUP", user="U0TANAKA", mimetype="application/pdf",
+    data = pdf(1)
+    doc = add_file(ws, "manual.pdf", data, channel="C0ECSUP", user="U0TANAKA", mimetype="application/pdf",
                    filetype="pdf")
     code, model, _ = ask(ws, env, [doc], lambda r: "PDF を読みました。")
     assert code == 0
     [block] = media(model.requests[0])
     assert block["type"] == "document" and block["source"]["media_type"] == "application/pdf"
-    assert base64.b64decode(block["source"]["data"]) == pdf
-    assert "manual.pdf: [添付 PDF 1] として質問の前に添付（約 1 ページ）" in question_text(model.requests[0])
+    assert base64.b64decode(block["source"]["data"]) == data
+    assert "manual.pdf: [添付 PDF 1] として質問の前に添付（1 ページ）" in question_text(model.requests[0])
 
 
 def test_files_that_cannot_be_read_are_named_with_the_reason(
@@ -117,8 +158,6 @@ def test_files_that_cannot_be_read_are_named_with_the_reason(
     files = [
         add_file(ws, "huge.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * (MAX_IMAGE_BYTES + 10), channel="C0ECSUP",
                  user="U0TANAKA", mimetype="image/png", filetype="png"),
-        add_file(ws, "wide.png", png(9000, 1), channel="C0ECSUP", user="U0TANAKA", mimetype="image/png",
-                 filetype="png"),
         add_file(ws, "archive.zip", b"PK\x03\x04", channel="C0ECSUP", user="U0TANAKA", mimetype="application/zip",
                  filetype="zip"),
         add_file(ws, "spec", b"", channel="C0ECSUP", user="U0TANAKA", mode="external", filetype="gdoc"),
@@ -127,23 +166,26 @@ def test_files_that_cannot_be_read_are_named_with_the_reason(
         {"id": "F0EVIL", "name": "evil.log", "mimetype": "text/plain", "mode": "hosted",
          "url_private": "https://evil.example/files-pri/x/evil.log",
          "url_private_download": "https://evil.example/files-pri/x/download/evil.log"},
+        add_file(ws, "broken.pdf", b"%PDF-1.4\n<< /Type /Page >>\n%%EOF", channel="C0ECSUP", user="U0TANAKA",
+                 mimetype="application/pdf", filetype="pdf"),
     ]
     code, model, _ = ask(ws, env, files, lambda r: "分かりません。")
     assert code == 0
     text = question_text(model.requests[0])
     assert not media(model.requests[0])
-    for name, why in [("huge.png", "画像が大きすぎます: 3.8 MB、上限 3.75 MB"),
-                      ("wide.png", "画像が大きすぎます: 9000x1 px、上限 8000 px"),
+    for name, why in [("huge.png", "画像として読めません（壊れているか、対応していない形式です）"),
                       ("archive.zip", "この種類のファイルは読みません（ZIP）"),
                       ("spec", "外部サービス（Google Drive など）のファイルは読みません"),
                       ("gone.log", "削除されています"),
                       ("elsewhere.log", "ダウンロードできません（HTTP 404）"),
-                      ("evil.log", "Slack のファイルホスト以外の URL からは読みません")]:
+                      ("evil.log", "Slack のファイルホスト以外の URL からは読みません"),
+                      ("broken.pdf", "PDF として読めません（壊れているか、パスワードが掛かっています）")]:
         assert re.search(rf"- {_label(name)}: 読めませんでした（{re.escape(why)}", text), name
     assert "secret" not in text
-    # only the ones worth a download were downloaded (the huge image was refused by its size)
-    assert [c.params["path"].rsplit("/", 1)[-1] for c in fake.calls("files.download")] == ["wide.png",
-                                                                                             "elsewhere.log"]
+    # only the ones worth a download were downloaded
+    assert [c.params["path"].rsplit("/", 1)[-1] for c in fake.calls("files.download")] == ["huge.png",
+                                                                                             "elsewhere.log",
+                                                                                             "broken.pdf"]
 
 
 def _label(name: str) -> str:
@@ -223,8 +265,8 @@ def test_through_the_sdk_an_image_arrives_as_a_base64_block_and_a_refused_pdf_is
     picture = png(8, 8)
     files = [add_file(ws, "shot.png", picture, channel="C0ECSUP", user="U0TANAKA", mimetype="image/png",
                       filetype="png"),
-             add_file(ws, "spec.pdf", b"%PDF-1.4\n<< /Type /Page >>\n%%EOF", channel="C0ECSUP", user="U0TANAKA",
-                      mimetype="application/pdf", filetype="pdf")]
+             add_file(ws, "spec.pdf", pdf(1), channel="C0ECSUP", user="U0TANAKA", mimetype="application/pdf",
+                      filetype="pdf")]
     asked = ws.post("C0ECSUP", "この画面と仕様書を見てください", user="U0TANAKA", files=files)
 
     def responder(model_id: str, body: dict[str, Any]) -> Any:
@@ -243,7 +285,7 @@ def test_through_the_sdk_an_image_arrives_as_a_base64_block_and_a_refused_pdf_is
                                "data": base64.b64encode(picture).decode()}
     assert "document" not in [b["type"] for b in blocks_of(last)]
     assert "[添付 PDF 1]" not in [b.get("text") for b in blocks_of(last)]  # its label went with it
-    assert any("添付 PDF は渡せませんでした" in str(b.get("text")) for b in blocks_of(last))
+    assert any("上の添付 PDF 1 件 は渡せませんでした" in str(b.get("text")) for b in blocks_of(last))  # not the image
     assert any(b["type"] == "document" for r in stub.requests for b in blocks_of(r.body))  # it was tried first
 
 
