@@ -3,7 +3,9 @@ files as text in the context -- each within the API's limits and helpbot's budge
 
 - Which files: the question's own first, then the rest of the thread's (helpbot's messages left out), at most
   :data:`MAX_FILES`; the thread is one the front may read (never a DM; a private channel only when the answer goes
-  there), so its files follow the same rules as its messages.
+  there). A file is read only where it is shared, per ``files.info``, in a conversation the thread's rules allow
+  (the answer's channel, or a public one): a file of another private channel or a DM on a public message is
+  named as not readable, by what the message shows of it, and never downloaded.
 - Where from: ``url_private_download`` with the bot token (scope ``files:read``), only where the Slack tokens'
   door lets it go (:func:`mcp_lib.doors.slack_door`: ``https://files.slack.com`` for Slack's own API, else the
   configured ``SLACK_API_URL``'s origin only -- scheme, host and port); redirects are not followed (Slack
@@ -62,6 +64,7 @@ MEDIA_TOKEN_BUDGET = 30_000  # images and PDFs together, out of the request budg
 MAX_TEXT_BYTES = 1_000_000  # read at most this much of a text file
 TEXT_CHARS = 8_000  # all text attachments together, as context
 DOWNLOAD_TIMEOUT_S = 10.0
+NOT_SHARED_HERE = "この回答先で共有されていないファイルのため読みません"
 __all__ = ["MAX_IMAGE_BYTES", "Attachments", "Unreadable", "ask_with_attachments", "read_attachments"]
 
 
@@ -189,10 +192,14 @@ class _Reader:
             self.client.close()
 
     def read(self, index: int, file: dict[str, Any], out: Attachments) -> None:
-        name = str(file.get("name") or file.get("title") or file.get("id") or f"file{index}")
+        name = str(file.get("name") or file.get("title") or file.get("id") or f"file{index}")  # as the message shows
         try:
             file = self._details(file)
+            if not self._shared_here(file):
+                raise Unreadable(NOT_SHARED_HERE)
             name = str(file.get("name") or file.get("title") or name)
+            if file.get("mode") == "external" or file.get("is_external"):
+                raise Unreadable("外部サービス（Google Drive など）のファイルは読みません")
             kind = file_kind(file)
             if kind is None:
                 what = file.get("pretty_type") or file.get("filetype") or file.get("mimetype") or "不明"
@@ -304,7 +311,8 @@ class _Reader:
 
     # -- Slack ------------------------------------------------------------------------------------------------
     def _details(self, file: dict[str, Any]) -> dict[str, Any]:
-        """The file's object; files.info when the message carries only a stub (Slack Connect, missing URLs)."""
+        """The file's object from files.info: where it is shared is known only there (a message's copy, or a
+        Slack Connect stub, does not say, or could say anything)."""
         from mcp_lib.core import ToolError
         from mcp_lib.platforms.slack import call
 
@@ -313,16 +321,30 @@ class _Reader:
             raise Unreadable("削除されています")
         if mode == "hidden_by_limit":
             raise Unreadable("ワークスペースのプランの表示制限により見えません")
-        if file.get("file_access") == "check_file_info" or (mode != "external" and not file.get("url_private")):
-            if not file.get("id"):
-                raise Unreadable("ファイルの情報がありません")
-            try:
-                file = dict(call(self.slack.ctx, "files.info", file=str(file["id"])).get("file") or {})
-            except ToolError as exc:
-                raise Unreadable(f"files.info: {exc}") from None
-        if file.get("mode") == "external" or file.get("is_external"):
-            raise Unreadable("外部サービス（Google Drive など）のファイルは読みません")
-        return file
+        if not file.get("id"):
+            raise Unreadable("ファイルの情報がありません")
+        try:
+            return dict(call(self.slack.ctx, "files.info", file=str(file["id"])).get("file") or {})
+        except ToolError as exc:
+            raise Unreadable(f"files.info: {exc}") from None
+
+    def _shared_here(self, file: Mapping[str, Any]) -> bool:
+        """Shared (files.info's ``channels``/``groups``/``ims`` and ``shares``) in a conversation whose messages
+        the answer may show: the rule of :func:`mcp_lib.platforms.slack.allowed` -- the answer's own channel, or
+        a public one; never a DM or another private channel. An id listed as private anywhere counts as private."""
+        from mcp_lib.platforms.slack import allowed
+
+        shares: Mapping[str, Any] = file["shares"] if isinstance(file.get("shares"), dict) else {}
+
+        def ids(*values: Any) -> set[str]:
+            return {str(v) for value in values if isinstance(value, list | dict) for v in value}
+
+        dms = ids(file.get("ims"))
+        private = ids(file.get("groups"), shares.get("private")) - dms
+        public = ids(file.get("channels"), shares.get("public")) - private - dms
+        where = ([{"id": c, "is_im": True} for c in dms] + [{"id": c, "is_private": True} for c in private]
+                 + [{"id": c, "is_private": False} for c in public])
+        return any(allowed(self.slack.ctx, conversation) for conversation in where)
 
     def _download(self, file: Mapping[str, Any], limit: int) -> bytes:
         url = str(file.get("url_private_download") or file.get("url_private") or "")

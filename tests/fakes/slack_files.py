@@ -14,6 +14,12 @@ A download answers the file's bytes with its mimetype, only with ``Authorization
 ``files:read`` whose user can see a conversation the file is shared in (else 404); without the token or the
 scope, Slack's answer to a browser without a session: a 302 to the workspace's sign-in page. ``files.info`` for a
 file the token cannot see is ``file_not_found``.
+
+Where a file is shared, only ``files.info`` tells (https://api.slack.com/types/file,
+https://api.slack.com/methods/files.info): ``channels`` (public channels), ``groups`` (private channels and group
+DMs), ``ims`` (DMs) and ``shares.public`` / ``shares.private`` keyed by channel id, each share with its message's
+``ts``, ``channel_name`` and ``team_id``. Stricter where unsure: private conversations are listed only when the
+token's user is a member, and a message's copy of the file carries none of these fields.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
-    from tests.fakes.slack import Token, Workspace
+    from tests.fakes.slack import Channel, Token, Workspace
 
 _ids = itertools.count(1)
 
@@ -55,8 +61,10 @@ def add_file(ws: Workspace, name: str, content: bytes, *, channel: str, user: st
     return {"id": file.id}
 
 
-def file_to_api(ws: Workspace, file: FakeFile, base: str, *, stub: bool = False) -> dict[str, Any]:
-    """The file object as Slack returns it (``stub``: as a message carries a check_file_info file)."""
+def file_to_api(ws: Workspace, file: FakeFile, base: str, *, stub: bool = False,
+                token: Token | None = None) -> dict[str, Any]:
+    """The file object as Slack returns it: to files.info for ``token`` (with where it is shared), else as a
+    message carries it (``stub``: a check_file_info file)."""
     if file.mode in ("tombstone", "hidden_by_limit"):
         return {"id": file.id, "mode": file.mode}
     if stub:
@@ -71,10 +79,9 @@ def file_to_api(ws: Workspace, file: FakeFile, base: str, *, stub: bool = False)
         "external" else "", "is_public": any(c.is_public for c in kinds.values()), "public_url_shared": False,
         "display_as_bot": False, "username": "",
         "permalink": f"{ws.url}files/{file.user}/{file.id}/{quote(file.name)}",
-        "channels": [c for c, ch in kinds.items() if ch.is_public],
-        "groups": [c for c, ch in kinds.items() if ch.is_private or ch.is_mpim],
-        "ims": [c for c, ch in kinds.items() if ch.is_im],
     }
+    if token is not None:
+        out.update(_sharing(ws, file, {c: ch for c, ch in kinds.items() if ch.is_public or token.user in ch.members}))
     if file.mode == "external":
         out["url_private"] = f"https://docs.google.com/document/d/{file.id}/edit"
     else:
@@ -84,6 +91,22 @@ def file_to_api(ws: Workspace, file: FakeFile, base: str, *, stub: bool = False)
     if file.width and file.height:
         out.update({"original_w": file.width, "original_h": file.height})
     return out
+
+
+def _sharing(ws: Workspace, file: FakeFile, kinds: dict[str, Channel]) -> dict[str, Any]:
+    """``channels``/``groups``/``ims`` and ``shares`` as files.info gives them."""
+    shares: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for channel_id, channel in kinds.items():
+        posted = [m for m in ws.messages.get(channel_id, []) if any(f.get("id") == file.id for f in m.files)]
+        ts = posted[0].ts if posted else "1735779600.000100"
+        share = {"reply_users": [], "reply_users_count": 0, "reply_count": 0, "ts": ts,
+                 "channel_name": channel.name, "team_id": ws.team_id, "share_user_id": file.user}
+        if posted and posted[0].thread_ts:
+            share["thread_ts"] = posted[0].thread_ts
+        shares.setdefault("public" if channel.is_public else "private", {})[channel_id] = [share]
+    return {"channels": [c for c, ch in kinds.items() if ch.is_public],
+            "groups": [c for c, ch in kinds.items() if ch.is_private or ch.is_mpim],
+            "ims": [c for c, ch in kinds.items() if ch.is_im], "shares": shares}
 
 
 def render(ws: Workspace, seeded: dict[str, Any], base: str) -> dict[str, Any]:
@@ -110,7 +133,8 @@ def files_info(ws: Workspace, params: dict[str, Any], token: Token, base: str) -
         raise SlackError("file_not_found")
     if file.mode == "tombstone":
         raise SlackError("file_deleted")
-    return {"file": file_to_api(ws, file, base), "comments": [], "response_metadata": {"next_cursor": ""}}
+    return {"file": file_to_api(ws, file, base, token=token), "comments": [],
+            "response_metadata": {"next_cursor": ""}}
 
 
 def download(ws: Workspace, path: str, token: Token | None) -> tuple[int, dict[str, str], bytes]:

@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pypdf import PdfWriter
 
@@ -177,14 +178,13 @@ def test_files_that_cannot_be_read_are_named_with_the_reason(
                       ("archive.zip", "この種類のファイルは読みません（ZIP）"),
                       ("spec", "外部サービス（Google Drive など）のファイルは読みません"),
                       ("gone.log", "削除されています"),
-                      ("elsewhere.log", "ダウンロードできません（HTTP 404）"),
-                      ("evil.log", "Slack のファイルホスト以外の URL からは読みません"),
+                      ("elsewhere.log", "files.info: "),  # the bot cannot see it: file_not_found
+                      ("evil.log", "files.info: "),  # a file object Slack does not know: its URLs are never used
                       ("broken.pdf", "PDF として読めません（壊れているか、パスワードが掛かっています）")]:
         assert re.search(rf"- {_label(name)}: 読めませんでした（{re.escape(why)}", text), name
     assert "secret" not in text
-    # only the ones worth a download were downloaded
+    # only the ones worth a download were downloaded (files.info first for each: where it is shared)
     assert [c.params["path"].rsplit("/", 1)[-1] for c in fake.calls("files.download")] == ["huge.png",
-                                                                                             "elsewhere.log",
                                                                                              "broken.pdf"]
 
 
@@ -204,7 +204,7 @@ def test_a_slack_connect_stub_is_looked_up_with_files_info_and_thread_files_coun
     text = question_text(model.requests[0])
     assert "STUB-ONLY-9" in text and "ROOT-ONLY-7" in text
     assert text.index("stub.txt") < text.index("root.log")  # the question's own file first
-    assert len(fake.calls("files.info")) == 1
+    assert len(fake.calls("files.info")) == 2  # each file's: where it is shared is known only there
 
 
 def test_long_text_keeps_head_and_tail_with_a_note(ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
@@ -242,17 +242,16 @@ def test_media_blocks_count_as_the_model_sees_them_not_as_base64(size: int) -> N
     assert with_image - without == IMAGE_TOKENS
 
 
-def test_without_files_read_slack_redirects_to_its_sign_in_page_and_the_file_is_named(
+def test_without_files_read_the_file_is_named_with_the_scope_and_nothing_is_downloaded(
         ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
     ws.tokens[BOT_TOKEN] = Token("bot", ws.bot_user_id, slack_scopes.granted("bot") - {"files:read"})
     log = add_file(ws, "order-import.log", LOG.encode(), channel="C0ECSUP", user="U0TANAKA")
     code, model, _ = ask(ws, env, [log], lambda r: "分かりません。")
     assert code == 0
     text = question_text(model.requests[0])
-    assert ("order-import.log: 読めませんでした（Slack がダウンロードを拒否しました（ボットトークンに files:read が"
-            "必要です）") in text
+    assert "order-import.log: 読めませんでした（files.info: " in text and "'files:read'" in text
     assert "E-RK-4711" not in text
-    assert [c.status for c in fake.calls("files.download")] == [302]  # asked once, the redirect not followed
+    assert fake.calls("files.download") == []  # files.info (which needs the scope too) comes first
 
 
 # -- through the anthropic SDK to the Bedrock stub ------------------------------------------------------------------
@@ -329,3 +328,52 @@ def test_files_in_a_dm_are_never_looked_at(ws: Workspace, fake: FakeSlack, env: 
     code, model, _ = ask(ws, env, [shot, log], lambda r: "答え", channel="D0TANAKA")
     assert code == 0 and model.requests == []
     assert not fake.calls("files.download") and not fake.calls("files.info")
+
+
+def test_a_private_file_on_a_public_message_is_not_downloaded_and_is_named_as_not_readable(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    """The file is shared only in the private #secret-ops (helpbot is a member there); the message that carries
+    it is in public #ec-support, where the answer goes: it is not read, and its content never reaches the model."""
+    secret = add_file(ws, "payroll.log", b"SALARY-TABLE-42\n", channel="C0SECRET", user="U0TANAKA")
+    public = add_file(ws, "public.log", b"PUBLIC-LINE-7\n", channel="C0GENERAL", user="U0TANAKA")
+
+    def script(request: Request) -> str:
+        text = question_text(request)
+        return "payroll.log は読めませんでした。" if "payroll.log: 読めませんでした" in text else "読めました。"
+
+    code, model, asked = ask(ws, env, [secret, public], script)
+    assert code == 0
+    text = question_text(model.requests[0])
+    assert "- payroll.log: 読めませんでした（この回答先で共有されていないファイルのため読みません）" in text
+    assert "SALARY-TABLE-42" not in text and "C0SECRET" not in text and "secret-ops" not in text
+    assert "PUBLIC-LINE-7" in text  # shared in another public channel: as readable as its messages
+    downloads = [c.params["path"] for c in fake.calls("files.download")]
+    assert len(downloads) == 1 and downloads[0].endswith("/public.log")
+    assert "payroll.log は読めませんでした" in markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
+
+
+def test_in_a_private_channel_its_own_files_are_read_but_not_another_private_channels(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    ws.add_channel("C0OTHER", "other-private", private=True, members={"U0TANAKA"})
+    own = add_file(ws, "own.log", b"OWN-LINE-1\n", channel="C0SECRET", user="U0TANAKA")
+    other = add_file(ws, "other.log", b"OTHER-LINE-2\n", channel="C0OTHER", user="U0TANAKA")
+    code, model, _ = ask(ws, env, [own, other], lambda r: "確認しました。", channel="C0SECRET")
+    assert code == 0
+    text = question_text(model.requests[0])
+    assert "OWN-LINE-1" in text and "OTHER-LINE-2" not in text
+    assert "- other.log: 読めませんでした（この回答先で共有されていないファイルのため読みません）" in text
+    assert [c.params["path"].rsplit("/", 1)[-1] for c in fake.calls("files.download")] == ["own.log"]
+
+
+def test_files_info_says_where_a_file_is_shared_as_slack_documents(ws: Workspace, fake: FakeSlack) -> None:
+    shot = add_file(ws, "a.log", b"x", channel="C0SECRET", user="U0TANAKA")
+    posted = ws.post("C0SECRET", "ログです", user="U0TANAKA", files=[shot])
+    info = httpx.post(f"{fake.url}files.info", data={"file": shot["id"]},
+                      headers={"Authorization": f"Bearer {BOT_TOKEN}"}).json()["file"]
+    assert info["channels"] == [] and info["groups"] == ["C0SECRET"] and info["ims"] == []
+    [share] = info["shares"]["private"]["C0SECRET"]
+    assert share["ts"] == posted.ts and share["channel_name"] == "secret-ops"
+    history = httpx.post(f"{fake.url}conversations.history", data={"channel": "C0SECRET"},
+                         headers={"Authorization": f"Bearer {BOT_TOKEN}"}).json()["messages"]
+    [message] = [m for m in history if m["ts"] == posted.ts]
+    assert not {"channels", "groups", "ims", "shares"} & set(message["files"][0])  # only files.info tells
