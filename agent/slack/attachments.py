@@ -65,7 +65,6 @@ MAX_TEXT_BYTES = 1_000_000  # read at most this much of a text file
 TEXT_CHARS = 8_000  # all text attachments together, as context
 DOWNLOAD_TIMEOUT_S = 10.0
 NOT_SHARED_HERE = "この回答先で共有されていないファイルのため読みません"
-__all__ = ["MAX_IMAGE_BYTES", "Attachments", "Unreadable", "ask_with_attachments", "read_attachments"]
 
 
 @dataclass
