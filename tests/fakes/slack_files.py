@@ -48,6 +48,7 @@ class FakeFile:
     access: str | None = None  # "check_file_info": messages carry only a stub
     width: int | None = None
     height: int | None = None
+    url: str | None = None  # a download URL Slack would never give (tests of the credential door), else the fake's
 
 
 def add_file(ws: Workspace, name: str, content: bytes, *, channel: str, user: str, mimetype: str = "text/plain",
@@ -87,7 +88,7 @@ def file_to_api(ws: Workspace, file: FakeFile, base: str, *, stub: bool = False,
     else:
         path = f"/files-pri/{ws.team_id}-{file.id}"
         out["url_private"] = f"{base}{path}/{quote(file.name)}"
-        out["url_private_download"] = f"{base}{path}/download/{quote(file.name)}"
+        out["url_private_download"] = file.url or f"{base}{path}/download/{quote(file.name)}"
     if file.width and file.height:
         out.update({"original_w": file.width, "original_h": file.height})
     return out

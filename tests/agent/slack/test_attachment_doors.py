@@ -21,9 +21,11 @@ def elsewhere() -> Iterator[Recorder]:
         yield recorder
 
 
-def file_at(url: str) -> dict[str, str]:
-    return {"id": "F0DOOR", "name": "x.log", "mimetype": "text/plain", "filetype": "text", "mode": "hosted",
-            "url_private": url, "url_private_download": url}
+def file_at(ws: Workspace, url: str) -> dict[str, str]:
+    """A file shared in the question's channel whose download URL (as files.info gives it) is ``url``."""
+    seeded = add_file(ws, "x.log", b"E-DOOR-1 happened\n", channel="C0ECSUP", user="U0TANAKA")
+    ws.files[seeded["id"]].url = url
+    return seeded
 
 
 @pytest.mark.parametrize("where", ["another port", "https instead", "userinfo", "userinfo elsewhere", "look-alike"])
@@ -31,13 +33,13 @@ def test_a_file_url_outside_the_slack_origin_gets_no_token_and_the_run_goes_on(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], elsewhere: Recorder, where: str) -> None:
     api = fake.url.rstrip("/").removesuffix("/api")  # http://127.0.0.1:PORT
     port = api.rsplit(":", 1)[1]
-    path = f"/files-pri/{ws.team_id}-F0DOOR/download/x.log"
+    path = f"/files-pri/{ws.team_id}-F0DOOR/download/x.log"  # the path of a file the fake does not serve
     url = {"another port": f"{elsewhere.url}{path}",  # the Slack API's host, the port of another server
            "https instead": f"https://127.0.0.1:{port}{path}",
            "userinfo": f"http://helpbot@127.0.0.1:{port}{path}",
            "userinfo elsewhere": f"http://127.0.0.1:{port}@127.0.0.1:{elsewhere.url.rsplit(':', 1)[1]}{path}",
            "look-alike": f"http://127.0.0.1.nip.io:{port}{path}"}[where]
-    code, model, _ = ask(ws, env, [file_at(url)], lambda request: "添付は読めませんでした。")
+    code, model, _ = ask(ws, env, [file_at(ws, url)], lambda request: "添付は読めませんでした。")
     assert code == 0
     assert REFUSED in question_text(model.requests[0])
     assert elsewhere.seen == [] and fake.calls("files.download") == []
