@@ -129,7 +129,8 @@ def called_methods() -> set[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                     and re.fullmatch(r"(auth|chat|conversations|reactions|users|search|files|team|bots|pins)"
-                                     r"\.[a-z][A-Za-z.]+", node.value):
+                                     r"\.[a-z][A-Za-z.]+", node.value) \
+                    and not node.value.endswith(".slack.com"):  # a host (files.slack.com), not a method
                 found.add(node.value)
             elif isinstance(node, ast.Attribute) and re.fullmatch(r"[a-z]+_[a-z][A-Za-z_]*", node.attr) \
                     and callable(getattr(WebClient, node.attr, None)) and node.attr.split("_")[0] in (
