@@ -257,6 +257,13 @@ VARIABLES: tuple[Variable, ...] = (
        "every channel the bot is in", where=("help", "feedback", "faq-draft", "relay")),
     _v("HELPBOT_BOT_USER_ID", "front", "helpbot's own user ID: its messages and reactions are never answered",
        where=("help", "feedback", "faq-draft", "relay")),
+    _v("HELPBOT_ALLOWED_BOTS", "front", "bot IDs (`B…`) whose messages, mentions and reactions may start a run; "
+       "every other bot, app, workflow or integration is ignored", where=("help", "relay")),
+    _v("HELPBOT_SHARED_CHANNELS", "front", "channel IDs shared with other organizations (Slack Connect) that "
+       "helpbot answers in, from the FAQ and HELPBOT_SHARED_SOURCES only; any other shared channel gets a short "
+       "notice to the asker", "none"),
+    _v("HELPBOT_SHARED_SOURCES", "front", "platforms offered besides the FAQ in HELPBOT_SHARED_CHANNELS and to "
+       "askers from other organizations there (`slack`, `redmine`, `github`, `growi`)", "none"),
     _v("HELPBOT_QUESTION_CHANNEL", "front", "where a free `question` from *Run workflow* is answered",
        "only the job summary"),
     _v("HELPBOT_MASK_PERSONAL", "front", "`false` keeps e-mail addresses and phone numbers in posts", "true",

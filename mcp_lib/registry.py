@@ -102,6 +102,13 @@ class Registry:
             self._platforms = platforms
         return self._platforms
 
+    def narrowed(self, names: Iterable[str]) -> Registry:
+        """The same registry (clients, caller, limits) offering only the platforms in ``names``."""
+        keep = set(names)
+        return Registry(self.env, clients=self._clients, caller=self.caller, limits=self.limits, sleep=self.sleep,
+                        clock=self.clock, platforms={n: p for n, p in self.platforms().items() if n in keep},
+                        server_log=self.server_log)
+
     def close(self) -> None:
         """The end of the run: what the platforms hold open (in-house MCP servers and their processes) ends."""
         for platform in (self._platforms or {}).values():

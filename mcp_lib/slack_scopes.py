@@ -28,6 +28,7 @@ METHOD_SCOPES: dict[str, tuple[str, ...] | Literal["history", "read", "list"]] =
     "search.messages": ("search:read",),
     "chat.getPermalink": (),
     "chat.postMessage": ("chat:write",),
+    "chat.postEphemeral": ("chat:write",),
     "chat.update": ("chat:write",),
     "chat.delete": ("chat:write",),
     "reactions.add": ("reactions:write",),

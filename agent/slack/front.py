@@ -23,7 +23,8 @@ from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
 from agent.report import Trace, progress_line
-from agent.slack import markers
+from agent.slack import admission, markers
+from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.attachments import ask_with_attachments
 from agent.slack.blocks import run_url
 from agent.slack.handle import Slack, is_public
@@ -31,13 +32,7 @@ from agent.slack.outcome import Outcomes, Target, classify
 from agent.slack.post import SlackOut, log
 from agent.slack.reply import ProgressThrottle, ThreadReply
 from agent.slack.thread import answerable, build_question, earlier_turns, mention_of, mentions_me
-from agent.slack.trigger import (
-    Trigger,
-    TriggerSettings,
-    check_ignore,
-    from_options,
-    load_event,
-)
+from agent.slack.trigger import Trigger, from_options, load_event
 from mcp_lib import Caller, ids
 from mcp_lib.config import env_float, env_str
 
@@ -139,7 +134,7 @@ class Front:
                 return self.tell.ignored(ignore.reason, where=trigger.channel)
             dry_run = self.options.dry_run or trigger.dry_run  # workflow_dispatch's dry_run input counts too
             if trigger.question:
-                return self._free_question(trigger.question, dry_run)
+                return self._free_question(trigger.question, settings, dry_run)
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
             return self.tell.config_error(exc)
@@ -185,6 +180,12 @@ class Front:
             return self.tell.ignored("the message was written by helpbot itself", channel)
         if trigger.mention and not mentions_me(message, slack.me):
             return self.tell.ignored(f"message {ts} does not mention helpbot", channel)
+        decision = admission.decide(slack, trigger, message, info, settings, env_str(self.env, "GITHUB_ACTOR"))
+        if decision.verdict != "answer":  # a person is told, ephemerally and before any 👀; the run is ignored
+            if decision.notify and not dry_run and slack.writer is not None:
+                self._out(slack).ephemeral(channel, decision.notify, admission.NOTICE, thread_ts=thread.root)
+            return self.tell.ignored(decision.reason, channel)
+        slack.registry = admission.narrowed(slack.registry, decision.sources)  # the question's links read it too
         if not answerable(message, mention_of(slack.me) if trigger.mention and ts == thread.root else None):
             return self.tell.ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
                                  channel)
@@ -208,7 +209,7 @@ class Front:
 
         return self._answer(target, question)
 
-    def _free_question(self, text: str, dry_run: bool) -> int:
+    def _free_question(self, text: str, settings: TriggerSettings, dry_run: bool) -> int:
         """workflow_dispatch ``question``: answered in HELPBOT_QUESTION_CHANNEL when set, else printed."""
         channel = env_str(self.env, "HELPBOT_QUESTION_CHANNEL")
         if channel and (not ids.is_channel_id(channel) or ids.is_dm_id(channel)):
@@ -217,7 +218,12 @@ class Front:
             target = Target(where="(printed: no channel)", dry_run=dry_run)
             return self._answer(target, lambda: Asked(text), show_answer=True)
         slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, sleep=self.sleep)
-        public = is_public(slack.channel(channel))
+        info = slack.channel(channel)
+        decision = admission.admit(admission.manual_asker(env_str(self.env, "GITHUB_ACTOR")), channel, info, settings)
+        if decision.verdict != "answer":
+            return self.tell.ignored(decision.reason, channel)
+        slack.registry = admission.narrowed(slack.registry, decision.sources)
+        public = is_public(info)
         root = self._out(slack).post_question(channel, text, env_str(self.env, "GITHUB_ACTOR"))
         where = f"{channel} (question channel)" if public else f"private channel {channel} (question channel)"
         target = Target(where=where, slack=slack, reply=self._reply(slack, channel, root, root), public=public)

@@ -58,6 +58,7 @@ class Slack:
             self.writer = web_client(config, config.bot_token, retry_handlers=[])
         self._configured_user_id = configured_user_id
         self._me: Me | None = None
+        self._auth: dict[str, Any] | None = None
 
     # -- the one read path ------------------------------------------------------------------------------------------
     def call(self, api: str, **params: Any) -> dict[str, Any]:
@@ -79,9 +80,15 @@ class Slack:
             if self.bot is None:
                 self._me = Me(configured_user_id=self._configured_user_id)
             else:
-                who = self.call("auth.test")
+                who = self.auth()
                 self._me = Me(who.get("user_id"), who.get("bot_id"), self._configured_user_id)
         return self._me
+
+    def auth(self) -> dict[str, Any]:
+        """``auth.test`` (once): who helpbot is, and its home team (``team_id``, ``enterprise_id``)."""
+        if self._auth is None:
+            self._auth = self.call("auth.test")
+        return self._auth
 
     def channel(self, channel: str) -> dict[str, Any]:
         """The channel's info (name, privacy); only its id when it cannot be looked up -- the message still can."""

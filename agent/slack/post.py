@@ -208,6 +208,17 @@ class SlackOut:
         self.trace.front("reaction", channel=channel, ts=ts, reaction=name, removed=remove)
         return True
 
+    def ephemeral(self, channel: str, user: str, text: str, *, thread_ts: str | None = None) -> bool:
+        """A notice only ``user`` sees (``chat.postEphemeral``), tried once; False, logged, when Slack would not."""
+        try:
+            self._call("chat.postEphemeral", patient=False, channel=channel, user=user, text=text,
+                       thread_ts=thread_ts)
+        except Exception as exc:
+            log(f"could not post the notice ({_code(exc)})")
+            return False
+        self.trace.front("ephemeral", channel=channel, user=user)
+        return True
+
     def permalink(self, channel: str, ts: str) -> str | None:
         try:
             return str(self._call("chat.getPermalink", patient=False, channel=channel, message_ts=ts)["permalink"])

@@ -23,9 +23,10 @@ API, payload format 2.0).
   trickling one byte at a time is cut off), and a client that resets the connection is one log line.
   ``http.server`` is kept over uvicorn: the relay needs a total header/body deadline, which uvicorn does not
   offer (its timeouts are for idle keep-alive connections), and the stdlib server keeps the Lambda package small.
-- Other reactions, reactions on non-messages, bot users (``HELPBOT_BOT_USER_ID``, and messages that user
-  wrote, mentions included: helpbot's answers may quote one) and channels outside ``HELPBOT_CHANNELS`` are
-  acknowledged with 200 and ignored, so an Actions run is never spent on them.
+- Who may start a run is :mod:`agent.slack.admission`'s: what the event alone decides (other reactions, DMs,
+  ``HELPBOT_CHANNELS``, helpbot, Slackbot, no user, another bot's mention unless ``HELPBOT_ALLOWED_BOTS``) is
+  acknowledged and ignored; the rest (bot users' reactions, guests, other teams, Slack Connect) is dispatched, for
+  ``helpbot answer`` to decide with the bot token the relay does not hold (it re-checks everything).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from agent.errors import BadInput, DispatchError, error_line
-from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, TriggerSettings, check_ignore, parse_event_data
+from agent.slack.admission import TriggerSettings, check_ignore
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import Refused, door
 from mcp_lib.http import door_async_client

@@ -11,7 +11,8 @@
 Anything malformed raises :class:`BadInput` with one line (the CLI prints it and exits 2, posting nothing): a
 typo in a key or a float ``ts`` must not turn into a half-right answer in the wrong thread. The decisions that
 need no Slack call (another reaction, a channel outside the allowlist, the bot's own message when the payload
-says who wrote it) are :func:`check_ignore`'s, so they can run before any client is built.
+says who wrote it, a bot's event) are :func:`agent.slack.admission.check_ignore`'s, so they can run before any
+client is built; an envelope's facts about who acted are kept as the trigger's :class:`Sender` for it.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agent.errors import BadInput, ConfigError
 from mcp_lib import ids
-from mcp_lib.config import env_list, env_str
+from mcp_lib.config import env_list
 from mcp_lib.ids import CHANNEL_RE, TS_RE, USER_RE, Permalink
 
 DISPATCH_EVENT_TYPE = "slack-help"
@@ -56,6 +57,20 @@ Source = Literal["repository_dispatch", "workflow_dispatch", "payload", "slack_e
 
 
 @dataclass(frozen=True)
+class Sender:
+    """What a Slack event itself says about who acted, as Slack sends it (https://api.slack.com/events/app_mention,
+    https://api.slack.com/events/message/bot_message, https://api.slack.com/events/reaction_added, and for Slack
+    Connect https://api.slack.com/apis/connect); :mod:`agent.slack.admission` decides on it."""
+
+    bot_id: str | None = None  # the message's bot_id, or its bot_profile's id
+    app_id: str | None = None
+    subtype: str | None = None  # bot_message: webhooks, RSS, forms, workflows, integrations
+    team: str | None = None  # the actor's team: user_team (else the message's team)
+    home: frozenset[str] = frozenset()  # the installation's teams: authorizations' team_id and enterprise_id
+    shared: bool = False  # the envelope's is_ext_shared_channel
+
+
+@dataclass(frozen=True)
 class Trigger:
     """A validated request for an answer.
 
@@ -77,6 +92,7 @@ class Trigger:
     url: str | None = None
     dry_run: bool = False
     mention: bool = False
+    sender: Sender | None = None  # a Slack envelope's facts about who acted (None: a dispatched payload or by hand)
 
 
 @dataclass(frozen=True)
@@ -215,8 +231,8 @@ def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
         "item_user": event.get("item_user"),
         "event_id": data.get("event_id"),
     }
-    return payload_trigger({k: v for k, v in payload.items() if v is not None},
-                           source="slack_event", where="event")
+    trigger = payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
+    return replace(trigger, sender=sender_of(data, event, message=False))
 
 
 def _from_mention(data: Mapping[str, Any], event: Mapping[str, Any]) -> Trigger:
@@ -225,7 +241,28 @@ def _from_mention(data: Mapping[str, Any], event: Mapping[str, Any]) -> Trigger:
     payload = {"channel": event.get("channel"), "ts": event.get("ts"), "thread_ts": event.get("thread_ts"),
                "user": event.get("user"), "item_user": event.get("user"), "event_id": data.get("event_id"),
                "mention": True}
-    return payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
+    trigger = payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
+    return replace(trigger, sender=sender_of(data, event, message=True))
+
+
+def sender_of(envelope: Mapping[str, Any], event: Mapping[str, Any], *, message: bool) -> Sender:
+    """The envelope's facts about who acted; ``message``: the event is a message's (app_mention), whose bot
+    fields describe its author (a reaction's describe nobody: reaction_added has none)."""
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    profile = event.get("bot_profile")
+    profile = profile if isinstance(profile, dict) else {}
+    home = {t for a in envelope.get("authorizations") or [] if isinstance(a, dict)
+            for key in ("team_id", "enterprise_id") if (t := text(a.get(key)))}
+    if not home and (team := text(envelope.get("team_id"))):
+        home = {team}
+    return Sender(bot_id=text(event.get("bot_id")) or text(profile.get("id")) if message else None,
+                  app_id=text(event.get("app_id")) or text(profile.get("app_id")) if message else None,
+                  subtype=text(event.get("subtype")) if message else None,
+                  team=text(event.get("user_team")) or (text(event.get("team")) if message else None),
+                  home=frozenset(home), shared=envelope.get("is_ext_shared_channel") is True)
 
 
 def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -> Trigger:
@@ -345,43 +382,3 @@ def _json_type(value: Any) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
              float: "a number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
-
-
-# -- deliberate ignores ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TriggerSettings:
-    """The environment's say on which triggers to answer (read once; bad values are ConfigError)."""
-
-    reaction: str = DEFAULT_REACTION
-    channels: frozenset[str] = frozenset()
-    bot_user_id: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> TriggerSettings:
-        reaction = normalize_reaction(env_str(env, "HELPBOT_REACTION") or DEFAULT_REACTION)
-        if not REACTION_RE.fullmatch(reaction):
-            raise ConfigError("HELPBOT_REACTION", f"{reaction!r} is not an emoji name (like help)")
-        if reaction in RESERVED_REACTIONS:
-            raise ConfigError("HELPBOT_REACTION", f":{reaction}: is a reaction helpbot adds itself (working, done, "
-                                                  "failed); choose another, like help")
-        channels = env_channels(env, "HELPBOT_CHANNELS")
-        bot = env_str(env, "HELPBOT_BOT_USER_ID")
-        if bot and not USER_RE.fullmatch(bot):
-            raise ConfigError("HELPBOT_BOT_USER_ID", f"{bot!r} is not a Slack user ID (like U0123456789)")
-        return cls(reaction=reaction, channels=frozenset(channels), bot_user_id=bot)
-
-
-def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
-    """The ignores that need no Slack call. The glue still checks authorship and "already answered" in Slack."""
-    if trigger.reaction is not None and trigger.reaction != settings.reaction:
-        return Ignore(f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
-    if trigger.channel and ids.is_dm_id(trigger.channel):
-        return Ignore(f"{trigger.channel} is a direct message; helpbot answers in channels only")
-    if trigger.channel and settings.channels and trigger.channel not in settings.channels:
-        return Ignore(f"channel {trigger.channel} is not in HELPBOT_CHANNELS")
-    if settings.bot_user_id and trigger.item_user == settings.bot_user_id:
-        return Ignore("the message was written by helpbot itself")
-    if settings.bot_user_id and trigger.user == settings.bot_user_id:
-        return Ignore("the mention was written by helpbot itself" if trigger.mention
-                      else "the reaction was added by helpbot itself")
-    return None

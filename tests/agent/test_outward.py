@@ -18,7 +18,8 @@ ALLOWED = {
     ("agent/faq_pr.py", "send"): "the FAQ pull request over mcp_lib.http: its JSON bodies pass guard.current().deep",
     ("agent/faq_draft.py", "write_text"): "a temporary file, only parsed back to validate a draft",
     **{("agent/slack/post.py", method): "SlackOut._call, the front's one Slack write door: sends through "
-                                       "guard.slack" for method in ("chat.postMessage", "chat.update", "chat.delete")},
+                                       "guard.slack" for method in ("chat.postMessage", "chat.update", "chat.delete",
+                                                                    "chat.postEphemeral")},
 }
 DOORS = "agent/guard.py"
 SLACK_WRITES = ("chat_", "files_upload")

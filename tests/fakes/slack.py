@@ -43,7 +43,8 @@ Methods answered (anything else: ``unknown_method``):
   reads   auth.test, users.info, conversations.info, conversations.list, conversations.history,
           conversations.replies, search.messages, chat.getPermalink, reactions.get, files.info
   files   GET url_private / url_private_download (tests/fakes/slack_files.py: seeding, the Authorization check)
-  writes  chat.postMessage, chat.update, chat.delete, reactions.add, reactions.remove
+  writes  chat.postMessage, chat.postEphemeral (kept in ``ws.ephemerals``), chat.update, chat.delete,
+          reactions.add, reactions.remove
 Parameters arrive as Slack accepts them: query string, form body or JSON body; token as ``Authorization:
 Bearer`` or a ``token`` parameter. Cursor pagination (``response_metadata.next_cursor``) works where Slack has it.
 
@@ -106,18 +107,27 @@ class User:
     bot_id: str | None = None
     deleted: bool = False
     tz: str = "Asia/Tokyo"
+    team_id: str | None = None  # another organization's user (Slack Connect); None: the workspace's own
+    is_restricted: bool = False  # a multi-channel guest
+    is_ultra_restricted: bool = False  # a single-channel guest
+    is_app_user: bool = False
 
     def to_api(self, team_id: str) -> dict[str, Any]:
+        """The user object of users.info (https://api.slack.com/types/user, https://api.slack.com/methods/users.info):
+        ``team_id`` is the user's own team -- another organization's for a Slack Connect user; a bot user has
+        ``is_bot`` and its ``profile.bot_id``; guests are ``is_restricted`` / ``is_ultra_restricted``."""
+        team = self.team_id or team_id
         return {
-            "id": self.id, "team_id": team_id, "name": self.name, "deleted": self.deleted, "color": "9f69e7",
+            "id": self.id, "team_id": team, "name": self.name, "deleted": self.deleted, "color": "9f69e7",
             "real_name": self.real_name or self.name, "tz": self.tz, "tz_label": "Japan Standard Time",
             "tz_offset": 32400, "is_admin": False, "is_owner": False, "is_primary_owner": False,
-            "is_restricted": False, "is_ultra_restricted": False, "is_bot": self.is_bot, "is_app_user": False,
+            "is_restricted": self.is_restricted or self.is_ultra_restricted,
+            "is_ultra_restricted": self.is_ultra_restricted, "is_bot": self.is_bot, "is_app_user": self.is_app_user,
             "updated": 1700000000,
             "profile": {
                 "real_name": self.real_name or self.name, "real_name_normalized": self.real_name or self.name,
                 "display_name": self.display_name, "display_name_normalized": self.display_name,
-                "team": team_id, "image_48": f"https://avatars.example/{self.id}_48.png",
+                "team": team, "image_48": f"https://avatars.example/{self.id}_48.png",
                 **({"bot_id": self.bot_id} if self.bot_id else {}),
             },
         }
@@ -137,6 +147,12 @@ class Channel:
     creator: str = ""
     created: int = 1700000000
     im_user: str | None = None  # a DM: the human on the other side
+    # Slack Connect (https://api.slack.com/types/conversation, https://api.slack.com/apis/connect): the teams of
+    # other organizations it is shared with (is_ext_shared), or invited and not yet accepted (is_pending_ext_shared);
+    # org_shared: shared across the workspaces of one Enterprise Grid organization (is_org_shared).
+    shared_with: tuple[str, ...] = ()
+    pending_with: tuple[str, ...] = ()
+    org_shared: bool = False
 
     @property
     def is_public(self) -> bool:
@@ -151,21 +167,32 @@ class Channel:
             "id": self.id, "name": self.name, "is_channel": not self.is_mpim, "is_group": self.is_mpim,
             "is_im": False, "is_mpim": self.is_mpim, "is_private": self.is_private or self.is_mpim,
             "created": self.created, "is_archived": self.is_archived, "is_general": self.name == "general",
-            "unlinked": 0, "name_normalized": self.name, "is_shared": False, "is_org_shared": False,
-            "is_ext_shared": False, "is_pending_ext_shared": False, "pending_shared": [],
+            "unlinked": 0, "name_normalized": self.name, **self.sharing(team_id),
             "context_team_id": team_id, "creator": self.creator, "is_member": viewer in self.members,
             "topic": {"value": self.topic, "creator": "", "last_set": 0},
             "purpose": {"value": self.purpose, "creator": "", "last_set": 0},
             "previous_names": [], "num_members": len(self.members),
         }
 
+    def sharing(self, team_id: str) -> dict[str, Any]:
+        """The conversation object's sharing fields (https://api.slack.com/types/conversation)."""
+        out: dict[str, Any] = {"is_shared": bool(self.shared_with) or self.org_shared,
+                               "is_org_shared": self.org_shared, "is_ext_shared": bool(self.shared_with),
+                               "is_pending_ext_shared": bool(self.pending_with),
+                               "pending_shared": list(self.pending_with)}
+        if self.shared_with:
+            out["shared_team_ids"] = [team_id, *self.shared_with]
+            out["conversation_host_id"] = team_id
+        if self.pending_with:
+            out["pending_connected_team_ids"] = list(self.pending_with)
+        return out
+
     def search_summary(self) -> dict[str, Any]:
         """The short channel object Slack puts in each search match."""
         return {"id": self.id, "is_channel": self.is_public or (self.is_private and not self.is_mpim),
                 "is_group": self.is_mpim, "is_im": self.is_im, "is_mpim": self.is_mpim,
-                "is_shared": False, "is_org_shared": False, "is_ext_shared": False,
-                "is_private": not self.is_public, "is_pending_ext_shared": False, "pending_shared": [],
-                "name": self.im_user if self.is_im else self.name}
+                **{k: v for k, v in self.sharing("").items() if k.startswith("is_") or k == "pending_shared"},
+                "is_private": not self.is_public, "name": self.im_user if self.is_im else self.name}
 
 
 @dataclass
@@ -189,6 +216,17 @@ class Message:
     @property
     def is_reply(self) -> bool:
         return self.thread_ts is not None and self.thread_ts != self.ts
+
+
+@dataclass
+class Ephemeral:
+    """A chat.postEphemeral notice: only ``user`` sees it, and only now (it is in no history or search)."""
+
+    channel: str
+    user: str
+    text: str
+    thread_ts: str | None
+    ts: str
 
 
 @dataclass
@@ -236,6 +274,7 @@ class Workspace:
         self._latest = 0.0
         self.markdown_as_rich_text = False  # read markdown blocks back as rich_text, as real Slack may
         self.files: dict[str, FakeFile] = {}  # seeded with tests.fakes.slack_files.add_file
+        self.ephemerals: list[Ephemeral] = []  # chat.postEphemeral: seen by one user, never in any history
         self.file_base = ""  # where the running fake serves files (set by FakeSlack.start)
         self.add_user(self.bot_user_id, "helpbot", real_name="helpbot", is_bot=True, bot_id=self.bot_id)
         self.add_user(self.owner_id, "owner", real_name="Token Owner")
@@ -331,7 +370,12 @@ class Workspace:
             out["subtype"] = m.subtype
         if m.user:
             out["user"] = m.user
-        out.update({"text": m.text, "ts": m.ts, "team": self.team_id})
+        author = self.users.get(m.user or "")
+        team = author.team_id if author is not None and author.team_id else self.team_id
+        out.update({"text": m.text, "ts": m.ts, "team": team})
+        channel = self.channels.get(m.channel)
+        if m.user and channel is not None and channel.shared_with:  # https://api.slack.com/shared-channels
+            out.update({"user_team": team, "source_team": team})
         if m.blocks is not None:
             out["blocks"] = ([markdown_to_rich_text(b["text"]) if b.get("type") == "markdown" else b for b in m.blocks]
                              if self.markdown_as_rich_text else m.blocks)
@@ -534,6 +578,7 @@ class SlackApi:
             "search.messages": self.search_messages,
             "chat.getPermalink": self.chat_get_permalink,
             "chat.postMessage": self.chat_post_message,
+            "chat.postEphemeral": self.chat_post_ephemeral,
             "chat.update": self.chat_update,
             "chat.delete": self.chat_delete,
             "reactions.add": self.reactions_add,
@@ -785,6 +830,20 @@ class SlackApi:
         )
         return {"channel": channel.id, "ts": message.ts,
                 "message": self.ws.message_to_api(message, include_metadata=True)}
+
+    def chat_post_ephemeral(self, params: dict[str, Any], token: Token) -> dict[str, Any]:
+        """https://api.slack.com/methods/chat.postEphemeral: ``channel``, ``user`` and text or blocks; the user must
+        be in the channel (``user_not_in_channel``); the answer is ``message_ts`` only, and nothing is stored in the
+        channel's history."""
+        channel = self._writable(params, token)
+        user = _required(params, "user")
+        content = self._content(params, required=True)
+        if user not in self.ws.users or user not in channel.members:
+            raise SlackError("user_not_in_channel")
+        ts = self.ws.next_ts()
+        self.ws.ephemerals.append(Ephemeral(channel.id, user, str(content.get("text", "")),
+                                            str(params.get("thread_ts") or "") or None, ts))
+        return {"message_ts": ts}
 
     def chat_update(self, params: dict[str, Any], token: Token) -> dict[str, Any]:
         channel = self._writable(params, token)

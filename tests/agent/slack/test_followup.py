@@ -85,10 +85,12 @@ def test_the_bedrock_model_sees_the_earlier_question_and_answer_through_the_cli(
         monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "test-bedrock-key")
         monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", stub.url)
         stub.script(stub_lib.text(f"連携ログを確認してください。[在庫同期]({FAQ_URL})"))
-        assert main(["answer", "--event", event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts})]) == 0
+        first = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA"})
+        assert main(["answer", "--event", first]) == 0
         follow_up = ws.post("C0ECSUP", FOLLOW_UP, user="U0TANAKA", thread_ts=q.ts)
         stub.script(stub_lib.text(f"ジョブを再実行してください。[在庫同期]({FAQ_URL})"))
-        path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": follow_up.ts, "reaction": "help"}, "second.json")
+        path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": follow_up.ts, "user": "U0TANAKA", "reaction": "help"},
+                          "second.json")
         assert main(["answer", "--event", path]) == 0
         body = stub.requests[-1].body
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]

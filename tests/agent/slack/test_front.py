@@ -167,7 +167,7 @@ def test_a_second_run_for_the_same_message_posts_nothing(stub: BedrockStub, ws: 
                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stub.responder = answering_with_the_first_faq_hit
     q = question_of(ws)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "reaction": "help"})
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
     assert main(["answer", "--event", path]) == 0
     before, model_calls = len(writes(fake)), len(stub.requests)
     capsys.readouterr()
@@ -259,7 +259,7 @@ def test_another_reaction_is_ignored_without_any_slack_call(stub: BedrockStub, w
 def test_a_message_helpbot_wrote_is_ignored(stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     own = ws.post("C0ECSUP", "前の回答です", user=BOT, bot_id=ws.bot_id, app_id=ws.app_id)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": own.ts, "reaction": "help"})
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": own.ts, "user": "U0TANAKA", "reaction": "help"})
     assert main(["answer", "--event", path]) == 0
     assert "written by helpbot itself" in one_line(capsys.readouterr().err)
     assert writes(fake) == [] and stub.requests == []
@@ -278,14 +278,14 @@ def test_the_bots_own_message_named_in_the_payload_is_ignored_before_any_call(
 def test_a_channel_outside_the_allowlist_is_ignored(stub: BedrockStub, ws: Workspace, fake: FakeSlack,
                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HELPBOT_CHANNELS", "C0GENERAL")
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": question_of(ws).ts})
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": question_of(ws).ts, "user": "U0TANAKA"})
     assert main(["answer", "--event", path]) == 0
     assert fake.requests == []
 
 
 def test_a_message_that_does_not_exist_fails_in_one_line_and_posts_nothing(
         stub: BedrockStub, fake: FakeSlack, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": "1700000000.000001"})
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": "1700000000.000001", "user": "U0TANAKA"})
     assert main(["answer", "--event", path]) == 1
     assert "thread_not_found (no message with that ts" in one_line(capsys.readouterr().err)
     assert writes(fake) == [] and stub.requests == []
@@ -319,7 +319,7 @@ def test_a_model_that_rejects_the_request_leaves_a_failure_notice(
     monkeypatch.setenv("GITHUB_RUN_ID", "4242")
     stub.script(stub_lib.error(400, "ValidationException", "messages: tool_use ids were found without results"))
     q = question_of(ws)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "reaction": "help"})
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
 
     assert main(["answer", "--event", path]) == 1
 
@@ -342,7 +342,7 @@ def test_a_model_down_for_good_degrades_to_a_labelled_search_answer(
     stub.script(stub_lib.error(503, "ServiceUnavailableException", "Bedrock is unavailable",
                                {"retry-after": "0"}))  # no real wait between the two attempts
     q = question_of(ws)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts})
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA"})
 
     assert main(["answer", "--event", path]) == 0
 

@@ -11,9 +11,10 @@ import pytest
 
 from agent.core.scripted import Request
 from agent.errors import BadInput
+from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.markers import EVENT_TYPES
 from agent.slack.relay import handle
-from agent.slack.trigger import TriggerSettings, check_ignore, parse_event_data
+from agent.slack.trigger import parse_event_data
 from tests.agent.slack.test_front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
 from tests.agent.slack.test_relay import NOW, SECRET, signed
 from tests.fakes.slack import FakeSlack, Workspace

@@ -17,6 +17,7 @@ import anyio
 import httpx
 import pytest
 
+from agent.slack.admission import TriggerSettings
 from agent.slack.relay import (
     MAX_BODY_BYTES,
     DispatchError,
@@ -28,7 +29,6 @@ from agent.slack.relay import (
     lambda_handler,
 )
 from agent.slack.relay_server import Dispatcher, make_server
-from agent.slack.trigger import TriggerSettings
 from mcp_lib.config import ConfigError
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.trigger import (
     BadInput,
     Ignore,
+    Sender,
     Trigger,
-    TriggerSettings,
-    check_ignore,
     from_options,
     load_event,
     normalize_reaction,
@@ -93,7 +93,7 @@ def test_bare_payload() -> None:
 def test_slack_envelope_reaction_added() -> None:
     trigger = parse_event(json.dumps(slack_envelope()))
     assert trigger == Trigger(source="slack_event", channel=CHANNEL, ts=TS, user="U0REACTOR", reaction="help",
-                              item_user="U0AUTHOR", event_id="Ev0ABCDEF")
+                              item_user="U0AUTHOR", event_id="Ev0ABCDEF", sender=Sender(home=frozenset({"T0TEAM"})))
 
 
 def test_bytes_with_bom_are_accepted() -> None:
@@ -189,7 +189,8 @@ def test_missing_file_is_bad_input(tmp_path) -> None:
 
 # -- deliberate ignores ----------------------------------------------------------------------------------------
 def trigger(**fields: object) -> Trigger:
-    return Trigger(**{"source": "repository_dispatch", "channel": CHANNEL, "ts": TS, **fields})  # type: ignore[arg-type]
+    return Trigger(**{"source": "repository_dispatch", "channel": CHANNEL, "ts": TS, "user": "U0PERSON",  # type: ignore[arg-type]
+                      **fields})
 
 
 def test_reaction_names_are_normalized() -> None:

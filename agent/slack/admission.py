@@ -1,0 +1,256 @@
+"""Who may start a run, where, and with which sources: one policy for reactions, mentions, follow-ups and manual
+runs, applied by the relay and again, in full, by ``helpbot answer``.
+
+- **The asker** -- who reacted, who wrote the mention (a follow-up's too), who ran it by hand -- is a human,
+  full member of the home team. Bots, apps and integrations (``bot_id``, ``bot_profile``, ``app_id``, subtype
+  ``bot_message``: webhooks, RSS, forms, workflows), Slackbot (``USLACKBOT``), deactivated users and askers
+  nobody names are ignored (exit 0, nothing posted), unless their bot id is in ``HELPBOT_ALLOWED_BOTS``. The
+  message asked about may be anyone's: a person asking about an alert is the common case.
+- **Guests** (``is_restricted``/``is_ultra_restricted``) and people of another team (``users.info`` ``team_id``
+  neither the home team's nor its organization's, from ``auth.test``; ``is_stranger``) count as outsiders:
+  helpbot's tools read with the installation's credentials, far beyond what a guest may see.
+- **The channel**: one of ``HELPBOT_CHANNELS`` (when set), never a DM. A channel shared with other organizations
+  (``conversations.info`` ``is_ext_shared``, ``is_pending_ext_shared``, or ``is_shared`` without
+  ``is_org_shared``; unreadable counts as shared; the event's ``is_ext_shared_channel`` too), or an outsider
+  asking anywhere, is not answered from internal sources: a person gets a short ephemeral notice, and the run
+  ends as ignored. In a channel of ``HELPBOT_SHARED_CHANNELS`` helpbot answers there, offering the model only the
+  FAQ and the platforms of ``HELPBOT_SHARED_SOURCES``.
+- **Manual runs** (workflow_dispatch, ``helpbot answer --url``/``--channel``): the asker is whoever ran it --
+  in Actions ``GITHUB_ACTOR``, whom GitHub lets run a workflow only with write access to the repository -- and is
+  trusted as a member; the channel rules above still hold (a shared channel: ignored, nobody to notify).
+
+The relay holds no Slack token: it decides from the event alone (:func:`check_ignore`: the reaction, the channel
+list, DMs, helpbot itself, the sender's ``bot_id``/``bot_profile``/``app_id``/subtype, Slackbot, a missing user)
+and dispatches the rest; the team and sharing questions need the bot token (for the notice too), so
+``helpbot answer`` decides them (:func:`admit`) and re-checks everything the relay did.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent.errors import ConfigError
+from agent.slack.trigger import (
+    DEFAULT_REACTION,
+    REACTION_RE,
+    RESERVED_REACTIONS,
+    Ignore,
+    Sender,
+    Trigger,
+    env_channels,
+    normalize_reaction,
+)
+from mcp_lib import ids
+from mcp_lib.config import env_list, env_str
+from mcp_lib.ids import USER_RE
+
+if TYPE_CHECKING:
+    from agent.slack.handle import Slack
+    from mcp_lib import Registry
+
+SLACKBOT = "USLACKBOT"
+BOT_ID_RE = re.compile(r"B[A-Z0-9]{2,20}")
+SHARED_SOURCES = ("slack", "redmine", "github", "growi")  # the FAQ is always offered
+MANUAL_SOURCES = frozenset({"workflow_dispatch", "cli"})
+NOTICE = ("helpbot は、社外の組織と共有されたチャンネルや社外の方からの依頼には、社内の情報源から回答しません。"
+          "（この表示はあなたにだけ見えています）")
+
+
+@dataclass(frozen=True)
+class TriggerSettings:
+    """The environment's say on which triggers to answer and with what (read once; bad values are ConfigError)."""
+
+    reaction: str = DEFAULT_REACTION
+    channels: frozenset[str] = frozenset()
+    bot_user_id: str | None = None
+    allowed_bots: frozenset[str] = frozenset()
+    shared_channels: frozenset[str] = frozenset()
+    shared_sources: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TriggerSettings:
+        reaction = normalize_reaction(env_str(env, "HELPBOT_REACTION") or DEFAULT_REACTION)
+        if not REACTION_RE.fullmatch(reaction):
+            raise ConfigError("HELPBOT_REACTION", f"{reaction!r} is not an emoji name (like help)")
+        if reaction in RESERVED_REACTIONS:
+            raise ConfigError("HELPBOT_REACTION", f":{reaction}: is a reaction helpbot adds itself (working, done, "
+                                                  "failed); choose another, like help")
+        bot = env_str(env, "HELPBOT_BOT_USER_ID")
+        if bot and not USER_RE.fullmatch(bot):
+            raise ConfigError("HELPBOT_BOT_USER_ID", f"{bot!r} is not a Slack user ID (like U0123456789)")
+        allowed = env_list(env, "HELPBOT_ALLOWED_BOTS")
+        for bot_id in allowed:
+            if not BOT_ID_RE.fullmatch(bot_id):
+                raise ConfigError("HELPBOT_ALLOWED_BOTS", f"{bot_id[:40]!r} is not a Slack bot ID (like B0123456789)")
+        sources = list(dict.fromkeys(name.lower() for name in env_list(env, "HELPBOT_SHARED_SOURCES")))
+        unknown = [name for name in sources if name not in (*SHARED_SOURCES, "faq")]
+        if unknown:
+            raise ConfigError("HELPBOT_SHARED_SOURCES", f"unknown platform {unknown[0][:40]!r}; choose from "
+                                                        f"{', '.join(SHARED_SOURCES)} (the FAQ is always offered)")
+        return cls(reaction=reaction, channels=frozenset(env_channels(env, "HELPBOT_CHANNELS")), bot_user_id=bot,
+                   allowed_bots=frozenset(allowed),
+                   shared_channels=frozenset(env_channels(env, "HELPBOT_SHARED_CHANNELS")),
+                   shared_sources=tuple(s for s in sources if s != "faq"))
+
+
+# -- what the event alone decides (the relay, and helpbot answer first) -----------------------------------------
+def sender_is_bot(sender: Sender) -> bool:
+    """A bot, app or integration posted the event's message: its own fields say so."""
+    return bool(sender.bot_id or sender.app_id or sender.subtype == "bot_message")
+
+
+def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
+    """The ignores that need no Slack call, the relay's whole policy; ``helpbot answer`` then calls :func:`admit`."""
+    what = "mention" if trigger.mention else "reaction"
+    if trigger.reaction is not None and trigger.reaction != settings.reaction:
+        return Ignore(f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
+    if trigger.channel and ids.is_dm_id(trigger.channel):
+        return Ignore(f"{trigger.channel} is a direct message; helpbot answers in channels only")
+    if trigger.channel and settings.channels and trigger.channel not in settings.channels:
+        return Ignore(f"channel {trigger.channel} is not in HELPBOT_CHANNELS")
+    if settings.bot_user_id and trigger.item_user == settings.bot_user_id:
+        return Ignore("the message was written by helpbot itself")
+    if settings.bot_user_id and trigger.user == settings.bot_user_id:
+        return Ignore("the mention was written by helpbot itself" if trigger.mention
+                      else "the reaction was added by helpbot itself")
+    if trigger.user == SLACKBOT:
+        return Ignore(f"the {what} is Slackbot's; helpbot answers people")
+    sender = trigger.sender
+    if sender is not None and sender_is_bot(sender):
+        if not (sender.bot_id and sender.bot_id in settings.allowed_bots):
+            return Ignore(f"the {what} was posted by a bot or app ({sender.bot_id or sender.app_id or sender.subtype}"
+                          "; not in HELPBOT_ALLOWED_BOTS)")
+        return None
+    if trigger.source not in MANUAL_SOURCES and not trigger.user and (sender is not None or not trigger.mention):
+        return Ignore(f"the {what} names no user; helpbot answers people")
+    return None
+
+
+# -- what helpbot answer decides with Slack's answers --------------------------------------------------------------
+@dataclass(frozen=True)
+class Asker:
+    """Who asked, as far as the policy cares. ``notify``: the Slack user told when refused (None for bots and manual
+    runs, which have nobody to tell in Slack)."""
+
+    who: str  # for the log: a user id, a bot id, or the GitHub actor
+    bot_id: str | None = None
+    bot: bool = False
+    member: bool = True  # a full member of the home team: not a guest, not another organization's
+    deleted: bool = False
+    notify: str | None = None
+
+
+@dataclass(frozen=True)
+class Home:
+    """The home team: ``auth.test``'s ``team_id`` and, in an Enterprise Grid organization, ``enterprise_id``."""
+
+    team_id: str | None = None
+    enterprise_id: str | None = None
+
+    @classmethod
+    def from_auth(cls, auth: Mapping[str, Any]) -> Home:
+        return cls(str(auth.get("team_id") or "") or None, str(auth.get("enterprise_id") or "") or None)
+
+    def has(self, team: str | None) -> bool:
+        return bool(team) and team in (self.team_id, self.enterprise_id)
+
+
+def manual_asker(actor: str | None) -> Asker:
+    return Asker(who=f"GitHub user {actor}" if actor else "the operator (run by hand)")
+
+
+def message_asker(message: Mapping[str, Any]) -> Asker | None:
+    """A mention's author when the message itself says it is a bot's; None: a person, to look up."""
+    profile = message.get("bot_profile")
+    bot_id = message.get("bot_id") or (profile.get("id") if isinstance(profile, dict) else None)
+    if bot_id or message.get("app_id") or message.get("subtype") == "bot_message" or not message.get("user"):
+        return Asker(who=str(bot_id or message.get("app_id") or message.get("subtype") or "no user"),
+                     bot_id=str(bot_id) if bot_id else None, bot=True)
+    return None
+
+
+def user_asker(user: Mapping[str, Any], home: Home, sender: Sender | None = None) -> Asker:
+    """An asker from ``users.info``'s user object (https://api.slack.com/types/user)."""
+    uid = str(user.get("id") or "")
+    profile = user.get("profile")
+    profile = profile if isinstance(profile, dict) else {}
+    if user.get("is_bot") or user.get("is_app_user") or uid == SLACKBOT:
+        bot_id = profile.get("bot_id") if uid != SLACKBOT else None
+        return Asker(who=uid, bot_id=str(bot_id) if bot_id else None, bot=True)
+    enterprise = user.get("enterprise_user")
+    enterprise = enterprise if isinstance(enterprise, dict) else {}
+    same_team = home.has(str(user.get("team_id") or "")) or (
+        bool(home.enterprise_id) and enterprise.get("enterprise_id") == home.enterprise_id)
+    guest = bool(user.get("is_restricted") or user.get("is_ultra_restricted") or user.get("is_stranger"))
+    foreign_event = sender is not None and bool(sender.team and sender.home) and sender.team not in sender.home
+    return Asker(who=uid, member=same_team and not guest and not foreign_event, deleted=bool(user.get("deleted")),
+                 notify=uid or None)
+
+
+def shared_with_others(info: Mapping[str, Any], sender: Sender | None = None) -> bool:
+    """The channel is (or is being) shared with another organization (https://api.slack.com/types/conversation);
+    a channel whose info could not be read counts as shared."""
+    if sender is not None and sender.shared:
+        return True
+    if "is_ext_shared" not in info:
+        return True
+    return bool(info.get("is_ext_shared") or info.get("is_pending_ext_shared")
+                or (info.get("is_shared") and not info.get("is_org_shared")))
+
+
+Verdict = Literal["answer", "notice", "ignore"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``answer`` (from every platform, or only ``sources``), ``notice`` (tell ``notify``, then end as ignored) or
+    ``ignore``; ``reason`` is the log line."""
+
+    verdict: Verdict
+    reason: str = ""
+    sources: frozenset[str] | None = None
+    notify: str | None = None
+
+
+def admit(asker: Asker, channel: str, info: Mapping[str, Any], settings: TriggerSettings,
+          sender: Sender | None = None) -> Decision:
+    """The whole policy on an asker in a channel (the event-alone part, :func:`check_ignore`, ran first)."""
+    if asker.deleted:
+        return Decision("ignore", f"the asker {asker.who} is deactivated")
+    if asker.bot and not (asker.bot_id and asker.bot_id in settings.allowed_bots):
+        return Decision("ignore", f"asked by a bot or app ({asker.bot_id or asker.who}; not in HELPBOT_ALLOWED_BOTS)")
+    shared = shared_with_others(info, sender)
+    if channel in settings.shared_channels and (shared or not asker.member):
+        return Decision("answer", f"{channel} is in HELPBOT_SHARED_CHANNELS: the FAQ"
+                        + "".join(f", {s}" for s in settings.shared_sources) + " only",
+                        sources=frozenset({"faq", *settings.shared_sources}))
+    if shared:
+        why = f"{channel} is shared with other organizations and not in HELPBOT_SHARED_CHANNELS"
+    elif not asker.member:
+        why = f"the asker {asker.who} is not a member of this workspace (a guest or another organization's)"
+    else:
+        return Decision("answer")
+    return Decision("notice", why, notify=asker.notify) if asker.notify else Decision("ignore", why)
+
+
+def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Mapping[str, Any],
+           settings: TriggerSettings, actor: str | None) -> Decision:
+    """:func:`admit` on who asked: whoever ran it by hand (``actor``: GITHUB_ACTOR), a mention's author (the message
+    as Slack has it), or who reacted -- a person looked up with ``users.info``, the home team with ``auth.test``."""
+    channel = str(trigger.channel)
+    if trigger.source in MANUAL_SOURCES:
+        return admit(manual_asker(actor), channel, info, settings, trigger.sender)
+    asker = message_asker(message) if trigger.mention else None
+    if asker is None:
+        user = str(message.get("user")) if trigger.mention else str(trigger.user)
+        found = slack.call("users.info", user=user).get("user") or {}
+        asker = user_asker(found, Home.from_auth(slack.auth()), trigger.sender)
+    return admit(asker, channel, info, settings, trigger.sender)
+
+
+def narrowed(registry: Registry, sources: Iterable[str] | None) -> Registry:
+    """The registry the model is offered: all of it, or only ``sources`` (a shared channel's)."""
+    return registry if sources is None else registry.narrowed(sources)
