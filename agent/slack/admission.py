@@ -8,7 +8,8 @@ runs, applied by the relay and again, in full, by ``helpbot answer``.
   message asked about may be anyone's: a person asking about an alert is the common case.
 - **Guests** (``is_restricted``/``is_ultra_restricted``) and people of another team (``users.info`` ``team_id``
   neither the home team's nor its organization's, from ``auth.test``; ``is_stranger``) count as outsiders:
-  helpbot's tools read with the installation's credentials, far beyond what a guest may see.
+  helpbot's tools read with the installation's credentials, far beyond what a guest may see. An asker
+  ``users.info`` cannot describe is not answered either (the run fails, exit 1, nothing posted).
 - **The channel**: one of ``HELPBOT_CHANNELS`` (when set), never a DM. A channel shared with other organizations
   (``conversations.info`` ``is_ext_shared``, ``is_pending_ext_shared``, or ``is_shared`` without
   ``is_org_shared``; unreadable counts as shared; the event's ``is_ext_shared_channel`` too), or an outsider

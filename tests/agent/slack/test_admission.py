@@ -257,6 +257,15 @@ def test_an_asker_from_outside_the_home_team_in_an_unshared_channel_is_refused(
     assert [e.user for e in ws.ephemerals] == ["U0OUTSIDE"] and ws.reactions("C0ECSUP", q.ts) == {}
 
 
+def test_an_asker_slack_cannot_describe_is_not_answered(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                        tmp_path: Path) -> None:
+    fake.fail("users.info", error="user_not_found")
+    q = ws.history("C0ECSUP")[0]
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0GHOST", "reaction": "help"})
+    code, model = answer_scripted(env, script, event=path)
+    assert code == 1 and model.requests == [] and [r for r in fake.requests if r.method in WRITES] == []
+
+
 def test_a_follow_up_by_an_outsider_is_refused_like_a_first_question(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
     ws.add_user("U0GUEST", "guest", is_restricted=True)
