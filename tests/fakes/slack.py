@@ -112,12 +112,15 @@ class User:
     is_ultra_restricted: bool = False  # a single-channel guest
     is_app_user: bool = False
 
-    def to_api(self, team_id: str) -> dict[str, Any]:
+    def to_api(self, team_id: str, enterprise_id: str | None = None) -> dict[str, Any]:
         """The user object of users.info (https://api.slack.com/types/user, https://api.slack.com/methods/users.info):
         ``team_id`` is the user's own team -- another organization's for a Slack Connect user; a bot user has
-        ``is_bot`` and its ``profile.bot_id``; guests are ``is_restricted`` / ``is_ultra_restricted``."""
+        ``is_bot`` and its ``profile.bot_id``; guests are ``is_restricted`` / ``is_ultra_restricted``; in an
+        Enterprise Grid organization every member has ``enterprise_user`` (a sibling workspace's its own team_id)."""
         team = self.team_id or team_id
-        return {
+        grid = {"enterprise_user": {"id": self.id, "enterprise_id": enterprise_id, "enterprise_name": "Acme Org",
+                                    "is_admin": False, "is_owner": False, "teams": [team]}} if enterprise_id else {}
+        return {**grid,
             "id": self.id, "team_id": team, "name": self.name, "deleted": self.deleted, "color": "9f69e7",
             "real_name": self.real_name or self.name, "tz": self.tz, "tz_label": "Japan Standard Time",
             "tz_offset": 32400, "is_admin": False, "is_owner": False, "is_primary_owner": False,
@@ -263,6 +266,10 @@ class Workspace:
         self.bot_id = "B0HELPBOT"
         self.app_id = "A0HELPBOT"
         self.owner_id = "U0OWNER"
+        # Enterprise Grid (https://api.slack.com/enterprise): the organization's id, which auth.test then returns,
+        # and the organization's other workspaces (their users are the organization's too).
+        self.enterprise_id: str | None = None
+        self.org_teams: set[str] = set()
         self.users: dict[str, User] = {}
         self.channels: dict[str, Channel] = {}
         self.messages: dict[str, list[Message]] = {}
@@ -619,6 +626,8 @@ class SlackApi:
                                "team_id": self.ws.team_id, "user_id": user.id}
         if token.kind == "bot":
             out["bot_id"] = self.ws.bot_id
+        if self.ws.enterprise_id:
+            out["enterprise_id"] = self.ws.enterprise_id
         out["is_enterprise_install"] = False
         return out
 
@@ -626,7 +635,8 @@ class SlackApi:
         user = self.ws.users.get(_required(params, "user"))
         if user is None:
             raise SlackError("user_not_found")
-        return {"user": user.to_api(self.ws.team_id)}
+        member = user.team_id is None or user.team_id in self.ws.org_teams
+        return {"user": user.to_api(self.ws.team_id, self.ws.enterprise_id if member else None)}
 
     def conversations_info(self, params: dict[str, Any], token: Token) -> dict[str, Any]:
         return {"channel": self._visible(params, token).to_api(token.user, self.ws.team_id)}

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agent.core.scripted import Request
-from agent.slack.admission import Home, TriggerSettings, shared_with_others, user_asker
-from agent.slack.trigger import parse_event_data
+from agent.slack.admission import Home, TriggerSettings, check_ignore, shared_with_others, user_asker
+from agent.slack.trigger import Trigger, parse_event_data
 from mcp_lib.config import ConfigError
 from tests.agent.slack.test_front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
 from tests.agent.slack.test_relay import GitHub, post, relay_for
@@ -282,6 +282,17 @@ def test_a_follow_up_by_an_outsider_is_refused_like_a_first_question(
     assert [e.user for e in ws.ephemerals] == ["U0GUEST"]
 
 
+def test_in_an_enterprise_grid_organization_a_sibling_workspaces_member_is_answered_in_an_org_shared_channel(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
+    ws.enterprise_id, ws.org_teams = "E0ACME", {"T0SIBLING"}
+    ws.add_user("U0SIBLING", "sibling", team_id="T0SIBLING")
+    ws.add_channel("C0ORGWIDE", "org-support", members={"U0SIBLING"}, org_shared=True)
+    q = ws.post("C0ORGWIDE", "在庫同期が遅れています", user="U0SIBLING")
+    path = event_file(tmp_path, {"channel": "C0ORGWIDE", "ts": q.ts, "user": "U0SIBLING", "reaction": "help"})
+    code, _ = answer_scripted(env, script, event=path)
+    assert code == 0 and len(bot_messages(ws, "C0ORGWIDE", q.ts)) == 1 and ws.ephemerals == []
+
+
 # -- configuration --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variable,value", [("HELPBOT_SHARED_SOURCES", "jira"),
                                             ("HELPBOT_SHARED_SOURCES", "faq,Redmin"),
@@ -324,3 +335,18 @@ def test_the_home_team_includes_the_organization_and_the_event_can_say_otherwise
     assert not user_asker({"id": "U0X", "team_id": "T0HOME", "is_stranger": True}, grid).member
     foreign = parse_event_data(envelope(reaction_added("C0ECSUP", "1735779700.000100", "U0X", user_team=PARTNER)))
     assert not user_asker({"id": "U0X", "team_id": HOME}, Home(HOME), foreign.sender).member
+
+
+def test_what_the_event_alone_decides() -> None:
+    settings = TriggerSettings()
+    assert check_ignore(Trigger(source="slack_event", channel="C0ECSUP", ts="1735779700.000100", user="USLACKBOT",
+                                reaction="help"), settings) is not None
+    nobody = Trigger(source="repository_dispatch", channel="C0ECSUP", ts="1735779700.000100", reaction="help")
+    assert check_ignore(nobody, settings) is not None  # who reacted is not known: nobody to check
+    zapped_mention = Trigger(source="repository_dispatch", channel="C0ECSUP", ts="1735779700.000100", mention=True)
+    assert check_ignore(zapped_mention, settings) is None  # its author is read from Slack
+    by_hand = Trigger(source="cli", channel="C0ECSUP", ts="1735779700.000100")
+    assert check_ignore(by_hand, settings) is None
+    hook = parse_event_data(envelope(bot_message_mention("C0ECSUP", "1735779700.000100", f"<@{BOT}> x")))
+    assert hook.sender is not None and hook.sender.bot_id == "B0WEBHOOK" and hook.user is None
+    assert check_ignore(hook, TriggerSettings(allowed_bots=frozenset({"B0WEBHOOK"}))) is None
