@@ -46,7 +46,7 @@ def encoded(image: Image.Image, kind: str) -> bytes:
 
 def answer(tmp_path: Path, asked_ts: str) -> int:
     return main(["answer", "--event", event_file(tmp_path, {"channel": "C0ECSUP", "ts": asked_ts,
-                                                             "reaction": "help"})])
+                                                             "reaction": "help", "user": "U0TANAKA"})])
 
 
 # -- images: the request's bytes and each image's limits --------------------------------------------------------
