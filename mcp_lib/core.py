@@ -260,7 +260,8 @@ class Platform:
     object when it is, and raises ConfigError when the configuration is present but wrong.
     ``make_client(config)`` builds the real client; tests inject their own instead.
     ``load_tools(platform)``, when given, fills in the tools on first use of :attr:`tools`: an in-house MCP
-    server is contacted only when one of its tools is really needed, not whenever a registry is built.
+    server is contacted only when one of its tools is really needed, not whenever a registry is built. It runs
+    once, under the platform's lock: other threads' first uses wait for it.
     ``close()``, when given, ends what the platform holds open for the run (an MCP server's session).
     ``variables``: what configures it -- some set while it stays off is *half-configured* (a warning).
     ``check(ctx)``, when given, is ``helpbot doctor``'s live check: one request or a few that prove the credential
@@ -281,14 +282,18 @@ class Platform:
     close: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _tools: dict[str, Tool] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _loader: int | None = field(default=None, repr=False, compare=False)  # the thread running load_tools
 
     @property
     def tools(self) -> dict[str, Tool]:
-        if self.load_tools is not None:
-            with self._lock:
-                if self.load_tools is not None:
-                    load, self.load_tools = self.load_tools, None
-                    load(self)
+        if self.load_tools is not None and self._loader != threading.get_ident():  # the loader sees its own work
+            with self._lock:  # a second first use waits here for the one loading, never sees half of it
+                if (load := self.load_tools) is not None:
+                    self._loader = threading.get_ident()
+                    try:
+                        load(self)
+                    finally:
+                        self.load_tools, self._loader = None, None
         return self._tools
 
     def tool(

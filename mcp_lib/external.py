@@ -18,8 +18,10 @@ next call starts it anew) and when the run ends (``Registry.close``, or at exit)
 
 A server is contacted only when its tools are needed (the tool list, one of its tools, ``all-commands``), never
 merely because a registry was built or another platform's tool was looked up; listing its tools is bounded by
-``list_timeout_s``. A tool whose name cannot make a wire name (``PREFIX_tool`` within ``[A-Za-z0-9_-]{1,64}``)
-is skipped, and the platform's overview says so.
+``list_timeout_s`` and follows ``nextCursor`` page by page (:data:`MAX_LIST_PAGES`, :data:`MAX_LISTED_TOOLS`), once
+per run. A result's content becomes a Result by :func:`mcp_lib.result.from_call_result` (images checked by
+:mod:`mcp_lib.media`, what cannot be shown named in the notes). A tool whose name cannot make a wire name
+(``PREFIX_tool`` within ``[A-Za-z0-9_-]{1,64}``) is skipped, and the platform's overview says so.
 
 ``./helpbot.toml`` (the working directory's) is read only for the process environment itself -- ``os.environ``
 or a copy of it, as the CLIs pass; a mapping a test or a caller builds sees only ``HELPBOT_CONFIG``.
@@ -27,8 +29,6 @@ or a copy of it, as the CLIs pass; a mapping a test or a caller builds sees only
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
 import shutil
@@ -42,10 +42,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 from .config import DECLARED, ConfigError, check_url, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
 from .doors import WHERE, door
+from .result import from_call_result
 from .sessions import ServerLog, ServerSession, group_command, masked_stderr
 
 CONFIG_FILE = "helpbot.toml"
 WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what MCP clients and the Messages API accept
+MAX_LIST_PAGES = 50  # of tools/list, against a server that pages forever
+MAX_LISTED_TOOLS = 2000
 
 
 class ServerEntry(BaseModel):
@@ -217,37 +220,6 @@ def _is_read_only(tool: Any) -> bool:
     return bool(tool.annotations and tool.annotations.read_only_hint)
 
 
-def _error_message(called: Any, text: str) -> str:
-    """The server's own words: ``message`` or ``data.error`` of a structured error, else its text."""
-    payload = called.structured_content
-    if payload is None:
-        with contextlib.suppress(json.JSONDecodeError):
-            payload = json.loads(text)
-    if isinstance(payload, dict):
-        data = payload.get("data")
-        found = data.get("error") if isinstance(data, dict) else None
-        found = found or payload.get("error") or payload.get("message")
-        if found:
-            code = payload.get("status_code")
-            return f"{found} (status {code})" if code else str(found)
-    return text or "the MCP server reported an error"
-
-
-def _to_result(name: str, called: Any) -> Result:
-    text = "\n".join(getattr(block, "text", "") for block in called.content).strip()
-    if called.is_error:
-        return Result.error(name, _error_message(called, text))
-    payload = called.structured_content
-    if payload is None and text:
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError:
-            payload = {"text": text}
-    if isinstance(payload, list):
-        return Result(items=[p if isinstance(p, dict) else {"value": p} for p in payload])
-    return Result(item=payload if isinstance(payload, dict) else {"value": payload})
-
-
 def _schema_validator(schema: dict[str, Any]) -> Any:
     import jsonschema  # here: the guard reads helpbot.toml through this module, also in the Lambda relay's package
 
@@ -297,12 +269,32 @@ def _check(platform: Platform, entry: ServerEntry) -> list[str]:
     return [f"{len(offered)} allowlisted tools listed"]
 
 
-def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) -> None:
-    async def list_remote(client: Any) -> Any:
-        return (await client.list_tools()).tools
+async def _list_pages(client: Any) -> tuple[list[Any], str]:
+    """Every page of ``tools/list``, following ``nextCursor`` (spec 2025-06-18, server/tools "Listing Tools" and
+    basic/utilities/pagination): at most ``MAX_LIST_PAGES`` pages and ``MAX_LISTED_TOOLS`` tools, a cursor seen
+    before ends the listing. Returns the tools and, when the listing was cut short, why."""
+    tools: list[Any] = []
+    seen: set[str] = set()
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools[: MAX_LISTED_TOOLS - len(tools)]
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools, ""
+        if len(tools) >= MAX_LISTED_TOOLS:
+            return tools, f"more than {MAX_LISTED_TOOLS} tools"
+        if cursor in seen:
+            return tools, "the server repeated a page cursor"
+        seen.add(cursor)
+    return tools, f"more than {MAX_LIST_PAGES} pages"
 
+
+def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) -> None:
+    """The allowlisted tools, listed once for the run: :attr:`Platform.tools` holds its lock while this runs,
+    so concurrent first calls wait for this one listing."""
     try:
-        listed = session.call(list_remote, entry.list_timeout_s, entry.list_timeout_s)
+        listed, cut_short = session.call(_list_pages, entry.list_timeout_s, entry.list_timeout_s)
     except ConfigError:
         raise
     except TimeoutError:
@@ -331,6 +323,11 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
             validator=_schema_validator(dict(remote.input_schema)),
             read_only=read_only,
         )
+    if cut_short:
+        platform.overview += f" (tool list cut short: {cut_short})"
+    missing = [name for name in entry.tools if name not in {remote.name for remote in listed}]
+    if missing:
+        platform.overview += f" (allowlisted tools the server did not list: {', '.join(map(repr, missing))})"
     if badly_named:
         platform.overview += (f" (skipped tools whose names cannot be used: {', '.join(map(repr, badly_named))}; "
                               "a name must fit [A-Za-z0-9_-], 64 characters with the prefix)")
@@ -348,7 +345,7 @@ def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:
                             "(it was stopped; the next call starts it again)") from None
         except Exception as exc:
             raise ToolError(f"MCP server {entry.name!r} failed: {type(exc).__name__}: {exc}") from None
-        return _to_result(f"{entry.platform_name}_{tool_name}", called)  # nested rows: held by apply_limits
+        return from_call_result(f"{entry.platform_name}_{tool_name}", called)  # nested rows: held by apply_limits
 
     return call
 

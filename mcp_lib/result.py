@@ -7,16 +7,19 @@ margin, masked, cut to the limit. Masking costs what is kept, not what was read 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .config import env_float, env_int
+from .media import MAX_RESULT_IMAGE_BYTES, MAX_RESULT_IMAGES, ImageType, check_base64_image
 from .redact import redact_secrets
 
 TRUNCATION_MARKER = "…[truncated: {n} more characters]"
@@ -72,6 +75,17 @@ class Limits:
 
 
 
+class Image(BaseModel):
+    """An image a tool returns, checked by :func:`mcp_lib.media.check_base64_image` (the media type read from the
+    bytes). It travels beside the JSON text: the agent shows it to Claude as an image block, ``mcp-lib serve`` as
+    image content; the JSON only names it (a note)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    media_type: ImageType
+    data: str = Field(repr=False)  # base64
+
+
 class Result(BaseModel):
     """The envelope every tool returns, on every surface."""
 
@@ -85,6 +99,7 @@ class Result(BaseModel):
     notes: list[str] = []
     message: str | None = None
     kind: Literal["arguments", "credentials", "failed"] | None = None
+    images: list[Image] = []  # left out of the JSON text (to_dict)
 
     @classmethod
     def error(cls, tool: str, message: str, kind: Literal["arguments", "credentials", "failed"] = "failed") -> Result:
@@ -106,7 +121,7 @@ class Result(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form every surface shows: ``status`` first, defaults left out."""
-        return {"status": self.status, **self.model_dump(exclude_defaults=True, exclude={"status"})}
+        return {"status": self.status, **self.model_dump(exclude_defaults=True, exclude={"status", "images"})}
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
@@ -285,3 +300,82 @@ def normalize(tool: str, value: Any) -> Result:
     raise TypeError(f"tool {tool} returned {type(value).__name__}; expected list, dict or Result")
 
 
+# -- from an MCP server (mcp_lib.external) ------------------------------------------------------------------------
+def _error_message(called: Any, text: str) -> str:
+    """The server's own words: ``message`` or ``data.error`` of a structured error, else its text."""
+    payload = called.structured_content
+    if payload is None:
+        with contextlib.suppress(json.JSONDecodeError):
+            payload = json.loads(text)
+    if isinstance(payload, dict):
+        data = payload.get("data")
+        found = data.get("error") if isinstance(data, dict) else None
+        found = found or payload.get("error") or payload.get("message")
+        if found:
+            code = payload.get("status_code")
+            return f"{found} (status {code})" if code else str(found)
+    return text or "the MCP server reported an error"
+
+
+# What helpbot cannot show the model, named in the result's notes (MCP spec 2025-06-18, server/tools "Tool Result")
+_UNSHOWN = {"audio": "audio item", "resource": "binary resource", "resource_link": "resource link"}
+
+
+def _content(called: Any) -> tuple[str, list[Image], list[dict[str, str]], list[str]]:
+    """A tool result's content blocks as helpbot shows them: the text; the images the model may be shown
+    (:mod:`mcp_lib.media`: type read from the bytes, size, side, at most ``MAX_RESULT_IMAGES`` and
+    ``MAX_RESULT_IMAGE_BYTES`` per result); embedded text resources; and notes naming what is not shown."""
+    texts: list[str] = []
+    images: list[Image] = []
+    resources: list[dict[str, str]] = []
+    notes: list[str] = []
+    unshown: Counter[tuple[str, str]] = Counter()  # (what, why) -> how many
+    image_bytes = 0
+    for block in called.content:
+        kind = str(getattr(block, "type", "?"))
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "image":
+            checked = check_base64_image(str(block.data))
+            if isinstance(checked, str):
+                unshown["image", checked] += 1
+                continue
+            media_type, width, height, size = checked
+            if len(images) >= MAX_RESULT_IMAGES or image_bytes + size > MAX_RESULT_IMAGE_BYTES:
+                unshown["image", f"over the limit of one result ({MAX_RESULT_IMAGES} images, "
+                                 f"{MAX_RESULT_IMAGE_BYTES / 1e6:.2f} MB)"] += 1
+                continue
+            images.append(Image(media_type=media_type, data=block.data))
+            image_bytes += size
+            notes.append(f"image {len(images)}: {media_type}, {width}x{height} px")
+        elif kind == "resource" and isinstance(getattr(block.resource, "text", None), str):
+            resources.append({"uri": str(block.resource.uri), "text": block.resource.text})
+        else:
+            unshown[_UNSHOWN.get(kind, f"{kind[:40]!r} item"), "helpbot shows text and images"] += 1
+    notes += [f"[{count} {what}{'s' if count > 1 else ''} not shown: {why}]" for (what, why), count in unshown.items()]
+    return "\n".join(texts).strip(), images, resources, notes
+
+
+def from_call_result(name: str, called: Any) -> Result:
+    """An MCP ``tools/call`` result (the SDK's ``CallToolResult``) as a Result: the error's own words, or the
+    structured content (else the text as JSON, else as text) with images, embedded text resources and notes."""
+    text, images, resources, notes = _content(called)
+    if called.is_error:
+        return Result.error(name, _error_message(called, text))
+    payload = called.structured_content
+    if payload is None and text:
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError:
+            payload = {"text": text}
+    if isinstance(payload, list):
+        result = Result(items=[p if isinstance(p, dict) else {"value": p} for p in payload])
+        item = {"embedded_resources": resources} if resources else None
+    else:
+        if isinstance(payload, dict):
+            item = payload
+        else:  # a bare value; nothing at all beside images or resources is no value
+            item = {} if payload is None and (images or resources) else {"value": payload}
+        item = {**item, "embedded_resources": resources} if resources else item
+        result = Result()
+    return result.model_copy(update={"item": item, "images": images, "notes": notes})

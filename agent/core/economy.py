@@ -13,7 +13,6 @@ The transcript operations live in ``agent.core.messages``; this module decides w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -200,7 +199,7 @@ def _tokens(block: dict[str, Any], digests: dict[str, str]) -> int:
     """A block's estimate once the results in ``digests`` are cleared."""
     if block.get("type") == "tool_result" and block.get("tool_use_id") in digests:
         return h.estimate_tokens(digests[block["tool_use_id"]])
-    return h.estimate_tokens(json.dumps(block, ensure_ascii=False))
+    return h.block_tokens(block)
 
 
 def _raw_estimate(r: Run) -> int:

@@ -138,6 +138,27 @@ def media_tokens(block: dict[str, Any]) -> int | None:
     return _document_pages(str(source.get("data") or "")) * PDF_PAGE_TOKENS
 
 
+def _strip_media(blocks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The blocks with media blocks left out (also inside a tool_result: a tool's images), and what those count."""
+    kept, media = [], 0
+    for block in blocks:
+        tokens = media_tokens(block)
+        if tokens is not None:
+            media += tokens
+            continue
+        if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            inner, tokens = _strip_media(block["content"])
+            block, media = {**block, "content": inner}, media + tokens
+        kept.append(block)
+    return kept, media
+
+
+def block_tokens(block: dict[str, Any]) -> int:
+    """The estimate of one block: its JSON text, its media by what the model sees."""
+    kept, media = _strip_media([block])
+    return media + sum(estimate_tokens(json.dumps(b, ensure_ascii=False)) for b in kept)
+
+
 def _without_media(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """The messages with media blocks left out, and what those blocks count."""
     out, media = [], 0
@@ -146,14 +167,9 @@ def _without_media(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         if not isinstance(content, list):
             out.append(message)
             continue
-        kept = []
-        for block in content:
-            tokens = media_tokens(block)
-            if tokens is None:
-                kept.append(block)
-            else:
-                media += tokens
+        kept, tokens = _strip_media(content)
         out.append({**message, "content": kept})
+        media += tokens
     return out, media
 
 

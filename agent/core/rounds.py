@@ -14,6 +14,7 @@ from agent.core.model import Clock
 from agent.core.run import Run, ToolCall
 from agent.core.settings import Settings
 from agent.core.tools import ThreadWait, ToolOutcome, join_until, run_concurrently
+from mcp_lib.media import MAX_RUN_IMAGE_BYTES, MAX_RUN_IMAGES
 
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
 NOT_RUN_AFTER_WRITE_TIMEOUT = "[helpbot] Not run: an earlier write in this round timed out (it may still be running)."
@@ -128,17 +129,20 @@ class ToolRound:
     def _result_block(self, r: Run, call: dict[str, Any], plan: _Plan,
                       outcomes: dict[str, tuple[ToolOutcome, float]]) -> dict[str, Any]:
         """The call's tool_result: its own outcome, or a note pointing to the identical call it reuses."""
+        images: list[dict[str, Any]] = []
         if call["id"] in outcomes:
             outcome, seconds = outcomes[call["id"]]
             content = self._record_outcome(r, call, outcome)
             is_error, reused = outcome.is_error, False
+            images, content = _admit_images(r, outcome.images, content)
         else:
             content, is_error = self._reuse_note(r, plan.reused[call["id"]], outcomes)
             seconds, reused = 0.0, True
         r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, reused))
         self.event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
                     reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300])
-        return {"type": "tool_result", "tool_use_id": call["id"], "content": content,
+        shown = [{"type": "text", "text": content}, *images] if images else content
+        return {"type": "tool_result", "tool_use_id": call["id"], "content": shown,
                 **({"is_error": True} if is_error else {})}
 
     def _record_outcome(self, r: Run, call: dict[str, Any], outcome: ToolOutcome) -> str:
@@ -171,6 +175,21 @@ class ToolRound:
             where = "its result is above, unchanged"
         failed = earlier_id in outcomes and outcomes[earlier_id][0].is_error  # the same call, failed this round
         return f"[helpbot] Not run again: identical to call {earlier_id} in round {earlier_round}; {where}.", failed
+
+
+def _admit_images(r: Run, images: list[dict[str, Any]], content: str) -> tuple[list[dict[str, Any]], str]:
+    """The images a tool result may show within the run's room for tool images (``mcp_lib.media``: an image stays
+    in the transcript, every later request sends it again), and the content with a note for the others."""
+    shown = []
+    for block in images:
+        size = len(block["source"]["data"]) * 3 // 4
+        if len(r.tool_images) < MAX_RUN_IMAGES and sum(r.tool_images) + size <= MAX_RUN_IMAGE_BYTES:
+            r.tool_images.append(size)
+            shown.append(block)
+    if left := len(images) - len(shown):
+        content += (f"\n[helpbot] {left} image(s) of this result not shown: the run's room for tool images "
+                    f"({MAX_RUN_IMAGES} images, {MAX_RUN_IMAGE_BYTES / 1e6:.2f} MB) is used up.")
+    return shown, content
 
 
 def _timed_out(call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:

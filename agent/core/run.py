@@ -155,6 +155,7 @@ class Run:
     trace: list[dict[str, Any]] = field(default_factory=list)
     calibration: float = 1.0  # reported usage / our estimate, within the economy's bounds
     cache: CacheState = field(default_factory=CacheState)  # where earlier requests' cache entries end
+    tool_images: list[int] = field(default_factory=list)  # the raw bytes of each tool image shown (mcp_lib.media)
 
     def add_sources(self, tool_use_id: str, sources: list[dict[str, str]]) -> None:
         self.sources_by_id.setdefault(tool_use_id, [])

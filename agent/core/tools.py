@@ -27,6 +27,7 @@ class ToolOutcome:
     is_error: bool = False
     sources: list[dict[str, str]] = field(default_factory=list)  # {"url", "title", "snippet"?}
     timed_out: bool = False  # abandoned after its timeout: the call may still be running (and writing)
+    images: list[dict[str, Any]] = field(default_factory=list)  # Claude image blocks, shown after the content
 
     @classmethod
     def error(cls, message: str) -> ToolOutcome:
@@ -96,7 +97,9 @@ class RegistryTools:
                 if snippet := _snippet(item):
                     source["snippet"] = snippet
                 sources.append(source)
-        return ToolOutcome(content=result.to_json(), is_error=result.is_error, sources=sources)
+        images = [{"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}
+                  for image in result.images]
+        return ToolOutcome(content=result.to_json(), is_error=result.is_error, sources=sources, images=images)
 
     def mask(self, text: str) -> str:
         return self.registry.limits.mask(text)

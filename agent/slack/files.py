@@ -1,19 +1,20 @@
 """What a file is, read from its bytes and Slack's metadata: its kind (image, PDF, text), an image's size, a text
 file's encoding, and a long text's cut; and what one request to the model may carry (the documented limits), with
-images downscaled to fit them. No Slack calls, no downloads: :mod:`agent.slack.attachments` does those.
+images downscaled to fit them (an image's media types, size and per-image limits are :mod:`mcp_lib.media`'s, which
+in-house MCP servers' images meet too). No Slack calls, no downloads: :mod:`agent.slack.attachments` does those.
 """
 
 from __future__ import annotations
 
 import io
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_SIDE, image_size
+
 Kind = Literal["image", "pdf", "text"]
 
-IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 _TEXT_MIMETYPES = {"application/json", "application/x-yaml", "application/yaml", "application/xml",
                    "application/x-sh", "application/javascript", "application/x-python", "application/sql",
                    "application/x-ndjson", "application/toml"}
@@ -42,47 +43,6 @@ def file_kind(file: Mapping[str, Any]) -> Kind | None:
     return None
 
 
-def image_size(data: bytes) -> tuple[str, int, int] | None:
-    """(media type, width, height) from the bytes themselves (PNG, JPEG, GIF, WebP); None when they are none."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
-        width, height = struct.unpack(">II", data[16:24])
-        return "image/png", width, height
-    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
-        width, height = struct.unpack("<HH", data[6:10])
-        return "image/gif", width, height
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
-        chunk = data[12:16]
-        if chunk == b"VP8X":
-            return "image/webp", 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
-        if chunk == b"VP8L":
-            bits = int.from_bytes(data[21:25], "little")
-            return "image/webp", (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-        if chunk == b"VP8 ":
-            width, height = struct.unpack("<HH", data[26:30])
-            return "image/webp", width & 0x3FFF, height & 0x3FFF
-        return None
-    if data.startswith(b"\xff\xd8"):
-        return _jpeg_size(data)
-    return None
-
-
-def _jpeg_size(data: bytes) -> tuple[str, int, int] | None:
-    at = 2
-    while at + 9 < len(data):
-        if data[at] != 0xFF:
-            return None
-        marker = data[at + 1]
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-            at += 2
-            continue
-        length = int.from_bytes(data[at + 2:at + 4], "big")
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            height, width = struct.unpack(">HH", data[at + 5:at + 9])
-            return "image/jpeg", width, height
-        at += 2 + length
-    return None
-
-
 def decode_text(data: bytes) -> str:
     """UTF-8 (with or without BOM), else CP932 (Shift_JIS as Windows writes it), else UTF-8 with replacements."""
     for encoding in ("utf-8-sig", "cp932"):
@@ -108,7 +68,7 @@ def cut_middle(text: str, limit: int) -> tuple[str, int]:
 # - Bedrock InvokeModel for Claude: "The maximum size of the payload you can send in a request is 20MB"
 #   (docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html;
 #   the API reference allows 25,000,000 bytes for any model's body: the Claude page's 20 MB binds).
-# - An image: 3.75 MB and 8000 px a side, up to 20 images (Bedrock's Message reference,
+# - An image (mcp_lib.media): 3.75 MB and 8000 px a side, up to 20 images (Bedrock's Message reference,
 #   docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html); Anthropic's vision guide
 #   (docs.anthropic.com/en/docs/build-with-claude/vision): 5 MB of base64 (the same 3.75 MB), 8000x8000 px, and
 #   2000x2000 px for every image once a request carries more than 20.
@@ -117,8 +77,6 @@ def cut_middle(text: str, limit: int) -> tuple[str, int]:
 REQUEST_BYTES = 20_000_000
 MEDIA_BYTES = 15_000_000  # base64 of every image and PDF of a request; the rest (prompt, tools, thread, tool
 #                           results) is bounded by the token budget, well under the 5 MB left
-MAX_IMAGE_BYTES = 3_750_000  # raw, per image (5 MB once base64-encoded)
-MAX_IMAGE_SIDE = 8_000
 MANY_IMAGES = 20  # more images than this in one request, and each must fit MANY_IMAGE_SIDE
 MANY_IMAGE_SIDE = 2_000
 MAX_PDF_BYTES = 4_500_000

@@ -1,0 +1,90 @@
+"""What an image shown to the model may be: the Messages API's media types and limits, checked on the bytes.
+
+One place for both ways an image reaches Claude: a file attached to the question (:mod:`agent.slack.attachments`)
+and an in-house MCP server's ``image`` content (:mod:`mcp_lib.external`). Limits from Anthropic's vision guide
+and Bedrock's: PNG, JPEG, GIF or WebP; at most 5 MB in base64 (3.75 MB raw) and 8000 px a side. The media type
+is read from the bytes, never taken from whoever sent them: a PNG declared as JPEG is a 400 for the request.
+
+A tool result carries at most :data:`MAX_RESULT_IMAGES` images and :data:`MAX_RESULT_IMAGE_BYTES` of them, and a
+run shows at most :data:`MAX_RUN_IMAGES` tool images, :data:`MAX_RUN_IMAGE_BYTES` together: an image stays in the
+transcript (every later request sends it again; only text results are summarized or cleared), and a hostile
+server answering images on every call must not carry a request past Bedrock's 20 MB body or the token budget
+(an image costs about 1,600 tokens once the API has scaled it to ~1.15 megapixels).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import struct
+from typing import Literal, cast
+
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+MAX_IMAGE_BYTES = 3_750_000  # 5 MB once base64-encoded: the API's limit per image
+MAX_IMAGE_SIDE = 8_000  # px; the API rejects larger images
+MAX_RESULT_IMAGES = 3
+MAX_RESULT_IMAGE_BYTES = MAX_IMAGE_BYTES  # all images of one tool result, raw
+MAX_RUN_IMAGES = 6
+MAX_RUN_IMAGE_BYTES = MAX_IMAGE_BYTES  # all tool images of one run, raw: 5 MB of the 20 MB request
+
+
+def image_size(data: bytes) -> tuple[str, int, int] | None:
+    """(media type, width, height) from the bytes themselves (PNG, JPEG, GIF, WebP); None when they are none."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
+        width, height = struct.unpack(">II", data[16:24])
+        return "image/png", width, height
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        width, height = struct.unpack("<HH", data[6:10])
+        return "image/gif", width, height
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
+        chunk = data[12:16]
+        if chunk == b"VP8X":
+            return "image/webp", 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
+        if chunk == b"VP8L":
+            bits = int.from_bytes(data[21:25], "little")
+            return "image/webp", (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        if chunk == b"VP8 ":
+            width, height = struct.unpack("<HH", data[26:30])
+            return "image/webp", width & 0x3FFF, height & 0x3FFF
+        return None
+    if data.startswith(b"\xff\xd8"):
+        return _jpeg_size(data)
+    return None
+
+
+def _jpeg_size(data: bytes) -> tuple[str, int, int] | None:
+    at = 2
+    while at + 9 < len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+            at += 2
+            continue
+        length = int.from_bytes(data[at + 2:at + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", data[at + 5:at + 9])
+            return "image/jpeg", width, height
+        at += 2 + length
+    return None
+
+
+def check_base64_image(data: str) -> tuple[ImageType, int, int, int] | str:
+    """(media type, width, height, raw bytes) of a base64 image the model may be shown, or why it may not."""
+    if len(data) > (MAX_IMAGE_BYTES + 2) // 3 * 4 + 4:  # refused before decoding: 5 MB of base64 at most
+        return f"larger than {MAX_IMAGE_BYTES / 1e6:.2f} MB"
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return "not valid base64"
+    if len(raw) > MAX_IMAGE_BYTES:
+        return f"larger than {MAX_IMAGE_BYTES / 1e6:.2f} MB"
+    found = image_size(raw)
+    if found is None:
+        return "not a PNG, JPEG, GIF or WebP image"
+    media_type, width, height = found
+    if max(width, height) > MAX_IMAGE_SIDE or min(width, height) < 1:
+        return f"{width}x{height} px (at most {MAX_IMAGE_SIDE} px a side)"
+    return cast(ImageType, media_type), width, height, len(raw)
