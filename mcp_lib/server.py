@@ -2,7 +2,9 @@
 
 The tool list and schemas are the very ones Claude gets (``Tool.input_schema``). The low-level server does not
 validate arguments; ``Tool.invoke`` does (the same check on every surface), and a bad call (``kind:
-"arguments"``) or a failing tool is an ``isError`` result, never a protocol error.
+"arguments"``) or a failing tool is an ``isError`` result. A tool that is not listed is a protocol error, JSON-RPC
+``-32602`` (spec 2025-06-18, server/tools "Error Handling": "Unknown tools" are protocol errors). A result's
+images follow its JSON text as image content.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 from typing import Any
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
@@ -30,8 +32,9 @@ def _mcp_tool(tool: Tool) -> types.Tool:
 
 def _call_result(result: Result) -> types.CallToolResult:
     payload = result.to_dict()
+    images = [types.ImageContent(type="image", data=image.data, mime_type=image.media_type) for image in result.images]
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False)), *images],
         structured_content=payload,
         is_error=result.is_error,
     )
@@ -46,7 +49,7 @@ def build_server(registry: Registry, only: list[str] | None = None) -> Server[An
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = tools.get(params.name)
         if tool is None:
-            return _call_result(Result.error(params.name, f"unknown tool {params.name!r}; see tools/list"))
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name[:100]}")
         result = await anyio.to_thread.run_sync(registry.call, tool.wire_name, params.arguments or {})
         return _call_result(result)
 
