@@ -81,7 +81,7 @@ class Registry:
         self._configs: dict[str, Any] = {}
         self._platforms = dict(platforms) if platforms is not None else None
         self.server_log = server_log  # in-house stdio servers' stderr lines (None: masked on this stderr)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # platforms() under context()'s hold
 
     # -- platforms ---------------------------------------------------------------------------------------
     def builtin_platforms(self) -> dict[str, Platform]:
@@ -89,7 +89,12 @@ class Registry:
         return {name: load_platform(name) for name in PLATFORM_NAMES}
 
     def platforms(self) -> dict[str, Platform]:
-        """Built-in platforms plus the in-house MCP servers listed in helpbot.toml (not contacted here)."""
+        """Built-in platforms plus the in-house MCP servers listed in helpbot.toml (not contacted here), built
+        once: two first tool calls at the same time must share one server session, not start two."""
+        with self._lock:
+            return self._platforms_once()
+
+    def _platforms_once(self) -> dict[str, Platform]:
         if self._platforms is None:
             from .external import external_platforms
             from .sessions import masked_stderr

@@ -33,12 +33,9 @@ import httpx
 
 from agent.core.messages import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
 from agent.slack.files import (
-    IMAGE_TYPES,
     MANY_IMAGE_SIDE,
     MANY_IMAGES,
     MAX_DOCUMENTS,
-    MAX_IMAGE_BYTES,
-    MAX_IMAGE_SIDE,
     MAX_PDF_BYTES,
     MEDIA_BYTES,
     Picture,
@@ -48,11 +45,11 @@ from agent.slack.files import (
     decode_text,
     file_kind,
     fit_image,
-    image_size,
     is_binary,
 )
 from mcp_lib.doors import Refused, slack_door
 from mcp_lib.http import door_client
+from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, image_size
 
 if TYPE_CHECKING:
     from agent.core.run import Answer

@@ -19,7 +19,8 @@ from agent.cli import main
 from agent.core.messages import IMAGE_TOKENS, request_tokens
 from agent.core.scripted import Request
 from agent.slack.attachments import TEXT_CHARS
-from agent.slack.files import MAX_IMAGE_BYTES, cut_middle, decode_text, file_kind, image_size
+from agent.slack.files import cut_middle, decode_text, file_kind
+from mcp_lib.media import MAX_IMAGE_BYTES, image_size
 from tests.agent.slack.test_front import answer_scripted, bot_messages, event_file, markdown_of, stub
 from tests.fakes import bedrock as stub_lib
 from tests.fakes import slack_scopes
