@@ -75,14 +75,15 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller
 
     if registry is None:
         registry = Registry(env, caller=caller, server_log=guard.server_err)
-    for warning in registry.warnings():  # half-configured: in the run's log, not silently off
-        guard.err(f"helpbot: warning: {warning}")
-    if model is None:
-        guard.err(f"helpbot: no AI model is configured ({TURN_ON} to use Claude)")
     tools: ToolExecutor = RegistryTools(registry)
     if extra_tools:
         tools = CompositeTools(tools, *extra_tools)
     tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run
+    # the configuration read whole (a mistake is its one line), what is configured by half is said
+    for warning in registry.warnings():  # half-configured: in the run's log, not silently off
+        guard.err(f"helpbot: warning: {warning}")
+    if model is None:
+        guard.err(f"helpbot: no AI model is configured ({TURN_ON} to use Claude)")
     if tag_config is not None:
         return TaggingAgent(tag_config, model, tools, settings, on_progress=on_progress, on_event=on_event,
                             extra_prompt=extra_prompt)
