@@ -208,6 +208,8 @@ VARIABLES: tuple[Variable, ...] = (
     _v("HELPBOT_FAQ_PATH", "faq", "the FAQ directory", "faq/", where=("help", "faq-draft")),
     _v("HELPBOT_FAQ_BASE_URL", "faq", "where FAQ entries link to", "the repository, in Actions"),
     _v("HELPBOT_FAQ_CACHE_DIR", "faq", "where the built FAQ index is kept", "~/.cache/helpbot/faq"),
+    _v("HELPBOT_FAQ_CACHE_KEY", "faq", "the FAQ content's key, from the workflow's hashFiles (the index is then "
+       "found without hashing the FAQ)", "hashed by helpbot", value="${{ steps.faq.outputs.key }}"),
     _v("HELPBOT_FAQ_PRIVATE", "faq", "the FAQ repository is private: `helpbot faq-draft` may draft from private "
        "channels", "false", where=("faq-draft",)),
     _v("HELPBOT_FAQ_PR_TOKEN", "faq", "token for `helpbot faq-draft --pr` (contents and pull-requests write on this "

@@ -39,6 +39,7 @@ class FaqConfig:
     base_url: str | None
     cache_dir: Path | None = None  # where the built index is kept (faq.store); None: in memory only
     semantic: semantic.Mode = "off"  # the semantic leg (faq.semantic): "auto" = when its extra is installed
+    cache_key: str | None = None  # the content's key from the workflow (faq.store.given_key); None: hashed here
 
 
 def load_config(env: Mapping[str, str]) -> FaqConfig:
@@ -57,11 +58,11 @@ def load_config(env: Mapping[str, str]) -> FaqConfig:
         ref = env_str(env, "GITHUB_SHA") or "HEAD"
         base_url = f"{server}/{env['GITHUB_REPOSITORY']}/blob/{ref}/faq"
     return FaqConfig(path=path, base_url=base_url.rstrip("/") if base_url else None, cache_dir=store.cache_dir(env),
-                     semantic=semantic.semantic_mode(env))
+                     semantic=semantic.semantic_mode(env), cache_key=store.given_key(env))
 
 
 def make_client(config: FaqConfig) -> FaqIndex:
-    index = store.load_index(config.path, base_url=config.base_url, cache=config.cache_dir)
+    index = store.load_index(config.path, base_url=config.base_url, cache=config.cache_dir, given=config.cache_key)
     if config.semantic != "off" and semantic.available():
         index.semantic = semantic.SemanticLeg(semantic.default_encoder(), index.entries, cache=config.cache_dir,
                                               key=index.key)

@@ -7,7 +7,7 @@ import heapq
 import math
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -85,6 +85,30 @@ def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict
     return total
 
 
+class _ById(Mapping[str, Entry]):
+    """The entries by id, each made only when asked for (the cached index decodes an entry on first use)."""
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        ids: Sequence[str] | None = getattr(entries, "ids", None)  # faq.store's entries: checked when built
+        if ids is None:
+            seen: dict[str, str] = {}
+            for entry in entries:
+                if entry.id in seen:
+                    raise ConfigError(entry.file, f"duplicate FAQ id {entry.id!r} (also in {seen[entry.id]})")
+                seen[entry.id] = entry.file
+            ids = list(seen)
+        self._entries, self._numbers = entries, {entry_id: n for n, entry_id in enumerate(ids)}
+
+    def __getitem__(self, entry_id: str) -> Entry:
+        return self._entries[self._numbers[entry_id]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._numbers)
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+
 @dataclass
 class QueryPlan:
     """What a query looks for: index terms with weights (a synonym group is one term), the known words that
@@ -113,7 +137,7 @@ class FaqIndex:
       character trigrams (shopfy -> shopify), which may in turn pull in its synonym group.
     """
 
-    entries: list[Entry]
+    entries: Sequence[Entry]
     synonyms: list[list[str]] = field(default_factory=list)
     # The glossary (faq/_glossary.yml): per Japanese word, English words that also search for it.
     glossary: dict[str, list[str]] = field(default_factory=dict)
@@ -131,12 +155,8 @@ class FaqIndex:
     FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
 
     def __post_init__(self) -> None:
-        seen: dict[str, str] = {}
-        for entry in self.entries:
-            if entry.id in seen:
-                raise ConfigError(entry.file, f"duplicate FAQ id {entry.id!r} (also in {seen[entry.id]})")
-            seen[entry.id] = entry.file
-        self.by_id = {entry.id: entry for entry in self.entries}
+        self.by_id = _ById(self.entries)
+        self._tag_sets: dict[int, frozenset[str]] = {}
         self._groups = _compile_synonyms(self.synonyms)
         self._english = [(stem_text(normalize(english).strip()), normalize(word))
                          for word, words in self.glossary.items() for english in words if english.strip()]
@@ -181,10 +201,12 @@ class FaqIndex:
             weighted[term] = (docs, array("f", impacts))
         return weighted
 
-    @functools.cached_property
-    def _tag_sets(self) -> list[frozenset[str]]:
-        """Each entry's tags, normalised; built on the first search with boost tags."""
-        return [frozenset(normalize(tag).strip() for tag in entry.tags) for entry in self.entries]
+    def _tag_set(self, doc: int) -> frozenset[str]:
+        """The entry's tags, normalised; made when a search with boost tags first scores it."""
+        tags = self._tag_sets.get(doc)
+        if tags is None:
+            tags = self._tag_sets[doc] = frozenset(normalize(tag).strip() for tag in self.entries[doc].tags)
+        return tags
 
     @functools.cached_property
     def _vocabulary(self) -> tuple[dict[str, list[str]], dict[str, int]]:
@@ -290,7 +312,7 @@ class FaqIndex:
         boosts = {normalize(tag).strip() for tag in boost_tags} - {""}
         if not boosts:
             return scored
-        return [(doc, score * TAG_BOOST if self._tag_sets[doc] & boosts else score) for doc, score in scored]
+        return [(doc, score * TAG_BOOST if self._tag_set(doc) & boosts else score) for doc, score in scored]
 
     def same_question(self, question: str, min_share: float = 0.6) -> Entry | None:
         """The entry that already asks what ``question`` asks, if any: among the best BM25 hits, the first whose

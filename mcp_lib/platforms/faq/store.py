@@ -2,32 +2,37 @@
 
 The key is a SHA-256 of the entry files' paths and bytes, the synonym table and the source of the code that
 builds the index (text.py, index.py): editing an entry or the analyzer makes a new index, a fresh checkout of
-the same content (new mtimes) does not. One file per key: a JSON header (entries, terms) and then the posting
-arrays as raw bytes. No pickle: a damaged or tampered file can only fail to load, and then the index is rebuilt.
+the same content (new mtimes) does not; in Actions the workflow passes the key (HELPBOT_FAQ_CACHE_KEY, from
+hashFiles), so nothing is listed or hashed. One file per key: a JSON header, then sections of raw bytes (the
+entries' UTF-8 strings with byte offsets, the sorted terms, the posting arrays), memory-mapped and read in place:
+loading decodes nothing but the ids, an entry is decoded when a search first returns it. No pickle: a damaged or
+tampered file fails to load (and the index is rebuilt) or gives wrong text, never an error in a search. The file
+is only ever replaced (renamed over), never written in place, so a process that has it mapped keeps a whole one.
 The same folder holds the passage vectors of the semantic leg (faq.semantic), keyed by passage content.
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
-import itertools
 import json
+import mmap
 import os
+import re
 import sys
 import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
-from ...config import env_str
+from ...config import ConfigError, env_str
 from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names
 from .index import FaqIndex, Posting
 
 CACHE_VARIABLE = "HELPBOT_FAQ_CACHE_DIR"
-FORMAT = b"helpbot-faq-index/2\n"
+KEY_VARIABLE = "HELPBOT_FAQ_CACHE_KEY"
+FORMAT = b"helpbot-faq-index/3\n"
 KEEP_FILES = 4  # index files kept in the cache folder: a few FAQ versions (branches) side by side
 _CODE = [Path(__file__).with_name(name) for name in ("text.py", "index.py", "store.py", "semantic.py")]
 KEYS_FILE = "keys.json"  # file stats -> content key: the fast path that reads no FAQ file
@@ -167,26 +172,80 @@ def index_key(root: Path, names: list[str], cache: Path, now: Callable[[], float
 
 
 class PackedPostings(Mapping[str, Posting]):
-    """Posting lists stored back to back in two arrays; ``bounds[i]:bounds[i + 1]`` is the i-th term's. The
-    arrays are views of the cache file's bytes (no copy)."""
+    """Posting lists stored back to back in two arrays, the terms sorted by their UTF-8 bytes:
+    ``bounds[i]:bounds[i + 1]`` is the i-th term's. A term is found by binary search over the term bytes, so
+    loading builds no dict of the (hundreds of thousands of) terms; the arrays are views of the mapped file."""
 
-    def __init__(self, terms: list[str], bounds: Sequence[int], docs: Sequence[int], impacts: Sequence[float]):
-        self._slot = dict(zip(terms, range(len(terms)), strict=True))
+    def __init__(self, terms: memoryview, term_at: Sequence[int], bounds: Sequence[int], docs: Sequence[int],
+                 impacts: Sequence[float]):
+        self._terms, self._at = bytes(terms), term_at  # one copy of a few MB: bytes compare, views do not
         self._bounds, self._docs, self._impacts = bounds, docs, impacts
 
+    def _slot(self, term: object) -> int:
+        if not isinstance(term, str):
+            return -1
+        wanted, terms, at = term.encode(), self._terms, self._at
+        low, high = 0, len(at) - 1
+        while low < high:
+            middle = (low + high) // 2
+            if terms[at[middle] : at[middle + 1]] < wanted:
+                low = middle + 1
+            else:
+                high = middle
+        return low if low < len(at) - 1 and terms[at[low] : at[low + 1]] == wanted else -1
+
     def __getitem__(self, term: str) -> Posting:
-        i = self._slot[term]
+        i = self._slot(term)
+        if i < 0:
+            raise KeyError(term)
         start, end = self._bounds[i], self._bounds[i + 1]
         return self._docs[start:end], self._impacts[start:end]
 
     def __contains__(self, term: object) -> bool:
-        return term in self._slot
+        return self._slot(term) >= 0
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._slot)
+        return iter(str(self._terms, "utf-8").split("\n") if len(self) else ())
 
     def __len__(self) -> int:
-        return len(self._slot)
+        return len(self._at) - 1
+
+
+class PackedEntries(Sequence[Entry]):
+    """The entries as views of the mapped file: an entry's strings are decoded when it is first asked for (a
+    search reads a handful of 10k entries), and ``ids`` come from a section of their own."""
+
+    def __init__(self, firsts: Sequence[int], offsets: Sequence[int], text: memoryview, ids: list[str]):
+        self._firsts, self._offsets, self._text, self.ids = firsts, offsets, text, ids
+        self._made: list[Entry | None] = [None] * len(ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _entry(self, n: int) -> Entry:
+        made = self._made[n]
+        if made is None:
+            at, text = self._offsets, self._text
+            first, last = self._firsts[n], self._firsts[n + 1]
+            # a damaged file gives wrong text (U+FFFD, empty strings), never an error in a search
+            try:
+                strings = [str(text[at[i] : at[i + 1]], "utf-8", "replace") for i in range(first, last)]
+            except IndexError:
+                strings = []
+            entry_id, question, body, file, url, *tags = strings + [""] * (5 - len(strings))
+            made = self._made[n] = Entry(entry_id, question, tags, body, file, url or None)
+        return made
+
+    @overload
+    def __getitem__(self, n: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, n: slice) -> list[Entry]: ...
+
+    def __getitem__(self, n: int | slice) -> Entry | list[Entry]:
+        if isinstance(n, slice):
+            return [self._entry(i) for i in range(len(self))[n]]
+        return self._entry(range(len(self))[n])
 
 
 def _padded(data: bytes) -> bytes:
@@ -194,49 +253,66 @@ def _padded(data: bytes) -> bytes:
     return data + b"\0" * (-len(data) % 8)
 
 
+_SECTIONS = 9
+
+
 def dump(index: FaqIndex) -> bytes:
-    """The index as one file: a small JSON header, then sections -- every entry string as one UTF-8 text with
-    character offsets, the terms joined by newlines (a term never holds one), the posting arrays."""
-    terms = list(index.postings)
-    bounds, docs, impacts = array("i", [0]), array("i"), array("f")
+    """The index as one file: a small JSON header, then sections -- every entry string as UTF-8 with byte
+    offsets (and per entry its first string), the ids joined by newlines, the terms sorted by their bytes with
+    offsets, the posting arrays. Nothing has to be decoded or copied to load it (faq.store.undump)."""
+    terms = sorted(index.postings, key=str.encode)
+    encoded = [term.encode() for term in terms]
+    term_at = array("q", [0])
+    for term_bytes in encoded:
+        term_at.append(term_at[-1] + len(term_bytes))
+    bounds, docs, impacts = array("q", [0]), array("i"), array("f")
     for term in terms:
         term_docs, term_impacts = index.postings[term]
         docs.extend(term_docs)
         impacts.extend(term_impacts)
         bounds.append(len(docs))
-    strings: list[str] = []
-    tag_counts = array("i")
+    chunks: list[bytes] = []
+    firsts, offsets = array("q", [0]), array("q", [0])
     for e in index.entries:
-        strings += [e.id, e.question, e.body, e.file, e.url or "", *e.tags]
-        tag_counts.append(len(e.tags))
-    offsets = array("q", [0])
-    for text in strings:
-        offsets.append(offsets[-1] + len(text))
-    sections = [tag_counts.tobytes(), offsets.tobytes(), "".join(strings).encode(), "\n".join(terms).encode(),
-                bounds.tobytes(), docs.tobytes(), impacts.tobytes()]
+        for text in (e.id, e.question, e.body, e.file, e.url or "", *e.tags):
+            chunks.append(text.encode())
+            offsets.append(offsets[-1] + len(chunks[-1]))
+        firsts.append(len(offsets) - 1)
+    sections = [firsts.tobytes(), offsets.tobytes(), b"".join(chunks), "\n".join(e.id for e in index.entries).encode(),
+                term_at.tobytes(), b"".join(encoded), bounds.tobytes(), docs.tobytes(), impacts.tobytes()]
     header = json.dumps({
         "synonyms": index.synonyms, "glossary": index.glossary, "k1": index.k1, "b": index.b,
-        "entries": len(index.entries),
-        "strings": len(strings), "terms": len(terms), "postings": len(docs), "sizes": [len(s) for s in sections],
+        "entries": len(index.entries), "terms": len(terms), "postings": len(docs), "sizes": [len(s) for s in sections],
     }, ensure_ascii=False).encode()
     return b"".join([FORMAT, len(header).to_bytes(8, "little"), _padded(header), *map(_padded, sections)])
 
 
-def undump(data: bytes, base_url: str | None) -> FaqIndex | None:
-    """The index in ``data``, or None when it is not a complete index of this format."""
-    if not data.startswith(FORMAT):
-        return None
-    enabled = gc.isenabled()
-    gc.disable()  # tens of thousands of new objects, none of them garbage: collecting would only cost time
-    try:
-        return _undump(data, base_url)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _sections(data: bytes) -> tuple[dict[str, Any], list[memoryview]]:
+def undump(data: bytes | memoryview | mmap.mmap, base_url: str | None) -> FaqIndex | None:
+    """The index in ``data`` (kept referenced: the index is views of it), or None when it is not a complete
+    index of this format."""
     view = memoryview(data)
+    if bytes(view[: len(FORMAT)]) != FORMAT:
+        return None
+    try:
+        header, (firsts, offsets, text, ids, term_at, terms, bounds, docs, impacts) = _sections(view)
+        n_entries, n_terms = header["entries"], header["terms"]
+        firsts_, at = firsts.cast("q"), offsets.cast("q")
+        names = str(ids, "utf-8").split("\n") if n_entries else []
+        if (len(names) != n_entries or len(firsts_) != n_entries + 1 or firsts_[-1] != len(at) - 1
+                or at[-1] != len(text)):
+            return None
+        term_at_, bounds_, docs_, impacts_ = term_at.cast("q"), bounds.cast("q"), docs.cast("i"), impacts.cast("f")
+        if (len(term_at_) != n_terms + 1 or term_at_[-1] != len(terms) or len(bounds_) != n_terms + 1
+                or bounds_[-1] != len(docs_) or len(docs_) != header["postings"] or len(impacts_) != len(docs_)):
+            return None
+        return FaqIndex(PackedEntries(firsts_, at, text, names), synonyms=header["synonyms"],
+                        glossary=header["glossary"], base_url=base_url, k1=header["k1"], b=header["b"],
+                        postings=PackedPostings(terms, term_at_, bounds_, docs_, impacts_))
+    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _sections(view: memoryview) -> tuple[dict[str, Any], list[memoryview]]:
     at = len(FORMAT) + 8
     size = int.from_bytes(view[len(FORMAT):at], "little")
     header = json.loads(bytes(view[at : at + size]))
@@ -247,35 +323,17 @@ def _sections(data: bytes) -> tuple[dict[str, Any], list[memoryview]]:
             raise ValueError("a section runs past the end of the file")
         sections.append(view[at : at + length])
         at += length + (-length % 8)
-    if at != len(view) or len(sections) != 7:
+    if at != len(view) or len(sections) != _SECTIONS:
         raise ValueError("not the sections of this format")
     return header, sections
 
 
-def _undump(data: bytes, base_url: str | None) -> FaqIndex | None:
+def _mapped(path: Path) -> mmap.mmap | None:
+    """The file mapped read-only (the pages are read as they are touched), or None when it cannot be."""
     try:
-        header, (tag_counts, offsets, text, terms, bounds, docs, impacts) = _sections(data)
-        counts, at = tag_counts.cast("i"), offsets.cast("q")
-        n_entries, n_strings, n_terms = header["entries"], header["strings"], header["terms"]
-        if len(counts) != n_entries or len(at) != n_strings + 1:
-            return None
-        joined = str(text, "utf-8")
-        if at[-1] != len(joined):
-            return None
-        strings = [joined[a:b] for a, b in itertools.pairwise(at)]
-        entries, i = [], 0
-        for count in counts:
-            entry_id, question, body, file, url = strings[i : i + 5]
-            entries.append(Entry(entry_id, question, strings[i + 5 : i + 5 + count], body, file, url or None))
-            i += 5 + count
-        names = str(terms, "utf-8").split("\n") if n_terms else []
-        bounds_, docs_, impacts_ = bounds.cast("i"), docs.cast("i"), impacts.cast("f")
-        if (i != n_strings or len(names) != n_terms or len(bounds_) != n_terms + 1 or bounds_[-1] != len(docs_)
-                or len(docs_) != header["postings"] or len(impacts_) != len(docs_)):
-            return None
-        return FaqIndex(entries, synonyms=header["synonyms"], glossary=header["glossary"], base_url=base_url,
-                        k1=header["k1"], b=header["b"], postings=PackedPostings(names, bounds_, docs_, impacts_))
-    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
+        with path.open("rb") as file:
+            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # missing, or empty (an empty file cannot be mapped)
         return None
 
 
@@ -296,20 +354,35 @@ def _save(folder: Path, name: str, data: bytes) -> None:
         return
 
 
+def given_key(env: Mapping[str, str]) -> str | None:
+    """``HELPBOT_FAQ_CACHE_KEY``: the key of the FAQ's content as the workflow computed it (hashFiles of the FAQ
+    folder and of this package, and the encoder's version), so a run on a fresh checkout neither lists nor
+    hashes 10k files to find its index. Unset: helpbot computes the key itself."""
+    given = env_str(env, KEY_VARIABLE)
+    if given is not None and not re.fullmatch(r"[0-9A-Za-z._-]{16,200}", given):
+        raise ConfigError(KEY_VARIABLE, "expected the workflow's content hash: 16-200 letters, digits, '.', '_', '-'")
+    return given
+
+
 def load_index(path: Path, base_url: str | None = None, cache: Path | None = None,
-               now: Callable[[], float] = time.time) -> FaqIndex:
-    """The FAQ folder's index: from the cache when it holds this content, else built (and then cached)."""
-    names = entry_names(path)
-    key = index_key(path, names, cache, now) if cache else None
+               now: Callable[[], float] = time.time, given: str | None = None) -> FaqIndex:
+    """The FAQ folder's index: from the cache when it holds this content, else built (and then cached).
+    ``given``: the content's key from the workflow (:func:`given_key`), trusted instead of hashing the files."""
+    names = None
+    if cache and given:
+        key: str | None = hashlib.sha256(b"%s%s\0given\0%s" % (FORMAT, sys.byteorder.encode(),
+                                                                given.encode())).hexdigest()
+    else:
+        names = entry_names(path)
+        key = index_key(path, names, cache, now) if cache else None
     name = f"index-{key}.bin"
     if cache:
-        try:
-            cached = undump(_read(cache / name), base_url)
-        except OSError:
-            cached = None
+        data = _mapped(cache / name)
+        cached = undump(data, base_url) if data is not None else None
         if cached is not None:
             cached.key = key
             return cached
+    names = entry_names(path) if names is None else names
     index = FaqIndex.load(path, base_url, files=[path / n for n in names])
     if cache:
         _save(cache, name, dump(index))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcp_lib import Registry
+from mcp_lib.config import ConfigError
 from mcp_lib.platforms import faq
 from mcp_lib.platforms.faq import store
 
@@ -162,3 +163,44 @@ def test_an_entry_added_after_the_record_is_indexed(tmp_path: Path) -> None:
     assert [e.id for e, _ in store.load_index(folder, cache=cache, now=LATER).search("ギフト包装")][:1] == ["gift"]
     stats, _ = store.stat_key(folder, store.entry_names(folder))
     assert store._known_keys(cache)[stats] == store.content_key(folder, store.entry_names(folder))
+
+
+def test_a_key_given_by_the_workflow_finds_the_index_without_the_folder(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    given = "9f" * 32 + "-use0.2.1-semantic-true"
+    built = store.load_index(folder, cache=cache, given=given)
+    assert not (cache / store.KEYS_FILE).exists()  # nothing hashed, so nothing recorded
+    for file in folder.iterdir():
+        file.unlink()
+    loaded = store.load_index(folder, cache=cache, given=given)  # the folder is not even listed
+    assert ranking(loaded) == ranking(built) and loaded.key == built.key
+    assert ranking(store.load_index(copy_faq(tmp_path / "other"), cache=cache, given="another-key-0123456789"))
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", None), ("ab" * 32 + "-use0.2.1-semantic-true", None)])
+def test_the_given_key_from_the_environment(value: str, expected: None) -> None:
+    env = {"HELPBOT_FAQ_CACHE_KEY": value}
+    assert store.given_key(env) == (value or None) and faq.load_config(env).cache_key == (value or None)
+
+
+@pytest.mark.parametrize("value", ["short", "../../etc/passwd-0123456789", "a b" * 10, "x" * 201])
+def test_a_given_key_that_is_no_hash_is_a_config_error(value: str) -> None:
+    with pytest.raises(ConfigError, match="HELPBOT_FAQ_CACHE_KEY"):
+        faq.load_config({"HELPBOT_FAQ_CACHE_KEY": value})
+
+
+def test_entries_are_decoded_when_first_asked_for_and_damage_is_only_wrong_text(tmp_path: Path) -> None:
+    folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
+    expected = ranking(store.load_index(folder, cache=cache))
+    loaded = store.load_index(folder, cache=cache)
+    assert isinstance(loaded.entries, store.PackedEntries)
+    assert ranking(loaded) == expected and len(loaded.by_id) == len(loaded.entries)
+    assert sum(made is not None for made in loaded.entries._made) < len(loaded.entries)  # only the hits were made
+    [path] = index_files(cache)
+    body = loaded.by_id["stock-mismatch"].body.encode()
+    data = path.read_bytes()
+    at = data.index(body)
+    damaged = data[:at] + b"\xff\xfe" + data[at + 2 :]  # the same size: the sections still line up
+    index = store.undump(damaged, None)
+    assert index is not None and index.by_id["stock-mismatch"].body.startswith("\ufffd")
+    assert [e.id for e, _ in index.search("在庫がずれる", 3)]
