@@ -2,7 +2,8 @@
 (as ``helpbot answer`` does right after 👀, mcp_lib.platforms.faq.semantic.prefetch) while a stand-in for the Slack
 reads and the first model request passes (``--meanwhile`` seconds).
 
-Needs the semantic extra (``uv sync --extra semantic``). Each variant runs in new processes with a warm FAQ cache
+Needs the semantic extra (``uv sync --extra semantic``); times are printed beside the yardstick (bench/yardstick.py).
+Each variant runs in new processes with a warm FAQ cache
 (index and vectors in a temporary HELPBOT_FAQ_CACHE_DIR), so only the encoder's load differs.
 
     uv run --extra semantic python bench/faq_first_search.py [--runs 5] [--meanwhile 1.5]
@@ -16,6 +17,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from yardstick import Yardstick
 
 CHILD = r"""
 import json, sys, time
@@ -41,6 +44,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--meanwhile", type=float, default=1.5)
     args = parser.parse_args()
+    ys = Yardstick()
     with tempfile.TemporaryDirectory() as cache:
         def once(prefetch: bool) -> dict[str, float]:
             done = subprocess.run([sys.executable, "-c", CHILD, "1" if prefetch else "0", str(args.meanwhile), cache],
@@ -49,11 +53,15 @@ def main() -> int:
 
         once(False)  # warm the index and vector cache
         for prefetch in (False, True):
-            runs = [once(prefetch) for _ in range(args.runs)]
+            runs = []
+            for _ in range(args.runs):
+                ys.sample()
+                runs.append(once(prefetch))
             firsts = sorted(r["first"] for r in runs)
             print(f"{'prefetched' if prefetch else 'loaded by the search'}: first search median "
-                  f"{statistics.median(firsts):.3f} s ({firsts[0]:.3f}-{firsts[-1]:.3f}), second "
-                  f"{statistics.median(r['second'] for r in runs) * 1000:.1f} ms")
+                  f"{ys.show(statistics.median(firsts))} ({ys.show(firsts[0])} - {ys.show(firsts[-1])}), second "
+                  f"{ys.show(statistics.median(r['second'] for r in runs))}")
+    print(ys.line())
     return 0
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
+from yardstick import Yardstick
 
 from mcp_lib.platforms.faq import FaqIndex
 from mcp_lib.platforms.faq.semantic import CANDIDATES, SemanticLeg, available, default_encoder
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--misses", action="store_true", help="list the queries each method misses at 3")
     args = parser.parse_args(argv)
     queries = load_queries(args.queries)
+    ys = Yardstick()
 
     shipped = FaqIndex.load(ROOT / "faq")
     plain = FaqIndex(shipped.entries, synonyms=[])
@@ -126,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in misses or []:
             print(line)
     for label, seconds in timing.items():
-        print(f"{label}: {len(shipped.entries)} passage vectors in {seconds:.2f} s (model load included)")
+        print(f"{label}: {len(shipped.entries)} passage vectors in {ys.show(seconds)} (model load included)")
+    if timing:
+        ys.sample()
+        print(ys.line())
     return 0
 
 
