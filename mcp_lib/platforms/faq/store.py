@@ -205,7 +205,8 @@ class PackedPostings(Mapping[str, Posting]):
         return self._slot(term) >= 0
 
     def __iter__(self) -> Iterator[str]:
-        return iter(str(self._terms, "utf-8").split("\n") if len(self) else ())
+        terms, at = self._terms, self._at
+        return (str(terms[at[i] : at[i + 1]], "utf-8") for i in range(len(self)))
 
     def __len__(self) -> int:
         return len(self._at) - 1

@@ -41,6 +41,8 @@ def test_second_load_comes_from_the_cache_and_ranks_the_same(tmp_path: Path) -> 
     assert ranking(loaded) == ranking(built)
     assert [e.__dict__ for e in loaded.entries] == [e.__dict__ for e in built.entries]
     assert loaded.similar_words("shopfy") == built.similar_words("shopfy")
+    assert list(loaded.postings) == sorted(built.postings, key=str.encode)  # every term, as the typo search sees
+    assert loaded.similar_words("throtling") == built.similar_words("throtling") != []  # a word of an entry only
     assert loaded.snippet(loaded.by_id["stock-mismatch"].body, "在庫がずれる") == \
         built.snippet(built.by_id["stock-mismatch"].body, "在庫がずれる")
 
