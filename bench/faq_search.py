@@ -133,7 +133,6 @@ FRESH = """
 import json, sys, time
 start = time.perf_counter()
 from mcp_lib import Registry
-from yardstick import Yardstick
 from mcp_lib.platforms.faq import semantic
 registry = Registry()
 config = registry.config("faq")  # every platform imported, the configuration read
