@@ -237,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
 
         ys.sample()
         build_s, registry = first_call()
+        ys.sample()
+        build_ref = ys.at_reference(build_s)  # at the machine's speed around the build (it varies within a run)
         load_s = []
         for _ in range(args.loads):  # each time a new registry, the previous one dropped (as a new process would)
             ys.sample()
@@ -264,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"new process, index cached, {how}, {leg} the semantic leg (n={args.fresh}):")
             show(measured[how], ys)
         fresh = measured[ways[0][0]]
+        load_ref = ys.at_reference(statistics.median(fresh["load"]))
         if args.baseline:
             fresh_processes(env, 1, cache, False, args.baseline)  # its own cache format: built once
             print(f"baseline {args.baseline}: new process, index cached, {leg} the semantic leg (n={args.fresh}):")
@@ -281,12 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"semantic leg on ({index.semantic.encoder.name}): the query target is < {SEMANTIC_TARGET_MS:.0f} ms")
     target_ms = SEMANTIC_TARGET_MS if index.semantic is not None else TARGET_MS
     print(ys.line())
-    load_median = ys.at_reference(statistics.median(fresh["load"]))  # the way Actions takes: the key given
+    load_median = load_ref  # the way Actions takes: the key given
     load_ok = load_median <= LOAD_TARGET_S
     print(f"target: cached load in a new process <= {LOAD_TARGET_S} s at the reference speed -> "
           f"{'OK' if load_ok else 'TOO SLOW'} (median {ys.show(statistics.median(fresh['load']))}, "
           f"{load_median:.3f} s at the reference)")
-    build_ref = ys.at_reference(build_s)
     print(f"target: build <= {BUILD_TARGET_S:.0f} s at the reference speed -> "
           f"{'OK' if build_ref <= BUILD_TARGET_S else 'TOO SLOW'} ({ys.show(build_s)}, {build_ref:.1f} s at the "
           "reference)")
