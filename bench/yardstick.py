@@ -10,7 +10,7 @@ about 1.3x. Usage, from a bench script (the bench folder is on ``sys.path`` when
     for run in runs:
         ys.sample()             # again between runs: the ratio follows the machine's speed during the bench
         t = measure(run)
-    print(ys.line())            # "yardstick Y = 0.105 s (…) · load average 0.40 -> 1.10 · command: …"
+    print(ys.line())            # "yardstick Y = 0.105 s (... median of 6 samples, 0.098-0.121 ...) · load ..."
     print(ys.show(t))           # "1.234 s = 11.8 Y"
     ys.ratio(t)                 # 11.8
     ys.at_reference(t)          # the time at REFERENCE_S per Y, to compare with a target in seconds
