@@ -1,11 +1,12 @@
 """The agent loop: ask the model, run the tools it asks for, repeat -- and always end with an answer.
 
 Work is never thrown away: every tool_use gets a tool_result (``is_error`` when the call failed), and at the round
-limit or the soft deadline (the run's deadline minus the time kept for the answer) one more request with the tools
-still defined and ``tool_choice: none`` answers from what was gathered. Without a usable model the run degrades to
-direct searches, labelled as not AI-generated (``agent.core.degraded``); ``agent.core.economy`` keeps each request
-within the budget, ``agent.core.rounds`` runs each round of tools. What a run is given and what it gathers
-are in ``agent.core.run``.
+limit or the soft deadline (the run's deadline minus the time kept for the answer) one more request answers from
+what was gathered, with the tools and ``tool_choice`` unchanged so that it reads the cache (a call it still makes
+is refused with an ``is_error`` result that says so; only if it asks again is ``tool_choice: none`` used). Without
+a usable model the run degrades to direct searches, labelled as not AI-generated (``agent.core.degraded``);
+``agent.core.economy`` keeps each request within the budget, ``agent.core.rounds`` runs each round of tools. What a
+run is given and what it gathers are in ``agent.core.run``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ FORCED_NOTES = {
                   "above, without calling tools; say what remains unknown.",
 }
 Forced = Literal["round_limit", "deadline", "cost_limit"]
+NOT_RUN_FINAL = "[helpbot] Not run: no more tool calls. "  # a call in the final request: its is_error result
 NO_ANSWER = "回答を生成できませんでした。下の情報源を確認してください。/ No answer could be generated; see the sources."
 
 
@@ -156,19 +158,34 @@ class Agent:
 
     def _final_answer(self, r: Run, reason: Forced) -> Answer:
         """One more request for the answer from what was gathered, the note saying so. It keeps the tools and
-        ``tool_choice: auto``, so the cached transcript is read (another tool_choice misses every cached message);
-        only if the model still asks for tools (the text beside a call is its preamble, not an answer) is it asked
-        again with ``tool_choice: none``."""
+        ``tool_choice: auto``, so the cached transcript is read (another tool_choice misses every cached message).
+        If the model still asks for tools (the text beside a call is its preamble, not an answer), the calls are
+        answered with ``is_error`` results that repeat the note, and it is asked again the same way, the cache
+        still read; only a model that asks for tools even then is asked with ``tool_choice: none``."""
         self._event(r, "forced_final", reason=reason, rounds=r.rounds)
         self._progress(r, "answering")
         last = r.messages[-1]  # the question or the last round's results: the note joins that user message
         r.messages[-1] = {**last, "content": [*last["content"], {"type": "text", "text": FORCED_NOTES[reason]}]}
         response = self._request(r, final=True, strict=len(r.messages) == 1)
         if response.tool_uses:
+            self._refuse_calls(r, response, reason)
+            response = self._request(r, final=True)
+        if response.tool_uses:
             self._event(r, "forced_final_again", tool_uses=[c["name"] for c in response.tool_uses])
             response = self._request(r, final=True, strict=True)
         r.messages.append({"role": "assistant", "content": response.content})
         return self._finish(r, response.text, reason)
+
+    def _refuse_calls(self, r: Run, response: ModelResponse, reason: Forced) -> None:
+        """The final request's calls, answered as a round that runs none of them: each gets an ``is_error``
+        result with the note, so the request after it differs only at its end and reads the same cache."""
+        content, _ = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas}, r.tool_use_ids)
+        calls = [block for block in content if block.get("type") == "tool_use"]
+        self._event(r, "forced_final_refused", tool_uses=[c["name"] for c in calls])
+        r.messages.append({"role": "assistant", "content": content})
+        refusal = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
+        r.messages.append({"role": "user", "content": self.rounds.run(r, calls, dict.fromkeys(
+            (c["id"] for c in calls), refusal))})
 
     # -- one model request -------------------------------------------------------------------------------------
     def _request(self, r: Run, *, final: bool, strict: bool = False) -> ModelResponse:

@@ -105,8 +105,43 @@ def test_a_tool_use_round_trip_through_the_sdk(stub: BedrockStub) -> None:
         "type": "tool_use", "id": "toolu_bdrk_01", "name": "faq_search", "input": {"query": "Shopify 在庫同期 遅延"}}
 
 
-def test_the_final_request_keeps_the_tools_and_asks_again_with_tool_choice_none_if_the_model_calls_one(
+def without_marks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
+            for m in messages]
+
+
+def marked(messages: list[dict[str, Any]]) -> list[int]:
+    return [i for i, m in enumerate(messages) if any("cache_control" in b for b in m["content"])]
+
+
+def test_a_call_in_the_final_request_is_refused_and_asked_again_with_the_same_tools_and_tool_choice(
         stub: BedrockStub) -> None:
+    def responder(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
+        last = body["messages"][-1]["content"]
+        if last[0]["type"] == "tool_result" and last[0].get("is_error"):  # helpbot refused the call
+            return stub_lib.text("集めた情報から回答します。")
+        return stub_lib.tool_use("faq_search", {"query": "在庫"}, tool_id=f"toolu_{len(stub.requests)}")
+
+    stub.responder = responder
+    agent = Agent(bedrock(stub, FakeClock()), RegistryTools(Registry(env={})), Settings(max_rounds=2))
+    answer = agent.run("在庫がずれる")
+    assert answer.stop == "round_limit" and answer.rounds == 2 and answer.text == "集めた情報から回答します。"
+    assert len(stub.requests) == 4
+    asked, again = stub.requests[-2].body, stub.requests[-1].body
+    # first asked with tool_choice auto (the cached transcript is read) -- the model called a tool anyway
+    assert asked["tool_choice"] == {"type": "auto"} and "cache_control" in asked["messages"][-3]["content"][-1]
+    assert asked["messages"][-1]["content"][-1]["text"].startswith("[helpbot] The tool rounds are used up.")
+    # then the same tools and tool_choice, the transcript only appended to: the same cache entry is read
+    assert again["tool_choice"] == asked["tool_choice"] and again["tools"] == asked["tools"]
+    assert again["system"] == asked["system"]
+    assert without_marks(again["messages"][:len(asked["messages"])]) == without_marks(asked["messages"])
+    assert marked(again["messages"]) == marked(asked["messages"])
+    [refusal] = again["messages"][-1]["content"]
+    assert refusal["is_error"] is True and refusal["content"].startswith("[helpbot] Not run: no more tool calls.")
+    check_transcript(again["messages"])
+
+
+def test_a_model_that_calls_a_tool_after_the_refusal_too_is_asked_with_tool_choice_none(stub: BedrockStub) -> None:
     def responder(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
         if body["tool_choice"] == {"type": "none"}:
             return stub_lib.text("集めた情報から回答します。")
@@ -116,17 +151,11 @@ def test_the_final_request_keeps_the_tools_and_asks_again_with_tool_choice_none_
     agent = Agent(bedrock(stub, FakeClock()), RegistryTools(Registry(env={})), Settings(max_rounds=2))
     answer = agent.run("在庫がずれる")
     assert answer.stop == "round_limit" and answer.rounds == 2 and answer.text == "集めた情報から回答します。"
-    asked, final = stub.requests[-2].body, stub.requests[-1].body
-    assert len(stub.requests) == 4
-    # first asked with tool_choice auto (the cached transcript is read) -- the model called a tool anyway
-    assert asked["tool_choice"] == {"type": "auto"} and "cache_control" in asked["messages"][-3]["content"][-1]
-    assert asked["messages"][-1]["content"][-1]["text"].startswith("[helpbot] The tool rounds are used up.")
-    assert final["tool_choice"] == {"type": "none"} and final["messages"] == [
-        {**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
-        for m in asked["messages"]]  # the same transcript, the ignored call not kept
+    assert [r.body["tool_choice"] for r in stub.requests] == [{"type": "auto"}] * 4 + [{"type": "none"}]
+    again, final = stub.requests[-2].body, stub.requests[-1].body
+    assert final["messages"] == without_marks(again["messages"])  # the same transcript, the ignored call not kept
     assert [t["name"] for t in final["tools"]] == ["faq_search", "faq_getEntry"]
-    last = final["messages"][-1]["content"]
-    assert last[0]["type"] == "tool_result" and last[-1]["type"] == "text"
+    assert final["messages"][-1]["content"][0]["is_error"] is True  # the refused call, answered
     check_transcript(final["messages"])
 
 

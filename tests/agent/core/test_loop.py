@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.core.loop import FORCED_NOTES, Agent
+from agent.core.loop import FORCED_NOTES, NOT_RUN_FINAL, Agent
 from agent.core.messages import NOTES_HEADER, SUMMARIZED_STUB, estimate_tokens, notes_of, request_tokens
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
 from agent.core.run import Prelude, Progress, Turn
@@ -235,7 +235,46 @@ def test_deadline_forces_the_final_answer() -> None:
     assert answer.seconds == 300
 
 
-def test_a_model_that_calls_a_tool_in_the_final_request_is_asked_again_with_tool_choice_none() -> None:
+def refused_for_the_limit(request: Request) -> bool:
+    """The request answers the model's last calls with helpbot's refusal (is_error results with the note)."""
+    results = [b for b in request.messages[-1]["content"] if b.get("type") == "tool_result"]
+    return bool(results) and all(b.get("is_error") and b["content"].startswith(NOT_RUN_FINAL) for b in results)
+
+
+def test_a_call_in_the_final_request_is_refused_and_the_answer_asked_again_with_the_cache_read() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+
+    def script(request: Request) -> Any:
+        if refused_for_the_limit(request):
+            return "From what was found: [#1](https://redmine.example/issues/1)"
+        return calls(("faq_search", {"query": str(request.round)}), thought="もう少し調べます。")
+
+    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=2))
+    answer = agent.run("q")
+    assert answer.stop == "round_limit" and answer.text.startswith("From what was found")  # not the preamble
+    assert answer.rounds == 2 and len(model.requests) == 4
+    # tool_choice and tools unchanged: a request with another tool_choice would miss every cached message
+    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 4
+    first, again = model.requests[-2:]
+    assert first.final and again.final
+    assert again.tools == first.tools
+    strip = lambda ms: json.loads(json.dumps(ms).replace(', "cache_control": {"type": "ephemeral"}', ""))  # noqa: E731
+    assert strip(again.messages[:len(first.messages)]) == strip(first.messages)  # only appended to
+    marked = [i for i, m in enumerate(again.messages) if "cache_control" in json.dumps(m)]
+    assert marked == [i for i, m in enumerate(first.messages) if "cache_control" in json.dumps(m)]  # same entry read
+    assert first.messages[-1]["content"][-1]["text"] == FORCED_NOTES["round_limit"]
+    [refusal] = again.tool_results()[-1:]
+    assert refusal["is_error"] and refusal["content"] == NOT_RUN_FINAL + "The tool rounds are used up. Answer " \
+        "now from the information above, without calling tools; say what remains unknown."
+    events = [e["event"] for e in answer.trace if e["event"].startswith("forced")]
+    assert events == ["forced_final", "forced_final_refused"]
+    assert answer.tool_calls[-1].is_error and answer.tool_calls[-1].round == 2  # the refused call, not run
+    assert tools.counts["faq_search"] == 2
+    check_transcript(again.messages)
+    check_transcript(answer.messages)
+
+
+def test_a_model_that_asks_for_tools_after_the_refusal_too_is_asked_with_tool_choice_none() -> None:
     tools = FakeTools({"faq_search": lambda a: item(1)})
 
     def script(request: Request) -> Any:
@@ -245,12 +284,13 @@ def test_a_model_that_calls_a_tool_in_the_final_request_is_asked_again_with_tool
 
     agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=2))
     answer = agent.run("q")
-    assert answer.stop == "round_limit" and answer.text.startswith("From what was found")  # not the preamble
-    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 3 + [{"type": "none"}]
+    assert answer.stop == "round_limit" and answer.text.startswith("From what was found")
+    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 4 + [{"type": "none"}]
     strict = model.requests[-1]
-    assert strict.messages[-1]["content"][-1]["text"] == FORCED_NOTES["round_limit"]
+    assert refused_for_the_limit(strict)  # the refused calls stay in the transcript, answered
     assert "cache_control" not in json.dumps(strict.messages)  # tool_choice none reads no cached message
-    assert any(e["event"] == "forced_final_again" for e in answer.trace)
+    events = [e["event"] for e in answer.trace if e["event"].startswith("forced")]
+    assert events == ["forced_final", "forced_final_refused", "forced_final_again"]
     check_transcript(answer.messages)
 
 
