@@ -203,4 +203,4 @@ def _tokens(block: dict[str, Any], digests: dict[str, str]) -> int:
 
 
 def _raw_estimate(r: Run) -> int:
-    return h.request_tokens(r.plan.system, r.plan.schemas, r.messages)
+    return h.request_tokens(r.plan.system, r.plan.schemas, r.messages, r.token_memo)

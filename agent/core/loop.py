@@ -274,5 +274,8 @@ class Agent:
 
 def _cites(text: str, url: str) -> bool:
     """The answer contains this URL as a whole (…/issues/1 is not cited by …/issues/10, but is by …/issues/1を)."""
-    pattern = re.escape(unquote(url).rstrip("/")) + r"/?(?![A-Za-z0-9_\-/?#=&%~+])"
-    return re.search(pattern, unquote(text)) is not None
+    literal, text = unquote(url).rstrip("/"), unquote(text)
+    if literal not in text:  # most sources are not cited: no pattern to compile for them
+        return False
+    pattern = re.escape(literal) + r"/?(?![A-Za-z0-9_\-/?#=&%~+])"
+    return re.search(pattern, text) is not None

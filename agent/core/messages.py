@@ -89,7 +89,11 @@ def with_context(question: str, context: str) -> str:
 def estimate_tokens(text: str) -> int:
     """A deliberately pessimistic token count (see the ratios above)."""
     ascii_chars = len(text.encode("ascii", "ignore"))
-    return int(ascii_chars / ASCII_CHARS_PER_TOKEN + (len(text) - ascii_chars) * NON_ASCII_TOKENS_PER_CHAR) + 1
+    return _from_counts(ascii_chars, len(text) - ascii_chars)
+
+
+def _from_counts(ascii_chars: int, other_chars: int) -> int:
+    return int(ascii_chars / ASCII_CHARS_PER_TOKEN + other_chars * NON_ASCII_TOKENS_PER_CHAR) + 1
 
 
 # Media blocks count by what the model sees, not by their base64 text. An image costs about w*h/750 tokens and
@@ -173,10 +177,49 @@ def _without_media(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     return out, media
 
 
-def request_tokens(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> int:
+def request_tokens(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]],
+                   memo: TokenMemo | None = None) -> int:
+    """The request's estimate; with a ``memo`` each message is serialized once in a run, not at every estimate
+    (the same count: the payload's characters are the sum of its parts')."""
+    if memo is not None:
+        ascii_chars, other_chars, media = memo.counts(tools, messages)
+        return estimate_tokens(system) + _from_counts(ascii_chars, other_chars) + 4 * len(messages) + media
     text_only, media = _without_media(messages)
     payload = json.dumps([tools, text_only], ensure_ascii=False, separators=(",", ":"))
     return estimate_tokens(system) + estimate_tokens(payload) + 4 * len(messages) + media
+
+
+def _char_counts(value: Any) -> tuple[int, int]:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return ascii_chars, len(text) - ascii_chars
+
+
+class TokenMemo:
+    """What each message and the tools count in :func:`request_tokens`' payload, kept by identity: messages are
+    replaced, never mutated (as :class:`CacheState` relies on too), so a message seen before counts the same."""
+
+    def __init__(self) -> None:
+        self._tools: tuple[list[dict[str, Any]], tuple[int, int]] | None = None
+        self._messages: dict[int, tuple[dict[str, Any], Any, tuple[int, int, int]]] = {}
+
+    def counts(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> tuple[int, int, int]:
+        """(ASCII characters, other characters, media tokens) of ``[tools, messages without media]``."""
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, _char_counts(tools))
+        ascii_chars, other_chars = self._tools[1]
+        ascii_chars += 5 + max(len(messages) - 1, 0)  # "[" tools ",[" m1 "," m2 ... "]]"
+        media = 0
+        known, self._messages = self._messages, {}
+        for message in messages:
+            entry = known.get(id(message))
+            if entry is None or entry[0] is not message or entry[1] is not message["content"]:
+                [text_only], tokens = _without_media([message])
+                entry = (message, message["content"], (*_char_counts(text_only), tokens))
+            self._messages[id(message)] = entry
+            a, o, m = entry[2]
+            ascii_chars, other_chars, media = ascii_chars + a, other_chars + o, media + m
+        return ascii_chars, other_chars, media
 
 
 # -- prompt caching --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
-from agent.core.messages import CacheState
+from agent.core.messages import CacheState, TokenMemo
 from agent.core.model import Usage
 from agent.core.tools import ToolExecutor
 
@@ -156,6 +156,7 @@ class Run:
     calibration: float = 1.0  # reported usage / our estimate, within the economy's bounds
     cache: CacheState = field(default_factory=CacheState)  # where earlier requests' cache entries end
     tool_images: list[int] = field(default_factory=list)  # the raw bytes of each tool image shown (mcp_lib.media)
+    token_memo: TokenMemo = field(default_factory=TokenMemo)  # each message's count, for the economy's estimates
 
     def add_sources(self, tool_use_id: str, sources: list[dict[str, str]]) -> None:
         self.sources_by_id.setdefault(tool_use_id, [])

@@ -82,3 +82,27 @@ def test_one_result_is_capped_in_estimated_tokens() -> None:
         assert h.estimate_tokens(h.uncut(capped)) <= 3_000 and "more characters cut" in capped
         assert h.estimate_tokens(h.uncut(capped)) > 2_400  # cut near the cap, not far below it
     assert h.cut_to_tokens("短い", 3_000) == "短い"
+
+
+def test_the_token_memo_counts_exactly_what_the_whole_payload_counts() -> None:
+    import base64
+
+    pdf = base64.b64encode(b"%PDF /Type /Page x /Type /Page y").decode()
+    tools = [{"name": "faq_search", "description": "FAQ を検索", "input_schema": {"type": "object"}}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "前の質問"},
+        {"role": "assistant", "content": [{"type": "text", "text": "answer \"quoted\" \\ 日本語"}]},
+        {"role": "user", "content": [{"type": "document", "source": {"type": "base64", "data": pdf}},
+                                     {"type": "text", "text": "在庫同期が遅れる"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "faq_search",
+                                           "input": {"query": "在庫"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "結果 " * 300}]},
+    ]
+    memo = h.TokenMemo()
+    for count in range(len(messages) + 1):  # every prefix, the empty one too
+        assert h.request_tokens("system", tools, messages[:count], memo) == h.request_tokens(
+            "system", tools, messages[:count])
+    messages[-1] = {**messages[-1], "content": [{**messages[-1]["content"][0], "content": "短い"}]}  # replaced
+    assert h.request_tokens("system", tools, messages, memo) == h.request_tokens("system", tools, messages)
+    messages[1]["content"] = [{"type": "text", "text": "x" * 1000}]  # even a content swapped in place is seen
+    assert h.request_tokens("system", tools, messages, memo) == h.request_tokens("system", tools, messages)
