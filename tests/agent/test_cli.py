@@ -206,3 +206,19 @@ def test_nothing_but_the_entry_point_imports_the_cli() -> None:
             if "agent.cli" in names:
                 importers.append(str(path.relative_to(root)))
     assert importers == []
+
+
+# -- the command's exit: no interpreter teardown, nothing lost -------------------------------------------------------
+def test_the_console_exit_keeps_the_code_runs_atexit_and_flushes_what_is_buffered() -> None:
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: sys.stdout.write('atexit ran\\n'))  # buffered: only a flush brings it out\n"
+            "sys.stdout.write('before\\n')\n"
+            "sys.argv = ['helpbot', 'answer']\n"
+            "from agent.cli import console\n"
+            "console()\n"
+            "print('not reached')")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe: stdout fully buffered
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2  # bad input: main's exit code, kept through os._exit
+    assert done.stdout.splitlines() == ["before", "atexit ran"]
+    assert "give one of --event FILE" in done.stderr and "Traceback" not in done.stderr
