@@ -183,9 +183,8 @@ class Agent:
         calls = [block for block in content if block.get("type") == "tool_use"]
         self._event(r, "forced_final_refused", tool_uses=[c["name"] for c in calls])
         r.messages.append({"role": "assistant", "content": content})
-        refusal = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
-        r.messages.append({"role": "user", "content": self.rounds.run(r, calls, dict.fromkeys(
-            (c["id"] for c in calls), refusal))})
+        why = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
+        r.messages.append({"role": "user", "content": self.rounds.run(r, calls, {c["id"]: why for c in calls})})
 
     # -- one model request -------------------------------------------------------------------------------------
     def _request(self, r: Run, *, final: bool, strict: bool = False) -> ModelResponse:

@@ -179,8 +179,7 @@ def _without_media(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
 
 def request_tokens(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]],
                    memo: TokenMemo | None = None) -> int:
-    """The request's estimate; with a ``memo`` each message is serialized once in a run, not at every estimate
-    (the same count: the payload's characters are the sum of its parts')."""
+    """The request's estimate; a ``memo`` serializes each message once per run (the sum of the parts' counts)."""
     if memo is not None:
         ascii_chars, other_chars, media = memo.counts(tools, messages)
         return estimate_tokens(system) + _from_counts(ascii_chars, other_chars) + 4 * len(messages) + media
@@ -189,10 +188,10 @@ def request_tokens(system: str, tools: list[dict[str, Any]], messages: list[dict
     return estimate_tokens(system) + estimate_tokens(payload) + 4 * len(messages) + media
 
 
-def _char_counts(value: Any) -> tuple[int, int]:
+def _char_counts(value: Any, media: int = 0) -> tuple[int, int, int]:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     ascii_chars = len(text.encode("ascii", "ignore"))
-    return ascii_chars, len(text) - ascii_chars
+    return ascii_chars, len(text) - ascii_chars, media
 
 
 class TokenMemo:
@@ -200,26 +199,23 @@ class TokenMemo:
     replaced, never mutated (as :class:`CacheState` relies on too), so a message seen before counts the same."""
 
     def __init__(self) -> None:
-        self._tools: tuple[list[dict[str, Any]], tuple[int, int]] | None = None
+        self._tools: tuple[Any, tuple[int, int, int]] | None = None
         self._messages: dict[int, tuple[dict[str, Any], Any, tuple[int, int, int]]] = {}
 
     def counts(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> tuple[int, int, int]:
         """(ASCII characters, other characters, media tokens) of ``[tools, messages without media]``."""
         if self._tools is None or self._tools[0] is not tools:
             self._tools = (tools, _char_counts(tools))
-        ascii_chars, other_chars = self._tools[1]
-        ascii_chars += 5 + max(len(messages) - 1, 0)  # "[" tools ",[" m1 "," m2 ... "]]"
-        media = 0
+        totals = [self._tools[1][0] + 5 + max(len(messages) - 1, 0), *self._tools[1][1:]]  # "[" t ",[" m "," m "]]"
         known, self._messages = self._messages, {}
         for message in messages:
             entry = known.get(id(message))
             if entry is None or entry[0] is not message or entry[1] is not message["content"]:
                 [text_only], tokens = _without_media([message])
-                entry = (message, message["content"], (*_char_counts(text_only), tokens))
+                entry = (message, message["content"], _char_counts(text_only, tokens))
             self._messages[id(message)] = entry
-            a, o, m = entry[2]
-            ascii_chars, other_chars, media = ascii_chars + a, other_chars + o, media + m
-        return ascii_chars, other_chars, media
+            totals = [t + c for t, c in zip(totals, entry[2], strict=True)]
+        return totals[0], totals[1], totals[2]
 
 
 # -- prompt caching --------------------------------------------------------------------------------------------
