@@ -119,7 +119,7 @@ LOGGING_DOOR = "mcp_lib/logs.py"
 
 def test_every_entry_point_installs_the_logging_door() -> None:
     scripts = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'helpbot = "agent.cli:main"' in scripts and 'mcp-lib = "mcp_lib.cli:main"' in scripts  # all of them
+    assert 'helpbot = "agent.cli:console"' in scripts and 'mcp-lib = "mcp_lib.cli:main"' in scripts  # all of them
     for (relative, function), door in ENTRY_POINTS.items():
         tree = ast.parse((ROOT / relative).read_text(encoding="utf-8"))
         body = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function)
