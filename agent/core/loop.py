@@ -115,14 +115,7 @@ class Agent:
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
                extra_prompt: Sequence[str], prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
         s = self.settings
-        # The opening messages pass the tools' mask (held credentials by value, not only by pattern): a question,
-        # its thread or an attached log is anyone's text, as a tool result is.
-        mask = tools.mask
-        question, context = mask(h.valid_text(question)), mask(h.valid_text(context))
-        history = [Turn(mask(h.valid_text(t.question)), mask(h.valid_text(t.answer)), h.valid_text(t.sources))
-                   for t in history]
-        attachments = [{**b, "text": mask(b["text"])} if isinstance(b.get("text"), str) else b
-                       for b in attachments]
+        question, context, history, attachments = _masked(tools.mask, question, context, history, attachments)
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = h.cut(question.strip(), s.max_question_chars)
         context = h.cut(context.strip(), s.max_question_chars)
@@ -269,6 +262,16 @@ class Agent:
             with contextlib.suppress(Exception):  # the trace is best effort; the answer is not
                 self.on_event(masked)
         return masked
+
+
+def _masked(mask: Callable[[str], str], question: str, context: str, history: Sequence[Turn],
+            attachments: Sequence[dict[str, Any]]) -> tuple[str, str, list[Turn], list[dict[str, Any]]]:
+    """The opening messages through the tools' mask (held credentials by value, not only by pattern): a question,
+    its thread or an attached log is anyone's text, as a tool result is."""
+    return (mask(h.valid_text(question)), mask(h.valid_text(context)),
+            [Turn(mask(h.valid_text(t.question)), mask(h.valid_text(t.answer)), h.valid_text(t.sources))
+             for t in history],
+            [{**b, "text": mask(b["text"])} if isinstance(b.get("text"), str) else b for b in attachments])
 
 
 def _cites(text: str, url: str) -> bool:
