@@ -33,7 +33,7 @@ def check_configuration(env: Mapping[str, str]) -> None:
     """What :func:`build_agent` will read, checked without building anything (no SDK is imported, no server is
     contacted): settings, the model, the tags, helpbot.toml and every platform's configuration. A ConfigError
     here is exit 2 before anything is posted."""
-    from agent.core.claude import ModelConfig
+    from agent.core.model_config import ModelConfig
     from agent.core.settings import Settings
     from agent.core.tags import load_tag_config
     from mcp_lib import Registry
@@ -56,8 +56,9 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller
     """
     from dataclasses import replace
 
-    from agent.core.claude import TURN_ON, ModelConfig, build_model
+    from agent.core.claude import build_model
     from agent.core.loop import Agent
+    from agent.core.model_config import TURN_ON, ModelConfig
     from agent.core.settings import Settings
     from agent.core.tags import TaggingAgent, load_tag_config
     from agent.core.tools import CompositeTools, RegistryTools

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from mcp_lib.config import ConfigError, env_str
 
 if TYPE_CHECKING:
-    from agent.core.claude import ModelConfig
     from agent.core.model import Model
+    from agent.core.model_config import ModelConfig
     from mcp_lib import Registry
 
 State = Literal["ok", "failed", "half-configured", "not configured"]
@@ -112,8 +112,9 @@ def _faq_pull_requests(env: Mapping[str, str]) -> Part:
 
 def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
     """Each of HELPBOT_MODEL and HELPBOT_SUMMARY_MODEL answers a one-token request."""
-    from agent.core.claude import TURN_ON, ModelConfig, build_model
+    from agent.core.claude import build_model
     from agent.core.model import ModelError, Request
+    from agent.core.model_config import TURN_ON, ModelConfig
 
     try:
         config = ModelConfig.from_env(env)

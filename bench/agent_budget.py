@@ -25,8 +25,8 @@ from agent_tokens import QUESTION, plan
 from mask_large_result import TEXT
 
 from agent.core.loop import Agent
-from agent.core.messages import request_tokens
 from agent.core.settings import Settings
+from agent.core.tokens import request_tokens
 from agent.core.tools import RegistryTools, ToolOutcome
 
 HUGE = len(TEXT)

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from agent.core.claude import ModelConfig, SdkModel, build_model  # noqa: E402
-from agent.core.messages import estimate_tokens  # noqa: E402
 from agent.core.settings import Settings  # noqa: E402
+from agent.core.tokens import estimate_tokens  # noqa: E402
 from agent.core.tools import RegistryTools  # noqa: E402
 from mcp_lib.registry import Registry  # noqa: E402
 from tests.fakes.bedrock import BedrockStub, error, message  # noqa: E402

@@ -35,8 +35,9 @@ from agent_http import MAIN, MIN_CACHEABLE, SUMMARY, CacheModel, Knowledge, _blo
 from agent_tokens import QUESTION, baseline_settings, main_billed, run
 
 from agent.core import messages as h
-from agent.core.messages import estimate_tokens
+from agent.core import tokens as tk
 from agent.core.settings import CACHE_READ_FACTOR, CACHE_WRITE_FACTOR, Settings
+from agent.core.tokens import estimate_tokens
 
 Kind = Literal["summary", "digest"]
 Write = Literal["-", "w", "W"]  # none; only up to the first result not yet cleared; everything
@@ -177,7 +178,7 @@ class Economy:
             budget = self.settings.request_budget_tokens
 
             def fits(prompt: str) -> bool:
-                return h.request_tokens(h.SUMMARY_SYSTEM, [], [h.user_message(prompt)]) <= budget
+                return tk.request_tokens(h.SUMMARY_SYSTEM, [], [h.user_message(prompt)]) <= budget
 
             prompt = h.summary_request(QUESTION, earlier.summary, refs, fits)
             assert prompt is not None, "the summary request never fits the budget"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from agent.core import messages as h
+from agent.core import tokens as tk
 from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.run import Phase, Run
 from agent.core.settings import Settings
@@ -137,7 +138,7 @@ class Economy:
         if (len(r.messages) - 1 + 2 * ahead - refs[0].message) // 2 < reads:
             return None
         digests = {ref.tool_use_id: r.digests[ref.tool_use_id] for ref in refs}
-        saved = sum(h.estimate_tokens(ref.content) - h.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
+        saved = sum(tk.estimate_tokens(ref.content) - tk.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
         tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end]
                    for block in (m["content"] if isinstance(m["content"], list) else []))
         if mode == "schedule" and CACHE_READ * saved * (later + 1) <= (CACHE_WRITE - CACHE_READ) * tail:
@@ -153,7 +154,7 @@ class Economy:
         and the prefix before the first summarized result is still read from the cache."""
         read = h.tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
         refs = [ref for ref in read if ref.tool_use_id not in r.summarized and ref.tool_use_id not in r.cleared]
-        if sum(h.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
+        if sum(tk.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
         before = self.estimate(r)
         self.progress(r, "summarizing")
@@ -176,7 +177,7 @@ class Economy:
         s = self.settings
 
         def fits(prompt: str) -> bool:
-            tokens = h.request_tokens(h.SUMMARY_SYSTEM, [], [h.user_message(prompt)])
+            tokens = tk.request_tokens(h.SUMMARY_SYSTEM, [], [h.user_message(prompt)])
             return tokens * r.calibration <= s.request_budget_tokens
 
         fallback = "\n".join(part for part in (r.notes, h.mechanical_summary(refs)) if part)
@@ -198,9 +199,9 @@ class Economy:
 def _tokens(block: dict[str, Any], digests: dict[str, str]) -> int:
     """A block's estimate once the results in ``digests`` are cleared."""
     if block.get("type") == "tool_result" and block.get("tool_use_id") in digests:
-        return h.estimate_tokens(digests[block["tool_use_id"]])
-    return h.block_tokens(block)
+        return tk.estimate_tokens(digests[block["tool_use_id"]])
+    return tk.block_tokens(block)
 
 
 def _raw_estimate(r: Run) -> int:
-    return h.request_tokens(r.plan.system, r.plan.schemas, r.messages, r.token_memo)
+    return tk.request_tokens(r.plan.system, r.plan.schemas, r.messages, r.token_memo)

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from agent.core.messages import estimate_tokens, request_tokens
 from agent.core.model import ModelResponse, Request, Usage
+from agent.core.tokens import estimate_tokens, request_tokens
 
 Reply = ModelResponse | str | list[dict[str, Any]]
 _ids = itertools.count(1)

@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.core.claude import DEFAULT_MODELS
 from agent.core.model import Usage
+from agent.core.model_config import DEFAULT_MODELS
 from mcp_lib.config import ConfigError, env_datetime, env_float, env_int, env_str
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from agent.core.messages import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
+from agent.core.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
 from agent.slack.files import (
     MANY_IMAGE_SIDE,
     MANY_IMAGES,

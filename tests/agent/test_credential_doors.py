@@ -14,8 +14,9 @@ import httpx2
 import pytest
 
 from agent import faq_pr
-from agent.core.claude import ModelConfig, build_model
+from agent.core.claude import build_model
 from agent.core.model import ModelRequestError, Request
+from agent.core.model_config import ModelConfig
 from agent.errors import DispatchError
 from agent.slack.relay import RelayConfig, github_dispatcher
 from mcp_lib.doors import Refused

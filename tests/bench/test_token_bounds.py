@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent.core.messages import estimate_tokens
 from agent.core.settings import Settings
+from agent.core.tokens import estimate_tokens
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

@@ -15,9 +15,10 @@ import httpx2
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from agent.core.claude import CONNECT_TIMEOUT_S, MIN_ATTEMPT_S, ModelConfig, SdkModel, build_model
+from agent.core.claude import CONNECT_TIMEOUT_S, MIN_ATTEMPT_S, SdkModel, build_model
 from agent.core.loop import Agent
 from agent.core.model import ModelRequestError, ModelUnavailable, Request
+from agent.core.model_config import ModelConfig
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from mcp_lib import Registry

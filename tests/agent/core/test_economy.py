@@ -12,9 +12,10 @@ import pytest
 
 from agent.core.digest import CLEARED_HEADER, digest
 from agent.core.loop import Agent
-from agent.core.messages import request_tokens, tool_results
+from agent.core.messages import tool_results
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
+from agent.core.tokens import request_tokens
 from mcp_lib.config import ConfigError
 from tests.agent.core.loop_fakes import FakeClock, FakeTools, check_transcript
 

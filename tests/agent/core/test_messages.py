@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from agent.core import messages as h
+from agent.core import tokens as tk
 
 
 def _transcript(rounds: int, chars: int = 2_000) -> list[dict[str, Any]]:
@@ -68,7 +69,7 @@ def test_the_budget_cut_is_incremental_and_ends_within_the_budget() -> None:
     def estimate() -> int:
         nonlocal calls
         calls += 1
-        return h.request_tokens("system", [], messages)
+        return tk.request_tokens("system", [], messages)
 
     cut = h.fit_budget(messages, 20_000, estimate)
     assert estimate() <= 20_000 and len(cut) > 6  # several halvings of the same results
@@ -79,8 +80,8 @@ def test_one_result_is_capped_in_estimated_tokens() -> None:
     japanese, english = "在庫同期ログ。" * 5_000, "stock sync log line. " * 5_000
     for text in (japanese, english):
         capped = h.cut_to_tokens(text, 3_000)
-        assert h.estimate_tokens(h.uncut(capped)) <= 3_000 and "more characters cut" in capped
-        assert h.estimate_tokens(h.uncut(capped)) > 2_400  # cut near the cap, not far below it
+        assert tk.estimate_tokens(h.uncut(capped)) <= 3_000 and "more characters cut" in capped
+        assert tk.estimate_tokens(h.uncut(capped)) > 2_400  # cut near the cap, not far below it
     assert h.cut_to_tokens("短い", 3_000) == "短い"
 
 
@@ -98,11 +99,11 @@ def test_the_token_memo_counts_exactly_what_the_whole_payload_counts() -> None:
                                            "input": {"query": "在庫"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "結果 " * 300}]},
     ]
-    memo = h.TokenMemo()
+    memo = tk.TokenMemo()
     for count in range(len(messages) + 1):  # every prefix, the empty one too
-        assert h.request_tokens("system", tools, messages[:count], memo) == h.request_tokens(
+        assert tk.request_tokens("system", tools, messages[:count], memo) == tk.request_tokens(
             "system", tools, messages[:count])
     messages[-1] = {**messages[-1], "content": [{**messages[-1]["content"][0], "content": "短い"}]}  # replaced
-    assert h.request_tokens("system", tools, messages, memo) == h.request_tokens("system", tools, messages)
+    assert tk.request_tokens("system", tools, messages, memo) == tk.request_tokens("system", tools, messages)
     messages[1]["content"] = [{"type": "text", "text": "x" * 1000}]  # even a content swapped in place is seen
-    assert h.request_tokens("system", tools, messages, memo) == h.request_tokens("system", tools, messages)
+    assert tk.request_tokens("system", tools, messages, memo) == tk.request_tokens("system", tools, messages)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.claude import ModelConfig
+from agent.core.model_config import ModelConfig
 from agent.core.settings import Price, Settings, list_price
 from mcp_lib.config import ConfigError
 

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.core.loop import Agent
-from agent.core.messages import IMAGE_TOKENS, request_tokens
 from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings
+from agent.core.tokens import IMAGE_TOKENS, request_tokens
 from agent.core.tools import RegistryTools
 from mcp_lib import Platform, Registry, Result, ToolContext
 from mcp_lib.media import MAX_RUN_IMAGES

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from agent.cli import main
-from agent.core.messages import PDF_PAGE_TOKENS, media_tokens, pdf_pages
+from agent.core.tokens import PDF_PAGE_TOKENS, media_tokens, pdf_pages
 from agent.slack.attachments import suspects, without_media
 from agent.slack.files import MEDIA_BYTES, REQUEST_BYTES, Unreadable, fit_image, is_binary
 from mcp_lib.media import MAX_IMAGE_BYTES

@@ -16,8 +16,8 @@ import pytest
 from pypdf import PdfWriter
 
 from agent.cli import main
-from agent.core.messages import IMAGE_TOKENS, request_tokens
 from agent.core.scripted import Request
+from agent.core.tokens import IMAGE_TOKENS, request_tokens
 from agent.slack.attachments import TEXT_CHARS
 from agent.slack.files import cut_middle, decode_text, file_kind
 from mcp_lib.media import MAX_IMAGE_BYTES, image_size

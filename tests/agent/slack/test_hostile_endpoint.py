@@ -12,8 +12,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from agent.core.claude import ModelConfig, build_model
+from agent.core.claude import build_model
 from agent.core.loop import Agent
+from agent.core.model_config import ModelConfig
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from agent.slack.front import Options, run
