@@ -56,6 +56,7 @@ class Agent:
         on_event: Callable[[dict[str, Any]], None] | None = None,
         extra_prompt: Sequence[str] = (),
         tool_wait: ThreadWait = join_until,
+        on_text: Callable[[str], None] | None = None,
     ):
         self.model = model
         self.tools = tools
@@ -65,6 +66,7 @@ class Agent:
         self.on_progress = on_progress
         self.on_event = on_event
         self.extra_prompt = extra_prompt
+        self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
         self.rounds = ToolRound(self.settings, clock, self._event, tool_wait)
         self.economy = Economy(model, self.settings, clock, event=self._event, progress=self._progress)
 
@@ -196,7 +198,8 @@ class Agent:
         began = self.clock()
         choice = ({"type": "none"} if strict else {"type": "auto"}) if tools else None
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
-                                             self.settings.model, deadline, self.clock, final=final))
+                                             self.settings.model, deadline, self.clock, final=final,
+                                             on_text=self.on_text))
         response = replace(response, content=h.valid_text(response.content))  # untrusted text, made valid UTF-8
         r.tally(self.settings.model, response.usage)
         self.economy.calibrate(r, response.usage)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +49,9 @@ class Request:
     deadline: float | None = None
     clock: Clock | None = field(default=None, compare=False, repr=False)
     final: bool = False  # the loop's request for the final answer (not sent: the messages carry the note)
+    # Streaming: the response's text as it is generated, delta by delta (not sent; a model that cannot stream
+    # calls it with the whole text, or not at all). A retried attempt does not call it again.
+    on_text: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def system_text(self) -> str:

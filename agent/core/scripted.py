@@ -42,14 +42,17 @@ def calls(*wanted: tuple[str, dict[str, Any]], thought: str = "") -> ModelRespon
 
 
 class ScriptedModel:
-    def __init__(self, script: Callable[[Request], Reply], *, record: bool = True):
+    def __init__(self, script: Callable[[Request], Reply], *, record: bool = True,
+                 deltas: Callable[[str], list[str]] | None = None):
         self.script = script
         self.record = record
+        self.deltas = deltas or (lambda text: [text])  # how a text block streams to ``request.on_text``
         self.requests: list[Request] = []
 
     def create(self, request: Request) -> ModelResponse:
+        on_text = request.on_text
         if self.record:
-            request = copy.deepcopy(replace(request, clock=None))  # the transcript, not the run's clock
+            request = copy.deepcopy(replace(request, clock=None, on_text=None))  # the transcript only
             self.requests.append(request)
         reply = self.script(request)
         if isinstance(reply, str):
@@ -57,6 +60,11 @@ class ScriptedModel:
         elif isinstance(reply, list):
             reply = ModelResponse(content=reply, stop_reason="tool_use" if any(
                 b.get("type") == "tool_use" for b in reply) else "end_turn", usage=Usage())
+        if on_text is not None:  # streamed as a real model does: each text block's deltas, in order
+            for block in reply.content:
+                if block.get("type") == "text" and block.get("text"):
+                    for delta in self.deltas(block["text"]):
+                        on_text(delta)
         if reply.usage == Usage():
             prompt = request_tokens(request.system_text, request.tools, request.messages)
             output = estimate_tokens(json.dumps(reply.content, ensure_ascii=False))

@@ -1,4 +1,5 @@
-"""A local Bedrock Runtime stand-in: ``POST /model/{modelId}/invoke`` (and the direct API's ``/v1/messages``).
+"""A local Bedrock Runtime stand-in: ``POST /model/{modelId}/invoke``, ``.../invoke-with-response-stream`` (and
+the direct API's ``/v1/messages``).
 
 It answers like Bedrock does: a Messages API response body on success; on errors the ``x-amzn-ErrorType``
 header and a ``{"message": ...}`` body (400 ValidationException, 429 ThrottlingException, 503
@@ -7,15 +8,21 @@ ServiceUnavailableException). It checks what Bedrock checks and we care about: t
 over the documented limits (:func:`over_the_limits`) with a 400 ValidationException.
 
 Behaviour is scripted: ``stub.responder`` is a function ``(model_id, body) -> (status, headers, json)``; helpers
-build replies. Every request is recorded in ``stub.requests``.
+build replies. Every request is recorded in ``stub.requests``. A streamed request gets the same reply as Messages
+API stream events (message_start, content_block_start/delta/stop, message_delta, message_stop), each in an AWS
+event-stream frame as InvokeModelWithResponseStream sends it (``bedrock_stream``); ``stub.delta_chars`` cuts
+the text deltas, ``stub.delta_delay_s`` paces them (a bench's token rate; tests leave it 0).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import io
 import json
+import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -130,8 +137,61 @@ def throttled(retry_after: str | None = None) -> Reply:
                  {"retry-after": retry_after} if retry_after else None)
 
 
+# -- streaming: InvokeModelWithResponseStream ---------------------------------------------------------------------
+# https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html: the body
+# is an AWS event stream (https://docs.aws.amazon.com/transcribe/latest/dg/streaming-setting-up.html, "event stream
+# encoding"): each message is a prelude (total length, headers length, both big-endian u32, and their CRC32), the
+# headers (name length u8, name, type 7 = string, value length u16, value), the payload and a CRC32 of all before.
+# A ``chunk`` event's payload is ``{"bytes": base64(one Messages API stream event as JSON)}`` -- what
+# anthropic.lib.bedrock._stream_decoder decodes through botocore's EventStreamBuffer and EventStreamJSONParser.
+def event_frame(payload: bytes, event_type: str = "chunk") -> bytes:
+    def header(name: str, value: str) -> bytes:
+        raw_name, raw_value = name.encode(), value.encode()
+        return bytes([len(raw_name)]) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
+
+    headers = header(":event-type", event_type) + header(":content-type", "application/json") + header(
+        ":message-type", "event")
+    prelude = struct.pack(">II", 12 + len(headers) + len(payload) + 4, len(headers))
+    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + headers + payload
+    return message + struct.pack(">I", binascii.crc32(message))
+
+
+def stream_events(body: dict[str, Any], delta_chars: int) -> list[dict[str, Any]]:
+    """A Messages API response as the stream events that make it up."""
+    usage = body.get("usage") or {}
+    start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(body.get("content") or []):
+        if block.get("type") == "text":
+            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text",
+                                                                                              "text": ""}})
+            text = block.get("text", "")
+            step = delta_chars or max(1, len(text))
+            events += [{"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": text[i:i + step]}} for i in range(0, len(text), step)]
+        else:
+            events.append({"type": "content_block_start", "index": index,
+                           "content_block": {**block, "input": {}}})
+            events.append({"type": "content_block_delta", "index": index, "delta": {
+                "type": "input_json_delta", "partial_json": json.dumps(block.get("input", {}))}})
+        events.append({"type": "content_block_stop", "index": index})
+    events.append({"type": "message_delta", "delta": {"stop_reason": body.get("stop_reason"),
+                                                      "stop_sequence": None},
+                   "usage": {"output_tokens": usage.get("output_tokens", 0)}})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def bedrock_stream(body: dict[str, Any], delta_chars: int = 0) -> list[bytes]:
+    return [event_frame(json.dumps({"bytes": base64.b64encode(json.dumps(event).encode()).decode()}).encode())
+            for event in stream_events(body, delta_chars)]
+
+
 class BedrockStub:
     def __init__(self) -> None:
+        self.delta_chars = 0  # 0: one text delta per block
+        self.delta_delay_s = 0.0
+        self.cut_after: int | None = None  # the next stream drops its connection after this many frames
         self.requests: list[Recorded] = []
         self.responder: Callable[[str, dict[str, Any]], Reply] = lambda model_id, body: text("ok")
         stub = self
@@ -155,7 +215,8 @@ class BedrockStub:
                             "type": "authentication_error", "message": "an API key is required"}})
                     return self._send(*stub.responder(body.get("model", ""), body))
                 parts = path.split("/")
-                if len(parts) != 4 or parts[1] != "model" or parts[3] != "invoke":
+                if len(parts) != 4 or parts[1] != "model" or parts[3] not in ("invoke",
+                                                                              "invoke-with-response-stream"):
                     return self._send(*error(404, "UnknownOperationException", f"no route for {path}"))
                 model_id = unquote(parts[2])
                 stub.requests.append(Recorded(path, model_id, headers, body, len(raw)))
@@ -171,7 +232,24 @@ class BedrockStub:
                 refused = over_the_limits(len(raw), body)
                 if refused:
                     return self._send(*error(400, "ValidationException", refused))
-                return self._send(*stub.responder(model_id, body))
+                status, reply_headers, reply = stub.responder(model_id, body)
+                if parts[3] == "invoke-with-response-stream" and status == 200:
+                    return self._stream(reply)
+                return self._send(status, reply_headers, reply)
+
+            def _stream(self, reply: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "application/vnd.amazon.eventstream")
+                self.send_header("x-amzn-bedrock-content-type", "application/json")
+                self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+                frames = bedrock_stream(reply, stub.delta_chars)
+                if stub.cut_after is not None:
+                    frames, stub.cut_after = frames[:stub.cut_after], None
+                for frame in frames:
+                    if stub.delta_delay_s:
+                        time.sleep(stub.delta_delay_s)  # the bench's token rate, never a test's
+                    self.wfile.write(frame)
+                    self.wfile.flush()
 
             def _send(self, status: int, headers: dict[str, str], body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()

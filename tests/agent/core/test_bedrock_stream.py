@@ -1,0 +1,85 @@
+"""The streamed model request end to end: the real anthropic SDK (AnthropicBedrock) against the Bedrock stub's
+``invoke-with-response-stream``, real AWS event-stream frames, text deltas to ``Request.on_text``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agent.core.claude import ModelConfig, SdkModel, build_model
+from agent.core.model import Request
+from tests.agent.core.loop_fakes import FakeClock
+from tests.fakes import bedrock as stub_lib
+from tests.fakes.bedrock import BedrockStub
+
+MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
+HELLO = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]
+
+
+@pytest.fixture
+def stub() -> Iterator[BedrockStub]:
+    with BedrockStub() as running:
+        yield running
+
+
+def bedrock(stub: BedrockStub, clock: FakeClock) -> SdkModel:
+    config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
+                                   "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
+    assert config is not None
+    return build_model(config, sleep=clock.sleep, clock=clock)
+
+
+def request(on_text: object = None, clock: FakeClock | None = None) -> Request:
+    return Request([], HELLO, [], None, 1024, MODEL, None, clock, on_text=on_text)  # type: ignore[arg-type]
+
+
+def test_a_streamed_answer_arrives_delta_by_delta_and_whole(stub: BedrockStub) -> None:
+    answer = "在庫同期は毎時0分に走ります。遅れる場合は [FAQ](faq://stock-sync) を見てください。"
+    stub.script(stub_lib.text(answer))
+    stub.delta_chars = 7
+    deltas: list[str] = []
+    response = bedrock(stub, FakeClock()).create(request(deltas.append))
+    assert stub.requests[-1].path.endswith("/invoke-with-response-stream")
+    assert "stream" not in stub.requests[-1].body and stub.requests[-1].body["anthropic_version"] == \
+        stub_lib.BEDROCK_VERSION
+    assert len(deltas) == -(-len(answer) // 7) and "".join(deltas) == answer
+    assert response.text == answer and response.stop_reason == "end_turn"
+    assert response.usage.input_tokens == 1200 and response.usage.output_tokens == 80
+
+
+def test_a_tool_call_streams_its_preamble_and_keeps_its_input(stub: BedrockStub) -> None:
+    stub.script(stub_lib.tool_use("faq_search", {"query": "在庫"}))
+    deltas: list[str] = []
+    response = bedrock(stub, FakeClock()).create(request(deltas.append))
+    assert deltas == ["調べます。"]
+    assert response.tool_uses == [{"type": "tool_use", "id": "toolu_bdrk_01", "name": "faq_search",
+                                   "input": {"query": "在庫"}}]
+    assert response.stop_reason == "tool_use"
+
+
+def test_without_on_text_the_request_is_not_streamed(stub: BedrockStub) -> None:
+    stub.script(stub_lib.text("ok"))
+    assert bedrock(stub, FakeClock()).create(request()).text == "ok"
+    assert stub.requests[-1].path.endswith("/invoke")
+
+
+def test_a_throttled_stream_is_retried_streamed(stub: BedrockStub) -> None:
+    stub.script(stub_lib.throttled("1"), stub_lib.text("二度目"))
+    deltas: list[str] = []
+    clock = FakeClock()
+    response = bedrock(stub, clock).create(request(deltas.append, clock))
+    assert response.text == "二度目" and deltas == ["二度目"]
+    assert [r.path.rsplit("/", 1)[-1] for r in stub.requests] == ["invoke-with-response-stream"] * 2
+
+
+def test_a_stream_cut_off_after_text_is_retried_unstreamed(stub: BedrockStub) -> None:
+    """A reset after the first deltas: the retry is a plain request, so no text reaches Slack twice."""
+    answers = iter([stub_lib.text("途中で切れる回答"), stub_lib.text("完全な回答")])
+    stub.responder = lambda model_id, body: next(answers)
+    stub.cut_after = 3  # frames: message_start, content_block_start, one delta, then the connection drops
+    deltas: list[str] = []
+    clock = FakeClock()
+    response = bedrock(stub, clock).create(request(deltas.append, clock))
+    assert deltas == ["途中で切れる回答"] and response.text == "完全な回答"
+    assert [r.path.rsplit("/", 1)[-1] for r in stub.requests] == ["invoke-with-response-stream", "invoke"]
