@@ -31,6 +31,9 @@ METHOD_SCOPES: dict[str, tuple[str, ...] | Literal["history", "read", "list"]] =
     "chat.postEphemeral": ("chat:write",),
     "chat.update": ("chat:write",),
     "chat.delete": ("chat:write",),
+    "chat.startStream": ("chat:write",),  # https://docs.slack.dev/reference/methods/chat.startStream
+    "chat.appendStream": ("chat:write",),
+    "chat.stopStream": ("chat:write",),
     "reactions.add": ("reactions:write",),
     "reactions.remove": ("reactions:write",),
     "reactions.get": ("reactions:read",),

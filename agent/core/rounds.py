@@ -140,7 +140,9 @@ class ToolRound:
             seconds, reused = 0.0, True
         r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, reused))
         self.event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
-                    reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300])
+                    reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300],
+                    sources=[{"title": s.get("title", ""), "url": s["url"]}  # the task view's (agent.slack.stream)
+                             for s in r.sources_by_id.get(call["id"], [])[:5] if s.get("url")])
         shown = [{"type": "text", "text": content}, *images] if images else content
         return {"type": "tool_result", "tool_use_id": call["id"], "content": shown,
                 **({"is_error": True} if is_error else {})}

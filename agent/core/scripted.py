@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -43,7 +43,7 @@ def calls(*wanted: tuple[str, dict[str, Any]], thought: str = "") -> ModelRespon
 
 class ScriptedModel:
     def __init__(self, script: Callable[[Request], Reply], *, record: bool = True,
-                 deltas: Callable[[str], list[str]] | None = None):
+                 deltas: Callable[[str], Iterable[str]] | None = None):
         self.script = script
         self.record = record
         self.deltas = deltas or (lambda text: [text])  # how a text block streams to ``request.on_text``

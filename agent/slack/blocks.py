@@ -182,6 +182,25 @@ def progress_text(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()
     return f"{PLACEHOLDER}（{detail}）"
 
 
+_TASK_VERBS = (("search", "を検索"), ("list", "を一覧"), ("get", "を参照"), ("read", "を参照"), ("fetch", "を参照"))
+_TASK_ARGUMENTS = ("query", "q", "keywords", "path", "url", "id", "issue_id", "number", "page_id", "channel")
+
+
+def task_title(tool_name: str, arguments: Mapping[str, Any]) -> str:
+    """A tool call as a task in the streamed reply: 「FAQを検索: 在庫同期」, 「Redmineを参照: 1234」 -- the platform
+    (:func:`platform_label`), a verb from the tool's name, and its main argument (the model's: guarded at the
+    door like every byte)."""
+    label = platform_label(tool_name)
+    name = guard.current().name(tool_name).lower()
+    verb = next((v for word, v in _TASK_VERBS if word in name), "")
+    if label == guard.UNKNOWN_TOOL:
+        label, verb = "ツール", "を実行"
+    value = next((arguments[k] for k in _TASK_ARGUMENTS if isinstance(arguments.get(k), str | int)
+                  and not isinstance(arguments.get(k), bool) and str(arguments[k]).strip()), None)
+    title = f"{label}{verb or 'を実行'}"
+    return f"{title}: {' '.join(str(value).split())}" if value is not None else title
+
+
 def progress_payload(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> dict[str, Any]:
     text = progress_text(round_no, max_rounds, tool_names)
     return {"text": mrkdwn_escape(text),

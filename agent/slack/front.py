@@ -31,6 +31,7 @@ from agent.slack.handle import Slack, is_public
 from agent.slack.outcome import Outcomes, Target, classify
 from agent.slack.post import SlackOut, log
 from agent.slack.reply import ProgressThrottle, ThreadReply
+from agent.slack.stream import AnswerStream
 from agent.slack.thread import answerable, build_question, earlier_turns, mention_of, mentions_me
 from agent.slack.trigger import Trigger, from_options, load_event
 from mcp_lib import Caller, ids
@@ -196,7 +197,8 @@ class Front:
                                      "answers again)", channel)
         where = f"#{info.get('name') or channel} ({channel})" if public else f"private channel {channel}"
         reply = None if dry_run else self._reply(slack, channel, thread.root, ts,
-                                                 reread=lambda: slack.thread(channel, ts).messages)
+                                                 reread=lambda: slack.thread(channel, ts).messages,
+                                                 asker=trigger.user or message.get("user"))
         target = Target(where=f"{where} message {ts}", slack=slack, reply=reply, public=public, dry_run=dry_run)
 
         def question() -> Asked:
@@ -246,6 +248,8 @@ class Front:
 
         def on_event(event: dict[str, Any]) -> None:
             self.trace.write(event)  # through the guard: private text withheld for a private channel
+            if reply is not None:
+                reply.event(event)  # tool calls become the streamed reply's tasks
 
         try:
             if reply is not None and not reply.start():
@@ -259,6 +263,8 @@ class Front:
             what = question()
             asked = what.question
             agent = self.make_agent(registry, on_progress, on_event)
+            if reply is not None:
+                agent.on_text = reply.text  # the answer streams as it is written
             answer = ask_with_attachments(lambda blocks, note: agent.run(
                 what.question, what.history, context=what.context + note, attachments=blocks), what.attachments)
             guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])
@@ -286,13 +292,19 @@ class Front:
 
     # -- clients ----------------------------------------------------------------------------------------------------
     def _reply(self, slack: Slack, channel: str, root: str, question_ts: str, *,
-               reread: Callable[[], list[dict[str, Any]]] | None = None) -> ThreadReply | None:
-        """helpbot's side of the thread (``reread``: the thread again, for the claim); None without a bot client."""
+               reread: Callable[[], list[dict[str, Any]]] | None = None, asker: str | None = None
+               ) -> ThreadReply | None:
+        """helpbot's side of the thread (``reread``: the thread again, for the claim); None without a bot client.
+        The answer streams to ``asker`` (who asked for it) when Slack lets it (:mod:`agent.slack.stream`)."""
         if slack.writer is None:
             return None
+        stream = None
+        if asker and slack.me.team_id:
+            stream = AnswerStream(self._out(slack), channel=channel, thread_ts=root, recipient_user=asker,
+                                  recipient_team=slack.me.team_id, clock=self.clock)
         return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts,
                            throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link,
-                           me=slack.me, run=self.run_id, reread=reread, force=self.options.force)
+                           me=slack.me, run=self.run_id, reread=reread, force=self.options.force, stream=stream)
 
     def _out(self, slack: Slack) -> SlackOut:
         """The one door for this run's Slack writes (one write budget for the whole run)."""

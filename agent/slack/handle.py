@@ -81,7 +81,7 @@ class Slack:
                 self._me = Me(configured_user_id=self._configured_user_id)
             else:
                 who = self.auth()
-                self._me = Me(who.get("user_id"), who.get("bot_id"), self._configured_user_id)
+                self._me = Me(who.get("user_id"), who.get("bot_id"), self._configured_user_id, who.get("team_id"))
         return self._me
 
     def auth(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ class Me:
     user_id: str | None = None
     bot_id: str | None = None
     configured_user_id: str | None = None
+    team_id: str | None = None  # the workspace (a streamed reply's recipient_team_id)
 
     def wrote(self, message: Mapping[str, Any]) -> bool:
         user = message.get("user")

@@ -182,6 +182,26 @@ class SlackOut:
         self._call("chat.update", patient=patient, channel=channel, ts=ts, **body)
         self.trace.front("update", channel=channel, ts=ts, chars=len(json.dumps(body)))
 
+    # -- the streamed reply (agent.slack.stream): the same door, budget and retries ------------------------------
+    def stream_start(self, channel: str, thread_ts: str, *, recipient_user_id: str, recipient_team_id: str) -> Any:
+        """``chat.startStream`` in the thread, tried once: any failure (a refusal, a 429, a timeout) leaves the run
+        unstreamed -- a retry after a timeout could start a second stream."""
+        response = self._call("chat.startStream", patient=False, channel=channel, thread_ts=thread_ts,
+                              recipient_user_id=recipient_user_id, recipient_team_id=recipient_team_id)
+        self.trace.front("stream_start", channel=channel, thread_ts=thread_ts, ts=str(response["ts"]))
+        return response
+
+    def stream_append(self, channel: str, ts: str, chunks: list[dict[str, Any]]) -> None:
+        """``chat.appendStream``: best effort like a progress update (one try, no waiting)."""
+        self._call("chat.appendStream", patient=False, channel=channel, ts=ts, chunks=chunks)
+        self.trace.front("stream_append", channel=channel, ts=ts, chunks=len(chunks),
+                         chars=len(json.dumps(chunks)))
+
+    def stream_stop(self, channel: str, ts: str, **params: Any) -> None:
+        """``chat.stopStream``: the answer's own write, patient."""
+        self._call("chat.stopStream", channel=channel, ts=ts, **params)
+        self.trace.front("stream_stop", channel=channel, ts=ts, chars=len(json.dumps(params)))
+
     def delete(self, channel: str, ts: str, *, final: bool = False) -> bool:
         """Remove one of helpbot's messages (a placeholder); False, logged, when Slack would not."""
         try:

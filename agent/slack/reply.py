@@ -4,6 +4,11 @@
                                                                  --fail-----> failed (a notice + ❌)
                     --start, another run is older--> yielded (our placeholder removed, nothing else touched)
 
+Where Slack streams (:mod:`agent.slack.stream`, decided once at the start), the run's tasks and its answer stream
+into a reply of their own beside the placeholder, which stays the thread's lock until the stream's stop turns
+that reply into the answer (the placeholder then goes). A failure, a cancel or a refused stop ends it the way
+the unstreamed path does: the streamed reply is removed, and the answer or notice replaces the placeholder.
+
 Every transition's writes are retried within the run's write budget (:class:`agent.slack.post.SlackOut`), and
 the final state is reached even when a write keeps failing: an answer or notice that cannot replace the
 placeholder is posted anew and the placeholder deleted; 👀 is removed on the way out whatever happened
@@ -27,6 +32,7 @@ from agent.errors import Terminated
 from agent.slack import markers
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload, progress_payload
 from agent.slack.post import SlackOut, error_line, log, retry_after
+from agent.slack.stream import AnswerStream
 from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
 
 if TYPE_CHECKING:
@@ -70,7 +76,8 @@ class ThreadReply:
 
     def __init__(self, out: SlackOut, *, channel: str, root: str, question_ts: str, throttle: ProgressThrottle,
                  run_link: str | None, me: markers.Me, run: str,
-                 reread: Callable[[], Sequence[Mapping[str, Any]]] | None = None, force: bool = False):
+                 reread: Callable[[], Sequence[Mapping[str, Any]]] | None = None, force: bool = False,
+                 stream: AnswerStream | None = None):
         self.out = out
         self.channel, self.root, self.question_ts = channel, root, question_ts
         self.throttle, self.run_link = throttle, run_link
@@ -82,6 +89,7 @@ class ThreadReply:
         self.eyes = False  # our 👀 is (probably) on the question
         self.unclaimed = False  # the claim is still to be made (with the placeholder, else the answer or notice)
         self.yielded_because = ""
+        self.stream = stream  # the streamed reply while there is one (None: the run does not stream)
 
     # -- transitions ------------------------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -100,11 +108,17 @@ class ThreadReply:
         self.eyes = self.out.react(self.channel, self.question_ts, WORKING_REACTION)
         self.state = "working"
         self.throttle.restart()
+        if self.stream is not None and (self.placeholder is None or not self.stream.start()):
+            self.stream = None  # no lock to stream beside, or Slack refuses: the placeholder shows the progress
         return True
 
     def progress(self, progress: Progress) -> None:
         """Best effort: one try, no waiting; a rate limit pauses further updates for as long as Slack asked."""
         if self.state != "working" or self.placeholder is None:
+            return
+        if self.stream is not None:  # the stream shows the tasks; a new request's text may be the answer
+            if progress.phase in ("thinking", "answering"):
+                self.stream.response_started()
             return
         tools = progress.tools if progress.phase in ("tools", "degraded") else []
         payload = progress_payload(max(1, progress.round), progress.max_rounds, tools)
@@ -116,6 +130,16 @@ class ThreadReply:
             if (wait := retry_after(exc)) is not None:
                 self.throttle.pause(wait)
 
+    def text(self, delta: str) -> None:
+        """A model response's text as it is generated (shown when it turns out to be the answer)."""
+        if self.stream is not None:
+            self.stream.on_text(delta)
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        """A trace event of the run: tool calls become the stream's tasks."""
+        if self.stream is not None:
+            self.stream.on_event(event)
+
     def deliver(self, answer: Answer) -> str | None:
         """The answer replaces the placeholder (or is posted anew, the placeholder deleted); further parts follow;
         ✅ replaces 👀. Returns the answer's permalink (None when Slack would not give it, or when another run
@@ -123,7 +147,8 @@ class ThreadReply:
         payloads = answer_payloads(answer, channel=self.channel, question_ts=self.question_ts,
                                    run_link=self.run_link)
         self.parts = len(payloads)
-        first = self._final(markers.stamped(payloads[0], self.run), "answer")
+        first = self._streamed(markers.stamped(payloads[0], self.run)) or self._final(
+            markers.stamped(payloads[0], self.run), "answer")
         if not self._claimed(first):
             self._eyes_off()
             return None
@@ -137,6 +162,7 @@ class ThreadReply:
     def fail(self, what: str, *, cancelled: bool = False) -> None:
         """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
         a reply of its own -- and ❌ replaces 👀 (✅ if a cancel cut off an answer that is there). Never raises."""
+        self._discard_stream()
         if self._finished_after_all(cancelled):
             return
         payload = markers.stamped(failure_payload(what, self.run_link, channel=self.channel,
@@ -161,11 +187,41 @@ class ThreadReply:
 
     def close(self) -> None:
         """On the way out, whatever happened: no 👀 and no placeholder are left behind."""
+        self._discard_stream()
         if self.state == "working":  # neither delivered nor failed (a bug, or an exit on the way)
             self._drop_placeholder()
         self._eyes_off()
 
     # -- pieces -----------------------------------------------------------------------------------------------------
+    def _streamed(self, payload: Mapping[str, Any]) -> str | None:
+        """The streamed reply stopped as the answer's first message: the rest of the text, the sources and the
+        footer under it, the marker -- or, when what was streamed is not how the answer begins (a preamble, a
+        lost append, a longer answer), stopped and rewritten whole. None (the reply removed) when Slack would do
+        neither: the answer then replaces the placeholder."""
+        stream, self.stream = self.stream, None
+        if stream is None or stream.ts is None:
+            return None
+        blocks = list(payload["blocks"])
+        rest = stream.answer_rest(blocks[0]["text"] if blocks[0]["type"] == "markdown" else "")
+        if rest is not None and stream.stop(markdown_text=rest, blocks=blocks[1:], metadata=payload["metadata"]):
+            return self._settle(stream.ts)
+        if rest is None:
+            stream.stop(markdown_text="", blocks=[], metadata=None)
+        try:
+            self.out.update(self.channel, stream.ts, payload)
+        except Exception as exc:
+            log(f"could not turn the streamed reply into the answer ({error_line(exc)})")
+            self.out.delete(self.channel, stream.ts, final=True)
+            return None
+        return self._settle(stream.ts)
+
+    def _discard_stream(self) -> None:
+        """A streamed reply that will not be the answer (a failure, a cancel): stopped and removed."""
+        stream, self.stream = self.stream, None
+        if stream is not None and stream.ts is not None:
+            stream.stop(markdown_text="", blocks=[], metadata=None)
+            self.out.delete(self.channel, stream.ts, final=True)
+
     def _done(self) -> None:  # ✅ replaces 👀
         self._eyes_off()
         self.out.react(self.channel, self.question_ts, DONE_REACTION, final=True)

@@ -84,7 +84,7 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
-from tests.fakes import slack_files, slack_scopes
+from tests.fakes import slack_files, slack_scopes, slack_stream
 from tests.fakes.slack_files import FakeFile
 
 BOT_TOKEN = "xoxb-1111111111-2222222222-fakebottoken"
@@ -215,6 +215,8 @@ class Message:
     files: list[dict[str, Any]] = field(default_factory=list)
     reactions: dict[str, list[str]] = field(default_factory=dict)  # name -> users, in order
     edited: dict[str, str] | None = None
+    streaming: bool = False  # a chat.startStream message not stopped yet (tests/fakes/slack_stream.py)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)  # its task_update chunks, by id
 
     @property
     def is_reply(self) -> bool:
@@ -280,6 +282,9 @@ class Workspace:
         self._count = 0
         self._latest = 0.0
         self.markdown_as_rich_text = False  # read markdown blocks back as rich_text, as real Slack may
+        # chat.*Stream fail with this code (tests/fakes/slack_stream.py): by default a workspace without text
+        # streaming, so that most tests pin the placeholder path; tests of streaming set None
+        self.refuse_streaming: str | None = "unknown_method"
         self.files: dict[str, FakeFile] = {}  # seeded with tests.fakes.slack_files.add_file
         self.ephemerals: list[Ephemeral] = []  # chat.postEphemeral: seen by one user, never in any history
         self.file_base = ""  # where the running fake serves files (set by FakeSlack.start)
@@ -593,6 +598,7 @@ class SlackApi:
             "files.info": lambda params, token: slack_files.files_info(ws, params, token, ws.file_base),
             "reactions.get": self.reactions_get,
         }
+        slack_stream.install(self)
 
     # -- access ---------------------------------------------------------------------------------------------
     def _visible(self, params: dict[str, Any], token: Token, name: str = "channel") -> Channel:
@@ -858,7 +864,7 @@ class SlackApi:
     def chat_update(self, params: dict[str, Any], token: Token) -> dict[str, Any]:
         channel = self._writable(params, token)
         message = self._message(channel, _required(params, "ts"))
-        if message.user != token.user:
+        if message.user != token.user or message.streaming:
             raise SlackError("cant_update_message")
         content = self._content(params, required=False)
         if not content:

@@ -1,0 +1,236 @@
+"""The answer streamed into the thread (Slack's ``chat.startStream`` / ``appendStream`` / ``stopStream``).
+
+    start --> tasks (each tool call: in_progress, then complete | error, with its sources) and the final answer's
+              text, appended in batches --> stop (the rest of the text, sources and footer, the answer's marker)
+
+Slack shows a streamed reply to one person: in a channel the asker (``recipient_user_id``) and their team
+(``recipient_team_id``) are required. Whether the run streams is decided once, at :meth:`AnswerStream.start`: a
+refusal (any ``ok: false``, e.g. ``unknown_method``, ``not_allowed_token_type``, ``channel_type_not_supported``,
+``missing_recipient_user_id``) leaves the run on the placeholder-and-update path (:mod:`agent.slack.reply`).
+
+Every byte passes the egress guard twice: at the door (:class:`agent.slack.post.SlackOut`) and, for the answer
+text, here first over the whole text received so far (:class:`GuardedText`), so that a secret or a mention split
+across deltas is caught as it would be in the whole text. Appends are best effort (one try, no waiting; a 429
+pauses them for its Retry-After) and batched: at most one per :data:`APPEND_INTERVAL_S` unless
+:data:`BATCH_CHARS` of text are waiting -- well within ``chat.appendStream``'s Tier 4 (100+ per minute).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from agent import guard
+from agent.slack.blocks import task_title
+from agent.slack.post import SlackOut, error_line, log, retry_after
+from agent.slack.split import MARKDOWN_LIMIT, slack_len
+
+HOLD_CHARS = 100  # a cut is made only this far behind the text received: what could still become a secret
+APPEND_INTERVAL_S = 1.0
+BATCH_CHARS = 600
+MAX_TASKS = 30  # a hostile model's hundredth call is not a hundredth card
+MAX_TASK_SOURCES = 5
+TITLE_CHARS = 120  # Slack cuts task titles near 256 characters
+_WORD_START = re.compile(r"(?<=\s)(?=\S)")
+
+
+class GuardedText:
+    """The answer's text as the model streams it, released only as it will read in the whole text guarded.
+
+    What is released is always a prefix of ``guard(text received so far)`` cut at the start of a word at least
+    ``hold`` characters back, and only while the guard's reading of that prefix does not change with the text
+    after it (a card number or a mention that is still arriving), nor within an unclosed ``<…>`` or ``[…]``.
+    :meth:`finish` releases the rest: the guarded whole text minus what was released. ``broken``: the guarded
+    whole no longer begins with what was released (it cannot happen for the guard's patterns within ``hold``
+    characters; the caller then rewrites the message whole)."""
+
+    def __init__(self, clean: Callable[[str], str] | None = None, *, hold: int = HOLD_CHARS,
+                 limit: int = MARKDOWN_LIMIT):
+        self.clean = clean or (lambda text: guard.current().markdown(text))
+        self.hold, self.limit = hold, limit
+        self.raw = ""
+        self.sent = ""
+        self.broken = False
+
+    def feed(self, delta: str) -> None:
+        self.raw += delta if self.raw else delta.lstrip()  # the answer is shown stripped
+
+    def take(self) -> str:
+        """What may be shown now (may be empty)."""
+        cut = self._cut()
+        if cut is None or self.broken:
+            return ""
+        guarded = self.clean(self.raw[:cut])
+        if not self.clean(self.raw).startswith(guarded):
+            return ""  # what follows still changes how this reads: wait for more
+        return self._release(guarded)
+
+    def finish(self) -> str:
+        return "" if self.broken else self._release(self.clean(self.raw))
+
+    def _cut(self) -> int | None:
+        end = len(self.raw) - self.hold
+        if end <= len(self.sent) // 2:  # nothing new worth a guard pass
+            return None
+        starts = [m.start() for m in _WORD_START.finditer(self.raw, 0, end + 1)]
+        for cut in reversed(starts):
+            head = self.raw[:cut]
+            if head.rfind("<") <= head.rfind(">") and head.rfind("[") <= head.rfind("]"):
+                return cut
+        return None
+
+    def _release(self, guarded: str) -> str:
+        if not guarded.startswith(self.sent):
+            self.broken = True
+            return ""
+        if slack_len(guarded) > self.limit:  # one message's markdown: the rest arrives with the canonical answer
+            return ""
+        new, self.sent = guarded[len(self.sent):], guarded
+        return new
+
+
+class AnswerStream:
+    """One streamed reply in a thread: its tasks and the final answer's text, batched, best effort until
+    :meth:`stop`. Calls from the model's and the tools' threads are serialized."""
+
+    def __init__(self, out: SlackOut, *, channel: str, thread_ts: str, recipient_user: str, recipient_team: str,
+                 clock: Callable[[], float]):
+        self.out, self.channel, self.thread_ts = out, channel, thread_ts
+        self.recipient_user, self.recipient_team = recipient_user, recipient_team
+        self.clock = clock
+        self.ts: str | None = None
+        self.text = GuardedText()
+        self.dirty = False  # text of a response that was not the answer reached Slack: the answer is rewritten
+        self.shown = ""  # the current response's text as appended
+        self.pending_text = ""
+        self.chunks: list[dict[str, Any]] = []
+        self.tasks: dict[str, str] = {}  # the call's id -> our task id
+        self.last_append = float("-inf")
+        self.paused_until = float("-inf")
+        self.stopped = False
+        self.lock = threading.RLock()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+    def start(self) -> bool:
+        """The streamed reply begins; False (logged) when Slack refuses streaming here (the run does not stream)."""
+        try:
+            response = self.out.stream_start(self.channel, self.thread_ts, recipient_user_id=self.recipient_user,
+                                             recipient_team_id=self.recipient_team)
+        except Exception as exc:
+            log(f"not streaming the answer ({error_line(exc)}); updating the placeholder instead")
+            return False
+        self.ts = str(response["ts"])
+        self.last_append = self.clock()
+        return True
+
+    def stop(self, *, markdown_text: str, blocks: Sequence[Mapping[str, Any]],
+             metadata: Mapping[str, Any] | None) -> bool:
+        """The reply finalized: the rest of the text, ``blocks`` under it, the marker. False when Slack would not
+        (the stream expired, an outage): the caller rewrites or replaces the message."""
+        with self.lock:
+            self.stopped = True
+            chunks = self.chunks
+            self.chunks = []
+            params: dict[str, Any] = {"blocks": list(blocks)}
+            if chunks:
+                params["chunks"] = chunks
+            if markdown_text:
+                params["markdown_text"] = markdown_text
+            if metadata:
+                params["metadata"] = dict(metadata)
+            try:
+                assert self.ts is not None
+                self.out.stream_stop(self.channel, self.ts, **params)
+            except Exception as exc:
+                log(f"could not stop the answer's stream ({error_line(exc)})")
+                return False
+            return True
+
+    # -- what the run tells it --------------------------------------------------------------------------------
+    def response_started(self) -> None:
+        """A new model request: its text may be the answer."""
+        with self.lock:
+            self.dirty = self.dirty or bool(self.shown)
+            self.text, self.shown, self.pending_text = GuardedText(), "", ""
+
+    def on_text(self, delta: str) -> None:
+        with self.lock:
+            if self.stopped or self.dirty:
+                return
+            self.text.feed(delta)
+            self._flush()
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """A trace event: a tool call becomes a task, its result completes it."""
+        kind = event.get("event")
+        with self.lock:
+            if self.stopped or kind not in ("tool_call", "tool_result"):
+                return
+            key = str(event.get("id"))
+            if kind == "tool_call":
+                self.response_started()  # the text before a call was its preamble, not the answer
+                if key in self.tasks or len(self.tasks) >= MAX_TASKS:
+                    return
+                self.tasks[key] = f"task_{len(self.tasks) + 1}"
+                name, arguments = event.get("name"), event.get("input")
+                title = task_title(str(name), arguments if isinstance(arguments, Mapping) else {})
+                self.chunks.append({"type": "task_update", "id": self.tasks[key], "title": _short(title),
+                                    "status": "in_progress"})
+                self._flush(force=True)  # shown while it runs (nothing else happens until the round's results)
+            elif key in self.tasks:
+                self.chunks.append(_result_chunk(self.tasks[key], event))
+                self._flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            self._flush(force=True)
+
+    def _flush(self, *, force: bool = False) -> None:
+        now = self.clock()
+        if self.ts is None or self.stopped or now < self.paused_until:
+            return
+        self.pending_text += self.text.take()
+        due = now - self.last_append >= APPEND_INTERVAL_S or len(self.pending_text) >= BATCH_CHARS
+        first_text = bool(self.pending_text) and not self.shown  # the first words are shown at once
+        if not (self.chunks or self.pending_text) or not (due or force or first_text):
+            return
+        chunks = [*self.chunks, *([{"type": "markdown_text", "text": self.pending_text}] if self.pending_text
+                                  else [])]
+        try:
+            self.out.stream_append(self.channel, self.ts, chunks)
+        except Exception as exc:
+            if (wait := retry_after(exc)) is not None:
+                self.paused_until = now + wait
+            elif self.pending_text:  # the text is lost for the stream: the canonical answer replaces it at stop
+                self.dirty = True
+            return
+        self.shown += self.pending_text
+        self.chunks, self.pending_text, self.last_append = [], "", now
+
+    def answer_rest(self, answer_markdown: str) -> str | None:
+        """What the stop must add so the message reads ``answer_markdown`` (the first part of the answer as
+        :func:`agent.slack.blocks.answer_payloads` made it); None when the streamed text is not its beginning."""
+        with self.lock:
+            if self.dirty or self.text.broken or not answer_markdown.startswith(self.shown):
+                return None
+            self.pending_text = ""
+            return answer_markdown[len(self.shown):]
+
+
+def _result_chunk(task_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    failed = event.get("is_error") is True
+    chunk: dict[str, Any] = {"type": "task_update", "id": task_id, "status": "error" if failed else "complete"}
+    sources = [s for s in event.get("sources") or [] if isinstance(s, Mapping) and s.get("url")]
+    elements = [{"type": "url", "url": str(s["url"]), "text": _short(str(s.get("title") or s["url"]))}
+                for s in sources[:MAX_TASK_SOURCES]]
+    if elements:
+        chunk["sources"] = elements
+    chunk["output"] = "失敗しました" if failed else (f"{len(sources)} 件見つかりました" if sources else "完了")
+    return chunk
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS - 1] + "…"
