@@ -33,15 +33,16 @@ BATCH_CHARS = 600
 MAX_TASKS = 30  # a hostile model's hundredth call is not a hundredth card
 MAX_TASK_SOURCES = 5
 TITLE_CHARS = 120  # Slack cuts task titles near 256 characters
-_WORD_START = re.compile(r"(?<=\s)(?=\S)")
+# Where text may be cut: the start of a word, or after Japanese punctuation (Japanese has no spaces)
+_BOUNDARY = re.compile(r"(?<=[\s。、！？」』）])(?=\S)")
 
 
 class GuardedText:
     """The answer's text as the model streams it, released only as it will read in the whole text guarded.
 
-    What is released is always a prefix of ``guard(text received so far)`` cut at the start of a word at least
-    ``hold`` characters back, and only while the guard's reading of that prefix does not change with the text
-    after it (a card number or a mention that is still arriving), nor within an unclosed ``<…>`` or ``[…]``.
+    What is released is always a prefix of ``guard(text received so far)`` cut at the start of a word (or after
+    。、！？) at least ``hold`` characters back, and only while the guard's reading of that prefix does not change
+    with the text after it (a card number or a mention still arriving), nor within an unclosed ``<…>`` or ``[…]``.
     :meth:`finish` releases the rest: the guarded whole text minus what was released. ``broken``: the guarded
     whole no longer begins with what was released (it cannot happen for the guard's patterns within ``hold``
     characters; the caller then rewrites the message whole)."""
@@ -57,10 +58,15 @@ class GuardedText:
     def feed(self, delta: str) -> None:
         self.raw += delta if self.raw else delta.lstrip()  # the answer is shown stripped
 
+    @property
+    def full(self) -> bool:
+        """More text than one message holds: the rest comes with the answer as posted (one guard pass less)."""
+        return slack_len(self.raw) > self.limit
+
     def take(self) -> str:
-        """What may be shown now (may be empty)."""
+        """What may be shown now (may be empty). Two guard passes over the text so far: call it per batch."""
         cut = self._cut()
-        if cut is None or self.broken:
+        if cut is None or self.broken or self.full:
             return ""
         guarded = self.clean(self.raw[:cut])
         if not self.clean(self.raw).startswith(guarded):
@@ -74,7 +80,7 @@ class GuardedText:
         end = len(self.raw) - self.hold
         if end <= len(self.sent) // 2:  # nothing new worth a guard pass
             return None
-        starts = [m.start() for m in _WORD_START.finditer(self.raw, 0, end + 1)]
+        starts = [m.start() for m in _BOUNDARY.finditer(self.raw, 0, end + 1)]
         for cut in reversed(starts):
             head = self.raw[:cut]
             if head.rfind("<") <= head.rfind(">") and head.rfind("[") <= head.rfind("]"):
@@ -191,10 +197,13 @@ class AnswerStream:
         now = self.clock()
         if self.ts is None or self.stopped or now < self.paused_until:
             return
-        self.pending_text += self.text.take()
-        due = now - self.last_append >= APPEND_INTERVAL_S or len(self.pending_text) >= BATCH_CHARS
-        first_text = bool(self.pending_text) and not self.shown  # the first words are shown at once
-        if not (self.chunks or self.pending_text) or not (due or force or first_text):
+        due = now - self.last_append >= APPEND_INTERVAL_S
+        waiting = len(self.text.raw) - len(self.text.sent)
+        if due or force or not self.shown or waiting >= BATCH_CHARS + HOLD_CHARS:  # the first words at once
+            self.pending_text += self.text.take()
+        first_text = bool(self.pending_text) and not self.shown
+        if not (self.chunks or self.pending_text) or not (due or force or first_text
+                                                          or len(self.pending_text) >= BATCH_CHARS):
             return
         chunks = [*self.chunks, *([{"type": "markdown_text", "text": self.pending_text}] if self.pending_text
                                   else [])]

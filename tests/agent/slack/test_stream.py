@@ -102,3 +102,84 @@ def test_where_slack_refuses_streaming_the_run_looks_as_it_does_today(ws: Worksp
     assert PLACEHOLDER in placeholder.params["text"] and fake.calls("chat.update")[-1].params["ts"] == message.ts
     assert len(fake.calls("chat.startStream")) == 1  # decided once
     assert not fake.calls("chat.appendStream") and not fake.calls("chat.stopStream")
+
+
+# -- hostile models and a hostile Slack ---------------------------------------------------------------------------
+SECRET = "xoxb-123456789012-123456789012-abcdefABCDEF1234"
+
+
+def slack_bytes(fake: FakeSlack) -> str:
+    return json.dumps([r.params for r in fake.requests], ensure_ascii=False)
+
+
+def test_a_secret_and_a_mention_split_across_deltas_never_reach_slack(streaming: Workspace, fake: FakeSlack,
+                                                                      env: dict[str, str]) -> None:
+    hostile = (f"設定は {SECRET} です。 皆さん <!channel> と <@U0SUZUKI> さん、カード 4111 1111 1111 1111 も。 "
+               + ANSWER)
+    q = question_of(streaming)
+    assert answer(env, searching_then(hostile), deltas=in_pieces(1), channel="C0ECSUP", ts=q.ts) == 0
+    message = the_answer(streaming, q.ts)
+    sent = slack_bytes(fake)
+    for leaked in (SECRET, SECRET[:20], "<!channel>", "<@U0SUZUKI>", "4111 1111 1111 1111"):
+        assert leaked not in sent
+    assert appended_text(fake) and markdown_of(message).startswith(appended_text(fake))
+    assert "＠channel" in markdown_of(message)
+
+
+def test_a_huge_answer_streams_one_message_then_continues_in_parts(streaming: Workspace, fake: FakeSlack,
+                                                                   env: dict[str, str]) -> None:
+    huge = "\n\n".join(f"{i}. " + "在庫同期の手順を詳しく説明します。" * 40 for i in range(60))  # ~40,000 chars
+    q = question_of(streaming)
+    assert answer(env, searching_then(huge), deltas=in_pieces(50), channel="C0ECSUP", ts=q.ts) == 0
+    first, *rest = bot_messages(streaming, "C0ECSUP", q.ts)
+    assert first.metadata is not None and first.metadata["event_payload"]["parts"] == len(rest) + 1 >= 3
+    assert all(not m.streaming for m in (first, *rest)) and len(markdown_of(first)) <= 12_000
+    assert all(len(json.dumps(r.params.get("chunks", []), ensure_ascii=False)) < 14_000
+               for r in fake.calls("chat.appendStream"))
+    assert len(fake.calls("chat.appendStream")) <= 40  # batched, not one call per delta (800 deltas)
+    assert FAQ_URL in markdown_of(rest[-1])
+
+
+def test_a_long_preamble_that_streamed_is_rewritten_into_the_answer(streaming: Workspace, fake: FakeSlack,
+                                                                    env: dict[str, str]) -> None:
+    preamble = "まず FAQ を検索して、過去の問い合わせと手順書を確認します。 " * 6
+    q = question_of(streaming)
+    assert answer(env, searching_then(ANSWER, preamble=preamble), deltas=in_pieces(5), channel="C0ECSUP",
+                  ts=q.ts) == 0
+    message = the_answer(streaming, q.ts)
+    assert markdown_of(message).startswith(ANSWER) and "まず FAQ" not in markdown_of(message)
+    assert fake.calls("chat.update")[-1].params["ts"] == message.ts  # rewritten whole after the stop
+
+
+def test_a_stop_that_slack_refuses_still_ends_in_the_answer(streaming: Workspace, fake: FakeSlack,
+                                                            env: dict[str, str]) -> None:
+    fake.fail("chat.stopStream", error="message_not_in_streaming_state", times=10)
+    q = question_of(streaming)
+    assert answer(env, searching_then(ANSWER), deltas=in_pieces(4), channel="C0ECSUP", ts=q.ts) == 0
+    assert markdown_of(the_answer(streaming, q.ts)).startswith(ANSWER)
+
+
+def test_rate_limited_appends_wait_for_slack_and_the_answer_is_whole(streaming: Workspace, fake: FakeSlack,
+                                                                     env: dict[str, str]) -> None:
+    fake.fail("chat.appendStream", status=429, retry_after=30, times=3)
+    q = question_of(streaming)
+    assert answer(env, searching_then(ANSWER), deltas=in_pieces(2), channel="C0ECSUP", ts=q.ts) == 0
+    assert markdown_of(the_answer(streaming, q.ts)).startswith(ANSWER)
+    failed = [r for r in fake.calls("chat.appendStream") if r.status == 429]
+    assert len(failed) == 1  # one try, then no append until the Retry-After has passed
+
+
+def test_a_kill_mid_stream_leaves_the_notice_and_no_streaming_message(streaming: Workspace, fake: FakeSlack,
+                                                                      env: dict[str, str]) -> None:
+    def killed_while_writing(text: str) -> Iterator[str]:
+        yield from in_pieces(10)(text[:len(text) * 3 // 4])
+        if text.startswith(ANSWER[:10]):
+            os.kill(os.getpid(), signal.SIGTERM)  # the Actions job is cancelled while the answer streams
+        yield text[len(text) * 3 // 4:]
+
+    q = question_of(streaming)
+    assert answer(env, searching_then(ANSWER * 4), deltas=killed_while_writing, channel="C0ECSUP", ts=q.ts) == 130
+    [notice] = bot_messages(streaming, "C0ECSUP", q.ts)
+    assert "実行が中断されました" in notice.text and not notice.streaming
+    assert appended_text(fake)  # the answer had begun to show
+    assert streaming.reactions("C0ECSUP", q.ts) == {"x": [BOT]}
