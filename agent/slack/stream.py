@@ -27,7 +27,7 @@ from agent.slack.blocks import task_title
 from agent.slack.post import SlackOut, error_line, log, retry_after
 from agent.slack.split import MARKDOWN_LIMIT, slack_len
 
-HOLD_CHARS = 100  # a cut is made only this far behind the text received: what could still become a secret
+HOLD_CHARS = 48  # a cut is made only this far behind the text received: what could still become a secret
 APPEND_INTERVAL_S = 1.0
 BATCH_CHARS = 600
 MAX_TASKS = 30  # a hostile model's hundredth call is not a hundredth card

@@ -192,6 +192,7 @@ class BedrockStub:
         self.delta_chars = 0  # 0: one text delta per block
         self.delta_delay_s = 0.0
         self.cut_after: int | None = None  # the next stream drops its connection after this many frames
+        self.first_text_at: list[float] = []  # per streamed request: when its first text delta was sent
         self.requests: list[Recorded] = []
         self.responder: Callable[[str, dict[str, Any]], Reply] = lambda model_id, body: text("ok")
         stub = self
@@ -245,11 +246,14 @@ class BedrockStub:
                 frames = bedrock_stream(reply, stub.delta_chars)
                 if stub.cut_after is not None:
                     frames, stub.cut_after = frames[:stub.cut_after], None
-                for frame in frames:
+                first_text = 2 if reply.get("content") and reply["content"][0].get("type") == "text" else None
+                for index, frame in enumerate(frames):
                     if stub.delta_delay_s:
                         time.sleep(stub.delta_delay_s)  # the bench's token rate, never a test's
                     self.wfile.write(frame)
                     self.wfile.flush()
+                    if index == first_text:  # message_start, content_block_start, then the first delta
+                        stub.first_text_at.append(time.monotonic())
 
             def _send(self, status: int, headers: dict[str, str], body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()

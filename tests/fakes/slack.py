@@ -74,6 +74,7 @@ import contextlib
 import json
 import re
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -86,6 +87,7 @@ import pytest
 
 from tests.fakes import slack_files, slack_scopes, slack_stream
 from tests.fakes.slack_files import FakeFile
+from tests.fakes.slack_stream import STREAM_METHODS
 
 BOT_TOKEN = "xoxb-1111111111-2222222222-fakebottoken"
 USER_TOKEN = "xoxp-1111111111-3333333333-fakeusertoken"
@@ -254,6 +256,7 @@ class Request:
     kind: str | None  # "bot", "user", or None for a missing/unknown token
     status: int = 200
     error: str | None = None
+    at: float = field(default_factory=time.monotonic)  # when it arrived (the streaming bench reads it)
 
 
 class Workspace:
@@ -1090,7 +1093,7 @@ class FakeSlack:
 
     def _check_scopes(self, method: str, params: dict[str, Any], token: Token) -> None:
         """Slack's ``missing_scope`` when the token lacks a scope the method needs (see slack_scopes.py)."""
-        if method == "search.messages" and token.kind != "user":
+        if (method == "search.messages" and token.kind != "user") or (method in STREAM_METHODS and token.kind != "bot"):
             return  # Slack checks the token type first: the method answers not_allowed_token_type
         kinds = {c.id: "im" if c.is_im else "mpim" if c.is_mpim else "private" if c.is_private else "public"
                  for c in self.workspace.channels.values()}

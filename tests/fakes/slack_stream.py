@@ -33,6 +33,7 @@ MARKDOWN_LIMIT = 12_000
 TITLE_LIMIT = 256
 STATUSES = ("pending", "in_progress", "complete", "error")
 CHUNK_TYPES = ("markdown_text", "task_update", "plan_update", "blocks")
+STREAM_METHODS = ("chat.startStream", "chat.appendStream", "chat.stopStream")  # bot tokens only
 
 
 def install(api: SlackApi) -> None:
@@ -129,7 +130,7 @@ def start(api: SlackApi, params: dict[str, Any], token: Token) -> dict[str, Any]
         raise _error("thread_not_found")
     for name in ("recipient_user_id", "recipient_team_id"):
         if not params.get(name):
-            raise _error(f"missing_{name[:-3]}", f"{name} is required when streaming to channels")
+            raise _error(f"missing_{name}", f"{name} is required when streaming to channels")
     if params["recipient_team_id"] != api.ws.team_id:
         raise _error("team_not_found")
     if params["recipient_user_id"] not in api.ws.users:

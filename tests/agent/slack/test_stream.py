@@ -8,16 +8,32 @@ import json
 import os
 import signal
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.cli import main
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
 from agent.slack.markers import EVENT_TYPES
-from tests.agent.slack.test_front import BOT, FAQ_URL, Clock, bot_messages, factory, markdown_of, question_of
+from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
+from tests.agent.slack.test_front import (
+    BOT,
+    FAQ_URL,
+    Clock,
+    bot_messages,
+    event_file,
+    factory,
+    markdown_of,
+    question_of,
+    stub,
+)
+from tests.fakes.bedrock import BedrockStub
 from tests.fakes.slack import FakeSlack, Workspace
+
+__all__ = ["stub"]  # the fixture
 
 ANSWER = ("在庫同期が遅れるときは、まず連携ログを確認してください。ジョブは15分ごとに走り、失敗すると次の回で"
           "再試行されます。それでも直らなければ、管理画面から手動で同期を実行できます。")
@@ -183,3 +199,18 @@ def test_a_kill_mid_stream_leaves_the_notice_and_no_streaming_message(streaming:
     assert "実行が中断されました" in notice.text and not notice.streaming
     assert appended_text(fake)  # the answer had begun to show
     assert streaming.reactions("C0ECSUP", q.ts) == {"x": [BOT]}
+
+
+def test_through_the_cli_and_the_bedrock_stub_the_answer_streams_as_bedrock_sends_it(
+        streaming: Workspace, fake: FakeSlack, stub: BedrockStub, tmp_path: Path) -> None:
+    """The real anthropic SDK reading invoke-with-response-stream's event-stream frames, five characters a delta."""
+    stub.responder = answering_with_the_first_faq_hit
+    stub.delta_chars = 5
+    q = question_of(streaming)
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})
+    assert main(["answer", "--event", path]) == 0
+    message = the_answer(streaming, q.ts)
+    assert {r.path.rsplit("/", 1)[-1] for r in stub.requests} == {"invoke-with-response-stream"}
+    assert fake.calls("chat.startStream")[0].params["recipient_user_id"] == "U0SUZUKI"  # who reacted
+    assert "連携ログを確認してください" in markdown_of(message) and FAQ_URL in markdown_of(message)
+    assert [t["status"] for t in message.tasks.values()] == ["complete"]
