@@ -24,7 +24,7 @@ from typing import Any
 
 from agent import guard
 from agent.slack.blocks import task_title
-from agent.slack.post import SlackOut, error_line, log, retry_after
+from agent.slack.post import SlackOut, error_line, log, retry_after, slack_error_code
 from agent.slack.split import MARKDOWN_LIMIT, slack_len
 
 HOLD_CHARS = 48  # a cut is made only this far behind the text received: what could still become a secret
@@ -212,8 +212,12 @@ class AnswerStream:
         except Exception as exc:
             if (wait := retry_after(exc)) is not None:
                 self.paused_until = now + wait
-            elif self.pending_text:  # the text is lost for the stream: the canonical answer replaces it at stop
-                self.dirty = True
+                return
+            if slack_error_code(exc) == "message_not_in_streaming_state":  # Slack ended it (after ~5 minutes)
+                log("the answer's stream ended before the answer; it is written whole at the end")
+                self.paused_until = float("inf")
+            if self.pending_text:  # lost for the stream, or shown after all (a 5xx): the stop rewrites it whole
+                self.dirty, self.pending_text = True, ""
             return
         self.shown += self.pending_text
         self.chunks, self.pending_text, self.last_append = [], "", now

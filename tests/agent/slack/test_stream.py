@@ -214,3 +214,27 @@ def test_through_the_cli_and_the_bedrock_stub_the_answer_streams_as_bedrock_send
     assert fake.calls("chat.startStream")[0].params["recipient_user_id"] == "U0SUZUKI"  # who reacted
     assert "連携ログを確認してください" in markdown_of(message) and FAQ_URL in markdown_of(message)
     assert [t["status"] for t in message.tasks.values()] == ["complete"]
+
+
+def test_a_streamed_answer_is_an_answer_to_every_reader_of_markers(streaming: Workspace, fake: FakeSlack,
+                                                                   env: dict[str, str]) -> None:
+    """The stop's metadata is the one marker protocol: a second run finds the question answered."""
+    fake.fail("chat.stopStream", status=503, lost=True)  # Slack stopped it, its answer was lost: not twice
+    q = question_of(streaming)
+    assert answer(env, searching_then(ANSWER), deltas=in_pieces(4), channel="C0ECSUP", ts=q.ts) == 0
+    message = the_answer(streaming, q.ts)
+    assert markdown_of(message).startswith(ANSWER) and FAQ_URL in markdown_of(message)
+    before = len(fake.requests)
+    assert answer(env, searching_then(ANSWER), deltas=in_pieces(4), channel="C0ECSUP", ts=q.ts) == 0
+    assert not [r for r in fake.requests[before:] if r.method.startswith(("chat.", "reactions."))
+                and r.method != "chat.getPermalink"]
+    assert len(bot_messages(streaming, "C0ECSUP", q.ts)) == 1
+
+
+def test_a_stream_that_slack_ended_is_not_appended_to_again(streaming: Workspace, fake: FakeSlack,
+                                                            env: dict[str, str]) -> None:
+    fake.fail("chat.appendStream", error="message_not_in_streaming_state")  # Slack ends a stream after ~5 min
+    q = question_of(streaming)
+    assert answer(env, searching_then(ANSWER * 3), deltas=in_pieces(3), channel="C0ECSUP", ts=q.ts) == 0
+    assert len(fake.calls("chat.appendStream")) == 1
+    assert markdown_of(the_answer(streaming, q.ts)).startswith(ANSWER * 3)
