@@ -67,7 +67,39 @@ class ProgressThrottle:
         return True
 
 
-class ThreadReply:
+class OwnMessages:
+    """This run's own messages found in the thread again, so that a write whose answer was lost (Slack did it) is
+    adopted, never made twice. The state is :class:`ThreadReply`'s."""
+
+    reread: Callable[[], Sequence[Mapping[str, Any]]] | None
+    me: markers.Me
+    question_ts: str
+    run: str
+
+    def _own(self, kind: markers.Kind) -> str | None:
+        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
+        return next(iter(self._all_own(kind)), None)
+
+    def _all_own(self, kind: markers.Kind) -> list[str]:
+        if self.reread is None:
+            return []
+        try:
+            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
+        except Exception as exc:
+            log(f"could not read the thread back ({error_line(exc)})")
+            return []
+
+    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
+        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
+        if self.reread is None:
+            return None
+        for message in self.reread():
+            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
+                return str(message.get("ts"))
+        return None
+
+
+class ThreadReply(OwnMessages):
     """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌.
 
     ``reread`` reads the thread again (for the claim; None: no race is possible, e.g. helpbot posted the root);
@@ -295,28 +327,6 @@ class ThreadReply:
             return None
         replaced, self.placeholder = self.placeholder, None
         return replaced
-
-    def _own(self, kind: markers.Kind) -> str | None:
-        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
-        return next(iter(self._all_own(kind)), None)
-
-    def _all_own(self, kind: markers.Kind) -> list[str]:
-        if self.reread is None:
-            return []
-        try:
-            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
-        except Exception as exc:
-            log(f"could not read the thread back ({error_line(exc)})")
-            return []
-
-    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
-        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
-        if self.reread is None:
-            return None
-        for message in self.reread():
-            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
-                return str(message.get("ts"))
-        return None
 
     def _find_own_placeholder(self) -> None:
         """A placeholder of this run that Slack took but whose answer we never got (a cancel or a reset while it
