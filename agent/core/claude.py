@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agent.core.claude_stream import streamed_message
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Request, Usage
 from agent.core.model_config import BEDROCK_ANTHROPIC_VERSION, ModelConfig
 from mcp_lib.config import ConfigError
@@ -148,7 +149,7 @@ class SdkModel:
         def attempt(left: float) -> Any:
             if request.on_text is None or streamed:
                 return self.client.messages.create(timeout=self._timeout(left), **kwargs)
-            return self._stream(emit, timeout=self._timeout(left), **kwargs)
+            return streamed_message(self.client, emit, timeout=self._timeout(left), **kwargs)
 
         def on_retry(attempt: int, failure: BaseException, wait: float) -> None:
             retries.append(f"attempt {attempt} failed ({failure_text(failure)}); retrying in {wait:.1f} s")
@@ -162,22 +163,6 @@ class SdkModel:
         except Exception as exc:
             raise self._rejected(exc, request.model) from None
         return _to_response(message, retries)
-
-    def _stream(self, on_text: Callable[[str], None], **kwargs: Any) -> Any:
-        """One streamed attempt (Bedrock's ``invoke-with-response-stream``, the API's SSE): each text delta to
-        ``on_text`` as it arrives, then the whole message as ``messages.create`` gives it."""
-        import anthropic
-
-        with self.client.messages.stream(**kwargs) as stream:
-            ended = False
-            for event in stream:
-                if event.type == "text" and event.text:
-                    on_text(event.text)
-                ended = ended or event.type == "message_stop"
-            if not ended:  # the SDK would give what arrived as if it were the whole message
-                raise anthropic.APIConnectionError(message="the response stream ended before message_stop",
-                                                   request=stream.response.request)
-            return stream.get_final_message()
 
     def _timeout(self, left: float) -> Any:
         """A request never outlives the deadline, and a connection not made in a few seconds is not waited for."""

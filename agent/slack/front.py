@@ -248,8 +248,8 @@ class Front:
 
         def on_event(event: dict[str, Any]) -> None:
             self.trace.write(event)  # through the guard: private text withheld for a private channel
-            if reply is not None:
-                reply.event(event)  # tool calls become the streamed reply's tasks
+            if reply is not None and reply.stream is not None:
+                reply.stream.on_event(event)  # tool calls become the streamed reply's tasks
 
         try:
             if reply is not None and not reply.start():
@@ -263,8 +263,8 @@ class Front:
             what = question()
             asked = what.question
             agent = self.make_agent(registry, on_progress, on_event)
-            if reply is not None:
-                agent.on_text = reply.text  # the answer streams as it is written
+            if reply is not None and reply.stream is not None:
+                agent.on_text = reply.stream.on_text  # the answer streams as it is written
             answer = ask_with_attachments(lambda blocks, note: agent.run(
                 what.question, what.history, context=what.context + note, attachments=blocks), what.attachments)
             guard.narrow(hosts=[h for s in answer.consulted if (h := host_of(str(s.get("url") or "")))])

@@ -141,17 +141,15 @@ class ThreadReply(OwnMessages):
         self.state = "working"
         self.throttle.restart()
         if self.stream is not None and (self.placeholder is None or not self.stream.start()):
-            self.stream = None  # no lock to stream beside, or Slack refuses: the placeholder shows the progress
+            self.stream = None  # no lock to stream beside, or Slack refused: the placeholder shows the progress
         return True
 
     def progress(self, progress: Progress) -> None:
         """Best effort: one try, no waiting; a rate limit pauses further updates for as long as Slack asked."""
         if self.state != "working" or self.placeholder is None:
             return
-        if self.stream is not None:  # the stream shows the tasks; a new request's text may be the answer
-            if progress.phase in ("thinking", "answering"):
-                self.stream.response_started()
-            return
+        if self.stream is not None:  # it shows the tasks; a new request's text may be the answer
+            return self.stream.response_started() if progress.phase in ("thinking", "answering") else None
         tools = progress.tools if progress.phase in ("tools", "degraded") else []
         payload = progress_payload(max(1, progress.round), progress.max_rounds, tools)
         if not self.throttle.due(payload["text"]):
@@ -161,16 +159,6 @@ class ThreadReply(OwnMessages):
         except Exception as exc:
             if (wait := retry_after(exc)) is not None:
                 self.throttle.pause(wait)
-
-    def text(self, delta: str) -> None:
-        """A model response's text as it is generated (shown when it turns out to be the answer)."""
-        if self.stream is not None:
-            self.stream.on_text(delta)
-
-    def event(self, event: Mapping[str, Any]) -> None:
-        """A trace event of the run: tool calls become the stream's tasks."""
-        if self.stream is not None:
-            self.stream.on_event(event)
 
     def deliver(self, answer: Answer) -> str | None:
         """The answer replaces the placeholder (or is posted anew, the placeholder deleted); further parts follow;
@@ -194,7 +182,8 @@ class ThreadReply(OwnMessages):
     def fail(self, what: str, *, cancelled: bool = False) -> None:
         """Never silence: the notice replaces the placeholder -- or, once (part of) the answer is in the thread, is
         a reply of its own -- and ❌ replaces 👀 (✅ if a cancel cut off an answer that is there). Never raises."""
-        self._discard_stream()
+        if self.stream is not None:
+            self.stream.discard()
         if self._finished_after_all(cancelled):
             return
         payload = markers.stamped(failure_payload(what, self.run_link, channel=self.channel,
@@ -219,40 +208,18 @@ class ThreadReply(OwnMessages):
 
     def close(self) -> None:
         """On the way out, whatever happened: no 👀 and no placeholder are left behind."""
-        self._discard_stream()
+        if self.stream is not None:
+            self.stream.discard()
         if self.state == "working":  # neither delivered nor failed (a bug, or an exit on the way)
             self._drop_placeholder()
         self._eyes_off()
 
     # -- pieces -----------------------------------------------------------------------------------------------------
     def _streamed(self, payload: Mapping[str, Any]) -> str | None:
-        """The streamed reply stopped as the answer's first message: the rest of the text, the sources and the
-        footer under it, the marker -- or, when what was streamed is not how the answer begins (a preamble, a
-        lost append, a longer answer), stopped and rewritten whole. None (the reply removed) when Slack would do
-        neither: the answer then replaces the placeholder."""
+        """The streamed reply as the answer's first message (:meth:`AnswerStream.deliver`); None: there is none."""
         stream, self.stream = self.stream, None
-        if stream is None or stream.ts is None:
-            return None
-        blocks = list(payload["blocks"])
-        rest = stream.answer_rest(blocks[0]["text"] if blocks[0]["type"] == "markdown" else "")
-        if rest is not None and stream.stop(markdown_text=rest, blocks=blocks[1:], metadata=payload["metadata"]):
-            return self._settle(stream.ts)
-        if rest is None:
-            stream.stop(markdown_text="", blocks=[], metadata=None)
-        try:
-            self.out.update(self.channel, stream.ts, payload)
-        except Exception as exc:
-            log(f"could not turn the streamed reply into the answer ({error_line(exc)})")
-            self.out.delete(self.channel, stream.ts, final=True)
-            return None
-        return self._settle(stream.ts)
-
-    def _discard_stream(self) -> None:
-        """A streamed reply that will not be the answer (a failure, a cancel): stopped and removed."""
-        stream, self.stream = self.stream, None
-        if stream is not None and stream.ts is not None:
-            stream.stop(markdown_text="", blocks=[], metadata=None)
-            self.out.delete(self.channel, stream.ts, final=True)
+        ts = stream.deliver(payload) if stream is not None else None
+        return self._settle(ts) if ts is not None else None
 
     def _done(self) -> None:  # ✅ replaces 👀
         self._eyes_off()

@@ -116,6 +116,7 @@ class AnswerStream:
         self.last_append = float("-inf")
         self.paused_until = float("-inf")
         self.stopped = False
+        self.discarded = False
         self.lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ class AnswerStream:
 
     def on_text(self, delta: str) -> None:
         with self.lock:
-            if self.stopped or self.dirty:
+            if self.stopped or self.dirty or self.ts is None:
                 return
             self.text.feed(delta)
             self._flush()
@@ -172,7 +173,7 @@ class AnswerStream:
         """A trace event: a tool call becomes a task, its result completes it."""
         kind = event.get("event")
         with self.lock:
-            if self.stopped or kind not in ("tool_call", "tool_result"):
+            if self.stopped or self.ts is None or kind not in ("tool_call", "tool_result"):
                 return
             key = str(event.get("id"))
             if kind == "tool_call":
@@ -221,6 +222,36 @@ class AnswerStream:
             return
         self.shown += self.pending_text
         self.chunks, self.pending_text, self.last_append = [], "", now
+
+    def deliver(self, payload: Mapping[str, Any]) -> str | None:
+        """The reply stopped as the answer's first message (``payload``, as :func:`agent.slack.blocks.answer_payloads`
+        made it): the rest of the text, the sources and the footer under it, the marker -- or, when what was
+        streamed is not how the answer begins (a preamble, a lost append, a longer answer), stopped and rewritten
+        whole. Its ts; None (the reply removed) when Slack would do neither: the answer then replaces the
+        placeholder."""
+        if self.ts is None:
+            return None
+        blocks = list(payload["blocks"])
+        rest = self.answer_rest(blocks[0]["text"] if blocks[0]["type"] == "markdown" else "")
+        if rest is not None and self.stop(markdown_text=rest, blocks=blocks[1:], metadata=payload["metadata"]):
+            return self.ts
+        if rest is None:
+            self.stop(markdown_text="", blocks=[], metadata=None)
+        try:
+            self.out.update(self.channel, self.ts, payload)
+        except Exception as exc:
+            log(f"could not turn the streamed reply into the answer ({error_line(exc)})")
+            self.out.delete(self.channel, self.ts, final=True)
+            return None
+        return self.ts
+
+    def discard(self) -> None:
+        """A reply that will not be the answer (a failure, a cancel, an exit on the way): stopped and removed."""
+        if self.ts is not None and not self.discarded:
+            self.discarded = True
+            if not self.stopped:
+                self.stop(markdown_text="", blocks=[], metadata=None)
+            self.out.delete(self.channel, self.ts, final=True)
 
     def answer_rest(self, answer_markdown: str) -> str | None:
         """What the stop must add so the message reads ``answer_markdown`` (the first part of the answer as
