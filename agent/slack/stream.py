@@ -157,10 +157,11 @@ class AnswerStream:
 
     # -- what the run tells it --------------------------------------------------------------------------------
     def response_started(self) -> None:
-        """A new model request: its text may be the answer."""
+        """A new model request: its text may be the answer; the round's results are shown now."""
         with self.lock:
             self.dirty = self.dirty or bool(self.shown)
             self.text, self.shown, self.pending_text = GuardedText(), "", ""
+            self._flush(force=True)
 
     def on_text(self, delta: str) -> None:
         with self.lock:
@@ -189,10 +190,6 @@ class AnswerStream:
             elif key in self.tasks:
                 self.chunks.append(_result_chunk(self.tasks[key], event))
                 self._flush()
-
-    def flush(self) -> None:
-        with self.lock:
-            self._flush(force=True)
 
     def _flush(self, *, force: bool = False) -> None:
         now = self.clock()

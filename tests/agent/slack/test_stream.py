@@ -142,6 +142,24 @@ def test_a_secret_and_a_mention_split_across_deltas_never_reach_slack(streaming:
     assert "＠channel" in markdown_of(message)
 
 
+def test_a_tool_call_of_the_models_choosing_is_a_task_that_notifies_nobody(streaming: Workspace, fake: FakeSlack,
+                                                                        env: dict[str, str]) -> None:
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("faq_search", {"query": f"<!channel> <@U0SUZUKI> {SECRET}"}), ("no_such_tool", {}),
+                         ("faq_search", {"query": 42}))
+        return ANSWER
+
+    q = question_of(streaming)
+    assert answer(env, script, deltas=in_pieces(4), channel="C0ECSUP", ts=q.ts) == 0
+    message = the_answer(streaming, q.ts)
+    task, failed = message.tasks.values()  # the call of a tool that does not exist is refused, never run: no task
+    assert task["title"].startswith("FAQを検索: ＠channel ＠U0SUZUKI") and task["status"] == "complete"
+    assert failed["title"] == "FAQを検索: 42" and failed["status"] == "error" and failed["output"] == "失敗しました"
+    sent = slack_bytes(fake)
+    assert SECRET not in sent and "<!channel>" not in sent and "no_such_tool" not in sent
+
+
 def test_a_huge_answer_streams_one_message_then_continues_in_parts(streaming: Workspace, fake: FakeSlack,
                                                                    env: dict[str, str]) -> None:
     huge = "\n\n".join(f"{i}. " + "在庫同期の手順を詳しく説明します。" * 40 for i in range(60))  # ~40,000 chars
