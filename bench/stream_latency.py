@@ -4,8 +4,10 @@ Production's path end to end: ``helpbot answer`` (agent.slack.front.run, the rea
 anthropic[bedrock]) over HTTP to the Bedrock stub, which serves ``invoke-with-response-stream`` in AWS event-stream
 frames at a token rate (``--chars`` per delta every ``--delay`` seconds, after ``--latency``), and to the fake
 Slack, once with text streaming (chat.startStream/appendStream/stopStream) and once refusing it (today's
-placeholder, updated with the whole answer). Figures come from the fakes' logs: the stub's time of the final
-request's first text delta, the fake Slack's arrival time of the first call carrying answer text.
+placeholder, updated with the whole answer; the model is then asked for whole messages, ``invoke``, which the
+stub answers when the whole answer would have been generated). Figures come from the fakes' logs: when the final
+response's first text delta is (or would be) sent, and the fake Slack's arrival time of the first call carrying
+answer text.
 
     uv run python bench/stream_latency.py [--latency 1.0 --chars 4 --delay 0.05 --answer-chars 1200 --runs 3]
 """
@@ -33,9 +35,10 @@ FAQ_BASE = "https://github.com/acme/helpbot/blob/HEAD/faq"
 SENTENCE = "在庫同期が遅れるときは、まず連携ログを確認してください。"
 
 
-def responder(latency: float, answer_chars: int) -> Any:
-    """A FAQ search, then a long answer citing the first hit; each after ``latency`` (both runs stream the model's
-    response: only Slack's side differs)."""
+def responder(stub: BedrockStub, latency: float, answer_chars: int, first_tokens: list[float]) -> Any:
+    """A FAQ search, then a long answer citing the first hit. Streamed, the first delta follows ``latency`` (and
+    the frames before it); unstreamed (today's path asks for the whole message), the answer comes when all of it
+    would have been generated. ``first_tokens``: when each response's first text delta is (or would be) sent."""
 
     def reply(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
         last = body["messages"][-1]["content"]
@@ -46,7 +49,10 @@ def responder(latency: float, answer_chars: int) -> Any:
             first = json.loads(results[0]["content"])["items"][0]
             text = (SENTENCE * (answer_chars // len(SENTENCE) + 1))[:answer_chars]
             answer = stub_lib.text(f"{text}\n\n[{first['title']}]({first['url']})")
-        time.sleep(latency)
+        streamed = stub.requests[-1].path.endswith("invoke-with-response-stream")
+        frames = stub_lib.bedrock_stream(answer[2], stub.delta_chars)
+        first_tokens.append(time.monotonic() + latency + 3 * stub.delta_delay_s)  # message_start, block start, delta
+        time.sleep(latency if streamed else latency + len(frames) * stub.delta_delay_s)
         return answer
 
     return reply
@@ -57,7 +63,8 @@ def one_run(streaming: bool, args: argparse.Namespace) -> dict[str, float]:
     ws.refuse_streaming = None if streaming else "unknown_method"
     with FakeSlack(ws) as fake, BedrockStub() as stub:
         stub.delta_chars, stub.delta_delay_s = args.chars, args.delay
-        stub.responder = responder(args.latency, args.answer_chars)
+        first_tokens: list[float] = []
+        stub.responder = responder(stub, args.latency, args.answer_chars, first_tokens)
         env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": fake.url,
                "HELPBOT_FAQ_BASE_URL": FAQ_BASE, "AWS_BEARER_TOKEN_BEDROCK": "bench-key",
                "ANTHROPIC_BEDROCK_BASE_URL": stub.url}
@@ -65,7 +72,7 @@ def one_run(streaming: bool, args: argparse.Namespace) -> dict[str, float]:
         began = time.monotonic()
         code = run(Options(channel="C0ECSUP", ts=question.ts), {**os.environ, **env})
         assert code == 0, code
-        first_token = stub.first_text_at[-1]
+        first_token = first_tokens[-1]
         if streaming:
             shown = next(r.at for r in fake.calls("chat.appendStream")
                          if any(c.get("type") == "markdown_text" for c in r.params.get("chunks", [])))
