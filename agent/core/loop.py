@@ -95,7 +95,7 @@ class Agent:
 
     def _investigate(self, r: Run) -> Answer:
         while True:
-            forced = self._must_answer(r)
+            forced = must_answer(self.settings, self.clock(), r)
             if forced:
                 return self._final_answer(r, forced)
             self._progress(r, "thinking")
@@ -140,16 +140,6 @@ class Agent:
                     max_rounds=s.max_rounds, deadline_s=s.deadline_s, tools=[t["name"] for t in schemas],
                     history_turns=len(history), context_chars=len(context), attachments=len(attachments))
         return r
-
-    def _must_answer(self, r: Run) -> Forced | None:
-        s = self.settings
-        if r.rounds >= s.max_rounds:
-            return "round_limit"
-        if self.clock() >= r.plan.soft_deadline:
-            return "deadline"
-        if s.max_cost_usd is not None and s.cost(r.usage) >= s.max_cost_usd:
-            return "cost_limit"
-        return None
 
     def _final_answer(self, r: Run, reason: Forced) -> Answer:
         """One more request for the answer from what was gathered, the note saying so. It keeps the tools and
@@ -265,6 +255,17 @@ class Agent:
             with contextlib.suppress(Exception):  # the trace is best effort; the answer is not
                 self.on_event(masked)
         return masked
+
+
+def must_answer(s: Settings, now: float, r: Run) -> Forced | None:
+    """Why the next request must be the final answer, if it must: the rounds, the time or the money are spent."""
+    if r.rounds >= s.max_rounds:
+        return "round_limit"
+    if now >= r.plan.soft_deadline:
+        return "deadline"
+    if s.max_cost_usd is not None and s.cost(r.usage) >= s.max_cost_usd:
+        return "cost_limit"
+    return None
 
 
 def _masked(mask: Callable[[str], str], question: str, context: str, history: Sequence[Turn],

@@ -121,7 +121,7 @@ class Front:
 
     def _run(self) -> int:
         try:
-            trigger = self._trigger()
+            trigger = trigger_of(self.options)
         except BadInput as exc:
             return self.tell.rejected(str(exc))
         self.trace.front("trigger", source=trigger.source, channel=trigger.channel, ts=trigger.ts,
@@ -141,20 +141,6 @@ class Front:
             return self.tell.config_error(exc)
         except RunFailed as exc:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
-
-    def _trigger(self) -> Trigger:
-        o = self.options
-        if o.event:
-            if o.ts:
-                raise BadInput("--ts goes with --channel, not with --event")
-            return load_event(o.event)
-        if o.url or o.channel or o.ts:
-            if o.url and o.ts:
-                raise BadInput("--ts goes with --channel, not with --url")
-            if not o.url and not (o.channel and o.ts):
-                raise BadInput("--channel and --ts go together")
-            return from_options(url=o.url, channel=o.channel, ts=o.ts)
-        raise BadInput("give one of --event FILE, --url PERMALINK, or --channel C --ts TS")
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
         from agent.core.claude import prefetch
@@ -326,6 +312,21 @@ class Front:
         from agent.build import build_agent
 
         return build_agent(self.env, registry=registry, on_progress=on_progress, on_event=on_event)
+
+
+def trigger_of(o: Options) -> Trigger:
+    """The trigger the options name: an event file, a message link, or channel + ts (bad input: one line)."""
+    if o.event:
+        if o.ts:
+            raise BadInput("--ts goes with --channel, not with --event")
+        return load_event(o.event)
+    if o.url or o.channel or o.ts:
+        if o.url and o.ts:
+            raise BadInput("--ts goes with --channel, not with --url")
+        if not o.url and not (o.channel and o.ts):
+            raise BadInput("--channel and --ts go together")
+        return from_options(url=o.url, channel=o.channel, ts=o.ts)
+    raise BadInput("give one of --event FILE, --url PERMALINK, or --channel C --ts TS")
 
 
 # -- names ---------------------------------------------------------------------------------------------
