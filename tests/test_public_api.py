@@ -6,6 +6,8 @@ import importlib
 import subprocess
 import sys
 
+import pytest
+
 import agent
 import mcp_lib
 
@@ -27,6 +29,7 @@ def test_mcp_lib_public_names_are_pinned_and_resolve() -> None:
         assert getattr(mcp_lib, name).__name__ == name
 
 
+@pytest.mark.scenario
 def test_importing_agent_stays_light() -> None:
     probe = "import sys, agent; print(sorted(m for m in ('anthropic', 'slack_sdk', 'mcp_lib') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -168,6 +168,7 @@ def test_a_subcommand_can_live_in_another_module(monkeypatch: pytest.MonkeyPatch
     assert main(["ask", ""]) == 2  # the other subcommands' modules are not even imported
 
 
+@pytest.mark.scenario
 def test_the_console_script_with_a_bare_environment() -> None:
     """What a fresh clone does: no variables at all, the real process, the bundled FAQ."""
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
@@ -209,6 +210,7 @@ def test_nothing_but_the_entry_point_imports_the_cli() -> None:
 
 
 # -- the command's exit: no interpreter teardown, nothing lost -------------------------------------------------------
+@pytest.mark.scenario
 def test_the_console_exit_keeps_the_code_runs_atexit_and_flushes_what_is_buffered() -> None:
     code = ("import atexit, sys\n"
             "atexit.register(lambda: sys.stdout.write('atexit ran\\n'))  # buffered: only a flush brings it out\n"

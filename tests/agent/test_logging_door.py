@@ -73,6 +73,7 @@ def answer(answering: tuple[BedrockStub, dict[str, str]], argument: str, ws: Wor
     return done.stderr
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("mode", ["print", "invalid"])
 def test_a_public_runs_library_log_holds_no_held_credential(mode: str, answering: tuple[BedrockStub, dict[str, str]],
                                                              ws: Workspace, tmp_path: Path) -> None:
@@ -82,6 +83,7 @@ def test_a_public_runs_library_log_holds_no_held_credential(mode: str, answering
     assert "mcp.client.stdio ERROR: Failed to parse JSONRPC message from server" in err  # the SDK's record
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("mode", ["print", "invalid"])
 def test_a_private_runs_library_log_keeps_only_logger_and_level(mode: str,
                                                                  answering: tuple[BedrockStub, dict[str, str]],

@@ -21,6 +21,8 @@ from tests.agent.outward import outward_env, run
 from tests.agent.test_redteam_leaks import public_view
 from tests.fakes.slack import FakeSlack, Workspace
 
+pytestmark = pytest.mark.scenario  # every test here starts processes
+
 LEAKY = Path(__file__).with_name("leaky_server.py")
 TOKEN = "k3y9"  # short: only the exact value of a credential helpbot holds masks it
 PRIVATE = "在庫同期の障害対応メモ（社内限定）"

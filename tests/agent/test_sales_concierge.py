@@ -509,6 +509,7 @@ def test_a_read_repeated_after_a_write_is_run_again(writable: Concierge) -> None
 
 
 # -- allowlist, errors as values, redaction and limits ------------------------------------------------------------
+@pytest.mark.scenario
 def test_a_tool_not_on_the_allowlist_is_never_offered_nor_run(tmp_path: Path) -> None:
     only_sales = concierge(tmp_path, tools=["get_sales"], allow_writes=True)  # writes allowed, add_sale not listed
     answer, model = only_sales.run(sales_report, "顧客コード0009の先週の販売データを見せて。")

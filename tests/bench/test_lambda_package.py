@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench import lambda_package
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +63,7 @@ def group_distributions() -> set[str]:
             if line and not line.startswith((" ", "#"))}
 
 
+@pytest.mark.scenario
 def test_the_relay_runs_with_only_its_group_installed() -> None:
     group = group_distributions()
     assert {"anyio", "httpx", "pydantic", "slack-sdk"} <= group and not {"boto3", "anthropic", "mcp"} & group

@@ -319,6 +319,7 @@ async def stdio_session(db_path: Path, errlog: TextIO) -> AsyncIterator[ClientSe
         yield session
 
 
+@pytest.mark.scenario
 @pytest.mark.anyio
 async def test_over_stdio_every_status_path_and_persistence(tmp_path: Path) -> None:
     db_path = tmp_path / "data" / "sales.sqlite3"
@@ -370,6 +371,7 @@ async def wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> N
             return
 
 
+@pytest.mark.scenario
 @pytest.mark.anyio
 async def test_over_streamable_http(tmp_path: Path) -> None:
     env = {"SALES_DB_PATH": str(tmp_path / "sales.sqlite3"), "SALES_DB_TODAY": TODAY.isoformat()}

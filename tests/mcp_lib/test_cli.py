@@ -172,6 +172,7 @@ def test_docs_check_fails_when_stale(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 1 and "faq.md" in err and "old.md" in err
 
 
+@pytest.mark.scenario
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_console_script_is_installed() -> None:
     done = subprocess.run(["uv", "run", "--quiet", "mcp-lib", "faq:search", "注文 取り込み", "limit=1"],

@@ -44,6 +44,7 @@ allow_writes = {"true" if allow_writes else "false"}
             "SALES_DB_TODAY": "2025-05-15", "SECRET_NOT_PASSED": "x"}
 
 
+@pytest.mark.scenario
 def test_allowlisted_read_tools_join_the_catalog(tmp_path: Path) -> None:
     env = write_config(tmp_path, tools=["get_customers", "get_sales", "add_sale"])
     registry = Registry(env=env)
@@ -54,12 +55,14 @@ def test_allowlisted_read_tools_join_the_catalog(tmp_path: Path) -> None:
     assert "code_customer" in schema["required"]
 
 
+@pytest.mark.scenario
 def test_tools_outside_the_allowlist_are_never_offered(tmp_path: Path) -> None:
     registry = Registry(env=write_config(tmp_path, tools=["get_customers"]))
     assert [t.wire_name for t in registry.tools(only=["sales"])] == ["sales_get_customers"]
     assert registry.call("sales_get_sales", {"code_customer": "0009"}).is_error
 
 
+@pytest.mark.scenario
 def test_writes_only_with_allow_writes(tmp_path: Path) -> None:
     registry = Registry(env=write_config(tmp_path, tools=["get_sales", "add_sale"], allow_writes=True))
     add = registry.find("sales:add_sale")
@@ -71,6 +74,7 @@ def test_writes_only_with_allow_writes(tmp_path: Path) -> None:
     assert found.item and found.item["data"]["count"] >= 1
 
 
+@pytest.mark.scenario
 def test_status_semantics_come_through_as_values(tmp_path: Path) -> None:
     registry = Registry(env=write_config(tmp_path, tools=["get_sales"]))
     unknown = registry.call("sales_get_sales", {"code_customer": "9999"})
@@ -115,6 +119,7 @@ def test_a_name_taken_by_a_builtin_platform_is_refused(tmp_path: Path) -> None:
         Registry(env={"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")}).platforms()
 
 
+@pytest.mark.scenario
 def test_a_prefix_renames_the_tools_and_nested_rows_are_capped(tmp_path: Path) -> None:
     env = write_config(tmp_path, tools=["get_customers"], extra='prefix = "farm_"')
     registry = Registry(env={**env, "HELPBOT_TOOL_MAX_ITEMS": "3"})
@@ -181,6 +186,7 @@ def test_a_streamable_http_server_with_a_header_from_the_environment(tmp_path: P
             Registry(env={"HELPBOT_CONFIG": str(config)}).tools()
 
 
+@pytest.mark.scenario
 def test_mcp_lib_all_commands_lists_the_server_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from mcp_lib.cli import main
@@ -227,6 +233,7 @@ server.run("stdio")
 """
 
 
+@pytest.mark.scenario
 def test_tools_whose_wire_names_would_be_invalid_are_skipped_with_a_note(tmp_path: Path) -> None:
     registry = Registry(env=odd_server(tmp_path, ODD_TOOLS, ["get.rows", "r" * 70, "fine_tool"]))
     assert [t.wire_name for t in registry.tools(only=["odd"])] == ["odd_fine_tool"]
@@ -235,6 +242,7 @@ def test_tools_whose_wire_names_would_be_invalid_are_skipped_with_a_note(tmp_pat
     assert registry.call("odd_fine_tool", {}).item == {"result": "fine"}
 
 
+@pytest.mark.scenario
 def test_a_server_is_not_started_for_other_platforms_tools(tmp_path: Path) -> None:
     marker = tmp_path / "started"
     body = f"open({str(marker)!r}, 'w').close()\n" + ODD_TOOLS
@@ -247,6 +255,7 @@ def test_a_server_is_not_started_for_other_platforms_tools(tmp_path: Path) -> No
     assert marker.exists()
 
 
+@pytest.mark.scenario
 def test_a_hung_server_costs_at_most_its_listing_timeout(tmp_path: Path) -> None:
     hung = "import time\ntime.sleep(600)\n"  # never answers initialize
     registry = Registry(env=odd_server(tmp_path, hung, ["fine_tool"], extra="list_timeout_s = 0.5\n"))

@@ -19,6 +19,8 @@ from mcp_lib.external import MAX_LIST_PAGES
 from mcp_lib.media import MAX_RESULT_IMAGES
 from tests.mcp_lib.paged_server import png
 
+pytestmark = pytest.mark.scenario  # every test here starts processes
+
 SERVER = Path(__file__).with_name("paged_server.py")
 NAMES = ["echo", "chart", "mixed", "bad_images", "many_images", "big_images", "last_page_tool"]
 

@@ -20,7 +20,8 @@ from mcp_lib import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).with_name("group_server.py")
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
+pytestmark = [pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX"),
+              pytest.mark.scenario]  # every test here starts processes
 
 
 def config(tmp_path: Path, extra: str = "") -> dict[str, str]:

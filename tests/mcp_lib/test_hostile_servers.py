@@ -17,7 +17,8 @@ from tests.mcp_lib.test_external_processes import alive, gone
 
 SERVER = Path(__file__).with_name("hostile_server.py")
 TOOLS = ["garbage", "huge", "fails", "dies", "noisy", "escapes"]
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
+pytestmark = [pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX"),
+              pytest.mark.scenario]  # every test here starts processes
 
 
 @pytest.fixture

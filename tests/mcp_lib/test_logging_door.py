@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.scenario  # every test here starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tests" / "agent" / "stdout_server.py"
 HELD = "q7zr"  # a credential no pattern knows

@@ -76,6 +76,7 @@ async def test_an_unknown_tool_is_a_protocol_error(name: str) -> None:
     assert raised.value.code == INVALID_PARAMS and name in raised.value.message
 
 
+@pytest.mark.scenario
 @pytest.mark.anyio
 async def test_over_stdio_with_the_real_command() -> None:
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_lib.cli", "serve"], cwd=str(ROOT),

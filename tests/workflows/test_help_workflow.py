@@ -78,6 +78,7 @@ def test_on_a_cache_hit_helpbot_runs_without_uv() -> None:
 
 @pytest.mark.parametrize(("semantic", "extra"), [("", " --extra semantic"), ("on", " --extra semantic"),
                                                  ("off", "")])
+@pytest.mark.scenario
 def test_the_answer_installs_the_semantic_extra_unless_it_is_off(tmp_path: Path, semantic: str, extra: str) -> None:
     install = step("help", "Install what the answer needs")
     assert install["env"]["SEMANTIC"] == "${{ vars.HELPBOT_FAQ_SEMANTIC }}"
@@ -159,6 +160,7 @@ def stdlib_python(tmp_path: Path) -> str:
     return f"{bin_dir}:{os.environ['PATH']}"
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("checked_out", [True, False])
 def test_the_notice_when_helpbot_could_not_be_installed_reaches_the_thread(tmp_path: Path, checked_out: bool) -> None:
     notice = step("help", "Tell the thread when helpbot could not be installed")
@@ -182,6 +184,7 @@ def test_the_notice_when_helpbot_could_not_be_installed_reaches_the_thread(tmp_p
         assert marker is None and reply.metadata is None
 
 
+@pytest.mark.scenario
 def test_feedback_skips_with_one_clear_line_when_its_channel_is_not_set() -> None:
     report = step("feedback", "Report and post")
     done = run_script(report["run"], {"HELPBOT_FEEDBACK_CHANNEL": "", "PATH": "/nonexistent"})  # no uv needed
@@ -203,6 +206,7 @@ def fake_uv(tmp_path: Path) -> str:
     return f"{bin_dir}:/usr/bin:/bin"
 
 
+@pytest.mark.scenario
 def test_faq_draft_opens_a_pull_request_only_with_its_token(tmp_path: Path) -> None:
     job = workflow("faq-draft")["jobs"]["draft"]
     assert job["permissions"] == {"contents": "read"}  # the write is the PR token's, never the job's
@@ -221,6 +225,7 @@ def test_faq_draft_opens_a_pull_request_only_with_its_token(tmp_path: Path) -> N
     assert with_token.stdout.splitlines() == ["uv run --no-sync helpbot faq-draft --since 7d --min-up 3 --pr"]
 
 
+@pytest.mark.scenario
 def test_faq_draft_skips_with_one_clear_line_when_no_channels_are_set() -> None:
     done = run_script(step("faq-draft", "Draft")["run"], {"HELPBOT_CHANNELS": "", "PATH": "/nonexistent"})
     assert done.returncode == 0, done.stderr

@@ -188,6 +188,7 @@ def test_force_answers_again(ws: Workspace, fake: FakeSlack, env: dict[str, str]
     assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 2
 
 
+@pytest.mark.scenario
 def test_the_installed_helpbot_command_answers_against_the_fakes(ws: Workspace, fake: FakeSlack,
                                                                  env: dict[str, str], tmp_path: Path) -> None:
     """The console script in a separate process, configured only by environment variables."""
@@ -655,6 +656,7 @@ def test_the_relay_subcommand_without_configuration_exits_2(monkeypatch: pytest.
     assert "SLACK_SIGNING_SECRET" in one_line(capsys.readouterr().err)
 
 
+@pytest.mark.scenario
 def test_help_for_answer_does_not_import_the_slack_sdk() -> None:
     code = ("import sys; from agent.cli import main\n"
             "try:\n    main(['answer', '--help'])\nexcept SystemExit:\n    pass\n"

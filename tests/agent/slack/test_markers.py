@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent.slack import markers
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,6 +36,7 @@ def test_a_marker_counts_only_on_helpbots_own_message() -> None:
     assert markers.find_answer([mine], "1700000000.000001", "C2", me=me) is None
 
 
+@pytest.mark.scenario
 def test_the_workflow_gets_its_notice_metadata_from_the_module_with_plain_python() -> None:
     out = subprocess.run([sys.executable, "-S", "-m", "agent.slack.markers", "failure", "--channel", "C0ECSUP",
                           "--ts", "1700000000.000001"], cwd=ROOT, capture_output=True, text=True, check=True)

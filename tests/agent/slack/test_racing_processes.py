@@ -22,6 +22,8 @@ from tests.agent.test_redteam_faults import assert_final
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
+pytestmark = pytest.mark.scenario  # every test here starts processes
+
 HELPBOT = Path(sys.executable).with_name("helpbot")  # the console script uv installed
 
 
