@@ -42,6 +42,9 @@ SOURCES_TITLE = "参照元"
 SOURCES_HEADING = f"**{SOURCES_TITLE}**"  # how the sources block starts; thread.split_sources reads it back
 
 PLACEHOLDER = "調べています…"
+# A configuration mistake, told to the asker only (nothing else shows in Slack): the variable, for the operator.
+CONFIG_NOTICE = ("helpbot の設定に誤りがあるため回答できませんでした（{variable}）。管理者にお伝えください{link}。"
+                 "（この表示はあなたにだけ見えています）")
 FEEDBACK_LINE = "役に立ちましたか？ 👍 / 👎 のリアクションで教えてください。"
 DEGRADED_LABEL = (
     "> ⚠️ **AIによる回答ではありません。** AIモデルを利用できなかったため、"

@@ -26,7 +26,7 @@ from agent.report import Trace, progress_line
 from agent.slack import admission, markers
 from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.attachments import ask_with_attachments
-from agent.slack.blocks import run_url
+from agent.slack.blocks import CONFIG_NOTICE, run_url
 from agent.slack.handle import Slack, is_public
 from agent.slack.outcome import Outcomes, Target, classify
 from agent.slack.post import SlackOut, log
@@ -138,9 +138,26 @@ class Front:
                 return self._free_question(trigger.question, settings, dry_run)
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
+            self._tell_asker(trigger, exc)
             return self.tell.config_error(exc)
         except RunFailed as exc:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
+
+    def _tell_asker(self, trigger: Trigger, exc: ConfigError) -> None:
+        """A configuration mistake once the trigger names a thread and who asked: they are told, ephemerally and
+        with the variable and the run link (nothing else would show in Slack). Not when Slack itself is what is
+        misconfigured, nor in a dry run."""
+        if not (trigger.channel and trigger.ts and trigger.user) or self.options.dry_run or trigger.dry_run:
+            return
+        try:
+            slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=trigger.channel), need_bot=True,
+                          sleep=self.sleep)
+        except ConfigError:
+            return
+        link = f": {self.run_link}" if self.run_link else ""
+        self._out(slack).ephemeral(trigger.channel, trigger.user, CONFIG_NOTICE.format(variable=exc.variable,
+                                                                                      link=link),
+                                   thread_ts=trigger.thread_ts or trigger.ts)
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
         from agent.core.claude import prefetch

@@ -917,3 +917,29 @@ def test_ci_cancels_superseded_runs_of_pull_requests_only() -> None:
     ci = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
     assert ci["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
     assert "github.sha" in ci["concurrency"]["group"]  # each push to main has its own group: never cancelled
+
+
+# -- a configuration mistake reaches the asker ---------------------------------------------------------------------
+def test_a_configuration_error_once_the_thread_is_known_tells_the_asker_only(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
+    env.update(REDMINE_URL="redmine.example.test", GITHUB_SERVER_URL="https://github.com",
+               GITHUB_REPOSITORY="acme/helpdesk", GITHUB_RUN_ID="42")  # a URL without its scheme: exit 2
+    asked = question_of(ws)
+    payload = {"channel": "C0ECSUP", "ts": asked.ts, "reaction": "help", "user": "U0TANAKA"}
+    assert run(Options(event=event_file(tmp_path, payload)), env) == 2
+    assert [(e.channel, e.user, e.thread_ts) for e in ws.ephemerals] == [("C0ECSUP", "U0TANAKA", asked.ts)]
+    notice = ws.ephemerals[0].text
+    assert "REDMINE_URL" in notice and "https://github.com/acme/helpdesk/actions/runs/42" in notice
+    assert "redmine.example.test" not in notice  # the variable, never its value
+    assert writes(fake) == [] and len(fake.calls("chat.postEphemeral")) == 1  # no 👀, no placeholder
+
+
+def test_bad_trigger_input_and_a_missing_bot_token_tell_nobody(ws: Workspace, fake: FakeSlack, env: dict[str, str],
+                                                               tmp_path: Path) -> None:
+    asked = question_of(ws)
+    assert run(Options(event=event_file(tmp_path, {"channel": "C0ECSUP", "ts": asked.ts, "reaction": "help",
+                                                   "user": "not-a-user"})), env) == 2
+    broken = {k: v for k, v in env.items() if k != "SLACK_BOT_TOKEN"}
+    payload = {"channel": "C0ECSUP", "ts": asked.ts, "reaction": "help", "user": "U0TANAKA"}
+    assert run(Options(event=event_file(tmp_path, payload)), broken) == 2
+    assert ws.ephemerals == [] and writes(fake) == [] and fake.calls("chat.postEphemeral") == []
