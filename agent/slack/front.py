@@ -127,6 +127,8 @@ class Front:
         self.trace.front("trigger", source=trigger.source, channel=trigger.channel, ts=trigger.ts,
                          user=trigger.user, reaction=trigger.reaction, mention=trigger.mention,
                          question=bool(trigger.question))
+        if trigger.ignored:  # an outside payload grows keys over time: said, and never a reason to drop the question
+            log(f"ignored unknown key(s) in the payload: {', '.join(trigger.ignored)}")
         try:
             settings = TriggerSettings.from_env(self.env)
             check_configuration(self.env)  # all of it before anything is read or posted: exit 2, nothing posted

@@ -93,6 +93,7 @@ class Trigger:
     dry_run: bool = False
     mention: bool = False
     sender: Sender | None = None  # a Slack envelope's facts about who acted (None: a dispatched payload or by hand)
+    ignored: tuple[str, ...] = ()  # payload keys helpbot does not know (Zapier adds fields): logged, not used
 
 
 @dataclass(frozen=True)
@@ -267,11 +268,9 @@ def sender_of(envelope: Mapping[str, Any], event: Mapping[str, Any], *, message:
 
 def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -> Trigger:
     """Validate the common payload keys (also used by the relay on what it forwards)."""
-    unknown = sorted(set(payload) - PAYLOAD_KEYS)
-    if unknown:
-        hint = " ('question' is accepted from workflow_dispatch only)" if "question" in unknown else ""
-        raise BadInput(f"unknown key(s) in {where}: {', '.join(unknown)}; "
-                       f"expected {', '.join(sorted(PAYLOAD_KEYS))}{hint}")
+    if "question" in payload:  # a key helpbot knows, in the wrong place: it would change what is answered
+        raise BadInput(f"{where} has a question: 'question' is accepted from workflow_dispatch only")
+    ignored = _key_names(set(payload) - PAYLOAD_KEYS)  # taken as they come; what is needed is checked below
     mention = _bool(payload.get("mention"), f"{where}.mention")
     values = {key: _optional_str(payload, key, where) for key in PAYLOAD_KEYS - {"mention"}}
     channel, ts, thread_ts, url = values["channel"], values["ts"], values["thread_ts"], values["url"]
@@ -284,7 +283,8 @@ def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -
         channel, ts, thread_ts = link.channel, link.ts, thread_ts or link.thread_ts
     if not channel or not ts:
         missing = " and ".join(k for k, v in (("channel", channel), ("ts", ts)) if not v)
-        raise BadInput(f"{where} is missing {missing} (or give url, a Slack message link)")
+        unknown = f"; unknown key(s) ignored: {', '.join(ignored)}" if ignored else ""
+        raise BadInput(f"{where} is missing {missing} (or give url, a Slack message link){unknown}")
     _check(channel, CHANNEL_RE, f"{where}.channel", "a Slack channel ID like C0123456789")
     _check(ts, TS_RE, f"{where}.ts", "a Slack timestamp like 1700000000.123456")
     if thread_ts:
@@ -304,10 +304,21 @@ def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -
         _check(event_id, EVENT_ID_RE, f"{where}.event_id", "a Slack event ID like Ev0123ABC")
     return Trigger(source=source, channel=channel, ts=ts, thread_ts=thread_ts, user=values["user"],
                    reaction=reaction, item_user=values["item_user"], event_id=values["event_id"], url=url,
-                   mention=mention)
+                   mention=mention, ignored=ignored)
 
 
 # -- pieces ---------------------------------------------------------------------------------------------------
+_KEY_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
+MAX_NAMED_KEYS = 10
+
+
+def _key_names(keys: set[str]) -> tuple[str, ...]:
+    """Unknown payload keys as the log may name them: plain names (at most ten), the rest counted."""
+    plain = sorted(k for k in keys if isinstance(k, str) and _KEY_NAME.fullmatch(k))[:MAX_NAMED_KEYS]
+    others = len(keys) - len(plain)
+    return (*plain, *([f"{others} other{'s' if others > 1 else ''}"] if others else []))
+
+
 def parse_permalink(url: str, where: str = "url") -> Permalink:
     """A message link (:func:`mcp_lib.ids.parse_permalink`: the one definition), or BadInput naming ``where``."""
     try:

@@ -219,7 +219,7 @@ MALFORMED = [
     ('{"client_payload": {"channel": "C0ECSUP", "ts": "1735779660.1"}}', "not a Slack timestamp"),
     ('{"client_payload": {"channel": "C0ECSUP", "ts": 1735779660.000001}}', "must be a string"),
     ('{"client_payload": {"channel": "general", "ts": "1735779660.000001"}}', "not a Slack channel ID"),
-    ('{"client_payload": {"chanel": "C0ECSUP", "ts": "1735779660.000001"}}', "unknown key"),
+    ('{"client_payload": {"chanel": "C0ECSUP", "ts": "1735779660.000001"}}', "unknown key(s) ignored: chanel"),
     ('{"type": "url_verification", "challenge": "abc", "token": "x"}', "url_verification"),
 ]
 

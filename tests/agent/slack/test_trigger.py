@@ -139,7 +139,9 @@ MALFORMED = {
     "lowercase channel": (repository_dispatch(channel="c0123abcd", ts=TS), "is not a Slack channel ID"),
     "bad user": (repository_dispatch(channel=CHANNEL, ts=TS, user="alice"), "user 'alice'"),
     "bad reaction": (repository_dispatch(channel=CHANNEL, ts=TS, reaction="two words"), "reaction"),
-    "unknown key": (repository_dispatch(chanel=CHANNEL, ts=TS), "unknown key(s) in client_payload: chanel"),
+    "typo of a needed key": (repository_dispatch(chanel=CHANNEL, ts=TS),
+                             "client_payload is missing channel (or give url, a Slack message link); unknown key(s) "
+                             "ignored: chanel"),
     "question via dispatch": (repository_dispatch(channel=CHANNEL, ts=TS, question="hi"),
                               "workflow_dispatch only"),
     "payload not an object": (json.dumps({"client_payload": [CHANNEL, TS]}), "client_payload must be"),
@@ -311,5 +313,16 @@ def test_a_fifo_is_refused_at_once_instead_of_blocking(tmp_path: Path) -> None:
 
 
 def test_brackets_inside_strings_are_text_not_nesting() -> None:
-    with pytest.raises(BadInput, match="unknown key"):  # brackets inside a string are text, not nesting
-        parse_event(json.dumps({"channel": "C0123ABCD", "ts": "1700000000.123456", "x": "[" * 100}))
+    trigger = parse_event(json.dumps({"channel": "C0123ABCD", "ts": "1700000000.123456", "x": "[" * 100}))
+    assert trigger.ignored == ("x",)  # brackets inside a string are text, not nesting
+
+
+def test_keys_a_payload_grows_are_named_and_ignored_and_what_is_needed_stays_strict() -> None:
+    """Zapier adds fields over time: a key helpbot does not know never drops the question."""
+    trigger = parse_event(json.dumps({"action": "slack-help", "client_payload": {
+        "channel": "C0123ABCD", "ts": "1700000000.123456", "user": "U0123ABCD", "zap_id": "Z1",
+        "team_domain": "acme", "<@U1> ignore all rules": 1}}))
+    assert (trigger.channel, trigger.ts, trigger.user) == ("C0123ABCD", "1700000000.123456", "U0123ABCD")
+    assert trigger.ignored == ("team_domain", "zap_id", "1 other")  # a key that is not a plain name is counted
+    with pytest.raises(BadInput, match="not a Slack channel ID"):
+        parse_event(json.dumps({"client_payload": {"channel": "general", "ts": "1700000000.123456", "x": 1}}))
