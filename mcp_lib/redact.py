@@ -63,8 +63,9 @@ _SECRETS = [
     ("auth", r"(?P<auth_k>(?i:\bbearer\s+|\bauthorization:\s*basic\s+))(?P<auth_s>)(?P<auth_q>)"
              r"[A-Za-z0-9._~+/-]{16,}=*"),
     # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
+    # (not a sentence going on: ``SLACK_BOT_TOKEN: Slack rejected the token`` is helpbot naming a variable)
     ("kv", rf"(?<![A-Za-z0-9])(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
-           rf"(?P<kv_q>[\"']?){_CHARS}{{5,}}+(?![(\[])"),
+           rf"(?P<kv_q>[\"']?)(?:(?<=:\s)(?![A-Z][A-Za-z]*[a-z] [a-z])|(?<!:\s)){_CHARS}{{5,}}+(?![(\[])"),
     # ``password hunter2x``: a key word, spaces, then a value with a letter and a digit (``password reset``,
     # ``token expired`` and ``secret 42`` stay prose)
     ("sp", rf"(?<![A-Za-z0-9_.-])(?P<sp_k>(?i:{_SPACED_KEY_WORDS}))(?P<sp_s>[ \t]+)(?P<sp_q>)"

@@ -51,7 +51,7 @@ from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import Refused, door
-from mcp_lib.http import door_async_client
+from mcp_lib.http import door_async_client, door_client
 from mcp_lib.retry import server_wait
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
@@ -100,8 +100,7 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
                       deadline: float = DISPATCH_DEADLINE_S) -> Dispatch:
     """``POST {GITHUB_API_URL}/repos/{repo}/dispatches`` with ``event_type: slack-help`` (204 expected), all of it
     within ``deadline`` seconds (a cancel scope around the whole request, not a timeout per phase)."""
-    headers = {"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
-               "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"}
+    headers = _github_headers(config)
     url = f"/repos/{config.repository}/dispatches"
 
     async def post(body: dict[str, Any]) -> httpx.Response:
@@ -122,11 +121,45 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
         except Refused as exc:
             raise DispatchError(str(exc), retryable=False) from None
         if response.status_code != 204:
-            raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}",
-                                retryable=response.status_code >= 500 or response.status_code == 429,
-                                asked=server_wait(response.headers))
+            retryable = response.status_code >= 500 or response.status_code == 429
+            hint = "" if retryable else f"; HELPBOT_DISPATCH_TOKEN needs {NEEDS.format(repository=config.repository)}"
+            raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}{hint}",
+                                retryable=retryable, asked=server_wait(response.headers))
 
     return dispatch
+
+
+NEEDS = "contents: write on {repository} (what repository_dispatch needs)"
+
+
+def _github_headers(config: RelayConfig) -> dict[str, str]:
+    return {"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"}
+
+
+def check_dispatch_token(config: RelayConfig, transport: httpx.BaseTransport | None = None) -> str:
+    """At the relay's start: the dispatch token sees GITHUB_REPOSITORY and may push to it, so a token GitHub would
+    refuse shows when the relay starts, not at the first :help: (the relay holds no Slack token to tell the asker).
+    ConfigError when GitHub refuses it; a line saying so when GitHub cannot be asked (the relay serves anyway)."""
+    repository = config.repository
+    with door_client(door("HELPBOT_DISPATCH_TOKEN", config.api_url, config.token), base_url=config.api_url,
+                     transport=transport, timeout=10.0, headers=_github_headers(config)) as client:
+        try:
+            response = client.get(f"/repos/{repository}")
+        except (httpx.HTTPError, Refused) as exc:
+            return f"could not check HELPBOT_DISPATCH_TOKEN with GitHub ({type(exc).__name__}); serving anyway"
+    if response.status_code == 401:
+        raise ConfigError("HELPBOT_DISPATCH_TOKEN", "GitHub rejected the token (HTTP 401): it is wrong or expired")
+    if response.status_code in (403, 404):
+        raise ConfigError("HELPBOT_DISPATCH_TOKEN", f"the token cannot see {repository} (HTTP {response.status_code}):"
+                                                    " check GITHUB_REPOSITORY and the token's repository access")
+    if response.status_code != 200:
+        return f"GitHub answered {response.status_code} to the token check; serving anyway"
+    permissions = response.json().get("permissions") if "json" in response.headers.get("content-type", "") else None
+    if isinstance(permissions, dict) and not permissions.get("push"):
+        raise ConfigError("HELPBOT_DISPATCH_TOKEN", f"may not dispatch to {repository}: it needs "
+                                                    f"{NEEDS.format(repository=repository)}")
+    return f"HELPBOT_DISPATCH_TOKEN may dispatch to {repository}"
 
 
 class Seen:

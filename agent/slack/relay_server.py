@@ -28,6 +28,7 @@ from agent.slack.relay import (
     Relay,
     RelayConfig,
     Response,
+    check_dispatch_token,
     log,
     reply,
 )
@@ -187,7 +188,9 @@ def serve_forever(relay: Relay, host: str, port: int) -> None:
 
 def serve(host: str = "127.0.0.1", port: int = 3000, *, env: Mapping[str, str] | None = None) -> None:
     """``helpbot relay``: serve until interrupted."""
-    serve_forever(Relay(RelayConfig.from_env(os.environ if env is None else env), worker=Dispatcher), host, port)
+    config = RelayConfig.from_env(os.environ if env is None else env)
+    log(check_dispatch_token(config))  # a token GitHub refuses is exit 2 here, before any event
+    serve_forever(Relay(config, worker=Dispatcher), host, port)
 
 
 # -- CLI wiring -----------------------------------------------------------------------------------------------------

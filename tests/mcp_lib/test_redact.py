@@ -196,3 +196,14 @@ def test_masking_misses_found_by_the_red_team(text: str) -> None:
     for secret in ("hunter2", "abcd1234", "pw123", "abcdefghij", "Ab1Ab1", "a1a1a1"):
         assert secret not in masked, masked
 
+
+
+def test_helpbot_naming_a_variable_is_prose_not_a_secret() -> None:
+    """``VARIABLE: Service rejected …`` is a configuration error's line: the service's name stays readable; a value
+    after ``=``, glued to the colon or a mixed word after ``: `` is still masked."""
+    assert redact_secrets("HELPBOT_DISPATCH_TOKEN: GitHub rejected the token (HTTP 401)") == \
+        "HELPBOT_DISPATCH_TOKEN: GitHub rejected the token (HTTP 401)"
+    assert redact_secrets("SLACK_BOT_TOKEN: Slack rejected the token") == "SLACK_BOT_TOKEN: Slack rejected the token"
+    for secret in ("password=Hunter rejected", "token:Secretword rejected", "TOKEN: GitHubPAT rejected",
+                   "token: Abcdef12345 rejected"):
+        assert "[REDACTED]" in redact_secrets(secret), secret

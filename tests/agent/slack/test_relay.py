@@ -24,6 +24,7 @@ from agent.slack.relay import (
     Relay,
     RelayConfig,
     Seen,
+    check_dispatch_token,
     github_dispatcher,
     handle,
     lambda_handler,
@@ -699,3 +700,51 @@ def test_many_trickling_clients_do_not_keep_a_real_request_out(github: GitHub) -
             for sock in stalled:
                 sock.close()
     assert len(github.requests) == 1
+
+
+# -- the dispatch token, checked when the relay starts --------------------------------------------------------------
+@pytest.mark.parametrize(("answer", "words"), [
+    ((401, {"message": "Bad credentials"}), "HELPBOT_DISPATCH_TOKEN: GitHub rejected the token (HTTP 401)"),
+    ((404, {"message": "Not Found"}), "HELPBOT_DISPATCH_TOKEN: the token cannot see acme/helpbot (HTTP 404)"),
+    ((200, {"full_name": "acme/helpbot", "permissions": {"push": False, "pull": True}}),
+     "HELPBOT_DISPATCH_TOKEN: may not dispatch to acme/helpbot: it needs contents: write"),
+])
+def test_a_dispatch_token_github_refuses_stops_the_relay_at_its_start(
+        answer: tuple[int, dict[str, object]], words: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The relay holds no Slack token to tell an asker that GitHub refused the dispatch: a token GitHub would refuse
+    is one line and exit 2 when the relay starts, not a silent failure at the first :help:."""
+    from agent.cli import main
+    from tests.fakes.github import serve
+
+    status, body = answer
+    with serve(lambda request: httpx.Response(status, json=body)) as url:
+        for name, value in {**ENV, "GITHUB_API_URL": url}.items():
+            monkeypatch.setenv(name, value)
+        assert main(["relay", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err and "tok-123" not in err
+
+
+def test_the_token_check_says_what_it_found_and_a_refused_dispatch_names_the_fix() -> None:
+    seen: list[httpx.Request] = []
+
+    def github(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"full_name": "acme/helpbot", "permissions": {"push": True}})
+        return httpx.Response(403, json={"message": "Resource not accessible by personal access token"})
+
+    config = RelayConfig.from_env(ENV)
+    found = check_dispatch_token(config, httpx.MockTransport(github))
+    assert found == "HELPBOT_DISPATCH_TOKEN may dispatch to acme/helpbot"
+    assert seen[0].url.path == "/repos/acme/helpbot" and seen[0].headers["authorization"] == "Bearer tok-123"
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return github(request)
+
+    dispatch = github_dispatcher(config, transport=httpx.MockTransport(handler))
+    with pytest.raises(DispatchError, match=r"GitHub answered 403: .*HELPBOT_DISPATCH_TOKEN needs contents: write on "
+                                            r"acme/helpbot") as refused:
+        dispatch({"channel": "C0123ABCD", "ts": "1700000000.123456"})
+    assert refused.value.retryable is False
