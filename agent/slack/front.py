@@ -259,6 +259,7 @@ class Front:
         try:
             if reply is not None and not reply.start():
                 return self.tell.ignored(reply.yielded_because, target.where)
+            log("started: reading the question, then the rounds (one line each)")  # the log moves from here on
             from mcp_lib.platforms.faq.semantic import prefetch as prefetch_encoder
 
             prefetch_encoder(self.env)  # after 👀: the FAQ's encoder loads while the question is built and asked
