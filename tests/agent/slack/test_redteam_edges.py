@@ -1,0 +1,83 @@
+"""Red team after issue #19: attacks on the doors, the admission policy, the records of a public repository and the
+FAQ drafts, against the fakes. A defect not fixed yet is an ``xfail(strict=True)``: it turns red once fixed."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slack_sdk import WebClient
+
+from agent.faq_draft import run as faq_draft_run
+from mcp_lib.config import ConfigError
+from mcp_lib.external import server_entries
+from tests.agent.slack.test_front import answer_scripted, bot_messages, event_file
+from tests.agent.test_faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
+
+
+# -- credentials: an in-house MCP server's env and header ------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="red team: env/header_env may name AWS_SECRET_ACCESS_KEY or "
+                                       "SLACK_SIGNING_SECRET (the check knows doors.WHERE only)")
+@pytest.mark.parametrize("setting", ['command = "python"\nenv = ["AWS_SECRET_ACCESS_KEY"]',
+                                     'command = "python"\nenv = ["SLACK_SIGNING_SECRET"]',
+                                     'url = "https://mcp.example.test/mcp"\nheader_env = "AWS_SECRET_ACCESS_KEY"'])
+def test_the_never_sent_secrets_never_reach_an_in_house_server(tmp_path: Path, setting: str) -> None:
+    """The README: "An in-house stdio server's environment holds only the variables its env names, and none of the
+    credentials above" -- among them SLACK_SIGNING_SECRET and AWS_SECRET_ACCESS_KEY, "never sent". The check knew
+    only the credentials that travel (doors.WHERE): the AWS secret key went into a child's environment, or as a
+    header to any URL."""
+    (tmp_path / "helpbot.toml").write_text(f'[[mcp_servers]]\nname = "sales"\n{setting}\ntools = ["get_sales"]\n',
+                                           encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"may not be passed to an MCP server"):
+        server_entries({"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")})
+
+
+# -- admission: a dispatched payload's user ---------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="red team (known, documented): a dispatched reaction's user is taken on trust; "
+                                       "nobody reacted, the named member is answered")
+def test_a_dispatched_reaction_is_answered_only_when_its_user_reacted(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
+    """Whoever holds the dispatch token (or writes a zap) names any member as the reactor. The message helpbot
+    reads anyway (conversations.replies) carries ``reactions: [{name, users, count}]``
+    (https://api.slack.com/methods/conversations.replies): the named user must be among the reaction's users
+    (``reactions.get`` with ``full=true`` when ``count`` exceeds the users listed)."""
+    q = ws.history("C0ECSUP")[0]
+    assert not q.reactions  # nobody reacted
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
+    code, model = answer_scripted(env, lambda request: "回答です。", event=path)
+    assert code == 0 and model.requests == [] and bot_messages(ws, "C0ECSUP", q.ts) == []
+
+
+# -- names in FAQ drafts: the answer's text ---------------------------------------------------------------------------
+@pytest.fixture
+def named_answer() -> Iterator[FakeSlack]:
+    ws = Workspace()
+    ws.add_user(TANAKA, "tanaka", real_name="田中 太郎", display_name="たなか")
+    ws.add_user(SUZUKI, "suzuki", real_name="鈴木 花子", display_name="はなこ")
+    ws.add_user(SATO, "sato", real_name="佐藤 次郎")
+    ws.add_channel("C0ECSUP", "ec-support", members={TANAKA, SUZUKI, SATO})
+    with FakeSlack(ws) as running:
+        bot = WebClient(token=BOT_TOKEN, base_url=running.url)
+        q = ws.post("C0ECSUP", "ギフト包装の指定はどこでできますか？", user=SATO, ts=at(15)).ts
+        ws.post("C0ECSUP", "鈴木さんが前に設定していました", user=TANAKA, thread_ts=q, ts=at(15, 11))
+        text = "佐藤さん、注文備考の「のし」欄で指定します。鈴木花子さんが設定した手順は田中部長が確認済みです。"
+        react(ws, "C0ECSUP", answer(bot, "C0ECSUP", q, text), "+1", SUZUKI, TANAKA)
+        yield running
+
+
+@pytest.mark.xfail(strict=True, reason="red team: only the draft's question loses the participants' names; the "
+                                       "draft's answer (the FAQ file and the pull request) keeps them")
+def test_a_drafts_answer_keeps_no_participants_name(named_answer: FakeSlack) -> None:
+    """The README: "FAQ drafts drop the names the workspace knows ... for the asker and the thread's repliers".
+    helpbot's answer addresses the asker and names who did what in the thread: the draft printed them."""
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": named_answer.url, "HELPBOT_CHANNELS": "C0ECSUP",
+           "HELPBOT_BOT_USER_ID": BOT}
+    out = io.StringIO()
+    assert faq_draft_run(parse(), env, now=NOW, sleep=[].append, out=out) == 0
+    printed = out.getvalue()
+    assert "1 drafts" in printed and "「のし」欄で指定します" in printed
+    for name in ("佐藤", "鈴木", "田中", "花子"):
+        assert name not in printed, name
