@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from .config import DECLARED, ConfigError, check_url, env_str
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
-from .doors import WHERE, door
+from .doors import NEVER_SENT, WHERE, door
 from .result import from_call_result
 from .sessions import ServerLog, ServerSession, group_command, masked_stderr
 
@@ -88,9 +88,11 @@ class ServerEntry(BaseModel):
     @field_validator("env", "header_env")
     @classmethod
     def _not_ours(cls, value: Any) -> Any:
-        """helpbot's own credentials go only to their services' origins (:data:`mcp_lib.doors.WHERE`), never to
-        an in-house server; a server needs a credential of its own."""
-        ours = sorted(set([value] if isinstance(value, str) else value or []) & set(WHERE))
+        """helpbot's own credentials -- every secret mcp_lib/config.py declares: those that travel go only to their
+        services' origins (:data:`mcp_lib.doors.WHERE`), the others are never sent (``NEVER_SENT``) -- never reach an
+        in-house server; a server needs a credential of its own."""
+        names = set([value] if isinstance(value, str) else value or [])
+        ours = sorted(n for n in names if n in WHERE or n in NEVER_SENT or (n in DECLARED and DECLARED[n].secret))
         if ours:
             raise ValueError(f"{', '.join(ours)} may not be passed to an MCP server: it goes only to its own "
                              "service; give the server a credential of its own")

@@ -19,8 +19,6 @@ from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 
 
 # -- credentials: an in-house MCP server's env and header ------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="red team: env/header_env may name AWS_SECRET_ACCESS_KEY or "
-                                       "SLACK_SIGNING_SECRET (the check knows doors.WHERE only)")
 @pytest.mark.parametrize("setting", ['command = "python"\nenv = ["AWS_SECRET_ACCESS_KEY"]',
                                      'command = "python"\nenv = ["SLACK_SIGNING_SECRET"]',
                                      'url = "https://mcp.example.test/mcp"\nheader_env = "AWS_SECRET_ACCESS_KEY"'])
@@ -28,7 +26,7 @@ def test_the_never_sent_secrets_never_reach_an_in_house_server(tmp_path: Path, s
     """The README: "An in-house stdio server's environment holds only the variables its env names, and none of the
     credentials above" -- among them SLACK_SIGNING_SECRET and AWS_SECRET_ACCESS_KEY, "never sent". The check knew
     only the credentials that travel (doors.WHERE): the AWS secret key went into a child's environment, or as a
-    header to any URL."""
+    header to any URL (fixed: every secret mcp_lib/config.py declares is refused)."""
     (tmp_path / "helpbot.toml").write_text(f'[[mcp_servers]]\nname = "sales"\n{setting}\ntools = ["get_sales"]\n',
                                            encoding="utf-8")
     with pytest.raises(ConfigError, match=r"may not be passed to an MCP server"):
@@ -75,8 +73,8 @@ def test_a_drafts_answer_keeps_no_participants_name(named_answer: FakeSlack) -> 
     helpbot's answer addresses the asker and names who did what in the thread: the draft printed them."""
     env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": named_answer.url, "HELPBOT_CHANNELS": "C0ECSUP",
            "HELPBOT_BOT_USER_ID": BOT}
-    out = io.StringIO()
-    assert faq_draft_run(parse(), env, now=NOW, sleep=[].append, out=out) == 0
+    out, sleeps = io.StringIO(), list[float]()
+    assert faq_draft_run(parse(), env, now=NOW, sleep=sleeps.append, out=out) == 0
     printed = out.getvalue()
     assert "1 drafts" in printed and "「のし」欄で指定します" in printed
     for name in ("佐藤", "鈴木", "田中", "花子"):
