@@ -13,7 +13,8 @@ answer was in). ``--json`` and ``--csv`` add each answer's sources.
 Answers in private channels (or channels whose privacy cannot be read) count only where that channel's members
 are the audience: the post counts them only when it goes to that same channel, and in Actions
 (``GITHUB_ACTIONS=true``: the log is the repository's) the printed report leaves them out and says which
-channels it left out. Their numbers -- rounds, tools, cost -- are the choices of a model that read private text.
+channels it left out (in a public repository, :func:`agent.guard.records_public`, every channel's answers).
+Their numbers -- rounds, tools, cost -- are the choices of a model that read private text.
 """
 
 from __future__ import annotations
@@ -309,8 +310,10 @@ def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | No
         full = Report(since=since, until=now, channels=channels, answers=answers)
         private = private_channels(scanner, channels)
         in_actions = env.get("GITHUB_ACTIONS") == "true"
-        report = for_audience(full, private) if in_actions else full
-        left_out = sorted(private) if in_actions else []
+        public_log = guard.records_public(env)  # a public repository's log is everyone's: no channel's answers
+        hidden = set(channels) if public_log else private
+        report = for_audience(full, hidden) if in_actions or public_log else full
+        left_out = sorted(hidden) if in_actions or public_log else []
         scanner.add_permalinks(full.negative)
         if args.json:
             guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out}, ensure_ascii=False,
@@ -322,8 +325,10 @@ def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | No
         else:
             guard.out(render_text(report, tz), file=out)
         if left_out and not args.json:
-            guard.err(f"helpbot feedback: answers in private channels left out of the Actions log: "
-                      f"{', '.join(left_out)} (run it locally to see them)")
+            guard.err(("helpbot feedback: answers left out of the Actions log (a public repository; "
+                       "HELPBOT_PUBLIC_RECORDS=true keeps them): " if public_log else
+                       "helpbot feedback: answers in private channels left out of the Actions log: ")
+                      + f"{', '.join(left_out)} (run it locally to see them)")
         if post_to:
             payload = summary_payload(for_audience(full, private, channel=post_to), tz)
             posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload, **POST_OPTIONS)
