@@ -327,7 +327,9 @@ class _Reader:
     def _shared_here(self, file: Mapping[str, Any]) -> bool:
         """Shared (files.info's ``channels``/``groups``/``ims`` and ``shares``) in a conversation whose messages
         the answer may show: the rule of :func:`mcp_lib.platforms.slack.allowed` -- the answer's own channel, or
-        a public one; never a DM or another private channel. An id listed as private anywhere counts as private."""
+        a public one; never a DM or another private channel. An id listed as private anywhere counts as private.
+        Where Slack is not among the run's sources (a shared channel's, :mod:`agent.slack.admission`), only the
+        answer's own channel counts."""
         from mcp_lib.platforms.slack import allowed
 
         shares: Mapping[str, Any] = file["shares"] if isinstance(file.get("shares"), dict) else {}
@@ -338,6 +340,8 @@ class _Reader:
         dms = ids(file.get("ims"))
         private = ids(file.get("groups"), shares.get("private")) - dms
         public = ids(file.get("channels"), shares.get("public")) - private - dms
+        if "slack" not in self.slack.registry.platforms():  # a shared channel's answer: no other channel is a source
+            return self.slack.ctx.caller.answer_channel in private | public
         where = ([{"id": c, "is_im": True} for c in dms] + [{"id": c, "is_private": True} for c in private]
                  + [{"id": c, "is_private": False} for c in public])
         return any(allowed(self.slack.ctx, conversation) for conversation in where)

@@ -4,6 +4,7 @@ FAQ drafts, against the fakes. A defect not fixed yet is an ``xfail(strict=True)
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from slack_sdk import WebClient
 from agent.faq_draft import run as faq_draft_run
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
+from tests.agent.slack.test_admission import connect  # noqa: F401  (the Slack Connect channel's fixture)
 from tests.agent.slack.test_front import answer_scripted, bot_messages, event_file
 from tests.agent.test_faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack_files import add_file
 
 
 # -- credentials: an in-house MCP server's env and header ------------------------------------------------------------
@@ -79,3 +82,30 @@ def test_a_drafts_answer_keeps_no_participants_name(named_answer: FakeSlack) -> 
     assert "1 drafts" in printed and "「のし」欄で指定します" in printed
     for name in ("佐藤", "鈴木", "田中", "花子"):
         assert name not in printed, name
+
+
+# -- files in a channel shared with another organization -------------------------------------------------------------
+def test_a_shared_channel_reads_only_files_shared_in_it(connect: Workspace, fake: FakeSlack,  # noqa: F811
+                                                        env: dict[str, str],
+                                                        tmp_path: Path) -> None:
+    """In a channel of HELPBOT_SHARED_CHANNELS only the FAQ (and HELPBOT_SHARED_SOURCES) are offered: Slack's
+    internal channels are not a source there, so neither are their files. The file rule still lets a file through
+    when files.info lists any public channel of the home workspace, as for an internal answer -- the reliance
+    on Slack never producing such a message that #19 removed for private files (fixed: where Slack is not a
+    source, only the answer's channel counts; a file shared in it is read as before)."""
+    ws = connect
+    internal = add_file(ws, "pricing.log", b"INTERNAL-PRICE-2025\n", channel="C0GENERAL", user="U0TANAKA")
+    asked = ws.post("C0PARTNER", "このログの意味は？", user="U0PARTNER", files=[internal])
+    path = event_file(tmp_path, {"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    code, model = answer_scripted({**env, "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}, lambda r: "確認しました。",
+                                  event=path)
+    assert code == 0 and model.requests
+    assert "INTERNAL-PRICE-2025" not in json.dumps([r.messages for r in model.requests], ensure_ascii=False)
+    assert fake.calls("files.download") == []
+    own = add_file(ws, "partner.log", b"PARTNER-LINE-3\n", channel="C0PARTNER", user="U0PARTNER")
+    asked = ws.post("C0PARTNER", "こちらのログは？", user="U0PARTNER", files=[own])
+    path = event_file(tmp_path, {"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"},
+                      name="own.json")
+    code, model = answer_scripted({**env, "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}, lambda r: "確認しました。",
+                                  event=path)
+    assert code == 0 and "PARTNER-LINE-3" in json.dumps(model.requests[0].messages, ensure_ascii=False)
