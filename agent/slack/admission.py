@@ -244,12 +244,39 @@ def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Map
     channel = str(trigger.channel)
     if trigger.source in MANUAL_SOURCES:
         return admit(manual_asker(actor), channel, info, settings, trigger.sender)
+    if trigger.reaction is not None and not reacted(slack, trigger, message):
+        return Decision("ignore", f"{trigger.user} has no :{trigger.reaction}: on message {trigger.ts} (a payload "
+                                  "names who reacted; Slack's copy of the message decides)")
     asker = message_asker(message) if trigger.mention else None
     if asker is None:
         user = str(message.get("user")) if trigger.mention else str(trigger.user)
         found = slack.call("users.info", user=user).get("user") or {}
         asker = user_asker(found, Home.from_auth(slack.auth()), trigger.sender)
     return admit(asker, channel, info, settings, trigger.sender)
+
+
+def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:
+    """Whether the payload's ``user`` really reacted with its reaction, per the message's ``reactions`` as Slack
+    reads it back (``conversations.replies``; ``reactions.get`` with ``full`` when Slack listed only some users):
+    whoever holds the dispatch token, or writes a zap, can name anyone as the reactor."""
+    def users(of: Mapping[str, Any]) -> tuple[list[str], bool]:
+        """Who reacted with it (every skin tone is its own entry) and whether Slack listed only some of them."""
+        listed: list[str] = []
+        more = False
+        for entry in of.get("reactions") or []:
+            if isinstance(entry, dict) and normalize_reaction(str(entry.get("name") or "")) == trigger.reaction:
+                users = [str(u) for u in entry.get("users") or []]
+                listed += users
+                more = more or int(entry.get("count") or 0) > len(users)
+        return listed, more
+
+    listed, more = users(message)
+    if trigger.user in listed:
+        return True
+    if not more:
+        return False
+    full = slack.call("reactions.get", channel=trigger.channel, timestamp=trigger.ts, full=True).get("message") or {}
+    return trigger.user in users(full)[0]
 
 
 def narrowed(registry: Registry, sources: Iterable[str] | None) -> Registry:

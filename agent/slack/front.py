@@ -11,6 +11,7 @@ job summary, exit code) and what a private channel's run keeps out of them is :m
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -105,7 +106,7 @@ class Front:
         self.sleep = sleep
         self.clock = clock
         self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock)
-        self.make_agent = make_agent or self._build_agent
+        self.make_agent = make_agent or functools.partial(built_agent, self.env)
         self.run_link = run_url(env)
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S", DEFAULT_PROGRESS_INTERVAL_S)
         self.tell = Outcomes(self.env, self.trace, json_output=options.json)
@@ -140,26 +141,11 @@ class Front:
                 return self._free_question(trigger.question, settings, dry_run)
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
-            self._tell_asker(trigger, exc)
+            if not (self.options.dry_run or trigger.dry_run):
+                tell_asker(trigger, exc, self.env, self.sleep, self._out, self.run_link)
             return self.tell.config_error(exc)
         except RunFailed as exc:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
-
-    def _tell_asker(self, trigger: Trigger, exc: ConfigError) -> None:
-        """A configuration mistake once the trigger names a thread and who asked: they are told, ephemerally and
-        with the variable and the run link (nothing else would show in Slack). Not when Slack itself is what is
-        misconfigured, nor in a dry run."""
-        if not (trigger.channel and trigger.ts and trigger.user) or self.options.dry_run or trigger.dry_run:
-            return
-        try:
-            slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=trigger.channel), need_bot=True,
-                          sleep=self.sleep)
-        except ConfigError:
-            return
-        link = f": {self.run_link}" if self.run_link else ""
-        self._out(slack).ephemeral(trigger.channel, trigger.user, CONFIG_NOTICE.format(variable=exc.variable,
-                                                                                      link=link),
-                                   thread_ts=trigger.thread_ts or trigger.ts)
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
         from agent.core.claude import prefetch
@@ -327,11 +313,30 @@ class Front:
             return target.slack.registry
         return Registry(self.env, caller=Caller(answer_channel=None), sleep=self.sleep, server_log=guard.server_err)
 
-    def _build_agent(self, registry: Registry, on_progress: Callable[[Progress], None],
-                     on_event: Callable[[dict[str, Any]], None]) -> Agent:
-        from agent.build import build_agent
 
-        return build_agent(self.env, registry=registry, on_progress=on_progress, on_event=on_event)
+
+def built_agent(env: Mapping[str, str], registry: Registry, on_progress: Callable[[Progress], None],
+                on_event: Callable[[dict[str, Any]], None]) -> Agent:
+    """The agent as the environment configures it, with the front's registry and callbacks."""
+    from agent.build import build_agent
+
+    return build_agent(env, registry=registry, on_progress=on_progress, on_event=on_event)
+
+
+def tell_asker(trigger: Trigger, exc: ConfigError, env: Mapping[str, str], sleep: Callable[[float], None],
+               out: Callable[[Slack], SlackOut], run_link: str | None) -> None:
+    """A configuration mistake once the trigger names a thread and who asked: they are told, ephemerally and with
+    the variable and the run link (nothing else would show in Slack). Not when Slack itself is misconfigured."""
+    if not (trigger.channel and trigger.ts and trigger.user):
+        return
+    try:
+        slack = Slack(env, caller=Caller(user=trigger.user, answer_channel=trigger.channel), need_bot=True,
+                      sleep=sleep)
+    except ConfigError:
+        return
+    link = f": {run_link}" if run_link else ""
+    out(slack).ephemeral(trigger.channel, trigger.user, CONFIG_NOTICE.format(variable=exc.variable, link=link),
+                         thread_ts=trigger.thread_ts or trigger.ts)
 
 
 def trigger_of(o: Options) -> Trigger:

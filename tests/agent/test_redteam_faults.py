@@ -71,7 +71,7 @@ def assert_final(ws: Workspace, ts: str, kind: str) -> None:
     """Exactly one answer (✅) or one notice (❌); no placeholder, no 👀."""
     assert kinds_of(ws, ts) == [kind], [m.text[:80] for m in ours(ws, ts)]
     assert placeholders(ws, ts) == []
-    reactions = ws.reactions("C0ECSUP", ts)
+    reactions = ws.reactions("C0ECSUP", ts, by=BOT)
     assert "eyes" not in reactions
     assert reactions == {("white_check_mark" if kind == "answer" else "x"): [BOT]}
 
@@ -379,7 +379,7 @@ def test_a_deeply_nested_tool_input_from_bedrock_is_an_error_result(
 
     q = question_of(ws)
     bedrock.script(stub_lib.tool_use("faq_search", _deep(levels)), stub_lib.text("回答です。"))
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"}))
     assert main(["answer", "--event", path]) == 0
     assert len(bedrock.requests) == 2
     [result] = [b for b in bedrock.requests[1].body["messages"][-1]["content"] if b["type"] == "tool_result"]

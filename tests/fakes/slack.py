@@ -367,9 +367,23 @@ class Workspace:
         """Top-level messages (and broadcast replies), oldest first."""
         return [m for m in self.messages.get(channel, []) if not m.is_reply or m.reply_broadcast]
 
-    def reactions(self, channel: str, ts: str) -> dict[str, list[str]]:
+    def reacted(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A reaction payload as Zapier or the relay would send it, after its person really reacted: the reaction is
+        on the message (helpbot checks that the named user is among its users). Returns the payload."""
+        found = self.message(str(payload["channel"]), str(payload["ts"]))
+        assert found is not None, "react to a seeded message"
+        users = found.reactions.setdefault(str(payload["reaction"]).strip(":"), [])
+        if payload.get("user") and payload["user"] not in users:
+            users.append(str(payload["user"]))
+        return payload
+
+    def reactions(self, channel: str, ts: str, *, by: str | None = None) -> dict[str, list[str]]:
+        """The message's reactions (``by``: only that user's, e.g. helpbot's own 👀 ✅ ❌)."""
         found = self.message(channel, ts)
-        return dict(found.reactions) if found else {}
+        reactions = dict(found.reactions) if found else {}
+        if by is None:
+            return reactions
+        return {name: [by] for name, users in reactions.items() if by in users}
 
     def permalink(self, channel: str, ts: str) -> str:
         link = f"{self.url}archives/{channel}/p{ts.replace('.', '')}"

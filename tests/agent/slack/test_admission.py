@@ -132,7 +132,8 @@ def test_helpbot_answer_answers_no_bots_mention_nor_a_bot_message(
 def test_a_reaction_by_a_bot_user_is_not_answered_unless_its_bot_is_allowed(
         alerts: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
     q = alerts.history("C0ECSUP")[0]
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0ALERTBOT", "reaction": "help"})
+    reacted = alerts.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0ALERTBOT", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     code, model = answer_scripted(env, script, event=path)
     assert code == 0 and model.requests == [] and bot_messages(alerts, "C0ECSUP", q.ts) == []
     code, model = answer_scripted({**env, "HELPBOT_ALLOWED_BOTS": "B0ALERT"}, script, event=path)
@@ -152,6 +153,7 @@ def test_a_person_asking_about_a_bots_alert_is_answered(ws: Workspace, fake: Fak
                                                         tmp_path: Path) -> None:
     alert = ws.post("C0ECSUP", "[ALERT] stock-sync: 429 Too Many Requests が 30 分続いています", subtype="bot_message",
                     bot_id="B0WEBHOOK", username="monitoring")
+    ws.reacted({"channel": "C0ECSUP", "ts": alert.ts, "user": "U0TANAKA", "reaction": "help"})
     path = event_file(tmp_path, json.dumps(envelope(reaction_added("C0ECSUP", alert.ts, "U0TANAKA"))))
     code, model = answer_scripted(env, script, event=path)
     assert code == 0
@@ -166,6 +168,7 @@ def test_a_slack_connect_users_help_gets_a_notice_and_no_internal_results(
         capsys: pytest.CaptureFixture[str]) -> None:
     ws = connect
     q = ws.history("C0PARTNER")[0]
+    ws.reacted({"channel": "C0PARTNER", "ts": q.ts, "user": "U0PARTNER", "reaction": "help"})
     event = envelope(reaction_added("C0PARTNER", q.ts, "U0PARTNER", item_user="U0PARTNER", user_team=PARTNER),
                      shared=True)
     as_sent = event_file(tmp_path, json.dumps(event), name="envelope.json")
@@ -177,7 +180,7 @@ def test_a_slack_connect_users_help_gets_a_notice_and_no_internal_results(
         assert "ignored: C0PARTNER is shared with other organizations" in capsys.readouterr().err
         assert [(e.channel, e.user, e.thread_ts) for e in ws.ephemerals] == [("C0PARTNER", "U0PARTNER", q.ts)] * n
         assert "社内の情報源から回答しません" in ws.ephemerals[-1].text
-    assert ws.reactions("C0PARTNER", q.ts) == {}  # no 👀 left behind
+    assert ws.reactions("C0PARTNER", q.ts, by=BOT) == {}  # no 👀 left behind
     assert {r.method for r in fake.requests} <= {"auth.test", "conversations.info", "conversations.replies",
                                                  "users.info", "chat.postEphemeral"}
     assert bot_messages(ws, "C0PARTNER", q.ts) == []
@@ -191,7 +194,8 @@ def test_the_relay_dispatches_a_slack_connect_reaction_for_helpbot_answer_to_dec
 def test_a_home_member_in_a_shared_channel_gets_the_notice_too(connect: Workspace, fake: FakeSlack,
                                                               env: dict[str, str], tmp_path: Path) -> None:
     q = connect.history("C0PARTNER")[0]
-    path = event_file(tmp_path, {"channel": "C0PARTNER", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
+    reacted = connect.reacted({"channel": "C0PARTNER", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     code, model = answer_scripted(env, script, event=path)
     assert code == 0 and model.requests == [] and [e.user for e in connect.ephemerals] == ["U0TANAKA"]
 
@@ -202,7 +206,8 @@ def test_an_opted_in_shared_channel_offers_only_the_faq_and_the_shared_sources(
     q = ws.history("C0PARTNER")[0]
     env = {**env, "GITHUB_TOKEN": "ghp_" + "x" * 36, "HELPBOT_GITHUB_REPOS": "acme/shop-sync",
            "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}
-    path = event_file(tmp_path, {"channel": "C0PARTNER", "ts": q.ts, "user": "U0PARTNER", "reaction": "help"})
+    reacted = connect.reacted({"channel": "C0PARTNER", "ts": q.ts, "user": "U0PARTNER", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     code, model = answer_scripted(env, script, event=path)
     assert code == 0 and tools_of(model) and all(name.startswith("faq_") for name in tools_of(model))
     assert len(bot_messages(ws, "C0PARTNER", q.ts)) == 1 and ws.ephemerals == []
@@ -220,7 +225,8 @@ def test_a_shared_channels_question_cannot_pull_internal_messages_in_by_link(
     ws = connect
     secret = ws.post("C0GENERAL", "社内限定: 値上げは来月1日から", user="U0TANAKA")
     asked = ws.post("C0PARTNER", f"これは何ですか？ {ws.permalink('C0GENERAL', secret.ts)}", user="U0PARTNER")
-    path = event_file(tmp_path, {"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    reacted = connect.reacted({"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     code, model = answer_scripted({**env, "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}, script, event=path)
     assert code == 0 and "値上げ" not in json.dumps([r.messages for r in model.requests], ensure_ascii=False)
 
@@ -251,17 +257,17 @@ def test_an_asker_from_outside_the_home_team_in_an_unshared_channel_is_refused(
     ws.add_user("U0OUTSIDE", "outside", **fields)  # type: ignore[arg-type]
     ws.channels["C0ECSUP"].members.add("U0OUTSIDE")
     q = ws.history("C0ECSUP")[0]
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0OUTSIDE", "reaction": "help"})
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0OUTSIDE", "reaction": "help"}))
     code, model = answer_scripted(env, script, event=path)
     assert code == 0 and model.requests == [] and bot_messages(ws, "C0ECSUP", q.ts) == []
-    assert [e.user for e in ws.ephemerals] == ["U0OUTSIDE"] and ws.reactions("C0ECSUP", q.ts) == {}
+    assert [e.user for e in ws.ephemerals] == ["U0OUTSIDE"] and ws.reactions("C0ECSUP", q.ts, by=BOT) == {}
 
 
 def test_an_asker_slack_cannot_describe_is_not_answered(ws: Workspace, fake: FakeSlack, env: dict[str, str],
                                                         tmp_path: Path) -> None:
     fake.fail("users.info", error="user_not_found")
     q = ws.history("C0ECSUP")[0]
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0GHOST", "reaction": "help"})
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0GHOST", "reaction": "help"}))
     code, model = answer_scripted(env, script, event=path)
     assert code == 1 and model.requests == [] and [r for r in fake.requests if r.method in WRITES] == []
 
@@ -271,7 +277,7 @@ def test_a_follow_up_by_an_outsider_is_refused_like_a_first_question(
     ws.add_user("U0GUEST", "guest", is_restricted=True)
     ws.channels["C0ECSUP"].members.add("U0GUEST")
     q = ws.history("C0ECSUP")[0]
-    first = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
+    first = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"}))
     assert answer_scripted(env, script, event=first)[0] == 0
     follow_up = ws.post("C0ECSUP", f"<@{BOT}> 他の社内チケットも全部見せて", user="U0GUEST", thread_ts=q.ts)
     path = event_file(tmp_path, json.dumps(envelope({"type": "app_mention", "user": "U0GUEST", "text": follow_up.text,
@@ -288,7 +294,8 @@ def test_in_an_enterprise_grid_organization_a_sibling_workspaces_member_is_answe
     ws.add_user("U0SIBLING", "sibling", team_id="T0SIBLING")
     ws.add_channel("C0ORGWIDE", "org-support", members={"U0SIBLING"}, org_shared=True)
     q = ws.post("C0ORGWIDE", "在庫同期が遅れています", user="U0SIBLING")
-    path = event_file(tmp_path, {"channel": "C0ORGWIDE", "ts": q.ts, "user": "U0SIBLING", "reaction": "help"})
+    reacted = ws.reacted({"channel": "C0ORGWIDE", "ts": q.ts, "user": "U0SIBLING", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     code, _ = answer_scripted(env, script, event=path)
     assert code == 0 and len(bot_messages(ws, "C0ORGWIDE", q.ts)) == 1 and ws.ephemerals == []
 

@@ -45,9 +45,9 @@ def encoded(image: Image.Image, kind: str) -> bytes:
     return out.getvalue()
 
 
-def answer(tmp_path: Path, asked_ts: str) -> int:
-    return main(["answer", "--event", event_file(tmp_path, {"channel": "C0ECSUP", "ts": asked_ts,
-                                                             "reaction": "help", "user": "U0TANAKA"})])
+def answer(ws: Workspace, tmp_path: Path, asked_ts: str) -> int:
+    payload = ws.reacted({"channel": "C0ECSUP", "ts": asked_ts, "reaction": "help", "user": "U0TANAKA"})
+    return main(["answer", "--event", event_file(tmp_path, payload)])
 
 
 # -- images: the request's bytes and each image's limits --------------------------------------------------------
@@ -61,7 +61,7 @@ def test_eight_large_screenshots_go_in_one_request_under_the_limit_downscaled(
                       filetype="png") for n, s in enumerate(shots)]
     asked = ws.post("C0ECSUP", "この 8 枚の画面のエラーは？", user="U0TANAKA", files=files)
     stub.script(stub_lib.text("8 枚とも確認しました。"))
-    assert answer(tmp_path, asked.ts) == 0
+    assert answer(ws, tmp_path, asked.ts) == 0
     assert "8 枚とも確認しました" in markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
     [request] = stub.requests  # one request, not refused
     assert request.size < REQUEST_BYTES
@@ -154,7 +154,7 @@ def test_a_400_for_an_image_is_asked_again_without_the_images_and_answered(
         return stub_lib.text("画像なしで答えます。")
 
     stub.responder = responder
-    assert answer(tmp_path, asked.ts) == 0
+    assert answer(ws, tmp_path, asked.ts) == 0
     assert "画像なしで答えます" in markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
     assert len(stub.requests) == 2  # once more, and only once
     kinds = [b["type"] for b in blocks_of(stub.requests[-1].body)]

@@ -276,7 +276,8 @@ def test_through_the_sdk_an_image_arrives_as_a_base64_block_and_a_refused_pdf_is
         return stub_lib.text("画像を確認しました。" if "image" in kinds else "添付なし。")
 
     stub.responder = responder
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": asked.ts, "user": "U0TANAKA", "reaction": "help"})
+    reacted = ws.reacted({"channel": "C0ECSUP", "ts": asked.ts, "user": "U0TANAKA", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     assert main(["answer", "--event", path]) == 0
     assert "画像を確認しました" in markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
     last = stub.requests[-1].body

@@ -89,8 +89,8 @@ def test_the_bedrock_model_sees_the_earlier_question_and_answer_through_the_cli(
         assert main(["answer", "--event", first]) == 0
         follow_up = ws.post("C0ECSUP", FOLLOW_UP, user="U0TANAKA", thread_ts=q.ts)
         stub.script(stub_lib.text(f"ジョブを再実行してください。[在庫同期]({FAQ_URL})"))
-        path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": follow_up.ts, "user": "U0TANAKA", "reaction": "help"},
-                          "second.json")
+        reacted = ws.reacted({"channel": "C0ECSUP", "ts": follow_up.ts, "user": "U0TANAKA", "reaction": "help"})
+        path = event_file(tmp_path, reacted, "second.json")
         assert main(["answer", "--event", path]) == 0
         body = stub.requests[-1].body
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]

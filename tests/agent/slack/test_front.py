@@ -136,7 +136,7 @@ def test_repository_dispatch_event_produces_exactly_one_threaded_answer_with_sou
         capsys: pytest.CaptureFixture[str]) -> None:
     stub.responder = answering_with_the_first_faq_hit
     q = question_of(ws)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"}))
 
     assert main(["answer", "--event", path]) == 0
 
@@ -156,7 +156,7 @@ def test_repository_dispatch_event_produces_exactly_one_threaded_answer_with_sou
     # 👀 while working, then ✅ instead
     assert [(r.method, r.params["name"]) for r in fake.calls() if r.method.startswith("reactions.")] == [
         ("reactions.add", "eyes"), ("reactions.remove", "eyes"), ("reactions.add", "white_check_mark")]
-    assert ws.reactions("C0ECSUP", q.ts) == {"white_check_mark": [BOT]}
+    assert ws.reactions("C0ECSUP", q.ts, by=BOT) == {"white_check_mark": [BOT]}
     assert "answered: https://helpbot-test.slack.com/archives/C0ECSUP/p" in capsys.readouterr().err
     # the model got the message itself and the thread around it
     first = stub.requests[0].body["messages"][0]["content"][0]["text"]
@@ -167,7 +167,7 @@ def test_a_second_run_for_the_same_message_posts_nothing(stub: BedrockStub, ws: 
                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stub.responder = answering_with_the_first_faq_hit
     q = question_of(ws)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"}))
     assert main(["answer", "--event", path]) == 0
     before, model_calls = len(writes(fake)), len(stub.requests)
     capsys.readouterr()
@@ -205,7 +205,7 @@ def test_the_installed_helpbot_command_answers_against_the_fakes(ws: Workspace, 
     assert done.returncode == 0, done.stderr
     answers = bot_messages(ws, "C0ECSUP", q.ts)
     assert len(answers) == 1 and FAQ_URL in markdown_of(answers[0])
-    assert ws.reactions("C0ECSUP", q.ts) == {"white_check_mark": [BOT]}
+    assert ws.reactions("C0ECSUP", q.ts, by=BOT) == {"white_check_mark": [BOT]}
 
 
 # -- malformed triggers and deliberate ignores: nothing posted ----------------------------------------------------
@@ -260,7 +260,8 @@ def test_another_reaction_is_ignored_without_any_slack_call(stub: BedrockStub, w
 def test_a_message_helpbot_wrote_is_ignored(stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     own = ws.post("C0ECSUP", "前の回答です", user=BOT, bot_id=ws.bot_id, app_id=ws.app_id)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": own.ts, "user": "U0TANAKA", "reaction": "help"})
+    reacted = ws.reacted({"channel": "C0ECSUP", "ts": own.ts, "user": "U0TANAKA", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     assert main(["answer", "--event", path]) == 0
     assert "written by helpbot itself" in one_line(capsys.readouterr().err)
     assert writes(fake) == [] and stub.requests == []
@@ -320,7 +321,7 @@ def test_a_model_that_rejects_the_request_leaves_a_failure_notice(
     monkeypatch.setenv("GITHUB_RUN_ID", "4242")
     stub.script(stub_lib.error(400, "ValidationException", "messages: tool_use ids were found without results"))
     q = question_of(ws)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"}))
 
     assert main(["answer", "--event", path]) == 1
 
@@ -330,7 +331,7 @@ def test_a_model_that_rejects_the_request_leaves_a_failure_notice(
     assert notice.metadata is not None and notice.metadata["event_type"] == EVENT_TYPES["failure"]
     assert "回答を作成できませんでした" in notice.text and "HTTP 400" in notice.text
     assert "https://github.com/acme/helpbot/actions/runs/4242" in notice.text
-    assert ws.reactions("C0ECSUP", q.ts) == {"x": [BOT]}
+    assert ws.reactions("C0ECSUP", q.ts, by=BOT) == {"x": [BOT]}
     err = capsys.readouterr().err
     assert "helpbot answer: failed: AI モデルがリクエストを受け付けませんでした" in err and "Traceback" not in err
 
@@ -366,7 +367,7 @@ def test_a_crash_inside_the_run_leaves_a_failure_notice(ws: Workspace, fake: Fak
     assert code == 1
     [notice] = bot_messages(ws, "C0ECSUP", q.ts)
     assert "RuntimeError: the model client blew up" in notice.text
-    assert ws.reactions("C0ECSUP", q.ts) == {"x": [BOT]}
+    assert ws.reactions("C0ECSUP", q.ts, by=BOT) == {"x": [BOT]}
     assert "helpbot answer: failed: RuntimeError" in capsys.readouterr().err
 
 
@@ -829,7 +830,7 @@ def test_a_failure_after_the_first_part_never_overwrites_the_answer(ws: Workspac
     assert markdown_of(first).startswith("段落0：")  # the delivered part is still the answer
     assert notice.metadata is not None and notice.metadata["event_type"] == EVENT_TYPES["failure"]
     assert "channel_not_found" in notice.text
-    assert ws.reactions("C0ECSUP", q.ts) == {"x": [BOT]}
+    assert ws.reactions("C0ECSUP", q.ts, by=BOT) == {"x": [BOT]}
 
 
 def test_a_slack_error_notice_is_one_line_without_the_api_url(ws: Workspace, fake: FakeSlack,

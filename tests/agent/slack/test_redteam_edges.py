@@ -37,8 +37,6 @@ def test_the_never_sent_secrets_never_reach_an_in_house_server(tmp_path: Path, s
 
 
 # -- admission: a dispatched payload's user ---------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="red team (known, documented): a dispatched reaction's user is taken on trust; "
-                                       "nobody reacted, the named member is answered")
 def test_a_dispatched_reaction_is_answered_only_when_its_user_reacted(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
     """Whoever holds the dispatch token (or writes a zap) names any member as the reactor. The message helpbot
@@ -50,6 +48,11 @@ def test_a_dispatched_reaction_is_answered_only_when_its_user_reacted(
     path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
     code, model = answer_scripted(env, lambda request: "回答です。", event=path)
     assert code == 0 and model.requests == [] and bot_messages(ws, "C0ECSUP", q.ts) == []
+    ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})  # someone else did
+    assert answer_scripted(env, lambda request: "回答です。", event=path)[1].requests == []
+    ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help::skin-tone-2"})
+    assert answer_scripted(env, lambda request: "回答です。", event=path)[0] == 0
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1  # the named user's own reaction, any skin tone
 
 
 # -- names in FAQ drafts: the answer's text ---------------------------------------------------------------------------
@@ -96,7 +99,8 @@ def test_a_shared_channel_reads_only_files_shared_in_it(connect: Workspace, fake
     ws = connect
     internal = add_file(ws, "pricing.log", b"INTERNAL-PRICE-2025\n", channel="C0GENERAL", user="U0TANAKA")
     asked = ws.post("C0PARTNER", "このログの意味は？", user="U0PARTNER", files=[internal])
-    path = event_file(tmp_path, {"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    reacted = ws.reacted({"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     code, model = answer_scripted({**env, "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}, lambda r: "確認しました。",
                                   event=path)
     assert code == 0 and model.requests
@@ -104,8 +108,8 @@ def test_a_shared_channel_reads_only_files_shared_in_it(connect: Workspace, fake
     assert fake.calls("files.download") == []
     own = add_file(ws, "partner.log", b"PARTNER-LINE-3\n", channel="C0PARTNER", user="U0PARTNER")
     asked = ws.post("C0PARTNER", "こちらのログは？", user="U0PARTNER", files=[own])
-    path = event_file(tmp_path, {"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"},
-                      name="own.json")
+    reacted = ws.reacted({"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    path = event_file(tmp_path, reacted, name="own.json")
     code, model = answer_scripted({**env, "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}, lambda r: "確認しました。",
                                   event=path)
     assert code == 0 and "PARTNER-LINE-3" in json.dumps(model.requests[0].messages, ensure_ascii=False)

@@ -77,7 +77,7 @@ def the_answer(ws: Workspace, q_ts: str) -> Any:
     [message] = bot_messages(ws, "C0ECSUP", q_ts)
     assert message.metadata is not None and message.metadata["event_type"] == EVENT_TYPES["answer"]
     assert not message.streaming and PLACEHOLDER not in message.text
-    assert ws.reactions("C0ECSUP", q_ts) == {"white_check_mark": [BOT]}
+    assert ws.reactions("C0ECSUP", q_ts, by=BOT) == {"white_check_mark": [BOT]}
     return message
 
 
@@ -225,7 +225,8 @@ def test_through_the_cli_and_the_bedrock_stub_the_answer_streams_as_bedrock_send
     stub.responder = answering_with_the_first_faq_hit
     stub.delta_chars = 5
     q = question_of(streaming)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})
+    reacted = streaming.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     assert main(["answer", "--event", path]) == 0
     message = the_answer(streaming, q.ts)
     assert {r.path.rsplit("/", 1)[-1] for r in stub.requests} == {"invoke-with-response-stream"}
