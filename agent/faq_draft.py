@@ -256,6 +256,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
     out = out or sys.stdout
     if args.min_up < 1:
         raise UsageError(f"helpbot faq-draft: --min-up must be at least 1, got {args.min_up}")
+    if args.pr and guard.records_public(env):  # anyone reads it, before anyone reviewed it: as the artifact
+        guard.err("helpbot faq-draft: no pull request: in a public repository the drafts (Slack questions and "
+                  "answers) are not published unless HELPBOT_PUBLIC_RECORDS=true")
+        return 0
     if args.out is not None and (problem := guard.unwritable(args.out, folder=True)):
         raise UsageError(f"helpbot faq-draft: --out: cannot write into {str(args.out)!r}: {problem}")
     config = slack_platform.load_config(env)

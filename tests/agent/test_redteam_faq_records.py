@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.agent.test_faq_draft import REPO, draft, env, fake, github  # noqa: F401  (the scenario's fixtures)
 from tests.fakes.github import FakeGitHub
 
 
-@pytest.mark.xfail(strict=True, reason="red team: faq-draft --pr ignores records_public; in a public repository the "
-                                       "pull request publishes Slack questions, helpbot's answers and their internal "
-                                       "sources (the artifact is withheld there, the pull request is not)")
 def test_a_public_repository_gets_no_pull_request_of_unreviewed_drafts(
         env: dict[str, str], github: FakeGitHub) -> None:  # noqa: F811
     """faq-draft.yml keeps no artifact in a public repository ("anyone could download them") unless
