@@ -105,15 +105,29 @@ def _long_enough(name: str) -> bool:
     return len(name) >= (3 if name.isascii() else 2)
 
 
-def _without_names(text: str, names: Iterable[str]) -> str:
+def _without_names(text: str, names: Iterable[str], gap: str = " ") -> str:
     """Every known name, with its honorific, out of ``text`` (longest first; an ASCII name only as a whole word)."""
     for name in sorted(set(names), key=len, reverse=True):
         body = re.escape(name)
         if name.isascii():
             body = rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])"
         honorific = "|".join(re.escape(h) for h in _HONORIFICS)
-        text = re.sub(rf"[@＠]?{body}(?:\s?(?:{honorific}))?", " ", text, flags=re.IGNORECASE)
+        text = re.sub(rf"[@＠]?{body}(?:\s?(?:{honorific}))?", gap, text, flags=re.IGNORECASE)
     return text
+
+
+_URL_OR_TARGET = re.compile(r"https?://[^\s<>()]+|\]\([^)\s]*\)")
+
+
+def answer_without_names(markdown: str, names: Iterable[str]) -> str:
+    """The answer's markdown without the participants' names (as :func:`_without_names`), its URLs and link
+    targets left whole (an ASCII name may be part of one)."""
+    names = list(names)
+    kept, at = [], 0
+    for match in _URL_OR_TARGET.finditer(markdown):
+        kept += [_without_names(markdown[at:match.start()], names, ""), match.group(0)]
+        at = match.end()
+    return "".join([*kept, _without_names(markdown[at:], names, "")])
 
 
 def clean_question(text: str, names: Iterable[str] = ()) -> str:
@@ -152,6 +166,7 @@ class Drafter:
         self.drafts: list[Draft] = []
         self._public: dict[str, bool] = {}
         self._people: dict[str, set[str]] = {}
+        self._known: set[str] = set()  # the names of the participants of the thread at hand
 
     def _channel_public(self, channel: str) -> bool:
         if channel not in self._public:
@@ -174,8 +189,10 @@ class Drafter:
             return ""
         text = str(message.get("text") or "")
         root = messages[0] if messages and messages[0].get("ts") == (answer.thread_ts or asked) else message
-        people = {message.get("user"), *(root.get("reply_users") or []), root.get("user"), *_USER_ID.findall(text)}
-        return clean_question(text, {n for uid in people if isinstance(uid, str) and uid for n in self._names(uid)})
+        people = {message.get("user"), *(root.get("reply_users") or []), root.get("user"), *_USER_ID.findall(text),
+                  *answer.reactors}  # who asked, replied, was mentioned, or rated the answer
+        self._known = {n for uid in people if isinstance(uid, str) and uid for n in self._names(uid)}
+        return clean_question(text, self._known)
 
     def _names(self, user_id: str) -> set[str]:
         """The names the workspace knows for a participant (users.info, users:read), cached; none if unknown."""
@@ -191,7 +208,8 @@ class Drafter:
         if not self.private_ok and not self._channel_public(answer.channel):
             self.skipped["private channel"] += 1
             return
-        question = self._question(answer)
+        self._known = set()
+        question = self._question(answer)  # and the participants' names (self._known)
         read = read_answer("\n\n".join(message_markdown(m) for m in parts))
         if not question or not read.text.strip():
             self.skipped["no question or answer text"] += 1
@@ -207,7 +225,8 @@ class Drafter:
         marker = read_marker(parts[0]) if parts else None
         tags = list(marker.stats.tags) if marker else []
         key = hashlib.sha256(f"{answer.channel}/{answer.ts}".encode()).hexdigest()[:8]
-        draft = Draft(id=f"draft-{self.now:%Y%m%d}-{key}", question=question, answer=read.text,
+        draft = Draft(id=f"draft-{self.now:%Y%m%d}-{key}", question=question,
+                      answer=answer_without_names(read.text, self._known),
                       sources=[s for s in read.sources if s.get("url")], tags=tags, permalink=answer.permalink,
                       positive=answer.positive, negative=answer.negative)
         if not _valid(draft):

@@ -72,8 +72,6 @@ def named_answer() -> Iterator[FakeSlack]:
         yield running
 
 
-@pytest.mark.xfail(strict=True, reason="red team: only the draft's question loses the participants' names; the "
-                                       "draft's answer (the FAQ file and the pull request) keeps them")
 def test_a_drafts_answer_keeps_no_participants_name(named_answer: FakeSlack) -> None:
     """The README: "FAQ drafts drop the names the workspace knows ... for the asker and the thread's repliers".
     helpbot's answer addresses the asker and names who did what in the thread: the draft printed them."""
