@@ -1,7 +1,7 @@
 """The surfaces of the configuration declaration (``mcp_lib.config.VARIABLES``), generated between markers.
 
-``mcp-lib config --write`` rewrites the marked blocks: the README's table of every variable, the table of
-secrets and variables in docs/slack-setup.md, and the ``env:`` of the step that runs helpbot in each workflow
+``mcp-lib config --write`` rewrites the marked blocks: the table of every variable in docs/configuration.md, the
+table of secrets and variables in docs/slack-setup.md, and the ``env:`` of the step that runs helpbot in each workflow
 (``mcp_lib.config.WORKFLOWS``); and the scope table of docs/slack-setup.md, from docs/slack-app-manifest.yml
 (each scope's line comment says why) and the method -> scope map of ``mcp_lib.slack_scopes``. ``--check``
 fails when a block is stale, so a variable or scope added reaches the workflows and the docs, or CI says so.
@@ -88,7 +88,7 @@ def scope_table(manifest: str) -> list[str]:
 
 # (path, block): a file may hold several blocks, each between its own markers
 SURFACES: tuple[tuple[str, str], ...] = (
-    ("README.md", "readme"), ("docs/slack-setup.md", "setup"), ("docs/slack-setup.md", "scopes"),
+    ("docs/configuration.md", "readme"), ("docs/slack-setup.md", "setup"), ("docs/slack-setup.md", "scopes"),
     *((f".github/workflows/{w}.yml", w) for w in WORKFLOWS))
 _MARKERS = {"scopes": ("scopes:begin", "scopes:end")}
 

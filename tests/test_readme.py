@@ -1,8 +1,8 @@
-"""The README's command list and module map are checked against the code, so they cannot drift.
+"""The docs' command list and module map are checked against the code, so they cannot drift.
 
-The map is the first fenced block that starts with ``agent/``: every module of ``agent/`` and ``mcp_lib/`` is
-named in it, and every ``*.py`` it names exists. The command list is the fenced block under ``## `helpbot```:
-exactly the subcommands registered in ``agent.cli``.
+The map is the first fenced block of docs/architecture.md that starts with ``agent/``: every module of ``agent/``
+and ``mcp_lib/`` is named in it, and every ``*.py`` it names exists. The command list is the fenced block under
+``## `helpbot``` in docs/commands.md: exactly the subcommands registered in ``agent.cli``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+COMMANDS = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
 
 
 def fenced_blocks(text: str) -> list[str]:
@@ -19,8 +20,8 @@ def fenced_blocks(text: str) -> list[str]:
 
 
 def module_map() -> str:
-    blocks = [b for b in fenced_blocks(README) if b.startswith("agent/")]
-    assert blocks, "README.md has no module map (a fenced block starting with agent/)"
+    blocks = [b for b in fenced_blocks(ARCHITECTURE) if b.startswith("agent/")]
+    assert blocks, "docs/architecture.md has no module map (a fenced block starting with agent/)"
     return blocks[0]
 
 
@@ -54,13 +55,13 @@ def test_every_module_is_on_the_map_and_every_mapped_file_exists() -> None:
     mapped = mapped_files(module_map())
     modules = {str(p.relative_to(ROOT)) for pkg in ("agent", "mcp_lib") for p in (ROOT / pkg).rglob("*.py")
                if p.name != "__init__.py" and "__pycache__" not in p.parts}
-    assert sorted(modules - mapped) == [], "modules missing from the README's module map"
-    assert sorted(mapped - modules) == [], "the README's module map names files that do not exist"
+    assert sorted(modules - mapped) == [], "modules missing from the module map (docs/architecture.md)"
+    assert sorted(mapped - modules) == [], "the module map (docs/architecture.md) names files that do not exist"
 
 
 def test_the_command_list_is_the_command_table() -> None:
     from agent.cli import SUBCOMMANDS
 
-    section = README.split("## `helpbot`", 1)[1]
+    section = COMMANDS.split("## `helpbot`", 1)[1]
     listed = re.findall(r"^uv run helpbot ([a-z][a-z-]*)", fenced_blocks(section)[0], flags=re.M)
     assert len(listed) == len(set(listed)) and sorted(listed) == sorted(SUBCOMMANDS)

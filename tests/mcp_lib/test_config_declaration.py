@@ -178,10 +178,10 @@ def test_a_scope_added_to_the_manifest_fails_the_check_until_the_table_is_writte
 
 def test_a_surface_without_its_markers_is_reported(tmp_path: Path) -> None:
     root = _copy_surfaces(tmp_path)
-    readme = root / "README.md"
+    readme = root / "docs" / "configuration.md"
     readme.write_text(readme.read_text(encoding="utf-8").replace("config:end", "gone"), encoding="utf-8")
     [problem] = configdocs.stale(root)
-    assert problem.startswith("README.md: expected one block")
+    assert problem.startswith("docs/configuration.md: expected one block")
 
 
 def test_the_tables_name_every_variable_and_the_setup_table_what_teams_set() -> None:
