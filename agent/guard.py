@@ -26,7 +26,7 @@ narrows it for the run (registered names, consulted hosts, private or not).
 Guarding is idempotent; a text meets it before its door only where the door cannot see it whole: before a cut
 (no secret straddles it) and before JSON escaping (which would hide a credential holding ``"`` from the mask).
 It cannot recognise a secret no pattern knows and helpbot does not hold, nor private text written in a public
-channel; the README's security section lists what is masked where.
+channel; docs/security.md lists what is masked where.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ PRIVATE_RUN = "private run: details withheld"
 
 # A private run's trace: the events that stay and the fields they keep besides ``t`` and ``event`` -- how the run
 # ended, nothing the model chose (how many events there are, and their order, would be a channel too). The
-# run's duration (``t`` of the last event, the Actions job's own times) is the one channel left: see the README.
+# run's duration (``t`` of the last event, the Actions job's own times) is the one channel left: see docs/security.md.
 _PRIVATE_EVENTS: Mapping[str, frozenset[str]] = {
     "front.done": frozenset({"degraded"}), "front.failure": frozenset(), "front.interrupted": frozenset(),
 }

@@ -3,7 +3,7 @@
     mcp-lib all-commands
     mcp-lib faq:search "在庫 同期 遅い" limit=3
     mcp-lib docs --write | --check [--dir DIR]
-    mcp-lib config --write | --check      (README/docs tables and workflow env from mcp_lib/config.py)
+    mcp-lib config --write | --check      (docs tables and workflow env from mcp_lib/config.py)
     mcp-lib schemas [--only faq,redmine]
     mcp-lib serve [--only ...]
 

@@ -110,8 +110,8 @@ def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
 
 
 # -- the declaration -------------------------------------------------------------------------------------------
-# Every environment variable helpbot reads, once. The README's table, docs/slack-setup.md's table and the env
-# blocks of the workflows are generated from it (`mcp-lib config --write`; `--check` in CI), and a test fails
+# Every environment variable helpbot reads, once. The tables of docs/configuration.md and docs/slack-setup.md and
+# the env blocks of the workflows are generated from it (`mcp-lib config --write`; `--check` in CI), and a test fails
 # on a variable read in agent/ or mcp_lib/ that is not declared here.
 
 Workflow = Literal["help", "feedback", "faq-draft", "doctor"]

@@ -107,7 +107,7 @@ def test_what_a_private_run_leaves_public_does_not_depend_on_the_model(env: dict
                                                                         capsys: pytest.CaptureFixture[str]
                                                                         ) -> None:
     """The covert channels: whatever the model chooses, the log, the summary, the trace and the public feedback
-    post of a private run read the same (the run's duration, the one channel left, is the README's)."""
+    post of a private run read the same (the run's duration, the one channel left, is docs/security.md's)."""
     ws.post("C0SECRET", "金庫の暗証番号は 4711 です", user="U0TANAKA")
     baseline = in_private(env, ws, fake, tmp_path / "plain", capsys, lambda read: "確認しました。",
                           with_feedback=True)

@@ -61,8 +61,10 @@ PLATFORM = Platform(
     make_client=make_client,
     variables=("GITHUB_TOKEN", "HELPBOT_GITHUB_REPOS"),
     check=check,
-    setup=("`GITHUB_TOKEN`（対象リポジトリを読めるトークン）と `HELPBOT_GITHUB_REPOS`（owner/name のカンマ区切り）"
-           "の両方があると有効。`GITHUB_API_URL`（GitHub Enterprise 用、既定 https://api.github.com）、"
+    setup=("`GITHUB_TOKEN`（対象リポジトリを読めるトークン。Actions では secret `HELPBOT_GITHUB_TOKEN` に置き、"
+           "help.yml が `GITHUB_TOKEN` として渡す：GitHub は GITHUB で始まる secret 名を禁じる）と "
+           "`HELPBOT_GITHUB_REPOS`（owner/name のカンマ区切り）の両方があると有効。"
+           "`GITHUB_API_URL`（GitHub Enterprise 用、既定 https://api.github.com）、"
            "`HELPBOT_HTTP_TIMEOUT_S`（既定 20）、`HELPBOT_GITHUB_MAX_BODY_CHARS`（既定 6000）、"
            "`HELPBOT_GITHUB_MAX_COMMENTS`（既定 10）、"
            "`HELPBOT_GITHUB_MAX_FILES`（既定 20、HELPBOT_TOOL_MAX_ITEMS を超えない）、"
