@@ -64,7 +64,8 @@ def answer(answering: tuple[BedrockStub, dict[str, str]], argument: str, ws: Wor
         f"[[mcp_servers]]\nname = \"stdout\"\ncommand = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(SERVER))}, \"{mode}\"]\ntools = [\"lookup\"]\n", encoding="utf-8")
     asked = ws.post(channel, "在庫同期の確認手順は？", user="U0TANAKA")
-    path = event_file(tmp_path, {"channel": channel, "ts": asked.ts, "user": "U0TANAKA", "reaction": "help"})
+    reacted = ws.reacted({"channel": channel, "ts": asked.ts, "user": "U0TANAKA", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
     helpbot = Path(sys.executable).with_name("helpbot")
     done = subprocess.run([str(helpbot), "answer", "--event", path], cwd=REPO, env={**process_env, **env},
                           capture_output=True, text=True, timeout=120)

@@ -193,7 +193,8 @@ def test_the_installed_helpbot_command_answers_against_the_fakes(ws: Workspace, 
                                                                  env: dict[str, str], tmp_path: Path) -> None:
     """The console script in a separate process, configured only by environment variables."""
     q = question_of(ws)
-    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": ":help:"})
+    reacted = ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": ":help:"})
+    path = event_file(tmp_path, reacted)
     with BedrockStub() as stub:
         stub.responder = answering_with_the_first_faq_hit
         process_env = {k: v for k, v in os.environ.items() if not k.startswith(PREFIXES)}
