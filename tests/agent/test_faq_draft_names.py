@@ -12,7 +12,7 @@ from slack_sdk import WebClient
 
 from agent.faq_draft import clean_question, names_of, run
 from tests.agent.test_faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
-from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, named_workspace
 
 KNOWN = names_of({"name": "tanaka", "real_name": "田中 太郎", "profile": {"display_name": "たなか",
                                                                         "real_name": "田中 太郎"}}) | \
@@ -41,11 +41,7 @@ def test_known_names_leave_the_question_with_their_honorifics(text: str, expecte
 
 @pytest.fixture
 def fake() -> Iterator[FakeSlack]:
-    ws = Workspace()
-    ws.add_user(TANAKA, "tanaka", real_name="田中 太郎", display_name="たなか")
-    ws.add_user(SUZUKI, "suzuki", real_name="鈴木 花子", display_name="はなこ")
-    ws.add_user(SATO, "sato", real_name="佐藤 次郎")
-    ws.add_channel("C0ECSUP", "ec-support", members={TANAKA, SUZUKI, SATO})
+    ws = named_workspace(TANAKA, SUZUKI, SATO)
     with FakeSlack(ws) as running:
         bot = WebClient(token=BOT_TOKEN, base_url=running.url)
         q = ws.post("C0ECSUP", "鈴木さんと田中部長に聞いた件、ギフト包装の指定はどこでできますか？（たなか経由）",

@@ -497,6 +497,17 @@ def markdown_to_rich_text(markdown: str) -> dict[str, Any]:
     return {"type": "rich_text", "block_id": f"rt{zlib.crc32(markdown.encode()):08x}", "elements": elements}
 
 
+def named_workspace(tanaka: str = "U0TANAKA", suzuki: str = "U0SUZUKI", sato: str = "U0SATO") -> Workspace:
+    """Three people whose names Slack knows (real and display names, as users.info gives them) in #ec-support:
+    for what must drop the names of a thread's participants (FAQ drafts)."""
+    ws = Workspace()
+    ws.add_user(tanaka, "tanaka", real_name="田中 太郎", display_name="たなか")
+    ws.add_user(suzuki, "suzuki", real_name="鈴木 花子", display_name="はなこ")
+    ws.add_user(sato, "sato", real_name="佐藤 次郎")
+    ws.add_channel("C0ECSUP", "ec-support", members={tanaka, suzuki, sato})
+    return ws
+
+
 def sample_workspace() -> Workspace:
     """A small, realistic workspace for demos and end-to-end tests: public, private, DM and group DM."""
     ws = Workspace()

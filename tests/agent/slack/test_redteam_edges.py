@@ -17,7 +17,7 @@ from mcp_lib.external import server_entries
 from tests.agent.slack.test_admission import connect  # noqa: F401  (the Slack Connect channel's fixture)
 from tests.agent.slack.test_front import answer_scripted, bot_messages, event_file
 from tests.agent.test_faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
-from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace, named_workspace
 from tests.fakes.slack_files import add_file
 
 
@@ -58,11 +58,7 @@ def test_a_dispatched_reaction_is_answered_only_when_its_user_reacted(
 # -- names in FAQ drafts: the answer's text ---------------------------------------------------------------------------
 @pytest.fixture
 def named_answer() -> Iterator[FakeSlack]:
-    ws = Workspace()
-    ws.add_user(TANAKA, "tanaka", real_name="田中 太郎", display_name="たなか")
-    ws.add_user(SUZUKI, "suzuki", real_name="鈴木 花子", display_name="はなこ")
-    ws.add_user(SATO, "sato", real_name="佐藤 次郎")
-    ws.add_channel("C0ECSUP", "ec-support", members={TANAKA, SUZUKI, SATO})
+    ws = named_workspace(TANAKA, SUZUKI, SATO)
     with FakeSlack(ws) as running:
         bot = WebClient(token=BOT_TOKEN, base_url=running.url)
         q = ws.post("C0ECSUP", "ギフト包装の指定はどこでできますか？", user=SATO, ts=at(15)).ts
