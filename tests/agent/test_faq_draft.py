@@ -23,7 +23,7 @@ from agent.errors import ConfigError, UsageError
 from agent.faq_draft import clean_question, run
 from agent.slack.blocks import answer_payloads, placeholder_payload
 from mcp_lib.platforms.faq import FaqIndex, parse_entry
-from tests.agent.slack.answers import make_answer
+from tests.fakes.answers import make_answer
 from tests.fakes.github import FakeGitHub, serve
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 

@@ -161,7 +161,7 @@ def test_a_reactions_name_in_the_trace_is_kept_and_a_tools_name_still_checked(
         fake: FakeSlack, ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """helpbot's own reactions (👀, ✅) read as themselves in a public trace; ``name`` stays a tool-name field in
     every event, so a reaction field cannot carry a model-chosen name past the check."""
-    from tests.agent.outward import outward_env, run
+    from tests.fakes.outward import outward_env, run
 
     out = run(outward_env(fake), ws, fake, tmp_path, capsys, lambda request: "確認しました。")
     reactions = [e for e in out.events() if e["event"] == "front.reaction"]

@@ -19,7 +19,7 @@ import pytest
 
 from agent.core.model import Request
 from agent.core.scripted import calls
-from tests.agent.outward import Out, outward_env, run
+from tests.fakes.outward import Out, outward_env, run
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 
 PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # in the sample workspace's private #secret-ops

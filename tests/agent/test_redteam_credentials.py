@@ -17,7 +17,7 @@ import pytest
 
 from agent.core.model import Request
 from agent.core.scripted import calls
-from tests.agent.outward import outward_env, run
+from tests.fakes.outward import outward_env, run
 from tests.fakes.slack import FakeSlack, Workspace
 
 HELD = "q7Zr2mKx9w"  # an in-house server's token: no pattern knows it, only its value does

@@ -25,7 +25,7 @@ from agent.core.model import ModelResponse, Request, Usage
 from agent.core.scripted import calls
 from agent.guard import Guard
 from mcp_lib.redact import Masker
-from tests.agent.outward import Out, outward_env, run
+from tests.fakes.outward import Out, outward_env, run
 from tests.fakes.slack import FakeSlack, Workspace
 
 PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # the sample workspace's private #secret-ops

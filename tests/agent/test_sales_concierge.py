@@ -34,7 +34,7 @@ from agent.core.tools import ToolExecutor
 from examples.sales_db import store
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
-from tests.agent.core.loop_fakes import check_transcript
+from tests.fakes.loop import check_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "examples" / "sales_db" / "server.py"

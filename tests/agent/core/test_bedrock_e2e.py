@@ -24,9 +24,9 @@ from agent.core.tools import RegistryTools
 from mcp_lib import Registry
 from mcp_lib.config import ConfigError
 from mcp_lib.http import NameResolution
-from tests.agent.core.loop_fakes import FakeClock, check_transcript
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
+from tests.fakes.loop import FakeClock, check_transcript
 
 MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
 SYSTEM = [{"type": "text", "text": "You are a test."}]

@@ -15,8 +15,8 @@ from agent.core.messages import CUT_MARKER, tool_results
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens
-from tests.agent.core.loop_fakes import FakeClock, FakeTools
 from tests.agent.core.test_economy_redteam import BODY, QUESTION, SETTINGS, main_requests, page
+from tests.fakes.loop import FakeClock, FakeTools
 
 
 def _plain(messages: list[dict[str, Any]]) -> str:

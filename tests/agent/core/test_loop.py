@@ -19,7 +19,7 @@ from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens, request_tokens
 from agent.core.tools import ToolOutcome
 from agent.slack.blocks import answer_payloads
-from tests.agent.core.loop_fakes import FakeClock, FakeTools, Hangs, check_transcript
+from tests.fakes.loop import FakeClock, FakeTools, Hangs, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0)
 NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)

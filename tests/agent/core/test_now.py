@@ -9,7 +9,7 @@ from agent.core.model import Request
 from agent.core.scripted import ScriptedModel, text
 from agent.core.settings import Settings
 from mcp_lib.config import ConfigError
-from tests.agent.core.loop_fakes import FakeTools
+from tests.fakes.loop import FakeTools
 
 
 def test_an_iso_date_time_without_offset_is_in_the_team_time_zone() -> None:

@@ -9,7 +9,7 @@ from agent.core.loop import Agent
 from agent.core.prompt import build_system_prompt, date_context
 from agent.core.scripted import Request, ScriptedModel
 from agent.core.settings import Settings
-from tests.agent.core.loop_fakes import FakeTools
+from tests.fakes.loop import FakeTools
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 

@@ -28,8 +28,8 @@ from agent.slack.blocks import answer_payloads
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
 from mcp_lib.platforms.faq import FaqIndex
-from tests.agent.core.loop_fakes import FakeClock, FakeTools
-from tests.agent.slack.answers import make_answer
+from tests.fakes.answers import make_answer
+from tests.fakes.loop import FakeClock, FakeTools
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "helpbot.example.toml"

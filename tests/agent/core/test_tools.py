@@ -11,7 +11,7 @@ import pytest
 
 from agent.core.tools import CompositeTools, RegistryTools, join_until, run_concurrently
 from mcp_lib import Registry
-from tests.agent.core.loop_fakes import FakeTools
+from tests.fakes.loop import FakeTools
 
 
 def test_registry_tools_call_the_registry_and_collect_sources() -> None:

@@ -31,7 +31,7 @@ from agent.slack.blocks import (
 )
 from agent.slack.markers import EVENT_TYPES, Me, find_answer
 from agent.slack.split import slack_len, split_markdown
-from tests.agent.slack.answers import make_answer
+from tests.fakes.answers import make_answer
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ from agent.slack.feedback import _cell, parse_since, run
 from agent.slack.ratings import RatedAnswer, Scanner, normalize_reaction, tally_reactions
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
-from tests.agent.slack.answers import make_answer
+from tests.fakes.answers import make_answer
 from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, FakeSlack, Workspace
 
 JST = ZoneInfo("Asia/Tokyo")

@@ -17,7 +17,6 @@ from agent.slack.handle import Thread
 from agent.slack.markers import EVENT_TYPES, Me
 from agent.slack.readback import message_markdown, split_sources
 from agent.slack.thread import earlier_turns
-from tests.agent.slack.answers import make_answer
 from tests.agent.slack.test_front import (
     BOT,
     FAQ_URL,
@@ -30,6 +29,7 @@ from tests.agent.slack.test_front import (
     question_of,
 )
 from tests.fakes import bedrock as stub_lib
+from tests.fakes.answers import make_answer
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.slack import FakeSlack, Workspace
 

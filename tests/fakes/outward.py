@@ -1,6 +1,5 @@
 """The hostile-model harness: one scripted scenario through ``helpbot answer`` in Actions (``GITHUB_ACTIONS=true``,
-a job summary and a trace file) against the fake Slack, and every byte it sent out, by channel.
-Used by tests/agent/test_hostile.py and tests/agent/test_redteam_leaks.py."""
+a job summary and a trace file) against the fake Slack, and every byte it sent out, by channel."""
 
 from __future__ import annotations
 
