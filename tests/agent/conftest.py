@@ -1,9 +1,11 @@
-"""Fixtures shared by the agent tests: a clean environment, the fake Slack and the Bedrock stand-in."""
+"""Fixtures shared by the agent tests: a clean environment, the fake Slack, the Bedrock stand-in and AWS files
+with no credentials."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +41,13 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[BedrockStub]:
         monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "test-bedrock-key")
         monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", running.url)
         yield running
+
+
+@pytest.fixture
+def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore reads only these: a profile "empty" with a region and no credentials; no instance metadata."""
+    config = tmp_path / "aws-config"
+    config.write_text("[profile empty]\nregion = ap-northeast-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

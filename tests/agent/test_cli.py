@@ -13,19 +13,12 @@ from typing import Any
 import pytest
 
 from agent.cli import SUBCOMMANDS, Subcommand, main
-from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit, aws_files  # noqa: F401 -- a fixture
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.bedrock import BedrockStub
+from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.front import one_line_error
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = "Shopifyの在庫同期が遅れているときの確認手順は？"
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert "Traceback" not in err
-    return err
 
 
 @pytest.mark.parametrize(("argv", "words"), [

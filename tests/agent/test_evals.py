@@ -14,10 +14,9 @@ from agent.core.model import ModelRequestError
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.evals import load_cases, run_cases, totals, url_matches
-from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
-from tests.agent.test_cli import one_line_error
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.bedrock import BedrockStub
+from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.front import one_line_error
 from tests.fakes.loop import FakeClock, FakeTools
 
 REPO = Path(__file__).resolve().parents[2]

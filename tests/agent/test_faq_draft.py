@@ -3,52 +3,22 @@ fake GitHub (branch, contents, pull request). The clock is fixed; sleeps are rec
 
 from __future__ import annotations
 
-import argparse
 import base64
-import io
 import json
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
-from typing import Any
-from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 from slack_sdk import WebClient
 
-from agent.cli import build_parser
 from agent.cli import main as helpbot_main
 from agent.errors import ConfigError, UsageError
-from agent.faq_draft import clean_question, run
-from agent.slack.blocks import answer_payloads, placeholder_payload
+from agent.faq_draft import clean_question
 from mcp_lib.platforms.faq import FaqIndex, parse_entry
-from tests.fakes.answers import make_answer
+from tests.fakes.faq_draft import BOT, GIFT, REPO, SATO, SUZUKI, TANAKA, answer, at, draft, react
 from tests.fakes.github import FakeGitHub, serve
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
-
-JST = ZoneInfo("Asia/Tokyo")
-NOW = datetime(2025, 1, 20, 10, 0, tzinfo=JST)
-TANAKA, SUZUKI, SATO, BOT = "U0TANAKA", "U0SUZUKI", "U0SATO", "U0HELPBOT"
-REPO = "acme/helpdesk"
-GIFT = "ギフト包装は注文備考の「のし」欄で指定します。連絡先 tanaka@example.com / 090-1234-5678 まで。"
-
-
-def at(day: int, hour: int = 10) -> str:
-    return f"{int(datetime(2025, 1, day, hour, tzinfo=JST).timestamp())}.000000"
-
-
-def answer(bot: WebClient, channel: str, question_ts: str, text: str, tags: list[str] | None = None) -> str:
-    result = make_answer(text, cost_usd=0.01, tags=tags or [],
-                         sources=[{"title": "ギフト設定（Growi）", "url": "https://wiki.example.com/gift"}])
-    payloads = answer_payloads(result, channel=channel, question_ts=question_ts)
-    first = bot.chat_postMessage(channel=channel, thread_ts=question_ts, **placeholder_payload())["ts"]
-    bot.chat_update(channel=channel, ts=first, **payloads[0])
-    return str(first)
-
-
-def react(ws: Workspace, channel: str, ts: str, name: str, *users: str) -> None:
-    ws.message(channel, ts).reactions.setdefault(name, []).extend(users)  # type: ignore[union-attr]
 
 
 @pytest.fixture
@@ -95,16 +65,6 @@ def github() -> FakeGitHub:
     hub.add_repo(REPO)
     hub.add_file(REPO, "faq/stock-mismatch.md", "---\nid: stock-mismatch\nquestion: q\n---\nbody\n")
     return hub
-
-
-def parse(*argv: str) -> argparse.Namespace:
-    return build_parser("faq-draft").parse_args(["faq-draft", *argv])
-
-
-def draft(env: dict[str, str], *argv: str, **kw: Any) -> tuple[int, str]:
-    out = io.StringIO()
-    code = run(parse(*argv), env, now=NOW, sleep=[].append, out=out, **kw)
-    return code, out.getvalue()
 
 
 def test_clean_question_drops_mentions_names_and_links() -> None:
@@ -268,3 +228,15 @@ def test_an_out_that_is_a_file_is_one_line_before_the_scan(env: dict[str, str], 
                                          r"folder$"):
         draft(env, "--out", str(taken))
     assert fake.calls("conversations.history") == []  # nothing scanned (and nothing paid for) first
+
+
+def test_a_public_repository_gets_no_pull_request_of_unreviewed_drafts(
+        env: dict[str, str], github: FakeGitHub) -> None:
+    """faq-draft.yml keeps no artifact in a public repository ("anyone could download them") unless
+    HELPBOT_PUBLIC_RECORDS=true; the pull request it opens instead (GITHUB_REPOSITORY: the same repository) holds
+    the same questions and answers, before anyone reviewed them, for everyone to read."""
+    public = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO,
+              "HELPBOT_REPOSITORY_VISIBILITY": "public"}
+    code, _ = draft(public, "--pr", github_transport=github.transport())
+    assert code == 0
+    assert [r for r in github.requests if r.method != "GET"] == []

@@ -11,7 +11,7 @@ import pytest
 from slack_sdk import WebClient
 
 from agent.faq_draft import clean_question, names_of, run
-from tests.agent.test_faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
+from tests.fakes.faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, named_workspace
 
 KNOWN = names_of({"name": "tanaka", "real_name": "田中 太郎", "profile": {"display_name": "たなか",

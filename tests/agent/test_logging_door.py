@@ -23,9 +23,9 @@ from agent.guard import PRIVATE_RUN, Guard
 from mcp_lib import logs
 from mcp_lib.redact import Masker
 from tests.agent.conftest import PREFIXES
-from tests.agent.slack.test_front import REPO, event_file
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
+from tests.fakes.front import REPO, event_file
 from tests.fakes.outward import outward_env
 from tests.fakes.slack import FakeSlack, Workspace
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from agent.core.model import Request
 from agent.core.scripted import calls
-from tests.agent.slack.test_front import answer_scripted
+from tests.fakes.front import answer_scripted
 from tests.fakes.outward import outward_env
 from tests.fakes.slack import FakeSlack, Workspace
 from tests.fakes.slack_files import add_file

@@ -16,8 +16,7 @@ import pytest
 
 from agent.core.model import Request
 from agent.core.scripted import calls
-from tests.agent.test_redteam_leaks import public_view
-from tests.fakes.outward import outward_env, run
+from tests.fakes.outward import outward_env, public_view, run
 from tests.fakes.slack import FakeSlack, Workspace
 
 

@@ -17,24 +17,26 @@ import pytest
 
 from agent.core.model import ModelUnavailable
 from agent.core.scripted import Request, ScriptedModel, calls
-from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
-from agent.slack.markers import EVENT_TYPES
-from agent.slack.post import MAX_WAIT_S, WRITE_BUDGET_S
-from tests.agent.slack.test_front import (
+from tests.fakes.front import (
     BOT,
     FAQ_URL,
+    WRITE_METHODS,
     WRITES,
     Clock,
     answer_scripted,
+    assert_final,
+    bounded,
     cites_first_faq_hit,
     event_file,
+    kinds_of,
+    ours,
+    placeholders,
     question_of,
 )
-from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Message, Workspace
+from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
 STORM = 1000  # longer than any budget
-WRITE_METHODS = ["reactions.add", "chat.postMessage", "chat.update", "chat.delete", "reactions.remove"]
 
 
 @pytest.fixture
@@ -53,31 +55,6 @@ def bedrock(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Any:
                             "ANTHROPIC_BEDROCK_BASE_URL": running.url}.items():
             monkeypatch.setenv(name, value)
         yield running
-
-
-def ours(ws: Workspace, ts: str) -> list[Message]:
-    return [m for m in ws.thread("C0ECSUP", ts)[1:] if m.user == BOT]
-
-
-def kinds_of(ws: Workspace, ts: str) -> list[str]:
-    return [k for m in ours(ws, ts) for k, t in EVENT_TYPES.items() if (m.metadata or {}).get("event_type") == t]
-
-
-def placeholders(ws: Workspace, ts: str) -> list[Message]:
-    return [m for m in ours(ws, ts) if PLACEHOLDER in (m.text or "")]
-
-
-def assert_final(ws: Workspace, ts: str, kind: str) -> None:
-    """Exactly one answer (✅) or one notice (❌); no placeholder, no 👀."""
-    assert kinds_of(ws, ts) == [kind], [m.text[:80] for m in ours(ws, ts)]
-    assert placeholders(ws, ts) == []
-    reactions = ws.reactions("C0ECSUP", ts, by=BOT)
-    assert "eyes" not in reactions
-    assert reactions == {("white_check_mark" if kind == "answer" else "x"): [BOT]}
-
-
-def bounded(sleeps: list[float]) -> None:
-    assert sum(sleeps) <= WRITE_BUDGET_S + 2 and all(s <= MAX_WAIT_S + 0.5 for s in sleeps), sleeps
 
 
 # -- Slack write storms -----------------------------------------------------------------------------------------
@@ -355,7 +332,6 @@ def test_an_idempotent_write_whose_answer_is_lost_is_retried_cleanly(ws: Workspa
     assert_final(ws, q.ts, "answer")
 
 
-
 @pytest.mark.parametrize("losing", [{"chat.postMessage": 1}], indirect=True)
 def test_a_placeholder_whose_answer_is_lost_is_not_a_rival_run(ws: Workspace, losing: LosingSlack) -> None:
     """Slack took the placeholder but the answer was lost; the retry posts a second one. The run must not yield
@@ -365,8 +341,6 @@ def test_a_placeholder_whose_answer_is_lost_is_not_a_rival_run(ws: Workspace, lo
     code, model = answer_scripted(_env_for(losing), cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)
     assert code == 0 and len(model.requests) == 2
     assert_final(ws, q.ts, "answer")
-
-
 
 
 @pytest.mark.parametrize("levels", [40, 600, 900])
@@ -495,7 +469,7 @@ def test_the_relay_dispatches_one_event_once_under_replays_retries_and_concurren
     import json
     import threading
 
-    from tests.agent.slack.test_relay import GitHub, envelope, relay_for, signed
+    from tests.fakes.relay import GitHub, envelope, relay_for, signed
 
     github = GitHub()
     relay = relay_for(github)

@@ -25,7 +25,7 @@ from agent.core.model import ModelResponse, Request, Usage
 from agent.core.scripted import calls
 from agent.guard import Guard
 from mcp_lib.redact import Masker
-from tests.fakes.outward import Out, outward_env, run
+from tests.fakes.outward import PUBLIC_ARTIFACTS, Out, outward_env, public_view, run
 from tests.fakes.slack import FakeSlack, Workspace
 
 PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # the sample workspace's private #secret-ops
@@ -35,7 +35,6 @@ HEXED = PRIVATE.encode().hex()
 @pytest.fixture
 def env(fake: FakeSlack) -> dict[str, str]:
     return outward_env(fake)
-
 
 
 def private_then(then: Callable[[str], Any]) -> Callable[[Request], Any]:
@@ -72,19 +71,6 @@ def test_a_tool_use_id_carries_no_private_text_into_the_trace(env: dict[str, str
     out = in_private(env, ws, fake, tmp_path, capsys, then, with_feedback=True)
     out.assert_nowhere(PRIVATE, "社内限定", HEXED[:24], but=("posts",))  # the channel itself may read its text
     assert not [e for e in out.events() if e["event"] in ("tool_call", "tool_result")]  # no per-call events
-
-
-PUBLIC_ARTIFACTS = ("stdout", "stderr", "summary", "trace", "feedback_post", "feedback_stdout")
-
-
-def public_view(out: Out) -> dict[str, str]:
-    """What a repository reader (or the public feedback channel) sees of a run, with what Slack and the clock
-    chose -- message ts, permalinks, the feedback window -- written as placeholders."""
-    def normal(text: str) -> str:
-        text = re.sub(r"\d{10}\.\d{6}|p\d{16}", "<ts>", text)
-        text = re.sub(r'"t": [0-9.]+', '"t": <t>', text)
-        return re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "<when>", text)
-    return {name: normal(getattr(out, name)) for name in PUBLIC_ARTIFACTS}
 
 
 # Hostile models that write a private value (4711, or the bits of "4711") into what they choose: the answer's

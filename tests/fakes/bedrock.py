@@ -285,3 +285,15 @@ class BedrockStub:
     def __exit__(self, *exc: Any) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def answering_with_the_first_faq_hit(model_id: str, body: dict[str, Any]) -> Reply:
+    """A model stand-in: search the FAQ first, then answer citing the first hit's URL."""
+    results = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
+               if b.get("type") == "tool_result"]
+    if not results:
+        return tool_use("faq_search", {"query": "Shopify 在庫同期 遅延"})
+    first = json.loads(results[0]["content"])["items"][0]
+    return text(f"連携ログを確認してください。[{first['title']}]({first['url']})",
+                         usage={"input_tokens": 300, "output_tokens": 120, "cache_read_input_tokens": 2900,
+                                "cache_creation_input_tokens": 1500})

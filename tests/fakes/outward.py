@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +18,7 @@ import pytest
 from agent.cli import build_parser
 from agent.core.model import Request
 from agent.slack import feedback
-from tests.agent.slack.test_front import answer_scripted
+from tests.fakes.front import answer_scripted
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
 
@@ -89,3 +90,16 @@ def run(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path, cap
         err = capsys.readouterr()
         result.feedback_stdout = printed.getvalue() + err.out + err.err
     return result
+
+
+PUBLIC_ARTIFACTS = ("stdout", "stderr", "summary", "trace", "feedback_post", "feedback_stdout")
+
+
+def public_view(out: Out) -> dict[str, str]:
+    """What a repository reader (or the public feedback channel) sees of a run, with what Slack and the clock
+    chose -- message ts, permalinks, the feedback window -- written as placeholders."""
+    def normal(text: str) -> str:
+        text = re.sub(r"\d{10}\.\d{6}|p\d{16}", "<ts>", text)
+        text = re.sub(r'"t": [0-9.]+', '"t": <t>', text)
+        return re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "<when>", text)
+    return {name: normal(getattr(out, name)) for name in PUBLIC_ARTIFACTS}

@@ -17,7 +17,7 @@ import pytest
 from mcp_lib import Platform, Registry
 from mcp_lib.external import MAX_LIST_PAGES
 from mcp_lib.media import MAX_RESULT_IMAGES
-from tests.mcp_lib.paged_server import png
+from tests.fakes.attachments import png
 
 pytestmark = pytest.mark.scenario  # every test here starts processes
 

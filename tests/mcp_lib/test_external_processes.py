@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mcp_lib import Registry
+from tests.fakes.processes import alive, gone
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).with_name("group_server.py")
@@ -30,30 +30,6 @@ def config(tmp_path: Path, extra: str = "") -> dict[str, str]:
                     f"args = [{json.dumps(str(SERVER))}]\nenv = [\"GROUP_SERVER_STUBBORN\"]\n"
                     f"tools = [\"whoami\", \"hang\"]\n{extra}", encoding="utf-8")
     return {"HELPBOT_CONFIG": str(path)}
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
-
-
-def gone(*pids: int) -> bool:
-    """Whether all of them are gone; a SIGKILL is delivered asynchronously, so this waits for it (readiness, not
-    timing: 5 s only bounds a failure)."""
-    done = threading.Event()
-    for _ in range(500):
-        if not any(alive(pid) for pid in pids):
-            return True
-        done.wait(0.01)
-    return False
 
 
 @pytest.fixture

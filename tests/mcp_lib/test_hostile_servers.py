@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mcp_lib import Registry
-from tests.mcp_lib.test_external_processes import alive, gone
+from tests.fakes.processes import alive, gone
 
 SERVER = Path(__file__).with_name("hostile_server.py")
 TOOLS = ["garbage", "huge", "fails", "dies", "noisy", "escapes"]

@@ -15,7 +15,7 @@ from mcp_lib import Platform, Registry, Result, ToolContext
 from mcp_lib.result import Image
 from mcp_lib.schemas import claude_tools
 from mcp_lib.server import build_server
-from tests.agent.slack.test_attachments import png
+from tests.fakes.attachments import png
 
 ROOT = Path(__file__).resolve().parents[2]
 

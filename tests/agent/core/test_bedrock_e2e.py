@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -25,7 +23,7 @@ from mcp_lib import Registry
 from mcp_lib.config import ConfigError
 from mcp_lib.http import NameResolution
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.bedrock import BedrockStub
+from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
 from tests.fakes.loop import FakeClock, check_transcript
 
 MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
@@ -61,18 +59,6 @@ def ok(request: httpx2.Request) -> httpx2.Response:
 
 def ask(model: SdkModel, deadline: float | None = None) -> Any:
     return model.create(Request(SYSTEM, HELLO, [], None, 256, MODEL, deadline))
-
-
-def answering_with_the_first_faq_hit(model_id: str, body: dict[str, Any]) -> stub_lib.Reply:
-    """A model stand-in: search the FAQ first, then answer citing the first hit's URL."""
-    results = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
-               if b.get("type") == "tool_result"]
-    if not results:
-        return stub_lib.tool_use("faq_search", {"query": "Shopify 在庫同期 遅延"})
-    first = json.loads(results[0]["content"])["items"][0]
-    return stub_lib.text(f"連携ログを確認してください。[{first['title']}]({first['url']})",
-                         usage={"input_tokens": 300, "output_tokens": 120, "cache_read_input_tokens": 2900,
-                                "cache_creation_input_tokens": 1500})
 
 
 def test_a_tool_use_round_trip_through_the_sdk(stub: BedrockStub) -> None:
@@ -267,16 +253,6 @@ def test_a_401_is_not_retried(stub: BedrockStub) -> None:
     with pytest.raises(ModelRequestError, match=r"401 UnrecognizedClientException.*check the API key") as caught:
         ask(bedrock(stub, clock))
     assert caught.value.status == 401 and len(stub.requests) == 1 and clock.sleeps == []
-
-
-@pytest.fixture
-def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """botocore reads only these: a profile "empty" with a region and no credentials; no instance metadata."""
-    config = tmp_path / "aws-config"
-    config.write_text("[profile empty]\nregion = ap-northeast-1\n")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 @pytest.mark.usefixtures("aws_files")

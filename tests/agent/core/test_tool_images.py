@@ -15,8 +15,8 @@ from agent.core.tools import RegistryTools
 from mcp_lib import Platform, Registry, Result, ToolContext
 from mcp_lib.media import MAX_RUN_IMAGES
 from mcp_lib.result import Image
+from tests.fakes.attachments import png
 from tests.fakes.loop import check_transcript
-from tests.mcp_lib.paged_server import png
 
 BIG = base64.b64encode(png(2, 2) + b"\x00" * 600_000).decode()  # 800 kB of base64: ~230k tokens read as text
 

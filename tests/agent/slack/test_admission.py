@@ -14,8 +14,8 @@ from agent.core.scripted import Request
 from agent.slack.admission import Home, TriggerSettings, check_ignore, shared_with_others, user_asker
 from agent.slack.trigger import Trigger, parse_event_data
 from mcp_lib.config import ConfigError
-from tests.agent.slack.test_front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
-from tests.agent.slack.test_relay import GitHub, post, relay_for
+from tests.fakes.front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
+from tests.fakes.relay import GitHub, post, relay_for
 from tests.fakes.slack import FakeSlack, Workspace
 
 HOME = "T0HELPBOT"  # the fake workspace's team (auth.test team_id)

@@ -22,9 +22,9 @@ import pytest
 
 from agent.core.scripted import Request, calls
 from mcp_lib.platforms.faq import FaqIndex
-from tests.agent.slack.test_attachments import media, question_text
-from tests.agent.slack.test_front import FAQ_URL, answer_scripted, bot_messages, markdown_of
-from tests.agent.slack.test_mention import BOT, envelope_file, mention_envelope
+from tests.fakes.attachments import media, question_text
+from tests.fakes.front import BOT, FAQ_URL, answer_scripted, bot_messages, envelope_file, markdown_of
+from tests.fakes.relay import mention_envelope
 from tests.fakes.slack import FakeSlack, Workspace
 from tests.fakes.slack_files import add_file
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.agent.slack.test_attachments import ask, question_text
+from tests.fakes.attachments import ask, question_text
 from tests.fakes.origins import Recorder, recording, refusing
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 from tests.fakes.slack_files import add_file

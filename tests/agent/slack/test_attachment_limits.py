@@ -20,14 +20,12 @@ from agent.core.tokens import PDF_PAGE_TOKENS, media_tokens, pdf_pages
 from agent.slack.attachments import suspects, without_media
 from agent.slack.files import MEDIA_BYTES, REQUEST_BYTES, Unreadable, fit_image, is_binary
 from mcp_lib.media import MAX_IMAGE_BYTES
-from tests.agent.slack.test_attachments import ask, blocks_of, media, pdf, png, question_text
-from tests.agent.slack.test_front import bot_messages, event_file, markdown_of, stub
 from tests.fakes import bedrock as stub_lib
+from tests.fakes.attachments import ask, blocks_of, media, pdf, png, question_text
 from tests.fakes.bedrock import BedrockStub
+from tests.fakes.front import bot_messages, event_file, markdown_of
 from tests.fakes.slack import FakeSlack, Workspace
 from tests.fakes.slack_files import add_file
-
-__all__ = ["stub"]  # the fixture
 
 
 @functools.cache

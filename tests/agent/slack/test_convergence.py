@@ -16,29 +16,21 @@ from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack import markers
 from agent.slack.blocks import PLACEHOLDER, placeholder_payload
 from agent.slack.front import Options, run
-from agent.slack.markers import EVENT_TYPES
 from agent.slack.post import MAX_WAIT_S, WRITE_BUDGET_S, SlackOut
 from agent.slack.reply import ProgressThrottle, ThreadReply
-from tests.agent.slack.test_front import (
+from tests.fakes.front import (
     BOT,
     FAQ_URL,
+    STORM,
     Clock,
     answer_scripted,
     cites_first_faq_hit,
     factory,
     markdown_of,
     question_of,
+    thread_state,
 )
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Message, Workspace
-
-STORM = 1000  # longer than any budget
-
-
-def thread_state(ws: Workspace, ts: str) -> tuple[list[str], list[Message], dict[str, list[str]]]:
-    """(kinds of helpbot's markers in the thread, placeholders left, reactions on the question)."""
-    ours = [m for m in ws.thread("C0ECSUP", ts)[1:] if m.user == BOT]
-    kinds = [k for m in ours for k, t in EVENT_TYPES.items() if (m.metadata or {}).get("event_type") == t]
-    return kinds, [m for m in ours if PLACEHOLDER in (m.text or "")], ws.reactions("C0ECSUP", ts)
 
 
 # -- storms ---------------------------------------------------------------------------------------------------------

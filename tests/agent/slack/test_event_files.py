@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from tests.agent.slack.test_front import question_of
+from tests.fakes.front import question_of
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
 

@@ -16,17 +16,20 @@ import pytest
 from agent.core.model import ModelResponse, Usage
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack.front import Options, run
-from tests.agent.slack.test_convergence import STORM, thread_state
-from tests.agent.slack.test_front import (
+from tests.fakes.front import (
     BOT,
+    STORM,
+    WRITE_METHODS,
     Clock,
     answer_scripted,
+    assert_final,
+    bounded,
     cites_first_faq_hit,
     factory,
     question_of,
+    then,
+    thread_state,
 )
-from tests.agent.slack.test_thread_faults import then
-from tests.agent.test_redteam_faults import WRITE_METHODS, assert_final, bounded
 from tests.fakes.slack import FakeSlack, Workspace
 
 FAULTS: dict[str, dict[str, Any]] = {

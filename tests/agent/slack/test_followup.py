@@ -17,7 +17,10 @@ from agent.slack.handle import Thread
 from agent.slack.markers import EVENT_TYPES, Me
 from agent.slack.readback import message_markdown, split_sources
 from agent.slack.thread import earlier_turns
-from tests.agent.slack.test_front import (
+from tests.fakes import bedrock as stub_lib
+from tests.fakes.answers import make_answer
+from tests.fakes.bedrock import BedrockStub
+from tests.fakes.front import (
     BOT,
     FAQ_URL,
     answer_scripted,
@@ -28,9 +31,6 @@ from tests.agent.slack.test_front import (
     one_line,
     question_of,
 )
-from tests.fakes import bedrock as stub_lib
-from tests.fakes.answers import make_answer
-from tests.fakes.bedrock import BedrockStub
 from tests.fakes.slack import FakeSlack, Workspace
 
 FOLLOW_UP = "手順どおりにしても直りません。次に何を確認すればいいですか？"

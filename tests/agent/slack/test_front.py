@@ -11,18 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.cli import main
-from agent.core.loop import Agent
-from agent.core.run import Progress
 from agent.core.scripted import Request, ScriptedModel, calls
-from agent.core.settings import Settings
-from agent.core.tools import RegistryTools
 from agent.errors import sigterm_raises
 from agent.slack import front
 from agent.slack.blocks import PLACEHOLDER
@@ -30,104 +25,28 @@ from agent.slack.front import Options, run
 from agent.slack.markers import EVENT_TYPES
 from agent.slack.post import SlackOut
 from agent.slack.reply import ProgressThrottle
-from mcp_lib import Caller, Registry
+from mcp_lib import Caller
 from tests.agent.conftest import PREFIXES
-from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.bedrock import BedrockStub
+from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.front import (
+    BOT,
+    FAQ_URL,
+    REPO,
+    Clock,
+    answer_scripted,
+    bot_messages,
+    cites_first_faq_hit,
+    event_file,
+    factory,
+    markdown_of,
+    one_line,
+    question_of,
+    writes,
+)
 from tests.fakes.slack import FakeSlack, Message, Workspace
 
-REPO = Path(__file__).resolve().parents[3]
-WRITES = {"chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove"}
-BOT = "U0HELPBOT"
-FAQ_URL = "https://github.com/acme/helpbot/blob/HEAD/faq/stock-sync-delay.md"
-
-
 # -- fixtures and helpers ---------------------------------------------------------------------------------------
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Iterator[BedrockStub]:
-    """The Bedrock stub, and the process environment pointing at it and at the fake Slack (for ``main``)."""
-    with BedrockStub() as running:
-        for name, value in {**env, "AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
-                            "ANTHROPIC_BEDROCK_BASE_URL": running.url}.items():
-            monkeypatch.setenv(name, value)
-        yield running
-
-
-def question_of(ws: Workspace) -> Message:
-    """The sample workspace's question: a thread parent in #ec-support with one human reply."""
-    return ws.history("C0ECSUP")[0]
-
-
-def writes(fake: FakeSlack) -> list[Any]:
-    return [r for r in fake.requests if r.method in WRITES]
-
-
-def bot_messages(ws: Workspace, channel: str, ts: str) -> list[Message]:
-    return [m for m in ws.thread(channel, ts) if m.user == BOT]
-
-
-def markdown_of(message: Message) -> str:
-    return "\n\n".join(b["text"] for b in message.blocks or [] if b["type"] == "markdown")
-
-
-def event_file(tmp_path: Path, payload: dict[str, Any] | str, name: str = "event.json") -> str:
-    path = tmp_path / name
-    if isinstance(payload, str):
-        path.write_text(payload, encoding="utf-8")
-    else:
-        path.write_text(json.dumps({"action": "slack-help", "client_payload": payload}), encoding="utf-8")
-    return str(path)
-
-
-def cites_first_faq_hit(answer_prefix: str = "連携ログを確認してください。") -> Callable[[Request], Any]:
-    """A scripted model: search the FAQ, then answer citing the first hit's URL."""
-
-    def script(request: Request) -> Any:
-        if request.round == 1:
-            return calls(("faq_search", {"query": "Shopify 在庫同期 遅延"}))
-        first = json.loads(request.tool_results()[0]["content"])["items"][0]
-        return f"{answer_prefix}[{first['title']}]({first['url']})"
-
-    return script
-
-
-def factory(env: dict[str, str], model: ScriptedModel, settings: Settings | None = None,
-            seen: list[Caller] | None = None) -> front.AgentFactory:
-    def make(registry: Registry, on_progress: Callable[[Progress], None],
-             on_event: Callable[[dict[str, Any]], None]) -> Agent:
-        if seen is not None:
-            seen.append(registry.caller)
-        return Agent(model, RegistryTools(registry), settings or Settings(), on_progress=on_progress,
-                     on_event=on_event)
-
-    return make
-
-
-class Clock:
-    def __init__(self, step: float = 0.0):
-        self.now = 100.0
-        self.step = step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
-
-
-def answer_scripted(env: dict[str, str], script: Callable[[Request], Any], *, clock: Clock | None = None,
-                    seen: list[Caller] | None = None, sleeps: list[float] | None = None,
-                    **options: Any) -> tuple[int, ScriptedModel]:
-    model = ScriptedModel(script)
-    code = run(Options(**options), env, make_agent=factory(env, model, seen=seen),
-               sleep=(sleeps.append if sleeps is not None else lambda s: None), clock=clock or Clock())
-    return code, model
-
-
-def one_line(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 # -- the happy path, through the real CLI entry and the Bedrock stub ----------------------------------------------

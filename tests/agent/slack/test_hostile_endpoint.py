@@ -18,9 +18,8 @@ from agent.core.model_config import ModelConfig
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from agent.slack.front import Options, run
-from tests.agent.slack.test_convergence import thread_state
-from tests.agent.slack.test_front import BOT, question_of
 from tests.fakes import bedrock as stub_lib
+from tests.fakes.front import BOT, question_of, thread_state
 from tests.fakes.loop import FakeClock
 from tests.fakes.slack import FakeSlack, Workspace
 

@@ -15,25 +15,9 @@ from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.markers import EVENT_TYPES
 from agent.slack.relay import handle
 from agent.slack.trigger import parse_event_data
-from tests.agent.slack.test_front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
-from tests.agent.slack.test_relay import NOW, SECRET, signed
+from tests.fakes.front import BOT, WRITES, answer_scripted, bot_messages, envelope_file, event_file, markdown_of
+from tests.fakes.relay import NOW, SECRET, mention_envelope, signed
 from tests.fakes.slack import FakeSlack, Workspace
-
-BOT = "U0HELPBOT"
-
-
-def mention_envelope(channel: str, ts: str, text: str, *, user: str = "U0TANAKA", thread_ts: str | None = None,
-                     **extra: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "app_mention", "user": user, "text": text, "ts": ts, "channel": channel,
-                             "event_ts": ts, **extra}
-    if thread_ts:
-        event["thread_ts"] = thread_ts
-    return {"token": "legacy", "team_id": "T0HELPBOT", "api_app_id": "A0HELPBOT", "event": event,
-            "type": "event_callback", "event_id": "Ev0MENTION1", "event_time": NOW, "authorizations": []}
-
-
-def envelope_file(tmp_path: Path, data: dict[str, Any]) -> str:
-    return event_file(tmp_path, json.dumps(data), name="mention.json")
 
 
 def question(request: Request) -> str:

@@ -10,9 +10,7 @@ import pytest
 
 from agent.core.scripted import Request
 from agent.slack.blocks import PLACEHOLDER
-from tests.agent.slack.test_convergence import thread_state
-from tests.agent.slack.test_front import BOT, answer_scripted, cites_first_faq_hit, question_of
-from tests.agent.slack.test_thread_faults import then
+from tests.fakes.front import BOT, answer_scripted, cites_first_faq_hit, question_of, then, thread_state
 from tests.fakes.slack import FakeSlack, Workspace
 
 

@@ -15,11 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
-from tests.agent.slack.test_convergence import thread_state
-from tests.agent.slack.test_front import BOT, FAQ_URL, PREFIXES, REPO, question_of
-from tests.agent.test_redteam_faults import assert_final
-from tests.fakes.bedrock import BedrockStub
+from tests.agent.conftest import PREFIXES
+from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.front import BOT, FAQ_URL, REPO, assert_final, question_of, thread_state
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
 pytestmark = pytest.mark.scenario  # every test here starts processes

@@ -15,8 +15,8 @@ from agent.faq_draft import run as faq_draft_run
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
 from tests.agent.slack.test_admission import connect  # noqa: F401  (the Slack Connect channel's fixture)
-from tests.agent.slack.test_front import answer_scripted, bot_messages, event_file
-from tests.agent.test_faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
+from tests.fakes.faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
+from tests.fakes.front import answer_scripted, bot_messages, event_file
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace, named_workspace
 from tests.fakes.slack_files import add_file
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
-import hashlib
-import hmac
 import json
 import select
 import socket
@@ -31,68 +28,12 @@ from agent.slack.relay import (
 )
 from agent.slack.relay_server import Dispatcher, make_server
 from mcp_lib.config import ConfigError
-
-SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
-NOW = 1_700_000_100
-ENV = {"SLACK_SIGNING_SECRET": SECRET, "GITHUB_REPOSITORY": "acme/helpbot", "HELPBOT_DISPATCH_TOKEN": "tok-123"}
-
-
-def envelope(**event_overrides: object) -> dict[str, object]:
-    event: dict[str, object] = {
-        "type": "reaction_added", "user": "U0REACTOR", "reaction": "help", "item_user": "U0AUTHOR",
-        "item": {"type": "message", "channel": "C0123ABCD", "ts": "1700000000.123456"},
-        "event_ts": "1700000100.000200"}
-    event.update(event_overrides)
-    return {"token": "legacy", "team_id": "T0TEAM", "api_app_id": "A0APP", "event": event,
-            "type": "event_callback", "event_id": "Ev0ABCDEF", "event_time": NOW, "authorizations": []}
-
-
-def signed(body: bytes, *, timestamp: int = NOW, secret: str = SECRET,
-           extra: dict[str, str] | None = None) -> dict[str, str]:
-    base = f"v0:{timestamp}:".encode() + body
-    signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-    return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": signature,
-            "Content-Type": "application/json", **(extra or {})}
-
-
-class GitHub:
-    """An httpx.MockTransport standing in for the dispatches API; records what it was sent."""
-
-    def __init__(self, status: int = 204, error: Exception | None = None, headers: dict[str, str] | None = None):
-        self.requests: list[httpx.Request] = []
-        self.status = status
-        self.error = error
-        self.headers = headers or {}
-        self.transport = httpx.MockTransport(self.handler)
-
-    def handler(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        if self.error:
-            raise self.error
-        if self.status == 204:
-            return httpx.Response(204)
-        return httpx.Response(self.status, headers=self.headers, json={"message": "Not Found",
-                                                 "documentation_url": "https://docs.github.com/rest"})
-
-    @property
-    def payloads(self) -> list[dict[str, object]]:
-        return [json.loads(r.content) for r in self.requests]
+from tests.fakes.relay import BODY, ENV, NOW, SECRET, GitHub, address, envelope, post, relay_for, serving, signed
 
 
 @pytest.fixture
 def github() -> GitHub:
     return GitHub()
-
-
-def relay_for(github: GitHub, env: dict[str, str] | None = None) -> Relay:
-    config = RelayConfig.from_env({**ENV, **(env or {})})
-    return Relay(config, github_dispatcher(config, transport=github.transport), now=lambda: NOW)
-
-
-def post(relay: Relay, body: object, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    status, _, out = relay(headers if headers is not None else signed(raw), raw)
-    return status, out
 
 
 # -- dispatch -----------------------------------------------------------------------------------------------------
@@ -147,7 +88,6 @@ def test_dispatcher_raises_dispatch_error_with_the_status() -> None:
 
 
 # -- signatures ---------------------------------------------------------------------------------------------------
-BODY = json.dumps(envelope()).encode()
 BAD_HEADERS = {
     "no headers": {},
     "wrong secret": signed(BODY, secret="not-the-secret"),
@@ -374,28 +314,6 @@ def test_lambda_handler_url_verification(github: GitHub) -> None:
 
 
 # -- the stdlib server --------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def serving(github: GitHub, **limits: float) -> Iterator[str]:
-    """The relay's stdlib server on a port the kernel picks (no free-port race); yields its URL. On the way out it
-    waits for the request handlers too (daemon threads the server does not join), so a line one of them logs
-    late is this test's, not the next one's."""
-    before = set(threading.enumerate())
-    server = make_server("127.0.0.1", 0, relay_for(github), **limits)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-        for handler in set(threading.enumerate()) - before:
-            handler.join(10)
-
-
-def address(url: str) -> tuple[str, int]:
-    host, port = url.removeprefix("http://").split(":")
-    return host, int(port)
 
 
 @pytest.fixture

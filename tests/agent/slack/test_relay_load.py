@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.agent.slack.test_relay import BODY, GitHub, address, serving, signed
+from tests.fakes.relay import BODY, GitHub, address, serving, signed
 
 
 def test_a_thousand_stalled_connections_do_not_keep_slacks_delivery_out() -> None:

@@ -18,22 +18,9 @@ from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
 from agent.slack.markers import EVENT_TYPES
-from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit
-from tests.agent.slack.test_front import (
-    BOT,
-    FAQ_URL,
-    Clock,
-    bot_messages,
-    event_file,
-    factory,
-    markdown_of,
-    question_of,
-    stub,
-)
-from tests.fakes.bedrock import BedrockStub
+from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.front import BOT, FAQ_URL, Clock, bot_messages, event_file, factory, markdown_of, question_of
 from tests.fakes.slack import FakeSlack, Workspace
-
-__all__ = ["stub"]  # the fixture
 
 ANSWER = ("在庫同期が遅れるときは、まず連携ログを確認してください。ジョブは15分ごとに走り、失敗すると次の回で"
           "再試行されます。それでも直らなければ、管理画面から手動で同期を実行できます。")

@@ -15,31 +15,20 @@ from agent.slack import markers
 from agent.slack.blocks import PLACEHOLDER, placeholder_payload
 from agent.slack.front import Options, run
 from agent.slack.post import FINAL_RESERVE_S, WRITE_BUDGET_S
-from tests.agent.slack.test_convergence import STORM, thread_state
-from tests.agent.slack.test_front import (
+from tests.fakes.front import (
     BOT,
+    STORM,
     Clock,
     answer_scripted,
     cites_first_faq_hit,
     factory,
     question_of,
+    then,
+    thread_state,
 )
 from tests.fakes.slack import FakeSlack, Workspace
 
 WRITES = ("chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove")
-
-
-def then(fault: Any, script: Any) -> Any:
-    """The script, after ``fault()`` at its first request: a fault for the answer's writes, not the placeholder's."""
-    armed = {"done": False}
-
-    def scripted(request: Request) -> Any:
-        if not armed["done"]:
-            armed["done"] = True
-            fault()
-        return script(request)
-
-    return scripted
 
 
 # -- D2: a write whose answer was lost is adopted, never made twice -------------------------------------------------
