@@ -11,6 +11,7 @@ import pytest
 from slack_sdk import WebClient
 
 from agent.faq_draft import clean_question, names_of, run
+from agent.faq_draft import run as faq_draft_run
 from tests.fakes.faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, named_workspace
 
@@ -62,3 +63,28 @@ def test_a_draft_keeps_no_participants_name(fake: FakeSlack) -> None:
         assert name not in printed, name
     asked = {r.params.get("user") for r in fake.requests if r.method == "users.info"}
     assert {SATO, TANAKA} <= asked  # the asker and who replied in the thread
+
+
+@pytest.fixture
+def named_answer() -> Iterator[FakeSlack]:
+    ws = named_workspace(TANAKA, SUZUKI, SATO)
+    with FakeSlack(ws) as running:
+        bot = WebClient(token=BOT_TOKEN, base_url=running.url)
+        q = ws.post("C0ECSUP", "ギフト包装の指定はどこでできますか？", user=SATO, ts=at(15)).ts
+        ws.post("C0ECSUP", "鈴木さんが前に設定していました", user=TANAKA, thread_ts=q, ts=at(15, 11))
+        text = "佐藤さん、注文備考の「のし」欄で指定します。鈴木花子さんが設定した手順は田中部長が確認済みです。"
+        react(ws, "C0ECSUP", answer(bot, "C0ECSUP", q, text), "+1", SUZUKI, TANAKA)
+        yield running
+
+
+def test_a_drafts_answer_keeps_no_participants_name(named_answer: FakeSlack) -> None:
+    """The README: "FAQ drafts drop the names the workspace knows ... for the asker and the thread's repliers".
+    helpbot's answer addresses the asker and names who did what in the thread: the draft printed them."""
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": named_answer.url, "HELPBOT_CHANNELS": "C0ECSUP",
+           "HELPBOT_BOT_USER_ID": BOT}
+    out, sleeps = io.StringIO(), list[float]()
+    assert faq_draft_run(parse(), env, now=NOW, sleep=sleeps.append, out=out) == 0
+    printed = out.getvalue()
+    assert "1 drafts" in printed and "「のし」欄で指定します" in printed
+    for name in ("佐藤", "鈴木", "田中", "花子"):
+        assert name not in printed, name

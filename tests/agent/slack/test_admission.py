@@ -17,6 +17,7 @@ from mcp_lib.config import ConfigError
 from tests.fakes.front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
 from tests.fakes.relay import GitHub, post, relay_for
 from tests.fakes.slack import FakeSlack, Workspace
+from tests.fakes.slack_files import add_file
 
 HOME = "T0HELPBOT"  # the fake workspace's team (auth.test team_id)
 PARTNER = "T0PARTNER"  # another organization, connected through Slack Connect
@@ -357,3 +358,48 @@ def test_what_the_event_alone_decides() -> None:
     hook = parse_event_data(envelope(bot_message_mention("C0ECSUP", "1735779700.000100", f"<@{BOT}> x")))
     assert hook.sender is not None and hook.sender.bot_id == "B0WEBHOOK" and hook.user is None
     assert check_ignore(hook, TriggerSettings(allowed_bots=frozenset({"B0WEBHOOK"}))) is None
+
+
+def test_a_dispatched_reaction_is_answered_only_when_its_user_reacted(
+        ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
+    """Whoever holds the dispatch token (or writes a zap) names any member as the reactor. The message helpbot
+    reads anyway (conversations.replies) carries ``reactions: [{name, users, count}]``
+    (https://api.slack.com/methods/conversations.replies): the named user must be among the reaction's users
+    (``reactions.get`` with ``full=true`` when ``count`` exceeds the users listed)."""
+    q = ws.history("C0ECSUP")[0]
+    assert not q.reactions  # nobody reacted
+    path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help"})
+    code, model = answer_scripted(env, lambda request: "回答です。", event=path)
+    assert code == 0 and model.requests == [] and bot_messages(ws, "C0ECSUP", q.ts) == []
+    ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"})  # someone else did
+    assert answer_scripted(env, lambda request: "回答です。", event=path)[1].requests == []
+    ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help::skin-tone-2"})
+    assert answer_scripted(env, lambda request: "回答です。", event=path)[0] == 0
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1  # the named user's own reaction, any skin tone
+
+
+def test_a_shared_channel_reads_only_files_shared_in_it(connect: Workspace, fake: FakeSlack,
+                                                        env: dict[str, str],
+                                                        tmp_path: Path) -> None:
+    """In a channel of HELPBOT_SHARED_CHANNELS only the FAQ (and HELPBOT_SHARED_SOURCES) are offered: Slack's
+    internal channels are not a source there, so neither are their files. The file rule still lets a file through
+    when files.info lists any public channel of the home workspace, as for an internal answer -- the reliance
+    on Slack never producing such a message that #19 removed for private files (fixed: where Slack is not a
+    source, only the answer's channel counts; a file shared in it is read as before)."""
+    ws = connect
+    internal = add_file(ws, "pricing.log", b"INTERNAL-PRICE-2025\n", channel="C0GENERAL", user="U0TANAKA")
+    asked = ws.post("C0PARTNER", "このログの意味は？", user="U0PARTNER", files=[internal])
+    reacted = ws.reacted({"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    path = event_file(tmp_path, reacted)
+    code, model = answer_scripted({**env, "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}, lambda r: "確認しました。",
+                                  event=path)
+    assert code == 0 and model.requests
+    assert "INTERNAL-PRICE-2025" not in json.dumps([r.messages for r in model.requests], ensure_ascii=False)
+    assert fake.calls("files.download") == []
+    own = add_file(ws, "partner.log", b"PARTNER-LINE-3\n", channel="C0PARTNER", user="U0PARTNER")
+    asked = ws.post("C0PARTNER", "こちらのログは？", user="U0PARTNER", files=[own])
+    reacted = ws.reacted({"channel": "C0PARTNER", "ts": asked.ts, "user": "U0PARTNER", "reaction": "help"})
+    path = event_file(tmp_path, reacted, name="own.json")
+    code, model = answer_scripted({**env, "HELPBOT_SHARED_CHANNELS": "C0PARTNER"}, lambda r: "確認しました。",
+                                  event=path)
+    assert code == 0 and "PARTNER-LINE-3" in json.dumps(model.requests[0].messages, ensure_ascii=False)

@@ -45,7 +45,7 @@ def make(kind: str, tmp_path: Path, ts: str) -> str:
     return str(path)
 
 
-# beyond tests/agent/test_redteam_faults.py's (directory, /dev/zero, not UTF-8, over 1 MB, dangling, deep arrays,
+# beyond tests/agent/slack/test_front_faults.py's (directory, /dev/zero, not UTF-8, over 1 MB, dangling, deep arrays,
 # surrogates, a 5,000-digit number)
 KINDS = ["symlink-to-urandom", "just-over-1mb", "nul", "deep-objects", "huge-number", "utf8-bom"]
 if os.geteuid() != 0:

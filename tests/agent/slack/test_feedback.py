@@ -493,3 +493,21 @@ def test_through_the_helpbot_command(monkeypatch: pytest.MonkeyPatch, capsys: py
         assert helpbot_main(["feedback", "--since", "7d", "--channel", "C0ECSUP", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["totals"]["answers"] == 1 and report["negative"][0]["permalink"] == ws.permalink("C0ECSUP", ts)
+
+
+def test_feedback_in_a_public_repository_keeps_its_log_as_a_private_channels(
+        env: dict[str, str], seeded: Seeded) -> None:
+    """The README: in a public repository "every run is kept that way [as a private channel's], whatever its
+    channel"; feedback.yml passes HELPBOT_REPOSITORY_VISIBILITY. The answer runs' records keep nothing the model
+    chose; the weekly report printed the same runs' tool names, rounds, cost and, with --json, their sources
+    (fixed: in a public repository the printed report leaves every channel's answers out; the Slack post is as
+    before)."""
+    public = {**env, "GITHUB_ACTIONS": "true", "HELPBOT_REPOSITORY_VISIBILITY": "public"}
+    report = as_json(public, "--since", "7d", "--channel", "C0ECSUP")
+    printed = json.dumps(report, ensure_ascii=False)
+    assert report["answers"] == [], printed[:300]
+    assert "FAQ 1" not in printed and "redmine_search" not in printed
+    code, text = feedback(public, "--since", "7d", "--channel", "C0ECSUP", "--post", "C0FEEDBACK")
+    assert code == 0 and "faq_search" not in text and "ラウンド" not in text
+    [posted] = seeded.ws.history("C0FEEDBACK")  # the post goes to Slack, not to the log: counted as before
+    assert "回答 3 件" in posted.blocks[0]["text"]  # type: ignore[index]

@@ -627,7 +627,7 @@ def test_a_dry_run_on_a_private_channel_run_locally_prints_the_answer(
 
 def test_the_trace_of_a_private_channel_keeps_only_how_the_run_ended(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path) -> None:
-    """No text, and no numbers or names the model chose either (tests/agent/test_redteam_leaks.py tries them)."""
+    """No text, and no numbers or names the model chose either (tests/agent/test_guard_no_leaks.py tries them)."""
     trace = tmp_path / "trace.jsonl"
     env.update(HELPBOT_TRACE_FILE=str(trace), GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"))
     code, asked = answer_in_secret(env, ws)
