@@ -20,7 +20,7 @@ from agent.core.model_config import ModelConfig
 from agent.errors import DispatchError
 from agent.slack.relay import RelayConfig, github_dispatcher
 from mcp_lib.doors import Refused
-from tests.fakes.loop import FakeClock
+from tests.fakes.clock import FakeClock
 from tests.fakes.origins import Recorder, recording, redirect_to, refusing
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,9 @@ from agent.core.settings import Settings
 from agent.evals import load_cases, run_cases, totals, url_matches
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import one_line_error
-from tests.fakes.loop import FakeClock, FakeTools
+from tests.fakes.loop import FakeTools
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "evals" / "faq.yaml"

@@ -21,6 +21,7 @@ from agent.slack.front import Options, run
 from agent.slack.markers import EVENT_TYPES
 from agent.slack.post import MAX_WAIT_S, WRITE_BUDGET_S
 from mcp_lib import Caller, Registry
+from tests.fakes.clock import FakeClock
 from tests.fakes.slack import FakeSlack, Message, Workspace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,22 +80,12 @@ def factory(env: dict[str, str], model: ScriptedModel, settings: Settings | None
     return make
 
 
-class Clock:
-    def __init__(self, step: float = 0.0):
-        self.now = 100.0
-        self.step = step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
-
-
-def answer_scripted(env: dict[str, str], script: Callable[[Request], Any], *, clock: Clock | None = None,
+def answer_scripted(env: dict[str, str], script: Callable[[Request], Any], *, clock: FakeClock | None = None,
                     seen: list[Caller] | None = None, sleeps: list[float] | None = None,
                     **options: Any) -> tuple[int, ScriptedModel]:
     model = ScriptedModel(script)
     code = run(Options(**options), env, make_agent=factory(env, model, seen=seen),
-               sleep=(sleeps.append if sleeps is not None else lambda s: None), clock=clock or Clock())
+               sleep=(sleeps.append if sleeps is not None else lambda s: None), clock=(clock or FakeClock()).monotonic)
     return code, model
 
 

@@ -12,7 +12,7 @@ needs its current blob ``sha``) and a pull request, each refused without its per
 write; ``can_open_pulls``: pull-requests write) with the message of the token's kind (``token_kind``).
 Failures are scripted with :meth:`FakeGitHub.script` (``rate_limited``, ``too_many``, ``server_error``, ``slow``).
 
-``serve``, ``slow``, ``respond`` and ``Clock`` are shared with the other fakes.
+``serve``, ``slow`` and ``respond`` are shared with the other fakes.
 """
 
 from __future__ import annotations
@@ -41,19 +41,6 @@ DOCS = "https://docs.github.com/rest"
 
 
 # -- shared helpers for fakes -------------------------------------------------------------------------------
-class Clock:
-    """A clock whose sleep only advances time and records the wait: tests never really wait."""
-
-    def __init__(self, start: float = 1_800_000_000.0):
-        self.now = start
-        self.sleeps: list[float] = []
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def respond(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Behaviour:

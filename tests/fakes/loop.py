@@ -1,4 +1,4 @@
-"""Fakes for the agent tests: a tool provider made of plain functions, a clock, and a transcript checker."""
+"""Fakes for the agent tests: a tool provider made of plain functions, tools that hang, and a transcript checker."""
 
 from __future__ import annotations
 
@@ -57,24 +57,6 @@ class FakeTools:
 
     def mask(self, text: str) -> str:
         return redact_secrets(text)
-
-
-class FakeClock:
-    """Monotonic seconds that only move when told to (or when ``sleep`` is called)."""
-
-    def __init__(self, start: float = 1000.0):
-        self.now = start
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def check_transcript(messages: list[dict[str, Any]]) -> None:

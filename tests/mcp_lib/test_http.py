@@ -21,32 +21,32 @@ from mcp_lib.http import (
     retrying,
     send,
 )
-from tests.fakes.github import Clock
+from tests.fakes.clock import FakeClock
 
 NOW = 1_800_000_000.0
 
 
 def test_a_wait_longer_than_the_time_left_stops_instead_of_retrying_early() -> None:
-    clock = Clock(start=NOW)
+    clock = FakeClock(wall=NOW)
     attempts = []
 
     def limited() -> None:
-        attempts.append(clock.now)
+        attempts.append(clock.wall())
         raise RetryableError("HTTP 429", wait=20.0)
 
-    policy = retrying(sleep=clock.sleep, clock=clock.time, attempts=10, budget_s=600, deadline=NOW + 30)
+    policy = retrying(sleep=clock.sleep, clock=clock.wall, attempts=10, budget_s=600, deadline=NOW + 30)
     with pytest.raises(ToolError, match="asks to wait 20 s, more than the 10 s left"):
         call_with_retries(limited, policy, "Service")
     assert clock.sleeps == [20.0] and len(attempts) == 2
 
 
 def test_backoff_of_our_own_never_sleeps_into_the_deadline() -> None:
-    clock = Clock(start=NOW)
+    clock = FakeClock(wall=NOW)
 
     def down() -> None:
         raise RetryableError("HTTP 503")
 
-    policy = retrying(sleep=clock.sleep, clock=clock.time, attempts=10, base_s=4, deadline=NOW + 5)
+    policy = retrying(sleep=clock.sleep, clock=clock.wall, attempts=10, base_s=4, deadline=NOW + 5)
     with pytest.raises(ToolError, match="unavailable after retries"):
         call_with_retries(down, policy, "Service")
     # 4 s +-25 %, then the second backoff (8 s +-25 %) would leave no time for an attempt: stop instead of waiting
@@ -102,8 +102,8 @@ def test_a_name_that_does_not_resolve_is_a_connect_error_and_the_tool_retries_th
         looked_up.append((host, port))
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    clock = Clock(start=NOW)
-    ctx = ToolContext(client=hooked(NameResolution(nxdomain)), config=None, sleep=clock.sleep, clock=clock.time)
+    clock = FakeClock(wall=NOW)
+    ctx = ToolContext(client=hooked(NameResolution(nxdomain)), config=None, sleep=clock.sleep, clock=clock.wall)
     with pytest.raises(ToolError, match=r"unavailable after retries: could not connect \(ConnectError: name "
                                         r"'growi.example.test' does not resolve"):
         send(ctx, "Growi", "GET", "https://growi.example.test/_api/v3/pages")

@@ -5,21 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mcp_lib.retry import Budget, GaveUp, Policy, Retry, call, server_wait
+from tests.fakes.clock import FakeClock
 
 NOW = 1_800_000_000.0  # wall-clock epoch seconds, for HTTP dates and x-ratelimit-reset
-
-
-class Clock:
-    def __init__(self, start: float = 0.0):  # monotonic clocks start anywhere, near zero included
-        self.now = start
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @pytest.mark.parametrize(("headers", "expected"), [
@@ -58,7 +46,7 @@ def test_the_verdicts() -> None:
 
 
 def test_call_retries_what_the_caller_calls_retryable_and_reports_each_wait() -> None:
-    clock = Clock()
+    clock = FakeClock(start=0.0)
     failures = [ValueError("throttled"), ValueError("throttled")]
     heard: list[tuple[int, float]] = []
 
@@ -68,18 +56,19 @@ def test_call_retries_what_the_caller_calls_retryable_and_reports_each_wait() ->
         return "ok"
 
     result = call(fn, retryable=lambda exc: Retry(Policy(), 2.0) if isinstance(exc, ValueError) else None,
-                  budget=Budget(None, clock), sleep=clock.sleep, on_retry=lambda n, exc, wait: heard.append((n, wait)))
+                  budget=Budget(None, clock.monotonic), sleep=clock.sleep,
+                  on_retry=lambda n, exc, wait: heard.append((n, wait)))
     assert result == "ok" and clock.sleeps == [2.0, 2.0] and heard == [(1, 2.0), (2, 2.0)]
 
 
 def test_a_failure_that_is_not_retryable_is_raised_as_it_is() -> None:
-    clock = Clock()
+    clock = FakeClock(start=0.0)
 
     def fn(left: float) -> None:
         raise KeyError("rejected")
 
     with pytest.raises(KeyError):
-        call(fn, retryable=lambda exc: None, budget=Budget(None, clock), sleep=clock.sleep)
+        call(fn, retryable=lambda exc: None, budget=Budget(None, clock.monotonic), sleep=clock.sleep)
     assert clock.sleeps == []
 
 
@@ -88,7 +77,7 @@ def test_a_failure_that_is_not_retryable_is_raised_as_it_is() -> None:
     (Policy(attempts=9, base_s=4.0), 5.0, "deadline", 2),  # 4 s +-25 %, then 8 s would leave no time
 ])
 def test_why_the_retries_ended(policy: Policy, deadline: float | None, why: str, attempts: int) -> None:
-    clock = Clock()
+    clock = FakeClock(start=0.0)
     calls: list[float] = []
 
     def down(left: float) -> None:
@@ -96,22 +85,22 @@ def test_why_the_retries_ended(policy: Policy, deadline: float | None, why: str,
         raise ConnectionError("down")
 
     with pytest.raises(GaveUp) as caught:
-        call(down, retryable=lambda exc: Retry(policy), budget=Budget(deadline, clock), sleep=clock.sleep)
+        call(down, retryable=lambda exc: Retry(policy), budget=Budget(deadline, clock.monotonic), sleep=clock.sleep)
     assert caught.value.why == why and caught.value.attempts == attempts == len(calls)
     assert isinstance(caught.value.last, ConnectionError) and caught.value.__cause__ is caught.value.last
 
 
 def test_no_attempt_starts_without_the_time_it_needs() -> None:
-    clock = Clock()
+    clock = FakeClock(start=0.0)
     with pytest.raises(GaveUp) as caught:
         call(lambda left: "never", retryable=lambda exc: Retry(Policy()), sleep=clock.sleep,
-             budget=Budget(0.5, clock, min_attempt_s=1.0))
+             budget=Budget(0.5, clock.monotonic, min_attempt_s=1.0))
     assert caught.value.why == "deadline" and caught.value.attempts == 0 and caught.value.last is None
 
 
 def test_each_failure_is_retried_under_its_own_policy() -> None:
     """E.g. an unreachable endpoint gets one quick retry while throttling gets several."""
-    clock = Clock()
+    clock = FakeClock(start=0.0)
     quick, patient = Policy(attempts=2, base_s=1.0, max_backoff_s=1.0), Policy(attempts=6, base_s=2.0)
 
     def refused(left: float) -> None:
@@ -121,5 +110,5 @@ def test_each_failure_is_retried_under_its_own_policy() -> None:
         return Retry(quick if isinstance(exc, ConnectionRefusedError) else patient)
 
     with pytest.raises(GaveUp) as caught:
-        call(refused, retryable=retryable, budget=Budget(480.0, clock), sleep=clock.sleep)
+        call(refused, retryable=retryable, budget=Budget(480.0, clock.monotonic), sleep=clock.sleep)
     assert caught.value.why == "attempts" and caught.value.attempts == 2 and clock.sleeps[0] <= 1.25

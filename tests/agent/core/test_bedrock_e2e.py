@@ -24,7 +24,8 @@ from mcp_lib.config import ConfigError
 from mcp_lib.http import NameResolution
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
-from tests.fakes.loop import FakeClock, check_transcript
+from tests.fakes.clock import FakeClock
+from tests.fakes.loop import check_transcript
 
 MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
 SYSTEM = [{"type": "text", "text": "You are a test."}]

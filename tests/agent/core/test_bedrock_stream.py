@@ -11,7 +11,7 @@ from agent.core.claude import ModelConfig, SdkModel, build_model
 from agent.core.model import Request
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
-from tests.fakes.loop import FakeClock
+from tests.fakes.clock import FakeClock
 
 MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
 HELLO = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]

@@ -17,7 +17,8 @@ from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens
 from agent.core.tools import ToolOutcome
-from tests.fakes.loop import FakeClock, FakeTools, check_transcript
+from tests.fakes.clock import FakeClock
+from tests.fakes.loop import FakeTools, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0, max_rounds=10)
 BODY = "在庫同期の遅延は 429 のレート制限による再実行待ち。確認手順: 連携ログを見る。" * 40  # ~1,600 characters

@@ -19,7 +19,8 @@ from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens, request_tokens
 from agent.core.tools import ToolOutcome
 from agent.slack.blocks import answer_payloads
-from tests.fakes.loop import FakeClock, FakeTools, Hangs, check_transcript
+from tests.fakes.clock import FakeClock
+from tests.fakes.loop import FakeTools, Hangs, check_transcript
 
 SETTINGS = Settings(tool_timeout_s=5.0)
 NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)
@@ -608,14 +609,14 @@ def test_a_request_cut_short_by_the_soft_deadline_still_gets_the_final_answer() 
         if request.round == 1:
             return calls(("faq_search", {"query": "x"}))
         assert request.deadline is not None
-        clock.now = request.deadline  # throttled until its deadline
+        clock.advance(request.deadline - clock.monotonic())  # throttled until its deadline
         raise ModelUnavailable("bedrock model: no time left before the deadline", out_of_time=True)
 
     agent, model = make_agent(script, tools, clock=clock)
     answer = agent.run("q")
     assert not answer.degraded and answer.stop == "deadline" and answer.rounds == 1
     assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/1"]
-    assert model.requests[-1].forced and model.requests[-1].deadline == clock.now + 60
+    assert model.requests[-1].forced and model.requests[-1].deadline == clock.monotonic() + 60
     check_transcript(answer.messages)
 
 
@@ -704,8 +705,8 @@ def test_a_throttled_summary_model_gets_its_own_short_deadline() -> None:
     def script(request: Request) -> Any:
         if request.model == "summary":
             assert request.deadline is not None
-            waited.append(request.deadline - clock.now)
-            clock.now = request.deadline  # throttled until its deadline
+            waited.append(request.deadline - clock.monotonic())
+            clock.advance(request.deadline - clock.monotonic())  # throttled until its deadline
             raise ModelUnavailable("summary model: no time left before the deadline", out_of_time=True)
         return calls(("redmine_getIssue", {"n": request.round})) if request.round <= 5 else "done"
 

@@ -29,7 +29,8 @@ from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
 from mcp_lib.platforms.faq import FaqIndex
 from tests.fakes.answers import make_answer
-from tests.fakes.loop import FakeClock, FakeTools
+from tests.fakes.clock import FakeClock
+from tests.fakes.loop import FakeTools
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "helpbot.example.toml"

@@ -18,11 +18,11 @@ from agent.slack.blocks import PLACEHOLDER, placeholder_payload
 from agent.slack.front import Options, run
 from agent.slack.post import MAX_WAIT_S, WRITE_BUDGET_S, SlackOut
 from agent.slack.reply import ProgressThrottle, ThreadReply
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import (
     BOT,
     FAQ_URL,
     STORM,
-    Clock,
     answer_scripted,
     cites_first_faq_hit,
     factory,
@@ -46,7 +46,7 @@ def test_a_short_storm_on_any_write_is_waited_out(ws: Workspace, fake: FakeSlack
     q.reactions["x"] = [BOT]
     fake.fail(method, status=429, retry_after=10, times=3)
     sleeps: list[float] = []
-    code, _ = answer_scripted(env, cites_first_faq_hit(), sleeps=sleeps, clock=Clock(step=0), channel="C0ECSUP",
+    code, _ = answer_scripted(env, cites_first_faq_hit(), sleeps=sleeps, clock=FakeClock(tick=0), channel="C0ECSUP",
                               ts=q.ts)
     kinds, placeholders, reactions = thread_state(ws, q.ts)
     assert code == 0 and kinds == ["answer"] and placeholders == []
@@ -123,7 +123,7 @@ def test_a_rate_limited_progress_update_is_never_waited_for(ws: Workspace, fake:
     fake.fail("chat.update", status=429, retry_after=30, times=1)  # the first progress update
     sleeps: list[float] = []
     q = question_of(ws)
-    code, _ = answer_scripted(env, rounds, sleeps=sleeps, clock=Clock(step=10), channel="C0ECSUP", ts=q.ts)
+    code, _ = answer_scripted(env, rounds, sleeps=sleeps, clock=FakeClock(tick=10), channel="C0ECSUP", ts=q.ts)
     assert code == 0 and sleeps == []  # not one second spent waiting on Slack
     updates = fake.calls("chat.update")
     assert updates[0].status == 429 and len([u for u in updates if u.status == 429]) == 1
@@ -143,7 +143,7 @@ def test_two_runs_racing_for_one_message_post_one_answer(ws: Workspace, fake: Fa
         model = ScriptedModel(cites_first_faq_hit())
         start.wait()
         codes.append(run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=factory(env, model),
-                         sleep=lambda s: None, clock=Clock()))
+                         sleep=lambda s: None, clock=FakeClock().monotonic))
 
     runs = [threading.Thread(target=one_run) for _ in range(2)]
     for thread in runs:

@@ -16,11 +16,11 @@ import pytest
 from agent.core.model import ModelResponse, Usage
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack.front import Options, run
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import (
     BOT,
     STORM,
     WRITE_METHODS,
-    Clock,
     answer_scripted,
     assert_final,
     bounded,
@@ -142,7 +142,7 @@ def test_racing_runs_with_refused_and_lost_writes_post_one_answer(
         model = ScriptedModel(cites_first_faq_hit())
         start.wait()
         codes.append(run(Options(channel="C0ECSUP", ts=q.ts), {**env, "GITHUB_RUN_ID": name},
-                         make_agent=factory(env, model), sleep=lambda s: None, clock=Clock()))
+                         make_agent=factory(env, model), sleep=lambda s: None, clock=FakeClock().monotonic))
 
     threads = [threading.Thread(target=one_run, args=(f"run{i}",)) for i in range(runs)]
     for thread in threads:
@@ -282,7 +282,7 @@ def test_an_answer_of_any_shape_ends_in_one_answer_or_notice(ws: Workspace, fake
         return reply
 
     sleeps: list[float] = []
-    code, _ = answer_scripted(env, script, sleeps=sleeps, clock=Clock(step=0.01), channel="C0ECSUP", ts=q.ts)
+    code, _ = answer_scripted(env, script, sleeps=sleeps, clock=FakeClock(tick=0.01), channel="C0ECSUP", ts=q.ts)
     bounded(sleeps)
     kinds, placeholders, reactions = thread_state(ws, q.ts)
     assert code in (0, 1)

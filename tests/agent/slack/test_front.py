@@ -29,11 +29,11 @@ from mcp_lib import Caller
 from tests.agent.conftest import PREFIXES
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import (
     BOT,
     FAQ_URL,
     REPO,
-    Clock,
     answer_scripted,
     bot_messages,
     cites_first_faq_hit,
@@ -414,7 +414,7 @@ def test_progress_updates_the_placeholder_but_throttled(ws: Workspace, fake: Fak
 
     q = question_of(ws)
     # a clock that moves 10 s per look: every new state is shown
-    assert answer_scripted(env, three_rounds, clock=Clock(step=10), channel="C0ECSUP", ts=q.ts)[0] == 0
+    assert answer_scripted(env, three_rounds, clock=FakeClock(tick=10), channel="C0ECSUP", ts=q.ts)[0] == 0
     shown = [r.params["text"] for r in fake.calls("chat.update")][:-1]  # the last update is the answer
     assert "調べています…（ラウンド 2/10：FAQ を検索中）" in shown
     assert len(shown) == len(set(shown))  # never the same text twice in a row
@@ -422,7 +422,7 @@ def test_progress_updates_the_placeholder_but_throttled(ws: Workspace, fake: Fak
     # a clock that stands still: no progress update at all, only the answer replaces the placeholder
     fresh = ws.post("C0ECSUP", "楽天の注文取込が止まっています", user="U0TANAKA")
     before = len(fake.calls("chat.update"))
-    assert answer_scripted(env, three_rounds, clock=Clock(step=0), channel="C0ECSUP", ts=fresh.ts)[0] == 0
+    assert answer_scripted(env, three_rounds, clock=FakeClock(tick=0), channel="C0ECSUP", ts=fresh.ts)[0] == 0
     assert len(fake.calls("chat.update")) == before + 1
 
 
@@ -778,7 +778,7 @@ def test_sigterm_before_the_thread_is_known_is_exit_130_without_a_traceback(
 
     model = ScriptedModel(lambda r: "never")
     code = run(Options(channel="C0ECSUP", ts=question_of(ws).ts), env, make_agent=factory(env, model),
-               sleep=cancelled_while_waiting, clock=Clock())
+               sleep=cancelled_while_waiting, clock=FakeClock().monotonic)
     assert code == 130 and model.requests == [] and writes(fake) == []
     assert one_line(capsys.readouterr().err) == "helpbot answer: interrupted"
 
@@ -815,12 +815,12 @@ def test_a_free_question_of_4000_characters_with_a_disguised_link_is_posted(
 
 # -- the progress throttle --------------------------------------------------------------------------------------------
 def test_progress_throttle_shows_new_texts_at_most_every_interval() -> None:
-    clock = Clock(step=0)
-    throttle = ProgressThrottle(clock, 5.0)
+    clock = FakeClock(tick=0)
+    throttle = ProgressThrottle(clock.monotonic, 5.0)
     assert not throttle.due("ラウンド 1")  # too soon after the placeholder
-    clock.now += 5
+    clock.advance(5)
     assert throttle.due("ラウンド 1") and not throttle.due("ラウンド 2")
-    clock.now += 6
+    clock.advance(6)
     assert not throttle.due("ラウンド 1") and throttle.due("ラウンド 2")
 
 

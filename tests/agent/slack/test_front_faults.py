@@ -18,12 +18,12 @@ import pytest
 from agent.core.model import ModelUnavailable
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack.front import Options, run
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import (
     BOT,
     FAQ_URL,
     WRITE_METHODS,
     WRITES,
-    Clock,
     answer_scripted,
     assert_final,
     bounded,
@@ -376,7 +376,8 @@ def test_a_limit_that_is_not_a_number_is_a_configuration_error(
     def make(registry: Any, on_progress: Any, on_event: Any) -> Any:
         return build_agent(env, registry=registry, on_progress=on_progress, on_event=on_event)
 
-    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=lambda s: None, clock=Clock())
+    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=lambda s: None,
+               clock=FakeClock().monotonic)
     assert code == 2
     assert f"{name}: {value!r} is not a number" in capsys.readouterr().err
     assert placeholders(ws, q.ts) == [] and "eyes" not in ws.reactions("C0ECSUP", q.ts)
@@ -458,7 +459,8 @@ def test_the_spend_cap_ends_the_investigation_with_one_answer(ws: Workspace, fak
         return Agent(model, RegistryTools(registry), Settings(max_cost_usd=0.0001), on_progress=on_progress,
                      on_event=on_event)
 
-    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=lambda s: None, clock=Clock())
+    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=lambda s: None,
+               clock=FakeClock().monotonic)
     assert code == 0 and len(model.requests) == 2  # one round, then the final answer
     assert_final(ws, q.ts, "answer")
 

@@ -19,8 +19,8 @@ from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from agent.slack.front import Options, run
 from tests.fakes import bedrock as stub_lib
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import BOT, question_of, thread_state
-from tests.fakes.loop import FakeClock
 from tests.fakes.slack import FakeSlack, Workspace
 
 DEADLINE_S = 480.0

@@ -19,7 +19,8 @@ from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
 from agent.slack.markers import EVENT_TYPES
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
-from tests.fakes.front import BOT, FAQ_URL, Clock, bot_messages, event_file, factory, markdown_of, question_of
+from tests.fakes.clock import FakeClock
+from tests.fakes.front import BOT, FAQ_URL, bot_messages, event_file, factory, markdown_of, question_of
 from tests.fakes.slack import FakeSlack, Workspace
 
 ANSWER = ("在庫同期が遅れるときは、まず連携ログを確認してください。ジョブは15分ごとに走り、失敗すると次の回で"
@@ -49,10 +50,10 @@ def searching_then(answer: str | Callable[[Request], str], preamble: str = "FAQ�
 
 
 def answer(env: dict[str, str], script: Callable[[Request], Any], *, deltas: Callable[[str], Iterable[str]],
-           clock: Clock | None = None, **options: Any) -> int:
+           clock: FakeClock | None = None, **options: Any) -> int:
     model = ScriptedModel(script, deltas=deltas)
     return run(Options(**options), env, make_agent=factory(env, model), sleep=lambda s: None,
-               clock=clock or Clock(step=0.05))
+               clock=(clock or FakeClock(tick=0.05)).monotonic)
 
 
 def appended_text(fake: FakeSlack) -> str:

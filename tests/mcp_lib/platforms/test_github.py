@@ -13,8 +13,8 @@ from mcp_lib.config import ConfigError
 from mcp_lib.core import Result, ToolError
 from mcp_lib.platforms import github
 from mcp_lib.registry import Registry
+from tests.fakes.clock import FakeClock
 from tests.fakes.github import (
-    Clock,
     FakeGitHub,
     rate_limited,
     respond,
@@ -59,26 +59,26 @@ def seed(fake: FakeGitHub) -> None:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(wall=1_800_000_000.0)
 
 
 @pytest.fixture
-def fake(clock: Clock) -> FakeGitHub:
-    fake = FakeGitHub(clock=clock.time)
+def fake(clock: FakeClock) -> FakeGitHub:
+    fake = FakeGitHub(clock=clock.wall)
     seed(fake)
     return fake
 
 
-def make_registry(fake: FakeGitHub, clock: Clock, **env: str) -> Registry:
+def make_registry(fake: FakeGitHub, clock: FakeClock, **env: str) -> Registry:
     full_env = {**ENV, **env}
     config = github.load_config(full_env)
     assert config is not None
     return Registry(env=full_env, clients={"github": github.make_client(config, transport=fake.transport())},
-                    sleep=clock.sleep, clock=clock.time, platforms={"github": github.PLATFORM})
+                    sleep=clock.sleep, clock=clock.wall, platforms={"github": github.PLATFORM})
 
 
-def call(fake: FakeGitHub, clock: Clock, tool: str, env: dict[str, str] | None = None, **arguments: Any) -> Result:
+def call(fake: FakeGitHub, clock: FakeClock, tool: str, env: dict[str, str] | None = None, **arguments: Any) -> Result:
     return make_registry(fake, clock, **(env or {})).call(f"github_{tool}", arguments)
 
 
@@ -110,7 +110,7 @@ def test_url_without_scheme_names_the_variable() -> None:
     assert err.value.variable == "GITHUB_API_URL"
 
 
-def test_client_sends_the_api_headers(fake: FakeGitHub, clock: Clock) -> None:
+def test_client_sends_the_api_headers(fake: FakeGitHub, clock: FakeClock) -> None:
     assert call(fake, clock, "getIssue", repo="acme/shop-sync", number=1).status == "ok"
     first = fake.requests[0]
     assert first.headers["accept"] == "application/vnd.github+json"
@@ -135,7 +135,7 @@ def test_platform_metadata_and_interface() -> None:
 
 
 # -- searchCode ---------------------------------------------------------------------------------------------
-def test_search_code_returns_hits_with_link_and_snippet(fake: FakeGitHub, clock: Clock) -> None:
+def test_search_code_returns_hits_with_link_and_snippet(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "searchCode", query="sync_inventory")
     assert result.status == "ok", result.message
     [hit] = result.items
@@ -146,20 +146,20 @@ def test_search_code_returns_hits_with_link_and_snippet(fake: FakeGitHub, clock:
     assert fake.requests[-1].headers["accept"] == "application/vnd.github.text-match+json"
 
 
-def test_search_without_repo_is_scoped_to_every_allowlisted_repo(fake: FakeGitHub, clock: Clock) -> None:
+def test_search_without_repo_is_scoped_to_every_allowlisted_repo(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "searchCode", query="inventory")
     assert queries(fake) == ["inventory repo:acme/shop-sync repo:acme/docs"]
     assert {hit["repo"] for hit in result.items} == {"acme/shop-sync", "acme/docs"}
     assert not result.notes  # nothing had to be dropped: the query itself was scoped
 
 
-def test_search_with_repo_searches_only_that_repo(fake: FakeGitHub, clock: Clock) -> None:
+def test_search_with_repo_searches_only_that_repo(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "searchCode", query="inventory", repo="ACME/docs")
     assert queries(fake) == ["inventory repo:acme/docs"]
     assert [hit["path"] for hit in result.items] == ["guide/inventory.md"]
 
 
-def test_results_from_other_repos_are_dropped_anyway(fake: FakeGitHub, clock: Clock) -> None:
+def test_results_from_other_repos_are_dropped_anyway(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.ignore_repo_qualifiers = True  # a search that ignores the scope must still not leak
     code = call(fake, clock, "searchCode", query="inventory")
     issues = call(fake, clock, "searchIssues", query="inventory")
@@ -173,7 +173,7 @@ def test_results_from_other_repos_are_dropped_anyway(fake: FakeGitHub, clock: Cl
 @pytest.mark.parametrize("tool", ["searchCode", "searchIssues"])
 @pytest.mark.parametrize("hits", [1, 3, 30])
 def test_search_whose_only_hits_are_outside_the_allowlist_is_a_search_without_hits(
-        fake: FakeGitHub, clock: Clock, tool: str, hits: int) -> None:
+        fake: FakeGitHub, clock: FakeClock, tool: str, hits: int) -> None:
     """Whole results compared: nothing tells "only foreign hits" from "no hits"."""
     fake.ignore_repo_qualifiers = True
     for n in range(hits):
@@ -195,7 +195,7 @@ def test_search_whose_only_hits_are_outside_the_allowlist_is_a_search_without_hi
     ("getPullRequest", {"repo": "evil/leak", "number": 1}),
 ])
 def test_repo_outside_the_allowlist_is_refused_before_any_request(
-        fake: FakeGitHub, clock: Clock, tool: str, arguments: dict[str, Any]) -> None:
+        fake: FakeGitHub, clock: FakeClock, tool: str, arguments: dict[str, Any]) -> None:
     result = call(fake, clock, tool, **arguments)
     assert result.status == "error"
     assert "not in the allowlist" in (result.message or "") and "acme/shop-sync" in (result.message or "")
@@ -204,21 +204,21 @@ def test_repo_outside_the_allowlist_is_refused_before_any_request(
 
 @pytest.mark.parametrize("query", ["inventory repo:evil/leak", "org:evil inventory", "inventory user:evil",
                                    "inventory -repo:acme/docs"])
-def test_scope_qualifiers_in_the_query_are_refused(fake: FakeGitHub, clock: Clock, query: str) -> None:
+def test_scope_qualifiers_in_the_query_are_refused(fake: FakeGitHub, clock: FakeClock, query: str) -> None:
     for tool in ("searchCode", "searchIssues"):
         result = call(fake, clock, tool, query=query)
         assert result.status == "error" and "repo argument" in (result.message or "")
     assert fake.requests == []
 
 
-def test_search_error_from_github_is_reported(fake: FakeGitHub, clock: Clock) -> None:
+def test_search_error_from_github_is_reported(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "searchCode", env={"HELPBOT_GITHUB_REPOS": "acme/ghost"}, query="inventory")
     assert result.status == "error"
     assert "422" in (result.message or "") and "cannot be searched" in (result.message or "")
 
 
 # -- searchIssues -------------------------------------------------------------------------------------------
-def test_search_issues_returns_issues_and_pull_requests_marked(fake: FakeGitHub, clock: Clock) -> None:
+def test_search_issues_returns_issues_and_pull_requests_marked(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "searchIssues", query="inventory")
     assert result.status == "ok", result.message
     kinds = {hit["number"]: hit["kind"] for hit in result.items}
@@ -233,7 +233,7 @@ def test_search_issues_returns_issues_and_pull_requests_marked(fake: FakeGitHub,
     assert pull["url"] == "https://github.com/acme/shop-sync/pull/2"
 
 
-def test_search_issues_state_filter(fake: FakeGitHub, clock: Clock) -> None:
+def test_search_issues_state_filter(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "searchIssues", query="inventory", state="closed")
     assert {hit["number"] for hit in result.items} == {2, 3}  # the merged PR is closed too
     assert all("state:closed" in q for q in queries(fake))
@@ -241,14 +241,14 @@ def test_search_issues_state_filter(fake: FakeGitHub, clock: Clock) -> None:
     assert bad.status == "error" and "invalid arguments" in (bad.message or "")
 
 
-def test_search_issues_with_an_explicit_kind_sends_one_query(fake: FakeGitHub, clock: Clock) -> None:
+def test_search_issues_with_an_explicit_kind_sends_one_query(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "searchIssues", query="inventory is:pr", repo="acme/shop-sync")
     assert queries(fake) == ["inventory is:pr repo:acme/shop-sync"]
     assert [hit["kind"] for hit in result.items] == ["pull_request"]
 
 
 # -- getFileContent -----------------------------------------------------------------------------------------
-def test_get_file_content_decodes_base64(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_file_content_decodes_base64(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="src/sync/inventory.py")
     assert result.status == "ok", result.message
     item = result.item or {}
@@ -260,13 +260,13 @@ def test_get_file_content_decodes_base64(fake: FakeGitHub, clock: Clock) -> None
     assert fake.requests[-1].url.params["ref"] == "v1.0"
 
 
-def test_get_file_content_with_a_japanese_path(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_file_content_with_a_japanese_path(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="/docs/在庫.md")
     assert "5 分ごとに同期" in (result.item or {})["content"]
     assert fake.requests[-1].url.raw_path.decode().endswith("/contents/docs/%E5%9C%A8%E5%BA%AB.md")
 
 
-def test_long_file_is_cut_with_a_marker(fake: FakeGitHub, clock: Clock) -> None:
+def test_long_file_is_cut_with_a_marker(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getFileContent", env={"HELPBOT_GITHUB_MAX_BODY_CHARS": "1000"},
                   repo="acme/shop-sync", path="data/huge.csv")
     item = result.item or {}
@@ -276,27 +276,27 @@ def test_long_file_is_cut_with_a_marker(fake: FakeGitHub, clock: Clock) -> None:
     assert len(result.to_json()) < 3000
 
 
-def test_binary_file_is_reported_not_shown(fake: FakeGitHub, clock: Clock) -> None:
+def test_binary_file_is_reported_not_shown(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="assets/logo.png")
     assert result.status == "ok"
     assert (result.item or {})["binary"] is True and "content" not in (result.item or {})
     assert any("binary file" in note for note in result.notes)
 
 
-def test_file_over_one_megabyte_points_to_the_url(fake: FakeGitHub, clock: Clock) -> None:
+def test_file_over_one_megabyte_points_to_the_url(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.add_file("acme/shop-sync", "data/dump.sql", "x" * (1024 * 1024 + 1))
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="data/dump.sql")
     assert result.status == "ok" and "too large" in result.notes[0]
     assert (result.item or {})["url"].endswith("/data/dump.sql")
 
 
-def test_directory_path_lists_entries(fake: FakeGitHub, clock: Clock) -> None:
+def test_directory_path_lists_entries(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="src")
     assert [(e["path"], e["type"]) for e in result.items] == [("src/orders", "dir"), ("src/sync", "dir")]
     assert all(e["url"].startswith("https://github.com/acme/shop-sync/tree/") for e in result.items)
 
 
-def test_secrets_in_a_file_body_are_masked(fake: FakeGitHub, clock: Clock) -> None:
+def test_secrets_in_a_file_body_are_masked(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="config/settings.py")
     text = result.to_json()
     assert SECRET not in text and "AKIAABCDEFGHIJKLMNOP" not in text
@@ -305,13 +305,13 @@ def test_secrets_in_a_file_body_are_masked(fake: FakeGitHub, clock: Clock) -> No
 
 @pytest.mark.parametrize("path", ["../../evil/leak/contents/src/inventory.py", "src/../../../evil/leak",
                                   "src/./x.py", "a//b"])
-def test_paths_that_could_leave_the_repo_are_refused(fake: FakeGitHub, clock: Clock, path: str) -> None:
+def test_paths_that_could_leave_the_repo_are_refused(fake: FakeGitHub, clock: FakeClock, path: str) -> None:
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path=path)
     assert result.status == "error" and "invalid path" in (result.message or "")
     assert fake.requests == []
 
 
-def test_missing_file_and_unknown_ref(fake: FakeGitHub, clock: Clock) -> None:
+def test_missing_file_and_unknown_ref(fake: FakeGitHub, clock: FakeClock) -> None:
     missing = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="nope.py")
     assert missing.status == "error" and "404" in (missing.message or "") and "Not Found" in (missing.message or "")
     bad_ref = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="README.md", ref="no-such-branch")
@@ -319,7 +319,7 @@ def test_missing_file_and_unknown_ref(fake: FakeGitHub, clock: Clock) -> None:
 
 
 # -- getIssue / getPullRequest ------------------------------------------------------------------------------
-def test_get_issue_with_the_latest_comments_bounded(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_issue_with_the_latest_comments_bounded(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
     assert result.status == "ok", result.message
     item = result.item or {}
@@ -331,7 +331,7 @@ def test_get_issue_with_the_latest_comments_bounded(fake: FakeGitHub, clock: Clo
     assert "5 earlier comments left out" in result.notes[0]
 
 
-def test_get_issue_with_more_comments_than_one_page(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_issue_with_more_comments_than_one_page(fake: FakeGitHub, clock: FakeClock) -> None:
     number = fake.add_issue("acme/shop-sync", "busy", comments=tuple(f"c{i}" for i in range(1, 102)))
     result = call(fake, clock, "getIssue", env={"HELPBOT_GITHUB_MAX_COMMENTS": "4"}, repo="acme/shop-sync",
                   number=number)
@@ -340,18 +340,18 @@ def test_get_issue_with_more_comments_than_one_page(fake: FakeGitHub, clock: Clo
     assert pages == ["2", "1"]  # the last page held one comment: the one before it was read too
 
 
-def test_get_issue_on_a_pull_request_says_so(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_issue_on_a_pull_request_says_so(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=2)
     assert (result.item or {})["kind"] == "pull_request"
     assert any("github_getPullRequest" in note for note in result.notes)
 
 
-def test_get_issue_not_found(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_issue_not_found(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=999)
     assert result.status == "error" and "404" in (result.message or "")
 
 
-def test_get_pull_request_with_changed_files(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_pull_request_with_changed_files(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getPullRequest", env={"HELPBOT_GITHUB_MAX_PATCH_CHARS": "200"},
                   repo="acme/shop-sync", number=2)
     assert result.status == "ok", result.message
@@ -365,19 +365,19 @@ def test_get_pull_request_with_changed_files(fake: FakeGitHub, clock: Clock) -> 
     assert second["status"] == "added" and third["patch"] is None
 
 
-def test_get_pull_request_limits_files(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_pull_request_limits_files(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getPullRequest", env={"HELPBOT_GITHUB_MAX_FILES": "2"}, repo="acme/shop-sync",
                   number=2)
     assert len((result.item or {})["files"]) == 2
     assert "showing 2 of 3 changed files" in result.notes
 
 
-def test_get_pull_request_on_an_issue_number(fake: FakeGitHub, clock: Clock) -> None:
+def test_get_pull_request_on_an_issue_number(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getPullRequest", repo="acme/shop-sync", number=1)
     assert result.status == "error" and "404" in (result.message or "")
 
 
-def test_tools_only_send_get_requests(fake: FakeGitHub, clock: Clock) -> None:
+def test_tools_only_send_get_requests(fake: FakeGitHub, clock: FakeClock) -> None:
     registry = make_registry(fake, clock)
     registry.call("github_searchCode", {"query": "inventory"})
     registry.call("github_searchIssues", {"query": "inventory"})
@@ -388,63 +388,63 @@ def test_tools_only_send_get_requests(fake: FakeGitHub, clock: Clock) -> None:
 
 
 # -- errors and retries -------------------------------------------------------------------------------------
-def test_bad_credentials_name_the_variable_and_are_not_retried(fake: FakeGitHub, clock: Clock) -> None:
+def test_bad_credentials_name_the_variable_and_are_not_retried(fake: FakeGitHub, clock: FakeClock) -> None:
     result = call(fake, clock, "getIssue", env={"GITHUB_TOKEN": "wrong"}, repo="acme/shop-sync", number=1)
     assert result.status == "error"
     assert "GITHUB_TOKEN" in (result.message or "") and "Bad credentials" in (result.message or "")
     assert len(fake.requests) == 1 and clock.sleeps == []
 
 
-def test_server_errors_are_retried_with_backoff(fake: FakeGitHub, clock: Clock) -> None:
+def test_server_errors_are_retried_with_backoff(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"^/search/code$", server_error(503), server_error(502))
     result = call(fake, clock, "searchCode", query="inventory")
     assert result.status == "ok" and result.items
     assert len(clock.sleeps) == 2 and all(0 < s <= 2 for s in clock.sleeps)
 
 
-def test_429_retry_after_is_honoured(fake: FakeGitHub, clock: Clock) -> None:
+def test_429_retry_after_is_honoured(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"/issues/1$", too_many(7))
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
     assert result.status == "ok" and clock.sleeps == [7.0]
 
 
-def test_primary_rate_limit_waits_until_the_reset(fake: FakeGitHub, clock: Clock) -> None:
-    fake.script("GET", r"^/search/issues$", rate_limited(clock.now + 12, "search"))
+def test_primary_rate_limit_waits_until_the_reset(fake: FakeGitHub, clock: FakeClock) -> None:
+    fake.script("GET", r"^/search/issues$", rate_limited(clock.wall() + 12, "search"))
     result = call(fake, clock, "searchIssues", query="inventory")
     assert result.status == "ok" and clock.sleeps == [12.0]
 
 
-def test_secondary_rate_limit_honours_retry_after(fake: FakeGitHub, clock: Clock) -> None:
+def test_secondary_rate_limit_honours_retry_after(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"/contents/", secondary_rate_limited(5))
     result = call(fake, clock, "getFileContent", repo="acme/shop-sync", path="src/sync/inventory.py")
     assert result.status == "ok" and clock.sleeps == [5.0]
 
 
-def test_a_reset_far_away_is_an_error_at_once(fake: FakeGitHub, clock: Clock) -> None:
-    fake.script("GET", r"^/search/code$", rate_limited(clock.now + 1800, "code_search"))
+def test_a_reset_far_away_is_an_error_at_once(fake: FakeGitHub, clock: FakeClock) -> None:
+    fake.script("GET", r"^/search/code$", rate_limited(clock.wall() + 1800, "code_search"))
     result = call(fake, clock, "searchCode", query="inventory")
     assert result.status == "error"
     assert "rate limited" in (result.message or "") and "1800 s" in (result.message or "")
     assert clock.sleeps == [] and len(fake.requests) == 1
 
 
-def test_the_fake_code_search_limit_is_waited_out(fake: FakeGitHub, clock: Clock) -> None:
+def test_the_fake_code_search_limit_is_waited_out(fake: FakeGitHub, clock: FakeClock) -> None:
     registry = make_registry(fake, clock)
     for _ in range(10):  # GitHub allows 10 code searches a minute
         assert registry.call("github_searchCode", {"query": "inventory"}).status == "ok"
-    clock.now += 40
+    clock.advance(40)
     result = registry.call("github_searchCode", {"query": "inventory"})
     assert result.status == "ok"
     assert clock.sleeps == [20.0]  # until x-ratelimit-reset, start + 60 s
 
 
-def test_timeouts_are_retried(fake: FakeGitHub, clock: Clock) -> None:
+def test_timeouts_are_retried(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"/pulls/2$", slow(60))  # longer than the 20 s client timeout
     result = call(fake, clock, "getPullRequest", repo="acme/shop-sync", number=2)
     assert result.status == "ok" and len(clock.sleeps) == 1
 
 
-def test_a_github_that_stays_down_is_an_error_result(fake: FakeGitHub, clock: Clock) -> None:
+def test_a_github_that_stays_down_is_an_error_result(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"^/search/code$", *[server_error(503) for _ in range(10)])
     result = call(fake, clock, "searchCode", query="inventory")
     assert result.status == "error"
@@ -452,18 +452,18 @@ def test_a_github_that_stays_down_is_an_error_result(fake: FakeGitHub, clock: Cl
     assert len(fake.requests) == 4 and len(clock.sleeps) == 3
 
 
-def test_a_non_json_answer_points_at_the_url(fake: FakeGitHub, clock: Clock) -> None:
+def test_a_non_json_answer_points_at_the_url(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"/issues/1$", respond(200, "<html>proxy login</html>", {"content-type": "text/html"}))
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
     assert result.status == "error" and "GITHUB_API_URL" in (result.message or "")
 
 
 # -- the fake over real HTTP, and repository_dispatch -------------------------------------------------------
-def test_over_a_real_local_server_with_an_enterprise_prefix(fake: FakeGitHub, clock: Clock) -> None:
+def test_over_a_real_local_server_with_an_enterprise_prefix(fake: FakeGitHub, clock: FakeClock) -> None:
     with serve(fake.handler) as url:
         fake.api_url = f"{url}/api/v3"
         env = {**ENV, "GITHUB_API_URL": fake.api_url, "HELPBOT_HTTP_TIMEOUT_S": "1"}
-        registry = Registry(env=env, sleep=clock.sleep, clock=clock.time, platforms={"github": github.PLATFORM})
+        registry = Registry(env=env, sleep=clock.sleep, clock=clock.wall, platforms={"github": github.PLATFORM})
         # The first answer is held until the client has given up and come back: its own 1 s read timeout is the
         # only timer in play (no server delay racing it), and the retry has all of its second.
         retried = threading.Event()
@@ -520,7 +520,7 @@ def test_fake_content_is_base64_wrapped_like_github(fake: FakeGitHub) -> None:
     assert base64.b64decode(body["content"]).startswith(b"sku,qty\n")
 
 
-def test_a_permission_403_is_reported_and_not_retried(fake: FakeGitHub, clock: Clock) -> None:
+def test_a_permission_403_is_reported_and_not_retried(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"/issues/1$", respond(403, {"message": "Resource not accessible by personal access token",
                                                     "documentation_url": "https://docs.github.com/rest",
                                                     "status": "403"}))
@@ -529,7 +529,7 @@ def test_a_permission_403_is_reported_and_not_retried(fake: FakeGitHub, clock: C
     assert len(fake.requests) == 1 and clock.sleeps == []
 
 
-def test_a_renamed_repository_says_to_update_the_allowlist(fake: FakeGitHub, clock: Clock) -> None:
+def test_a_renamed_repository_says_to_update_the_allowlist(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.script("GET", r"/issues/1$", respond(301, {"message": "Moved Permanently", "url": "x"},
                                               {"location": "https://api.github.com/repositories/1/issues/1"}))
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
@@ -537,7 +537,7 @@ def test_a_renamed_repository_says_to_update_the_allowlist(fake: FakeGitHub, clo
 
 
 # -- one time budget per tool call, GET only, size caps ------------------------------------------------------
-def test_all_requests_of_one_call_share_its_time_budget(fake: FakeGitHub, clock: Clock) -> None:
+def test_all_requests_of_one_call_share_its_time_budget(fake: FakeGitHub, clock: FakeClock) -> None:
     """getIssue makes several requests; they share HELPBOT_TOOL_BUDGET_S instead of each starting afresh."""
     fake.script("GET", r"/issues/1$", too_many(20), too_many(20))
     fake.script("GET", r"/issues/1/comments$", *[too_many(20) for _ in range(10)])
@@ -547,7 +547,7 @@ def test_all_requests_of_one_call_share_its_time_budget(fake: FakeGitHub, clock:
 
 
 @pytest.mark.parametrize("value", ["soon", "Thu, 99 Foo 2026 25:61:00 GMT", "-"])
-def test_an_unreadable_retry_after_is_backoff_not_a_crash(fake: FakeGitHub, clock: Clock, value: str) -> None:
+def test_an_unreadable_retry_after_is_backoff_not_a_crash(fake: FakeGitHub, clock: FakeClock, value: str) -> None:
     fake.script("GET", r"/issues/1$", respond(429, {"message": "Too Many Requests"}, {"retry-after": value}))
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
     assert result.status == "ok", result.message
@@ -565,7 +565,7 @@ def test_the_client_refuses_anything_but_get(fake: FakeGitHub) -> None:
     assert client.get("/repos/acme/shop-sync/issues/1").status_code == 200
 
 
-def test_a_pull_request_with_many_files_stays_within_the_result_limit(fake: FakeGitHub, clock: Clock) -> None:
+def test_a_pull_request_with_many_files_stays_within_the_result_limit(fake: FakeGitHub, clock: FakeClock) -> None:
     files = [{"filename": f"src/module_{n:03d}/a_rather_long_file_name_{n:03d}.py", "additions": 50,
               "patch": "@@ -1,50 +1,50 @@\n" + "+changed line of code\n" * 80} for n in range(100)]
     number = fake.add_pull("acme/shop-sync", "Rename every module", "Big refactor. " * 2000, files=files)

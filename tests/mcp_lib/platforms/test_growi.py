@@ -12,7 +12,8 @@ from mcp_lib.core import Result, ToolError
 from mcp_lib.doors import Refused
 from mcp_lib.platforms import growi
 from mcp_lib.registry import Registry
-from tests.fakes.github import Clock, respond, serve, slow
+from tests.fakes.clock import FakeClock
+from tests.fakes.github import respond, serve, slow
 from tests.fakes.growi import Auth, FakeGrowi, maintenance, too_many
 
 URL = "https://wiki.example.com"
@@ -21,8 +22,8 @@ SECRET = "xoxb-1234567890-abcdefghijklmnop"
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(wall=1_800_000_000.0)
 
 
 @pytest.fixture
@@ -37,15 +38,15 @@ def fake() -> FakeGrowi:
     return fake
 
 
-def make_registry(fake: FakeGrowi, clock: Clock, **env: str) -> Registry:
+def make_registry(fake: FakeGrowi, clock: FakeClock, **env: str) -> Registry:
     full_env = {**ENV, **env}
     config = growi.load_config(full_env)
     assert config is not None
     return Registry(env=full_env, clients={"growi": growi.make_client(config, transport=fake.transport())},
-                    sleep=clock.sleep, clock=clock.time, platforms={"growi": growi.PLATFORM})
+                    sleep=clock.sleep, clock=clock.wall, platforms={"growi": growi.PLATFORM})
 
 
-def call(fake: FakeGrowi, clock: Clock, tool: str, env: dict[str, str] | None = None, **arguments: Any) -> Result:
+def call(fake: FakeGrowi, clock: FakeClock, tool: str, env: dict[str, str] | None = None, **arguments: Any) -> Result:
     return make_registry(fake, clock, **(env or {})).call(f"growi_{tool}", arguments)
 
 
@@ -84,7 +85,7 @@ def test_platform_metadata_and_interface() -> None:
 
 
 # -- searchPages --------------------------------------------------------------------------------------------
-def test_search_pages_returns_title_url_path_and_plain_snippet(fake: FakeGrowi, clock: Clock) -> None:
+def test_search_pages_returns_title_url_path_and_plain_snippet(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "searchPages", query="在庫同期", limit=5)
     assert result.status == "ok", result.message
     hit = result.items[0]
@@ -98,17 +99,17 @@ def test_search_pages_returns_title_url_path_and_plain_snippet(fake: FakeGrowi, 
     assert request.url.params["access_token"] == "test-growi-token"
 
 
-def test_snippet_html_is_unescaped_text(fake: FakeGrowi, clock: Clock) -> None:
+def test_snippet_html_is_unescaped_text(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "searchPages", query="議論")
     assert "<script>alert(1)</script> & more" in result.items[0]["snippet"]
 
 
-def test_search_limit_is_respected(fake: FakeGrowi, clock: Clock) -> None:
+def test_search_limit_is_respected(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "searchPages", query="在庫", limit=2)
     assert len(result.items) == 2 and result.total == 5
 
 
-def test_ok_false_is_an_error_not_an_empty_result(fake: FakeGrowi, clock: Clock) -> None:
+def test_ok_false_is_an_error_not_an_empty_result(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.search_reachable = False
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "error"
@@ -116,14 +117,14 @@ def test_ok_false_is_an_error_not_an_empty_result(fake: FakeGrowi, clock: Clock)
     assert clock.sleeps == []  # an answer, not an outage: no retry
 
 
-def test_a_percent_sign_is_searched_literally(fake: FakeGrowi, clock: Clock) -> None:
+def test_a_percent_sign_is_searched_literally(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.add_page("/手順/割引", "在庫 100% 引当の手順")
     result = call(fake, clock, "searchPages", query="100%")
     assert result.status == "ok", result.message
     assert [hit["path"] for hit in result.items] == ["/手順/割引"]
 
 
-def test_search_results_outside_the_path_allowlist_are_dropped(fake: FakeGrowi, clock: Clock) -> None:
+def test_search_results_outside_the_path_allowlist_are_dropped(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "searchPages", env={"HELPBOT_GROWI_PATHS": "/手順"}, query="在庫")
     assert result.items and all(hit["path"].startswith("/手順/") for hit in result.items)
     assert "/議事録/2026-05-01" not in result.to_json()
@@ -131,7 +132,7 @@ def test_search_results_outside_the_path_allowlist_are_dropped(fake: FakeGrowi, 
 
 
 @pytest.mark.parametrize("hits", [1, 3, 40])
-def test_search_whose_only_hits_are_outside_the_paths_is_a_search_without_hits(fake: FakeGrowi, clock: Clock,
+def test_search_whose_only_hits_are_outside_the_paths_is_a_search_without_hits(fake: FakeGrowi, clock: FakeClock,
                                                                                hits: int) -> None:
     """Whole results compared: nothing tells "only hidden pages" from "no pages"."""
     env = {"HELPBOT_GROWI_PATHS": "/手順"}
@@ -144,7 +145,7 @@ def test_search_whose_only_hits_are_outside_the_paths_is_a_search_without_hits(f
 
 
 # -- getPage ------------------------------------------------------------------------------------------------
-def test_get_page_by_id_and_by_path(fake: FakeGrowi, clock: Clock) -> None:
+def test_get_page_by_id_and_by_path(fake: FakeGrowi, clock: FakeClock) -> None:
     pid = page_id(fake, "/手順/在庫同期")
     by_id = call(fake, clock, "getPage", pageId=pid)
     by_path = call(fake, clock, "getPage", path="手順/在庫同期/")
@@ -157,7 +158,7 @@ def test_get_page_by_id_and_by_path(fake: FakeGrowi, clock: Clock) -> None:
     assert fake.requests[-1].url.params["path"] == "/手順/在庫同期"
 
 
-def test_long_page_body_is_cut_with_a_marker(fake: FakeGrowi, clock: Clock) -> None:
+def test_long_page_body_is_cut_with_a_marker(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "getPage", env={"HELPBOT_GROWI_MAX_BODY_CHARS": "500"}, path="/手順/長い手順")
     item = result.item or {}
     assert item["truncated"] is True
@@ -165,26 +166,26 @@ def test_long_page_body_is_cut_with_a_marker(fake: FakeGrowi, clock: Clock) -> N
 
 
 @pytest.mark.parametrize("arguments", [{}, {"pageId": "6650" + "0" * 20, "path": "/手順/在庫同期"}])
-def test_exactly_one_of_page_id_or_path(fake: FakeGrowi, clock: Clock, arguments: dict[str, Any]) -> None:
+def test_exactly_one_of_page_id_or_path(fake: FakeGrowi, clock: FakeClock, arguments: dict[str, Any]) -> None:
     result = call(fake, clock, "getPage", **arguments)
     assert result.status == "error" and "exactly one of pageId or path" in (result.message or "")
     assert fake.requests == []
 
 
-def test_malformed_page_id_is_refused_before_the_request(fake: FakeGrowi, clock: Clock) -> None:
+def test_malformed_page_id_is_refused_before_the_request(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "getPage", pageId="not-an-id")
     assert result.status == "error" and "24 hex" in (result.message or "")
     assert fake.requests == []
 
 
-def test_missing_page_is_an_error(fake: FakeGrowi, clock: Clock) -> None:
+def test_missing_page_is_an_error(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "getPage", path="/どこにもない")
     assert result.status == "error"
     assert "page /どこにもない was not found in Growi" in (result.message or "")
     assert clock.sleeps == []
 
 
-def test_pages_outside_the_path_allowlist_are_refused(fake: FakeGrowi, clock: Clock) -> None:
+def test_pages_outside_the_path_allowlist_are_refused(fake: FakeGrowi, clock: FakeClock) -> None:
     env = {"HELPBOT_GROWI_PATHS": "/手順"}
     by_path = call(fake, clock, "getPage", env=env, path="/議事録/2026-05-01")
     assert by_path.status == "error" and "HELPBOT_GROWI_PATHS" in (by_path.message or "")
@@ -201,7 +202,7 @@ def test_pages_outside_the_path_allowlist_are_refused(fake: FakeGrowi, clock: Cl
     assert allowed.status == "ok"
 
 
-def test_secrets_in_a_page_body_are_masked(fake: FakeGrowi, clock: Clock) -> None:
+def test_secrets_in_a_page_body_are_masked(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "getPage", path="/設定/トークン")
     assert SECRET not in result.to_json() and "[REDACTED]" in (result.item or {})["body"]
     search = call(fake, clock, "searchPages", query="Slack bot token")
@@ -210,7 +211,7 @@ def test_secrets_in_a_page_body_are_masked(fake: FakeGrowi, clock: Clock) -> Non
 
 # -- auth, errors and retries -------------------------------------------------------------------------------
 @pytest.mark.parametrize("auth", ["query", "bearer"])
-def test_the_token_is_read_by_every_supported_release(clock: Clock, auth: Auth) -> None:
+def test_the_token_is_read_by_every_supported_release(clock: FakeClock, auth: Auth) -> None:
     """7.0-7.2.4 read only ?access_token=, 7.2.5+ the Bearer header first: a wiki whose pages only members
     read answers both releases (a guest would get the login redirect, or only public pages)."""
     fake = FakeGrowi(url=URL, auth=auth, guest_readable=True)
@@ -222,7 +223,7 @@ def test_the_token_is_read_by_every_supported_release(clock: Clock, auth: Auth) 
 
 
 @pytest.mark.parametrize("auth", ["query", "bearer"])
-def test_a_wrong_token_names_the_variable(clock: Clock, auth: Auth) -> None:
+def test_a_wrong_token_names_the_variable(clock: FakeClock, auth: Auth) -> None:
     fake = FakeGrowi(url=URL, auth=auth)
     fake.add_page("/手順/在庫同期", "在庫同期の手順")
     env = {"GROWI_ACCESS_TOKEN": "wrong"}
@@ -235,7 +236,7 @@ def test_a_wrong_token_names_the_variable(clock: Clock, auth: Auth) -> None:
 
 
 @pytest.mark.parametrize("by", ["pageId", "path"])
-def test_a_forbidden_page_reads_like_a_missing_one(fake: FakeGrowi, clock: Clock, by: str) -> None:
+def test_a_forbidden_page_reads_like_a_missing_one(fake: FakeGrowi, clock: FakeClock, by: str) -> None:
     """Growi 7.4+ answers 403 page-is-forbidden: not a configuration error, and nothing tells it from no page."""
     pid = fake.add_page("/人事/評価", "在庫 評価の控え", grant="other")
     missing_id, missing_path = "0123456789abcdef01234567", "/人事/どこにもない"
@@ -253,7 +254,7 @@ def test_a_forbidden_page_reads_like_a_missing_one(fake: FakeGrowi, clock: Clock
     "https://wiki.example.com/_api/search?q=x&access_token=test-growi-token",  # a proxy's http -> https
     "https://sso.example.com/login?next=%2F_api%2Fsearch%3Faccess_token%3Dtest-growi-token",
 ])
-def test_a_redirect_is_not_followed_and_its_query_not_shown(fake: FakeGrowi, clock: Clock, location: str) -> None:
+def test_a_redirect_is_not_followed_and_its_query_not_shown(fake: FakeGrowi, clock: FakeClock, location: str) -> None:
     fake.script("GET", r"^/_api/search$", respond(301, "Moved", {"location": location}))
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "error" and len(fake.requests) == 1  # not followed
@@ -274,7 +275,7 @@ def test_the_token_goes_to_growi_only(fake: FakeGrowi) -> None:
     assert tokens == [(True, True)]
 
 
-def test_httpx_logs_the_request_without_the_token(fake: FakeGrowi, clock: Clock,
+def test_httpx_logs_the_request_without_the_token(fake: FakeGrowi, clock: FakeClock,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """httpx logs every request's URL at INFO, which a host (an MCPServer, say) may print: not the token."""
     with caplog.at_level(logging.INFO, logger="httpx"):
@@ -284,51 +285,51 @@ def test_httpx_logs_the_request_without_the_token(fake: FakeGrowi, clock: Clock,
     assert fake.requests[-1].url.params["access_token"] == "test-growi-token"  # and the token went
 
 
-def test_an_html_answer_points_at_the_url(fake: FakeGrowi, clock: Clock) -> None:
+def test_an_html_answer_points_at_the_url(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.script("GET", r"^/_api/search$", respond(200, "<html>SSO</html>", {"content-type": "text/html"}))
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "error" and "GROWI_URL" in (result.message or "")
 
 
-def test_429_retry_after_is_honoured(fake: FakeGrowi, clock: Clock) -> None:
+def test_429_retry_after_is_honoured(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.script("GET", r"^/_api/search$", too_many(9))
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "ok" and clock.sleeps == [9.0]
 
 
-def test_503_then_success(fake: FakeGrowi, clock: Clock) -> None:
+def test_503_then_success(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.script("GET", r"^/_api/v3/page$", maintenance(), maintenance())
     result = call(fake, clock, "getPage", path="/手順/在庫同期")
     assert result.status == "ok" and len(clock.sleeps) == 2
 
 
-def test_slow_answer_is_retried(fake: FakeGrowi, clock: Clock) -> None:
+def test_slow_answer_is_retried(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.script("GET", r"^/_api/search$", slow(45))
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "ok" and len(clock.sleeps) == 1
 
 
-def test_a_growi_that_stays_down_is_an_error_result(fake: FakeGrowi, clock: Clock) -> None:
+def test_a_growi_that_stays_down_is_an_error_result(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.script("GET", r"^/_api/search$", *[maintenance() for _ in range(10)])
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "error" and "Growi is unavailable after retries" in (result.message or "")
     assert len(fake.requests) == 4 and len(clock.sleeps) == 3
 
 
-def test_tools_only_send_get_requests(fake: FakeGrowi, clock: Clock) -> None:
+def test_tools_only_send_get_requests(fake: FakeGrowi, clock: FakeClock) -> None:
     registry = make_registry(fake, clock)
     registry.call("growi_searchPages", {"query": "在庫"})
     registry.call("growi_getPage", {"path": "/手順/在庫同期"})
     assert len(fake.requests) == 2 and {r.method for r in fake.requests} == {"GET"}
 
 
-def test_over_a_real_local_server_under_a_sub_path(clock: Clock) -> None:
+def test_over_a_real_local_server_under_a_sub_path(clock: FakeClock) -> None:
     fake = FakeGrowi()
     with serve(fake.handler) as url:
         fake.url = f"{url}/wiki"
         pid = fake.add_page("/手順/在庫同期", "在庫同期の手順")
         env = {"GROWI_URL": fake.url, "GROWI_ACCESS_TOKEN": "test-growi-token"}
-        registry = Registry(env=env, sleep=clock.sleep, clock=clock.time, platforms={"growi": growi.PLATFORM})
+        registry = Registry(env=env, sleep=clock.sleep, clock=clock.wall, platforms={"growi": growi.PLATFORM})
         search = registry.call("growi_searchPages", {"query": "在庫"})
         page = registry.call("growi_getPage", {"pageId": pid})
     assert search.status == "ok", search.message
@@ -347,7 +348,7 @@ def test_the_client_refuses_anything_but_get(fake: FakeGrowi) -> None:
     assert fake.requests == []
 
 
-def test_an_unreadable_retry_after_is_backoff_not_a_crash(fake: FakeGrowi, clock: Clock) -> None:
+def test_an_unreadable_retry_after_is_backoff_not_a_crash(fake: FakeGrowi, clock: FakeClock) -> None:
     fake.script("GET", r"^/_api/search$", respond(429, {"error": "Too Many Requests"}, {"Retry-After": "soon"}))
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "ok", result.message

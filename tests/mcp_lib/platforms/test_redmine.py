@@ -23,6 +23,7 @@ from mcp_lib.config import ConfigError
 from mcp_lib.core import TRUNCATION_MARKER
 from mcp_lib.platforms import redmine
 from tests import redmine_server as server_helper
+from tests.fakes.clock import FakeClock
 from tests.redmine_server import RedmineServer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -393,35 +394,25 @@ def test_ci_requires_the_real_redmine(value: str | None, required: bool) -> None
     assert server_helper.required({} if value is None else {"CI": value}) is required
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_the_start_is_awaited_once_a_second_up_to_its_bound() -> None:
     """A Redmine whose boot takes 200 s (a loaded machine) is waited for; no sub-second spin on the way."""
-    clock = _Clock()
+    clock = FakeClock(start=0.0)
     ready_at = 200.0
-    port = server_helper.poll(lambda: 3000 if clock.now >= ready_at else None, 300.0, "Redmine did not start",
-                              clock=lambda: clock.now, sleep=clock.sleep)
-    assert port == 3000 and clock.now == ready_at
+    port = server_helper.poll(lambda: 3000 if clock.monotonic() >= ready_at else None, 300.0, "Redmine did not start",
+                              clock=clock.monotonic, sleep=clock.sleep)
+    assert port == 3000 and clock.monotonic() == ready_at
     assert set(clock.sleeps) == {server_helper.POLL_S} and server_helper.POLL_S >= 1
     if "HELPBOT_REDMINE_START_TIMEOUT" not in os.environ:
         assert server_helper.START_TIMEOUT_S >= 300  # seed and boot took 74 s at load 9; 120 was not enough
 
 
 def test_a_start_past_its_bound_names_the_variable() -> None:
-    clock = _Clock()
+    clock = FakeClock(start=0.0)
     with pytest.raises(server_helper.RedmineUnavailable, match=r"did not answer within \d+ s "
                                                                r"\(HELPBOT_REDMINE_START_TIMEOUT\) \(HTTP 503\)"):
         server_helper.poll(lambda: None, 2.5, "Redmine did not answer", detail=lambda: " (HTTP 503)",
-                           clock=lambda: clock.now, sleep=clock.sleep)
-    assert clock.sleeps == [1.0, 1.0, 0.5] and clock.now == 2.5  # never past the deadline
+                           clock=clock.monotonic, sleep=clock.sleep)
+    assert clock.sleeps == [1.0, 1.0, 0.5] and clock.monotonic() == 2.5  # never past the deadline
 
 
 def test_a_skipped_redmine_test_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,7 +27,7 @@ from mcp_lib.platforms.slack import (
     parse_permalink,
 )
 from mcp_lib.registry import Registry
-from tests.fakes.github import Clock
+from tests.fakes.clock import FakeClock
 from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
 
 SECRET_TOKEN = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
@@ -530,11 +530,11 @@ def test_a_failed_user_lookup_is_remembered(ws: Workspace, fake: FakeSlack, slee
 
 def test_slack_retries_never_wait_past_the_calls_deadline(fake: FakeSlack) -> None:
     """HELPBOT_TOOL_BUDGET_S bounds the whole call: a Retry-After that does not fit ends the retries at once."""
-    clock = Clock()
+    clock = FakeClock(wall=1_800_000_000.0)
     config = load_config(env_for(fake))
     assert config is not None
     ctx = ToolContext(client=make_client(config, sleep=clock.sleep), config=config, limits=Limits(budget_s=30),
-                      sleep=clock.sleep, clock=clock.time)
+                      sleep=clock.sleep, clock=clock.wall)
     fake.fail("search.messages", status=429, retry_after=20, times=10)
     result = run(ctx, "searchMessages", query="在庫")
     assert result.is_error and "rate limit" in (result.message or "")
@@ -543,11 +543,11 @@ def test_slack_retries_never_wait_past_the_calls_deadline(fake: FakeSlack) -> No
 
 
 def test_server_error_backoff_is_cut_to_the_time_left(fake: FakeSlack) -> None:
-    clock = Clock()
+    clock = FakeClock(wall=1_800_000_000.0)
     config = load_config(env_for(fake))
     assert config is not None
     ctx = ToolContext(client=make_client(config, sleep=clock.sleep), config=config, sleep=clock.sleep,
-                      clock=clock.time, deadline=clock.now + 0.25)
+                      clock=clock.wall, deadline=clock.wall() + 0.25)
     fake.fail("conversations.history", status=503, times=10)
     result = run(ctx, "getConversationHistory", channel="C0ECSUP")
     assert result.is_error and sum(clock.sleeps) <= 0.25 + 1e-9
