@@ -1,4 +1,4 @@
-"""Red team: covert bits in a private run's public artifacts that come from what the model consulted.
+"""No covert bits in a private run's public artifacts that come from what the model consulted.
 
 The job summary renders its links through the guard, which keeps a link's query only for a host that is
 configured or was consulted. The answer's own permalink (``…/p<ts>?thread_ts=…``) is on the workspace's host: if

@@ -1,4 +1,4 @@
-"""Red team: a credential helpbot holds, pasted where a tool reads it, and the model encoding it.
+"""A credential helpbot holds, pasted where a tool reads it, never reaches the model to be encoded.
 
 The egress guard masks the exact value of every credential helpbot holds, whatever its length -- but only as
 written. A model that reads the value can write it reversed, spaced, hex- or base64-encoded, which no mask can

@@ -1,4 +1,4 @@
-"""Red team: a prompt-injected model tries to get private text, personal data, credentials, mentions or
+"""A prompt-injected model tries to get private text, personal data, credentials, mentions or
 data-carrying links out of helpbot through every outward channel.
 
 Each attack is a scripted hostile model, end to end through ``helpbot answer`` in Actions (``GITHUB_ACTIONS=true``,

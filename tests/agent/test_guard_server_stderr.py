@@ -1,4 +1,4 @@
-"""Red team: an in-house stdio MCP server's stderr (helpbot.toml) as an outward channel.
+"""An in-house stdio MCP server's stderr (helpbot.toml) as an outward channel.
 
 A server's own logging repeats what it was called with -- attacker-chosen arguments, in a private run a private
 message the model read -- and whatever it holds (its credential, a colleague's address). Its stderr is the

@@ -289,9 +289,9 @@ def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> Non
                                      'url = "https://mcp.example.test/mcp"\nheader_env = "AWS_SECRET_ACCESS_KEY"'])
 def test_the_never_sent_secrets_never_reach_an_in_house_server(tmp_path: Path, setting: str) -> None:
     """The README: "An in-house stdio server's environment holds only the variables its env names, and none of the
-    credentials above" -- among them SLACK_SIGNING_SECRET and AWS_SECRET_ACCESS_KEY, "never sent". The check knew
-    only the credentials that travel (doors.WHERE): the AWS secret key went into a child's environment, or as a
-    header to any URL (fixed: every secret mcp_lib/config.py declares is refused)."""
+    credentials above" -- among them SLACK_SIGNING_SECRET and AWS_SECRET_ACCESS_KEY, "never sent": every secret
+    mcp_lib/config.py declares is refused, not only those that travel (doors.WHERE), as a child's environment
+    variable and as a header to any URL."""
     (tmp_path / "helpbot.toml").write_text(f'[[mcp_servers]]\nname = "sales"\n{setting}\ntools = ["get_sales"]\n',
                                            encoding="utf-8")
     with pytest.raises(ConfigError, match=r"may not be passed to an MCP server"):

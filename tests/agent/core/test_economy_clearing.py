@@ -1,6 +1,6 @@
-"""Red team of clearing (612b79c, 132fb42): a hostile (or merely obedient) model and odd tool results against the
-digests, the repeat path and the write-before-clearing prediction. Each test states the property it checks; all
-but the last failed on main at 132fb42 (the red team's strict xfails) and pass since the fixes."""
+"""Clearing of read tool results: a hostile (or merely obedient) model and odd tool results against the digests,
+the repeat path, the write-before-clearing prediction (``clear_due``) and the copy a repeat brings back. Each test
+states the property it checks."""
 
 from __future__ import annotations
 

@@ -382,10 +382,9 @@ def test_a_shared_channel_reads_only_files_shared_in_it(connect: Workspace, fake
                                                         env: dict[str, str],
                                                         tmp_path: Path) -> None:
     """In a channel of HELPBOT_SHARED_CHANNELS only the FAQ (and HELPBOT_SHARED_SOURCES) are offered: Slack's
-    internal channels are not a source there, so neither are their files. The file rule still lets a file through
-    when files.info lists any public channel of the home workspace, as for an internal answer -- the reliance
-    on Slack never producing such a message that #19 removed for private files (fixed: where Slack is not a
-    source, only the answer's channel counts; a file shared in it is read as before)."""
+    internal channels are not a source there, so neither are their files -- not even one files.info lists in a
+    public channel of the home workspace: where Slack is not a source, only the answer's channel counts; a file
+    shared in it is read as for an internal answer."""
     ws = connect
     internal = add_file(ws, "pricing.log", b"INTERNAL-PRICE-2025\n", channel="C0GENERAL", user="U0TANAKA")
     asked = ws.post("C0PARTNER", "このログの意味は？", user="U0PARTNER", files=[internal])

@@ -1,4 +1,4 @@
-"""Faults in combination (a red-team pass on issue 10's Done-when): two write methods failing at once, storms that
+"""Faults in combination: two write methods failing at once, storms that
 start mid-run, lost writes together with failing reads, three racing runs with refused and lost writes, SIGTERM in
 every phase, and answers of odd shapes. Each ends with exactly one answer or notice, ✅ or ❌, no 👀 and no
 placeholder, within the write budget (the injected sleeps; nothing really sleeps)."""

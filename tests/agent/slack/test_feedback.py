@@ -499,9 +499,8 @@ def test_feedback_in_a_public_repository_keeps_its_log_as_a_private_channels(
         env: dict[str, str], seeded: Seeded) -> None:
     """The README: in a public repository "every run is kept that way [as a private channel's], whatever its
     channel"; feedback.yml passes HELPBOT_REPOSITORY_VISIBILITY. The answer runs' records keep nothing the model
-    chose; the weekly report printed the same runs' tool names, rounds, cost and, with --json, their sources
-    (fixed: in a public repository the printed report leaves every channel's answers out; the Slack post is as
-    before)."""
+    chose, so neither may the weekly report (tool names, rounds, cost, with --json their sources): in a public
+    repository the printed report leaves every channel's answers out; the Slack post is as before."""
     public = {**env, "GITHUB_ACTIONS": "true", "HELPBOT_REPOSITORY_VISIBILITY": "public"}
     report = as_json(public, "--since", "7d", "--channel", "C0ECSUP")
     printed = json.dumps(report, ensure_ascii=False)

@@ -1,4 +1,4 @@
-"""Follow-ups (issue 6.1): earlier Q&A of a Slack thread, or of a saved transcript, become conversation history."""
+"""Follow-ups: earlier Q&A of a Slack thread, or of a saved transcript, become conversation history."""
 
 from __future__ import annotations
 

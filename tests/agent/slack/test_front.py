@@ -259,7 +259,7 @@ def test_a_model_that_rejects_the_request_leaves_a_failure_notice(
 def test_a_model_down_for_good_degrades_to_a_labelled_search_answer(
         stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Bedrock answering 503 on every attempt: by design (issue 4) the run degrades, and says so, in the thread."""
+    """Bedrock answering 503 on every attempt: by design the run degrades, and says so, in the thread."""
     monkeypatch.setenv("HELPBOT_MODEL_MAX_ATTEMPTS", "2")
     stub.script(stub_lib.error(503, "ServiceUnavailableException", "Bedrock is unavailable",
                                {"retry-after": "0"}))  # no real wait between the two attempts

@@ -1,6 +1,6 @@
-"""Red-team faults against ``helpbot answer`` end to end (the fake Slack, the scripted model, the Bedrock stub).
+"""Faults against ``helpbot answer`` end to end (the fake Slack, the scripted model, the Bedrock stub).
 
-Each test is one attack on the promise of issue 10: every run ends with exactly one answer or one notice in the
+Each test is one attack on the promise that every run ends with exactly one answer or one notice in the
 thread, ✅ or ❌, no 👀 and no placeholder left, bounded waits; exit codes 0/1/2/130; bad input is one line and
 exit 2 with nothing posted. What a user would see is asserted on the fake's workspace.
 """
@@ -346,8 +346,8 @@ def test_a_placeholder_whose_answer_is_lost_is_not_a_rival_run(ws: Workspace, lo
 @pytest.mark.parametrize("levels", [40, 600, 900])
 def test_a_deeply_nested_tool_input_from_bedrock_is_an_error_result(
         bedrock: Any, ws: Workspace, fake: FakeSlack, tmp_path: Path, levels: int) -> None:
-    """A tool_use input nested 600 levels deep (3.6 KB of JSON, through the real SDK): RecursionError used to
-    fail the whole run (❌, exit 1); now it is refused with an is_error result and the run answers."""
+    """A tool_use input nested 600 levels deep (3.6 KB of JSON, through the real SDK) does not fail the
+    whole run with a RecursionError (❌, exit 1): it is refused with an is_error result and the run answers."""
     from agent.cli import main
     from tests.fakes import bedrock as stub_lib
 
@@ -366,8 +366,8 @@ def test_a_deeply_nested_tool_input_from_bedrock_is_an_error_result(
 def test_a_limit_that_is_not_a_number_is_a_configuration_error(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], name: str, value: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """float("nan") parses, and NaN passes "at least" checks: HELPBOT_DEADLINE_S=nan used to disable the deadline
-    and HELPBOT_MAX_COST_USD=nan the spend cap, silently. Now exit 2, and the thread is left in a final state."""
+    """float("nan") parses, and NaN passes "at least" checks: HELPBOT_DEADLINE_S=nan would disable the deadline
+    and HELPBOT_MAX_COST_USD=nan the spend cap, silently. It is exit 2, and the thread is left in a final state."""
     from agent.build import build_agent
 
     env[name] = value

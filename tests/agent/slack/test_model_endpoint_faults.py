@@ -123,4 +123,4 @@ def test_a_hostile_model_endpoint_ends_the_run_in_one_answer_or_notice(
     assert reactions == {("white_check_mark" if kinds == ["answer"] else "x"): [BOT]}
     assert clock() - start <= DEADLINE_S + 60, (clock() - start, count["n"])
     if endpoint in ("refused",):
-        assert clock() - start <= 15, clock() - start  # degraded within 15 s (issue 10)
+        assert clock() - start <= 15, clock() - start  # degraded within 15 s

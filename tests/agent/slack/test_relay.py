@@ -371,7 +371,7 @@ def raw_request(server_url: str, data: bytes, timeout: float = 5) -> bytes:
                                            (str(MAX_BODY_BYTES + 1), b"413")])
 def test_server_rejects_a_bad_content_length_at_once(server_url: str, github: GitHub, length: str | None,
                                                      status: bytes) -> None:
-    """Content-Length -1 used to reach rfile.read(-1): read until the client closes, i.e. hang."""
+    """Content-Length -1 never reaches rfile.read(-1), which reads until the client closes, i.e. hangs."""
     head = b"POST /slack/events HTTP/1.1\r\nHost: relay\r\n"
     if length is not None:
         head += f"Content-Length: {length}\r\n".encode()

@@ -1,4 +1,4 @@
-"""The relay's stdlib server under load (a red-team pass on issue 10): a thousand connections at once, stalled or
+"""The relay's stdlib server under load: a thousand connections at once, stalled or
 racing the same signed delivery, and a chunked body without Content-Length -- each Slack event dispatched exactly
 once, and Slack's real delivery still answered."""
 

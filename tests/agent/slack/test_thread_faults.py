@@ -1,4 +1,4 @@
-"""Thread-state faults found by a red team, each ending with exactly one answer or notice, ✅ or ❌, no 👀 and no
+"""Thread-state faults, each ending with exactly one answer or notice, ✅ or ❌, no 👀 and no
 placeholder left (against tests/fakes/slack.py): writes whose answers were lost, a refused placeholder in a race,
 a storm that would spend the write budget before the final reactions, and bad configuration found too late."""
 
@@ -22,7 +22,7 @@ from tests.fakes.slack import FakeSlack, Workspace
 WRITES = ("chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove")
 
 
-# -- D2: a write whose answer was lost is adopted, never made twice -------------------------------------------------
+# -- a write whose answer was lost is adopted, never made twice --------------------------------------------------------
 def test_an_answer_post_retried_after_a_lost_5xx_is_adopted_not_posted_twice(
         ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
     """The placeholder cannot be updated (5xx for ever), so the answer is posted anew -- and that post's first
@@ -43,7 +43,7 @@ def test_an_answer_post_retried_after_a_lost_5xx_is_adopted_not_posted_twice(
 def test_an_update_that_went_through_though_slack_answered_503_is_kept(
         ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
     """Every chat.update of the answer is done but answered 503: the placeholder already is the answer; nothing
-    is posted anew (which used to leave two answers, or delete the one there was)."""
+    is posted anew (that would leave two answers, or delete the one there was)."""
     q = question_of(ws)
     code, _ = answer_scripted(env, then(lambda: fake.fail("chat.update", status=503, times=STORM, lost=True),
                                         cites_first_faq_hit()), channel="C0ECSUP", ts=q.ts)
@@ -68,7 +68,7 @@ def test_a_notice_post_whose_answer_was_lost_is_not_posted_twice(ws: Workspace, 
     assert reactions == {"x": [BOT]}
 
 
-# -- D3: the claim holds whatever happened to the placeholder -------------------------------------------------------
+# -- the claim holds whatever happened to the placeholder --------------------------------------------------------------
 def test_a_run_whose_placeholder_was_refused_yields_to_an_older_run(ws: Workspace, fake: FakeSlack,
                                                                    env: dict[str, str]) -> None:
     """Run B's placeholder is in the thread; run A's is refused with a Retry-After longer than we wait. A must not
@@ -110,7 +110,7 @@ def test_two_racing_runs_one_without_a_placeholder_post_one_answer(ws: Workspace
     assert reactions == {"white_check_mark": [BOT]}
 
 
-# -- D6: the final transitions have budget of their own ---------------------------------------------------------------
+# -- the final transitions have budget of their own --------------------------------------------------------------------
 def test_a_storm_that_spends_the_budget_on_the_answer_still_ends_with_a_check_mark_and_no_eyes(
         ws: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
     """chat.update refuses with Retry-After 30 for ever (the answer is posted anew after it), then 👀 and ✅ each
@@ -131,7 +131,7 @@ def test_a_storm_that_spends_the_budget_on_the_answer_still_ends_with_a_check_ma
     assert sum(s for s in sleeps if s >= 30) <= WRITE_BUDGET_S - FINAL_RESERVE_S + 0.5  # the storm kept out
 
 
-# -- D8: configuration is checked before anything is posted ---------------------------------------------------------
+# -- configuration is checked before anything is posted ----------------------------------------------------------------
 @pytest.mark.parametrize("bad", ["settings", "platform", "helpbot.toml"])
 def test_bad_configuration_is_exit_2_with_nothing_posted(ws: Workspace, fake: FakeSlack, env: dict[str, str],
                                                          tmp_path: Path, bad: str,

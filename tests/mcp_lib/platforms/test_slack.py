@@ -681,7 +681,7 @@ def test_cli_search_prints_items_with_url_and_title(fake: FakeSlack, monkeypatch
     assert result["items"] and all(item["url"] and item["title"] for item in result["items"])
 
 
-# -- the fake itself: the write methods issue 5 relies on ---------------------------------------------------
+# -- the fake itself: the write methods the front relies on ------------------------------------------------
 @pytest.fixture
 def bot(fake: FakeSlack) -> WebClient:
     return WebClient(token=BOT_TOKEN, base_url=fake.url, retry_handlers=[])
