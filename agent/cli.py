@@ -206,6 +206,8 @@ register("feedback", "Report 👍/👎 reactions, tools, sources and cost of hel
          "agent.slack.feedback:add_arguments", "agent.slack.feedback:main")
 register("doctor", "Check the configuration and every configured platform live (exit 2 when something is wrong).",
          "agent.doctor:add_arguments", "agent.doctor:main")
+register("config", "Regenerate (--write) or check (--check) the configuration tables and workflow env blocks.",
+         "agent.generate:add_arguments", "agent.generate:main")
 register("faq-draft", "Turn helpbot's answers with enough 👍 into draft FAQ entries (print, --out DIR or --pr).",
          "agent.faq_draft:add_arguments", "agent.faq_draft:main")
 

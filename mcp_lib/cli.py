@@ -3,17 +3,15 @@
     mcp-lib all-commands
     mcp-lib faq:search "在庫 同期 遅い" limit=3
     mcp-lib docs --write | --check [--dir DIR]
-    mcp-lib config --write | --check      (docs tables and workflow env from mcp_lib/config.py)
     mcp-lib schemas [--only faq,redmine]
     mcp-lib serve [--only ...]
 
 Arguments of a tool are positional (in the order of its parameters) or ``name=value`` for one of its parameter
 names; anything else with ``=`` in it (``"在庫=0になる"``) is an ordinary value.
 
-Exit codes: 0 done; 1 a tool ran but failed (its error result is printed as JSON), or ``docs --check`` or
-``config --check`` found stale files; 2 bad input -- an unknown tool, command or ``--only`` name, or bad
-arguments (the problem, then the tool's usage) -- or bad configuration and rejected credentials (one line
-naming the variable).
+Exit codes: 0 done; 1 a tool ran but failed (its error result is printed as JSON), or ``docs --check`` found
+stale files; 2 bad input -- an unknown tool, command or ``--only`` name, or bad arguments (the problem, then the
+tool's usage) -- or bad configuration and rejected credentials (one line naming the variable).
 """
 
 from __future__ import annotations
@@ -165,8 +163,6 @@ def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"mcp-lib {command}")
     if command == "docs":
         return _docs(registry, parser, rest)
-    if command == "config":
-        return _config(parser, rest)
     if command in ("schemas", "serve"):
         parser.add_argument("--only", help="comma-separated platforms or tool names", default=None)
         args = _parse(parser, rest)
@@ -209,30 +205,6 @@ def _docs(registry: Registry, parser: argparse.ArgumentParser, rest: list[str]) 
               file=sys.stderr)
         return 1
     print("tools_docs is up to date")
-    return 0
-
-
-def _config(parser: argparse.ArgumentParser, rest: list[str]) -> int:
-    """The configuration tables and workflow env blocks, generated from mcp_lib/config.py."""
-    from . import configdocs
-
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true")
-    mode.add_argument("--check", action="store_true")
-    args = _parse(parser, rest)
-    try:
-        if args.write:
-            for path in configdocs.write():
-                print(f"wrote {path}")
-            return 0
-        stale = configdocs.stale()
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"config: {exc}") from None
-    if stale:
-        print(f"mcp-lib: configuration surfaces are stale ({', '.join(stale)}); run `uv run mcp-lib config "
-              "--write`", file=sys.stderr)
-        return 1
-    print("configuration surfaces are up to date")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Declared once here. The tests check docs/slack-app-manifest.yml grants these scopes to the right token (and
 nothing more), the fake Slack answers ``missing_scope`` from them, and the scope table of docs/slack-setup.md is
-generated from the manifest and this map (``mcp-lib config --write``; ``--check`` in CI).
+generated from the manifest and this map (``helpbot config --write``; ``--check`` in CI).
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def test_a_slack_payload_is_guarded_everywhere() -> None:
 
 
 def test_every_declared_secret_is_masked_by_value_whatever_its_name_and_length() -> None:
-    from mcp_lib.config import DECLARED
+    from agent.config import DECLARED
 
     secrets = [name for name, declared in DECLARED.items() if declared.secret]
     assert "SLACK_SIGNING_SECRET" in secrets and "AWS_ACCESS_KEY_ID" in secrets

@@ -17,6 +17,9 @@ ALLOWED = {
     ("agent/slack/relay.py", "post"): "the relay's repository_dispatch: ids and the reaction name it validated",
     ("agent/faq_pr.py", "send"): "the FAQ pull request over mcp_lib.http: its JSON bodies pass guard.current().deep",
     ("agent/faq_draft.py", "write_text"): "a temporary file, only parsed back to validate a draft",
+    ("agent/generate.py", "write_text"): "`helpbot config --write`: the repository's docs tables and workflow env, "
+                                         "generated from the declaration (no run's data; a mask would make --check "
+                                         "disagree with --write)",
     **{("agent/slack/post.py", method): "SlackOut._call, the front's one Slack write door: sends through "
                                        "guard.slack" for method in ("chat.postMessage", "chat.update", "chat.delete",
                                                                     "chat.postEphemeral")},

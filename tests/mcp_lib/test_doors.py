@@ -12,7 +12,8 @@ import httpx
 import pytest
 from slack_sdk.errors import SlackApiError
 
-from mcp_lib.config import VARIABLES, ConfigError
+from agent.config import VARIABLES
+from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolError
 from mcp_lib.doors import NEVER_SENT, WHERE, Refused, door, origin, slack_door
 from mcp_lib.external import server_entries

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.config import WORKFLOWS, passed_by
 from agent.slack import markers
-from mcp_lib.config import WORKFLOWS, passed_by
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, sample_workspace
 
 ROOT = Path(__file__).resolve().parents[2]

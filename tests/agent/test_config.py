@@ -9,20 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_lib import configdocs
-from mcp_lib.config import (
-    DECLARED,
-    VARIABLES,
-    WORKFLOWS,
-    env_bool,
-    env_datetime,
-    env_float,
-    env_int,
-    env_list,
-    env_str,
-    env_url,
-    passed_by,
-)
+from agent import generate as configdocs
+from agent.config import DECLARED, VARIABLES, WORKFLOWS, passed_by
+from mcp_lib import config as tools_config
+from mcp_lib.config import env_bool, env_datetime, env_float, env_int, env_list, env_str, env_url
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIXES = ("HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_", "AWS_", "ANTHROPIC_")
@@ -69,7 +59,20 @@ def test_every_variable_the_code_reads_is_declared() -> None:
     # (Names taken from helpbot.toml -- an MCP server's ``env`` and ``header_env`` -- are the team's, not ours.)
     undeclared = {f"{name} ({path.relative_to(ROOT)}:{lines[0]})" for path in sources()
                   if path.name != "config.py" for name, lines in names_in(path).items() if name not in DECLARED}
-    assert sorted(undeclared) == [], "declare these in mcp_lib/config.py (VARIABLES)"
+    assert sorted(undeclared) == [], "declare these in agent/config.py, or mcp_lib/config.py for the tools"
+
+
+def test_the_tool_library_reads_only_what_it_declares() -> None:
+    # mcp_lib/doors.py names where the application's credentials go (the model's, the relay's): the one exception.
+    theirs = {f"{name} ({path.relative_to(ROOT)}:{lines[0]})" for path in sources()
+              if path.relative_to(ROOT).parts[0] == "mcp_lib" and path.name not in ("config.py", "doors.py")
+              for name, lines in names_in(path).items() if name not in tools_config.DECLARED}
+    assert sorted(theirs) == [], "declare these in mcp_lib/config.py"
+
+
+def test_helpbot_passes_each_of_the_tool_librarys_variables_as_declared_there() -> None:
+    ours = {v.name: v for v in VARIABLES}
+    assert all(vars(v).items() <= vars(ours[v.name]).items() for v in tools_config.VARIABLES)
 
 
 def test_the_scan_finds_reads_of_every_shape(tmp_path: Path) -> None:
@@ -83,7 +86,7 @@ def test_the_scan_finds_reads_of_every_shape(tmp_path: Path) -> None:
 def test_every_declared_variable_is_read_somewhere() -> None:
     code = "\n".join(p.read_text(encoding="utf-8") for p in sources() if p.name != "config.py")
     unused = [v.name for v in VARIABLES if f'"{v.name}"' not in code]
-    assert unused == [], "declared but never read: remove them from mcp_lib/config.py or read them"
+    assert unused == [], "declared but never read: remove them from agent/config.py (or mcp_lib/config.py) or read them"
 
 
 def _literal_defaults() -> list[tuple[str, object, str]]:
@@ -143,7 +146,7 @@ def test_the_workflow_passes_every_declared_variable_not_marked_local(workflow: 
 
 
 def test_the_surfaces_are_current() -> None:
-    assert configdocs.stale() == [], "run `uv run mcp-lib config --write`"
+    assert configdocs.stale() == [], "run `uv run helpbot config --write`"
 
 
 def _copy_surfaces(tmp_path: Path) -> Path:
@@ -192,8 +195,8 @@ def test_the_tables_name_every_variable_and_the_setup_table_what_teams_set() -> 
     assert "`SLACK_API_URL`" not in setup and "`GITHUB_RUN_ID`" not in setup  # local and runner-set ones
 
 
-def test_mcp_lib_config_check_is_a_command(capsys: pytest.CaptureFixture[str]) -> None:
-    from mcp_lib.cli import main
+def test_helpbot_config_check_is_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
 
     assert main(["config", "--check"]) == 0
     assert "up to date" in capsys.readouterr().out
