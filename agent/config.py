@@ -7,12 +7,11 @@ The tables of docs/configuration.md and docs/slack-setup.md and the workflows' `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from mcp_lib import config as tools_config
-from mcp_lib.config import Variable
+from mcp_lib.config import Declaration, Variable
 
 Workflow = Literal["help", "feedback", "faq-draft", "doctor"]
 WORKFLOWS: tuple[Workflow, ...] = ("help", "feedback", "faq-draft", "doctor")  # .github/workflows/<name>.yml
@@ -168,7 +167,10 @@ SECTIONS: dict[Group, list[Passed]] = {
 }
 
 VARIABLES: tuple[Passed, ...] = tuple(replace(v, group=group) for group, section in SECTIONS.items() for v in section)
-DECLARED: Mapping[str, Passed] = {variable.name: variable for variable in VARIABLES}
+DECLARED = Declaration(VARIABLES)
+# The typed readers of helpbot's variables (the tools' included), each falling back on its declared default.
+env_int, env_float, env_bool, env_timezone = (DECLARED.env_int, DECLARED.env_float, DECLARED.env_bool,
+                                              DECLARED.env_timezone)
 
 
 def passed_by(workflow: Workflow) -> list[Passed]:

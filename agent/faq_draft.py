@@ -33,6 +33,7 @@ import httpx
 import yaml
 
 from agent import guard
+from agent.config import env_bool
 from agent.errors import UsageError
 from agent.slack.feedback import parse_since
 from agent.slack.handle import is_public
@@ -41,7 +42,7 @@ from agent.slack.ratings import RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.split import cut
 from agent.slack.trigger import env_channels
-from mcp_lib.config import ConfigError, env_bool
+from mcp_lib.config import ConfigError
 from mcp_lib.core import CredentialsError, ToolError
 from mcp_lib.ids import is_channel_id
 from mcp_lib.platforms import faq

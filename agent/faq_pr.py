@@ -24,16 +24,17 @@ from urllib.parse import quote
 import httpx
 
 from agent import guard
+from agent.config import DECLARED
 from agent.errors import ConfigError, HelpbotError, RunFailed
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.doors import door
 from mcp_lib.http import door_client, error_detail, json_answer, send
 
-DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
 DIR_VARIABLE = "HELPBOT_FAQ_REPO_DIR"
-DEFAULT_DIR = "faq/"
+DEFAULT_DIR = DECLARED[DIR_VARIABLE].default
 
 
 @dataclass(frozen=True)

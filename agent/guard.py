@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from mcp_lib.config import env_bool
+from agent.config import env_bool
 from mcp_lib.redact import Masker
 
 UNKNOWN_TOOL = "unknown_tool"
@@ -154,7 +154,7 @@ class Guard:
         """Masking as configured (``HELPBOT_MASK_PERSONAL``), with the credentials of ``env``."""
         from mcp_lib.external import credential_values  # the tool results' list too
 
-        personal = env_bool(env, "HELPBOT_MASK_PERSONAL", True)
+        personal = env_bool(env, "HELPBOT_MASK_PERSONAL")
         masker = Masker(personal=personal, cards=True, values=credential_values(env))
         configured = [h for name in _PLATFORM_URLS if (h := host_of(env.get(name, "")))]
         if any(h == "api.github.com" for h in configured) or env.get("GITHUB_TOKEN"):

@@ -1,8 +1,13 @@
-"""Reading configuration from the environment, with one clear error per bad variable."""
+"""Reading configuration from the environment, with one clear error per bad variable; the tools' variables.
+
+Each variable is declared once (:class:`Variable`, with its default as documented), and the typed readers of a
+:class:`Declaration` fall back on that default, so it lives nowhere else. An application declares its own
+variables beside these (helpbot: agent/config.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
@@ -55,21 +60,10 @@ def check_url(name: str, value: str) -> str:
 
 
 N = TypeVar("N", int, float)
+T = TypeVar("T")
 
 
-def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    return _env_number(env, name, int, "a whole number", default, minimum)
-
-
-def env_float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
-    return _env_number(env, name, float, "a number", default, minimum)
-
-
-def _env_number(env: Mapping[str, str], name: str, parse: Callable[[str], N], kind: str, default: N,
-                minimum: N) -> N:
-    raw = env_str(env, name)
-    if raw is None:
-        return default
+def _number(name: str, raw: str, parse: Callable[[str], N], kind: str, minimum: N) -> N:
     try:
         value = parse(raw)
     except ValueError:
@@ -79,6 +73,14 @@ def _env_number(env: Mapping[str, str], name: str, parse: Callable[[str], N], ki
     if value < minimum:
         raise ConfigError(name, f"must be at least {minimum}, got {value}")
     return value
+
+
+def _bool(name: str, raw: str) -> bool:
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(name, f"{raw!r} is not a boolean (use true or false)")
 
 
 def env_list(env: Mapping[str, str], name: str) -> list[str]:
@@ -98,23 +100,6 @@ def env_datetime(env: Mapping[str, str], name: str) -> datetime | None:
         raise ConfigError(name, f"{raw!r} is not an ISO 8601 date-time like 2026-11-30T09:00+09:00") from None
 
 
-def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
-    raw = env_str(env, name)
-    if raw is None:
-        return default
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(name, f"{raw!r} is not a boolean (use true or false)")
-
-
-# -- the declaration -------------------------------------------------------------------------------------------
-# Every environment variable mcp_lib reads, once: the tools' platforms, their limits, and what they take from the
-# runner. An application declares its own beside these (helpbot: agent/config.py, which generates the docs tables
-# and workflow env from both); a test fails on a variable read in mcp_lib/ that is not declared here.
-
-
 @dataclass(frozen=True)
 class Variable:
     """One environment variable: name, meaning, default (as documented), and whether it is a secret."""
@@ -125,6 +110,62 @@ class Variable:
     secret: bool = False
 
 
+V = TypeVar("V", bound=Variable)
+
+
+class Declaration(dict[str, V]):
+    """Variables by name, and the typed readers: unset (or empty), a variable reads as its declared default, so
+    that default lives only in the declaration. ``default=`` is for a name declared without one."""
+
+    def __init__(self, variables: Iterable[V]) -> None:
+        super().__init__((variable.name, variable) for variable in variables)
+
+    def value(self, name: str, parse: Callable[[str], T]) -> T:
+        """The declared default of ``name``, parsed (for a dataclass field's default, or a description)."""
+        declared = self[name].default
+        if not declared:
+            raise ValueError(f"{name} is declared without a default")
+        return parse(declared)
+
+    def describe(self, text: str) -> str:
+        """``text`` with each ``{NAME}`` replaced by that variable's declared default (a tool's setup text)."""
+        return text.format_map({name: variable.default for name, variable in self.items()})
+
+    def env_int(self, env: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int:
+        raw = env_str(env, name)
+        if raw is None:
+            return self.value(name, int) if default is None else default
+        return _number(name, raw, int, "a whole number", minimum)
+
+    def env_float(self, env: Mapping[str, str], name: str, default: float | None = None,
+                  minimum: float = 0.0) -> float:
+        raw = env_str(env, name)
+        if raw is None:
+            return self.value(name, float) if default is None else default
+        return _number(name, raw, float, "a number", minimum)
+
+    def env_bool(self, env: Mapping[str, str], name: str, default: bool | None = None) -> bool:
+        raw = env_str(env, name)
+        if raw is not None:
+            return _bool(name, raw)
+        if default is None:
+            declared = self[name].default
+            return _bool(name, declared) if declared else False
+        return default
+
+    def env_timezone(self, env: Mapping[str, str], name: str) -> str:
+        """An IANA time zone name (``Asia/Tokyo``), checked."""
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        zone = env_str(env, name) or self[name].default
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(name, f"{zone!r} is not a time zone name like {self[name].default}") from None
+        return zone
+
+
+# -- the declaration: every variable mcp_lib reads (a test fails on one read in mcp_lib/ that is not here) ------
 _v = Variable
 
 VARIABLES: tuple[Variable, ...] = (
@@ -179,4 +220,6 @@ VARIABLES: tuple[Variable, ...] = (
     _v("GITHUB_SHA", "the commit the FAQ links point at"),
 )
 
-DECLARED: Mapping[str, Variable] = {variable.name: variable for variable in VARIABLES}
+DECLARED = Declaration(VARIABLES)
+env_int, env_float, env_bool, env_timezone = (DECLARED.env_int, DECLARED.env_float, DECLARED.env_bool,
+                                              DECLARED.env_timezone)

@@ -26,15 +26,13 @@ from urllib.parse import unquote, urlsplit
 from .core import ToolError
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
-SLACK_API_URL = "https://slack.com/api/"
 # Where Slack serves url_private / url_private_download (https://api.slack.com/types/file): the file host of
 # Slack's own API origin. A Slack API URL pointed elsewhere (a proxy, the tests' fake) serves its files itself.
 SLACK_FILE_HOSTS = {"slack.com": ("files.slack.com",)}
-GITHUB_API_URL = "https://api.github.com"
 ANTHROPIC_URL = "https://api.anthropic.com"
 BEDROCK_URL = "https://bedrock-runtime.{region}.amazonaws.com"
 
-# Each secret declared in mcp_lib/config.py that travels on the wire, and the variable naming where it goes.
+# Each declared secret that travels on the wire, and the variable naming where it goes.
 WHERE: Mapping[str, str] = {
     "SLACK_BOT_TOKEN": "SLACK_API_URL",  # and Slack's file hosts (SLACK_FILE_HOSTS)
     "SLACK_USER_TOKEN": "SLACK_API_URL",

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .config import env_float, env_int
+from .config import DECLARED, env_float, env_int
 from .media import MAX_RESULT_IMAGE_BYTES, MAX_RESULT_IMAGES, ImageType, check_base64_image
 from .redact import redact_secrets
 
@@ -45,10 +45,10 @@ class Limits:
     never reads one -- once read, it could write it in a form no mask knows (reversed, hex).
     """
 
-    max_items: int = 20
-    max_field_chars: int = 1500
-    max_result_chars: int = 16000
-    budget_s: float = 45.0
+    max_items: int = DECLARED.value("HELPBOT_TOOL_MAX_ITEMS", int)
+    max_field_chars: int = DECLARED.value("HELPBOT_TOOL_MAX_FIELD_CHARS", int)
+    max_result_chars: int = DECLARED.value("HELPBOT_TOOL_MAX_RESULT_CHARS", int)
+    budget_s: float = DECLARED.value("HELPBOT_TOOL_BUDGET_S", float)
     explicit: frozenset[str] = frozenset()  # the fields set by environment variables
     mask: Callable[[str], str] = field(default=redact_secrets, compare=False, repr=False)
 
@@ -57,10 +57,10 @@ class Limits:
         variables = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
                      "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
         return cls(
-            max_items=env_int(env, "HELPBOT_TOOL_MAX_ITEMS", cls.max_items, minimum=1),
-            max_field_chars=env_int(env, "HELPBOT_TOOL_MAX_FIELD_CHARS", cls.max_field_chars, minimum=100),
-            max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", cls.max_result_chars, minimum=1000),
-            budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", cls.budget_s, minimum=1.0),
+            max_items=env_int(env, "HELPBOT_TOOL_MAX_ITEMS", minimum=1),
+            max_field_chars=env_int(env, "HELPBOT_TOOL_MAX_FIELD_CHARS", minimum=100),
+            max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", minimum=1000),
+            budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", minimum=1.0),
             explicit=frozenset(name for name, variable in variables.items() if env.get(variable, "").strip()),
             mask=mask,
         )

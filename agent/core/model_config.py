@@ -10,14 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from mcp_lib.config import ConfigError, env_float, env_int, env_str, env_url
+from agent.config import DECLARED, env_float, env_int
+from mcp_lib.config import ConfigError, env_str, env_url
 
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
-DEFAULT_REGION = "ap-northeast-1"
+DEFAULT_REGION = DECLARED["AWS_REGION"].default
 Provider = Literal["bedrock", "anthropic"]
-DEFAULT_MODELS = {
-    "bedrock": ("jp.anthropic.claude-sonnet-4-5-20250929-v1:0", "jp.anthropic.claude-haiku-4-5-20251001-v1:0"),
-    "anthropic": ("claude-sonnet-4-6", "claude-haiku-4-5-20251001"),  # 4.5 is deprecated on the direct API
+DEFAULT_MODELS = {  # Bedrock's are the declared defaults; the direct API's differ (4.5 is deprecated there)
+    "bedrock": (DECLARED["HELPBOT_MODEL"].default, DECLARED["HELPBOT_SUMMARY_MODEL"].default),
+    "anthropic": ("claude-sonnet-4-6", "claude-haiku-4-5-20251001"),
 }
 
 # Bedrock ids: optional cross-region prefix, provider, model, optional version; or an inference-profile ARN.
@@ -50,8 +51,8 @@ class ModelConfig:
     aws_session_token: str | None = None
     aws_profile: str | None = None
     anthropic_api_key: str | None = None
-    request_timeout_s: float = 120.0
-    max_attempts: int = 6
+    request_timeout_s: float = DECLARED.value("HELPBOT_MODEL_TIMEOUT_S", float)
+    max_attempts: int = DECLARED.value("HELPBOT_MODEL_MAX_ATTEMPTS", int)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig | None:
@@ -88,8 +89,8 @@ class ModelConfig:
             raise ConfigError("ANTHROPIC_API_KEY", "HELPBOT_PROVIDER=anthropic but ANTHROPIC_API_KEY is not set")
 
         model, summary_model = _model_ids(env, provider)
-        timeout = env_float(env, "HELPBOT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)
-        attempts = env_int(env, "HELPBOT_MODEL_MAX_ATTEMPTS", 6, minimum=1)
+        timeout = env_float(env, "HELPBOT_MODEL_TIMEOUT_S", minimum=1.0)
+        attempts = env_int(env, "HELPBOT_MODEL_MAX_ATTEMPTS", minimum=1)
         if provider is None:
             return None
         if provider == "anthropic":

@@ -1,4 +1,4 @@
-"""The agent's knobs, read once from the environment (HELPBOT_*), each with a default that works."""
+"""The agent's knobs (:class:`Settings`), read once from the environment, and the model prices they imply."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
+from agent.config import DECLARED, env_float, env_int, env_timezone
 from agent.core.model import Usage
 from agent.core.model_config import DEFAULT_MODELS
-from mcp_lib.config import ConfigError, env_datetime, env_float, env_int, env_str
+from mcp_lib.config import ConfigError, env_datetime, env_str
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -45,25 +46,35 @@ def list_price(model: str) -> Price:
     return LIST_PRICES[family]
 
 
+def _int(name: str) -> int:
+    return DECLARED.value(name, int)
+
+
+def _float(name: str) -> float:
+    return DECLARED.value(name, float)
+
+
 @dataclass(frozen=True)
 class Settings:
+    """The loop's knobs; each default is its variable's declared one (agent/config.py)."""
+
     model: str = DEFAULT_MODELS["bedrock"][0]
     summary_model: str = DEFAULT_MODELS["bedrock"][1]
-    max_rounds: int = 10
-    deadline_s: float = 480.0
-    tool_timeout_s: float = 60.0
-    max_tokens: int = 4096  # the answer's length limit
-    request_budget_tokens: int = 100_000  # no request to the model may be larger (estimated)
-    summary_threshold_tokens: int = 60_000  # above this, older tool results are summarized
+    max_rounds: int = _int("HELPBOT_MAX_ROUNDS")
+    deadline_s: float = _float("HELPBOT_DEADLINE_S")
+    tool_timeout_s: float = _float("HELPBOT_TOOL_TIMEOUT_S")
+    max_tokens: int = _int("HELPBOT_MAX_TOKENS")  # the answer's length limit
+    request_budget_tokens: int = _int("HELPBOT_REQUEST_BUDGET_TOKENS")  # no request to the model is larger
+    summary_threshold_tokens: int = _int("HELPBOT_SUMMARY_THRESHOLD_TOKENS")  # older results summarized past it
     summary_max_tokens: int = 2048
-    clear_after_reads: int | None = 2  # requests a tool result is sent whole in before it is cleared; None: never
-    summary_timeout_s: float = 25.0  # a slow or throttled summary model gives up this soon (notes fall back)
-    tool_result_max_chars: int = 24_000  # last line of defence; mcp_lib's own limits are tighter
-    # One result's cap in (calibrated) estimated tokens: small against the summary threshold (an eighth), so one
-    # round of a few results does not fill it and summaries stay rare.
+    clear_after_reads: int | None = _int("HELPBOT_CLEAR_AFTER_READS")  # then a read result is cleared; None: never
+    summary_timeout_s: float = _float("HELPBOT_SUMMARY_TIMEOUT_S")  # a slow summary gives up (notes fall back)
+    tool_result_max_chars: int = _int("HELPBOT_TOOL_RESULT_MAX_CHARS")  # last line of defence after mcp_lib's
+    # One result's cap in (calibrated) estimated tokens: an eighth of the summary threshold at most, so one round
+    # of a few results does not fill it and summaries stay rare.
     tool_result_max_tokens: int = 7_500
     max_question_chars: int = 20_000
-    timezone: str = "Asia/Tokyo"
+    timezone: str = DECLARED["HELPBOT_TIMEZONE"].default
     # USD per million tokens; None: the list price of the model's family (LIST_PRICES).
     price_input: float | None = None
     price_output: float | None = None
@@ -100,31 +111,26 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        d = cls()
-        budget = env_int(env, "HELPBOT_REQUEST_BUDGET_TOKENS", d.request_budget_tokens, minimum=10_000)
-        threshold = env_int(env, "HELPBOT_SUMMARY_THRESHOLD_TOKENS", min(d.summary_threshold_tokens,
+        budget = env_int(env, "HELPBOT_REQUEST_BUDGET_TOKENS", minimum=10_000)
+        threshold = env_int(env, "HELPBOT_SUMMARY_THRESHOLD_TOKENS", min(cls.summary_threshold_tokens,
                                                                          budget * 6 // 10), minimum=2_000)
         if threshold >= budget:
             raise ConfigError("HELPBOT_SUMMARY_THRESHOLD_TOKENS",
                               f"{threshold} must be below HELPBOT_REQUEST_BUDGET_TOKENS ({budget})")
-        timezone = env_str(env, "HELPBOT_TIMEZONE") or d.timezone
-        try:
-            zone = ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ConfigError("HELPBOT_TIMEZONE", f"{timezone!r} is not a time zone name like Asia/Tokyo") from None
+        timezone = env_timezone(env, "HELPBOT_TIMEZONE")
+        zone = ZoneInfo(timezone)
         now = env_datetime(env, "HELPBOT_NOW")
         return cls(
-            max_rounds=env_int(env, "HELPBOT_MAX_ROUNDS", d.max_rounds, minimum=1),
-            deadline_s=env_float(env, "HELPBOT_DEADLINE_S", d.deadline_s, minimum=10.0),
-            tool_timeout_s=env_float(env, "HELPBOT_TOOL_TIMEOUT_S", d.tool_timeout_s, minimum=1.0),
-            max_tokens=env_int(env, "HELPBOT_MAX_TOKENS", d.max_tokens, minimum=256),
+            max_rounds=env_int(env, "HELPBOT_MAX_ROUNDS", minimum=1),
+            deadline_s=env_float(env, "HELPBOT_DEADLINE_S", minimum=10.0),
+            tool_timeout_s=env_float(env, "HELPBOT_TOOL_TIMEOUT_S", minimum=1.0),
+            max_tokens=env_int(env, "HELPBOT_MAX_TOKENS", minimum=256),
             request_budget_tokens=budget,
             summary_threshold_tokens=threshold,
-            summary_timeout_s=env_float(env, "HELPBOT_SUMMARY_TIMEOUT_S", d.summary_timeout_s, minimum=1.0),
-            clear_after_reads=env_int(env, "HELPBOT_CLEAR_AFTER_READS", d.clear_after_reads or 0, minimum=0) or None,
-            tool_result_max_tokens=max(500, min(d.tool_result_max_tokens, threshold // 8)),
-            tool_result_max_chars=env_int(env, "HELPBOT_TOOL_RESULT_MAX_CHARS", d.tool_result_max_chars,
-                                          minimum=1_000),
+            summary_timeout_s=env_float(env, "HELPBOT_SUMMARY_TIMEOUT_S", minimum=1.0),
+            clear_after_reads=env_int(env, "HELPBOT_CLEAR_AFTER_READS", minimum=0) or None,
+            tool_result_max_tokens=max(500, min(cls.tool_result_max_tokens, threshold // 8)),
+            tool_result_max_chars=env_int(env, "HELPBOT_TOOL_RESULT_MAX_CHARS", minimum=1_000),
             timezone=timezone,
             price_input=_optional_price(env, "HELPBOT_PRICE_INPUT"),
             price_output=_optional_price(env, "HELPBOT_PRICE_OUTPUT"),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agent import guard
 from agent.build import check_configuration
+from agent.config import env_float
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging, sigterm_raises
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
@@ -36,14 +37,13 @@ from agent.slack.stream import AnswerStream
 from agent.slack.thread import answerable, build_question, earlier_turns, mention_of, mentions_me
 from agent.slack.trigger import Trigger, from_options, load_event
 from mcp_lib import Caller, ids
-from mcp_lib.config import env_float, env_str
+from mcp_lib.config import env_str
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent
     from agent.core.run import Progress, Turn
     from mcp_lib import Registry
 
-DEFAULT_PROGRESS_INTERVAL_S = 5.0
 
 AgentFactory = Callable[["Registry", Callable[["Progress"], None], Callable[[dict[str, Any]], None]], "Agent"]
 
@@ -108,7 +108,7 @@ class Front:
         self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock)
         self.make_agent = make_agent or functools.partial(built_agent, self.env)
         self.run_link = run_url(env)
-        self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S", DEFAULT_PROGRESS_INTERVAL_S)
+        self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S")
         self.tell = Outcomes(self.env, self.trace, json_output=options.json)
         self.run_id = _run_id(env)
         self._slack_out: SlackOut | None = None

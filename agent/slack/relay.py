@@ -46,6 +46,7 @@ import anyio
 import httpx
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from agent.config import DECLARED
 from agent.errors import BadInput, DispatchError, error_line
 from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, parse_event_data
@@ -62,7 +63,7 @@ SEEN_EVENTS = 10_000  # accepted event ids remembered (Slack retries within minu
 DISPATCH_ATTEMPTS = 3  # the server's worker: GitHub 5xx and timeouts are tried again
 WORKER_DEADLINE_S = 10.0  # one dispatch attempt on the worker (nobody is waiting for it)
 RETRY_ALREADY_DELIVERED = "http_timeout"  # the only retry reason after which the first delivery surely arrived
-DEFAULT_GITHUB_API_URL = "https://api.github.com"
+DEFAULT_GITHUB_API_URL = DECLARED["GITHUB_API_URL"].default
 
 Response = tuple[int, dict[str, str], bytes]
 Dispatch = Callable[[dict[str, str]], None]

@@ -25,13 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from agent.config import DECLARED
 from agent.errors import BadInput, ConfigError
 from mcp_lib import ids
 from mcp_lib.config import env_list
 from mcp_lib.ids import CHANNEL_RE, TS_RE, USER_RE, Permalink
 
 DISPATCH_EVENT_TYPE = "slack-help"
-DEFAULT_REACTION = "help"
+DEFAULT_REACTION = DECLARED["HELPBOT_REACTION"].default
 MAX_QUESTION_CHARS = 4000
 MAX_EVENT_BYTES = 1024 * 1024  # a GitHub event is a few KB
 MAX_EVENT_DEPTH = 32  # the deepest real event (workflow_dispatch) nests about 5 levels

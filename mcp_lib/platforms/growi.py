@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import httpx
 from pydantic import Field
 
-from ..config import ConfigError, env_float, env_int, env_str, env_url
+from ..config import DECLARED, ConfigError, env_float, env_int, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
 from ..doors import door
 from ..http import door_client, error_detail, json_answer, send
@@ -39,8 +39,8 @@ class GrowiConfig:
     url: str
     token: str
     paths: tuple[str, ...] = ()
-    timeout_s: float = 20.0
-    max_body_chars: int = 6000
+    timeout_s: float = DECLARED.value("HELPBOT_HTTP_TIMEOUT_S", float)
+    max_body_chars: int = DECLARED.value("HELPBOT_GROWI_MAX_BODY_CHARS", int)
 
     def allows(self, path: str) -> bool:
         """True when no allowlist is set, or ``path`` is one of its prefixes or below one."""
@@ -71,8 +71,8 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
         url=env_url(env, "GROWI_URL") or "",
         token=env_str(env, "GROWI_ACCESS_TOKEN") or "",
         paths=_prefixes(env),
-        timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", 20.0, minimum=0.1),
-        max_body_chars=env_int(env, "HELPBOT_GROWI_MAX_BODY_CHARS", 6000, minimum=200),
+        timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", minimum=0.1),
+        max_body_chars=env_int(env, "HELPBOT_GROWI_MAX_BODY_CHARS", minimum=200),
     )
 
 
@@ -208,11 +208,13 @@ PLATFORM = Platform(
     make_client=make_client,
     variables=("GROWI_URL", "GROWI_ACCESS_TOKEN"),
     check=check,
-    setup=("`GROWI_URL`（例 https://wiki.example.com）と `GROWI_ACCESS_TOKEN`（read:features:page を持つ"
-           "アクセストークン。Growi 7.3 より前は API トークン）の両方があると有効。Growi 7.0〜8.0 に対応：トークンは"
-           "`Authorization: Bearer` と `access_token` クエリの両方で GROWI_URL のオリジンにだけ送り、"
-           "リダイレクトは追わない。`HELPBOT_GROWI_PATHS`（読んでよいパスの接頭辞、カンマ区切り）、"
-           "`HELPBOT_HTTP_TIMEOUT_S`（既定 20）、`HELPBOT_GROWI_MAX_BODY_CHARS`（既定 6000）で調整できる。"),
+    setup=DECLARED.describe(
+        "`GROWI_URL`（例 https://wiki.example.com）と `GROWI_ACCESS_TOKEN`（read:features:page を持つ"
+        "アクセストークン。Growi 7.3 より前は API トークン）の両方があると有効。Growi 7.0〜8.0 に対応：トークンは"
+        "`Authorization: Bearer` と `access_token` クエリの両方で GROWI_URL のオリジンにだけ送り、"
+        "リダイレクトは追わない。`HELPBOT_GROWI_PATHS`（読んでよいパスの接頭辞、カンマ区切り）、"
+        "`HELPBOT_HTTP_TIMEOUT_S`（既定 {HELPBOT_HTTP_TIMEOUT_S}）、"
+        "`HELPBOT_GROWI_MAX_BODY_CHARS`（既定 {HELPBOT_GROWI_MAX_BODY_CHARS}）で調整できる。"),
 )
 
 

@@ -16,7 +16,8 @@ from mcp_lib.config import env_bool, env_datetime, env_float, env_int, env_list,
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIXES = ("HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_", "AWS_", "ANTHROPIC_")
-READERS = {"env_str", "env_url", "env_int", "env_float", "env_list", "env_bool", "env_datetime", "getenv", "get"}
+READERS = {"env_str", "env_url", "env_int", "env_float", "env_list", "env_bool", "env_datetime", "env_timezone",
+           "getenv", "get"}
 
 
 def sources() -> list[Path]:
@@ -89,23 +90,71 @@ def test_every_declared_variable_is_read_somewhere() -> None:
     assert unused == [], "declared but never read: remove them from agent/config.py (or mcp_lib/config.py) or read them"
 
 
-def _literal_defaults() -> list[tuple[str, object, str]]:
+def _typed_reads() -> list[tuple[str, str, ast.Call, str]]:
+    """Every call of a typed reader with a literal name: (reader, variable, call, file:line)."""
     found = []
     for path in sources():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in ("env_int", "env_float") and len(node.args) > 2 \
-                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[2], ast.Constant):
-                found.append((node.args[1].value, node.args[2].value, f"{path.relative_to(ROOT)}:{node.lineno}"))
+                    and node.func.id in ("env_int", "env_float", "env_bool", "env_timezone") and len(node.args) > 1 \
+                    and isinstance(node.args[1], ast.Constant):
+                found.append((node.func.id, node.args[1].value, node, f"{path.relative_to(ROOT)}:{node.lineno}"))
     return found
 
 
-def test_declared_defaults_match_the_literal_defaults_in_the_code() -> None:
-    found = _literal_defaults()
-    assert len(found) >= 10  # the scan sees the readers
-    wrong = [f"{name}: code {value} at {where}, declared {DECLARED[name].default!r}" for name, value, where in found
-             if float(DECLARED[name].default) != float(value)]  # type: ignore[arg-type]
-    assert wrong == []
+def _defaults(call: ast.Call) -> list[ast.expr]:
+    return call.args[2:3] + [keyword.value for keyword in call.keywords if keyword.arg == "default"]
+
+
+def test_no_reader_repeats_a_declared_default() -> None:
+    reads = _typed_reads()
+    assert len(reads) >= 30  # the scan sees the readers
+    repeated = [f"{name} at {where}" for _, name, call, where in reads
+                if name in DECLARED and any(isinstance(given, ast.Constant) for given in _defaults(call))]
+    assert repeated == [], "let the reader take the declared default"
+
+
+def test_each_number_read_without_a_default_has_one_of_its_kind_declared() -> None:
+    for reader, name, call, where in _typed_reads():
+        if reader in ("env_int", "env_float") and not _defaults(call):
+            assert (int if reader == "env_int" else float)(DECLARED[name].default) is not None, where
+
+
+def test_no_module_repeats_a_declared_url_path_or_id() -> None:
+    values = {v.default: v.name for v in VARIABLES if ("/" in v.default or "." in v.default)
+              and not set(v.default) & set(" {")}
+    assert "https://api.github.com" in values and "Asia/Tokyo" in values
+    repeated = [f"{values[node.value]} in {path.relative_to(ROOT)}:{node.lineno}" for path in sources()
+                if path.name != "config.py" for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in values]
+    assert repeated == [], "read the declared default (DECLARED[name].default)"
+
+
+def test_unset_reads_as_the_declared_default_and_each_package_reads_with_its_own_declaration() -> None:
+    from agent import config as helpbot_config
+
+    assert env_float({"HELPBOT_HTTP_TIMEOUT_S": " "}, "HELPBOT_HTTP_TIMEOUT_S") == float(
+        tools_config.DECLARED["HELPBOT_HTTP_TIMEOUT_S"].default)
+    assert helpbot_config.env_bool({}, "HELPBOT_MASK_PERSONAL") is True
+    assert helpbot_config.env_int({}, "HELPBOT_TOOL_MAX_ITEMS") == env_int({}, "HELPBOT_TOOL_MAX_ITEMS")
+    with pytest.raises(KeyError):  # the tool library knows nothing of helpbot's own variables
+        env_bool({}, "HELPBOT_MASK_PERSONAL")
+    with pytest.raises(ValueError):  # declared, but with no number to fall back on
+        helpbot_config.env_float({}, "HELPBOT_PRICE_INPUT")
+
+
+def test_a_bad_time_zone_is_one_message_wherever_it_is_read() -> None:
+    from agent.core.settings import Settings
+    from mcp_lib.config import ConfigError
+    from mcp_lib.platforms import slack
+
+    env = {"HELPBOT_TIMEZONE": "Mars/Olympus", "SLACK_BOT_TOKEN": "xoxb-1-2-abc"}
+    messages = set()
+    for load in (Settings.from_env, slack.load_config):
+        with pytest.raises(ConfigError) as err:
+            load(env)
+        messages.add(str(err.value))
+    assert messages == {"HELPBOT_TIMEZONE: 'Mars/Olympus' is not a time zone name like Asia/Tokyo"}
 
 
 @pytest.mark.parametrize("value", ["", "   ", "\t\n"])

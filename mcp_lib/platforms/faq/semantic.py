@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ...config import ConfigError, env_str
+from ...config import DECLARED, ConfigError, env_str
 
 if TYPE_CHECKING:
     from .entries import Entry
@@ -116,7 +116,7 @@ def prefetch(env: Mapping[str, str]) -> threading.Thread | None:
 def semantic_mode(env: Mapping[str, str]) -> Mode:
     """``HELPBOT_FAQ_SEMANTIC``: ``auto`` (default: on when the extra is installed), ``on`` (an error without
     it), ``off``."""
-    raw = (env_str(env, SEMANTIC_VARIABLE) or "auto").lower()
+    raw = (env_str(env, SEMANTIC_VARIABLE) or DECLARED[SEMANTIC_VARIABLE].default).lower()
     if raw not in ("auto", "on", "off"):
         raise ConfigError(SEMANTIC_VARIABLE, f"{raw!r} is not one of auto, on, off")
     if raw == "on" and not available():

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from pydantic import Field
 
+from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError, cut_text
 from .api import (
     KIND_QUALIFIER_RE,
@@ -61,14 +62,16 @@ PLATFORM = Platform(
     make_client=make_client,
     variables=("GITHUB_TOKEN", "HELPBOT_GITHUB_REPOS"),
     check=check,
-    setup=("`GITHUB_TOKEN`（対象リポジトリを読めるトークン。Actions では secret `HELPBOT_GITHUB_TOKEN` に置き、"
-           "help.yml が `GITHUB_TOKEN` として渡す：GitHub は GITHUB で始まる secret 名を禁じる）と "
-           "`HELPBOT_GITHUB_REPOS`（owner/name のカンマ区切り）の両方があると有効。"
-           "`GITHUB_API_URL`（GitHub Enterprise 用、既定 https://api.github.com）、"
-           "`HELPBOT_HTTP_TIMEOUT_S`（既定 20）、`HELPBOT_GITHUB_MAX_BODY_CHARS`（既定 6000）、"
-           "`HELPBOT_GITHUB_MAX_COMMENTS`（既定 10）、"
-           "`HELPBOT_GITHUB_MAX_FILES`（既定 20、HELPBOT_TOOL_MAX_ITEMS を超えない）、"
-           "`HELPBOT_GITHUB_MAX_PATCH_CHARS`（既定 1500）で調整できる。"),
+    setup=DECLARED.describe(
+        "`GITHUB_TOKEN`（対象リポジトリを読めるトークン。Actions では secret `HELPBOT_GITHUB_TOKEN` に置き、"
+        "help.yml が `GITHUB_TOKEN` として渡す：GitHub は GITHUB で始まる secret 名を禁じる）"
+        "と `HELPBOT_GITHUB_REPOS`（owner/name のカンマ区切り）の両方があると有効。"
+        "`GITHUB_API_URL`（GitHub Enterprise 用、既定 {GITHUB_API_URL}）、"
+        "`HELPBOT_HTTP_TIMEOUT_S`（既定 {HELPBOT_HTTP_TIMEOUT_S}）、"
+        "`HELPBOT_GITHUB_MAX_BODY_CHARS`（既定 {HELPBOT_GITHUB_MAX_BODY_CHARS}）、"
+        "`HELPBOT_GITHUB_MAX_COMMENTS`（既定 {HELPBOT_GITHUB_MAX_COMMENTS}）、"
+        "`HELPBOT_GITHUB_MAX_FILES`（既定 {HELPBOT_GITHUB_MAX_FILES}、HELPBOT_TOOL_MAX_ITEMS を超えない）、"
+        "`HELPBOT_GITHUB_MAX_PATCH_CHARS`（既定 {HELPBOT_GITHUB_MAX_PATCH_CHARS}）で調整できる。"),
 )
 
 RepoArg = Annotated[str, Field(description="Repository as owner/name; must be one of the allowlisted repos.",

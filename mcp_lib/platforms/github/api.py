@@ -10,12 +10,12 @@ from urllib.parse import quote
 
 import httpx
 
-from ...config import ConfigError, env_float, env_int, env_list, env_str, env_url
+from ...config import DECLARED, ConfigError, env_float, env_int, env_list, env_str, env_url
 from ...core import CredentialsError, ToolContext, ToolError, cut_text
 from ...doors import door
 from ...http import door_client, error_detail, json_answer, send
 
-DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 API_VERSION = "2022-11-28"
 JSON_MEDIA = "application/vnd.github+json"
 TEXT_MATCH_MEDIA = "application/vnd.github.text-match+json"
@@ -31,12 +31,12 @@ class GitHubConfig:
     api_url: str
     token: str
     repos: tuple[str, ...]
-    timeout_s: float = 20.0
-    max_body_chars: int = 6000
-    max_comments: int = 10
+    timeout_s: float = DECLARED.value("HELPBOT_HTTP_TIMEOUT_S", float)
+    max_body_chars: int = DECLARED.value("HELPBOT_GITHUB_MAX_BODY_CHARS", int)
+    max_comments: int = DECLARED.value("HELPBOT_GITHUB_MAX_COMMENTS", int)
     max_comment_chars: int = 1000
-    max_files: int = 20
-    max_patch_chars: int = 1500
+    max_files: int = DECLARED.value("HELPBOT_GITHUB_MAX_FILES", int)
+    max_patch_chars: int = DECLARED.value("HELPBOT_GITHUB_MAX_PATCH_CHARS", int)
     search_per_page: int = 20
 
     def allowed(self, repo: str) -> str | None:
@@ -65,11 +65,11 @@ def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
         api_url=env_url(env, "GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL,
         token=token,
         repos=tuple(repos),
-        timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", 20.0, minimum=0.1),
-        max_body_chars=env_int(env, "HELPBOT_GITHUB_MAX_BODY_CHARS", 6000, minimum=200),
-        max_comments=env_int(env, "HELPBOT_GITHUB_MAX_COMMENTS", 10, minimum=1),
-        max_files=env_int(env, "HELPBOT_GITHUB_MAX_FILES", 20, minimum=1),
-        max_patch_chars=env_int(env, "HELPBOT_GITHUB_MAX_PATCH_CHARS", 1500, minimum=100),
+        timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", minimum=0.1),
+        max_body_chars=env_int(env, "HELPBOT_GITHUB_MAX_BODY_CHARS", minimum=200),
+        max_comments=env_int(env, "HELPBOT_GITHUB_MAX_COMMENTS", minimum=1),
+        max_files=env_int(env, "HELPBOT_GITHUB_MAX_FILES", minimum=1),
+        max_patch_chars=env_int(env, "HELPBOT_GITHUB_MAX_PATCH_CHARS", minimum=100),
     )
 
 

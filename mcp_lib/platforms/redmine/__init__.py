@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import Field
 
+from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError, cut_text
 from ...redact import redact_secrets
 from ...result import excerpt
@@ -123,12 +124,14 @@ PLATFORM = Platform(
     make_client=make_client,
     variables=("REDMINE_URL", "REDMINE_API_KEY"),
     check=check,
-    setup="`REDMINE_URL`（例 https://redmine.example.com）と `REDMINE_API_KEY`（個人設定 → API アクセスキー。"
-          "共有してよい範囲だけ見えるユーザーのキーを使う）を設定すると有効になる。任意: "
-          "`HELPBOT_REDMINE_PROJECTS`（対象プロジェクト識別子のカンマ区切り）、"
-          "`HELPBOT_REDMINE_MAX_JOURNALS`（getIssue で返すコメント数、既定 10）、"
-          "`HELPBOT_REDMINE_MAX_NOTE_CHARS`（コメント1件の最大文字数、既定 1000）、"
-          "`HELPBOT_REDMINE_TIMEOUT`（秒、既定 10）、`HELPBOT_REDMINE_RETRY_BUDGET`（再試行に使う秒数、既定 30）。",
+    setup=DECLARED.describe(
+        "`REDMINE_URL`（例 https://redmine.example.com）と `REDMINE_API_KEY`（個人設定 → API アクセスキー。"
+        "共有してよい範囲だけ見えるユーザーのキーを使う）を設定すると有効になる。"
+        "任意: `HELPBOT_REDMINE_PROJECTS`（対象プロジェクト識別子のカンマ区切り）、"
+        "`HELPBOT_REDMINE_MAX_JOURNALS`（getIssue で返すコメント数、既定 {HELPBOT_REDMINE_MAX_JOURNALS}）、"
+        "`HELPBOT_REDMINE_MAX_NOTE_CHARS`（コメント1件の最大文字数、既定 {HELPBOT_REDMINE_MAX_NOTE_CHARS}）、"
+        "`HELPBOT_REDMINE_TIMEOUT`（秒、既定 {HELPBOT_REDMINE_TIMEOUT}）、"
+        "`HELPBOT_REDMINE_RETRY_BUDGET`（再試行に使う秒数、既定 {HELPBOT_REDMINE_RETRY_BUDGET}）。"),
 )
 
 Query = Annotated[str, Field(description="Words to look for, in the language the tickets are written in "

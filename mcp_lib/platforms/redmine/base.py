@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ...config import env_float, env_int, env_list, env_str, env_url
+from ...config import DECLARED, env_float, env_int, env_list, env_str, env_url
 from ...core import ToolError
 
 PROJECT_IDENT = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -17,10 +17,10 @@ class RedmineConfig:
     url: str
     api_key: str = field(repr=False)
     projects: tuple[str, ...] = ()  # the allowlist; empty = every project the key can see
-    max_journals: int = 10
-    max_note_chars: int = 1000
-    timeout_s: float = 10.0
-    retry_budget_s: float = 30.0
+    max_journals: int = DECLARED.value("HELPBOT_REDMINE_MAX_JOURNALS", int)
+    max_note_chars: int = DECLARED.value("HELPBOT_REDMINE_MAX_NOTE_CHARS", int)
+    timeout_s: float = DECLARED.value("HELPBOT_REDMINE_TIMEOUT", float)
+    retry_budget_s: float = DECLARED.value("HELPBOT_REDMINE_RETRY_BUDGET", float)
 
 
 def load_config(env: Mapping[str, str]) -> RedmineConfig | None:
@@ -32,10 +32,10 @@ def load_config(env: Mapping[str, str]) -> RedmineConfig | None:
         url=url,
         api_key=key,
         projects=tuple(env_list(env, "HELPBOT_REDMINE_PROJECTS")),
-        max_journals=env_int(env, "HELPBOT_REDMINE_MAX_JOURNALS", 10, minimum=1),
-        max_note_chars=env_int(env, "HELPBOT_REDMINE_MAX_NOTE_CHARS", 1000, minimum=100),
-        timeout_s=env_float(env, "HELPBOT_REDMINE_TIMEOUT", 10.0, minimum=0.1),
-        retry_budget_s=env_float(env, "HELPBOT_REDMINE_RETRY_BUDGET", 30.0, minimum=0.0),
+        max_journals=env_int(env, "HELPBOT_REDMINE_MAX_JOURNALS", minimum=1),
+        max_note_chars=env_int(env, "HELPBOT_REDMINE_MAX_NOTE_CHARS", minimum=100),
+        timeout_s=env_float(env, "HELPBOT_REDMINE_TIMEOUT", minimum=0.1),
+        retry_budget_s=env_float(env, "HELPBOT_REDMINE_RETRY_BUDGET", minimum=0.0),
     )
 
 

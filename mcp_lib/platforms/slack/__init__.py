@@ -24,6 +24,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ... import ids
+from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError
 from .client import (
     AUTH_ERRORS,
@@ -83,9 +84,10 @@ PLATFORM = Platform(
     make_client=make_client,
     variables=("SLACK_BOT_TOKEN", "SLACK_USER_TOKEN"),
     check=check,
-    setup=("`SLACK_BOT_TOKEN`（xoxb-、scopes: channels:read, channels:history, groups:read, groups:history, "
-           "users:read）と、検索用に `SLACK_USER_TOKEN`（xoxp-、scope: search:read）。`SLACK_API_URL` で接続先"
-           "（既定 https://slack.com/api/）、`HELPBOT_TIMEZONE` で時刻の表示（既定 Asia/Tokyo）。"),
+    setup=DECLARED.describe(
+        "`SLACK_BOT_TOKEN`（xoxb-、scopes: channels:read, channels:history, groups:read, groups:history, "
+        "users:read）と、検索用に `SLACK_USER_TOKEN`（xoxp-、scope: search:read）。`SLACK_API_URL` で接続先"
+        "（既定 {SLACK_API_URL}）、`HELPBOT_TIMEZONE` で時刻の表示（既定 {HELPBOT_TIMEZONE}）。"),
 )
 
 

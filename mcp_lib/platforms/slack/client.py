@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.error import URLError
 from urllib.request import Request
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -28,14 +28,14 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import SlackResponse
 
-from ...config import ConfigError, env_str, env_url
+from ...config import DECLARED, ConfigError, env_str, env_timezone, env_url
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, slack_door
 from ...retry import Budget, Policy, header, server_wait
 from ...slack_scopes import token_scopes
 
-DEFAULT_API_URL = "https://slack.com/api/"
-DEFAULT_TIMEZONE = "Asia/Tokyo"
+DEFAULT_API_URL = DECLARED["SLACK_API_URL"].default
+DEFAULT_TIMEZONE = DECLARED["HELPBOT_TIMEZONE"].default
 
 _BOT_TOKEN = re.compile(r"^(?:xoxe\.)?xoxb-[A-Za-z0-9-]+$")
 _USER_TOKEN = re.compile(r"^(?:xoxe\.)?xoxp-[A-Za-z0-9-]+$")
@@ -85,11 +85,7 @@ def load_config(env: Mapping[str, str]) -> SlackConfig | None:
     if bot is None and user is None:
         return None
     api_url = env_url(env, "SLACK_API_URL", DEFAULT_API_URL)
-    timezone = env_str(env, "HELPBOT_TIMEZONE") or DEFAULT_TIMEZONE
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError("HELPBOT_TIMEZONE", f"{timezone!r} is not a time zone (e.g. Asia/Tokyo)") from None
+    timezone = env_timezone(env, "HELPBOT_TIMEZONE")
     return SlackConfig(api_url=f"{api_url}/", bot_token=bot, user_token=user, timezone=timezone)
 
 
