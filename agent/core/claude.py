@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -306,7 +305,7 @@ def build_model(
                 "aws_session_token": config.aws_session_token}
     else:  # a profile, or web identity (OIDC) resolved by botocore
         auth = {"aws_profile": config.aws_profile}
-    if not config.bearer_token and os.environ.get("AWS_BEARER_TOKEN_BEDROCK") == "":
+    if config.bearer_token_blank:
         # Empty means unset (Actions passes an unset secret as ""), but the SDK reads the variable itself and takes
         # "" for an API key: it would refuse it next to AWS credentials, or send an empty Bearer instead of SigV4.
         # So the client is built without credentials and given ours (its public attributes) afterwards.
