@@ -6,14 +6,13 @@ Heavy SDKs are imported inside :func:`build_agent`, so importing this module sta
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent
     from agent.core.run import Progress
-    from agent.core.tools import ToolExecutor
-    from mcp_lib import Caller, Registry
+    from mcp_lib import Registry
 
 MAX_ROUNDS_LIMIT = 50
 
@@ -44,24 +43,23 @@ def check_configuration(env: Mapping[str, str]) -> None:
     Registry(env).enabled()
 
 
-def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller: Caller | None = None,
-                registry: Registry | None = None, extra_tools: Sequence[ToolExecutor] = (),
-                extra_prompt: Sequence[str] = (), on_progress: Callable[[Progress], None] | None = None,
+def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, registry: Registry | None = None,
+                on_progress: Callable[[Progress], None] | None = None,
                 on_event: Callable[[dict[str, Any]], None] | None = None) -> Agent:
     """The agent: its model (None without credentials: degraded mode) and the enabled platforms' tools.
 
     ``registry``: the tools' registry when the caller already holds one (``helpbot answer`` passes its own, with
-    the Slack clients it reads the thread with and its injected sleep); otherwise one is built for ``caller``
-    (who asks, where the answer goes). ``extra_tools`` add tool providers, ``extra_prompt`` prompt parts.
+    the Slack clients it reads the thread with); otherwise one is built from ``env``.
     """
     from dataclasses import replace
 
+    from agent import guard
     from agent.core.claude import build_model
     from agent.core.loop import Agent
     from agent.core.model_config import TURN_ON, ModelConfig
     from agent.core.settings import Settings
     from agent.core.tags import TaggingAgent, load_tag_config
-    from agent.core.tools import CompositeTools, RegistryTools
+    from agent.core.tools import RegistryTools
     from mcp_lib import Registry
 
     env = dict(env)
@@ -72,20 +70,14 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, caller
     if max_rounds is not None:
         settings = replace(settings, max_rounds=max_rounds)
     model = build_model(config) if config is not None else None
-    from agent import guard
-
     if registry is None:
-        registry = Registry(env, caller=caller, server_log=guard.server_err)
-    tools: ToolExecutor = RegistryTools(registry)
-    if extra_tools:
-        tools = CompositeTools(tools, *extra_tools)
+        registry = Registry(env, server_log=guard.server_err)
+    tools = RegistryTools(registry)
     tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run
-    # the configuration read whole (a mistake is its one line), what is configured by half is said
     for warning in registry.warnings():  # half-configured: in the run's log, not silently off
         guard.err(f"helpbot: warning: {warning}")
     if model is None:
         guard.err(f"helpbot: no AI model is configured ({TURN_ON} to use Claude)")
     if tag_config is not None:
-        return TaggingAgent(tag_config, model, tools, settings, on_progress=on_progress, on_event=on_event,
-                            extra_prompt=extra_prompt)
-    return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event, extra_prompt=extra_prompt)
+        return TaggingAgent(tag_config, model, tools, settings, on_progress=on_progress, on_event=on_event)
+    return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event)
