@@ -30,6 +30,9 @@ MAX_NOTE_CHARS = 300
 # How far past a cut masking looks: a secret shorter than this that straddles the cut is masked whole. A private
 # key block is masked to its end (or to the end of the window) whatever its length.
 MASK_MARGIN = 1024
+# The limits a tool may set for itself, and the variable that caps each when it is set explicitly.
+LIMIT_VARIABLES = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
+                   "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
 
 
 @dataclass(frozen=True)
@@ -54,14 +57,12 @@ class Limits:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], mask: Callable[[str], str] = redact_secrets) -> Limits:
-        variables = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
-                     "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
         return cls(
             max_items=env_int(env, "HELPBOT_TOOL_MAX_ITEMS", minimum=1),
             max_field_chars=env_int(env, "HELPBOT_TOOL_MAX_FIELD_CHARS", minimum=100),
             max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", minimum=1000),
             budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", minimum=1.0),
-            explicit=frozenset(name for name, variable in variables.items() if env.get(variable, "").strip()),
+            explicit=frozenset(name for name, variable in LIMIT_VARIABLES.items() if env.get(variable, "").strip()),
             mask=mask,
         )
 
