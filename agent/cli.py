@@ -1,13 +1,8 @@
-"""``helpbot``: one function per subcommand, registered in a table.
+"""``helpbot``: the subcommand table (:data:`SUBCOMMANDS`) and ``helpbot ask``.
 
-To add a subcommand, either write ``def _x_arguments(parser)`` and ``def cmd_x(args) -> int`` here and decorate
-the latter with ``@subcommand("x", "help", _x_arguments)``, or keep both in your own module and add one line to
-``SUBCOMMANDS`` with ``"module:function"`` strings (see ``register``): that module is then imported only when
-its subcommand is used. Heavy SDKs are never imported at module level here: ``helpbot --help`` must start in
-well under half a second.
-
-Exit codes: 0 done, 1 the run failed (e.g. the model rejected the request), 2 bad input or configuration
-(one line naming the problem), 130 interrupted. Never a traceback (unless HELPBOT_DEBUG=1).
+A subcommand is two ``"module:function"`` strings, its arguments and its run, so a module is imported only when
+its subcommand is used: ``helpbot --help`` imports no SDK. Exit codes (:mod:`agent.errors`): 0 done, 1 the run
+failed, 2 bad input or configuration (one line), 130 interrupted; a traceback only with HELPBOT_DEBUG=1.
 """
 
 from __future__ import annotations
@@ -36,40 +31,37 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
-    if callable(target):
-        return target
+def _resolve(target: str) -> Callable[..., Any]:
     module, _, function = target.partition(":")
     return getattr(importlib.import_module(module), function)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Subcommand:
     name: str
     help: str
-    arguments: Callable[[argparse.ArgumentParser], None] | str  # or "module:function"
-    run: Callable[[argparse.Namespace], int] | str  # or "module:function"
-
-    def handler(self) -> Callable[[argparse.Namespace], int]:
-        return _resolve(self.run)
+    arguments: str  # "module:function" adding its arguments to the parser
+    run: str  # "module:function" taking the parsed arguments, returning the exit code
 
 
-SUBCOMMANDS: dict[str, Subcommand] = {}
-
-
-def register(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None] | str,
-             run: Callable[[argparse.Namespace], int] | str) -> None:
-    """``register("relay", "Serve the Slack Events relay.", "agent.slack.relay:add_arguments", "…:main")``"""
-    SUBCOMMANDS[name] = Subcommand(name, help, arguments, run)
-
-
-def subcommand(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]
-               ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
-    def decorate(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-        register(name, help, arguments, fn)
-        return fn
-
-    return decorate
+SUBCOMMANDS = {c.name: c for c in (
+    Subcommand("ask", "Answer a question locally (a dry run of the Slack bot; nothing is posted).",
+               "agent.cli:_ask_arguments", "agent.cli:cmd_ask"),
+    Subcommand("answer", "Answer a Slack message in its thread (a :help: trigger, a message link, or channel + ts).",
+               "agent.slack.front:add_arguments", "agent.slack.front:main"),
+    Subcommand("relay", "Serve the Slack Events relay (reaction_added -> repository_dispatch).",
+               "agent.slack.relay_server:add_arguments", "agent.slack.relay_server:run_relay_command"),
+    Subcommand("eval", "Run eval cases (questions, expected sources and phrases) through the agent and score them.",
+               "agent.evals:add_arguments", "agent.evals:cmd_eval"),
+    Subcommand("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",
+               "agent.slack.feedback:add_arguments", "agent.slack.feedback:main"),
+    Subcommand("doctor", "Check the configuration and every configured platform live (exit 2 when something is "
+               "wrong).", "agent.doctor:add_arguments", "agent.doctor:main"),
+    Subcommand("config", "Regenerate (--write) or check (--check) the configuration tables and workflow env blocks.",
+               "agent.generate:add_arguments", "agent.generate:main"),
+    Subcommand("faq-draft", "Turn helpbot's answers with enough 👍 into draft FAQ entries (print, --out DIR or --pr).",
+               "agent.faq_draft:add_arguments", "agent.faq_draft:main"),
+)}
 
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
@@ -104,7 +96,7 @@ def _main(parser: argparse.ArgumentParser, args_list: list[str]) -> int:
         if command is None:
             guard.err(parser.format_help().rstrip())
             return 2
-        return command.handler()(args)
+        return _resolve(command.run)(args)
 
 
 def _exit(exc: BaseException) -> int:
@@ -122,10 +114,12 @@ def _exit(exc: BaseException) -> int:
 
 # -- helpbot ask -----------------------------------------------------------------------------------------------
 def _ask_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.config import DECLARED
+
     parser.add_argument("question", help="the question, as a user would ask it in Slack")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--max-rounds", type=parse_rounds, metavar="N", help="tool rounds (default HELPBOT_MAX_ROUNDS "
-                                                                        "or 10)")
+    parser.add_argument("--max-rounds", type=parse_rounds, metavar="N",
+                        help=f"tool rounds (default HELPBOT_MAX_ROUNDS or {DECLARED['HELPBOT_MAX_ROUNDS'].default})")
     parser.add_argument("--continue", dest="continue_from", metavar="FILE",
                         help="continue the conversation saved in FILE (by --save): its turns are the history")
     parser.add_argument("--save", metavar="FILE", help="save question, answer, sources and earlier turns to FILE")
@@ -140,7 +134,6 @@ def _print_progress(progress: Progress) -> None:
     guard.err(f"helpbot: {progress.line()}")
 
 
-@subcommand("ask", "Answer a question locally (a dry run of the Slack bot; nothing is posted).", _ask_arguments)
 def cmd_ask(args: argparse.Namespace) -> int:
     from agent.errors import UsageError
 
@@ -155,9 +148,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         history = load_transcript(args.continue_from) if args.continue_from else []
     except TranscriptError as exc:
         raise UsageError(f"helpbot ask: --continue: {exc}") from None
-    if args.save:
-        _check_writable(args.save)  # before the run: its answer is paid for
     from agent import guard
+
+    if args.save and (problem := guard.unwritable(args.save)):  # before the run: its answer is paid for
+        raise UsageError(f"helpbot ask: --save: cannot write {args.save!r}: {problem}")
     from agent.build import build_agent
     from mcp_lib import Registry
 
@@ -185,39 +179,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_writable(path: str) -> None:
-    """A --save file that cannot be written is one line and exit 2, before anything is asked."""
-    from agent import guard
-    from agent.errors import UsageError
-
-    if problem := guard.unwritable(path):
-        raise UsageError(f"helpbot ask: --save: cannot write {path!r}: {problem}")
-
-
-register("answer", "Answer a Slack message in its thread (a :help: trigger, a message link, or channel + ts).",
-         "agent.slack.front:add_arguments", "agent.slack.front:main")
-
-
-register("relay", "Serve the Slack Events relay (reaction_added -> repository_dispatch).",
-         "agent.slack.relay_server:add_arguments", "agent.slack.relay_server:run_relay_command")
-register("eval", "Run eval cases (questions, expected sources and phrases) through the agent and score them.",
-         "agent.evals:add_arguments", "agent.evals:cmd_eval")
-register("feedback", "Report 👍/👎 reactions, tools, sources and cost of helpbot's answers (optionally post it).",
-         "agent.slack.feedback:add_arguments", "agent.slack.feedback:main")
-register("doctor", "Check the configuration and every configured platform live (exit 2 when something is wrong).",
-         "agent.doctor:add_arguments", "agent.doctor:main")
-register("config", "Regenerate (--write) or check (--check) the configuration tables and workflow env blocks.",
-         "agent.generate:add_arguments", "agent.generate:main")
-register("faq-draft", "Turn helpbot's answers with enough 👍 into draft FAQ entries (print, --out DIR or --pr).",
-         "agent.faq_draft:add_arguments", "agent.faq_draft:main")
-
-
 def console() -> NoReturn:
-    """The ``helpbot`` command: :func:`main`, then what a normal exit runs (``atexit``: MCP sessions closed, logging
-    flushed; non-daemon threads joined), the streams flushed, and the process ends with main's exit code -- without
-    the interpreter's teardown of every module, which after an answer costs about a second of the runner's CPU
-    for nothing (``anthropic`` alone is 3,000 modules). An exception out of main (``--help``'s SystemExit, a bug
-    under HELPBOT_DEBUG) ends the usual way."""
+    """The ``helpbot`` command: :func:`main`, then what a normal exit runs (threads joined, ``atexit``, streams
+    flushed) and ``os._exit`` -- skipping the interpreter's teardown of every module, about a second of CPU after
+    an answer (``anthropic`` alone is 3,000 modules). An exception out of main ends the usual way."""
     code = main()
     import atexit
     import threading

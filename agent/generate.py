@@ -12,7 +12,7 @@ import argparse
 import re
 from pathlib import Path
 
-from agent.config import VARIABLES, WORKFLOWS, Passed, passed_by
+from agent.config import VARIABLES, WORKFLOWS, passed_by
 from mcp_lib import slack_scopes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,15 +25,6 @@ _WHERE: dict[str, str] = {**{w: f"{w}.yml" for w in WORKFLOWS}, "relay": "relay"
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
-
-
-def _kind(variable: Passed) -> str:
-    if set(WORKFLOWS) & set(variable.where):
-        if variable.value:
-            return "set by the workflow"
-        kind = "secret" if variable.secret else "variable"
-        return f"{kind} `{variable.source}`" if variable.source else kind
-    return "secret" if variable.secret and "relay" in variable.where else ""
 
 
 def readme_table() -> list[str]:
@@ -60,12 +51,6 @@ def setup_table() -> list[str]:
     return lines
 
 
-def env_lines(workflow: str, indent: str) -> list[str]:
-    if workflow not in WORKFLOWS:
-        raise ValueError(f"no workflow {workflow!r}")
-    return [f"{indent}{v.name}: {v.expression()}" for v in passed_by(workflow)]
-
-
 _TOKENS = {"bot": "bot (`SLACK_BOT_TOKEN`)", "user": "user (`SLACK_USER_TOKEN`)"}
 _SCOPE_LINE = re.compile(r"^\s*-\s*(?P<scope>[a-z_.]+:[a-z_.]+)\s*(?:#\s*(?P<why>.*?))?\s*$")
 
@@ -90,43 +75,30 @@ def scope_table(manifest: str) -> list[str]:
 SURFACES: tuple[tuple[str, str], ...] = (
     ("docs/configuration.md", "readme"), ("docs/slack-setup.md", "setup"), ("docs/slack-setup.md", "scopes"),
     *((f".github/workflows/{w}.yml", w) for w in WORKFLOWS))
-_MARKERS = {"scopes": ("scopes:begin", "scopes:end")}
-
-
-def _block(what: str) -> re.Pattern[str]:
-    begin, end = _MARKERS.get(what, (BEGIN, END))
-    return re.compile(rf"^(?P<indent>[ \t]*)(?P<open>(?:<!--|#) {begin}\b.*?)\n(?P<body>.*?)^(?P=indent)"
-                      rf"(?P<close>(?:<!--|#) {end}\b.*?)$", re.S | re.M)
 
 
 def render(path: str, text: str, root: Path = ROOT) -> str:
     """``text`` with its marked blocks regenerated; a ValueError when a block is missing or there twice."""
     for surface, what in SURFACES:
-        if surface == path:
-            text = _render_block(path, what, text, root)
-    return text
-
-
-def _render_block(path: str, what: str, text: str, root: Path) -> str:
-    begin, end = _MARKERS.get(what, (BEGIN, END))
-    blocks = list(_block(what).finditer(text))
-    if len(blocks) != 1:
-        raise ValueError(f"{path}: expected one block between '{begin}' and '{end}' markers, found {len(blocks)}")
-    block = blocks[0]
-    indent = block["indent"]
-    if what in WORKFLOWS:
-        body = env_lines(what, indent)
-        opening, closing = f"{indent}# {begin}: {NOTE}", f"{indent}# {end}"
-    else:
-        if what == "scopes":
-            body = scope_table((root / MANIFEST).read_text(encoding="utf-8"))
+        if surface != path:
+            continue
+        begin, end = ("scopes:begin", "scopes:end") if what == "scopes" else (BEGIN, END)
+        blocks = list(re.finditer(rf"^(?P<indent>[ \t]*)(?:<!--|#) {begin}\b.*?\n.*?^(?P=indent)(?:<!--|#) {end}\b.*?$",
+                                  text, re.S | re.M))
+        if len(blocks) != 1:
+            raise ValueError(f"{path}: expected one block between '{begin}' and '{end}' markers, found {len(blocks)}")
+        block, indent = blocks[0], blocks[0]["indent"]
+        if what in WORKFLOWS:
+            lines = [f"{indent}# {begin}: {NOTE}", *(f"{indent}{v.name}: {v.expression()}" for v in passed_by(what)),
+                     f"{indent}# {end}"]
         else:
-            body = readme_table() if what == "readme" else setup_table()
-        note = NOTE.replace("agent/config.py", f"{MANIFEST} and mcp_lib/slack_scopes.py") if what == "scopes" \
-            else NOTE
-        opening, closing = f"<!-- {begin}: {note} -->", f"<!-- {end} -->"
-    new = "\n".join([opening, *body, closing])
-    return text[:block.start()] + new + text[block.end():]
+            note = NOTE.replace("agent/config.py", f"{MANIFEST} and mcp_lib/slack_scopes.py") if what == "scopes" \
+                else NOTE
+            body = (scope_table((root / MANIFEST).read_text(encoding="utf-8")) if what == "scopes"
+                    else readme_table() if what == "readme" else setup_table())
+            lines = [f"<!-- {begin}: {note} -->", *body, f"<!-- {end} -->"]
+        text = text[:block.start()] + "\n".join(lines) + text[block.end():]
+    return text
 
 
 def stale(root: Path = ROOT) -> list[str]:
@@ -146,11 +118,9 @@ def write(root: Path = ROOT) -> list[str]:
     """Regenerate every surface; the paths that changed."""
     changed = []
     for path in dict.fromkeys(p for p, _ in SURFACES):
-        file = root / path
-        text = file.read_text(encoding="utf-8")
-        new = render(path, text, root)
-        if new != text:
-            file.write_text(new, encoding="utf-8")
+        text = (root / path).read_text(encoding="utf-8")
+        if (new := render(path, text, root)) != text:
+            (root / path).write_text(new, encoding="utf-8")
             changed.append(path)
     return changed
 

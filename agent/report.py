@@ -1,12 +1,8 @@
 """What a run leaves behind for people: the terminal output, the Actions job summary and the trace file.
 
-``helpbot ask`` and ``helpbot answer`` print the same way; the trace (JSON lines) and the job summary are written
-as the run goes, so a killed run still leaves what it had. Everything goes out through the egress guard's doors
-(:mod:`agent.guard`): masked, names checked, text withheld for a private channel.
-
-A private run (the answer goes to a private channel) leaves no detail the model chose in any of them -- no
-rounds, tools, sizes, tokens, cost or reasons: the summary says :data:`agent.guard.PRIVATE_RUN` and how the run
-ended, the log shows no progress steps and no failure text, and the trace keeps only how the run ended.
+All of it goes out through the egress guard (:mod:`agent.guard`), and the trace as the run goes, so a killed run
+keeps what it had. A private run leaves no detail the model chose (rounds, tools, sizes, cost, reasons): only
+where and how it ended (:data:`agent.guard.PRIVATE_RUN`).
 """
 
 from __future__ import annotations
@@ -53,8 +49,8 @@ def print_answer(answer: Answer) -> None:
 
 
 def progress_line(progress: Progress) -> str | None:
-    """What the log shows of a step: the round and the registered tool names -- nothing in a private run (how
-    many rounds, which tools in which order, are the model's choice: a channel it could write bits into)."""
+    """A step in the log: the round and the registered tool names; nothing in a private run (the model's choice
+    of rounds and tools is a channel it could write bits into)."""
     g = guard.current()
     if g.private:
         return None
@@ -62,15 +58,13 @@ def progress_line(progress: Progress) -> str | None:
 
 
 def failure_line(what: str) -> str:
-    """A failed run in the log: why -- except in a private run, whose error text (a tool's, or the model
-    endpoint's, which may echo the request) stays out."""
+    """A failed run in the log: why, but not in a private run (a tool's or the endpoint's text may echo it)."""
     return f"failed ({guard.PRIVATE_RUN})" if guard.current().private else f"failed: {what}"
 
 
 class Trace:
-    """JSON lines to ``HELPBOT_TRACE_FILE`` as they happen (a killed run keeps what it had), each event through
-    the guard (:meth:`agent.guard.Guard.event`: masked, names checked; in a private run only how it ended, after
-    one ``withheld`` event)."""
+    """JSON lines to ``HELPBOT_TRACE_FILE`` as they happen, each through :meth:`agent.guard.Guard.event` (in a
+    private run one ``withheld`` event, then only how it ended)."""
 
     def __init__(self, path: str | None, clock: Callable[[], float]):
         self.path = path
@@ -126,8 +120,7 @@ def tools_line(answer: Answer) -> str:
 
 def summary_markdown(*, status: str, question: str | None, where: str | None, answer: Answer | None = None,
                      link: str | None = None, detail: str | None = None, show_answer: bool = False) -> str:
-    """The job summary: what was asked, what happened, and what it took -- for a private run, only where and how
-    it ended (:data:`agent.guard.PRIVATE_RUN`)."""
+    """The job summary: what was asked, what happened and what it took; for a private run where and how it ended."""
     lines = [f"## helpbot: {status}", ""]
     if guard.current().private:
         lines += [f"- **Where:** {where}"] if where else []
