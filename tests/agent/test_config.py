@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent import generate as configdocs
+from agent import generate
 from agent.config import DECLARED, VARIABLES, WORKFLOWS, passed_by
 from mcp_lib import config as tools_config
 from mcp_lib.config import env_bool, env_datetime, env_float, env_int, env_list, env_str, env_url
@@ -195,11 +195,11 @@ def test_the_workflow_passes_every_declared_variable_not_marked_local(workflow: 
 
 
 def test_the_surfaces_are_current() -> None:
-    assert configdocs.stale() == [], "run `uv run helpbot config --write`"
+    assert generate.stale() == [], "run `uv run helpbot config --write`"
 
 
 def _copy_surfaces(tmp_path: Path) -> Path:
-    for path in {p for p, _ in configdocs.SURFACES} | {configdocs.MANIFEST}:
+    for path in {p for p, _ in generate.SURFACES} | {generate.MANIFEST}:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / path, tmp_path / path)
     return tmp_path
@@ -211,18 +211,18 @@ def test_a_variable_dropped_from_a_workflow_fails_the_check(tmp_path: Path) -> N
     text = help_yml.read_text(encoding="utf-8")
     help_yml.write_text(text.replace("          HELPBOT_REDMINE_PROJECTS: ${{ vars.HELPBOT_REDMINE_PROJECTS }}\n", ""),
                         encoding="utf-8")
-    assert configdocs.stale(root) == [".github/workflows/help.yml"]
-    assert configdocs.write(root) == [".github/workflows/help.yml"]
-    assert help_yml.read_text(encoding="utf-8") == text and configdocs.stale(root) == []
+    assert generate.stale(root) == [".github/workflows/help.yml"]
+    assert generate.write(root) == [".github/workflows/help.yml"]
+    assert help_yml.read_text(encoding="utf-8") == text and generate.stale(root) == []
 
 
 def test_a_scope_added_to_the_manifest_fails_the_check_until_the_table_is_written(tmp_path: Path) -> None:
     root = _copy_surfaces(tmp_path)
-    manifest = root / configdocs.MANIFEST
+    manifest = root / generate.MANIFEST
     manifest.write_text(manifest.read_text(encoding="utf-8").replace(
         "      - mpim:read ", "      - pins:read          # pinned messages\n      - mpim:read "), encoding="utf-8")
-    assert configdocs.stale(root) == ["docs/slack-setup.md"]
-    assert configdocs.write(root) == ["docs/slack-setup.md"]
+    assert generate.stale(root) == ["docs/slack-setup.md"]
+    assert generate.write(root) == ["docs/slack-setup.md"]
     table = (root / "docs" / "slack-setup.md").read_text(encoding="utf-8")
     assert "|  | `pins:read` |  | pinned messages |" in table  # needed by nothing helpbot calls: the row says so
     assert "| `files:read` | `files.info` | attachments of the question" in table
@@ -232,14 +232,14 @@ def test_a_surface_without_its_markers_is_reported(tmp_path: Path) -> None:
     root = _copy_surfaces(tmp_path)
     readme = root / "docs" / "configuration.md"
     readme.write_text(readme.read_text(encoding="utf-8").replace("config:end", "gone"), encoding="utf-8")
-    [problem] = configdocs.stale(root)
+    [problem] = generate.stale(root)
     assert problem.startswith("docs/configuration.md: expected one block")
 
 
 def test_the_tables_name_every_variable_and_the_setup_table_what_teams_set() -> None:
-    readme = "\n".join(configdocs.readme_table())
+    readme = "\n".join(generate.readme_table())
     assert all(f"`{v.name}`" in readme for v in VARIABLES)
-    setup = "\n".join(configdocs.setup_table())
+    setup = "\n".join(generate.setup_table())
     assert "`HELPBOT_GITHUB_TOKEN` | secret" in setup and "`SLACK_SIGNING_SECRET` | relay env" in setup
     assert "`SLACK_API_URL`" not in setup and "`GITHUB_RUN_ID`" not in setup  # local and runner-set ones
 
