@@ -42,6 +42,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agent.config import env_bool
+from mcp_lib.config import env_str
 from mcp_lib.redact import Masker
 
 UNKNOWN_TOOL = "unknown_tool"
@@ -66,10 +67,13 @@ _PLATFORM_URLS = ("SLACK_API_URL", "REDMINE_URL", "GROWI_URL", "GITHUB_API_URL",
 
 
 def records_public(env: Mapping[str, str]) -> bool:
-    """The run's records (job summary, log, trace, artifacts) are readable by anyone: the workflow runs in a public
-    repository (``HELPBOT_REPOSITORY_VISIBILITY``, from the event) and ``HELPBOT_PUBLIC_RECORDS`` does not say
-    that is fine. Then every run keeps them as a private channel's run does."""
-    return env.get("HELPBOT_REPOSITORY_VISIBILITY") == "public" and not env_bool(env, "HELPBOT_PUBLIC_RECORDS")
+    """The run's records (job summary, log, trace, artifacts) may be read by anyone, so every run keeps them as a
+    private channel's does: the repository is public, or its visibility unknown (in Actions, an event without
+    ``HELPBOT_REPOSITORY_VISIBILITY``) -- unless ``HELPBOT_PUBLIC_RECORDS=true``."""
+    visibility = env_str(env, "HELPBOT_REPOSITORY_VISIBILITY")
+    if visibility in ("private", "internal") or env_bool(env, "HELPBOT_PUBLIC_RECORDS"):
+        return False
+    return visibility is not None or env.get("GITHUB_ACTIONS") == "true"
 
 
 def registry_names(registry: Any) -> list[str]:

@@ -182,3 +182,13 @@ def test_a_public_repositorys_runs_keep_private_records_and_a_run_cannot_make_th
     assert not Guard.from_env({"HELPBOT_REPOSITORY_VISIBILITY": "public", "HELPBOT_PUBLIC_RECORDS": "true"}).private
     assert not Guard.from_env({"HELPBOT_REPOSITORY_VISIBILITY": "private"}).private
     assert not Guard.from_env({}).private and Guard.from_env({}).for_run(private=True).private
+
+
+@pytest.mark.parametrize("visibility", ["", "publc", "PRIVATE"])
+def test_a_repository_of_unknown_visibility_keeps_private_records_in_actions(visibility: str) -> None:
+    """Empty (an event that does not say) or a value GitHub does not send counts as public: records withheld."""
+    env = {"GITHUB_ACTIONS": "true", "HELPBOT_REPOSITORY_VISIBILITY": visibility}
+    assert Guard.from_env(env).private
+    assert not Guard.from_env({**env, "HELPBOT_PUBLIC_RECORDS": "true"}).private
+    assert not Guard.from_env({**env, "HELPBOT_REPOSITORY_VISIBILITY": "internal"}).private
+    assert Guard.from_env({"HELPBOT_REPOSITORY_VISIBILITY": visibility}).private is bool(visibility)
