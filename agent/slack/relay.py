@@ -85,7 +85,9 @@ class RelayConfig:
         if not secret:
             raise ConfigError("SLACK_SIGNING_SECRET", "not set; copy it from the Slack app's Basic Information")
         repository = env_str(env, "GITHUB_REPOSITORY")
-        if not repository or repository.count("/") != 1 or not all(repository.split("/")):
+        if not repository:
+            raise ConfigError("GITHUB_REPOSITORY", "not set; owner/name of the repository to dispatch to")
+        if repository.count("/") != 1 or not all(repository.split("/")):
             raise ConfigError("GITHUB_REPOSITORY", f"{repository!r} is not owner/name of the repo to dispatch to")
         token = env_str(env, "HELPBOT_DISPATCH_TOKEN") or env_str(env, "GITHUB_TOKEN")
         if not token:

@@ -261,6 +261,7 @@ def test_missing_configuration_names_the_variable(missing: str, variable: str) -
     with pytest.raises(ConfigError) as caught:
         RelayConfig.from_env(env)
     assert caught.value.variable == variable
+    assert "None" not in str(caught.value) and "not set" in str(caught.value)  # not "None is not owner/name"
 
 
 @pytest.mark.parametrize("env,variable", [
