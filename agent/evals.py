@@ -30,7 +30,6 @@ import argparse
 import fnmatch
 import json
 import re
-import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -45,6 +44,7 @@ from agent import guard
 from agent.build import parse_rounds
 from agent.core.settings import validation_problem
 from agent.errors import UsageError, error_line
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_datetime
 
 if TYPE_CHECKING:
@@ -251,19 +251,19 @@ AgentFactory = Callable[[int | None, str | None], "Agent"]  # (max_rounds, now),
 
 
 def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: int | None = None,
-              clock: Callable[[], float] = time.monotonic,
+              clock: Clock = SYSTEM_CLOCK,
               on_result: Callable[[int, CaseResult], None] | None = None) -> list[CaseResult]:
     """Each case on a fresh agent, one after the other. A run that raises fails its case only."""
     results = []
     for number, case in enumerate(cases, 1):
         agent = make_agent(case.max_rounds or max_rounds, case.now)  # a ConfigError here ends the eval (exit 2)
-        began = clock()
+        began = clock.monotonic()
         try:
             answer = agent.run(case.question)
         except Exception as exc:  # one broken case (e.g. a rejected request) must not hide the others
-            result = failed_case(case, error_line(exc), clock() - began)
+            result = failed_case(case, error_line(exc), clock.monotonic() - began)
         else:
-            result = score(case, answer, clock() - began)
+            result = score(case, answer, clock.monotonic() - began)
         results.append(result)
         if on_result is not None:
             on_result(number, result)

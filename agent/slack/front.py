@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -37,6 +36,7 @@ from agent.slack.stream import AnswerStream
 from agent.slack.thread import answerable, build_question, earlier_turns, mention_of, mentions_me
 from agent.slack.trigger import Trigger, from_options, load_event
 from mcp_lib import Caller, ids
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import env_str
 
 if TYPE_CHECKING:
@@ -89,9 +89,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | None = None,
-        sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> int:
-    """The whole command; returns the exit code. ``make_agent`` and ``sleep`` are the test seams."""
-    front = Front(options, env, make_agent=make_agent, sleep=sleep, clock=clock)
+        clock: Clock = SYSTEM_CLOCK) -> int:
+    """The whole command; returns the exit code. ``make_agent`` and ``clock`` are the test seams."""
+    front = Front(options, env, make_agent=make_agent, clock=clock)
     with guard.installed(Guard.from_env(env)), front.trace, sigterm_raises():
         return front.run()
 
@@ -99,13 +99,11 @@ def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | 
 class Front:
     """Decides what a trigger leads to -- ignored, rejected or answered -- and reports every outcome."""
 
-    def __init__(self, options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | None,
-                 sleep: Callable[[float], None], clock: Callable[[], float]):
+    def __init__(self, options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | None, clock: Clock):
         self.options = options
         self.env = dict(env)
-        self.sleep = sleep
         self.clock = clock
-        self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock)
+        self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock.monotonic)
         self.make_agent = make_agent or functools.partial(built_agent, self.env)
         self.run_link = run_url(env)
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S")
@@ -142,7 +140,7 @@ class Front:
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
             if not (self.options.dry_run or trigger.dry_run):
-                tell_asker(trigger, exc, self.env, self.sleep, self._out, self.run_link)
+                tell_asker(trigger, exc, self.env, self.clock, self._out, self.run_link)
             return self.tell.config_error(exc)
         except RunFailed as exc:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
@@ -155,7 +153,7 @@ class Front:
         prefetch()  # the model SDK loads while Slack is read
         channel, ts = trigger.channel, trigger.ts
         slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=channel), need_bot=not dry_run,
-                      sleep=self.sleep, configured_user_id=settings.bot_user_id)
+                      clock=self.clock, configured_user_id=settings.bot_user_id)
         if slack.me.is_me(trigger.user):
             return self.tell.ignored(f"the {'mention' if trigger.mention else 'reaction'} was added by helpbot itself",
                                  channel)
@@ -210,7 +208,7 @@ class Front:
         if not channel or dry_run:
             target = Target(where="(printed: no channel)", dry_run=dry_run)
             return self._answer(target, lambda: Asked(text), show_answer=True)
-        slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, sleep=self.sleep)
+        slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, clock=self.clock)
         info = slack.channel(channel)
         decision = admission.admit(admission.manual_asker(env_str(self.env, "GITHUB_ACTOR")), channel, info, settings)
         if decision.verdict != "answer":
@@ -293,7 +291,7 @@ class Front:
         stream = None
         if asker and slack.me.team_id:
             stream = AnswerStream(self._out(slack), channel=channel, thread_ts=root, recipient_user=asker,
-                                  recipient_team=slack.me.team_id, clock=self.clock)
+                                  recipient_team=slack.me.team_id, clock=self.clock.monotonic)
         return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts,
                            throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link,
                            me=slack.me, run=self.run_id, reread=reread, force=self.options.force, stream=stream)
@@ -302,16 +300,17 @@ class Front:
         """The one door for this run's Slack writes (one write budget for the whole run)."""
         if self._slack_out is None:
             assert slack.writer is not None
-            self._slack_out = SlackOut(slack.writer, trace=self.trace, sleep=self.sleep)
+            self._slack_out = SlackOut(slack.writer, trace=self.trace, sleep=self.clock.sleep)
         return self._slack_out
 
     def _registry(self, target: Target) -> Registry:
-        """The agent's tools use the front's own Slack clients (and sleep); a printed question builds its own."""
+        """The agent's tools use the front's own Slack clients (and clock); a printed question builds its own."""
         from mcp_lib import Registry
 
         if target.slack is not None:
             return target.slack.registry
-        return Registry(self.env, caller=Caller(answer_channel=None), sleep=self.sleep, server_log=guard.server_err)
+        return Registry(self.env, caller=Caller(answer_channel=None), sleep=self.clock.sleep,
+                        server_log=guard.server_err)
 
 
 
@@ -323,7 +322,7 @@ def built_agent(env: Mapping[str, str], registry: Registry, on_progress: Callabl
     return build_agent(env, registry=registry, on_progress=on_progress, on_event=on_event)
 
 
-def tell_asker(trigger: Trigger, exc: ConfigError, env: Mapping[str, str], sleep: Callable[[float], None],
+def tell_asker(trigger: Trigger, exc: ConfigError, env: Mapping[str, str], clock: Clock,
                out: Callable[[Slack], SlackOut], run_link: str | None) -> None:
     """A configuration mistake once the trigger names a thread and who asked: they are told, ephemerally and with
     the variable and the run link (nothing else would show in Slack). Not when Slack itself is misconfigured."""
@@ -331,7 +330,7 @@ def tell_asker(trigger: Trigger, exc: ConfigError, env: Mapping[str, str], sleep
         return
     try:
         slack = Slack(env, caller=Caller(user=trigger.user, answer_channel=trigger.channel), need_bot=True,
-                      sleep=sleep)
+                      clock=clock)
     except ConfigError:
         return
     link = f": {run_link}" if run_link else ""

@@ -1,4 +1,4 @@
-"""The front's one handle on Slack: the platform's clients (with the run's sleep), the registry the agent's tools
+"""The front's one handle on Slack: the platform's clients (with the run's clock), the registry the agent's tools
 use (the same clients), who helpbot is, and the one read path (:meth:`Slack.call`).
 
 Reads go through the Slack platform (:func:`mcp_lib.platforms.slack.call`: its retry handlers, its error
@@ -8,12 +8,13 @@ inside, so ``helpbot answer --help`` never loads it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import ConfigError, RunFailed
 from agent.slack.markers import Me
+from mcp_lib.clock import Clock
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -36,7 +37,7 @@ class Slack:
     """Slack as the front sees it. ``need_bot``: the run posts, so the bot token is required."""
 
     def __init__(self, env: Mapping[str, str], *, caller: Caller, need_bot: bool,
-                 sleep: Callable[[float], None], configured_user_id: str | None = None):
+                 clock: Clock, configured_user_id: str | None = None):
         from agent import guard
         from mcp_lib import Registry
         from mcp_lib.platforms import slack
@@ -45,8 +46,8 @@ class Slack:
         if config is None or (need_bot and config.bot_token is None):
             raise ConfigError("SLACK_BOT_TOKEN", "not set; helpbot answer reads the thread and posts with the "
                                                  "bot token (xoxb-)")
-        self.clients: SlackClients = slack.make_client(config, sleep=sleep)
-        self.registry: Registry = Registry(env, caller=caller, clients={"slack": self.clients}, sleep=sleep,
+        self.clients: SlackClients = slack.make_client(config, sleep=clock.sleep)
+        self.registry: Registry = Registry(env, caller=caller, clients={"slack": self.clients}, sleep=clock.sleep,
                                             server_log=guard.server_err)
         self.ctx: ToolContext = self.registry.context("slack")
         self.bot: WebClient | None = self.clients.bot  # reads (with the platform's retries); None without a token

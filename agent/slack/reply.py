@@ -34,6 +34,7 @@ from agent.slack.blocks import answer_payloads, failure_payload, placeholder_pay
 from agent.slack.post import SlackOut, error_line, log, retry_after
 from agent.slack.stream import AnswerStream
 from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
+from mcp_lib.clock import Clock
 
 if TYPE_CHECKING:
     from agent.core.run import Answer, Progress
@@ -46,21 +47,21 @@ class ProgressThrottle:
     new and at least ``interval`` seconds after the last one (or after the placeholder), and never while Slack
     asked to wait (:meth:`pause`)."""
 
-    def __init__(self, clock: Callable[[], float], interval: float):
+    def __init__(self, clock: Clock, interval: float):
         self.clock = clock
         self.interval = interval
         self.last_text = ""
-        self.last_at = clock()
+        self.last_at = clock.monotonic()
         self.paused_until = float("-inf")
 
     def restart(self) -> None:
-        self.last_at = self.clock()
+        self.last_at = self.clock.monotonic()
 
     def pause(self, seconds: float) -> None:
-        self.paused_until = self.clock() + seconds
+        self.paused_until = self.clock.monotonic() + seconds
 
     def due(self, text: str) -> bool:
-        now = self.clock()
+        now = self.clock.monotonic()
         if text == self.last_text or now - self.last_at < self.interval or now < self.paused_until:
             return False
         self.last_text, self.last_at = text, now

@@ -84,8 +84,10 @@ def answer_scripted(env: dict[str, str], script: Callable[[Request], Any], *, cl
                     seen: list[Caller] | None = None, sleeps: list[float] | None = None,
                     **options: Any) -> tuple[int, ScriptedModel]:
     model = ScriptedModel(script)
-    code = run(Options(**options), env, make_agent=factory(env, model, seen=seen),
-               sleep=(sleeps.append if sleeps is not None else lambda s: None), clock=(clock or FakeClock()).monotonic)
+    clock = clock or FakeClock()
+    code = run(Options(**options), env, make_agent=factory(env, model, seen=seen), clock=clock)
+    if sleeps is not None:
+        sleeps += clock.sleeps
     return code, model
 
 

@@ -143,7 +143,7 @@ def test_two_runs_racing_for_one_message_post_one_answer(ws: Workspace, fake: Fa
         model = ScriptedModel(cites_first_faq_hit())
         start.wait()
         codes.append(run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=factory(env, model),
-                         sleep=lambda s: None, clock=FakeClock().monotonic))
+                         clock=FakeClock()))
 
     runs = [threading.Thread(target=one_run) for _ in range(2)]
     for thread in runs:
@@ -170,7 +170,7 @@ def reply_for(ws: Workspace, fake: FakeSlack, question: Message, run_name: str, 
         return [ws.message_to_api(m, include_metadata=True) for m in ws.thread("C0ECSUP", question.ts)]
 
     return ThreadReply(out, channel="C0ECSUP", root=question.ts, question_ts=question.ts,
-                       throttle=ProgressThrottle(lambda: 0.0, 5.0), run_link=None, me=me, run=run_name,
+                       throttle=ProgressThrottle(FakeClock(), 5.0), run_link=None, me=me, run=run_name,
                        reread=reread or thread)
 
 

@@ -142,7 +142,7 @@ def test_racing_runs_with_refused_and_lost_writes_post_one_answer(
         model = ScriptedModel(cites_first_faq_hit())
         start.wait()
         codes.append(run(Options(channel="C0ECSUP", ts=q.ts), {**env, "GITHUB_RUN_ID": name},
-                         make_agent=factory(env, model), sleep=lambda s: None, clock=FakeClock().monotonic))
+                         make_agent=factory(env, model), clock=FakeClock()))
 
     threads = [threading.Thread(target=one_run, args=(f"run{i}",)) for i in range(runs)]
     for thread in threads:

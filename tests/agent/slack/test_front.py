@@ -773,12 +773,13 @@ def test_sigterm_before_the_thread_is_known_is_exit_130_without_a_traceback(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     fake.fail("conversations.replies", status=429, retry_after=1, times=1)
 
-    def cancelled_while_waiting(seconds: float) -> None:  # the job is cancelled during a rate-limit wait
-        os.kill(os.getpid(), signal.SIGTERM)
+    class CancelledWhileWaiting(FakeClock):
+        def sleep(self, seconds: float) -> None:  # the job is cancelled during a rate-limit wait
+            os.kill(os.getpid(), signal.SIGTERM)
 
     model = ScriptedModel(lambda r: "never")
     code = run(Options(channel="C0ECSUP", ts=question_of(ws).ts), env, make_agent=factory(env, model),
-               sleep=cancelled_while_waiting, clock=FakeClock().monotonic)
+               clock=CancelledWhileWaiting())
     assert code == 130 and model.requests == [] and writes(fake) == []
     assert one_line(capsys.readouterr().err) == "helpbot answer: interrupted"
 
@@ -816,7 +817,7 @@ def test_a_free_question_of_4000_characters_with_a_disguised_link_is_posted(
 # -- the progress throttle --------------------------------------------------------------------------------------------
 def test_progress_throttle_shows_new_texts_at_most_every_interval() -> None:
     clock = FakeClock(tick=0)
-    throttle = ProgressThrottle(clock.monotonic, 5.0)
+    throttle = ProgressThrottle(clock, 5.0)
     assert not throttle.due("ラウンド 1")  # too soon after the placeholder
     clock.advance(5)
     assert throttle.due("ラウンド 1") and not throttle.due("ラウンド 2")

@@ -376,8 +376,7 @@ def test_a_limit_that_is_not_a_number_is_a_configuration_error(
     def make(registry: Any, on_progress: Any, on_event: Any) -> Any:
         return build_agent(env, registry=registry, on_progress=on_progress, on_event=on_event)
 
-    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=lambda s: None,
-               clock=FakeClock().monotonic)
+    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, clock=FakeClock())
     assert code == 2
     assert f"{name}: {value!r} is not a number" in capsys.readouterr().err
     assert placeholders(ws, q.ts) == [] and "eyes" not in ws.reactions("C0ECSUP", q.ts)
@@ -459,8 +458,7 @@ def test_the_spend_cap_ends_the_investigation_with_one_answer(ws: Workspace, fak
         return Agent(model, RegistryTools(registry), Settings(max_cost_usd=0.0001), on_progress=on_progress,
                      on_event=on_event)
 
-    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=lambda s: None,
-               clock=FakeClock().monotonic)
+    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, clock=FakeClock())
     assert code == 0 and len(model.requests) == 2  # one round, then the final answer
     assert_final(ws, q.ts, "answer")
 

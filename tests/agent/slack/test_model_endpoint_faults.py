@@ -115,7 +115,7 @@ def test_a_hostile_model_endpoint_ends_the_run_in_one_answer_or_notice(
                      on_event=on_event)
 
     start = clock()
-    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, sleep=clock.sleep, clock=clock)
+    code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, clock=clock)
     kinds, placeholders, reactions = thread_state(ws, q.ts)
     assert code in (0, 1), code
     assert placeholders == [] and "eyes" not in reactions

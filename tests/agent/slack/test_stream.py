@@ -52,8 +52,7 @@ def searching_then(answer: str | Callable[[Request], str], preamble: str = "FAQã
 def answer(env: dict[str, str], script: Callable[[Request], Any], *, deltas: Callable[[str], Iterable[str]],
            clock: FakeClock | None = None, **options: Any) -> int:
     model = ScriptedModel(script, deltas=deltas)
-    return run(Options(**options), env, make_agent=factory(env, model), sleep=lambda s: None,
-               clock=(clock or FakeClock(tick=0.05)).monotonic)
+    return run(Options(**options), env, make_agent=factory(env, model), clock=clock or FakeClock(tick=0.05))
 
 
 def appended_text(fake: FakeSlack) -> str:

@@ -98,7 +98,7 @@ def test_two_racing_runs_one_without_a_placeholder_post_one_answer(ws: Workspace
         model = ScriptedModel(cites_first_faq_hit())
         start.wait()
         codes.append(run(Options(channel="C0ECSUP", ts=q.ts), {**env, "GITHUB_RUN_ID": name},
-                         make_agent=factory(env, model), sleep=lambda s: None, clock=FakeClock().monotonic))
+                         make_agent=factory(env, model), clock=FakeClock()))
 
     runs = [threading.Thread(target=one_run, args=(name,)) for name in "AB"]
     for thread in runs:
@@ -142,8 +142,7 @@ def test_bad_configuration_is_exit_2_with_nothing_posted(ws: Workspace, fake: Fa
               "platform": {"GITHUB_TOKEN": "gh-test-token", "HELPBOT_GITHUB_REPOS": "not a repository"},
               "helpbot.toml": {"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")}}[bad]
     (tmp_path / "helpbot.toml").write_text("this is [not toml", encoding="utf-8")
-    code = run(Options(channel="C0ECSUP", ts=q.ts), {**env, **broken}, sleep=lambda s: None,
-               clock=FakeClock().monotonic)
+    code = run(Options(channel="C0ECSUP", ts=q.ts), {**env, **broken}, clock=FakeClock())
     assert code == 2
     assert [r.method for r in fake.requests if r.method in WRITES] == []
     assert thread_state(ws, q.ts) == ([], [], {})
