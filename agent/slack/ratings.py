@@ -20,14 +20,13 @@ from typing import Any
 from agent import guard
 from agent.slack.markers import Me, answers_in_sequence
 from agent.slack.readback import message_markdown, read_answer
-from agent.slack.trigger import normalize_reaction as normalize_reaction_name
+from agent.slack.trigger import normalize_reaction
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
 SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
 POSITIVE, NEGATIVE = "+1", "-1"
-_ALIASES = {"thumbsup": POSITIVE, "thumbsdown": NEGATIVE}
 
 
 def _ts(when: datetime) -> str:
@@ -35,12 +34,6 @@ def _ts(when: datetime) -> str:
 
 
 # -- one answer -----------------------------------------------------------------------------------------------
-def normalize_reaction(name: str) -> str:
-    """``+1::skin-tone-3`` and ``thumbsup`` are both 👍 (``+1``): the trigger's normalization plus the aliases."""
-    name = normalize_reaction_name(name)
-    return _ALIASES.get(name, name)
-
-
 @dataclass
 class RatedAnswer:
     """One helpbot answer with what its metadata says and how people reacted to it."""

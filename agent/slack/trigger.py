@@ -49,6 +49,7 @@ WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run", "force", "now"})
 REACTION_RE = re.compile(r"[a-z0-9_+'\-]{1,100}")
 EVENT_ID_RE = re.compile(r"[A-Za-z0-9]{1,64}")
 _SKIN_TONE_RE = re.compile(r"::skin-tone-\d+$")
+_REACTION_ALIASES = {"thumbsup": "+1", "thumbsdown": "-1"}  # Slack's events and reactions name 👍/👎 +1 and -1
 # helpbot adds these itself (working, done, failed): as the trigger they would answer helpbot's own progress.
 WORKING_REACTION, DONE_REACTION, FAILED_REACTION = "eyes", "white_check_mark", "x"
 RESERVED_REACTIONS = frozenset({WORKING_REACTION, DONE_REACTION, FAILED_REACTION})
@@ -329,9 +330,10 @@ def parse_permalink(url: str, where: str = "url") -> Permalink:
 
 
 def normalize_reaction(name: str) -> str:
-    """``:help:`` (as Zapier may send it) and skin-tone variants compare equal to ``help``; the one place
-    reaction names are normalized (``helpbot feedback`` maps its 👍/👎 aliases on top of this)."""
-    return _SKIN_TONE_RE.sub("", name.strip().strip(":")).lower()
+    """A reaction's name as Slack reports it: ``:help:`` (as Zapier may send it) and skin tones are ``help``,
+    ``thumbsup::skin-tone-3`` is ``+1``. The one place reaction names are compared (triggers and ratings)."""
+    name = _SKIN_TONE_RE.sub("", name.strip().strip(":")).lower()
+    return _REACTION_ALIASES.get(name, name)
 
 
 def env_channels(env: Mapping[str, str], variable: str) -> list[str]:

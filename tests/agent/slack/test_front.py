@@ -173,7 +173,7 @@ def test_another_reaction_is_ignored_without_any_slack_call(stub: BedrockStub, w
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     path = event_file(tmp_path, {"channel": "C0ECSUP", "ts": question_of(ws).ts, "reaction": "thumbsup"})
     assert main(["answer", "--event", path]) == 0
-    assert "ignored: reaction :thumbsup: is not :help:" in one_line(capsys.readouterr().err)
+    assert "ignored: reaction :+1: is not :help:" in one_line(capsys.readouterr().err)
     assert fake.requests == []
 
 

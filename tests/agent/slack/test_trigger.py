@@ -197,7 +197,7 @@ def trigger(**fields: object) -> Trigger:
 
 def test_reaction_names_are_normalized() -> None:
     assert normalize_reaction(":help:") == "help"
-    assert normalize_reaction("thumbsup::skin-tone-3") == "thumbsup"
+    assert normalize_reaction("thumbsup::skin-tone-3") == "+1" and normalize_reaction("thumbsdown") == "-1"
 
 
 def test_other_reaction_is_ignored() -> None:
@@ -279,9 +279,14 @@ def test_channel_lists_are_validated_and_deduplicated_in_one_place() -> None:
 def test_reaction_normalization_is_shared_with_feedback() -> None:
     from agent.slack import ratings
 
-    for name in ("+1::skin-tone-2", ":help::skin-tone-6:", "HELP", "thumbsup::skin-tone-3"):
-        assert ratings.normalize_reaction(name) in (normalize_reaction(name), "+1")
+    assert ratings.normalize_reaction is normalize_reaction  # one definition
     assert normalize_reaction("+1::skin-tone-2") == "+1" and normalize_reaction(":help::skin-tone-6:") == "help"
+
+
+def test_a_reaction_configured_by_its_alias_matches_what_slack_sends() -> None:
+    """HELPBOT_REACTION=thumbsup: Slack's reaction_added says ``+1`` for 👍, and that is the trigger."""
+    settings = TriggerSettings.from_env({"HELPBOT_REACTION": "thumbsup"})
+    assert check_ignore(trigger(reaction=normalize_reaction("+1")), settings) is None
 
 
 # -- bounded input --------------------------------------------------------------------------------------------
