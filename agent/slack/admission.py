@@ -41,8 +41,8 @@ from agent.slack.trigger import (
     Ignore,
     Sender,
     Trigger,
+    canonical_reaction,
     env_channels,
-    normalize_reaction,
 )
 from mcp_lib import ids
 from mcp_lib.config import env_list, env_str
@@ -73,7 +73,7 @@ class TriggerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TriggerSettings:
-        reaction = normalize_reaction(env_str(env, "HELPBOT_REACTION") or DEFAULT_REACTION)
+        reaction = canonical_reaction(env_str(env, "HELPBOT_REACTION") or DEFAULT_REACTION)
         if not REACTION_RE.fullmatch(reaction):
             raise ConfigError("HELPBOT_REACTION", f"{reaction!r} is not an emoji name (like help)")
         if reaction in RESERVED_REACTIONS:
@@ -264,7 +264,7 @@ def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:
         listed: list[str] = []
         more = False
         for entry in of.get("reactions") or []:
-            if isinstance(entry, dict) and normalize_reaction(str(entry.get("name") or "")) == trigger.reaction:
+            if isinstance(entry, dict) and canonical_reaction(str(entry.get("name") or "")) == trigger.reaction:
                 users = [str(u) for u in entry.get("users") or []]
                 listed += users
                 more = more or int(entry.get("count") or 0) > len(users)

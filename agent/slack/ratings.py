@@ -20,7 +20,7 @@ from typing import Any
 from agent import guard
 from agent.slack.markers import Me, answers_in_sequence
 from agent.slack.readback import message_markdown, read_answer
-from agent.slack.trigger import normalize_reaction
+from agent.slack.trigger import canonical_reaction
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms import slack as slack_platform
 
@@ -50,7 +50,7 @@ class RatedAnswer:
     cost_usd: float | None
     degraded: bool
     parts: int
-    reactions: dict[str, int] = field(default_factory=dict)  # normalized name -> people (helpbot excluded)
+    reactions: dict[str, int] = field(default_factory=dict)  # canonical name -> people (helpbot excluded)
     reactors: set[str] = field(default_factory=set)
     permalink: str | None = None
 
@@ -135,7 +135,7 @@ def tally_reactions(answer: RatedAnswer, parts: Iterable[Mapping[str, Any]], exc
         if any(_int(r.get("count")) > len(r.get("users") or []) for r in reactions):
             reactions = refetch(message).get("reactions") or reactions
         for reaction in reactions:
-            name = normalize_reaction(str(reaction.get("name") or ""))
+            name = canonical_reaction(str(reaction.get("name") or ""))
             users = [str(u) for u in reaction.get("users") or []]
             people.setdefault(name, set()).update(u for u in users if u not in excluded)
             hidden[name] += max(0, _int(reaction.get("count")) - len(users))  # still cut short: count them

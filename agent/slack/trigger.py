@@ -296,7 +296,7 @@ def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -
         if value:
             _check(value, USER_RE, f"{where}.{key}", "a Slack user ID like U0123456789")
     raw_reaction = values["reaction"]
-    reaction = normalize_reaction(raw_reaction) if raw_reaction else None
+    reaction = canonical_reaction(raw_reaction) if raw_reaction else None
     if reaction is not None:
         _check(reaction, REACTION_RE, f"{where}.reaction", "an emoji name like help")
     if mention and reaction is not None:
@@ -329,7 +329,7 @@ def parse_permalink(url: str, where: str = "url") -> Permalink:
         raise BadInput(f"{where} {url[:200]!r} {exc}") from None
 
 
-def normalize_reaction(name: str) -> str:
+def canonical_reaction(name: str) -> str:
     """A reaction's name as Slack reports it: ``:help:`` (as Zapier may send it) and skin tones are ``help``,
     ``thumbsup::skin-tone-3`` is ``+1``. The one place reaction names are compared (triggers and ratings)."""
     name = _SKIN_TONE_RE.sub("", name.strip().strip(":")).lower()

@@ -25,7 +25,8 @@ from agent.core.run import Answer
 from agent.errors import UsageError
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload
 from agent.slack.feedback import _cell, parse_since, run
-from agent.slack.ratings import RatedAnswer, Scanner, normalize_reaction, tally_reactions
+from agent.slack.ratings import RatedAnswer, Scanner, tally_reactions
+from agent.slack.trigger import canonical_reaction
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
 from tests.fakes.answers import make_answer
@@ -475,8 +476,8 @@ def test_parse_since_rejects_the_future() -> None:
 
 @pytest.mark.parametrize(("name", "normal"), [("+1", "+1"), ("thumbsup", "+1"), ("+1::skin-tone-4", "+1"),
                                               ("-1::skin-tone-2", "-1"), ("thumbsdown", "-1"), ("eyes", "eyes")])
-def test_normalize_reaction(name: str, normal: str) -> None:
-    assert normalize_reaction(name) == normal
+def test_canonical_reaction_names(name: str, normal: str) -> None:
+    assert canonical_reaction(name) == normal
 
 
 def test_through_the_helpbot_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

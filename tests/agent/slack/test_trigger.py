@@ -14,9 +14,9 @@ from agent.slack.trigger import (
     Ignore,
     Sender,
     Trigger,
+    canonical_reaction,
     from_options,
     load_event,
-    normalize_reaction,
     parse_event,
     parse_permalink,
 )
@@ -195,9 +195,9 @@ def trigger(**fields: object) -> Trigger:
                       **fields})
 
 
-def test_reaction_names_are_normalized() -> None:
-    assert normalize_reaction(":help:") == "help"
-    assert normalize_reaction("thumbsup::skin-tone-3") == "+1" and normalize_reaction("thumbsdown") == "-1"
+def test_reaction_names_are_canonical() -> None:
+    assert canonical_reaction(":help:") == "help"
+    assert canonical_reaction("thumbsup::skin-tone-3") == "+1" and canonical_reaction("thumbsdown") == "-1"
 
 
 def test_other_reaction_is_ignored() -> None:
@@ -276,17 +276,17 @@ def test_channel_lists_are_validated_and_deduplicated_in_one_place() -> None:
     assert is_channel_id("C0AAA") and not is_channel_id("C0AAA\n") and not is_channel_id("general")
 
 
-def test_reaction_normalization_is_shared_with_feedback() -> None:
+def test_reaction_names_are_shared_with_feedback() -> None:
     from agent.slack import ratings
 
-    assert ratings.normalize_reaction is normalize_reaction  # one definition
-    assert normalize_reaction("+1::skin-tone-2") == "+1" and normalize_reaction(":help::skin-tone-6:") == "help"
+    assert ratings.canonical_reaction is canonical_reaction  # one definition
+    assert canonical_reaction("+1::skin-tone-2") == "+1" and canonical_reaction(":help::skin-tone-6:") == "help"
 
 
 def test_a_reaction_configured_by_its_alias_matches_what_slack_sends() -> None:
     """HELPBOT_REACTION=thumbsup: Slack's reaction_added says ``+1`` for 👍, and that is the trigger."""
     settings = TriggerSettings.from_env({"HELPBOT_REACTION": "thumbsup"})
-    assert check_ignore(trigger(reaction=normalize_reaction("+1")), settings) is None
+    assert check_ignore(trigger(reaction=canonical_reaction("+1")), settings) is None
 
 
 # -- bounded input --------------------------------------------------------------------------------------------
