@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from agent.core.model_config import ModelConfig
     from mcp_lib import Registry
 
-State = Literal["ok", "failed", "half-configured", "not configured"]
-_MARK: Mapping[State, str] = {"ok": "✓", "failed": "✗", "half-configured": "!", "not configured": "–"}
+PartState = Literal["ok", "failed", "half-configured", "not configured"]
+_MARK: Mapping[PartState, str] = {"ok": "✓", "failed": "✗", "half-configured": "!", "not configured": "–"}
 ModelFactory = Callable[["ModelConfig"], "Model"]
 
 
@@ -30,7 +30,7 @@ class Part:
     """One part of the deployment and what doctor found; ``warnings`` do not fail it."""
 
     name: str
-    state: State
+    state: PartState
     lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -50,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
         guard.out(json.dumps({"ok": healthy(parts), "parts": [p.to_json() for p in parts]}, ensure_ascii=False,
                              indent=2))
     else:
-        for line in report(parts):
+        for line in report_lines(parts):
             guard.out(line)
     return 0 if healthy(parts) else 2
 
@@ -59,7 +59,7 @@ def healthy(parts: list[Part]) -> bool:
     return all(part.state in ("ok", "not configured") for part in parts)
 
 
-def report(parts: list[Part]) -> list[str]:
+def report_lines(parts: list[Part]) -> list[str]:
     lines = []
     for part in parts:
         lines.append(f"{_MARK[part.state]} {part.name}: {part.state}")

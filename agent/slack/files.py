@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_SIDE, image_size
 
-Kind = Literal["image", "pdf", "text"]
+FileKind = Literal["image", "pdf", "text"]
 
 _TEXT_MIMETYPES = {"application/json", "application/x-yaml", "application/yaml", "application/xml",
                    "application/x-sh", "application/javascript", "application/x-python", "application/sql",
@@ -28,7 +28,7 @@ _TEXT_EXTENSIONS = {"txt", "log", "csv", "tsv", "json", "jsonl", "ndjson", "md",
                     "conf", "env", "properties", "gradle", "tf", "vue", "lua", "pl", "ps1", "bat", "out", "err"}
 
 
-def file_kind(file: Mapping[str, Any]) -> Kind | None:
+def file_kind(file: Mapping[str, Any]) -> FileKind | None:
     """What helpbot reads the file as, by its mimetype, Slack's filetype or its name; None: not read."""
     mimetype = str(file.get("mimetype") or "").lower()
     filetype = str(file.get("filetype") or "").lower()

@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["answer", "progress", "failure"]
-EVENT_TYPES: dict[Kind, str] = {"answer": "helpbot_answer", "progress": "helpbot_progress",
+MarkerKind = Literal["answer", "progress", "failure"]
+EVENT_TYPES: dict[MarkerKind, str] = {"answer": "helpbot_answer", "progress": "helpbot_progress",
                                 "failure": "helpbot_failure"}
-_KINDS: dict[str, Kind] = {event_type: kind for kind, event_type in EVENT_TYPES.items()}
+_KINDS: dict[str, MarkerKind] = {event_type: kind for kind, event_type in EVENT_TYPES.items()}
 VERSION = 1
 
 
@@ -99,7 +99,7 @@ def _number(value: Any) -> float | None:
 class Marker:
     """A marker read back from a message."""
 
-    kind: Kind
+    kind: MarkerKind
     question_ts: str | None
     question_channel: str | None
     payload: Mapping[str, Any]
@@ -126,7 +126,7 @@ class Marker:
 
 
 # -- writing ----------------------------------------------------------------------------------------------------
-def metadata(kind: Kind, *, channel: str | None, question_ts: str | None, **fields: Any) -> dict[str, Any]:
+def metadata(kind: MarkerKind, *, channel: str | None, question_ts: str | None, **fields: Any) -> dict[str, Any]:
     """The ``metadata`` of a message of this kind (None fields are left out)."""
     payload = {"version": VERSION, "question_channel": channel, "question_ts": question_ts, **fields}
     return {"event_type": EVENT_TYPES[kind], "event_payload": {k: v for k, v in payload.items() if v is not None}}
@@ -170,7 +170,7 @@ def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str, channel
     return None
 
 
-def of_run(messages: Iterable[Mapping[str, Any]], question_ts: str, run: str, kind: Kind, *, me: Me) -> list[str]:
+def of_run(messages: Iterable[Mapping[str, Any]], question_ts: str, run: str, kind: MarkerKind, *, me: Me) -> list[str]:
     """The ts of helpbot's messages of ``kind`` for ``question_ts`` that ``run`` posted, oldest first."""
     return [str(m.get("ts")) for m in messages if (marker := ours(m, me)) is not None and marker.kind == kind
             and marker.question_ts == question_ts and marker.run == run]

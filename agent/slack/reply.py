@@ -39,7 +39,7 @@ from mcp_lib.clock import Clock
 if TYPE_CHECKING:
     from agent.core.run import Answer, Progress
 
-State = Literal["none", "working", "done", "failed", "yielded"]
+ReplyState = Literal["none", "working", "done", "failed", "yielded"]
 
 
 class ProgressThrottle:
@@ -77,11 +77,11 @@ class OwnMessages:
     question_ts: str
     run: str
 
-    def _own(self, kind: markers.Kind) -> str | None:
+    def _own(self, kind: markers.MarkerKind) -> str | None:
         """This run's message of ``kind`` for the question, when the thread (read again) has one."""
         return next(iter(self._all_own(kind)), None)
 
-    def _all_own(self, kind: markers.Kind) -> list[str]:
+    def _all_own(self, kind: markers.MarkerKind) -> list[str]:
         if self.reread is None:
             return []
         try:
@@ -115,7 +115,7 @@ class ThreadReply(OwnMessages):
         self.channel, self.root, self.question_ts = channel, root, question_ts
         self.throttle, self.run_link = throttle, run_link
         self.me, self.run, self.reread, self.force = me, run, reread, force
-        self.state: State = "none"
+        self.state: ReplyState = "none"
         self.placeholder: str | None = None  # our placeholder while it is one
         self.delivered = False  # (part of) the answer is in the thread: a notice must not overwrite it
         self.parts, self.complete = 0, False  # the answer's messages (0: not being delivered); all are in the thread
@@ -273,7 +273,7 @@ class ThreadReply(OwnMessages):
             self.out.react(self.channel, self.question_ts, FAILED_REACTION, remove=True)
         return True
 
-    def _final(self, payload: Mapping[str, Any], kind: markers.Kind) -> str:
+    def _final(self, payload: Mapping[str, Any], kind: markers.MarkerKind) -> str:
         """The answer's first message or the notice, once: the placeholder turned into it; else the message an
         update or post of ours left after all (Slack did it, its answer was lost); else posted anew, the
         placeholder deleted. Raises when it cannot be posted."""
