@@ -1,7 +1,6 @@
 """``helpbot doctor [--json]``: which parts of helpbot are configured, half-configured or off, then a live check of
-each configured part with the permissions helpbot needs (each platform's own ``check``, the model,
-the bot's channels). Lines name variables, never values. Exit 0 when every configured part works, 2 otherwise.
-"""
+each configured part with the permissions helpbot needs. Lines name variables, never values. Exit 0 when every
+configured part works, 2 otherwise."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from mcp_lib.config import ConfigError, env_str
 if TYPE_CHECKING:
     from agent.core.model import Model
     from agent.core.model_config import ModelConfig
-    from mcp_lib import Registry
+    from mcp_lib import Registry, ToolContext
 
 PartState = Literal["ok", "failed", "half-configured", "not configured"]
 _MARK: Mapping[PartState, str] = {"ok": "✓", "failed": "✗", "half-configured": "!", "not configured": "–"}
@@ -50,8 +49,7 @@ def main(args: argparse.Namespace) -> int:
         guard.out(json.dumps({"ok": healthy(parts), "parts": [p.to_json() for p in parts]}, ensure_ascii=False,
                              indent=2))
     else:
-        for line in report_lines(parts):
-            guard.out(line)
+        guard.out("\n".join(report_lines(parts)))
     return 0 if healthy(parts) else 2
 
 
@@ -153,9 +151,7 @@ def _platform(registry: Registry, name: str) -> Part:
                     if platform.variables else [])
     part = Part(name, "ok")
     try:
-        ctx = registry.context(name)
-        ctx = dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
-        part.lines += platform.check(ctx) if platform.check is not None else ["configured"]
+        part.lines += platform.check(_context(registry, name)) if platform.check is not None else ["configured"]
     except ToolError as exc:  # CredentialsError too
         part.state = "failed"
         part.lines.append(str(exc))
@@ -164,6 +160,12 @@ def _platform(registry: Registry, name: str) -> Part:
         part.lines.append(f"{type(exc).__name__}: {exc}")
     part.warnings += registry.unoffered(name)
     return part
+
+
+def _context(registry: Registry, name: str) -> ToolContext:
+    """The platform's context with one tool call's budget for the whole check."""
+    ctx = registry.context(name)
+    return dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
 
 
 def _channels(registry: Registry, env: Mapping[str, str], part: Part) -> None:
@@ -180,8 +182,7 @@ def _channels(registry: Registry, env: Mapping[str, str], part: Part) -> None:
         part.state = "failed"
         part.lines.append("SLACK_BOT_TOKEN is not set: helpbot cannot read or answer threads")
         return
-    ctx = registry.context("slack")
-    ctx = dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
+    ctx = _context(registry, "slack")
     outside = []
     for channel in channels:
         try:

@@ -1,27 +1,8 @@
-"""``helpbot eval CASES.yaml [--json]``: run questions through the real agent and score the answers.
+"""``helpbot eval CASES.yaml [--json]``: run questions through the agent ``helpbot ask`` builds and score the answers
+against the sources and phrases a good answer must contain (the case file's format: evals/README.md).
 
-A case file (YAML) is a list of cases, or a mapping with a ``cases`` list::
-
-    cases:
-      - id: stock-sync-delay                 # unique; letters, digits, . _ -
-        question: Shopifyの在庫同期が遅れているときの確認手順は？
-        expect_sources:                      # URL patterns the answer must cite
-          - faq://stock-sync-delay           #   glob: * any run of characters, ? one character
-          - re:^https://redmine\\.example\\.com/issues/1\\d{3}$   # "re:" + a regular expression (searched)
-        expect_phrases: [stock-sync, 連携ログ] # substrings of the answer (case- and width-insensitive)
-        max_rounds: 4                        # optional; default HELPBOT_MAX_ROUNDS
-        now: "2026-11-30T09:00+09:00"        # optional: this case's "now" (ISO 8601), for 先週 and the like;
-                                             #   overrides HELPBOT_NOW, no offset = HELPBOT_TIMEZONE
-
-A source pattern is matched against the URLs of the sources the answer cites, as they are and percent-decoded;
-a glob must match the whole URL. A case passes when every pattern matched a cited source and every phrase is in
-the answer; a run that raises (e.g. the model rejected the request) fails its case. A case needs at least one
-expectation.
-
-The agent is built exactly as ``helpbot ask`` builds it (``build_agent``): a team's credentials, platforms and
-``helpbot.toml`` tags apply; without model credentials the answers are degraded mode's search results.
-Exit status: 0 all cases passed, 1 some failed, 2 the case file is unreadable or a case is malformed (one line
-naming the file, the case and the field).
+Exit 0 when every case passed, 1 when some failed, 2 when the file or a case is malformed (one line naming the
+file, the case and the field).
 """
 
 from __future__ import annotations
@@ -54,7 +35,6 @@ if TYPE_CHECKING:
 _ID = re.compile(r"^[\w.-]{1,80}$")
 
 
-# -- the case file ---------------------------------------------------------------------------------------------
 class Case(BaseModel):
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
@@ -151,7 +131,6 @@ def load_cases(path: str | Path) -> list[Case]:
     return cases
 
 
-# -- scoring ---------------------------------------------------------------------------------------------------
 def url_matches(pattern: str, url: str) -> bool:
     """``re:`` + a regular expression (searched), else a glob over the whole URL; raw or percent-decoded."""
     candidates = {url, unquote(url)}
@@ -160,7 +139,7 @@ def url_matches(pattern: str, url: str) -> bool:
     return any(fnmatch.fnmatchcase(u, pattern) for u in candidates)
 
 
-def _fold(text: str) -> str:
+def _comparable(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
@@ -188,41 +167,38 @@ class CaseResult:
     tool_calls: list[str] = field(default_factory=list)
 
 
-def score(case: Case, answer: Answer, seconds: float) -> CaseResult:
-    cited = [s["url"] for s in answer.sources]
-    consulted = [s["url"] for s in answer.consulted]
+def _scored(case: Case, cited: list[str], consulted: list[str], text: str, **run: Any) -> CaseResult:
+    """The case against what the answer cited, what the tools returned and the answer's text."""
     ranks: dict[str, int | None] = {}
     missing_sources = []
     for pattern in case.expect_sources:
-        rank = next((i for i, url in enumerate(cited, 1) if url_matches(pattern, url)), None)
-        ranks[pattern] = rank
-        if rank is None:
+        ranks[pattern] = next((i for i, url in enumerate(cited, 1) if url_matches(pattern, url)), None)
+        if ranks[pattern] is None:
             seen = any(url_matches(pattern, url) for url in consulted)
             missing_sources.append(pattern + (" (consulted, not cited)" if seen else ""))
-    text = _fold(answer.text)
-    missing_phrases = [p for p in case.expect_phrases if _fold(p) not in text]
-    usage = answer.usage
-    tokens = {**usage.to_dict(), "total": usage.prompt_tokens + usage.output_tokens}
+    missing_phrases = [p for p in case.expect_phrases if _comparable(p) not in _comparable(text)]
     return CaseResult(
-        id=case.id, question=case.question, passed=not missing_sources and not missing_phrases,
+        id=case.id, question=case.question, passed=not missing_sources and not missing_phrases and not run["error"],
         sources_expected=len(case.expect_sources), sources_found=len(case.expect_sources) - len(missing_sources),
-        missing_sources=missing_sources, source_ranks=ranks,
-        phrases_expected=len(case.expect_phrases), phrases_found=len(case.expect_phrases) - len(missing_phrases),
-        missing_phrases=missing_phrases, rounds=answer.rounds, tokens=tokens, cost_usd=answer.cost_usd,
-        seconds=seconds, degraded=answer.degraded, stop=answer.stop,
-        error=None, tags=list(answer.tags), cited=cited,
-        tool_calls=[guard.current().name(c.name) for c in answer.tool_calls])  # names helpbot defined only
+        missing_sources=missing_sources, source_ranks=ranks, phrases_expected=len(case.expect_phrases),
+        phrases_found=len(case.expect_phrases) - len(missing_phrases), missing_phrases=missing_phrases, cited=cited,
+        **run)
+
+
+def score(case: Case, answer: Answer, seconds: float) -> CaseResult:
+    usage = answer.usage
+    return _scored(case, [s["url"] for s in answer.sources], [s["url"] for s in answer.consulted], answer.text,
+                   rounds=answer.rounds, tokens={**usage.to_dict(), "total": usage.prompt_tokens + usage.output_tokens},
+                   cost_usd=answer.cost_usd, seconds=seconds, degraded=answer.degraded, stop=answer.stop, error=None,
+                   tags=list(answer.tags), tool_calls=[guard.current().name(c.name) for c in answer.tool_calls])
 
 
 def failed_case(case: Case, error: str, seconds: float) -> CaseResult:
     """A case whose run raised (e.g. the model rejected the request): it fails, the others still run."""
-    return CaseResult(
-        id=case.id, question=case.question, passed=False, sources_expected=len(case.expect_sources),
-        sources_found=0, missing_sources=list(case.expect_sources), source_ranks=dict.fromkeys(case.expect_sources),
-        phrases_expected=len(case.expect_phrases), phrases_found=0, missing_phrases=list(case.expect_phrases),
-        rounds=0, tokens={"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                          "cache_creation_input_tokens": 0, "total": 0},
-        cost_usd=0.0, seconds=seconds, degraded=False, stop="error", error=error)
+    from agent.core.model import Usage
+
+    return _scored(case, [], [], "", rounds=0, tokens={**Usage().to_dict(), "total": 0}, cost_usd=0.0,
+                   seconds=seconds, degraded=False, stop="error", error=error)
 
 
 def totals(results: Sequence[CaseResult]) -> dict[str, Any]:
@@ -246,7 +222,6 @@ def totals(results: Sequence[CaseResult]) -> dict[str, Any]:
     }
 
 
-# -- running ---------------------------------------------------------------------------------------------------
 AgentFactory = Callable[[int | None, str | None], "Agent"]  # (max_rounds, now), None: the default -> a fresh agent
 
 

@@ -1,32 +1,11 @@
 """The egress guard: the one place that decides what of a text may leave helpbot, on every outward channel.
 
-The model is hostile: its tool names, arguments and answer are attacker-chosen, and so is every text a tool
-read. Whatever goes out -- a Slack post or update, message metadata, a stdout/stderr line, the job summary, the
-trace file, a saved transcript, the feedback report -- passes a :class:`Guard` first, which applies in one place:
-
-- masking (:class:`mcp_lib.redact.Masker`, the one pattern library): secrets by pattern, the exact values of
-  every credential helpbot holds (any length, as Actions' ``add-mask``), card numbers (Luhn-checked), and
-  e-mail addresses and phone numbers unless ``HELPBOT_MASK_PERSONAL=false``;
-- only names helpbot defined: a tool name, platform label or other model-chosen identifier is shown when it is a
-  registered tool name, else as ``unknown_tool`` (:meth:`Guard.name`);
-- private-run withholding: for a private channel's answer, the log, summary and trace keep nothing the model
-  chose or a private message holds -- no text, numbers, names or call patterns (covert channels): the trace
-  keeps how the run ended (:meth:`Guard.event`), the summary and log say :data:`PRIVATE_RUN`;
-- for markdown that is rendered (Slack posts, the job summary): every Slack mention form defused,
-  case-insensitively (users, channels, subteams, here, channel, everyone, and the ``@here`` spellings), no
-  images, and a link to a host that is neither a configured platform nor a consulted source keeps scheme, host
-  and path only (:meth:`Guard.markdown`).
-
-The doors (:func:`out`, :func:`err`, :func:`server_err`, :func:`append`, :func:`write_file`, :func:`slack`,
-:func:`slack_call`, logging's :func:`logging_installed`) are the only code in ``agent/`` that prints or writes
-(``tests/agent/test_outward.py`` enumerates the writers and fails on a new one). They apply the guard in effect
-(:func:`current`): each command installs one built from its environment (:func:`installed`), and the answer front
-narrows it for the run (registered names, consulted hosts, private or not).
-
-Guarding is idempotent; a text meets it before its door only where the door cannot see it whole: before a cut
-(no secret straddles it) and before JSON escaping (which would hide a credential holding ``"`` from the mask).
-It cannot recognise a secret no pattern knows and helpbot does not hold, nor private text written in a public
-channel; docs/security.md lists what is masked where.
+The model is hostile, and so is every text a tool read. Whatever goes out (Slack writes, stdout/stderr, the job
+summary, the trace, saved files) passes a :class:`Guard`: masking (:class:`mcp_lib.redact.Masker`), only names
+helpbot defined, a private run's records withheld, rendered markdown's mentions defused and links cleaned. The
+doors below are the only code in ``agent/`` that prints or writes (``tests/agent/test_outward.py``); each applies
+the guard in effect (:func:`current`), which a command installs and a run narrows. docs/security.md lists what
+is masked where, and what a guard cannot recognise.
 """
 
 from __future__ import annotations
@@ -49,21 +28,16 @@ UNKNOWN_TOOL = "unknown_tool"
 WITHHELD = "[withheld: private channel]"
 PRIVATE_RUN = "private run: details withheld"
 
-# A private run's trace: the events that stay and the fields they keep besides ``t`` and ``event`` -- how the run
-# ended, nothing the model chose (how many events there are, and their order, would be a channel too). The
-# run's duration (``t`` of the last event, the Actions job's own times) is the one channel left: see docs/security.md.
+# A private run's trace keeps how the run ended and nothing the model chose (the number and order of events would
+# be a covert channel too): these events, with these fields besides ``t`` and ``event``.
 _PRIVATE_EVENTS: Mapping[str, frozenset[str]] = {
     "front.done": frozenset({"degraded"}), "front.failure": frozenset(), "front.interrupted": frozenset(),
 }
 _NAME_FIELDS = frozenset({"name", "tools", "tool_uses", "searches", "tool", "platform"})
-# Model-chosen identifiers in the trace: a stop reason only as one the API defines.
 _STOP_REASONS = frozenset({"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal",
-                           "model_context_window_exceeded"})
-
-
-# The configured platforms' URLs: links to their hosts keep their query and fragment.
+                           "model_context_window_exceeded"})  # the API's; any other is "other"
 _PLATFORM_URLS = ("SLACK_API_URL", "REDMINE_URL", "GROWI_URL", "GITHUB_API_URL", "GITHUB_SERVER_URL",
-                  "HELPBOT_FAQ_BASE_URL")
+                  "HELPBOT_FAQ_BASE_URL")  # links to these hosts keep their query and fragment
 
 
 def records_public(env: Mapping[str, str]) -> bool:
@@ -92,14 +66,8 @@ _MENTION = re.compile(
     r"|(?<![A-Za-z0-9._%+\-@＠])[@＠](?P<spelled>here|channel|everyone)(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )
-
-
-# GitHub's mentions (@user, @org/team) in a pull request's title or body notify people. GitHub looks for them in
-# the rendered HTML's text, after markdown took its delimiters away: `_@a_`, `*@a*`, `~~@a~~`, `[@a](u)`, `\@a`,
-# `<b>@a</b>` all start a text node with @a. So an @ is safe only straight after an ASCII letter or digit (which
-# no markdown removes: `a@b.com` stays an address, and GitHub notifies nobody for it); after anything else -- an
-# underscore, punctuation, kana, full-width letters -- it is written ＠ (full width), which GitHub never reads.
-# The @ may also be an HTML character reference (&#64;, &#x40;, &commat;), and so may the name's first letter.
+# GitHub finds @user and @org/team in the rendered HTML's text, after markdown took `_ * ~~ [ ] \ <b>` away, so an @
+# (or &#64;, &#x40;, &commat;) is safe only straight after an ASCII letter or digit (`a@b.com` notifies nobody).
 _GITHUB_MENTION = re.compile(r"(?<![A-Za-z0-9])(?:@|&#0*64;|&#[xX]0*40;|&commat;)(?=[A-Za-z0-9]|&#|&[A-Za-z]+;)")
 
 
@@ -125,8 +93,6 @@ _LINKS = re.compile(
     rf"|(?P<bare>(?<![A-Za-z0-9+.\-/@])(?:https?://|www\.){_URL_CHARS}+)",  # a bare URL (Slack links www. too)
     re.IGNORECASE,
 )
-
-
 _IMAGE_MARK = re.compile(r"!(?=\[)")  # what is left of an image after _LINKS: reference-style, alt over lines
 _HTML_TAG = re.compile(r"<(?=/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")  # <img …>, <picture>: not Slack's <url|x>
 _URL_RUN = re.compile(r"<(?P<angled>(?:https?|ftp)://[^<>\n]*)>|(?P<run>(?:(?:https?|ftp)://|www\.)[^\s<]*)",
@@ -148,9 +114,7 @@ class Guard:
     masker: Masker = field(default_factory=lambda: Masker(personal=True, cards=True))
     names: frozenset[str] = frozenset()  # registered tool names (wire and CLI forms) and platform names
     hosts: frozenset[str] = frozenset()  # configured platforms' hosts and the consulted sources'
-    # Records (log, summary, trace) keep nothing private: the answer goes to a private channel (or one whose privacy
-    # is unknown), or the run's records are public (a public repository, see :func:`records_public`).
-    private: bool = False
+    private: bool = False  # records keep nothing private: a private channel's run, or public records
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = (),
@@ -167,16 +131,10 @@ class Guard:
                    private or records_public(env))
 
     def for_run(self, *, names: Iterable[str] = (), hosts: Iterable[str] = (), private: bool | None = None) -> Guard:
-        """This guard, knowing more names and hosts (and, when given, whether the run is private: a run's records
-        only ever become more private)."""
+        """This guard knowing more names and hosts, and private when asked (a run only ever becomes more private)."""
         return replace(self, names=self.names | frozenset(names),
                        hosts=self.hosts | {h.lower() for h in hosts if h}, private=self.private or bool(private))
 
-    def keeping_personal(self) -> Guard:
-        """This guard without e-mail and phone masking (``HELPBOT_MASK_PERSONAL=false``); cards stay masked."""
-        return replace(self, masker=Masker(personal=False, cards=True, values=self.masker.values))
-
-    # -- text -------------------------------------------------------------------------------------------------------
     def text(self, text: str) -> str:
         """Any outward text: secrets, credentials, cards and (unless configured otherwise) personal data masked."""
         return self.masker.mask(text)
@@ -188,19 +146,15 @@ class Guard:
         return _MENTION.sub(_defused, self.text(self._no_queries(text)))
 
     def github(self, text: str) -> str:
-        """Text GitHub renders and notifies on -- a pull request's title and body, a file, any issue or comment:
-        masked, every ``@user`` and ``@org/team`` that markdown may leave at a text's start written with ＠
-        (full width), which GitHub does not read as a mention; an e-mail address stays as it is."""
+        """Text GitHub renders and notifies on (a pull request, a file): masked, every mention written with ＠."""
         return _GITHUB_MENTION.sub("＠", self.text(text))
 
     def name(self, name: object) -> str:
         """A registered tool (or platform) name as it is; anything else as ``unknown_tool``."""
         return name if isinstance(name, str) and name in self.names else UNKNOWN_TOOL
 
-    # -- structured values ------------------------------------------------------------------------------------------
     def event(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
-        """A trace event: names checked, text masked -- or, in a private run, None unless it says how the run
-        ended (:data:`_PRIVATE_EVENTS`), and then with only the fields that say so."""
+        """A trace event: names checked, text masked; in a private run only how the run ended, else None."""
         if self.private:
             kept = _PRIVATE_EVENTS.get(str(event.get("event")))
             if kept is None:
@@ -252,11 +206,9 @@ class Guard:
             return self.markdown(payload)
         return payload
 
-    # -- helpers ----------------------------------------------------------------------------------------------------
     def _no_queries(self, text: str) -> str:
-        """Whatever a renderer may read as one URL to an unknown host (up to whitespace or ``<``, or all of
-        ``<…>``) has no ``?`` or ``#`` left: the link regex cannot know where CommonMark, GFM or Slack end a URL
-        (``(q)?``, ``\\)?``, ``<a b?>``, ``パス?``), so a query or fragment it missed becomes part of the path."""
+        """No ``?`` or ``#`` in whatever a renderer may read as a URL to an unknown host: where CommonMark, GFM or
+        Slack end a URL (``(q)?``, ``<a b?>``, ``パス?``) is unknowable, so a missed query becomes path."""
         def fix(match: re.Match[str]) -> str:
             url = match.group("angled") or match.group("run")
             url = url if "://" in url[:8] else "http://" + url
@@ -278,8 +230,7 @@ class Guard:
         return value
 
     def _url(self, url: str) -> str | None:
-        """``url`` when it may stay as it is; scheme, host and path only for an unknown host; None when it is no
-        web link (javascript:, data:, …)."""
+        """``url`` as it is; scheme, host and path only for an unknown host; None for no web link (javascript:)."""
         try:
             parts = urlsplit(url.strip())
         except ValueError:
@@ -316,9 +267,7 @@ class Guard:
 
 # -- the doors ------------------------------------------------------------------------------------------------------
 _installed: list[Guard] = []
-
-
-_from_process: dict[int, Guard] = {}
+_from_process: dict[int, Guard] = {}  # compiled once per process environment, not per call
 
 
 def current() -> Guard:
@@ -326,7 +275,7 @@ def current() -> Guard:
     if _installed:
         return _installed[-1]
     key = hash(frozenset(os.environ.items()))
-    if key not in _from_process:  # compiled once per environment, not per call
+    if key not in _from_process:
         _from_process.clear()
         _from_process[key] = Guard.from_env(os.environ)
     return _from_process[key]
@@ -355,8 +304,7 @@ def narrow(**changes: Any) -> Guard:
 
 def logging_installed(env: Mapping[str, str], stream: Callable[[], object] = lambda: sys.stderr
                       ) -> contextlib.AbstractContextManager[Any]:
-    """Python logging (ours and every library's) through the guard in effect, for the block: masked, one line,
-    tracebacks only with ``HELPBOT_DEBUG``, and in a private run only logger and level (:mod:`mcp_lib.logs`)."""
+    """Python logging (ours and every library's) through the guard in effect, for the block (:mod:`mcp_lib.logs`)."""
     from mcp_lib import logs
 
     return logs.installed(current, withheld=PRIVATE_RUN, env=env, stream=stream)
@@ -369,13 +317,12 @@ def out(text: str, file: IO[str] | None = None) -> None:
 
 def err(text: str) -> None:
     """A line on stderr (the Actions log): masked."""
-    print(current().text(text), file=sys.stderr, flush=True)
+    out(text, sys.stderr)
 
 
 def server_err(server: str, line: str) -> None:
-    """A line an in-house MCP server wrote on its stderr (:data:`mcp_lib.sessions.ServerLog`): masked and cut, on
-    stderr under the server's name -- nothing in a private run, where the server may echo what the model chose
-    or a private message held."""
+    """An in-house MCP server's stderr line, masked and cut, under its name; nothing in a private run (the server
+    may echo what the model chose or a private message held)."""
     from mcp_lib.result import excerpt
     from mcp_lib.sessions import LINE_CHARS
 
@@ -385,14 +332,13 @@ def server_err(server: str, line: str) -> None:
 
 
 def append(path: str | os.PathLike[str], text: str, *, rendered: bool = False) -> None:
-    """Text appended to a file (the trace; the job summary, ``rendered`` markdown): masked. OSError goes to the
-    caller."""
+    """Text appended to a file (the trace; the job summary, ``rendered`` markdown): masked; OSError is raised."""
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(current().markdown(text) if rendered else current().text(text))
 
 
 def markdown(text: str) -> str:
-    """Rendered text through the guard before it is cut (the doors guard it again, which changes nothing)."""
+    """Rendered text guarded before it is cut, so no secret straddles the cut (guarding again changes nothing)."""
     return current().markdown(text)
 
 
@@ -402,8 +348,8 @@ def write_file(path: str | os.PathLike[str], text: str) -> None:
 
 
 def unwritable(path: str | os.PathLike[str], *, folder: bool = False) -> str | None:
-    """Why :func:`write_file` could not write ``path`` (or files into the folder ``path``), or None: asked
-    before a run whose result is paid for, so a bad ``--save``/``--out`` is one line and not a lost answer."""
+    """Why :func:`write_file` could not write ``path`` (or into the folder ``path``), or None: asked before a paid
+    run, so a bad ``--save``/``--out`` is one line and not a lost answer."""
     target = Path(path)
     if folder:
         if target.exists() and not target.is_dir():
@@ -418,8 +364,7 @@ def unwritable(path: str | os.PathLike[str], *, folder: bool = False) -> str | N
 
 
 def slack(web: Any, api: str, **params: Any) -> Any:
-    """A Slack Web API write (``chat.postMessage``, ``chat.update``, ``chat.delete``, ``reactions.add``, …) through
-    the SDK client: the payload guarded (:meth:`Guard.payload`)."""
+    """A Slack Web API write (``chat.postMessage``, ``reactions.add``, …) on the SDK client, its payload guarded."""
     return getattr(web, api.replace(".", "_"))(**current().payload(params))
 
 

@@ -1,24 +1,21 @@
 """``helpbot answer``: from a :help: trigger to an answer in the Slack thread -- and never silence.
 
-The flow (:class:`Front`): the trigger (:mod:`~agent.slack.trigger`; malformed: one line, exit 2, nothing posted;
-a deliberate ignore: one line, exit 0), Slack (:mod:`~agent.slack.handle`: who helpbot is, the channel, the
-thread), the question (:mod:`~agent.slack.thread`), the agent (:mod:`agent.build`), and helpbot's side of the
-thread (:mod:`~agent.slack.post`: 👀 and a placeholder, then the answer and ✅ -- or a notice and ❌, exit 1, 2
-for bad configuration, 130 when cancelled). A dry run posts nothing. How each outcome is told (log, trace,
-job summary, exit code) and what a private channel's run keeps out of them is :mod:`~agent.slack.outcome`'s.
+:class:`Front` reads the trigger, then Slack (who helpbot is, the channel, the thread), decides whether to answer,
+builds the question and runs the agent; helpbot's side of the thread is :mod:`~agent.slack.reply`'s, and how each
+outcome is told (log, trace, job summary, exit code) is :mod:`~agent.slack.outcome`'s. A dry run posts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agent import guard
-from agent.build import check_configuration
+from agent.build import build_agent, check_configuration
 from agent.config import env_float
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging, sigterm_raises
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
@@ -35,7 +32,7 @@ from agent.slack.reply import ProgressThrottle, ThreadReply
 from agent.slack.stream import AnswerStream
 from agent.slack.thread import answerable, build_question, earlier_turns, mention_of, mentions_me
 from agent.slack.trigger import Trigger, from_options, load_event
-from mcp_lib import Caller, ids
+from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import env_str
 
@@ -57,7 +54,6 @@ class Asked(NamedTuple):
     attachments: Sequence[dict[str, Any]] = ()
 
 
-# -- the command line -----------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--event", metavar="FILE", help="a trigger: a GitHub event JSON ($GITHUB_EVENT_PATH), a "
@@ -83,9 +79,7 @@ class Options:
 
 
 def main(args: argparse.Namespace) -> int:
-    options = Options(event=args.event, url=args.url, channel=args.channel, ts=args.ts, dry_run=args.dry_run,
-                      json=args.json, force=args.force)
-    return run(options, dict(os.environ))
+    return run(Options(**{f.name: getattr(args, f.name) for f in fields(Options)}), dict(os.environ))
 
 
 def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | None = None,
@@ -104,14 +98,15 @@ class Front:
         self.env = dict(env)
         self.clock = clock
         self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock.monotonic)
-        self.make_agent = make_agent or functools.partial(built_agent, self.env)
+        self.make_agent = make_agent or (lambda registry, on_progress, on_event: build_agent(
+            self.env, registry=registry, on_progress=on_progress, on_event=on_event))
         self.run_link = run_url(env)
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S")
         self.tell = Outcomes(self.env, self.trace, json_output=options.json)
-        self.run_id = _run_id(env)
+        # this run's name in its placeholder's marker, for people (the claim goes by ts)
+        self.run_id = env_str(env, "GITHUB_RUN_ID") or uuid.uuid4().hex[:12]
         self._slack_out: SlackOut | None = None
 
-    # -- the run ----------------------------------------------------------------------------------------------------
     def run(self) -> int:
         try:
             return self._run()
@@ -140,7 +135,7 @@ class Front:
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
             if not (self.options.dry_run or trigger.dry_run):
-                tell_asker(trigger, exc, self.env, self.clock, self._out, self.run_link)
+                self._tell_asker(trigger, exc)
             return self.tell.config_error(exc)
         except RunFailed as exc:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
@@ -152,8 +147,8 @@ class Front:
         assert trigger.channel and trigger.ts
         prefetch()  # the model SDK loads while Slack is read
         channel, ts = trigger.channel, trigger.ts
-        slack = Slack(self.env, caller=Caller(user=trigger.user, answer_channel=channel), need_bot=not dry_run,
-                      clock=self.clock, configured_user_id=settings.bot_user_id)
+        slack = Slack(self.env, answer_channel=channel, need_bot=not dry_run, clock=self.clock,
+                      configured_user_id=settings.bot_user_id)
         if slack.me.is_me(trigger.user):
             return self.tell.ignored(f"the {'mention' if trigger.mention else 'reaction'} was added by helpbot itself",
                                  channel)
@@ -208,7 +203,7 @@ class Front:
         if not channel or dry_run:
             target = Target(where="(printed: no channel)", dry_run=dry_run)
             return self._answer(target, lambda: Asked(text), show_answer=True)
-        slack = Slack(self.env, caller=Caller(answer_channel=channel), need_bot=True, clock=self.clock)
+        slack = Slack(self.env, answer_channel=channel, need_bot=True, clock=self.clock)
         info = slack.channel(channel)
         decision = admission.admit(admission.manual_asker(env_str(self.env, "GITHUB_ACTOR")), channel, info, settings)
         if decision.verdict != "answer":
@@ -220,7 +215,6 @@ class Front:
         target = Target(where=where, slack=slack, reply=self._reply(slack, channel, root, root), public=public)
         return self._answer(target, lambda: Asked(text), show_answer=True)
 
-    # -- answering, with progress and the failure notice ------------------------------------------------------------
     def _answer(self, target: Target, question: Callable[[], Asked], *, show_answer: bool = False) -> int:
         """Show that work started, run the agent, deliver -- or leave a failure notice. Returns the exit code."""
         reply = target.reply
@@ -280,7 +274,6 @@ class Front:
             return self.tell.ignored(reply.yielded_because, target.where)
         return self.tell.answered(answer, link, target, asked, show_answer)
 
-    # -- clients ----------------------------------------------------------------------------------------------------
     def _reply(self, slack: Slack, channel: str, root: str, question_ts: str, *,
                reread: Callable[[], list[dict[str, Any]]] | None = None, asker: str | None = None
                ) -> ThreadReply | None:
@@ -309,33 +302,19 @@ class Front:
 
         if target.slack is not None:
             return target.slack.registry
-        return Registry(self.env, caller=Caller(answer_channel=None), sleep=self.clock.sleep,
-                        server_log=guard.server_err)
+        return Registry(self.env, sleep=self.clock.sleep, server_log=guard.server_err)
 
-
-
-def built_agent(env: Mapping[str, str], registry: Registry, on_progress: Callable[[Progress], None],
-                on_event: Callable[[dict[str, Any]], None]) -> Agent:
-    """The agent as the environment configures it, with the front's registry and callbacks."""
-    from agent.build import build_agent
-
-    return build_agent(env, registry=registry, on_progress=on_progress, on_event=on_event)
-
-
-def tell_asker(trigger: Trigger, exc: ConfigError, env: Mapping[str, str], clock: Clock,
-               out: Callable[[Slack], SlackOut], run_link: str | None) -> None:
-    """A configuration mistake once the trigger names a thread and who asked: they are told, ephemerally and with
-    the variable and the run link (nothing else would show in Slack). Not when Slack itself is misconfigured."""
-    if not (trigger.channel and trigger.ts and trigger.user):
-        return
-    try:
-        slack = Slack(env, caller=Caller(user=trigger.user, answer_channel=trigger.channel), need_bot=True,
-                      clock=clock)
-    except ConfigError:
-        return
-    link = f": {run_link}" if run_link else ""
-    out(slack).ephemeral(trigger.channel, trigger.user, CONFIG_NOTICE.format(variable=exc.variable, link=link),
-                         thread_ts=trigger.thread_ts or trigger.ts)
+    def _tell_asker(self, trigger: Trigger, exc: ConfigError) -> None:
+        """A configuration mistake once the trigger names a thread and who asked: they are told ephemerally, with
+        the variable and the run link (nothing else would show in Slack). Not when Slack itself is misconfigured."""
+        if not (trigger.channel and trigger.ts and trigger.user):
+            return
+        try:
+            slack = Slack(self.env, answer_channel=trigger.channel, need_bot=True, clock=self.clock)
+        except ConfigError:
+            return
+        notice = CONFIG_NOTICE.format(variable=exc.variable, link=f": {self.run_link}" if self.run_link else "")
+        self._out(slack).ephemeral(trigger.channel, trigger.user, notice, thread_ts=trigger.thread_ts or trigger.ts)
 
 
 def trigger_of(o: Options) -> Trigger:
@@ -351,16 +330,4 @@ def trigger_of(o: Options) -> Trigger:
             raise BadInput("--channel and --ts go together")
         return from_options(url=o.url, channel=o.channel, ts=o.ts)
     raise BadInput("give one of --event FILE, --url PERMALINK, or --channel C --ts TS")
-
-
-# -- names ---------------------------------------------------------------------------------------------
-def _run_id(env: Mapping[str, str]) -> str:
-    """This run's name in its placeholder's marker (for people reading it; the claim goes by ts): the Actions
-    run, else a random one."""
-    run_id = env_str(env, "GITHUB_RUN_ID")
-    if run_id:
-        return run_id
-    import uuid
-
-    return uuid.uuid4().hex[:12]
 

@@ -1,9 +1,6 @@
-"""The front's one handle on Slack: the platform's clients (with the run's clock), the registry the agent's tools
-use (the same clients), who helpbot is, and the one read path (:meth:`Slack.call`).
-
-Reads go through the Slack platform (:func:`mcp_lib.platforms.slack.call`: its retry handlers, its error
-messages); writes go through :class:`agent.slack.post.SlackOut` on ``Slack.writer``. slack-sdk is imported
-inside, so ``helpbot answer --help`` never loads it.
+"""The front's one handle on Slack: the platform's clients, the registry the agent's tools use (the same clients),
+who helpbot is, and the one read path (the Slack platform's retries and error messages). Writes go through
+:class:`agent.slack.post.SlackOut` on ``Slack.writer``. slack-sdk is imported inside: ``--help`` never loads it.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from mcp_lib.clock import Clock
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
-    from mcp_lib import Caller, Registry, ToolContext
+    from mcp_lib import Registry, ToolContext
     from mcp_lib.platforms.slack import SlackClients
 
 THREAD_PAGES = 5  # x 200 messages: enough for any real thread, bounded for a runaway one
@@ -34,12 +31,13 @@ class Thread:
 
 
 class Slack:
-    """Slack as the front sees it. ``need_bot``: the run posts, so the bot token is required."""
+    """Slack as the front sees it; ``answer_channel`` is where the answer goes (its privacy rule for the tools),
+    ``need_bot``: the run posts, so the bot token is required."""
 
-    def __init__(self, env: Mapping[str, str], *, caller: Caller, need_bot: bool,
-                 clock: Clock, configured_user_id: str | None = None):
+    def __init__(self, env: Mapping[str, str], *, answer_channel: str, need_bot: bool, clock: Clock,
+                 configured_user_id: str | None = None):
         from agent import guard
-        from mcp_lib import Registry
+        from mcp_lib import Caller, Registry
         from mcp_lib.platforms import slack
 
         config = slack.load_config(env)
@@ -47,8 +45,9 @@ class Slack:
             raise ConfigError("SLACK_BOT_TOKEN", "not set; helpbot answer reads the thread and posts with the "
                                                  "bot token (xoxb-)")
         self.clients: SlackClients = slack.make_client(config, sleep=clock.sleep)
-        self.registry: Registry = Registry(env, caller=caller, clients={"slack": self.clients}, sleep=clock.sleep,
-                                            server_log=guard.server_err)
+        self.registry: Registry = Registry(env, caller=Caller(answer_channel=answer_channel),
+                                           clients={"slack": self.clients}, sleep=clock.sleep,
+                                           server_log=guard.server_err)
         self.ctx: ToolContext = self.registry.context("slack")
         self.bot: WebClient | None = self.clients.bot  # reads (with the platform's retries); None without a token
         # Writes: the same token, no retry handlers -- agent.slack.post retries them within the run's budget.
@@ -61,7 +60,6 @@ class Slack:
         self._me: Me | None = None
         self._auth: dict[str, Any] | None = None
 
-    # -- the one read path ------------------------------------------------------------------------------------------
     def call(self, api: str, **params: Any) -> dict[str, Any]:
         """One read; rejected credentials are ConfigError (exit 2), anything else a one-line RunFailed (exit 1)."""
         from mcp_lib.core import CredentialsError, ToolError
