@@ -1,29 +1,8 @@
 """Who may start a run, where, and with which sources: one policy for reactions, mentions, follow-ups and manual
-runs, applied by the relay and again, in full, by ``helpbot answer``.
-
-- **The asker** -- who reacted, who wrote the mention (a follow-up's too), who ran it by hand -- is a human,
-  full member of the home team. Bots, apps and integrations (``bot_id``, ``bot_profile``, ``app_id``, subtype
-  ``bot_message``: webhooks, RSS, forms, workflows), Slackbot (``USLACKBOT``), deactivated users and askers
-  nobody names are ignored (exit 0, nothing posted), unless their bot id is in ``HELPBOT_ALLOWED_BOTS``. The
-  message asked about may be anyone's: a person asking about an alert is the common case.
-- **Guests** (``is_restricted``/``is_ultra_restricted``) and people of another team (``users.info`` ``team_id``
-  neither the home team's nor its organization's, from ``auth.test``; ``is_stranger``) count as outsiders:
-  helpbot's tools read with the installation's credentials, far beyond what a guest may see. An asker
-  ``users.info`` cannot describe is not answered either (the run fails, exit 1, nothing posted).
-- **The channel**: one of ``HELPBOT_CHANNELS`` (when set), never a DM. A channel shared with other organizations
-  (``conversations.info`` ``is_ext_shared``, ``is_pending_ext_shared``, or ``is_shared`` without
-  ``is_org_shared``; unreadable counts as shared; the event's ``is_ext_shared_channel`` too), or an outsider
-  asking anywhere, is not answered from internal sources: a person gets a short ephemeral notice, and the run
-  ends as ignored. In a channel of ``HELPBOT_SHARED_CHANNELS`` helpbot answers there, offering the model only the
-  FAQ and the platforms of ``HELPBOT_SHARED_SOURCES``.
-- **Manual runs** (workflow_dispatch, ``helpbot answer --url``/``--channel``): the asker is whoever ran it --
-  in Actions ``GITHUB_ACTOR``, whom GitHub lets run a workflow only with write access to the repository -- and is
-  trusted as a member; the channel rules above still hold (a shared channel: ignored, nobody to notify).
-
-The relay holds no Slack token: it decides from the event alone (:func:`check_ignore`: the reaction, the channel
-list, DMs, helpbot itself, the sender's ``bot_id``/``bot_profile``/``app_id``/subtype, Slackbot, a missing user)
-and dispatches the rest; the team and sharing questions need the bot token (for the notice too), so
-``helpbot answer`` decides them (:func:`admit`) and re-checks everything the relay did.
+runs (docs/security.md states it). The asker must be a person and a full member of the home team; a channel shared
+with other organizations, or an outsider asking, gets a notice instead of internal sources, unless the channel is
+one of ``HELPBOT_SHARED_CHANNELS``. The relay holds no Slack token and decides from the event alone
+(:func:`check_ignore`); ``helpbot answer`` re-checks that and decides the rest with Slack's answers (:func:`admit`).
 """
 
 from __future__ import annotations
@@ -43,6 +22,7 @@ from agent.slack.trigger import (
     Trigger,
     canonical_reaction,
     env_channels,
+    sender_of,
 )
 from mcp_lib import ids
 from mcp_lib.config import env_list, env_str
@@ -97,7 +77,6 @@ class TriggerSettings:
                    shared_sources=tuple(s for s in sources if s != "faq"))
 
 
-# -- what the event alone decides (the relay, and helpbot answer first) -----------------------------------------
 def sender_is_bot(sender: Sender) -> bool:
     """A bot, app or integration posted the event's message: its own fields say so."""
     return bool(sender.bot_id or sender.app_id or sender.subtype == "bot_message")
@@ -130,7 +109,6 @@ def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
     return None
 
 
-# -- what helpbot answer decides with Slack's answers --------------------------------------------------------------
 @dataclass(frozen=True)
 class Asker:
     """Who asked, as far as the policy cares. ``notify``: the Slack user told when refused (None for bots and manual
@@ -164,12 +142,10 @@ def manual_asker(actor: str | None) -> Asker:
 
 
 def message_asker(message: Mapping[str, Any]) -> Asker | None:
-    """A mention's author when the message itself says it is a bot's; None: a person, to look up."""
-    profile = message.get("bot_profile")
-    bot_id = message.get("bot_id") or (profile.get("id") if isinstance(profile, dict) else None)
-    if bot_id or message.get("app_id") or message.get("subtype") == "bot_message" or not message.get("user"):
-        return Asker(who=str(bot_id or message.get("app_id") or message.get("subtype") or "no user"),
-                     bot_id=str(bot_id) if bot_id else None, bot=True)
+    """A mention's author when the message itself says it is a bot's (or names nobody); None: a person, to look up."""
+    sender = sender_of({}, message, message=True)
+    if sender_is_bot(sender) or not message.get("user"):
+        return Asker(who=sender.bot_id or sender.app_id or sender.subtype or "no user", bot_id=sender.bot_id, bot=True)
     return None
 
 

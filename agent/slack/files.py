@@ -1,7 +1,6 @@
-"""What a file is, read from its bytes and Slack's metadata: its kind (image, PDF, text), an image's size, a text
-file's encoding, and a long text's cut; and what one request to the model may carry (the documented limits), with
-images downscaled to fit them (an image's media types, size and per-image limits are :mod:`mcp_lib.media`'s, which
-in-house MCP servers' images meet too). No Slack calls, no downloads: :mod:`agent.slack.attachments` does those.
+"""What a file is, from its bytes and Slack's metadata (kind, an image's size, a text's encoding), and what one
+request to the model may carry, with images downscaled to fit (per-image limits: :mod:`mcp_lib.media`). No Slack
+calls and no downloads: those are :mod:`agent.slack.attachments`'.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_SIDE, image_size
 
 FileKind = Literal["image", "pdf", "text"]
 
+_ENCODINGS = ("utf-8-sig", "cp932")  # UTF-8 with or without BOM, else Shift_JIS as Windows writes it
 _TEXT_MIMETYPES = {"application/json", "application/x-yaml", "application/yaml", "application/xml",
                    "application/x-sh", "application/javascript", "application/x-python", "application/sql",
                    "application/x-ndjson", "application/toml"}
@@ -44,8 +44,8 @@ def file_kind(file: Mapping[str, Any]) -> FileKind | None:
 
 
 def decode_text(data: bytes) -> str:
-    """UTF-8 (with or without BOM), else CP932 (Shift_JIS as Windows writes it), else UTF-8 with replacements."""
-    for encoding in ("utf-8-sig", "cp932"):
+    """The first of :data:`_ENCODINGS` that reads it, else UTF-8 with replacements."""
+    for encoding in _ENCODINGS:
         try:
             return data.decode(encoding)
         except UnicodeDecodeError:
@@ -63,24 +63,19 @@ def cut_middle(text: str, limit: int) -> tuple[str, int]:
     return f"{text[:head]}\n…[helpbot: 中略 {left_out} 文字]…\n{text[len(text) - tail:]}", left_out
 
 
-# -- what one request to the model may carry -----------------------------------------------------------------
-# Each figure from its documentation, the smaller where Bedrock's and Anthropic's differ:
-# - Bedrock InvokeModel for Claude: "The maximum size of the payload you can send in a request is 20MB"
-#   (docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html;
-#   the API reference allows 25,000,000 bytes for any model's body: the Claude page's 20 MB binds).
-# - An image (mcp_lib.media): 3.75 MB and 8000 px a side, up to 20 images (Bedrock's Message reference,
-#   docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html); Anthropic's vision guide
-#   (docs.anthropic.com/en/docs/build-with-claude/vision): 5 MB of base64 (the same 3.75 MB), 8000x8000 px, and
-#   2000x2000 px for every image once a request carries more than 20.
-# - A PDF: 100 pages a request (Anthropic's PDF guide; Bedrock's API restrictions page repeats it), and 4.5 MB
-#   a document, 5 documents (Bedrock's Message reference; Claude 4 is exempt from the 4.5 MB, kept anyway).
+# What one request may carry, each from its documentation (the smaller where Bedrock's and Anthropic's differ):
+# - 20 MB a request (docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-
+#   request-response.html);
+# - 2000 px a side for every image once a request has more than 20 (docs.anthropic.com/en/docs/build-with-claude/
+#   vision); the per-image limits are mcp_lib.media's;
+# - 4.5 MB a PDF, 5 PDFs (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html); the 100 pages
+#   a request are far beyond the media token budget (agent.slack.attachments).
 REQUEST_BYTES = 20_000_000
 MEDIA_BYTES = 15_000_000  # base64 of every image and PDF of a request; the rest (prompt, tools, thread, tool
 #                           results) is bounded by the token budget, well under the 5 MB left
 MANY_IMAGES = 20  # more images than this in one request, and each must fit MANY_IMAGE_SIDE
 MANY_IMAGE_SIDE = 2_000
 MAX_PDF_BYTES = 4_500_000
-MAX_PDF_PAGES = 100
 MAX_DOCUMENTS = 5
 # Downscaling aims at what the model sees: the API itself scales an image whose long edge is over 1568 px, or
 # that is over ~1.15 megapixels, down to that (the vision guide), so nothing the model would see is lost.
@@ -154,10 +149,10 @@ def _downscale(data: bytes, media_type: str, size: tuple[int, int], max_bytes: i
 
 
 def is_binary(data: bytes) -> bool:
-    """Not text: a NUL byte anywhere, or, read as neither UTF-8 nor CP932, more than 1 % undecodable."""
+    """Not text: a NUL byte anywhere, or, read as none of :data:`_ENCODINGS`, more than 1 % undecodable."""
     if b"\x00" in data:
         return True
-    for encoding in ("utf-8-sig", "cp932"):
+    for encoding in _ENCODINGS:
         try:
             data.decode(encoding)
             return False

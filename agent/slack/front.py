@@ -238,10 +238,13 @@ class Front:
             if reply is not None and not reply.start():
                 return self.tell.ignored(reply.yielded_because, target.where)
             log("started: reading the question, then the rounds (one line each)")  # the log moves from here on
+            from mcp_lib import Registry
             from mcp_lib.platforms.faq.semantic import prefetch as prefetch_encoder
 
             prefetch_encoder(self.env)  # after 👀: the FAQ's encoder loads while the question is built and asked
-            registry = self._registry(target)
+            # the tools read with the front's own Slack clients; a printed question has none
+            registry = target.slack.registry if target.slack is not None else Registry(
+                self.env, sleep=self.clock.sleep, server_log=guard.server_err)
             guard.narrow(private=not target.public)  # first: listing the tools starts in-house servers
             guard.narrow(names=guard.registry_names(registry))
             what = question()
@@ -295,14 +298,6 @@ class Front:
             assert slack.writer is not None
             self._slack_out = SlackOut(slack.writer, trace=self.trace, sleep=self.clock.sleep)
         return self._slack_out
-
-    def _registry(self, target: Target) -> Registry:
-        """The agent's tools use the front's own Slack clients (and clock); a printed question builds its own."""
-        from mcp_lib import Registry
-
-        if target.slack is not None:
-            return target.slack.registry
-        return Registry(self.env, sleep=self.clock.sleep, server_log=guard.server_err)
 
     def _tell_asker(self, trigger: Trigger, exc: ConfigError) -> None:
         """A configuration mistake once the trigger names a thread and who asked: they are told ephemerally, with

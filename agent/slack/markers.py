@@ -1,15 +1,9 @@
 """How helpbot marks its own messages in a thread (Slack message metadata): written and read here only.
 
-Three kinds of marker, each naming the question (channel, ts) it belongs to: ``answer`` (the first message of an
-answer; ``parts`` says how many messages make it up, with the answer's numbers), ``progress`` (the placeholder
-「調べています…」; ``run`` names the run that posted it, so racing runs can tell whose it is) and ``failure`` (a
-notice). A marker counts only on a message helpbot wrote (:meth:`Me.wrote`): any app can attach metadata of any
-event type.
-
-``version`` changes when a field changes meaning; a reader accepts every version (an older helpbot must still see
-"already answered") and reads the fields it knows, tolerating garbage (:class:`AnswerStats`). Stdlib only, so
-the workflow can run ``python -m agent.slack.markers failure --channel C --ts TS`` (prints the metadata JSON for
-its notice) when the run broke before helpbot's environment was installed.
+An ``answer``, ``progress`` (the placeholder) or ``failure`` marker names its question and the ``run`` that posted
+it; it counts only on a message helpbot wrote (any app can attach any metadata). A reader accepts every
+``version`` and tolerates garbage. Stdlib only: the workflow runs ``python -m agent.slack.markers failure --channel
+C --ts TS`` for its notice's metadata when the run broke before helpbot was installed.
 """
 
 from __future__ import annotations
@@ -39,9 +33,7 @@ class Me:
     team_id: str | None = None  # the workspace (a streamed reply's recipient_team_id)
 
     def wrote(self, message: Mapping[str, Any]) -> bool:
-        user = message.get("user")
-        return bool((self.bot_id and message.get("bot_id") == self.bot_id)
-                    or (user and user in (self.user_id, self.configured_user_id)))
+        return bool(self.bot_id and message.get("bot_id") == self.bot_id) or self.is_me(message.get("user"))
 
     def is_me(self, user: str | None) -> bool:
         """``user`` (a reaction's or a message's author) is helpbot."""
@@ -50,8 +42,8 @@ class Me:
 
 @dataclass(frozen=True)
 class AnswerStats:
-    """What an answer's marker says about it, beyond the question: written by the post builder, read by
-    ``helpbot feedback`` and ``faq-draft``. Tool names are as written: a reader shows only registered ones."""
+    """An answer's numbers in its marker, read by ``helpbot feedback`` and ``faq-draft`` (tool names as written:
+    a reader shows only registered ones)."""
 
     rounds: int = 0
     tool_calls: int = 0
@@ -106,10 +98,8 @@ class Marker:
 
     @property
     def parts(self) -> int:
-        try:
-            return max(1, int(self.payload.get("parts") or 1))
-        except (TypeError, ValueError):
-            return 1
+        """How many messages make up the answer (at least its first)."""
+        return max(1, _count(self.payload.get("parts") or 1))
 
     @property
     def run(self) -> str | None:
@@ -125,7 +115,6 @@ class Marker:
         return self.question_ts == question_ts and (channel is None or self.question_channel in (None, channel))
 
 
-# -- writing ----------------------------------------------------------------------------------------------------
 def metadata(kind: MarkerKind, *, channel: str | None, question_ts: str | None, **fields: Any) -> dict[str, Any]:
     """The ``metadata`` of a message of this kind (None fields are left out)."""
     payload = {"version": VERSION, "question_channel": channel, "question_ts": question_ts, **fields}
@@ -140,7 +129,6 @@ def stamped(payload: Mapping[str, Any], run: str) -> dict[str, Any]:
     return {**payload, "metadata": {**data, "event_payload": {**data.get("event_payload", {}), "run": run}}}
 
 
-# -- reading ----------------------------------------------------------------------------------------------------
 def read(message: Mapping[str, Any]) -> Marker | None:
     """The marker a message carries, whoever wrote it (use :func:`ours` to trust it)."""
     data = message.get("metadata")
@@ -241,7 +229,6 @@ def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me
     return Claim(True, earlier)
 
 
-# -- the workflow's fallback notice -----------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     """``python -m agent.slack.markers failure --channel C --ts TS``: the notice's metadata as JSON."""
     parser = argparse.ArgumentParser(prog="python -m agent.slack.markers")

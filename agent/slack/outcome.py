@@ -1,13 +1,7 @@
 """How a ``helpbot answer`` run ends, told the same way every time: the log line, the trace event, the job
-summary and the exit code (0 answered or ignored, 1 failed, 2 rejected or misconfigured, 130 cancelled), and what
-an answer prints.
-
-Private channels: the summary, the trace and the Actions log are read by everyone with access to the repository,
-a wider audience than the channel. For a private channel (or one whose privacy cannot be looked up) the summary
-holds neither the question, the answer nor the channel's name, and nothing the model chose (no rounds, tools,
-tokens, cost or error text: :mod:`agent.report`); the trace keeps only how the run ended
-(:meth:`agent.guard.Guard.event`); and in Actions (``GITHUB_ACTIONS=true``) the answer is never printed -- a dry
-run prints ``dry run: answer withheld (private channel)``.
+summary, what an answer prints, and the exit code (0 answered or ignored, 1 failed, 2 rejected or misconfigured,
+130 cancelled). Everyone with the repository reads the records, so a private channel's run keeps its question,
+answer and channel name out of them (and, through :mod:`agent.guard`, everything the model chose).
 """
 
 from __future__ import annotations
@@ -43,7 +37,7 @@ class Target:
     where: str  # for the summary (no name for a private channel)
     slack: Slack | None = None  # None: a free question answered without Slack (printed)
     reply: ThreadReply | None = None  # helpbot's messages in the thread; None: nothing is posted
-    public: bool = True  # may the question, the answer and the agent's text appear in summary, log and trace?
+    public: bool = True  # may the question and the answer appear in summary, log and trace?
     dry_run: bool = False
 
 
@@ -112,8 +106,7 @@ class Outcomes:
                                                  link=link, detail=detail, show_answer=show_answer))
 
     def _print(self, answer: Answer, link: str | None, target: Target) -> None:
-        """The answer on stdout (always with --json, else when it was not posted) -- except in Actions for a private
-        channel, whose answer must not reach the run log."""
+        """The answer on stdout (with --json, or when it was not posted); never a private channel's in Actions."""
         wanted = self.json_output or link is None
         if wanted and not target.public and self.in_actions:
             log("dry run: answer withheld (private channel)" if target.dry_run

@@ -1,8 +1,5 @@
-"""helpbot's posted answers read back as markdown: their text and what their 参照元 section lists.
-
-Slack may hand a posted markdown block back as it was or translated into rich_text/sections; both read the same.
-Used by follow-ups (:mod:`agent.slack.thread`) and ``helpbot feedback``.
-"""
+"""helpbot's posted answers read back as markdown -- their text and what their 参照元 section lists -- whether Slack
+hands a markdown block back as it was or as rich_text and sections (follow-ups, ``feedback``, ``faq-draft``)."""
 
 from __future__ import annotations
 
@@ -101,9 +98,3 @@ def read_answer(markdown: str) -> ReadAnswer:
         elif plain := _SOURCE_PLAIN.fullmatch(line):
             read.unlinked.append(plain.group("title"))
     return read
-
-
-def split_sources(markdown: str) -> tuple[str, list[dict[str, str]]]:
-    """An answer's text and the (linked) sources listed in its 参照元 section."""
-    read = read_answer(markdown)
-    return read.text, read.sources

@@ -4,22 +4,11 @@
                                                                  --fail-----> failed (a notice + ❌)
                     --start, another run is older--> yielded (our placeholder removed, nothing else touched)
 
-Where Slack streams (:mod:`agent.slack.stream`, decided once at the start), the run's tasks and its answer stream
-into a reply of their own beside the placeholder, which stays the thread's lock until the stream's stop turns
-that reply into the answer (the placeholder then goes). A failure, a cancel or a refused stop ends it the way
-the unstreamed path does: the streamed reply is removed, and the answer or notice replaces the placeholder.
-
-Every transition's writes are retried within the run's write budget (:class:`agent.slack.post.SlackOut`), and
-the final state is reached even when a write keeps failing: an answer or notice that cannot replace the
-placeholder is posted anew and the placeholder deleted; 👀 is removed on the way out whatever happened
-(:meth:`ThreadReply.close`). Progress updates are best effort: tried once, and after a 429 none is tried until
-the Retry-After has passed, so they never wait on Slack and never eat into the run's deadline.
-
-The thread is the lock between racing runs: each run posts its placeholder with its ``run`` marker, reads the
-thread again, and the older placeholder wins (:func:`agent.slack.markers.claim`). A run whose placeholder could
-not be posted claims with its answer or notice instead, and removes it when it loses. Every message of the run
-carries its ``run``, so a write whose answer was lost (a 5xx or a timeout after Slack did the work) is found in
-the thread and adopted, never made twice.
+The final state is reached even when writes keep failing (posted anew, the placeholder deleted, 👀 removed on the
+way out); progress updates are best effort and never wait on Slack. The thread is the lock between racing runs:
+the older placeholder wins (:func:`agent.slack.markers.claim`), and every message carries its ``run``, so a write
+whose answer was lost is found again and adopted, never made twice. A streamed answer (:mod:`agent.slack.stream`)
+is a reply of its own beside the placeholder, which stays the lock until the stream stops.
 """
 
 from __future__ import annotations
@@ -43,9 +32,8 @@ ReplyState = Literal["none", "working", "done", "failed", "yielded"]
 
 
 class ProgressThrottle:
-    """chat.update is rate limited, and nobody reads faster than this: a progress text is shown only when it is
-    new and at least ``interval`` seconds after the last one (or after the placeholder), and never while Slack
-    asked to wait (:meth:`pause`)."""
+    """chat.update is rate limited, and nobody reads faster: a progress text is shown when it is new, ``interval``
+    seconds after the last one, and not while Slack asked to wait (:meth:`pause`)."""
 
     def __init__(self, clock: Clock, interval: float):
         self.clock = clock
@@ -69,8 +57,8 @@ class ProgressThrottle:
 
 
 class OwnMessages:
-    """This run's own messages found in the thread again, so that a write whose answer was lost (Slack did it) is
-    adopted, never made twice. The state is :class:`ThreadReply`'s."""
+    """This run's own messages found in the thread again (a write whose answer was lost is adopted, not made twice).
+    The state is :class:`ThreadReply`'s."""
 
     reread: Callable[[], Sequence[Mapping[str, Any]]] | None
     me: markers.Me
@@ -101,11 +89,8 @@ class OwnMessages:
 
 
 class ThreadReply(OwnMessages):
-    """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌.
-
-    ``reread`` reads the thread again (for the claim; None: no race is possible, e.g. helpbot posted the root);
-    ``run`` names this run in its placeholder's marker; ``force``: an answer already in the thread does not win.
-    """
+    """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌. ``reread`` reads the
+    thread again for the claim (None: no race, helpbot posted the root); ``force``: an earlier answer does not win."""
 
     def __init__(self, out: SlackOut, *, channel: str, root: str, question_ts: str, throttle: ProgressThrottle,
                  run_link: str | None, me: markers.Me, run: str,
@@ -124,7 +109,6 @@ class ThreadReply(OwnMessages):
         self.yielded_because = ""
         self.stream = stream  # the streamed reply while there is one (None: the run does not stream)
 
-    # -- transitions ------------------------------------------------------------------------------------------------
     def start(self) -> bool:
         """The placeholder, the claim, then 👀. False: another run answers this question (ours is removed). A
         placeholder that cannot be posted defers the claim to the answer or notice (:meth:`_claimed`)."""
@@ -215,7 +199,6 @@ class ThreadReply(OwnMessages):
             self._drop_placeholder()
         self._eyes_off()
 
-    # -- pieces -----------------------------------------------------------------------------------------------------
     def _streamed(self, payload: Mapping[str, Any]) -> str | None:
         """The streamed reply as the answer's first message (:meth:`AnswerStream.deliver`); None: there is none."""
         stream, self.stream = self.stream, None
@@ -245,10 +228,9 @@ class ThreadReply(OwnMessages):
         return ts
 
     def _claimed(self, mine: str) -> bool:
-        """The claim with ``mine`` (our placeholder; or, when none could be posted, the answer or notice itself):
-        True when this run answers. The loser removes ``mine`` and yields; the winner cleans up earlier runs'
-        leftovers. Once per run. A thread that cannot be read fails the start (no model is paid for an answer
-        that may be a duplicate); after the answer or notice is posted, it counts as won."""
+        """The claim, once per run, with ``mine`` (our placeholder, else the answer or notice): True when this run
+        answers; the loser removes ``mine``, the winner cleans up. An unreadable thread fails the start (no model is
+        paid for a duplicate) and counts as won once the answer or notice is posted."""
         if not self.unclaimed or self.reread is None:
             return True
         self.unclaimed = False
@@ -274,9 +256,8 @@ class ThreadReply(OwnMessages):
         return True
 
     def _final(self, payload: Mapping[str, Any], kind: markers.MarkerKind) -> str:
-        """The answer's first message or the notice, once: the placeholder turned into it; else the message an
-        update or post of ours left after all (Slack did it, its answer was lost); else posted anew, the
-        placeholder deleted. Raises when it cannot be posted."""
+        """The answer's first message or the notice, once: the placeholder turned into it, else what a lost write of
+        ours left after all, else posted anew (the placeholder deleted). Raises when it cannot be posted."""
         replaced = self._replace_placeholder(payload)
         if replaced is not None:
             return replaced
@@ -297,8 +278,8 @@ class ThreadReply(OwnMessages):
         return replaced
 
     def _find_own_placeholder(self) -> None:
-        """A placeholder of this run that Slack took but whose answer we never got (a cancel or a reset while it
-        was posted) becomes ours again, so the notice replaces it; nothing when the thread cannot be read."""
+        """A placeholder of ours whose post's answer was lost (a cancel, a reset) is ours again: the notice replaces
+        it."""
         found = self._all_own("progress")
         for ts in found[1:]:
             self.out.delete(self.channel, ts)

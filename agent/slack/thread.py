@@ -1,15 +1,7 @@
-"""The thread a :help: reaction points at, turned into what the agent is asked.
-
-- :func:`earlier_turns`: helpbot's earlier answers in the thread, each with its question, become conversation
-  history (``Turn``), so that a follow-up builds on them instead of starting over.
-- :func:`build_question`: the reacted message itself is the question (a reply stays the reply). An @helpbot
-  mention's text (the mention left out) is the asker's instruction ("英語で", "要点だけ"): with the thread's first
-  message as the question when the mention is a reply in a thread helpbot has not answered yet, alone as a
-  follow-up when it has, and as the question itself when the mention starts its own thread. Where it was
-  asked, its files and the thread's (:mod:`~agent.slack.attachments`: images and PDFs as blocks for the model,
-  text files as text), the messages it links to (read through the Slack platform's tool, so the DM / private-channel
-  rules apply) and the thread around it (bounded) are the *context*: the model sees it, degraded mode's searches
-  and the job summary do not.
+"""The thread a :help: reaction points at, turned into what the agent is asked: helpbot's earlier answers as the
+conversation so far (:func:`earlier_turns`), the reacted message as the question, and where it was asked, its
+files, the messages it links to (read through the Slack tool, so its channel rules apply) and the thread around
+it as context, which the model sees and degraded mode's searches and the job summary do not (:func:`build_question`).
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agent.core.run import Turn
 from agent.slack import markers
 from agent.slack.attachments import Attachments, read_attachments
-from agent.slack.readback import message_markdown, split_sources
+from agent.slack.readback import message_markdown, read_answer
 from agent.slack.split import cut
 from mcp_lib.redact import redact_secrets
 
@@ -40,7 +32,6 @@ _UNANSWERABLE = {"tombstone", "channel_join", "channel_leave", "message_deleted"
 _LINK = re.compile(r"https?://[A-Za-z0-9.-]+/archives/[A-Za-z0-9/?#=&%._~-]+")
 
 
-# -- which messages are what ----------------------------------------------------------------------------------------
 def answerable(message: Mapping[str, Any], mention: re.Pattern[str] | None = None) -> bool:
     """Something a person wrote, with text or files (not a join, a deletion or a tombstone); text that is only
     a ``mention`` of helpbot does not count."""
@@ -71,14 +62,13 @@ def earlier_turns(thread: Thread, question_ts: str, me: markers.Me, plain: Calla
         asked = marker.question_ts or ""
         if asked == question_ts or asked not in by_ts:
             continue
-        answer, sources = split_sources("\n\n".join(message_markdown(part) for part in parts))
+        answer = read_answer("\n\n".join(message_markdown(part) for part in parts))
         question = plain(by_ts[asked])
-        if question.strip() and answer:
-            turns.append(Turn(question=question, answer=answer, sources=sources))
+        if question.strip() and answer.text:
+            turns.append(Turn(question=question, answer=answer.text, sources=answer.sources))
     return turns[-MAX_TURNS:]
 
 
-# -- the question and its context -----------------------------------------------------------------------------------
 def slack_links(text: str) -> list[tuple[str, str]]:
     """Slack message links in raw message text, as (url, ts): de-duplicated, at most MAX_LINKS. What counts as a
     message link is the Slack platform's :func:`~mcp_lib.platforms.slack.parse_permalink`."""
@@ -122,8 +112,7 @@ class QuestionParts:
 
 
 def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> QuestionParts:
-    """The reacted message (or, for a ``mention``, see the module docstring), its files, the messages it links to
-    (tool rules apply), and the thread around it."""
+    """The reacted message, or for a ``mention`` its instruction (:func:`_mention_question`), with its context."""
     from mcp_lib.platforms.slack import message_item
 
     info = slack.channel(thread.channel)
@@ -151,7 +140,9 @@ def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> Qu
 
 
 def _mention_question(slack: Slack, thread: Thread, is_reply: bool) -> tuple[str, str | None]:
-    """(the question, the ts of the message it was taken from when that is not the mention itself)."""
+    """An @helpbot mention's text is the asker's instruction (「英語で」): with the thread's first message as the
+    question when it replies in a thread helpbot has not answered, alone as a follow-up when it has, and as the
+    question when it starts its own thread. Returns the question and the ts it was taken from, if not the mention."""
     pattern = mention_of(slack.me)
     raw = str(thread.target.get("text") or "")
     instruction = slack.plain({"text": pattern.sub(" ", raw) if pattern else raw}).strip()

@@ -1,18 +1,8 @@
-"""What started this run: one strictly validated :class:`Trigger`, whatever the input looked like.
-
-``helpbot answer --event FILE`` accepts four shapes, all reduced to the same payload keys:
-
-- a GitHub ``repository_dispatch`` event (as at ``$GITHUB_EVENT_PATH``): the keys are in ``client_payload``;
-- a GitHub ``workflow_dispatch`` event: the keys are in ``inputs`` (``url``, ``question``, ``dry_run``);
-- a bare payload ``{"channel": ..., "ts": ..., ...}``;
-- a Slack Events API envelope carrying ``reaction_added`` or ``app_mention`` (an @helpbot: the mention's message is
-  the one answered, ``mention`` is true; its text is the asker's instruction, read from Slack by the front).
-
-Anything malformed raises :class:`BadInput` with one line (the CLI prints it and exits 2, posting nothing): a
-typo in a key or a float ``ts`` must not turn into a half-right answer in the wrong thread. The decisions that
-need no Slack call (another reaction, a channel outside the allowlist, the bot's own message when the payload
-says who wrote it, a bot's event) are :func:`agent.slack.admission.check_ignore`'s, so they can run before any
-client is built; an envelope's facts about who acted are kept as the trigger's :class:`Sender` for it.
+"""What started this run: one strictly validated :class:`Trigger`, whatever the input looked like -- a
+``repository_dispatch`` or ``workflow_dispatch`` event, a bare payload, or a Slack Events API envelope
+(``reaction_added``, ``app_mention``). Anything malformed is one :class:`BadInput` line (exit 2, nothing posted): a
+typo'd key or a float ``ts`` must not become a half-right answer in the wrong thread. Whether to answer is
+:mod:`agent.slack.admission`'s.
 """
 
 from __future__ import annotations
@@ -37,24 +27,20 @@ MAX_QUESTION_CHARS = 4000
 MAX_EVENT_BYTES = 1024 * 1024  # a GitHub event is a few KB
 MAX_EVENT_DEPTH = 32  # the deepest real event (workflow_dispatch) nests about 5 levels
 
-# The payload keys a trigger may carry. Unknown keys are an error: "chanel" must not be silently dropped.
 PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id",
                           "mention"})
-TRIGGER_EVENTS = frozenset({"reaction_added", "app_mention"})  # the Slack events that trigger an answer
-# help.yml's inputs (tests/workflows pins it): force and now reach helpbot as --force and HELPBOT_NOW; an event file
-# from the Actions page carries every declared input, the checkboxes as false.
+TRIGGER_EVENTS = frozenset({"reaction_added", "app_mention"})
+# help.yml's inputs (tests/workflows pins them); force and now reach helpbot as --force and HELPBOT_NOW
 WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run", "force", "now"})
 
-# Whole-value patterns: always used with fullmatch (``match`` with ``$`` would accept a trailing newline).
 REACTION_RE = re.compile(r"[a-z0-9_+'\-]{1,100}")
 EVENT_ID_RE = re.compile(r"[A-Za-z0-9]{1,64}")
 _SKIN_TONE_RE = re.compile(r"::skin-tone-\d+$")
 _REACTION_ALIASES = {"thumbsup": "+1", "thumbsdown": "-1"}  # Slack's events and reactions name 👍/👎 +1 and -1
-# helpbot adds these itself (working, done, failed): as the trigger they would answer helpbot's own progress.
+# helpbot adds these itself (working, done, failed): as the trigger they would answer helpbot's own progress
 WORKING_REACTION, DONE_REACTION, FAILED_REACTION = "eyes", "white_check_mark", "x"
 RESERVED_REACTIONS = frozenset({WORKING_REACTION, DONE_REACTION, FAILED_REACTION})
-
-
+_TS = "a Slack timestamp like 1700000000.123456"
 Source = Literal["repository_dispatch", "workflow_dispatch", "payload", "slack_event", "cli"]  # what started it
 
 
@@ -74,20 +60,14 @@ class Sender:
 
 @dataclass(frozen=True)
 class Trigger:
-    """A validated request for an answer.
-
-    ``channel``/``ts`` name the reacted message (None only for a free ``question`` from workflow_dispatch);
-    ``thread_ts`` is its thread root when the payload or permalink says so (the Slack side re-checks).
-    ``reaction`` is None when a person started the run by hand (``--url``, workflow_dispatch) or by a mention.
-    ``mention``: an @helpbot message (``ts``) asked; ``user`` wrote it, and so does ``item_user`` when known.
-    """
+    """A validated request for an answer: ``channel``/``ts`` name the message (None only for a free ``question``)."""
 
     source: Source
     channel: str | None = None
     ts: str | None = None
-    thread_ts: str | None = None
-    user: str | None = None
-    reaction: str | None = None
+    thread_ts: str | None = None  # its thread root when the payload or link says so (Slack re-checks)
+    user: str | None = None  # who reacted, or wrote the @helpbot message (``mention``)
+    reaction: str | None = None  # None when started by hand or by a mention
     item_user: str | None = None
     event_id: str | None = None
     question: str | None = None
@@ -105,10 +85,9 @@ class Ignore:
     reason: str
 
 
-# -- entry points ---------------------------------------------------------------------------------------------
 def load_event(path: str | os.PathLike[str]) -> Trigger:
-    """Read and parse an event file: a regular file of at most MAX_EVENT_BYTES (a FIFO, a device or
-    /dev/zero is refused before a byte is read); anything else is BadInput, not a traceback or a hang."""
+    """Read and parse an event file: a regular file of at most MAX_EVENT_BYTES (a FIFO or /dev/zero is refused
+    before a byte is read); anything else is BadInput, not a traceback or a hang."""
     name = os.fspath(path)
     try:
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not block
@@ -175,7 +154,6 @@ def from_options(*, url: str | None = None, channel: str | None = None, ts: str 
     return payload_trigger(payload, source="cli", where="options")
 
 
-# -- shapes ---------------------------------------------------------------------------------------------------
 def _from_repository_dispatch(data: Mapping[str, Any]) -> Trigger:
     action = data.get("action")
     if action is not None and action != DISPATCH_EVENT_TYPE:
@@ -226,26 +204,20 @@ def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
         raise BadInput("reaction_added event has no 'item' object")
     if item.get("type") != "message":
         raise BadInput(f"reaction_added on a {item.get('type')!r}; helpbot answers messages only")
-    payload = {
-        "channel": item.get("channel"),
-        "ts": item.get("ts"),
-        "user": event.get("user"),
-        "reaction": event.get("reaction"),
-        "item_user": event.get("item_user"),
-        "event_id": data.get("event_id"),
-    }
-    trigger = payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
-    return replace(trigger, sender=sender_of(data, event, message=False))
+    return _from_event(data, event, message=False, channel=item.get("channel"), ts=item.get("ts"),
+                       reaction=event.get("reaction"), item_user=event.get("item_user"))
 
 
 def _from_mention(data: Mapping[str, Any], event: Mapping[str, Any]) -> Trigger:
-    """``app_mention``: ``{type, user, text, ts, channel, event_ts, thread_ts?}``. The message is answered in its
-    thread; a mention posted by a bot carries ``bot_id`` (and helpbot's own never counts, see check_ignore)."""
-    payload = {"channel": event.get("channel"), "ts": event.get("ts"), "thread_ts": event.get("thread_ts"),
-               "user": event.get("user"), "item_user": event.get("user"), "event_id": data.get("event_id"),
-               "mention": True}
+    """``app_mention`` (``{type, user, text, ts, channel, event_ts, thread_ts?}``): the message is answered."""
+    return _from_event(data, event, message=True, channel=event.get("channel"), ts=event.get("ts"),
+                       thread_ts=event.get("thread_ts"), item_user=event.get("user"), mention=True)
+
+
+def _from_event(data: Mapping[str, Any], event: Mapping[str, Any], *, message: bool, **keys: Any) -> Trigger:
+    payload = {**keys, "user": event.get("user"), "event_id": data.get("event_id")}
     trigger = payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
-    return replace(trigger, sender=sender_of(data, event, message=True))
+    return replace(trigger, sender=sender_of(data, event, message=message))
 
 
 def sender_of(envelope: Mapping[str, Any], event: Mapping[str, Any], *, message: bool) -> Sender:
@@ -288,28 +260,20 @@ def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -
         unknown = f"; unknown key(s) ignored: {', '.join(ignored)}" if ignored else ""
         raise BadInput(f"{where} is missing {missing} (or give url, a Slack message link){unknown}")
     _check(channel, CHANNEL_RE, f"{where}.channel", "a Slack channel ID like C0123456789")
-    _check(ts, TS_RE, f"{where}.ts", "a Slack timestamp like 1700000000.123456")
-    if thread_ts:
-        _check(thread_ts, TS_RE, f"{where}.thread_ts", "a Slack timestamp like 1700000000.123456")
+    _check(ts, TS_RE, f"{where}.ts", _TS)
+    _check(thread_ts, TS_RE, f"{where}.thread_ts", _TS)
     for key in ("user", "item_user"):
-        value = values[key]
-        if value:
-            _check(value, USER_RE, f"{where}.{key}", "a Slack user ID like U0123456789")
-    raw_reaction = values["reaction"]
-    reaction = canonical_reaction(raw_reaction) if raw_reaction else None
-    if reaction is not None:
-        _check(reaction, REACTION_RE, f"{where}.reaction", "an emoji name like help")
+        _check(values[key], USER_RE, f"{where}.{key}", "a Slack user ID like U0123456789")
+    reaction = canonical_reaction(values["reaction"]) if values["reaction"] else None
+    _check(reaction, REACTION_RE, f"{where}.reaction", "an emoji name like help")
     if mention and reaction is not None:
         raise BadInput(f"{where} has both a reaction and mention; a trigger is one or the other")
-    event_id = values["event_id"]
-    if event_id:
-        _check(event_id, EVENT_ID_RE, f"{where}.event_id", "a Slack event ID like Ev0123ABC")
+    _check(values["event_id"], EVENT_ID_RE, f"{where}.event_id", "a Slack event ID like Ev0123ABC")
     return Trigger(source=source, channel=channel, ts=ts, thread_ts=thread_ts, user=values["user"],
                    reaction=reaction, item_user=values["item_user"], event_id=values["event_id"], url=url,
                    mention=mention, ignored=ignored)
 
 
-# -- pieces ---------------------------------------------------------------------------------------------------
 _KEY_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
 MAX_NAMED_KEYS = 10
 
@@ -365,8 +329,9 @@ def _bool(value: Any, where: str) -> bool:
     raise BadInput(f"{where} must be true or false, got {value!r}")
 
 
-def _check(value: str, pattern: re.Pattern[str], where: str, expected: str) -> None:
-    if not pattern.fullmatch(value):
+def _check(value: str | None, pattern: re.Pattern[str], where: str, expected: str) -> None:
+    """A value given must match all of ``pattern`` (``match`` with ``$`` would accept a trailing newline)."""
+    if value and not pattern.fullmatch(value):
         raise BadInput(f"{where} {value[:80]!r} is not {expected}")
 
 

@@ -15,7 +15,7 @@ from agent.saved import load_transcript
 from agent.slack.blocks import answer_payloads, failure_payload
 from agent.slack.handle import Thread
 from agent.slack.markers import EVENT_TYPES, Me
-from agent.slack.readback import message_markdown, split_sources
+from agent.slack.readback import message_markdown, read_answer
 from agent.slack.thread import earlier_turns
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.answers import make_answer
@@ -197,11 +197,11 @@ def test_sources_survive_when_slack_hands_the_answer_back_as_rich_text() -> None
     assert "推定コスト" not in message_markdown(answer)  # the footer is not part of the answer
 
 
-def test_split_sources_reads_our_own_sources_section() -> None:
+def test_read_answer_reads_our_own_sources_section() -> None:
     result = make_answer("答えです。", sources=[{"title": "A [draft]", "url": FAQ_URL}], rounds=1, tools=())
     [payload] = answer_payloads(result)
-    text, sources = split_sources(message_markdown(payload))
-    assert text == "答えです。" and sources == [{"title": "A ［draft］", "url": FAQ_URL}]
+    read = read_answer(message_markdown(payload))
+    assert read.text == "答えです。" and read.sources == [{"title": "A ［draft］", "url": FAQ_URL}]
 
 
 # -- helpbot ask --continue / --save --------------------------------------------------------------------------------
