@@ -212,7 +212,12 @@ def test_faq_draft_opens_a_pull_request_only_with_its_token(tmp_path: Path) -> N
     assert job["permissions"] == {"contents": "read"}  # the write is the PR token's, never the job's
     draft = step("faq-draft", "Draft")
     env = {"HELPBOT_CHANNELS": "C0ECSUP", "SINCE": "", "MIN_UP": "", "DRAFTS": str(tmp_path / "d"),
-           "PATH": fake_uv(tmp_path)}
+           "HELPBOT_REPOSITORY_VISIBILITY": "private", "PATH": fake_uv(tmp_path)}
+    for unknown in ("", "public", "secret"):  # an empty or unknown visibility keeps no drafts, like a public one
+        kept = run_script(draft["run"], {**env, "HELPBOT_FAQ_PR_TOKEN": "", "HELPBOT_REPOSITORY_VISIBILITY": unknown})
+        assert kept.returncode == 0 and "no artifact" in kept.stdout and "--out" not in kept.stdout, kept.stdout
+    assert "visibility == 'private' || github.event.repository.visibility == 'internal'" in step(
+        "faq-draft", "Keep the drafts")["if"]
     without = run_script(draft["run"], {**env, "HELPBOT_FAQ_PR_TOKEN": ""})
     assert without.returncode == 0, without.stderr
     notice, command = without.stdout.splitlines()
