@@ -35,10 +35,9 @@ import yaml
 from agent import guard
 from agent.config import env_bool
 from agent.errors import UsageError
-from agent.slack.feedback import parse_since
 from agent.slack.handle import is_public
 from agent.slack.markers import read as read_marker
-from agent.slack.ratings import RatedAnswer, Scanner
+from agent.slack.ratings import RatedAnswer, Scanner, parse_since
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.split import cut
 from agent.slack.trigger import env_channels

@@ -23,13 +23,12 @@ import argparse
 import csv
 import io
 import json
-import re
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
@@ -42,44 +41,24 @@ from agent.slack.blocks import (
     platform_label,
 )
 from agent.slack.handle import is_public
-from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, RatedAnswer, Scanner, local_time
+from agent.slack.ratings import (
+    NEGATIVE,
+    PAGE_SIZE,
+    POSITIVE,
+    RatedAnswer,
+    Scanner,
+    local_time,
+    parse_since,
+    scan_channels,
+)
 from agent.slack.split import slack_len
-from agent.slack.trigger import env_channels
 from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import CredentialsError, ToolError
 from mcp_lib.ids import is_channel_id, is_dm_id
 from mcp_lib.platforms import slack as slack_platform
 
-_DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)
 MAX_POSTED_NEGATIVES = 20
 POST_LIMIT = 11_000  # below the 12,000 markdown characters of one message
-
-
-# -- the window -----------------------------------------------------------------------------------------------
-def parse_since(value: str, now: datetime, command: str = "helpbot feedback") -> datetime:
-    """``7d``, ``30d``, ``12h``, ``2w`` before ``now``, or an ISO date/time (naive: ``now``'s time zone)."""
-    raw = value.strip()
-    bad = UsageError(f"{command}: --since {value!r} is neither a duration like 7d, 30d or 12h nor a date "
-                     "like 2025-01-31")
-    match = _DURATION.fullmatch(raw)
-    if match:
-        amount, unit = int(match.group(1)), match.group(2).lower()
-        if amount == 0:
-            raise UsageError(f"{command}: --since {value!r} is an empty window; use at least 1{unit}")
-        try:
-            return now - timedelta(hours=amount) * {"h": 1, "d": 24, "w": 24 * 7}[unit]
-        except OverflowError:
-            raise bad from None
-    try:
-        when = (datetime.fromisoformat(raw) if "T" in raw or " " in raw
-                else datetime.combine(date.fromisoformat(raw), datetime.min.time()))
-    except ValueError:
-        raise bad from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=now.tzinfo)
-    if when >= now:
-        raise UsageError(f"{command}: --since {value!r} is not in the past")
-    return when
 
 
 # -- the report -----------------------------------------------------------------------------------------------
@@ -237,19 +216,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also post the summary to this channel (default HELPBOT_FEEDBACK_CHANNEL)")
 
 
-def _channels(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
-    if args.channel:
-        channels = list(dict.fromkeys(c.strip() for c in args.channel))
-        bad = next((c for c in channels if not is_channel_id(c)), None)
-        if bad is not None:
-            raise UsageError(f"helpbot feedback: --channel {bad!r} is not a channel ID (like C0123456789)")
-        return channels
-    channels = env_channels(env, "HELPBOT_CHANNELS")
-    if not channels:
-        raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
-    return channels
-
-
 def _post_channel(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
     if args.post is None:
         return None
@@ -301,7 +267,7 @@ def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | No
     tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)  # no config: fails just below
     now = (now or datetime.now(tz)).astimezone(tz)
     since = parse_since(args.since, now)
-    channels = _channels(args, env)
+    channels = scan_channels(args, env)
     post_to = _post_channel(args, env)
     try:
         scanner = Scanner.connect(env, "feedback", sleep=sleep, page_size=page_size)

@@ -11,22 +11,28 @@ messages; ``reactions.get`` is called only when Slack truncated a user list. A l
 
 from __future__ import annotations
 
+import argparse
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 
 from agent import guard
+from agent.errors import UsageError
 from agent.slack.markers import Me, answers_in_sequence
 from agent.slack.readback import message_markdown, read_answer
-from agent.slack.trigger import canonical_reaction
+from agent.slack.trigger import canonical_reaction, env_channels
+from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolContext
+from mcp_lib.ids import is_channel_id
 from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
 SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
 POSITIVE, NEGATIVE = "+1", "-1"
+_DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)
 
 
 def _ts(when: datetime) -> str:
@@ -232,3 +238,43 @@ class Scanner:
         for answer in answers:
             data = self.call("chat.getPermalink", channel=answer.channel, message_ts=answer.ts)
             answer.permalink = str(data.get("permalink") or "") or None
+
+
+# -- the window -----------------------------------------------------------------------------------------------
+def parse_since(value: str, now: datetime, command: str = "helpbot feedback") -> datetime:
+    """``7d``, ``30d``, ``12h``, ``2w`` before ``now``, or an ISO date/time (naive: ``now``'s time zone)."""
+    raw = value.strip()
+    bad = UsageError(f"{command}: --since {value!r} is neither a duration like 7d, 30d or 12h nor a date "
+                     "like 2025-01-31")
+    match = _DURATION.fullmatch(raw)
+    if match:
+        amount, unit = int(match.group(1)), match.group(2).lower()
+        if amount == 0:
+            raise UsageError(f"{command}: --since {value!r} is an empty window; use at least 1{unit}")
+        try:
+            return now - timedelta(hours=amount) * {"h": 1, "d": 24, "w": 24 * 7}[unit]
+        except OverflowError:
+            raise bad from None
+    try:
+        when = (datetime.fromisoformat(raw) if "T" in raw or " " in raw
+                else datetime.combine(date.fromisoformat(raw), datetime.min.time()))
+    except ValueError:
+        raise bad from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=now.tzinfo)
+    if when >= now:
+        raise UsageError(f"{command}: --since {value!r} is not in the past")
+    return when
+
+
+def scan_channels(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
+    if args.channel:
+        channels = list(dict.fromkeys(c.strip() for c in args.channel))
+        bad = next((c for c in channels if not is_channel_id(c)), None)
+        if bad is not None:
+            raise UsageError(f"helpbot feedback: --channel {bad!r} is not a channel ID (like C0123456789)")
+        return channels
+    channels = env_channels(env, "HELPBOT_CHANNELS")
+    if not channels:
+        raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
+    return channels

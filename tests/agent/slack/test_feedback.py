@@ -24,8 +24,8 @@ from agent.cli import main as helpbot_main
 from agent.core.run import Answer
 from agent.errors import UsageError
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload
-from agent.slack.feedback import _cell, parse_since, run
-from agent.slack.ratings import RatedAnswer, Scanner, tally_reactions
+from agent.slack.feedback import _cell, run
+from agent.slack.ratings import RatedAnswer, Scanner, parse_since, tally_reactions
 from agent.slack.trigger import canonical_reaction
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
