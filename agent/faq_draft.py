@@ -20,14 +20,12 @@ import os
 import re
 import sys
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
-from zoneinfo import ZoneInfo
 
 import httpx
 import yaml
@@ -35,17 +33,14 @@ import yaml
 from agent import guard
 from agent.config import env_bool
 from agent.errors import UsageError
-from agent.slack.handle import is_public
 from agent.slack.markers import read as read_marker
-from agent.slack.ratings import RatedAnswer, Scanner, parse_since
+from agent.slack.ratings import RatedAnswer, Scanner, scan_window, slack_command
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.split import cut
-from agent.slack.trigger import env_channels
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError
-from mcp_lib.core import CredentialsError, ToolError
-from mcp_lib.ids import is_channel_id
+from mcp_lib.core import ToolError
 from mcp_lib.platforms import faq
-from mcp_lib.platforms import slack as slack_platform
 
 QUESTION_CHARS = 200
 _MENTION = re.compile(r"<[@!][^>]*>")  # <@U123>, <!here>, <!subteam^S1|@team>
@@ -164,18 +159,8 @@ class Drafter:
         self.scanner, self.index, self.private_ok, self.now = scanner, index, private_ok, now
         self.skipped: Counter[str] = Counter()
         self.drafts: list[Draft] = []
-        self._public: dict[str, bool] = {}
         self._people: dict[str, set[str]] = {}
         self._known: set[str] = set()  # the names of the participants of the thread at hand
-
-    def _channel_public(self, channel: str) -> bool:
-        if channel not in self._public:
-            try:
-                info = slack_platform.channel_info(self.scanner.ctx, channel)
-            except ToolError:
-                info = {}
-            self._public[channel] = is_public(info)
-        return self._public[channel]
 
     def _question(self, answer: RatedAnswer) -> str:
         asked = answer.question_ts
@@ -205,7 +190,7 @@ class Drafter:
         return self._people[user_id]
 
     def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> None:
-        if not self.private_ok and not self._channel_public(answer.channel):
+        if not self.private_ok and not self.scanner.is_public(answer.channel):
             self.skipped["private channel"] += 1
             return
         self._known = set()
@@ -248,28 +233,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                          "GITHUB_REPOSITORY)")
 
 
-def _channels(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
-    if args.channel:
-        bad = next((c for c in args.channel if not is_channel_id(c.strip())), None)
-        if bad is not None:
-            raise UsageError(f"helpbot faq-draft: --channel {bad!r} is not a channel ID (like C0123456789)")
-        return list(dict.fromkeys(c.strip() for c in args.channel))
-    channels = env_channels(env, "HELPBOT_CHANNELS")
-    if not channels:
-        raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
-    return channels
-
-
 def _summary(drafter: Drafter, candidates: int, answers: int, min_up: int) -> str:
     skipped = ", ".join(f"{n} {why}" for why, n in drafter.skipped.most_common())
     return (f"helpbot faq-draft: {len(drafter.drafts)} drafts from {answers} answers ({candidates} with ≥ {min_up} 👍 "
             f"and no 👎 majority)" + (f"; skipped: {skipped}" if skipped else ""))
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | None = None,
-        sleep: Callable[[float], None] = time.sleep, out: IO[str] | None = None,
+def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK, out: IO[str] | None = None,
         github_transport: httpx.BaseTransport | None = None) -> int:
-    """The command with its seams: environment, clock, the retry handlers' sleep, output, GitHub's transport."""
+    """The command with its seams: environment, clock (the retries sleep on it), output, GitHub's transport."""
     from agent import faq_pr
 
     out = out or sys.stdout
@@ -281,46 +253,40 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | Non
         return 0
     if args.out is not None and (problem := guard.unwritable(args.out, folder=True)):
         raise UsageError(f"helpbot faq-draft: --out: cannot write into {str(args.out)!r}: {problem}")
-    config = slack_platform.load_config(env)
-    tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)
-    now = (now or datetime.now(tz)).astimezone(tz)
-    since = parse_since(args.since, now, "helpbot faq-draft")
-    channels = _channels(args, env)
+    _, now, since, channels = scan_window(args, env, "faq-draft", clock)
     private_ok = env_bool(env, "HELPBOT_FAQ_PRIVATE")
     pr_config = faq_pr.load_config(env) if args.pr else None
     index = faq.make_client(faq.load_config(env))
-    try:
-        scanner = Scanner.connect(env, "faq-draft", sleep=sleep)
+
+    def draft() -> int:
+        scanner = Scanner.connect(env, "faq-draft", sleep=clock.sleep)
         found = [pair for channel in channels for pair in scanner.scan_with_parts(channel, since)]
         candidates = [(a, parts) for a, parts in found if qualifies(a, args.min_up)]
         scanner.add_permalinks(a for a, _ in candidates)
         drafter = Drafter(scanner, index, private_ok=private_ok, now=now)
         for answer, parts in candidates:
             drafter.add(answer, parts)
-    except CredentialsError as exc:
-        raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
-    except ToolError as exc:
-        guard.err(f"helpbot faq-draft: {exc}")
-        return 1
-    summary = _summary(drafter, len(candidates), len(found), args.min_up)
-    if not drafter.drafts:
-        guard.err(summary.replace("0 drafts", "nothing to draft: 0 drafts", 1))
+        summary = _summary(drafter, len(candidates), len(found), args.min_up)
+        if not drafter.drafts:
+            guard.err(summary.replace("0 drafts", "nothing to draft: 0 drafts", 1))
+            return 0
+        files = {d.file_name: d.render() for d in drafter.drafts}
+        if pr_config is not None:
+            with faq_pr.make_client(pr_config, github_transport) as client:
+                url = faq_pr.PullRequestWriter(pr_config, client, clock.sleep).open(
+                    f"helpbot/faq-drafts-{now:%Y%m%d-%H%M%S}", files,
+                    f"FAQ drafts from helpbot answers ({len(files)})", _pr_body(drafter.drafts, summary))
+            guard.out(f"{summary}\nhelpbot faq-draft: opened {url}", file=out)
+        elif args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                guard.write_file(args.out / name, text)
+            guard.out(f"{summary}\nhelpbot faq-draft: wrote {len(files)} files to {args.out}", file=out)
+        else:
+            guard.out("\n".join([summary, *(f"\n==> {name}\n{text}" for name, text in files.items())]), file=out)
         return 0
-    files = {d.file_name: d.render() for d in drafter.drafts}
-    if pr_config is not None:
-        with faq_pr.make_client(pr_config, github_transport) as client:
-            url = faq_pr.PullRequestWriter(pr_config, client, sleep).open(
-                f"helpbot/faq-drafts-{now:%Y%m%d-%H%M%S}", files,
-                f"FAQ drafts from helpbot answers ({len(files)})", _pr_body(drafter.drafts, summary))
-        guard.out(f"{summary}\nhelpbot faq-draft: opened {url}", file=out)
-    elif args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            guard.write_file(args.out / name, text)
-        guard.out(f"{summary}\nhelpbot faq-draft: wrote {len(files)} files to {args.out}", file=out)
-    else:
-        guard.out("\n".join([summary, *(f"\n==> {name}\n{text}" for name, text in files.items())]), file=out)
-    return 0
+
+    return slack_command("faq-draft", draft)
 
 
 def _pr_body(drafts: list[Draft], summary: str) -> str:

@@ -23,14 +23,14 @@ import argparse
 import csv
 import io
 import json
+import os
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
+from functools import partial
 from typing import IO, Any
-from zoneinfo import ZoneInfo
 
 from agent import guard
 from agent.errors import UsageError
@@ -40,7 +40,6 @@ from agent.slack.blocks import (
     format_cost,
     platform_label,
 )
-from agent.slack.handle import is_public
 from agent.slack.ratings import (
     NEGATIVE,
     PAGE_SIZE,
@@ -48,12 +47,12 @@ from agent.slack.ratings import (
     RatedAnswer,
     Scanner,
     local_time,
-    parse_since,
-    scan_channels,
+    scan_window,
+    slack_command,
 )
 from agent.slack.split import slack_len
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str
-from mcp_lib.core import CredentialsError, ToolError
 from mcp_lib.ids import is_channel_id, is_dm_id
 from mcp_lib.platforms import slack as slack_platform
 
@@ -227,12 +226,14 @@ def _post_channel(args: argparse.Namespace, env: Mapping[str, str]) -> str | Non
     return channel
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | None = None,
-        sleep: Callable[[float], None] = time.sleep, out: IO[str] | None = None,
-        page_size: int = PAGE_SIZE) -> int:
-    """The command with its seams: environment, clock, the retry handlers' sleep, output stream."""
+def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK,
+        out: IO[str] | None = None, page_size: int = PAGE_SIZE) -> int:
+    """The command with its seams: environment, clock (the retry handlers sleep on it), output stream."""
     with guard.installed(Guard.from_env(env, names=builtin_names())):
-        return _run(args, env, now=now, sleep=sleep, out=out or sys.stdout, page_size=page_size)
+        tz, now, since, channels = scan_window(args, env, "feedback", clock)
+        post_to = _post_channel(args, env)
+        return slack_command("feedback", partial(_report, args, env, tz, Report(since, now, channels, []), post_to,
+                                                 clock=clock, out=out or sys.stdout, page_size=page_size))
 
 
 def builtin_names() -> list[str]:
@@ -243,71 +244,44 @@ def builtin_names() -> list[str]:
     return [*platforms, *(tool.wire_name for p in platforms.values() for tool in p.tools.values())]
 
 
-def private_channels(scanner: Scanner, channels: list[str]) -> set[str]:
-    """The channels whose answers must not reach a wider audience: private, DMs, or privacy unreadable."""
-    private = set()
-    for channel in channels:
-        try:
-            info = scanner.call("conversations.info", channel=channel).get("channel") or {}
-        except ToolError:
-            info = {}
-        if not is_public(info):
-            private.add(channel)
-    return private
-
-
 def for_audience(report: Report, private: set[str], *, channel: str | None = None) -> Report:
     """The report for readers outside the private channels -- or inside ``channel``, whose answers stay."""
     return replace(report, answers=[a for a in report.answers if a.channel not in private or a.channel == channel])
 
 
-def _run(args: argparse.Namespace, env: Mapping[str, str], *, now: datetime | None,
-         sleep: Callable[[float], None], out: IO[str], page_size: int) -> int:
-    config = slack_platform.load_config(env)
-    tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)  # no config: fails just below
-    now = (now or datetime.now(tz)).astimezone(tz)
-    since = parse_since(args.since, now)
-    channels = scan_channels(args, env)
-    post_to = _post_channel(args, env)
-    try:
-        scanner = Scanner.connect(env, "feedback", sleep=sleep, page_size=page_size)
-        guard.narrow(hosts=[guard.host_of(scanner.workspace_url) or ""])  # permalinks keep their thread
-        answers = [answer for channel in channels for answer in scanner.scan(channel, since)]
-        full = Report(since=since, until=now, channels=channels, answers=answers)
-        private = private_channels(scanner, channels)
-        in_actions = env.get("GITHUB_ACTIONS") == "true"
-        public_log = guard.records_public(env)  # a public repository's log is everyone's: no channel's answers
-        hidden = set(channels) if public_log else private
-        report = for_audience(full, hidden) if in_actions or public_log else full
-        left_out = sorted(hidden) if in_actions or public_log else []
-        scanner.add_permalinks(full.negative)
-        if args.json:
-            guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out}, ensure_ascii=False,
-                                 indent=2), file=out)
-        elif args.csv:
-            rows = io.StringIO()
-            write_csv(report, rows, tz)
-            guard.out(rows.getvalue().removesuffix("\n"), file=out)
-        else:
-            guard.out(render_text(report, tz), file=out)
-        if left_out and not args.json:
-            guard.err(("helpbot feedback: answers left out of the Actions log (a public repository; "
-                       "HELPBOT_PUBLIC_RECORDS=true keeps them): " if public_log else
-                       "helpbot feedback: answers in private channels left out of the Actions log: ")
-                      + f"{', '.join(left_out)} (run it locally to see them)")
-        if post_to:
-            payload = summary_payload(for_audience(full, private, channel=post_to), tz)
-            posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload, **POST_OPTIONS)
-            guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
-    except CredentialsError as exc:
-        raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
-    except ToolError as exc:
-        guard.err(f"helpbot feedback: {exc}")
-        return 1
+def _report(args: argparse.Namespace, env: Mapping[str, str], tz: tzinfo, full: Report, post_to: str | None, *,
+            clock: Clock, out: IO[str], page_size: int) -> int:
+    channels = full.channels
+    scanner = Scanner.connect(env, "feedback", sleep=clock.sleep, page_size=page_size)
+    guard.narrow(hosts=[guard.host_of(scanner.workspace_url) or ""])  # permalinks keep their thread
+    full.answers = [answer for channel in channels for answer in scanner.scan(channel, full.since)]
+    private = {channel for channel in channels if not scanner.is_public(channel)}
+    in_actions = env.get("GITHUB_ACTIONS") == "true"
+    public_log = guard.records_public(env)  # a public repository's log is everyone's: no channel's answers
+    hidden = set(channels) if public_log else private
+    report = for_audience(full, hidden) if in_actions or public_log else full
+    left_out = sorted(hidden) if in_actions or public_log else []
+    scanner.add_permalinks(full.negative)
+    if args.json:
+        guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out}, ensure_ascii=False,
+                             indent=2), file=out)
+    elif args.csv:
+        rows = io.StringIO()
+        write_csv(report, rows, tz)
+        guard.out(rows.getvalue().removesuffix("\n"), file=out)
+    else:
+        guard.out(render_text(report, tz), file=out)
+    if left_out and not args.json:
+        guard.err(("helpbot feedback: answers left out of the Actions log (a public repository; "
+                   "HELPBOT_PUBLIC_RECORDS=true keeps them): " if public_log else
+                   "helpbot feedback: answers in private channels left out of the Actions log: ")
+                  + f"{', '.join(left_out)} (run it locally to see them)")
+    if post_to:
+        payload = summary_payload(for_audience(full, private, channel=post_to), tz)
+        posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload, **POST_OPTIONS)
+        guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
     return 0
 
 
 def main(args: argparse.Namespace) -> int:
-    import os
-
     return run(args, dict(os.environ))

@@ -18,14 +18,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from agent import guard
 from agent.errors import UsageError
+from agent.slack.handle import is_public
 from agent.slack.markers import Me, answers_in_sequence
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
+from mcp_lib.clock import Clock
+from mcp_lib.clock import now as clock_now
 from mcp_lib.config import ConfigError
-from mcp_lib.core import ToolContext
+from mcp_lib.core import CredentialsError, ToolContext, ToolError
 from mcp_lib.ids import is_channel_id
 from mcp_lib.platforms import slack as slack_platform
 
@@ -164,6 +168,7 @@ class Scanner:
         self.excluded = {bot_user_id, *excluded, *([configured_user_id] if configured_user_id else [])}
         self.page_size = page_size
         self.workspace_url = workspace_url
+        self._public: dict[str, bool] = {}
 
     @classmethod
     def connect(cls, env: Mapping[str, str], command: str, *, sleep: Callable[[float], None],
@@ -190,6 +195,16 @@ class Scanner:
 
     def call(self, api: str, **params: Any) -> dict[str, Any]:
         return slack_platform.call(self.ctx, api, **params)
+
+    def is_public(self, channel: str) -> bool:
+        """Public only when Slack says so: private channels, DMs and unreadable privacy are not (asked once)."""
+        if channel not in self._public:
+            try:
+                info = slack_platform.channel_info(self.ctx, channel)
+            except ToolError:
+                info = {}
+            self._public[channel] = is_public(info)
+        return self._public[channel]
 
     def _pages(self, api: str, **params: Any) -> Iterator[dict[str, Any]]:
         cursor = None
@@ -267,14 +282,34 @@ def parse_since(value: str, now: datetime, command: str = "helpbot feedback") ->
     return when
 
 
-def scan_channels(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
+def scan_channels(args: argparse.Namespace, env: Mapping[str, str], command: str = "feedback") -> list[str]:
     if args.channel:
         channels = list(dict.fromkeys(c.strip() for c in args.channel))
         bad = next((c for c in channels if not is_channel_id(c)), None)
         if bad is not None:
-            raise UsageError(f"helpbot feedback: --channel {bad!r} is not a channel ID (like C0123456789)")
+            raise UsageError(f"helpbot {command}: --channel {bad!r} is not a channel ID (like C0123456789)")
         return channels
     channels = env_channels(env, "HELPBOT_CHANNELS")
     if not channels:
         raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
     return channels
+
+
+def scan_window(args: argparse.Namespace, env: Mapping[str, str], command: str,
+                clock: Clock) -> tuple[tzinfo, datetime, datetime, list[str]]:
+    """A scan's time zone, now, the start of ``--since`` and the channels; bad values exit 2 before any call."""
+    config = slack_platform.load_config(env)
+    tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)  # no config: Scanner.connect says so
+    now = clock_now(clock, tz)
+    return tz, now, parse_since(args.since, now, f"helpbot {command}"), scan_channels(args, env, command)
+
+
+def slack_command(command: str, body: Callable[[], int]) -> int:
+    """``body`` run: a token Slack refuses is a ConfigError (exit 2), any other Slack failure one line, exit 1."""
+    try:
+        return body()
+    except CredentialsError as exc:
+        raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
+    except ToolError as exc:
+        guard.err(f"helpbot {command}: {exc}")
+        return 1

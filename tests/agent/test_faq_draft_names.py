@@ -12,6 +12,7 @@ from slack_sdk import WebClient
 
 from agent.faq_draft import clean_question, names_of, run
 from agent.faq_draft import run as faq_draft_run
+from tests.fakes.clock import FakeClock
 from tests.fakes.faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, named_workspace
 
@@ -56,7 +57,7 @@ def test_a_draft_keeps_no_participants_name(fake: FakeSlack) -> None:
     env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": fake.url, "HELPBOT_CHANNELS": "C0ECSUP",
            "HELPBOT_BOT_USER_ID": BOT}
     out = io.StringIO()
-    assert run(parse(), env, now=NOW, sleep=[].append, out=out) == 0
+    assert run(parse(), env, clock=FakeClock(wall=NOW.timestamp()), out=out) == 0
     printed = out.getvalue()
     assert "1 drafts" in printed and "ギフト包装の指定はどこでできますか" in printed
     for name in ("鈴木", "田中", "部長", "たなか"):
@@ -82,8 +83,8 @@ def test_a_drafts_answer_keeps_no_participants_name(named_answer: FakeSlack) -> 
     helpbot's answer addresses the asker and names who did what in the thread: the draft printed them."""
     env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": named_answer.url, "HELPBOT_CHANNELS": "C0ECSUP",
            "HELPBOT_BOT_USER_ID": BOT}
-    out, sleeps = io.StringIO(), list[float]()
-    assert faq_draft_run(parse(), env, now=NOW, sleep=sleeps.append, out=out) == 0
+    out = io.StringIO()
+    assert faq_draft_run(parse(), env, clock=FakeClock(wall=NOW.timestamp()), out=out) == 0
     printed = out.getvalue()
     assert "1 drafts" in printed and "「のし」欄で指定します" in printed
     for name in ("佐藤", "鈴木", "田中", "花子"):

@@ -14,6 +14,7 @@ from agent.cli import build_parser
 from agent.faq_draft import run
 from agent.slack.blocks import answer_payloads, placeholder_payload
 from tests.fakes.answers import make_answer
+from tests.fakes.clock import FakeClock
 from tests.fakes.slack import Workspace
 
 JST = ZoneInfo("Asia/Tokyo")
@@ -46,5 +47,5 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def draft(env: dict[str, str], *argv: str, **kw: Any) -> tuple[int, str]:
     out = io.StringIO()
-    code = run(parse(*argv), env, now=NOW, sleep=[].append, out=out, **kw)
+    code = run(parse(*argv), env, clock=FakeClock(wall=NOW.timestamp()), out=out, **kw)
     return code, out.getvalue()

@@ -8,16 +8,15 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 
 from agent.cli import build_parser
 from agent.core.model import Request
 from agent.slack import feedback
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import answer_scripted
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
@@ -83,8 +82,8 @@ def run(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path, cap
         args = build_parser("feedback").parse_args(["feedback", "--channel", "C0ECSUP", "--channel", "C0SECRET",
                                                     "--post", "C0GENERAL"])
         printed = io.StringIO()
-        now = datetime.fromtimestamp(float(ws.thread(channel, asked.ts)[-1].ts) + 3600, ZoneInfo("Asia/Tokyo"))
-        assert feedback.run(args, env, now=now, out=printed, sleep=lambda s: None) == 0  # the answer in its window
+        now = FakeClock(wall=float(ws.thread(channel, asked.ts)[-1].ts) + 3600)
+        assert feedback.run(args, env, clock=now, out=printed) == 0  # the answer in its window
         posted = [r.params for r in fake.requests[before:] if r.method == "chat.postMessage"]
         assert posted and posted[0]["channel"] == "C0GENERAL"
         result.feedback_post = json.dumps(posted, ensure_ascii=False)

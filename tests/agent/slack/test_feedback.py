@@ -30,6 +30,7 @@ from agent.slack.trigger import canonical_reaction
 from mcp_lib.core import ToolContext
 from mcp_lib.platforms.slack import load_config, make_client
 from tests.fakes.answers import make_answer
+from tests.fakes.clock import FakeClock
 from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, FakeSlack, Workspace
 
 JST = ZoneInfo("Asia/Tokyo")
@@ -167,7 +168,10 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def feedback(env: dict[str, str], *argv: str, sleeps: list[float] | None = None, **kw: Any) -> tuple[int, str]:
     out = io.StringIO()
-    code = run(parse(*argv), env, now=NOW, out=out, sleep=(sleeps if sleeps is not None else []).append, **kw)
+    clock = FakeClock(wall=NOW.timestamp())
+    code = run(parse(*argv), env, clock=clock, out=out, **kw)
+    if sleeps is not None:
+        sleeps.extend(clock.sleeps)
     return code, out.getvalue()
 
 
