@@ -206,7 +206,7 @@ class Scanner:
             self._public[channel] = is_public(info)
         return self._public[channel]
 
-    def _pages(self, api: str, **params: Any) -> Iterator[dict[str, Any]]:
+    def pages(self, api: str, **params: Any) -> Iterator[dict[str, Any]]:
         cursor = None
         while True:
             data = self.call(api, limit=self.page_size, include_all_metadata=True, cursor=cursor, **params)
@@ -231,11 +231,11 @@ class Scanner:
         """:meth:`scan`, each answer with the messages that make it up (``helpbot faq-draft`` reads them)."""
         since_ts = since.timestamp()
         found: dict[str, tuple[RatedAnswer, list[Mapping[str, Any]]]] = {}
-        for message in self._pages("conversations.history", channel=channel):
+        for message in self.pages("conversations.history", channel=channel):
             if message.get("thread_ts") not in (None, message.get("ts")):
                 continue  # a reply also sent to the channel: counted with its thread
             if self._may_hold_answer(message, since_ts):
-                sequence = list(self._pages("conversations.replies", channel=channel, ts=message["ts"],
+                sequence = list(self.pages("conversations.replies", channel=channel, ts=message["ts"],
                                             oldest=_ts(since)))
             else:
                 sequence = [message]
