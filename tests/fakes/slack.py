@@ -48,6 +48,10 @@ Methods answered (anything else: ``unknown_method``):
 Parameters arrive as Slack accepts them: query string, form body or JSON body; token as ``Authorization:
 Bearer`` or a ``token`` parameter. Cursor pagination (``response_metadata.next_cursor``) works where Slack has it.
 
+Interactions: ``ws.click(channel, ts, user, value)`` is the ``block_actions`` payload Slack sends when a person
+clicks a feedback button the message shows, and ``interaction_request(payload, secret, timestamp)`` the signed,
+form-encoded request that carries it to the app's interactivity URL.
+
 Faults (checked before anything else, counted per method; ``"*"`` matches every method):
 - ``fake.fail("search.messages", status=429, retry_after=2, times=1)``: HTTP 429 + ``Retry-After`` and
   ``{"ok": false, "error": "ratelimited"}``.
@@ -61,7 +65,9 @@ Where Slack is vague the fake is deliberately strict, so that bugs show up here 
   the chat.postMessage / chat.update responses).
 - ``markdown_text`` over 12,000 characters, or combined with ``text``/``blocks`` -> ``invalid_arguments``; it is
   stored as one ``markdown`` block. ``blocks`` are checked for the limits in api-notes.md (50 blocks, section text
-  3,000, markdown block text 12,000 cumulative) -> ``invalid_blocks``; ``text`` over 40,000 -> ``msg_too_long``.
+  3,000, markdown block text 12,000 cumulative; a ``context_actions`` block as its reference page has it)
+  -> ``invalid_blocks``; ``text`` over 40,000 -> ``msg_too_long``. chat.update without ``text`` or ``blocks``
+  (``metadata`` alone) -> ``no_text``.
 - ``ws.markdown_as_rich_text = True``: messages are read back with each ``markdown`` block translated into a
   ``rich_text`` block (sections, bullet/ordered lists, quotes, preformatted code; bold, code and link styles),
   as real Slack may hand them back. Code reading helpbot's own answers must cope with both forms.
@@ -377,6 +383,33 @@ class Workspace:
             users.append(str(payload["user"]))
         return payload
 
+    def click(self, channel: str, ts: str, user: str, value: str) -> dict[str, Any]:
+        """The ``block_actions`` payload of ``user`` clicking the feedback button of ``value`` on message ``ts``
+        (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload; the action as Slack's
+        typings have it: https://docs.slack.dev/tools/bolt-js/reference/interfaces/FeedbackButtonsAction). Only a
+        button the message shows can be clicked."""
+        message = self.message(channel, ts)
+        assert message is not None, "click a seeded message"
+        [(block, element)] = [(b, e) for b in message.blocks or [] if b.get("type") == "context_actions"
+                              for e in b["elements"] if e.get("type") == "feedback_buttons"]
+        [button] = [b for b in (element["positive_button"], element["negative_button"]) if b["value"] == value]
+        person = self.users[user]
+        return {
+            "type": "block_actions", "api_app_id": self.app_id, "token": "legacy-verification-token",
+            "user": {"id": user, "username": person.name, "name": person.name,
+                     "team_id": person.team_id or self.team_id},
+            "team": {"id": self.team_id, "domain": self.domain}, "enterprise": None, "is_enterprise_install": False,
+            "container": {"type": "message", "message_ts": ts, "channel_id": channel, "is_ephemeral": False,
+                          **({"thread_ts": message.thread_ts} if message.is_reply else {})},
+            "trigger_id": f"{ts.replace('.', '')}.{self.team_id}", "channel": {"id": channel,
+                                                                                "name": self.channels[channel].name},
+            "message": self.message_to_api(message, include_metadata=False), "state": {"values": {}},
+            "response_url": f"https://hooks.slack.com/actions/{self.team_id}/{ts.replace('.', '')}/fake",
+            "actions": [{"type": "feedback_buttons", "action_id": element.get("action_id", ""),
+                         "block_id": block.get("block_id") or f"ca{zlib.crc32(json.dumps(block).encode()):08x}",
+                         "value": value, "text": button["text"], "action_ts": f"{float(self.next_ts()):.6f}"}],
+        }
+
     def reactions(self, channel: str, ts: str, *, by: str | None = None) -> dict[str, list[str]]:
         """The message's reactions (``by``: only that user's, e.g. helpbot's own 👀 ✅ ❌)."""
         found = self.message(channel, ts)
@@ -506,6 +539,42 @@ def named_workspace(tanaka: str = "U0TANAKA", suzuki: str = "U0SUZUKI", sato: st
     ws.add_user(sato, "sato", real_name="佐藤 次郎")
     ws.add_channel("C0ECSUP", "ec-support", members={tanaka, suzuki, sato})
     return ws
+
+
+def _check_context_actions(block: dict[str, Any], index: int, bad: Callable[[str], SlackError]) -> None:
+    """https://docs.slack.dev/reference/block-kit/blocks/context-actions-block: 1-5 feedback_buttons or icon_button
+    elements; feedback buttons (.../block-elements/feedback-buttons-element) have both buttons, each a plain_text
+    of at most 75 characters and a value of at most 2,000; action_id at most 255."""
+    where = f"[json-pointer:/blocks/{index}/elements]"
+    elements = block.get("elements")
+    if not isinstance(elements, list) or not 1 <= len(elements) <= 5:
+        raise bad(f"context_actions needs 1 to 5 elements {where}")
+    for element in elements:
+        if not isinstance(element, dict) or element.get("type") not in ("feedback_buttons", "icon_button"):
+            raise bad(f"context_actions takes feedback_buttons and icon_button elements only {where}")
+        if len(str(element.get("action_id", ""))) > 255:
+            raise bad(f"action_id must be 255 characters or fewer {where}")
+        for key in ("positive_button", "negative_button") if element["type"] == "feedback_buttons" else ():
+            button = element.get(key)
+            text = button.get("text") if isinstance(button, dict) else None
+            value = button.get("value") if isinstance(button, dict) else None
+            if not (isinstance(text, dict) and text.get("type") == "plain_text" and 0 < len(str(text.get("text")))
+                    <= 75 and isinstance(value, str) and len(value) <= 2000):
+                raise bad(f"{key} needs a plain_text of 75 characters or fewer and a value {where}")
+
+
+def interaction_request(payload: dict[str, Any], secret: str, timestamp: int) -> tuple[dict[str, str], bytes]:
+    """The HTTP request Slack sends an interaction in: ``payload=`` (the JSON, form-encoded), signed with the app's
+    signing secret (https://docs.slack.dev/interactivity/handling-user-interaction,
+    https://docs.slack.dev/authentication/verifying-requests-from-slack)."""
+    import hashlib
+    import hmac
+    from urllib.parse import urlencode
+
+    body = urlencode({"payload": json.dumps(payload, ensure_ascii=False)}).encode()
+    signature = hmac.new(secret.encode(), f"v0:{timestamp}:".encode() + body, hashlib.sha256).hexdigest()
+    return {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": str(timestamp),
+            "X-Slack-Signature": f"v0={signature}"}, body
 
 
 def sample_workspace() -> Workspace:
@@ -853,6 +922,8 @@ class SlackApi:
                 text = block.get("text") or {}
                 if len(str(text.get("text", "") if isinstance(text, dict) else text)) > 3000:
                     raise bad(f"must be less than 3001 characters [json-pointer:/blocks/{index}/text/text]")
+            if block["type"] == "context_actions":
+                _check_context_actions(block, index, bad)
         if markdown_total > 12000:
             raise bad("markdown blocks: cumulative text must be 12000 characters or fewer")
 
@@ -895,8 +966,8 @@ class SlackApi:
         if message.user != token.user or message.streaming:
             raise SlackError("cant_update_message")
         content = self._content(params, required=False)
-        if not content:
-            raise SlackError("no_text")
+        if not {"text", "blocks"} & set(content):  # "one of attachments or blocks, in addition to text, is
+            raise SlackError("no_text")  # required" (https://docs.slack.dev/reference/methods/chat.update)
         if "text" in content:
             message.text = content["text"]
         if "blocks" in content:  # absent: Slack keeps the previous blocks; [] removes them
