@@ -61,6 +61,8 @@ SUBCOMMANDS = {c.name: c for c in (
                "agent.generate:add_arguments", "agent.generate:main"),
     Subcommand("faq-draft", "Turn helpbot's answers with enough 👍 into draft FAQ entries (print, --out DIR or --pr).",
                "agent.faq_draft:add_arguments", "agent.faq_draft:main"),
+    Subcommand("vote", "Keep one click of an answer's 👍/👎 buttons in the answer (vote.yml runs it).",
+               "agent.slack.vote:add_arguments", "agent.slack.vote:main"),
 )}
 
 

@@ -13,14 +13,14 @@ from typing import Literal
 from mcp_lib import config as tools_config
 from mcp_lib.config import Declaration, Variable
 
-Workflow = Literal["help", "feedback", "faq-draft", "doctor"]
-WORKFLOWS: tuple[Workflow, ...] = ("help", "feedback", "faq-draft", "doctor")  # .github/workflows/<name>.yml
-Where = Literal["help", "feedback", "faq-draft", "relay", "runner", "local"]
-"""help / feedback / faq-draft: that workflow passes it; relay: the relay's own environment; runner: GitHub
+Workflow = Literal["help", "feedback", "faq-draft", "vote", "doctor"]
+WORKFLOWS: tuple[Workflow, ...] = ("help", "feedback", "faq-draft", "vote", "doctor")  # .github/workflows/<name>.yml
+Where = Literal["help", "feedback", "faq-draft", "vote", "relay", "runner", "local"]
+"""help / feedback / faq-draft / vote: that workflow passes it; relay: the relay's own environment; runner: GitHub
 Actions (or an action) sets it; local: for a local run only, no workflow passes it."""
 
 Group = Literal["model", "loop", "tools", "faq", "slack", "redmine", "github", "growi", "front", "relay", "actions"]
-CHANNELS: tuple[Where, ...] = ("help", "feedback", "faq-draft")  # the workflows that read Slack
+CHANNELS: tuple[Where, ...] = ("help", "feedback", "faq-draft", "vote")  # the workflows that read Slack
 RUNNER: tuple[Where, ...] = ("runner", "local")
 
 
@@ -137,7 +137,9 @@ SECTIONS: dict[Group, list[Passed]] = {
         _v("HELPBOT_QUESTION_CHANNEL", "where a free `question` from *Run workflow* is answered",
            "only the job summary"),
         _v("HELPBOT_MASK_PERSONAL", "`false` keeps e-mail addresses and phone numbers in posts", "true",
-           where=("help", "feedback")),
+           where=("help", "feedback", "vote")),
+        _v("HELPBOT_FEEDBACK_BUTTONS", "`true`: 👍/👎 buttons under each answer, a click a vote (needs the relay's "
+           "interactivity URL and vote.yml; Zapier cannot take clicks)", "false"),
         _v("HELPBOT_PROGRESS_INTERVAL_S", "at most one placeholder update per this many seconds", "5"),
         _v("HELPBOT_TRACE_FILE", "the run's trace (JSON lines); help.yml uploads it",
            value="${{ runner.temp }}/helpbot-trace.jsonl"),

@@ -368,6 +368,7 @@ def slack(web: Any, api: str, **params: Any) -> Any:
     return getattr(web, api.replace(".", "_"))(**current().payload(params))
 
 
-def slack_call(call: Callable[..., Any], ctx: Any, **params: Any) -> Any:
-    """chat.postMessage through mcp_lib's Slack ``call`` (helpbot feedback): the payload guarded."""
-    return call(ctx, "chat.postMessage", **current().payload(params))
+def slack_call(call: Callable[..., Any], ctx: Any, *, update: bool = False, **params: Any) -> Any:
+    """chat.postMessage (``update``: chat.update) through mcp_lib's Slack ``call`` (helpbot feedback, helpbot vote):
+    the payload guarded."""
+    return call(ctx, "chat.update" if update else "chat.postMessage", **current().payload(params))

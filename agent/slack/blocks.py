@@ -46,6 +46,8 @@ PLACEHOLDER = "調べています…"
 CONFIG_NOTICE = ("helpbot の設定に誤りがあるため回答できませんでした（{variable}）。管理者にお伝えください{link}。"
                  "（この表示はあなたにだけ見えています）")
 FEEDBACK_LINE = "役に立ちましたか？ 👍 / 👎 のリアクションで教えてください。"
+BUTTONS_LINE = "役に立ちましたか？ 下の 👍 / 👎 で教えてください。"
+FEEDBACK_ACTION = "helpbot_feedback"  # the 👍/👎 buttons' action_id: the relay takes the clicks of no other
 DEGRADED_LABEL = (
     "> ⚠️ **AIによる回答ではありません。** AIモデルを利用できなかったため、"
     "質問で検索した結果の上位をそのまま載せています。"
@@ -245,6 +247,17 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
     return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]}
 
 
+def feedback_block() -> dict[str, Any]:
+    """👍/👎 buttons, Slack's ``feedback_buttons`` in a ``context_actions`` block (a click is a vote:
+    https://docs.slack.dev/reference/block-kit/block-elements/feedback-buttons-element)."""
+    from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement
+
+    up, down = (FeedbackButtonObject(text=emoji, value=vote, accessibility_label=label) for emoji, vote, label in
+                (("👍", markers.VOTES[0], "役に立った"), ("👎", markers.VOTES[1], "役に立たなかった")))
+    buttons = FeedbackButtonsElement(action_id=FEEDBACK_ACTION, positive_button=up, negative_button=down)
+    return ContextActionsBlock(elements=[buttons]).to_dict()
+
+
 def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | None, parts: int) -> dict[str, Any]:
     """Slack message metadata marking a helpbot answer (how "already answered" and feedback find it)."""
     tool_names = [call.name for call in answer.tool_calls]
@@ -255,9 +268,10 @@ def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | N
 
 
 def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: str | None = None,
-                    run_link: str | None = None, limit: int = MARKDOWN_LIMIT) -> list[dict[str, Any]]:
+                    run_link: str | None = None, limit: int = MARKDOWN_LIMIT,
+                    buttons: bool = False) -> list[dict[str, Any]]:
     """The answer as one or more payloads; the first carries the metadata, the last the sources (the ones the
-    answer relied on) and the footer."""
+    answer relied on), the footer and, with ``buttons``, the 👍/👎 buttons."""
     text = answer.text.strip() or "（回答を生成できませんでした）"
     if answer.degraded and not text.startswith("⚠️"):  # the loop labels its own degraded answers
         text = f"{DEGRADED_LABEL}\n\n{text}"
@@ -276,7 +290,8 @@ def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: 
             block_lists[-1].append(_markdown_block(sources))
         else:
             block_lists.append([_markdown_block(sources)])
-    block_lists[-1].append(_context_block(footer, FEEDBACK_LINE))
+    block_lists[-1] += [_context_block(footer, BUTTONS_LINE if buttons else FEEDBACK_LINE),
+                        *([feedback_block()] if buttons else [])]
 
     payloads: list[dict[str, Any]] = []
     for index, blocks in enumerate(block_lists):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agent import guard
 from agent.build import build_agent, check_configuration
-from agent.config import env_float
+from agent.config import env_bool, env_float
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging, sigterm_raises
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
@@ -102,6 +102,7 @@ class Front:
             self.env, registry=registry, on_progress=on_progress, on_event=on_event))
         self.run_link = run_url(env)
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S")
+        self.buttons = env_bool(env, "HELPBOT_FEEDBACK_BUTTONS")
         self.tell = Outcomes(self.env, self.trace, json_output=options.json)
         # this run's name in its placeholder's marker, for people (the claim goes by ts)
         self.run_id = env_str(env, "GITHUB_RUN_ID") or uuid.uuid4().hex[:12]
@@ -290,7 +291,8 @@ class Front:
                                   recipient_team=slack.me.team_id, clock=self.clock.monotonic)
         return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts,
                            throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link,
-                           me=slack.me, run=self.run_id, reread=reread, force=self.options.force, stream=stream)
+                           me=slack.me, run=self.run_id, reread=reread, force=self.options.force, stream=stream,
+                           buttons=self.buttons)
 
     def _out(self, slack: Slack) -> SlackOut:
         """The one door for this run's Slack writes (one write budget for the whole run)."""

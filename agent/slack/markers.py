@@ -1,9 +1,10 @@
 """How helpbot marks its own messages in a thread (Slack message metadata): written and read here only.
 
 An ``answer``, ``progress`` (the placeholder) or ``failure`` marker names its question and the ``run`` that posted
-it; it counts only on a message helpbot wrote (any app can attach any metadata). A reader accepts every
-``version`` and tolerates garbage. Stdlib only: the workflow runs ``python -m agent.slack.markers failure --channel
-C --ts TS`` for its notice's metadata when the run broke before helpbot was installed.
+it; an answer's also carries its numbers and its feedback buttons' ``votes``. A marker counts only on a message
+helpbot wrote (any app can attach any metadata). A reader accepts every ``version`` and tolerates garbage. Stdlib
+only: the workflow runs ``python -m agent.slack.markers failure --channel C --ts TS`` for its notice's metadata
+when the run broke before helpbot was installed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ EVENT_TYPES: dict[MarkerKind, str] = {"answer": "helpbot_answer", "progress": "h
                                 "failure": "helpbot_failure"}
 _KINDS: dict[str, MarkerKind] = {event_type: kind for kind, event_type in EVENT_TYPES.items()}
 VERSION = 1
+Vote = Literal["+1", "-1"]  # a feedback button's vote, stored as the reaction it counts as (👍, 👎)
+VOTES: tuple[Vote, ...] = ("+1", "-1")
+MAX_VOTES = 500  # voters one answer keeps: a message's metadata is bounded
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,12 @@ class Marker:
         return str(run) if run else None
 
     @property
+    def votes(self) -> dict[str, Vote]:
+        """An answer's feedback-button votes: the voter's user id -> 👍 or 👎 (anything else is no vote)."""
+        raw = self.payload.get("votes")
+        return {str(user): vote for user, vote in raw.items() if vote in VOTES} if isinstance(raw, dict) else {}
+
+    @property
     def stats(self) -> AnswerStats:
         """An answer's numbers as its marker tells them (zeros where they are missing or garbage)."""
         return AnswerStats.from_payload(self.payload, self.parts)
@@ -119,6 +129,12 @@ def metadata(kind: MarkerKind, *, channel: str | None, question_ts: str | None, 
     """The ``metadata`` of a message of this kind (None fields are left out)."""
     payload = {"version": VERSION, "question_channel": channel, "question_ts": question_ts, **fields}
     return {"event_type": EVENT_TYPES[kind], "event_payload": {k: v for k, v in payload.items() if v is not None}}
+
+
+def voted(marker: Marker, user: str, vote: Vote) -> dict[str, Any]:
+    """An answer's metadata with ``user``'s vote: one per person, a later click replaces the earlier one."""
+    return {"event_type": EVENT_TYPES["answer"],
+            "event_payload": {**marker.payload, "votes": {**marker.votes, user: vote}}}
 
 
 def stamped(payload: Mapping[str, Any], run: str) -> dict[str, Any]:

@@ -22,8 +22,10 @@ from zoneinfo import ZoneInfo
 
 from agent import guard
 from agent.errors import UsageError
+from agent.slack.admission import Home
 from agent.slack.handle import is_public
-from agent.slack.markers import Me, answers_in_sequence
+from agent.slack.markers import VOTES, Me, answers_in_sequence
+from agent.slack.markers import read as read_marker
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
 from mcp_lib.clock import Clock
@@ -35,7 +37,7 @@ from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
 SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
-POSITIVE, NEGATIVE = "+1", "-1"
+POSITIVE, NEGATIVE = VOTES  # 👍 and 👎: the reactions, and the feedback buttons' votes
 _DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)
 
 
@@ -135,9 +137,10 @@ def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: fl
     return found
 
 
-def tally_reactions(answer: RatedAnswer, parts: Iterable[Mapping[str, Any]], excluded: set[str],
+def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], excluded: set[str],
                     refetch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
-    """Each person once per emoji over all parts; ``refetch`` (reactions.get) when Slack cut a user list short."""
+    """Each person once per emoji over all parts; ``refetch`` (reactions.get) when Slack cut a user list short.
+    A feedback-button vote (the marker's ``votes``) is its voter's only 👍/👎: it replaces their reactions."""
     people: dict[str, set[str]] = {}
     hidden: Counter[str] = Counter()
     for message in parts:
@@ -149,6 +152,12 @@ def tally_reactions(answer: RatedAnswer, parts: Iterable[Mapping[str, Any]], exc
             users = [str(u) for u in reaction.get("users") or []]
             people.setdefault(name, set()).update(u for u in users if u not in excluded)
             hidden[name] += max(0, _int(reaction.get("count")) - len(users))  # still cut short: count them
+    marker = read_marker(parts[0]) if parts else None
+    for user, vote in (marker.votes if marker else {}).items():
+        if user not in excluded:
+            for name in (POSITIVE, NEGATIVE):
+                people.get(name, set()).discard(user)
+            people.setdefault(vote, set()).add(user)
     for name, reacted in people.items():
         total = len(reacted) + hidden[name]
         if total:
@@ -161,8 +170,10 @@ class Scanner:
     """Reads channels through the Slack platform's client (its retry handlers, its error messages)."""
 
     def __init__(self, ctx: ToolContext, *, bot_user_id: str, bot_id: str | None, excluded: Iterable[str] = (),
-                 page_size: int = PAGE_SIZE, configured_user_id: str | None = None, workspace_url: str = ""):
+                 page_size: int = PAGE_SIZE, configured_user_id: str | None = None, workspace_url: str = "",
+                 home: Home | None = None):
         self.ctx = ctx
+        self.home = home or Home()  # auth.test's team (and organization)
         self.bot_user_id = bot_user_id
         self.me = Me(bot_user_id or None, bot_id, configured_user_id)
         self.excluded = {bot_user_id, *excluded, *([configured_user_id] if configured_user_id else [])}
@@ -191,7 +202,7 @@ class Scanner:
         ctx = ToolContext(client=slack_platform.make_client(config, sleep), config=config)
         me = slack_platform.call(ctx, "auth.test")
         return cls(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"), page_size=page_size,
-                   configured_user_id=configured, workspace_url=str(me.get("url") or ""))
+                   configured_user_id=configured, workspace_url=str(me.get("url") or ""), home=Home.from_auth(me))
 
     def call(self, api: str, **params: Any) -> dict[str, Any]:
         return slack_platform.call(self.ctx, api, **params)

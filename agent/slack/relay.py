@@ -48,8 +48,9 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from agent.config import DECLARED
 from agent.errors import BadInput, DispatchError, error_line
+from agent.slack import vote
 from agent.slack.admission import TriggerSettings, check_ignore
-from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, parse_event_data
+from agent.slack.trigger import TRIGGER_EVENTS, parse_event_data
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import Refused, door
 from mcp_lib.http import door_async_client, door_client
@@ -114,7 +115,7 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
                 return await client.post(url, json=body)
 
     def dispatch(client_payload: dict[str, str]) -> None:
-        body = {"event_type": DISPATCH_EVENT_TYPE, "client_payload": client_payload}
+        body = {"event_type": vote.event_type(client_payload), "client_payload": client_payload}
         try:
             response = anyio.run(post, body)
         except TimeoutError:
@@ -231,6 +232,8 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
     if not valid:
         log("rejected a request with a missing, invalid or stale Slack signature")
         return reply(401, "invalid signature")
+    if vote.is_interaction(lower):  # a click of an answer's feedback buttons (the section at the end)
+        return handle_interaction(raw_body, settings, seen, dispatch, defer)
     try:
         envelope = json.loads(raw_body)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
@@ -343,3 +346,32 @@ def _lambda(event: Mapping[str, Any], relay: Relay | None) -> dict[str, Any]:
         return {"statusCode": 413, "headers": {"Content-Type": "text/plain"}, "body": "too large"}
     status, headers, out = relay(event.get("headers") or {}, body)
     return {"statusCode": status, "headers": headers, "body": out.decode("utf-8"), "isBase64Encoded": False}
+
+
+# -- interactions: the answers' feedback buttons -------------------------------------------------------------------
+def handle_interaction(raw_body: bytes, settings: TriggerSettings, seen: Seen, dispatch: Dispatch,
+                       defer: Callable[[dict[str, str]], bool] | None) -> Response:
+    """A signed interaction (``payload=``, form-encoded: https://docs.slack.dev/interactivity/handling-user-interaction)
+    -> a ``slack-vote`` dispatched once per click (:func:`agent.slack.vote.click_vote` decides what it is), acked
+    with an empty 200 as Slack wants within 3 s; anything else is one log line and the same ack."""
+    found = vote.click_vote(raw_body, settings)
+    if isinstance(found, str):
+        log(f"ignored an interaction: {found}")
+        return reply(200, "")
+    click, action_ts = found
+    key = f"vote-{click.user}-{action_ts}"
+    if not seen.add(key):
+        return reply(200, "")
+    if defer is not None:
+        if not defer(click.payload):
+            seen.forget(key)
+            return reply(503, "busy")
+        return reply(200, "")
+    try:
+        dispatch(click.payload)
+    except DispatchError as exc:
+        seen.forget(key)
+        log(f"dispatch failed for the vote of {click.user} on {click.channel}/{click.ts}: {exc}")
+        return reply(502, "dispatch failed")
+    log(f"dispatched the vote of {click.user} on {click.channel}/{click.ts}")
+    return reply(200, "")

@@ -95,7 +95,7 @@ class ThreadReply(OwnMessages):
     def __init__(self, out: SlackOut, *, channel: str, root: str, question_ts: str, throttle: ProgressThrottle,
                  run_link: str | None, me: markers.Me, run: str,
                  reread: Callable[[], Sequence[Mapping[str, Any]]] | None = None, force: bool = False,
-                 stream: AnswerStream | None = None):
+                 stream: AnswerStream | None = None, buttons: bool = False):
         self.out = out
         self.channel, self.root, self.question_ts = channel, root, question_ts
         self.throttle, self.run_link = throttle, run_link
@@ -108,6 +108,7 @@ class ThreadReply(OwnMessages):
         self.unclaimed = False  # the claim is still to be made (with the placeholder, else the answer or notice)
         self.yielded_because = ""
         self.stream = stream  # the streamed reply while there is one (None: the run does not stream)
+        self.buttons = buttons  # 👍/👎 buttons under the answer (HELPBOT_FEEDBACK_BUTTONS)
 
     def start(self) -> bool:
         """The placeholder, the claim, then 👀. False: another run answers this question (ours is removed). A
@@ -150,7 +151,7 @@ class ThreadReply(OwnMessages):
         ✅ replaces 👀. Returns the answer's permalink (None when Slack would not give it, or when another run
         turned out to answer: then ours is removed and the state is ``yielded``)."""
         payloads = answer_payloads(answer, channel=self.channel, question_ts=self.question_ts,
-                                   run_link=self.run_link)
+                                   run_link=self.run_link, buttons=self.buttons)
         self.parts = len(payloads)
         first = self._streamed(markers.stamped(payloads[0], self.run)) or self._final(
             markers.stamped(payloads[0], self.run), "answer")

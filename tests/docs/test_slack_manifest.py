@@ -51,6 +51,11 @@ RULES: dict[str, dict[str, Any]] = {
     "settings.event_subscriptions": {"keys": {"request_url", "user_events", "bot_events", "metadata_subscriptions"},
                                      "strings": {"request_url": (0, 3500, r"https?://.*")},
                                      "lists": {"user_events": (100, 50, True), "bot_events": (100, 50, True)}},
+    "settings.interactivity": {"required": {"is_enabled"}, "keys": {"is_enabled", "request_url",
+                                                                    "message_menu_options_url"},
+                               "strings": {"request_url": (0, 3500, r"https?://.*"),
+                                           "message_menu_options_url": (0, 3500, r"https?://.*")},
+                               "booleans": {"is_enabled"}},
 }
 
 
@@ -102,6 +107,11 @@ def test_the_manifest_follows_slacks_schema() -> None:
      "bot_events: not a list"),
     ({"display_information": {"name": "h"}, "oauth_config": {"scope": {}}}, "unknown key scope"),
     ({"features": {}}, "missing display_information"),
+    ({"display_information": {"name": "h"}, "settings": {"interactivity": {"request_url": "https://r.example"}}},
+     "interactivity: missing is_enabled"),
+    ({"display_information": {"name": "h"}, "settings": {"interactivity": {"is_enabled": True,
+                                                                           "request_url": "relay.example"}}},
+     "request_url: 'relay.example' is not a string"),
 ])
 def test_the_schema_check_rejects_what_slack_rejects(broken: dict[str, Any], expected: str) -> None:
     assert any(expected in p for p in problems(broken)), problems(broken)
@@ -150,6 +160,14 @@ def test_every_called_method_is_covered_by_a_scope_of_the_token_that_calls_it() 
     assert unknown == [], "add the method's scope to mcp_lib/slack_scopes.py (and its fake to the fake Slack)"
     missing = {m: sorted(method_needs(m) - slack_scopes.granted(token_of(m))) for m in methods}
     assert {m: s for m, s in missing.items() if s} == {}
+
+
+def test_the_feedback_buttons_clicks_reach_the_relay() -> None:
+    """The buttons' clicks (block_actions) go to the interactivity URL, which the relay serves beside the events."""
+    interactivity = MANIFEST["settings"]["interactivity"]
+    assert interactivity["is_enabled"] is True
+    events = MANIFEST["settings"]["event_subscriptions"]["request_url"]
+    assert interactivity["request_url"].split("/slack/")[0] == events.split("/slack/")[0]
 
 
 def test_every_subscribed_event_has_its_scope() -> None:

@@ -1,0 +1,181 @@
+"""A click on an answer's 👍/👎 buttons, kept in the answer's marker: one vote per person, the last click counts.
+
+The relay holds no Slack token: it checks what the signed ``block_actions`` payload alone says
+(:func:`click_vote`) and dispatches a ``slack-vote``. ``helpbot vote`` (vote.yml, with the bot token) checks it all
+again with Slack's word (:func:`record`): the workspace, the channel, a person of the team, a message of helpbot's
+answer. The vote goes into the answer's first message (:func:`agent.slack.markers.voted`) by ``chat.update``,
+which re-sends that message's own text and blocks through the egress guard, narrowed to the tool names and link
+hosts helpbot's own message carries (they passed the guard when it was posted). Anything else: one line, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from agent.errors import BadInput
+from agent.slack import markers
+from agent.slack.admission import SLACKBOT, TriggerSettings
+from agent.slack.blocks import FEEDBACK_ACTION
+from mcp_lib import ids
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
+
+VOTE_EVENT_TYPE = "slack-vote"  # the repository_dispatch of a vote (vote.yml); a question's is slack-help
+TEAM_RE = re.compile(r"[TE][A-Z0-9]{2,20}")
+MAX_EVENT_BYTES = 64 * 1024
+_URL = re.compile(r"https?://[^\s\"'<>|()\[\]\\]+")
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One person's click, as dispatched (``client_payload``): the clicked message, who, of which team, which."""
+
+    channel: str
+    ts: str
+    user: str
+    team: str
+    vote: markers.Vote
+
+    @property
+    def payload(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _text(value: Any, pattern: re.Pattern[str]) -> str | None:
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
+
+
+def _obj(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+# -- the relay's side: what the signed payload alone says --------------------------------------------------------
+def is_interaction(headers: Mapping[str, str]) -> bool:
+    """Slack posts interactions form-encoded (``payload=``), events as JSON; ``headers`` lower-cased."""
+    return headers.get("content-type", "").split(";")[0].strip().lower() == "application/x-www-form-urlencoded"
+
+
+def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] | str:
+    """A feedback-button click (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload) ->
+    (the vote, its ``action_ts``), or why it is not one: another action, a channel outside HELPBOT_CHANNELS or a
+    DM, not helpbot's message, helpbot or Slackbot clicking, a person of another team than the payload's."""
+    try:
+        data = json.loads(parse_qs(raw_body.decode(), strict_parsing=True, max_num_fields=1)["payload"][0])
+    except (UnicodeDecodeError, ValueError, KeyError, RecursionError):  # a JSONDecodeError is a ValueError
+        return "not an interaction payload"
+    if not isinstance(data, dict) or data.get("type") != "block_actions":
+        return "not a block_actions interaction"
+    actions = data.get("actions")
+    action = actions[0] if isinstance(actions, list) and len(actions) == 1 and isinstance(actions[0], dict) else {}
+    vote = action.get("value")
+    ours = action.get("type") == "feedback_buttons" and action.get("action_id") == FEEDBACK_ACTION
+    if not ours or vote not in markers.VOTES:
+        return "not a click of helpbot's feedback buttons"
+    container, message, team, user = (_obj(data, key) for key in ("container", "message", "team", "user"))
+    channel, ts = _text(container.get("channel_id"), ids.CHANNEL_RE), _text(container.get("message_ts"), ids.TS_RE)
+    if (container.get("type") != "message" or container.get("is_ephemeral") is not False or not channel or not ts
+            or _obj(data, "channel").get("id") != channel or message.get("ts") != ts):
+        return "not a click on a message"
+    if ids.is_dm_id(channel) or (settings.channels and channel not in settings.channels):
+        return f"channel {channel} is not in HELPBOT_CHANNELS"
+    if not message.get("bot_id") or (settings.bot_user_id and message.get("user") != settings.bot_user_id):
+        return f"message {ts} is not helpbot's"
+    who, team_id = _text(user.get("id"), ids.USER_RE), _text(team.get("id"), TEAM_RE)
+    if not who or who in (SLACKBOT, settings.bot_user_id):
+        return "no person clicked"
+    if not team_id or user.get("team_id") not in (team_id, team.get("enterprise_id")):
+        return "the click is not of the payload's team"
+    return Vote(channel, ts, who, team_id, vote), str(action.get("action_ts") or "")
+
+
+def event_type(client_payload: Mapping[str, str]) -> str:
+    """The repository_dispatch event type of what the relay dispatches: a vote's, or a question's."""
+    from agent.slack.trigger import DISPATCH_EVENT_TYPE
+
+    return VOTE_EVENT_TYPE if "vote" in client_payload else DISPATCH_EVENT_TYPE
+
+
+# -- the workflow's side: helpbot vote --event FILE --------------------------------------------------------------
+def load_vote(path: str | os.PathLike[str]) -> Vote:
+    """The dispatched vote from vote.yml's event file: exactly :class:`Vote`'s keys, each well-formed (BadInput)."""
+    try:
+        raw = Path(path).read_bytes()[:MAX_EVENT_BYTES + 1]
+        event = json.loads(raw) if len(raw) <= MAX_EVENT_BYTES else None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise BadInput(f"helpbot vote: --event {str(path)!r} is not a readable JSON file ({type(exc).__name__})") \
+            from None
+    payload = event.get("client_payload") if isinstance(event, dict) else None
+    if not isinstance(event, dict) or event.get("action") != VOTE_EVENT_TYPE or not isinstance(payload, dict):
+        raise BadInput(f"helpbot vote: --event {str(path)!r} is not a {VOTE_EVENT_TYPE} repository_dispatch")
+    checks = {"channel": ids.CHANNEL_RE, "ts": ids.TS_RE, "user": ids.USER_RE, "team": TEAM_RE,
+              "vote": re.compile("|".join(map(re.escape, markers.VOTES)))}
+    bad = sorted(set(payload) ^ set(checks)) or [k for k, rule in checks.items() if not _text(payload[k], rule)]
+    if bad:
+        raise BadInput(f"helpbot vote: the vote's {', '.join(bad)} is missing, unknown or malformed")
+    return Vote(**payload)
+
+
+def _hosts(value: Any) -> set[str]:
+    from agent.guard import host_of
+
+    return {host for url in _URL.findall(json.dumps(value, ensure_ascii=False)) if (host := host_of(url))}
+
+
+def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -> int:
+    """The vote kept in the answer's marker, or one line saying why not (exit 0); Slack failures as the scans'."""
+    from agent import guard
+    from agent.slack.admission import user_asker
+    from agent.slack.ratings import Scanner, slack_command
+    from mcp_lib.platforms import slack as slack_platform
+
+    def ignored(why: str) -> int:
+        guard.err(f"helpbot vote: ignored {vote.user}'s vote on {vote.channel}/{vote.ts}: {why}")
+        return 0
+
+    def keep() -> int:
+        scanner = Scanner.connect(env, "vote", sleep=clock.sleep)
+        if not scanner.home.has(vote.team):
+            return ignored(f"team {vote.team} is not this workspace's")
+        person = user_asker(scanner.call("users.info", user=vote.user).get("user") or {}, scanner.home)
+        if person.bot or person.deleted or not person.member or scanner.me.is_me(vote.user):
+            return ignored("the voter is not a member of the team")
+        thread = list(scanner.pages("conversations.replies", channel=vote.channel, ts=vote.ts))
+        marker, first = next(((m, first) for m, first, parts in markers.answers_in_sequence(thread, scanner.me)
+                              if vote.ts in {p.get("ts") for p in parts}), (None, {}))
+        if marker is None:
+            return ignored("the message is not helpbot's answer")
+        if marker.votes.get(vote.user) == vote.vote:
+            return ignored("the same vote is already kept")
+        if vote.user not in marker.votes and len(marker.votes) >= markers.MAX_VOTES:
+            return ignored(f"the answer keeps {markers.MAX_VOTES} votes already")
+        guard.narrow(names=marker.stats.tools, hosts=_hosts(first))  # what helpbot's own message already carries
+        content = {key: first[key] for key in ("text", "blocks") if first.get(key)}
+        guard.slack_call(slack_platform.call, scanner.ctx, update=True, channel=vote.channel, ts=first["ts"],
+                         metadata=markers.voted(marker, vote.user, vote.vote), **content)
+        guard.err(f"helpbot vote: kept {vote.user}'s {'👍' if vote.vote == markers.VOTES[0] else '👎'} on the "
+                  f"answer {vote.channel}/{first['ts']}")
+        return 0
+
+    settings = TriggerSettings.from_env(env)
+    with guard.installed(guard.Guard.from_env(env)):
+        if ids.is_dm_id(vote.channel) or (settings.channels and vote.channel not in settings.channels):
+            return ignored(f"channel {vote.channel} is not in HELPBOT_CHANNELS")
+        return slack_command("vote", keep)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--event", required=True, metavar="FILE", help="the slack-vote repository_dispatch event "
+                                                                        "($GITHUB_EVENT_PATH)")
+
+
+def main(args: argparse.Namespace) -> int:
+    return record(load_vote(args.event), dict(os.environ))
+
