@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import unquote
 
 import httpx
 import yaml
@@ -37,6 +38,7 @@ from agent.slack.markers import read as read_marker
 from agent.slack.ratings import RatedAnswer, Scanner, scan_window, slack_command
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.split import cut
+from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolError
@@ -51,6 +53,8 @@ _ADDRESSED = re.compile(r"^\s*[^\s、,。]{1,12}(?:さん|様|くん|君|ちゃ�
 _HONORIFICS = ("さん", "様", "さま", "くん", "君", "ちゃん", "氏", "殿", "先生", "先輩", "部長", "課長", "係長", "次長",
                "主任", "室長", "所長", "店長", "社長", "専務", "常務", "マネージャー", "リーダー", "san", "-san")
 _USER_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")
+_LINK_LINE = re.compile(r"\s*[-*•]\s*\[[^\]\n]*\]\((?P<url>[^)\s]+)\)\s*")  # a line that is only a link
 _AT_NAME = re.compile(r"(?<![A-Za-z0-9@＠])[@＠][\w.\-]+")  # also in _@taro_ or 「@鈴木」; not in an address
 
 
@@ -161,19 +165,24 @@ class Drafter:
         self.drafts: list[Draft] = []
         self._people: dict[str, set[str]] = {}
         self._known: set[str] = set()  # the names of the participants of the thread at hand
+        self._own: dict[str, bool] = {}  # link -> helpbot wrote the message
+
+    def _read(self, channel: str, ts: str, root: str | None) -> tuple[Mapping[str, Any] | None, Mapping[str, Any]]:
+        """Message ``ts`` of the thread of ``root`` and the thread's root (None, {}: no such message)."""
+        data = self.scanner.call("conversations.replies", channel=channel, ts=root or ts, oldest=ts, latest=ts,
+                                 inclusive=True, limit=2)  # the root comes first
+        messages = data.get("messages") or []
+        message = next((m for m in messages if m.get("ts") == ts), None)
+        return message, messages[0] if message and messages[0].get("ts") == (root or ts) else message or {}
 
     def _question(self, answer: RatedAnswer) -> str:
         asked = answer.question_ts
         if not asked:
             return ""
-        data = self.scanner.call("conversations.replies", channel=answer.channel, ts=answer.thread_ts or asked,
-                                 oldest=asked, latest=asked, inclusive=True, limit=2)  # the root comes first
-        messages = data.get("messages") or []
-        message = next((m for m in messages if m.get("ts") == asked), None)
+        message, root = self._read(answer.channel, asked, answer.thread_ts)
         if not message:
             return ""
         text = str(message.get("text") or "")
-        root = messages[0] if messages and messages[0].get("ts") == (answer.thread_ts or asked) else message
         people = {message.get("user"), *(root.get("reply_users") or []), root.get("user"), *_USER_ID.findall(text),
                   *answer.reactors}  # who asked, replied, was mentioned, or rated the answer
         self._known = {n for uid in people if isinstance(uid, str) and uid for n in self._names(uid)}
@@ -188,6 +197,28 @@ class Drafter:
                 user = {}
             self._people[user_id] = set() if user.get("is_bot") else names_of(user)
         return self._people[user_id]
+
+    def _helpbots(self, url: str) -> bool:
+        """``url`` links to a message helpbot wrote (an earlier answer a search found): no source for an FAQ entry."""
+        if url not in self._own:
+            try:
+                link = ids.parse_permalink(url)
+                self._own[url] = self.scanner.me.wrote(self._read(link.channel, link.ts, link.thread_ts)[0] or {})
+            except (ValueError, ToolError):  # no message link, or one the bot cannot read
+                self._own[url] = False
+        return self._own[url]
+
+    def _sources(self, text: str, sources: list[dict[str, str]]) -> tuple[str, list[dict[str, str]]]:
+        """The answer's text and sources as a draft lists them: each source once (under 参照元, not again in the
+        model's own list of links in the text), helpbot's own messages not at all, no participant's name."""
+        listed = {unquote(s["url"]) for s in sources if s.get("url")}
+        kept = [line for line in text.split("\n")
+                if not ((link := _LINK_LINE.fullmatch(line)) and unquote(link["url"]) in listed)]
+        text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
+        text = _MD_LINK.sub(lambda m: m[1] if self._helpbots(m[2]) else m[0], text)
+        unique = {unquote(s["url"]): s for s in sources if s.get("url") and not self._helpbots(s["url"])}
+        return text.strip(), [{"title": " ".join(_without_names(s["title"], self._known, "").split()) or s["url"],
+                               "url": s["url"]} for s in unique.values()]
 
     def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> None:
         if not self.private_ok and not self.scanner.is_public(answer.channel):
@@ -210,10 +241,10 @@ class Drafter:
         marker = read_marker(parts[0]) if parts else None
         tags = list(marker.stats.tags) if marker else []
         key = hashlib.sha256(f"{answer.channel}/{answer.ts}".encode()).hexdigest()[:8]
+        text, sources = self._sources(read.text, read.sources)
         draft = Draft(id=f"draft-{self.now:%Y%m%d}-{key}", question=question,
-                      answer=answer_without_names(read.text, self._known),
-                      sources=[s for s in read.sources if s.get("url")], tags=tags, permalink=answer.permalink,
-                      positive=answer.positive, negative=answer.negative)
+                      answer=answer_without_names(text, self._known), sources=sources, tags=tags,
+                      permalink=answer.permalink, positive=answer.positive, negative=answer.negative)
         if not _valid(draft):
             self.skipped["not a valid FAQ entry"] += 1
             return

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -240,3 +242,43 @@ def test_a_public_repository_gets_no_pull_request_of_unreviewed_drafts(
     code, _ = draft(public, "--pr", github_transport=github.transport())
     assert code == 0
     assert [r for r in github.requests if r.method != "GET"] == []
+
+
+def test_a_draft_of_a_real_answer_lists_each_source_once_and_none_of_helpbots_own_messages(tmp_path: Path) -> None:
+    """#21: an answer as `helpbot answer` streams it -- the model's text with its own list of links, the 参照元 block
+    of the stop under it -- that cites helpbot's own earlier answer (found by Slack search) is drafted with each
+    source once, helpbot's messages are no source of an FAQ entry, and no participant's name is left in a title."""
+    from agent.core.scripted import Request, calls
+    from tests.fakes.front import answer_scripted
+    from tests.fakes.slack import USER_TOKEN, sample_workspace
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("slack_searchMessages", {"query": "在庫同期"}), ("faq_search", {"query": "在庫同期 遅延"}))
+        found = [item for result in request.tool_results() for item in json.loads(result["content"])["items"]]
+        cited = [next(i for i in found if i.get("author") == author) for author in ("helpbot", "鈴木")]
+        cited.append(next(i for i in found if "faq" in i["url"]))
+        return "ギフト包装は注文備考で指定します。\n\n" + "\n".join(f"- [{i['title']}]({i['url']})" for i in cited)
+
+    ws = sample_workspace()
+    ws.refuse_streaming = None
+    with FakeSlack(ws) as slack:
+        bot = WebClient(token=BOT_TOKEN, base_url=slack.url)
+        earlier_q = ws.post("C0GENERAL", "在庫同期の頻度は？", user=TANAKA).ts
+        earlier = answer(bot, "C0GENERAL", earlier_q, "在庫同期は15分ごとです。")
+        q = ws.post("C0ECSUP", "ギフト包装の指定はどこでできますか？", user=TANAKA)
+        env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_USER_TOKEN": USER_TOKEN, "SLACK_API_URL": slack.url,
+               "HELPBOT_FAQ_BASE_URL": "https://github.com/acme/helpbot/blob/HEAD/faq",
+               "HELPBOT_FAQ_CACHE_DIR": str(tmp_path / "cache")}
+        assert answer_scripted(env, script, channel="C0ECSUP", ts=q.ts)[0] == 0
+        assert slack.calls("chat.stopStream")  # the answer as the streamed path leaves it
+        [posted] = [m for m in ws.thread("C0ECSUP", q.ts) if m.user == BOT]
+        react(ws, "C0ECSUP", posted.ts, "+1", TANAKA, SUZUKI)
+        code, out = draft({**env, "HELPBOT_CHANNELS": "C0ECSUP"}, "--since", "2025-01-01")
+    assert code == 0 and "1 drafts" in out
+    body = out.split("\n==> ", 1)[1]
+    listed = re.findall(r"\]\((https?://[^)\s]+)\)", body)
+    assert len(listed) == len(set(listed)) == 2, body  # the FAQ entry and suzuki's message, each once
+    own = ws.permalink("C0GENERAL", earlier).split("?")[0]
+    assert not any(url.startswith(own) for url in listed) and "在庫同期は15分ごとです" not in body, body
+    assert "田中" not in body and "鈴木" not in body, body
