@@ -238,6 +238,23 @@ def test_the_relay_ignores_clicks_outside_its_channels_unsigned_ones_and_replays
     assert click_vote(b"payload=%7B%7D&x=1", TriggerSettings()) == "not an interaction payload"
 
 
+def test_on_lambda_a_click_is_dispatched_before_the_ack(ws: Workspace, fake: FakeSlack,
+                                                        buttons: dict[str, str]) -> None:
+    """A function URL hands the form-encoded body over base64-encoded, its headers lower-cased."""
+    import base64
+
+    from agent.slack.relay import lambda_handler
+
+    answer = answered(ws, buttons)
+    headers, body = interaction_request(ws.click(CHANNEL, answer.ts, SUZUKI, "+1"), SECRET, NOW)
+    github = GitHub()
+    answered_by = lambda_handler({"headers": {k.lower(): v for k, v in headers.items()}, "isBase64Encoded": True,
+                                  "body": base64.b64encode(body).decode(),
+                                  "requestContext": {"http": {"method": "POST"}}}, relay=relay(github))
+    assert (answered_by["statusCode"], answered_by["body"]) == (200, "")
+    assert [b["client_payload"]["user"] for b in github.bodies] == [SUZUKI]
+
+
 @pytest.mark.parametrize("case", ["other team", "guest", "another organization's person", "bot", "the question",
                                   "a notice", "forged metadata", "not in the channels", "gone"])
 def test_a_forged_dispatch_changes_nothing(ws: Workspace, fake: FakeSlack, buttons: dict[str, str], tmp_path: Path,
