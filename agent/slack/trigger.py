@@ -86,8 +86,13 @@ class Ignore:
 
 
 def load_event(path: str | os.PathLike[str]) -> Trigger:
-    """Read and parse an event file: a regular file of at most MAX_EVENT_BYTES (a FIFO or /dev/zero is refused
-    before a byte is read); anything else is BadInput, not a traceback or a hang."""
+    """Read and parse an event file (:func:`read_event`)."""
+    return parse_event(read_event(path))
+
+
+def read_event(path: str | os.PathLike[str]) -> bytes:
+    """An event file's bytes: a regular file of at most MAX_EVENT_BYTES (a FIFO, a device or /dev/zero is
+    refused before a byte is read); anything else is BadInput, not a traceback or a hang."""
     name = os.fspath(path)
     try:
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not block
@@ -104,7 +109,7 @@ def load_event(path: str | os.PathLike[str]) -> Trigger:
         os.close(fd)
     if len(raw) > MAX_EVENT_BYTES:
         raise BadInput(f"event file {name!r} is larger than {MAX_EVENT_BYTES // 1024 // 1024} MB")
-    return parse_event(raw)
+    return raw
 
 
 def parse_event(raw: str | bytes) -> Trigger:
