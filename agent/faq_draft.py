@@ -1,15 +1,10 @@
 """``helpbot faq-draft``: helpbot's well-received answers become draft FAQ entries.
 
-An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority (👎 > 👍), found and counted exactly as
-``helpbot feedback`` finds and counts them (:class:`agent.slack.ratings.Scanner`). Its draft is an entry in the ``faq/``
-format: the question from the asker's message (mentions, links to people, the names the workspace knows for the
-thread's participants and a leading "○○さん" taken out), the answer's text, its sources, its tags. Skipped, and
-counted in the summary: answers in private channels or DMs unless ``HELPBOT_FAQ_PRIVATE`` says the FAQ is private
-too; questions the FAQ already asks (:meth:`mcp_lib.platforms.faq.FaqIndex.same_question`, also against the drafts
-before them). Every draft passes the egress guard (secrets and personal data masked) and must parse as an FAQ entry.
-
-Without ``--out`` or ``--pr`` the drafts are printed; ``--out DIR`` writes one file per draft; ``--pr`` opens one
-pull request (:mod:`agent.faq_pr`). Nothing to draft is not an error (exit 0, one line saying why).
+An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority, rated as ``helpbot feedback`` rates it. Its
+draft, in the ``faq/`` format: the asker's question and the answer without mentions, links to people or the
+names the workspace knows for the thread's participants; each source once, none of helpbot's own messages; its
+tags; through the egress guard, and parsed as an FAQ entry. Skipped and counted: private channels (unless
+``HELPBOT_FAQ_PRIVATE``) and questions the FAQ or an earlier draft already asks. Printed, ``--out DIR`` or ``--pr``.
 """
 
 from __future__ import annotations
@@ -34,8 +29,9 @@ import yaml
 from agent import guard
 from agent.config import env_bool
 from agent.errors import UsageError
+from agent.slack import ratings
 from agent.slack.markers import read as read_marker
-from agent.slack.ratings import RatedAnswer, Scanner, scan_window, slack_command
+from agent.slack.ratings import RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.split import cut
 from mcp_lib import ids
@@ -251,13 +247,9 @@ class Drafter:
         self.drafts.append(draft)
 
 
-# -- the command ----------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", default="30d", help="window: 7d, 30d, 12h, 2w or a date (default 30d)")
+    output = ratings.scan_arguments(parser)
     parser.add_argument("--min-up", type=int, default=2, metavar="N", help="👍 an answer needs (default 2)")
-    parser.add_argument("--channel", action="append", metavar="C", help="channel ID to scan (repeatable; default "
-                                                                        "HELPBOT_CHANNELS)")
-    output = parser.add_mutually_exclusive_group()
     output.add_argument("--out", type=Path, metavar="DIR", help="write one file per draft into DIR")
     output.add_argument("--pr", action="store_true", help="open one pull request with the drafts (HELPBOT_FAQ_PR_TOKEN "
                                                          "or GITHUB_TOKEN with contents and pull-requests write, "
@@ -284,14 +276,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
         return 0
     if args.out is not None and (problem := guard.unwritable(args.out, folder=True)):
         raise UsageError(f"helpbot faq-draft: --out: cannot write into {str(args.out)!r}: {problem}")
-    _, now, since, channels = scan_window(args, env, "faq-draft", clock)
+    _, now, since, channels = ratings.scan_window(args, env, "faq-draft", clock)
     private_ok = env_bool(env, "HELPBOT_FAQ_PRIVATE")
     pr_config = faq_pr.load_config(env) if args.pr else None
     index = faq.make_client(faq.load_config(env))
 
     def draft() -> int:
         scanner = Scanner.connect(env, "faq-draft", sleep=clock.sleep)
-        found = [pair for channel in channels for pair in scanner.scan_with_parts(channel, since)]
+        found = [pair for channel in channels for pair in scanner.scan(channel, since)]
         candidates = [(a, parts) for a, parts in found if qualifies(a, args.min_up)]
         scanner.add_permalinks(a for a, _ in candidates)
         drafter = Drafter(scanner, index, private_ok=private_ok, now=now)
@@ -317,7 +309,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
             guard.out("\n".join([summary, *(f"\n==> {name}\n{text}" for name, text in files.items())]), file=out)
         return 0
 
-    return slack_command("faq-draft", draft)
+    return ratings.slack_command("faq-draft", draft)
 
 
 def _pr_body(drafts: list[Draft], summary: str) -> str:

@@ -1,18 +1,9 @@
-"""Everything helpbot posts to Slack, as ready-to-send payloads: placeholder, progress, answer, failure notice.
+"""Everything helpbot posts to Slack as ready payloads, ``{"text": fallback, "blocks": [...], "metadata"?}`` for
+``chat.postMessage`` (with :data:`POST_OPTIONS`) or ``chat.update``: placeholder, progress, answer, notices.
 
-A payload is ``{"text": fallback, "blocks": [...], "metadata"?: {...}}`` and goes unchanged to
-``chat_postMessage(channel=, thread_ts=, **payload, **POST_OPTIONS)`` or ``chat_update(channel=, ts=, **payload)``.
-
-- The answer (markdown from Claude) goes into ``markdown`` blocks. Slack allows 12,000 characters of markdown
-  per payload, cumulative; a longer answer is split into several payloads at paragraph, then line, then
-  sentence boundaries, and never inside a code block without closing the fence and reopening it (same info
-  string) in the next part. Lengths are counted in UTF-16 code units: that is what Slack's limits count, it is
-  never less than the number of code points, and a Japanese character counts as one (not three UTF-8 bytes).
-- The egress guard sees every payload at the door (:func:`agent.guard.slack`). Text that is cut here (the answer
-  before it is split, a source title, the notice) is guarded once more *before* the cut
-  (:func:`agent.guard.markdown`), so that no secret straddles a cut unmasked; guarding is idempotent, so the
-  door's pass changes nothing there.
-- The first answer payload carries its marker (:mod:`agent.slack.markers`), naming the question it answers.
+An answer over Slack's 12,000 markdown characters (UTF-16 units, cumulative per payload) is split into parts
+(:mod:`agent.slack.split`); the first carries its marker (:mod:`agent.slack.markers`), the last its sources, footer
+and buttons. Text cut here is guarded before the cut, so that no secret straddles one (the door's pass is idempotent).
 """
 
 from __future__ import annotations
@@ -58,18 +49,18 @@ POST_OPTIONS = {"unfurl_links": False, "unfurl_media": False}  # many source lin
 PLATFORM_LABELS = {"faq": "FAQ", "slack": "Slack", "redmine": "Redmine", "github": "GitHub", "growi": "Growi"}
 
 
-# -- the public guard -------------------------------------------------------------------------------------------
 def run_url(env: Mapping[str, str]) -> str | None:
     """Link to this Actions run, when running in Actions."""
     server, repo, run_id = (env_str(env, k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    if not (server and repo and run_id):
-        return None
-    return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}"
+    return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else None
 
 
-# -- pieces of a message ------------------------------------------------------------------------------------------
 def _markdown_block(text: str) -> dict[str, Any]:
     return {"type": "markdown", "text": text}
+
+
+def _section_block(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
 def _context_block(*texts: str) -> dict[str, Any]:
@@ -87,10 +78,8 @@ _MD_NOISE = re.compile(r"(\*\*|__|^#{1,6}\s+|^>\s?|^\s*(```|~~~)\S*\s*$)", re.M)
 
 def plain_fallback(markdown: str, limit: int = FALLBACK_CHARS) -> str:
     """The ``text`` that notifications and screen readers use: roughly de-marked-up, escaped, short."""
-    text = _MD_LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", markdown)
-    text = _MD_NOISE.sub("", text)
-    text = re.sub(r"\n{3,}", "\n\n", text).strip()
-    return mrkdwn_escape(cut(text, limit))
+    text = _MD_NOISE.sub("", _MD_LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", markdown))
+    return mrkdwn_escape(cut(re.sub(r"\n{3,}", "\n\n", text).strip(), limit))
 
 
 def _safe_url(url: str) -> str | None:
@@ -122,11 +111,8 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
             left_out += 1
             continue
         lines.append(line)
-    if not lines:
-        return ""
-    if left_out:
-        lines.append(f"- ほか {left_out} 件")
-    return f"{SOURCES_HEADING}\n" + "\n".join(lines)
+    lines += [f"- ほか {left_out} 件"] if left_out else []
+    return f"{SOURCES_HEADING}\n" + "\n".join(lines) if lines else ""
 
 
 def platform_label(tool_name: str) -> str:
@@ -151,29 +137,17 @@ def format_cost(cost_usd: float) -> str:
 
 def footer_text(*, rounds: int, tool_names: Sequence[str], cost_usd: float | None, degraded: bool,
                 run_link: str | None, tags: Sequence[str] = (), cost_limited: bool = False) -> str:
-    """One small line: rounds, tools, the question's tags, estimated cost, link to the Actions run (mrkdwn, for
-    a context block)."""
-    parts = []
-    if degraded:
-        parts.append("検索のみ（AI生成ではありません）")
-    else:
-        parts.append(f"ラウンド {rounds}")
+    """One small mrkdwn line (a context block): rounds, tools, the question's tags, estimated cost, the run link."""
     platforms = _unique(platform_label(n) for n in tool_names)
-    tools = f"ツール {len(tool_names)} 回"
-    parts.append(f"{tools}（{'・'.join(platforms)}）" if platforms else tools)
-    if tags:
-        parts.append(f"タグ {'・'.join(tags)}")
-    if cost_usd is not None and not degraded:
-        parts.append(f"推定コスト {format_cost(cost_usd)}")
-    if cost_limited:
-        parts.append("費用上限に達したため、それまでに集めた情報で回答")
-    text = mrkdwn_escape(" ・ ".join(parts))
-    if run_link and _safe_url(run_link):
-        text += f" ・ <{_safe_url(run_link)}|実行ログ>"
-    return text
+    parts = ["検索のみ（AI生成ではありません）" if degraded else f"ラウンド {rounds}",
+             f"ツール {len(tool_names)} 回" + (f"（{'・'.join(platforms)}）" if platforms else ""),
+             *([f"タグ {'・'.join(tags)}"] if tags else []),
+             *([f"推定コスト {format_cost(cost_usd)}"] if cost_usd is not None and not degraded else []),
+             *(["費用上限に達したため、それまでに集めた情報で回答"] if cost_limited else [])]
+    safe = _safe_url(run_link) if run_link else None
+    return mrkdwn_escape(" ・ ".join(parts)) + (f" ・ <{safe}|実行ログ>" if safe else "")
 
 
-# -- payloads -----------------------------------------------------------------------------------------------------
 def placeholder_payload() -> dict[str, Any]:
     return {"text": PLACEHOLDER, "blocks": [_context_block(f":hourglass_flowing_sand: {PLACEHOLDER}")]}
 
@@ -181,9 +155,7 @@ def placeholder_payload() -> dict[str, Any]:
 def progress_text(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> str:
     """「調べています…（ラウンド 2/10：Slack・Redmine を検索中）」."""
     platforms = _unique(platform_label(n) for n in tool_names)
-    detail = f"ラウンド {round_no}/{max_rounds}"
-    if platforms:
-        detail += f"：{'・'.join(platforms)} を検索中"
+    detail = f"ラウンド {round_no}/{max_rounds}" + (f"：{'・'.join(platforms)} を検索中" if platforms else "")
     return f"{PLACEHOLDER}（{detail}）"
 
 
@@ -192,9 +164,8 @@ _TASK_ARGUMENTS = ("query", "q", "keywords", "path", "url", "id", "issue_id", "n
 
 
 def task_title(tool_name: str, arguments: Mapping[str, Any]) -> str:
-    """A tool call as a task in the streamed reply: 「FAQを検索: 在庫同期」, 「Redmineを参照: 1234」 -- the platform
-    (:func:`platform_label`), a verb from the tool's name, and its main argument (the model's: guarded at the
-    door like every byte)."""
+    """A tool call as a task of the streamed reply, 「FAQを検索: 在庫同期」: the platform, a verb from the tool's name
+    and its main argument (the model's: guarded at the door like every byte)."""
     label = platform_label(tool_name)
     name = guard.current().name(tool_name).lower()
     verb = next((v for word, v in _TASK_VERBS if word in name), "")
@@ -217,26 +188,21 @@ _URL = re.compile(r"\(?(?:url: )?https?://\S+")
 
 def failure_payload(what: str, run_link: str | None = None, *, channel: str | None = None,
                     question_ts: str | None = None) -> dict[str, Any]:
-    """The notice that replaces silence: what failed (one line, no URLs: the run log has the details), and where
-    to look."""
+    """The notice that replaces silence: what failed (one line, no URLs: the run log has them), and where to look."""
     what = cut(" ".join(_URL.sub("", guard.markdown(what)).split()), 300) or "不明なエラー"
-    text = f":warning: 回答を作成できませんでした（{mrkdwn_escape(what)}）。"
     safe = _safe_url(run_link) if run_link else None
-    if safe:
-        text += f" 詳細は<{safe}|実行ログ>を確認してください。"
-    else:
-        text += " 時間をおいて、もう一度リアクションしてください。"
-    payload: dict[str, Any] = {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn",
-                                                                                      "text": text}}]}
+    where = (f" 詳細は<{safe}|実行ログ>を確認してください。" if safe
+             else " 時間をおいて、もう一度リアクションしてください。")
+    text = f":warning: 回答を作成できませんでした（{mrkdwn_escape(what)}）。{where}"
+    payload: dict[str, Any] = {"text": text, "blocks": [_section_block(text)]}
     if question_ts:
         payload["metadata"] = markers.metadata("failure", channel=channel, question_ts=question_ts)
     return payload
 
 
 def question_payload(question: str, actor: str | None = None, *, limit: int = SECTION_LIMIT) -> dict[str, Any]:
-    """A free question (workflow_dispatch) reposted as the thread root: escaped, so ``<url|label>`` cannot become a
-    disguised link or a broadcast, and split into section blocks of at most ``limit`` characters (Slack's 3,000
-    per section; the question itself may have up to 4,000)."""
+    """A free question (workflow_dispatch) as the thread's root: escaped (no disguised ``<url|label>`` link or
+    broadcast), in section blocks of at most ``limit`` characters (Slack's 3,000; a question may have 4,000)."""
     head = f"❓ *質問*（GitHub Actions から{f'・{mrkdwn_escape(actor)}' if actor else ''}）"
     lines = [mrkdwn_escape(line) for line in question.strip().splitlines() if line.strip()] or ["（本文なし）"]
     quoted = "\n".join(f">{line}" for line in lines)
@@ -244,7 +210,7 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
               for p in hard_split(quoted, limit - slack_len(head) - 2)]
     texts = [f"{head}\n{pieces[0]}", *pieces[1:]]
     fallback = cut(f"{head}\n{pieces[0]}", FALLBACK_CHARS)
-    return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]}
+    return {"text": fallback, "blocks": [_section_block(t) for t in texts]}
 
 
 def feedback_block() -> dict[str, Any]:
@@ -259,7 +225,7 @@ def feedback_block() -> dict[str, Any]:
 
 
 def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | None, parts: int) -> dict[str, Any]:
-    """Slack message metadata marking a helpbot answer (how "already answered" and feedback find it)."""
+    """The marker of a helpbot answer (how "already answered", feedback and votes find it)."""
     tool_names = [call.name for call in answer.tool_calls]
     stats = markers.AnswerStats(rounds=answer.rounds, tool_calls=len(tool_names), tools=tuple(_unique(tool_names)),
                                 sources=len(answer.sources), cost_usd=answer.cost_usd, degraded=answer.degraded,
@@ -270,8 +236,8 @@ def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | N
 def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: str | None = None,
                     run_link: str | None = None, limit: int = MARKDOWN_LIMIT,
                     buttons: bool = False) -> list[dict[str, Any]]:
-    """The answer as one or more payloads; the first carries the metadata, the last the sources (the ones the
-    answer relied on), the footer and, with ``buttons``, the 👍/👎 buttons."""
+    """The answer as one or more payloads: the first with its marker, the last with the sources it relied on, the
+    footer and, with ``buttons``, the 👍/👎 buttons."""
     text = answer.text.strip() or "（回答を生成できませんでした）"
     if answer.degraded and not text.startswith("⚠️"):  # the loop labels its own degraded answers
         text = f"{DEGRADED_LABEL}\n\n{text}"
@@ -293,12 +259,7 @@ def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: 
     block_lists[-1] += [_context_block(footer, BUTTONS_LINE if buttons else FEEDBACK_LINE),
                         *([feedback_block()] if buttons else [])]
 
-    payloads: list[dict[str, Any]] = []
-    for index, blocks in enumerate(block_lists):
-        first_text = blocks[0]["text"] if blocks[0]["type"] == "markdown" else ""
-        payload: dict[str, Any] = {"text": plain_fallback(first_text) or FALLBACK_EMPTY, "blocks": blocks}
-        if index == 0:
-            payload["metadata"] = answer_metadata(answer, channel=channel, question_ts=question_ts,
-                                                  parts=len(block_lists))
-        payloads.append(payload)
+    payloads: list[dict[str, Any]] = [{"text": plain_fallback(blocks[0]["text"]) or FALLBACK_EMPTY, "blocks": blocks}
+                                      for blocks in block_lists]  # every part starts with a markdown block
+    payloads[0]["metadata"] = answer_metadata(answer, channel=channel, question_ts=question_ts, parts=len(payloads))
     return payloads

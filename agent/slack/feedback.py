@@ -1,20 +1,10 @@
 """``helpbot feedback``: how helpbot's answers were received -- 👍/👎 per answer and in total, what they cost.
 
-Answers are found by their marker (:mod:`agent.slack.markers`), and only when helpbot itself wrote them: another
-app cannot forge entries. Placeholders and failure notices are skipped.
-
-The scan and the counting are :mod:`agent.slack.ratings`'s; this module is the window, the report and the
-command.
-
-The text report and the summary posted by ``--post`` hold counts, tool names and permalinks, never message
-text or source titles (the feedback channel and the Actions log may be wider audiences than the channel an
-answer was in). ``--json`` and ``--csv`` add each answer's sources.
-
-Answers in private channels (or channels whose privacy cannot be read) count only where that channel's members
-are the audience: the post counts them only when it goes to that same channel, and in Actions
-(``GITHUB_ACTIONS=true``: the log is the repository's) the printed report leaves them out and says which
-channels it left out (in a public repository, :func:`agent.guard.records_public`, every channel's answers).
-Their numbers -- rounds, tools, cost -- are the choices of a model that read private text.
+The scan and the counting are :mod:`agent.slack.ratings`'s; this is the report and the command. The text report and
+the ``--post`` summary hold counts, tool names and permalinks, never message text or source titles (the feedback
+channel and the Actions log may be wider audiences); ``--json`` and ``--csv`` add the sources. A private channel's
+answers (their numbers are the choices of a model that read private text) count in a post only into that channel,
+and the printed report leaves them out in Actions (in a public repository, every channel's).
 """
 
 from __future__ import annotations
@@ -29,27 +19,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
-from functools import partial
 from typing import IO, Any
 
 from agent import guard
 from agent.errors import UsageError
 from agent.guard import Guard
-from agent.slack.blocks import (
-    POST_OPTIONS,
-    format_cost,
-    platform_label,
-)
-from agent.slack.ratings import (
-    NEGATIVE,
-    PAGE_SIZE,
-    POSITIVE,
-    RatedAnswer,
-    Scanner,
-    local_time,
-    scan_window,
-    slack_command,
-)
+from agent.slack import ratings
+from agent.slack.blocks import POST_OPTIONS, format_cost, platform_label
+from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, RatedAnswer, Scanner, local_time
 from agent.slack.split import slack_len
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str
@@ -60,7 +37,6 @@ MAX_POSTED_NEGATIVES = 20
 POST_LIMIT = 11_000  # below the 12,000 markdown characters of one message
 
 
-# -- the report -----------------------------------------------------------------------------------------------
 @dataclass
 class Report:
     since: datetime
@@ -119,9 +95,7 @@ CSV_COLUMNS = ["channel", "ts", "time", "thread_ts", "question_ts", "positive", 
 
 def _cell(value: Any) -> Any:
     """Defuse spreadsheet formulas (``=``, ``+``, ``-``, ``@`` at the start) in text cells."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def write_csv(report: Report, out: IO[str], tz: tzinfo) -> None:
@@ -202,13 +176,8 @@ def summary_payload(report: Report, tz: tzinfo) -> dict[str, Any]:
     return {"text": fallback, "blocks": [{"type": "markdown", "text": text}]}
 
 
-# -- the command ----------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", default="30d", help="window: 7d, 30d, 12h, 2w or a date like 2025-01-31 "
-                                                       "(default 30d)")
-    parser.add_argument("--channel", action="append", metavar="C", help="channel ID to scan (repeatable; default "
-                                                                        "HELPBOT_CHANNELS)")
-    output = parser.add_mutually_exclusive_group()
+    output = ratings.scan_arguments(parser)
     output.add_argument("--json", action="store_true", help="print the report as JSON")
     output.add_argument("--csv", action="store_true", help="print one CSV row per answer")
     parser.add_argument("--post", nargs="?", const="", metavar="CHANNEL",
@@ -228,12 +197,45 @@ def _post_channel(args: argparse.Namespace, env: Mapping[str, str]) -> str | Non
 
 def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK,
         out: IO[str] | None = None, page_size: int = PAGE_SIZE) -> int:
-    """The command with its seams: environment, clock (the retry handlers sleep on it), output stream."""
+    """The command with its seams: environment, clock (the retries sleep on it), output."""
+    file = out or sys.stdout
     with guard.installed(Guard.from_env(env, names=builtin_names())):
-        tz, now, since, channels = scan_window(args, env, "feedback", clock)
+        tz, now, since, channels = ratings.scan_window(args, env, "feedback", clock)
         post_to = _post_channel(args, env)
-        return slack_command("feedback", partial(_report, args, env, tz, Report(since, now, channels, []), post_to,
-                                                 clock=clock, out=out or sys.stdout, page_size=page_size))
+
+        def scan_and_report() -> int:
+            scanner = Scanner.connect(env, "feedback", sleep=clock.sleep, page_size=page_size)
+            guard.narrow(hosts=[guard.host_of(scanner.workspace_url) or ""])  # permalinks keep their thread
+            answers = [answer for channel in channels for answer, _ in scanner.scan(channel, since)]
+            full = Report(since=since, until=now, channels=channels, answers=answers)
+            private = {channel for channel in channels if not scanner.is_public(channel)}
+            public_log = guard.records_public(env)  # a public repository's log is everyone's: no channel's answers
+            hidden = set(channels) if public_log else private
+            left_out = sorted(hidden) if env.get("GITHUB_ACTIONS") == "true" or public_log else []
+            report = for_audience(full, hidden) if left_out else full
+            scanner.add_permalinks(full.negative)
+            if args.json:
+                guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out},
+                                     ensure_ascii=False, indent=2), file=file)
+            elif args.csv:
+                rows = io.StringIO()
+                write_csv(report, rows, tz)
+                guard.out(rows.getvalue().removesuffix("\n"), file=file)
+            else:
+                guard.out(render_text(report, tz), file=file)
+            if left_out and not args.json:
+                guard.err(("helpbot feedback: answers left out of the Actions log (a public repository; "
+                           "HELPBOT_PUBLIC_RECORDS=true keeps them): " if public_log else
+                           "helpbot feedback: answers in private channels left out of the Actions log: ")
+                          + f"{', '.join(left_out)} (run it locally to see them)")
+            if post_to:
+                payload = summary_payload(for_audience(full, private, channel=post_to), tz)
+                posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload,
+                                          **POST_OPTIONS)
+                guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
+            return 0
+
+        return ratings.slack_command("feedback", scan_and_report)
 
 
 def builtin_names() -> list[str]:
@@ -247,40 +249,6 @@ def builtin_names() -> list[str]:
 def for_audience(report: Report, private: set[str], *, channel: str | None = None) -> Report:
     """The report for readers outside the private channels -- or inside ``channel``, whose answers stay."""
     return replace(report, answers=[a for a in report.answers if a.channel not in private or a.channel == channel])
-
-
-def _report(args: argparse.Namespace, env: Mapping[str, str], tz: tzinfo, full: Report, post_to: str | None, *,
-            clock: Clock, out: IO[str], page_size: int) -> int:
-    channels = full.channels
-    scanner = Scanner.connect(env, "feedback", sleep=clock.sleep, page_size=page_size)
-    guard.narrow(hosts=[guard.host_of(scanner.workspace_url) or ""])  # permalinks keep their thread
-    full.answers = [answer for channel in channels for answer in scanner.scan(channel, full.since)]
-    private = {channel for channel in channels if not scanner.is_public(channel)}
-    in_actions = env.get("GITHUB_ACTIONS") == "true"
-    public_log = guard.records_public(env)  # a public repository's log is everyone's: no channel's answers
-    hidden = set(channels) if public_log else private
-    report = for_audience(full, hidden) if in_actions or public_log else full
-    left_out = sorted(hidden) if in_actions or public_log else []
-    scanner.add_permalinks(full.negative)
-    if args.json:
-        guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out}, ensure_ascii=False,
-                             indent=2), file=out)
-    elif args.csv:
-        rows = io.StringIO()
-        write_csv(report, rows, tz)
-        guard.out(rows.getvalue().removesuffix("\n"), file=out)
-    else:
-        guard.out(render_text(report, tz), file=out)
-    if left_out and not args.json:
-        guard.err(("helpbot feedback: answers left out of the Actions log (a public repository; "
-                   "HELPBOT_PUBLIC_RECORDS=true keeps them): " if public_log else
-                   "helpbot feedback: answers in private channels left out of the Actions log: ")
-                  + f"{', '.join(left_out)} (run it locally to see them)")
-    if post_to:
-        payload = summary_payload(for_audience(full, private, channel=post_to), tz)
-        posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload, **POST_OPTIONS)
-        guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
-    return 0
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,12 +1,9 @@
-"""helpbot's answers in Slack and how people reacted to them (``helpbot feedback``, ``helpbot faq-draft``).
+"""helpbot's answers in Slack and how people rated them: the scan of ``helpbot feedback``, faq-draft and vote.
 
-Answers are found by their marker (:mod:`agent.slack.markers`), only when helpbot itself wrote them. How the scan
-stays cheap: one ``conversations.history`` pass per channel (``include_all_metadata``, cursor paging), then
-``conversations.replies`` only for threads that have replies since the window opened and that helpbot may have
-replied in (``reply_users``, when Slack lists them all). The whole history is read (a page per 200 top-level
-messages): an answer posted in the window may be in the thread of a question of any age. Reactions come with the
-messages; ``reactions.get`` is called only when Slack truncated a user list. A long answer is several messages
-(``parts`` in its marker): reactions on every part count, each person once per emoji, helpbot's own never.
+Answers are found by their marker (:mod:`agent.slack.markers`), only when helpbot wrote them. One
+``conversations.history`` pass per channel, all of it (an answer in the window may be in the thread of a question of
+any age), then ``conversations.replies`` only for threads helpbot may have replied in since; ``reactions.get`` only
+for a user list Slack cut short. Each person counts once per emoji over all of an answer's parts, helpbot never.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import argparse
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -30,9 +27,9 @@ from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
 from mcp_lib.clock import Clock
 from mcp_lib.clock import now as clock_now
-from mcp_lib.config import ConfigError
+from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
-from mcp_lib.ids import is_channel_id
+from mcp_lib.ids import is_channel_id, is_user_id
 from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
@@ -41,11 +38,6 @@ POSITIVE, NEGATIVE = VOTES  # 👍 and 👎: the reactions, and the feedback but
 _DURATION = re.compile(r"(\d{1,6})\s*([hdw])", re.I)
 
 
-def _ts(when: datetime) -> str:
-    return f"{when.timestamp():.6f}"
-
-
-# -- one answer -----------------------------------------------------------------------------------------------
 @dataclass
 class RatedAnswer:
     """One helpbot answer with what its metadata says and how people reacted to it."""
@@ -79,14 +71,8 @@ class RatedAnswer:
         return {k: v for k, v in self.reactions.items() if k not in (POSITIVE, NEGATIVE)}
 
     def to_json(self, tz: tzinfo) -> dict[str, Any]:
-        return {
-            "channel": self.channel, "ts": self.ts, "time": local_time(self.ts, tz), "thread_ts": self.thread_ts,
-            "question_ts": self.question_ts, "positive": self.positive, "negative": self.negative,
-            "reactions": dict(self.reactions), "reactors": len(self.reactors), "rounds": self.rounds,
-            "tool_calls": self.tool_calls, "tools": list(self.tools), "sources_count": self.sources_count,
-            "sources": [dict(s) for s in self.sources], "cost_usd": self.cost_usd, "degraded": self.degraded,
-            "parts": self.parts, "permalink": self.permalink,
-        }
+        return {**asdict(self), "time": local_time(self.ts, tz), "positive": self.positive,
+                "negative": self.negative, "reactors": len(self.reactors)}
 
 
 def local_time(ts: str, tz: tzinfo) -> str:
@@ -100,32 +86,17 @@ def _int(value: Any) -> int:
         return 0
 
 
-def _float(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def parse_sources(messages: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, str]], int]:
-    """The 「参照元」 section of an answer's messages -> ([{title, url}], how many the section left out).
-
-    Read the way follow-ups read answers (:func:`agent.slack.readback.read_answer`), so it works whether Slack hands the
-    markdown blocks back as they were posted or translated into rich_text."""
-    read = read_answer("\n\n".join(message_markdown(m) for m in messages))
-    return read.sources + [{"title": title, "url": ""} for title in read.unlinked], read.left_out
-
-
 def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: float,
                me: Me) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
-    """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with the messages
-    that make it up (grouped as :func:`agent.slack.markers.answers_in_sequence` groups them for follow-ups)."""
+    """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with its messages;
+    the sources read back as follow-ups read them (:func:`agent.slack.readback.read_answer`)."""
     found = []
     for marker, message, parts in answers_in_sequence(sequence, me):
         if float(message.get("ts") or 0) < since_ts:
             continue
         stats = marker.stats
-        sources, left_out = parse_sources(parts)
+        read = read_answer("\n\n".join(message_markdown(m) for m in parts))
+        sources, left_out = read.sources + [{"title": t, "url": ""} for t in read.unlinked], read.left_out
         # names helpbot defined only: metadata is written by the model's choices (and old answers predate the guard)
         tools = [guard.current().name(t) for t in stats.tools]
         answer = RatedAnswer(
@@ -165,7 +136,6 @@ def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], exc
             answer.reactors |= reacted
 
 
-# -- the scan -------------------------------------------------------------------------------------------------
 class Scanner:
     """Reads channels through the Slack platform's client (its retry handlers, its error messages)."""
 
@@ -184,14 +154,8 @@ class Scanner:
     @classmethod
     def connect(cls, env: Mapping[str, str], command: str, *, sleep: Callable[[float], None],
                 page_size: int = PAGE_SIZE) -> Scanner:
-        """A scan as the bot (never a person's token), who helpbot is asked of ``auth.test`` plus
-        HELPBOT_BOT_USER_ID; for ``helpbot feedback`` and ``helpbot faq-draft``. A Slack failure is a ToolError
-        (CredentialsError for a refused token), bad configuration a ConfigError."""
-        from dataclasses import replace
-
-        from mcp_lib.config import ConfigError, env_str
-        from mcp_lib.ids import is_user_id
-
+        """A scan as the bot (never a person's token); who helpbot is, from ``auth.test`` and HELPBOT_BOT_USER_ID.
+        A Slack failure is a ToolError (CredentialsError for a refused token), bad configuration a ConfigError."""
         configured = env_str(env, "HELPBOT_BOT_USER_ID")
         if configured and not is_user_id(configured):
             raise ConfigError("HELPBOT_BOT_USER_ID", f"{configured!r} is not a Slack user ID (like U0123456789)")
@@ -234,12 +198,8 @@ class Scanner:
             return True  # Slack did not list every replier: look
         return self.bot_user_id in users
 
-    def scan(self, channel: str, since: datetime) -> list[RatedAnswer]:
-        return [answer for answer, _ in self.scan_with_parts(channel, since)]
-
-    def scan_with_parts(self, channel: str, since: datetime
-                        ) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
-        """:meth:`scan`, each answer with the messages that make it up (``helpbot faq-draft`` reads them)."""
+    def scan(self, channel: str, since: datetime) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
+        """The channel's answers posted since ``since``, rated, each with the messages that make it up."""
         since_ts = since.timestamp()
         found: dict[str, tuple[RatedAnswer, list[Mapping[str, Any]]]] = {}
         for message in self.pages("conversations.history", channel=channel):
@@ -247,7 +207,7 @@ class Scanner:
                 continue  # a reply also sent to the channel: counted with its thread
             if self._may_hold_answer(message, since_ts):
                 sequence = list(self.pages("conversations.replies", channel=channel, ts=message["ts"],
-                                            oldest=_ts(since)))
+                                           oldest=f"{since_ts:.6f}"))
             else:
                 sequence = [message]
             for answer, parts in answers_in(sequence, channel, since_ts, self.me):
@@ -266,7 +226,16 @@ class Scanner:
             answer.permalink = str(data.get("permalink") or "") or None
 
 
-# -- the window -----------------------------------------------------------------------------------------------
+# -- a scan's arguments -------------------------------------------------------------------------------------------
+def scan_arguments(parser: argparse.ArgumentParser, since: str = "30d") -> argparse._MutuallyExclusiveGroup:
+    """``--since`` and ``--channel``; the group for the command's output options."""
+    parser.add_argument("--since", default=since, help=f"window: 7d, 30d, 12h, 2w or a date like 2025-01-31 "
+                                                       f"(default {since})")
+    parser.add_argument("--channel", action="append", metavar="C", help="channel ID to scan (repeatable; default "
+                                                                        "HELPBOT_CHANNELS)")
+    return parser.add_mutually_exclusive_group()
+
+
 def parse_since(value: str, now: datetime, command: str = "helpbot feedback") -> datetime:
     """``7d``, ``30d``, ``12h``, ``2w`` before ``now``, or an ISO date/time (naive: ``now``'s time zone)."""
     raw = value.strip()

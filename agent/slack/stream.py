@@ -1,18 +1,9 @@
-"""The answer streamed into the thread (Slack's ``chat.startStream`` / ``appendStream`` / ``stopStream``).
-
-    start --> tasks (each tool call: in_progress, then complete | error, with its sources) and the final answer's
-              text, appended in batches --> stop (the rest of the text, sources and footer, the answer's marker)
-
-Slack shows a streamed reply to one person: in a channel the asker (``recipient_user_id``) and their team
-(``recipient_team_id``) are required. Whether the run streams is decided once, at :meth:`AnswerStream.start`: a
-refusal (any ``ok: false``, e.g. ``unknown_method``, ``not_allowed_token_type``, ``channel_type_not_supported``,
-``missing_recipient_user_id``) leaves the run on the placeholder-and-update path (:mod:`agent.slack.reply`).
-
-Every byte passes the egress guard twice: at the door (:class:`agent.slack.post.SlackOut`) and, for the answer
-text, here first over the whole text received so far (:class:`GuardedText`), so that a secret or a mention split
-across deltas is caught as it would be in the whole text. Appends are best effort (one try, no waiting; a 429
-pauses them for its Retry-After) and batched: at most one per :data:`APPEND_INTERVAL_S` unless
-:data:`BATCH_CHARS` of text are waiting -- well within ``chat.appendStream``'s Tier 4 (100+ per minute).
+"""The answer streamed into the thread (``chat.startStream`` / ``appendStream`` / ``stopStream``): each tool call a
+task (in progress, then complete or error, with its sources), the final answer's text appended in batches, the stop
+adding the rest, sources, footer and marker. Whether the run streams is decided once, at :meth:`AnswerStream.start`:
+any refusal leaves it on the placeholder path (:mod:`agent.slack.reply`). The text passes the egress guard over the
+whole text so far (:class:`GuardedText`: a secret split across deltas is caught) and again at the door; appends are
+best effort (one try; a 429 pauses them) and batched well within ``appendStream``'s Tier 4.
 """
 
 from __future__ import annotations
@@ -38,14 +29,10 @@ _BOUNDARY = re.compile(r"(?<=[\s。、！？」』）])(?=\S)")
 
 
 class GuardedText:
-    """The answer's text as the model streams it, released only as it will read in the whole text guarded.
-
-    What is released is always a prefix of ``guard(text received so far)`` cut at the start of a word (or after
-    。、！？) at least ``hold`` characters back, and only while the guard's reading of that prefix does not change
-    with the text after it (a card number or a mention still arriving), nor within an unclosed ``<…>`` or ``[…]``.
-    :meth:`finish` releases the rest: the guarded whole text minus what was released. ``broken``: the guarded
-    whole no longer begins with what was released (it cannot happen for the guard's patterns within ``hold``
-    characters; the caller then rewrites the message whole)."""
+    """The answer's text as the model streams it, released only as it reads in the whole text guarded: a prefix of
+    the guarded text so far, cut at a word start (or after 。、！？) ``hold`` characters back, outside ``<…>`` and
+    ``[…]``, and only while the text after it does not change how it reads (a card number still arriving).
+    ``broken``: the guarded whole no longer begins with what was released (the message is then rewritten)."""
 
     def __init__(self, clean: Callable[[str], str] | None = None, *, hold: int = HOLD_CHARS,
                  limit: int = MARKDOWN_LIMIT):
@@ -60,11 +47,11 @@ class GuardedText:
 
     @property
     def full(self) -> bool:
-        """More text than one message holds: the rest comes with the answer as posted (one guard pass less)."""
+        """More text than one message holds: the rest comes with the answer as posted."""
         return slack_len(self.raw) > self.limit
 
     def take(self) -> str:
-        """What may be shown now (may be empty). Two guard passes over the text so far: call it per batch."""
+        """What may be shown now (maybe nothing); two guard passes over the text so far, so once per batch."""
         cut = self._cut()
         if cut is None or self.broken or self.full:
             return ""
@@ -98,8 +85,7 @@ class GuardedText:
 
 
 class AnswerStream:
-    """One streamed reply in a thread: its tasks and the final answer's text, batched, best effort until
-    :meth:`stop`. Calls from the model's and the tools' threads are serialized."""
+    """One streamed reply in a thread, best effort until :meth:`stop`; the model's and the tools' threads call it."""
 
     def __init__(self, out: SlackOut, *, channel: str, thread_ts: str, recipient_user: str, recipient_team: str,
                  clock: Callable[[], float]):
@@ -119,7 +105,6 @@ class AnswerStream:
         self.discarded = False
         self.lock = threading.RLock()
 
-    # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> bool:
         """The streamed reply begins; False (logged) when Slack refuses streaming here (the run does not stream)."""
         try:
@@ -138,15 +123,9 @@ class AnswerStream:
         (the stream expired, an outage): the caller rewrites or replaces the message."""
         with self.lock:
             self.stopped = True
-            chunks = self.chunks
-            self.chunks = []
-            params: dict[str, Any] = {"blocks": list(blocks)}
-            if chunks:
-                params["chunks"] = chunks
-            if markdown_text:
-                params["markdown_text"] = markdown_text
-            if metadata:
-                params["metadata"] = dict(metadata)
+            chunks, self.chunks = self.chunks, []
+            given = {"chunks": chunks, "markdown_text": markdown_text, "metadata": dict(metadata or {})}
+            params = {"blocks": list(blocks), **{key: value for key, value in given.items() if value}}
             try:
                 assert self.ts is not None
                 self.out.stream_stop(self.channel, self.ts, **params)
@@ -155,7 +134,6 @@ class AnswerStream:
                 return False
             return True
 
-    # -- what the run tells it --------------------------------------------------------------------------------
     def response_started(self) -> None:
         """A new model request: its text may be the answer; the round's results are shown now."""
         with self.lock:
@@ -221,11 +199,9 @@ class AnswerStream:
         self.chunks, self.pending_text, self.last_append = [], "", now
 
     def deliver(self, payload: Mapping[str, Any]) -> str | None:
-        """The reply stopped as the answer's first message (``payload``, as :func:`agent.slack.blocks.answer_payloads`
-        made it): the rest of the text, the sources and the footer under it, the marker -- or, when what was
-        streamed is not how the answer begins (a preamble, a lost append, a longer answer), stopped and rewritten
-        whole. Its ts; None (the reply removed) when Slack would do neither: the answer then replaces the
-        placeholder."""
+        """The reply stopped as the answer's first message ``payload`` (:func:`agent.slack.blocks.answer_payloads`),
+        or stopped and rewritten whole when what streamed is not how the answer begins (a preamble, a lost append,
+        a longer answer). Its ts; None (the reply removed) when Slack would do neither."""
         if self.ts is None:
             return None
         blocks = list(payload["blocks"])
@@ -262,14 +238,12 @@ class AnswerStream:
 
 def _result_chunk(task_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
     failed = event.get("is_error") is True
-    chunk: dict[str, Any] = {"type": "task_update", "id": task_id, "status": "error" if failed else "complete"}
     sources = [s for s in event.get("sources") or [] if isinstance(s, Mapping) and s.get("url")]
     elements = [{"type": "url", "url": str(s["url"]), "text": _short(str(s.get("title") or s["url"]))}
                 for s in sources[:MAX_TASK_SOURCES]]
-    if elements:
-        chunk["sources"] = elements
-    chunk["output"] = "失敗しました" if failed else (f"{len(sources)} 件見つかりました" if sources else "完了")
-    return chunk
+    return {"type": "task_update", "id": task_id, "status": "error" if failed else "complete",
+            **({"sources": elements} if elements else {}),
+            "output": "失敗しました" if failed else (f"{len(sources)} 件見つかりました" if sources else "完了")}
 
 
 def _short(text: str) -> str:
