@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -24,12 +23,12 @@ from agent.errors import BadInput
 from agent.slack import markers
 from agent.slack.admission import SLACKBOT, TriggerSettings
 from agent.slack.blocks import FEEDBACK_ACTION
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, read_event
 from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 
 VOTE_EVENT_TYPE = "slack-vote"  # the repository_dispatch of a vote (vote.yml); a question's is slack-help
 TEAM_RE = re.compile(r"[TE][A-Z0-9]{2,20}")
-MAX_EVENT_BYTES = 64 * 1024
 _URL = re.compile(r"https?://[^\s\"'<>|()\[\]\\]+")
 
 
@@ -98,8 +97,6 @@ def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] |
 
 def event_type(client_payload: Mapping[str, str]) -> str:
     """The repository_dispatch event type of what the relay dispatches: a vote's, or a question's."""
-    from agent.slack.trigger import DISPATCH_EVENT_TYPE
-
     return VOTE_EVENT_TYPE if "vote" in client_payload else DISPATCH_EVENT_TYPE
 
 
@@ -107,11 +104,9 @@ def event_type(client_payload: Mapping[str, str]) -> str:
 def load_vote(path: str | os.PathLike[str]) -> Vote:
     """The dispatched vote from vote.yml's event file: exactly :class:`Vote`'s keys, each well-formed (BadInput)."""
     try:
-        raw = Path(path).read_bytes()[:MAX_EVENT_BYTES + 1]
-        event = json.loads(raw) if len(raw) <= MAX_EVENT_BYTES else None
-    except (OSError, ValueError, RecursionError) as exc:
-        raise BadInput(f"helpbot vote: --event {str(path)!r} is not a readable JSON file ({type(exc).__name__})") \
-            from None
+        event = json.loads(read_event(path))
+    except (ValueError, RecursionError):
+        event = None
     payload = event.get("client_payload") if isinstance(event, dict) else None
     if not isinstance(event, dict) or event.get("action") != VOTE_EVENT_TYPE or not isinstance(payload, dict):
         raise BadInput(f"helpbot vote: --event {str(path)!r} is not a {VOTE_EVENT_TYPE} repository_dispatch")
