@@ -76,8 +76,7 @@ class Draft:
         origin = f"# draft from a helpbot answer with 👍 {self.positive} / 👎 {self.negative}"
         lines = [self.answer.strip()]
         if self.sources:
-            lines += ["", "## 参照元", *(f"- [{s['title'] or s['url']}]({s['url']})" if s["url"] else f"- {s['title']}"
-                                       for s in self.sources)]
+            lines += ["", "## 参照元", *(f"- [{s['title']}]({s['url']})" for s in self.sources)]
         return guard.markdown(f"---\n{origin}\n{meta}\n---\n" + "\n".join(lines) + "\n")
 
 
@@ -92,12 +91,7 @@ def names_of(user: Mapping[str, Any]) -> set[str]:
         if isinstance(value, str) and value.strip():
             parts = value.split()
             found |= {value.strip(), "".join(parts), *parts}
-    return {name for name in found if _long_enough(name)}
-
-
-def _long_enough(name: str) -> bool:
-    """A name worth removing wherever it stands: two characters of CJK, three of ASCII (not ``a``, ``ok``)."""
-    return len(name) >= (3 if name.isascii() else 2)
+    return {name for name in found if len(name) >= (3 if name.isascii() else 2)}  # not 林, ``a`` or ``ok``
 
 
 def _without_names(text: str, names: Iterable[str], gap: str = " ") -> str:

@@ -111,11 +111,6 @@ def write_csv(report: Report, out: IO[str], tz: tzinfo) -> None:
         writer.writerow([_cell(v) for v in row])
 
 
-def _cost(totals: Mapping[str, Any]) -> str:
-    text = format_cost(totals["cost_usd"])
-    return text + (f" ({totals['cost_unknown']} without a cost)" if totals["cost_unknown"] else "")
-
-
 def render_text(report: Report, tz: tzinfo) -> str:
     t = report.totals()
     window = f"{report.since.astimezone(tz):%Y-%m-%d %H:%M} – {report.until.astimezone(tz):%Y-%m-%d %H:%M}"
@@ -126,7 +121,8 @@ def render_text(report: Report, tz: tzinfo) -> str:
         + (", ".join(f":{k}: {v}" for k, v in other.items()) or "none")
         + f" · {t['reactors']} people reacted · {t['answers_without_reactions']} answers without reactions",
         f"rounds avg {t['rounds_avg']} · tool calls {t['tool_calls']} · sources {t['sources']} · est. cost "
-        f"{_cost(t)}" + (f" · degraded {t['degraded']}" if t["degraded"] else ""),
+        f"{format_cost(t['cost_usd'])}" + (f" ({t['cost_unknown']} without a cost)" if t["cost_unknown"] else "")
+        + (f" · degraded {t['degraded']}" if t["degraded"] else ""),
         "tools (answers using them): " + (", ".join(f"{k} {v}" for k, v in t["tools"].items()) or "none"),
     ]
     if report.answers:
