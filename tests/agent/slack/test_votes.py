@@ -330,3 +330,11 @@ def test_the_fake_refuses_what_slack_refuses(ws: Workspace, fake: FakeSlack, but
     broken[-1]["elements"][0]["positive_button"]["text"]["text"] = "👍" * 76
     with pytest.raises(SlackApiError, match="invalid_blocks"):
         web.api_call("chat.update", json={"channel": CHANNEL, "ts": answer.ts, "text": "x", "blocks": broken})
+
+
+def test_an_event_file_that_is_no_file_is_exit_2(tmp_path: Path, fake: FakeSlack, buttons: dict[str, str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in buttons.items():
+        monkeypatch.setenv(name, value)
+    assert helpbot_main(["vote", "--event", str(tmp_path)]) == 2  # a folder: refused before a byte is read
+    assert not fake.requests
