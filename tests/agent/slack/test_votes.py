@@ -21,9 +21,9 @@ from agent.slack.admission import TriggerSettings
 from agent.slack.blocks import BUTTONS_LINE, FEEDBACK_ACTION, FEEDBACK_LINE, answer_payloads
 from agent.slack.relay import Relay, RelayConfig, github_dispatcher
 from agent.slack.vote import click_vote, load_vote
-from tests.agent.slack.answers import make_answer
-from tests.agent.slack.test_front import BOT, answer_scripted, bot_messages, question_of
+from tests.fakes.answers import make_answer
 from tests.fakes.clock import FakeClock
+from tests.fakes.front import BOT, answer_scripted, bot_messages, question_of
 from tests.fakes.slack import FakeSlack, Message, Workspace, interaction_request
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
