@@ -100,9 +100,8 @@ class Front:
         self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock.monotonic)
         self.make_agent = make_agent or (lambda registry, on_progress, on_event: build_agent(
             self.env, registry=registry, on_progress=on_progress, on_event=on_event))
-        self.run_link = run_url(env)
+        self.run_link, self.buttons = run_url(env), env_bool(env, "HELPBOT_FEEDBACK_BUTTONS")
         self.interval = env_float(env, "HELPBOT_PROGRESS_INTERVAL_S")
-        self.buttons = env_bool(env, "HELPBOT_FEEDBACK_BUTTONS")
         self.tell = Outcomes(self.env, self.trace, json_output=options.json)
         # this run's name in its placeholder's marker, for people (the claim goes by ts)
         self.run_id = env_str(env, "GITHUB_RUN_ID") or uuid.uuid4().hex[:12]
@@ -289,10 +288,9 @@ class Front:
         if asker and slack.me.team_id:
             stream = AnswerStream(self._out(slack), channel=channel, thread_ts=root, recipient_user=asker,
                                   recipient_team=slack.me.team_id, clock=self.clock.monotonic)
-        return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts,
-                           throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link,
-                           me=slack.me, run=self.run_id, reread=reread, force=self.options.force, stream=stream,
-                           buttons=self.buttons)
+        return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts, run=self.run_id,
+                           throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link, me=slack.me,
+                           reread=reread, force=self.options.force, stream=stream, buttons=self.buttons)
 
     def _out(self, slack: Slack) -> SlackOut:
         """The one door for this run's Slack writes (one write budget for the whole run)."""
