@@ -46,9 +46,9 @@ from agent_http import (
 
 from agent.core.digest import CLEARED_HEADER
 from agent.core.loop import Agent
-from agent.core.messages import tool_results
 from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens
+from agent.core.transcript import tool_results
 
 QUESTION = "楽天とShopifyで在庫同期が30分以上遅れることがある。原因と、再発したときの確認手順を教えて。"
 

@@ -34,10 +34,12 @@ from typing import Any, Literal
 from agent_http import MAIN, MIN_CACHEABLE, SUMMARY, CacheModel, Knowledge, _blocks, real_tools, summary_reply
 from agent_tokens import QUESTION, baseline_settings, main_billed, run
 
-from agent.core import messages as h
 from agent.core import tokens as tk
+from agent.core.notes import SUMMARIZED_STUB, SUMMARY_SYSTEM, notes_text, summary_request
+from agent.core.prompt_cache import CACHE
 from agent.core.settings import CACHE_READ_FACTOR, CACHE_WRITE_FACTOR, Settings
 from agent.core.tokens import estimate_tokens
+from agent.core.transcript import tool_results, user_message
 
 Kind = Literal["summary", "digest"]
 Write = Literal["-", "w", "W"]  # none; only up to the first result not yet cleared; everything
@@ -88,7 +90,7 @@ class Transcript:
         for index in marks:
             content = messages[index]["content"]
             messages[index] = {**messages[index], "content": [*content[:-1], {**content[-1], "cache_control":
-                                                                               h.CACHE}]}
+                                                                               CACHE}]}
         return {**self.head, "messages": messages}
 
 
@@ -119,7 +121,7 @@ class Notes:
 
     @property
     def text(self) -> str:
-        return h.notes_text(self.summary, [dict(s) for s in self.sources]) if self.summary else ""
+        return notes_text(self.summary, [dict(s) for s in self.sources]) if self.summary else ""
 
 
 @dataclass(frozen=True)
@@ -153,14 +155,14 @@ class Economy:
 
     def __init__(self, transcript: Transcript, kind: Kind, digest_tokens: int, settings: Settings):
         self.t, self.kind, self.digest_tokens, self.settings = transcript, kind, digest_tokens, settings
-        self.refs = list(h.tool_results(transcript.messages))
+        self.refs = list(tool_results(transcript.messages))
         self._notes: dict[tuple[int, ...], Notes] = {(): Notes()}
         self._sizes: dict[tuple[int, str, int], list[int]] = {}
         self._digests: dict[str, dict[str, Any]] = {}
 
     def clear(self, block: dict[str, Any]) -> dict[str, Any]:
         if self.kind == "summary":
-            return {**block, "content": h.SUMMARIZED_STUB}
+            return {**block, "content": SUMMARIZED_STUB}
         if block["tool_use_id"] not in self._digests:  # D tokens as the stub counts the block
             pad = next(n for n in range(8 * self.digest_tokens) if estimate_tokens(json.dumps(
                 {**block, "content": "." * n}, ensure_ascii=False)) >= self.digest_tokens)
@@ -178,11 +180,11 @@ class Economy:
             budget = self.settings.request_budget_tokens
 
             def fits(prompt: str) -> bool:
-                return tk.request_tokens(h.SUMMARY_SYSTEM, [], [h.user_message(prompt)]) <= budget
+                return tk.request_tokens(SUMMARY_SYSTEM, [], [user_message(prompt)]) <= budget
 
-            prompt = h.summary_request(QUESTION, earlier.summary, refs, fits)
+            prompt = summary_request(QUESTION, earlier.summary, refs, fits)
             assert prompt is not None, "the summary request never fits the budget"
-            body = {"system": [{"type": "text", "text": h.SUMMARY_SYSTEM}], "messages": [h.user_message(prompt)],
+            body = {"system": [{"type": "text", "text": SUMMARY_SYSTEM}], "messages": [user_message(prompt)],
                     "max_tokens": self.settings.summary_max_tokens}
             reply = summary_reply(body)
             prompt_tokens = CacheModel().bill(SUMMARY, body)[3]

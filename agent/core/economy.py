@@ -8,7 +8,8 @@ only in the first half of the round limit (the second half gathers the evidence 
 only when the reads saved outweigh the rewrite. A request writes the cache only up to what the next one keeps.
 Past the summary threshold the read results become notes from the cheap model; past the hard budget the
 largest results are cut, then the earliest turns shortened or dropped. Estimates follow the usage models report.
-The transcript operations live in ``agent.core.messages``; this module decides when to use them.
+The transcript operations live in ``agent.core.budget``, ``notes`` and ``transcript``; this module decides when
+to use them.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from agent.core import messages as h
 from agent.core import tokens as tk
+from agent.core.budget import fit_budget, trim_history
 from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
+from agent.core.notes import SUMMARIZED_STUB, SUMMARY_SYSTEM, mechanical_summary, notes_text, set_notes, summary_request
 from agent.core.run import Phase, Run
 from agent.core.settings import Settings
+from agent.core.transcript import ResultRef, replace_result, tool_results, user_message
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 MIN_CALIBRATION = 0.5  # nor down more than this
@@ -69,11 +72,11 @@ class Economy:
             if self.estimate(r) > s.summary_threshold_tokens:
                 self._summarize(r, deadline)
         if not self.fits(r):
-            cut_ids = h.fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), r.calibration)
+            cut_ids = fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), r.calibration)
             r.cut.update(cut_ids)
             self.event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self.estimate(r))
         if not self.fits(r):
-            shortened, dropped = h.trim_history(r.messages, r.question_index, lambda: self.fits(r))
+            shortened, dropped = trim_history(r.messages, r.question_index, lambda: self.fits(r))
             r.question_index -= dropped
             self.event(r, "history_trimmed", shortened_messages=shortened, dropped_turns=dropped // 2,
                        estimated_tokens=self.estimate(r))
@@ -101,7 +104,7 @@ class Economy:
     def keep_at(self, r: Run) -> int | None:
         """The end of the transcript that later clearings and summaries keep (the message of the last result
         cleared or summarized), when no cache entry is there yet; None otherwise."""
-        cleared = [ref.message for ref in h.tool_results(r.messages)
+        cleared = [ref.message for ref in tool_results(r.messages)
                    if ref.tool_use_id in r.cleared or ref.tool_use_id in r.summarized]
         entry = r.cache.valid_entry(r.messages)
         return max(cleared) if cleared and (entry is None or max(cleared) > entry) else None
@@ -113,10 +116,10 @@ class Economy:
         before = self.estimate(r)
         for ref in refs:
             r.cleared.add(ref.tool_use_id)
-            h.replace_result(r.messages, ref, r.digests[ref.tool_use_id])
+            replace_result(r.messages, ref, r.digests[ref.tool_use_id])
         self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r), why=mode)
 
-    def _batch(self, r: Run, ahead: int, mode: ClearMode) -> list[h.ResultRef] | None:
+    def _batch(self, r: Run, ahead: int, mode: ClearMode) -> list[ResultRef] | None:
         """The results to clear ``ahead`` requests from now (0: this one); None when no clearing is due then.
 
         The results read by then are those before the last message (``ahead`` = 1: the last one too). Only
@@ -130,7 +133,7 @@ class Economy:
         if reads is None or (mode == "schedule" and (later < rounds // 2 or r.read_again)):
             return None
         end = len(r.messages) - 1 + ahead
-        refs = [ref for ref in h.tool_results(r.messages, before=end)
+        refs = [ref for ref in tool_results(r.messages, before=end)
                 if ref.tool_use_id in r.digests and ref.tool_use_id not in r.cleared
                 and ref.tool_use_id not in r.summarized and len(r.digests[ref.tool_use_id]) < len(ref.content)]
         if not refs or mode == "threshold":
@@ -152,7 +155,7 @@ class Economy:
         threshold: a result kept after the first summarized one would be written to the cache again (1.25x),
         so the request falls as far as the newest round allows (hysteresis: the next summary is rounds away)
         and the prefix before the first summarized result is still read from the cache."""
-        read = h.tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
+        read = tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
         refs = [ref for ref in read if ref.tool_use_id not in r.summarized and ref.tool_use_id not in r.cleared]
         if sum(tk.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
@@ -160,16 +163,16 @@ class Economy:
         self.progress(r, "summarizing")
         summary, fallback = self._new_notes(r, refs, deadline)
         for ref in refs:
-            h.replace_result(r.messages, ref, h.SUMMARIZED_STUB)
+            replace_result(r.messages, ref, SUMMARIZED_STUB)
             r.summarized.add(ref.tool_use_id)
             r.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
                                 if src not in r.notes_sources]
         r.notes = summary
-        h.set_notes(r.messages, len(r.messages) - 1, h.notes_text(r.notes, r.notes_sources))
+        set_notes(r.messages, len(r.messages) - 1, notes_text(r.notes, r.notes_sources))
         self.event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self.estimate(r),
                    fallback=fallback)
 
-    def _new_notes(self, r: Run, refs: list[h.ResultRef], deadline: float) -> tuple[str, str | None]:
+    def _new_notes(self, r: Run, refs: list[ResultRef], deadline: float) -> tuple[str, str | None]:
         """The notes so far and these results, compressed by the summary model -- within the budget and its own
         short deadline. Returns (notes, why the fallback was used): without that model the notes so far plus
         the head of each result, so the notes never depend on the cheap model being up."""
@@ -177,16 +180,16 @@ class Economy:
         s = self.settings
 
         def fits(prompt: str) -> bool:
-            tokens = tk.request_tokens(h.SUMMARY_SYSTEM, [], [h.user_message(prompt)])
+            tokens = tk.request_tokens(SUMMARY_SYSTEM, [], [user_message(prompt)])
             return tokens * r.calibration <= s.request_budget_tokens
 
-        fallback = "\n".join(part for part in (r.notes, h.mechanical_summary(refs)) if part)
-        prompt = h.summary_request(r.plan.question, r.notes, refs, fits)
+        fallback = "\n".join(part for part in (r.notes, mechanical_summary(refs)) if part)
+        prompt = summary_request(r.plan.question, r.notes, refs, fits)
         if prompt is None:
             return fallback, "the results do not fit the request budget even when cut"
         try:
             response = self.model.create(Request(
-                [{"type": "text", "text": h.SUMMARY_SYSTEM}], [h.user_message(prompt)], [], None,
+                [{"type": "text", "text": SUMMARY_SYSTEM}], [user_message(prompt)], [], None,
                 s.summary_max_tokens, s.summary_model, min(deadline, self.clock() + s.summary_timeout_s), self.clock))
         except ModelError as exc:
             return fallback, str(exc)

@@ -19,15 +19,17 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from agent.core import messages as h
+from agent.core.cutting import cut
 from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, run_searches
 from agent.core.economy import Economy
 from agent.core.model import SYSTEM_CLOCK, Clock, Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
+from agent.core.prompt_cache import cached_request
 from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
 from agent.core.tools import ThreadWait, ToolExecutor, join_until, vet_tool_uses
+from agent.core.transcript import earlier_turn, user_message, valid_text, with_context
 from mcp_lib.redact import redact_deep
 
 FORCED_NOTES = {
@@ -119,14 +121,14 @@ class Agent:
         s = self.settings
         question, context, history, attachments = _masked(tools.mask, question, context, history, attachments)
         query = question.strip()[:DEGRADED_QUERY_CHARS]
-        question = h.cut(question.strip(), s.max_question_chars)
-        context = h.cut(context.strip(), s.max_question_chars)
+        question = cut(question.strip(), s.max_question_chars)
+        context = cut(context.strip(), s.max_question_chars)
         started = self.clock() - prelude.seconds
         schemas = tools.schemas()
         system = build_system_prompt(now=self.now().astimezone(s.tz()), guide=tools.guide(),
                                      max_rounds=s.max_rounds, extra=extra_prompt)
-        messages = [m for turn in history for m in h.earlier_turn(turn.question, turn.answer, turn.sources)]
-        opening = h.user_message(h.with_context(question, context))
+        messages = [m for turn in history for m in earlier_turn(turn.question, turn.answer, turn.sources)]
+        opening = user_message(with_context(question, context))
         messages.append({**opening, "content": [*attachments, *opening["content"]]})
         plan = Plan(question=question, query=query, started=started,
                     soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
@@ -179,7 +181,7 @@ class Agent:
         assert self.model is not None
         deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
         estimate = self.economy.fit(r, deadline, final)
-        system, tools, messages = h.cached_request(r.plan.system, r.plan.schemas, r.messages,
+        system, tools, messages = cached_request(r.plan.system, r.plan.schemas, r.messages,
                                                       write_at=self.economy.write_at(r, final),
                                                       keep_at=self.economy.keep_at(r), read=not strict,
                                                       cache=r.cache)
@@ -190,7 +192,7 @@ class Agent:
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
                                              self.settings.model, deadline, self.clock, final=final,
                                              on_text=self.on_text))
-        response = replace(response, content=h.valid_text(response.content))  # untrusted text, made valid UTF-8
+        response = replace(response, content=valid_text(response.content))  # untrusted text, made valid UTF-8
         r.tally(self.settings.model, response.usage)
         self.economy.calibrate(r, response.usage)
         for line in response.retries:
@@ -272,8 +274,8 @@ def _masked(mask: Callable[[str], str], question: str, context: str, history: Se
             attachments: Sequence[dict[str, Any]]) -> tuple[str, str, list[Turn], list[dict[str, Any]]]:
     """The opening messages through the tools' mask (held credentials by value, not only by pattern): a question,
     its thread or an attached log is anyone's text, as a tool result is."""
-    return (mask(h.valid_text(question)), mask(h.valid_text(context)),
-            [Turn(mask(h.valid_text(t.question)), mask(h.valid_text(t.answer)), h.valid_text(t.sources))
+    return (mask(valid_text(question)), mask(valid_text(context)),
+            [Turn(mask(valid_text(t.question)), mask(valid_text(t.answer)), valid_text(t.sources))
              for t in history],
             [{**b, "text": mask(b["text"])} if isinstance(b.get("text"), str) else b for b in attachments])
 

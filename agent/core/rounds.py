@@ -8,12 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent.core import messages as h
+from agent.core.cutting import cut, cut_to_tokens
 from agent.core.digest import digest
 from agent.core.model import Clock
 from agent.core.run import Run, ToolCall
 from agent.core.settings import Settings
 from agent.core.tools import ThreadWait, ToolOutcome, join_until, run_concurrently
+from agent.core.transcript import valid_text
 from mcp_lib.media import MAX_RUN_IMAGE_BYTES, MAX_RUN_IMAGES
 
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
@@ -123,7 +124,7 @@ class ToolRound:
             outcome = r.plan.tools.call(call["name"], dict(call.get("input") or {}))
         except Exception as exc:  # a provider that raises is still only a failed call
             outcome = ToolOutcome.error(f"{type(exc).__name__}: {exc}")
-        outcome = replace(outcome, content=h.valid_text(outcome.content), sources=h.valid_text(outcome.sources))
+        outcome = replace(outcome, content=valid_text(outcome.content), sources=valid_text(outcome.sources))
         return outcome, self.clock() - began
 
     def _result_block(self, r: Run, call: dict[str, Any], plan: _Plan,
@@ -156,8 +157,8 @@ class ToolRound:
         elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
             r.seen[_call_key(call)] = (r.rounds, call["id"])
             r.digests[call["id"]] = digest(call["name"], outcome.content, outcome.sources)  # what clearing keeps
-        content = h.cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
-        content = h.cut_to_tokens(content, int(self.settings.tool_result_max_tokens / r.calibration))
+        content = cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
+        content = cut_to_tokens(content, int(self.settings.tool_result_max_tokens / r.calibration))
         if call["id"] in r.digests:
             r.copies[call["id"]] = content  # what a repeat gets back, even after a budget cut shortened it here
         return content

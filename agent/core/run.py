@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
-from agent.core.messages import CacheState
 from agent.core.model import Usage
+from agent.core.prompt_cache import CacheState
 from agent.core.tokens import TokenMemo
 from agent.core.tools import ToolExecutor
 

@@ -34,11 +34,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.core.loop import Agent
-from agent.core.messages import user_message
 from agent.core.model import Clock, Model, ModelError, Request, Usage
 from agent.core.run import Answer, Prelude, Turn
 from agent.core.settings import Settings, validation_problem
 from agent.core.tools import ToolExecutor, ToolOutcome
+from agent.core.transcript import user_message
 from mcp_lib.config import ConfigError
 from mcp_lib.external import load_file_config
 from mcp_lib.platforms.faq import normalize

@@ -136,7 +136,7 @@ def parse_event(raw: str | bytes) -> Trigger:
 
 
 def parse_event_data(data: Mapping[str, Any]) -> Trigger:
-    from agent.core.messages import valid_text
+    from agent.core.transcript import valid_text
 
     data = valid_text(dict(data))  # JSON may carry lone surrogates ("\\ud800"): U+FFFD, not a crash when printed
     if "client_payload" in data:

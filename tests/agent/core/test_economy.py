@@ -12,10 +12,10 @@ import pytest
 
 from agent.core.digest import CLEARED_HEADER, digest
 from agent.core.loop import Agent
-from agent.core.messages import tool_results
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tokens import request_tokens
+from agent.core.transcript import tool_results
 from mcp_lib.config import ConfigError
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools, check_transcript

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agent.core.loop import FORCED_NOTES, NOT_RUN_FINAL, Agent
-from agent.core.messages import NOTES_HEADER, SUMMARIZED_STUB, notes_of
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_of
 from agent.core.run import Prelude, Progress, Turn
 from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings

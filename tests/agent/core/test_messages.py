@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.core import messages as h
 from agent.core import tokens as tk
+from agent.core.budget import fit_budget
+from agent.core.cutting import cut_to_tokens, uncut
+from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_of, notes_text, set_notes
+from agent.core.prompt_cache import CacheState, cached_request
+from agent.core.transcript import replace_result, tool_results, user_message
 
 
 def _transcript(rounds: int, chars: int = 2_000) -> list[dict[str, Any]]:
-    messages = [h.user_message("在庫同期が遅れる原因は？")]
+    messages = [user_message("在庫同期が遅れる原因は？")]
     for n in range(1, rounds + 1):
         messages.append({"role": "assistant", "content": [
             {"type": "tool_use", "id": f"t{n}", "name": "redmine_getIssue", "input": {"n": n}}]})
@@ -26,15 +30,15 @@ def _marked(messages: list[dict[str, Any]]) -> list[int]:
 
 def test_breakpoints_read_the_longest_prefix_still_cached_after_a_summary() -> None:
     messages = _transcript(4)
-    cache = h.CacheState()
+    cache = CacheState()
     for size in range(1, len(messages) + 1, 2):  # the requests of rounds 0..4 as the transcript grew
-        h.cached_request("system", [{"name": "t", "input_schema": {}}], messages[:size], cache=cache)
+        cached_request("system", [{"name": "t", "input_schema": {}}], messages[:size], cache=cache)
     assert cache.entries[-2:] == [6, 8]
     # a summary replaces the results of rounds 2 and 3 (messages 4 and 6) and puts the notes in the newest one
-    for ref in [r for r in h.tool_results(messages) if r.tool_use_id in ("t2", "t3")]:
-        h.replace_result(messages, ref, h.SUMMARIZED_STUB)
-    h.set_notes(messages, len(messages) - 1, h.notes_text("- 要約", []))
-    system, tools, out = h.cached_request("system", [{"name": "t", "input_schema": {}}], messages, cache=cache)
+    for ref in [r for r in tool_results(messages) if r.tool_use_id in ("t2", "t3")]:
+        replace_result(messages, ref, SUMMARIZED_STUB)
+    set_notes(messages, len(messages) - 1, notes_text("- 要約", []))
+    system, tools, out = cached_request("system", [{"name": "t", "input_schema": {}}], messages, cache=cache)
     assert _marked(out) == [2, 8]  # round 1's results: the prefix still cached, read and not written again
     assert "cache_control" in system[0] and "cache_control" in tools[-1]  # the spare one on the tools: four at most
     assert out[0] is messages[0] and messages[0]["content"] == [{"type": "text", "text": "在庫同期が遅れる原因は？"}]
@@ -43,23 +47,23 @@ def test_breakpoints_read_the_longest_prefix_still_cached_after_a_summary() -> N
 
 def test_a_request_that_cannot_read_the_cached_messages_marks_none() -> None:
     messages = _transcript(2)
-    cache = h.CacheState()
-    h.cached_request("system", [], messages[:3], cache=cache)  # round 1's request wrote its transcript
-    system, tools, out = h.cached_request("system", [{"name": "t", "input_schema": {}}], messages, cache=cache,
+    cache = CacheState()
+    cached_request("system", [], messages[:3], cache=cache)  # round 1's request wrote its transcript
+    system, tools, out = cached_request("system", [{"name": "t", "input_schema": {}}], messages, cache=cache,
                                           write_at=None, read=False)
     assert _marked(out) == [] and "cache_control" in system[0] and "cache_control" in tools[-1]
-    _, _, out = h.cached_request("system", [], messages, cache=cache, write_at=None)
+    _, _, out = cached_request("system", [], messages, cache=cache, write_at=None)
     assert _marked(out) == [2]  # the final answer reads the previous request's entry and writes none
 
 
 def test_the_notes_move_to_the_newest_message_and_leave_the_question_alone() -> None:
     messages = _transcript(3)
-    h.set_notes(messages, 4, h.notes_text("- 一回目", []))
-    h.set_notes(messages, 6, h.notes_text("- 二回目", []))
-    assert h.notes_of(messages).endswith("- 二回目")
-    assert json.dumps(messages, ensure_ascii=False).count(h.NOTES_HEADER) == 1
+    set_notes(messages, 4, notes_text("- 一回目", []))
+    set_notes(messages, 6, notes_text("- 二回目", []))
+    assert notes_of(messages).endswith("- 二回目")
+    assert json.dumps(messages, ensure_ascii=False).count(NOTES_HEADER) == 1
     assert messages[6]["content"][0]["type"] == "tool_result"  # tool results stay first, the notes after them
-    assert messages[0] == h.user_message("在庫同期が遅れる原因は？")
+    assert messages[0] == user_message("在庫同期が遅れる原因は？")
 
 
 def test_the_budget_cut_is_incremental_and_ends_within_the_budget() -> None:
@@ -71,7 +75,7 @@ def test_the_budget_cut_is_incremental_and_ends_within_the_budget() -> None:
         calls += 1
         return tk.request_tokens("system", [], messages)
 
-    cut = h.fit_budget(messages, 20_000, estimate)
+    cut = fit_budget(messages, 20_000, estimate)
     assert estimate() <= 20_000 and len(cut) > 6  # several halvings of the same results
     assert calls <= 4  # not one whole-transcript estimate per halving (once to start, once or twice to confirm)
 
@@ -79,10 +83,10 @@ def test_the_budget_cut_is_incremental_and_ends_within_the_budget() -> None:
 def test_one_result_is_capped_in_estimated_tokens() -> None:
     japanese, english = "在庫同期ログ。" * 5_000, "stock sync log line. " * 5_000
     for text in (japanese, english):
-        capped = h.cut_to_tokens(text, 3_000)
-        assert tk.estimate_tokens(h.uncut(capped)) <= 3_000 and "more characters cut" in capped
-        assert tk.estimate_tokens(h.uncut(capped)) > 2_400  # cut near the cap, not far below it
-    assert h.cut_to_tokens("短い", 3_000) == "短い"
+        capped = cut_to_tokens(text, 3_000)
+        assert tk.estimate_tokens(uncut(capped)) <= 3_000 and "more characters cut" in capped
+        assert tk.estimate_tokens(uncut(capped)) > 2_400  # cut near the cap, not far below it
+    assert cut_to_tokens("短い", 3_000) == "短い"
 
 
 def test_the_token_memo_counts_exactly_what_the_whole_payload_counts() -> None:
