@@ -15,69 +15,144 @@ to use them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agent.core import tokens as tk
 from agent.core.budget import fit_budget, trim_history
+from agent.core.cutting import cut_to_tokens
 from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.notes import SUMMARIZED_STUB, SUMMARY_SYSTEM, mechanical_summary, notes_text, set_notes, summary_request
-from agent.core.run import Phase, Run
+from agent.core.prompt_cache import CacheState, cached_request
 from agent.core.settings import Settings
+from agent.core.tokens import TokenMemo
 from agent.core.transcript import ResultRef, replace_result, tool_results, user_message
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 MIN_CALIBRATION = 0.5  # nor down more than this
 CACHE_READ, CACHE_WRITE = 0.1, 1.25  # Bedrock's prompt-cache prices, times the input price
 ClearMode = Literal["schedule", "due", "threshold"]
+Fate = Literal["cleared", "summarized", "cut", "unchanged"]
+
+
+class PlanView(Protocol):
+    @property
+    def system(self) -> str: ...
+    @property
+    def schemas(self) -> list[dict[str, Any]]: ...
+    @property
+    def question(self) -> str: ...
+
+
+class RunView(Protocol):
+    """What the economy reads of its run (``agent.core.run.Run``, which holds the economy)."""
+
+    messages: list[dict[str, Any]]
+    rounds: int
+    sources_by_id: dict[str, list[dict[str, str]]]
+
+    @property
+    def plan(self) -> PlanView: ...
+    def tally(self, model: str, usage: Usage) -> None: ...
 
 
 class Economy:
-    """One per agent; what it records lives in the run (``agent.core.run.Run``), so runs never share it."""
+    """The economy of one run and what it keeps: which results are cleared, summarized or cut, their digests and
+    copies, the notes, the calibration of the estimates and where the cache entries are."""
 
-    def __init__(self, model: Model | None, settings: Settings, clock: Clock, *,
-                 event: Callable[..., None], progress: Callable[[Run, Phase], None]):
-        self.model = model
-        self.settings = settings
-        self.clock = clock
+    def __init__(self, model: Model | None, settings: Settings, clock: Clock, question_index: int, *,
+                 event: Callable[..., None], progress: Callable[..., None]):
+        self.model, self.settings, self.clock = model, settings, clock
         self.event = event  # event(run, kind, **data): the loop's trace
         self.progress = progress  # progress(run, phase): the loop's progress report
+        self.question_index = question_index  # moves up when earlier turns are dropped
+        self.summarized: set[str] = set()  # tool_use ids whose results now live in the notes
+        self.copies: dict[str, str] = {}  # tool_use id -> the content the loop first gave it
+        self.digests: dict[str, str] = {}  # tool_use id -> its digest, should it be cleared
+        self.cleared: set[str] = set()  # tool_use ids whose results are now their digests
+        self.read_again = False  # the model asked for a cleared result again: no more scheduled clearings
+        self.clear_due = False  # the last request withheld its cache write for a clearing: the next one clears
+        self.cut: set[str] = set()  # tool_use ids whose results were shortened to fit the budget
+        self.notes = ""  # the summary so far; the notes block adds notes_sources to it
+        self.notes_sources: list[dict[str, str]] = []
+        self.calibration = 1.0  # reported usage / our estimate, within MIN_CALIBRATION and MAX_CALIBRATION
+        self.cache = CacheState()  # where earlier requests' cache entries end
+        self.token_memo = TokenMemo()  # each message's count, for the estimates
+
+    # -- what the rounds ask ------------------------------------------------------------------------------------
+    def keep(self, tool_use_id: str, content: str, digest: str | None) -> str:
+        """The content a fresh result is shown with (capped in tokens); a read with a ``digest`` may be cleared
+        later, and its copy is what a repeat gets back."""
+        content = cut_to_tokens(content, int(self.settings.tool_result_max_tokens / self.calibration))
+        if digest is not None:
+            self.digests[tool_use_id] = digest
+            self.copies[tool_use_id] = content  # even after a budget cut shortened it in the transcript
+        return content
+
+    def bring_back(self, tool_use_id: str) -> bool:
+        """Whether a repeat of ``tool_use_id`` brings its cleared result back whole; no scheduled clearing follows
+        once one has (a model that needs one back may need others)."""
+        if tool_use_id in self.cleared:
+            self.read_again = True
+        return tool_use_id in self.cleared
+
+    def fate(self, tool_use_id: str) -> Fate:
+        """What became of a result in the transcript."""
+        if tool_use_id in self.cleared:
+            return "cleared"
+        if tool_use_id in self.summarized:
+            return "summarized"
+        return "cut" if tool_use_id in self.cut else "unchanged"
+
+    def copy(self, tool_use_id: str) -> str:
+        return self.copies[tool_use_id]
+
+    # -- one request --------------------------------------------------------------------------------------------
+    def prepare(self, r: RunView, deadline: float, *, final: bool, strict: bool
+                ) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The next request made to fit (:meth:`fit`) with its cache breakpoints: (estimated tokens, system,
+        tools, messages). A ``strict`` request (another ``tool_choice``) reads no cached message."""
+        estimate = self.fit(r, deadline, final)
+        system, tools, messages = cached_request(r.plan.system, r.plan.schemas, r.messages,
+                                                 write_at=self.write_at(r, final), keep_at=self.keep_at(r),
+                                                 read=not strict, cache=self.cache)
+        return estimate, system, tools, messages
 
     # -- estimates ---------------------------------------------------------------------------------------------
-    def estimate(self, r: Run) -> int:
+    def estimate(self, r: RunView) -> int:
         """The next request's size in tokens: our pessimistic estimate, scaled by what models reported."""
-        return int(_raw_estimate(r) * r.calibration)
+        return int(self._raw_estimate(r) * self.calibration)
 
-    def fits(self, r: Run) -> bool:
+    def fits(self, r: RunView) -> bool:
         return self.estimate(r) <= self.settings.request_budget_tokens
 
-    def calibrate(self, r: Run, usage: Usage) -> None:
+    def calibrate(self, r: RunView, usage: Usage) -> None:
         """Scale later estimates to what the model counted for the transcript it was just sent (unchanged since
         ``fit``): up when we guessed low, down when our pessimistic guess ran high -- within bounds."""
-        estimated = _raw_estimate(r)
+        estimated = self._raw_estimate(r)
         if usage.prompt_tokens > 0 and estimated > 0:
-            r.calibration = min(MAX_CALIBRATION, max(MIN_CALIBRATION, usage.prompt_tokens / estimated))
+            self.calibration = min(MAX_CALIBRATION, max(MIN_CALIBRATION, usage.prompt_tokens / estimated))
 
     # -- fitting the budget ------------------------------------------------------------------------------------
-    def fit(self, r: Run, deadline: float, final: bool) -> int:
+    def fit(self, r: RunView, deadline: float, final: bool) -> int:
         """Clear what is due; past the threshold clear every result read, then summarize what is left -- except
         before the final answer (a rewrite or a summary pays off in later requests and it has none), unless the
         request before it held back its write for this clearing. Past the budget cut the largest tool results,
         then shorten or drop the earliest turns. Returns the request's estimated size."""
         s = self.settings
-        if not final or r.clear_due:
-            self._clear(r, "due" if r.clear_due else "schedule")
-        r.clear_due = False
+        if not final or self.clear_due:
+            self._clear(r, "due" if self.clear_due else "schedule")
+        self.clear_due = False
         if not final and self.estimate(r) > s.summary_threshold_tokens:
             self._clear(r, "threshold")
             if self.estimate(r) > s.summary_threshold_tokens:
                 self._summarize(r, deadline)
         if not self.fits(r):
-            cut_ids = fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), r.calibration)
-            r.cut.update(cut_ids)
+            cut_ids = fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), self.calibration)
+            self.cut.update(cut_ids)
             self.event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self.estimate(r))
         if not self.fits(r):
-            shortened, dropped = trim_history(r.messages, r.question_index, lambda: self.fits(r))
-            r.question_index -= dropped
+            shortened, dropped = trim_history(r.messages, self.question_index, lambda: self.fits(r))
+            self.question_index -= dropped
             self.event(r, "history_trimmed", shortened_messages=shortened, dropped_turns=dropped // 2,
                        estimated_tokens=self.estimate(r))
         estimate = self.estimate(r)
@@ -88,7 +163,7 @@ class Economy:
         return estimate
 
     # -- clearing ----------------------------------------------------------------------------------------------
-    def write_at(self, r: Run, final: bool) -> int | None:
+    def write_at(self, r: RunView, final: bool) -> int | None:
         """Where this request writes the cache (a message index; None: nowhere): the end of the transcript, or,
         when the next request will clear, the end of what it keeps (a write it would discard costs 1.25x)."""
         if final:
@@ -96,30 +171,30 @@ class Economy:
         batch = self._batch(r, ahead=1, mode="schedule")
         if batch is None:
             return len(r.messages) - 1
-        r.clear_due = True  # committed: the next request clears whatever its own tail (this one did not write)
+        self.clear_due = True  # committed: the next request clears whatever its own tail (this one did not write)
         first = batch[0].message - 1  # the tool_use message before the first result to be cleared
-        entry = r.cache.valid_entry(r.messages)
+        entry = self.cache.valid_entry(r.messages)
         return first if entry is None or first > entry else None
 
-    def keep_at(self, r: Run) -> int | None:
+    def keep_at(self, r: RunView) -> int | None:
         """The end of the transcript that later clearings and summaries keep (the message of the last result
         cleared or summarized), when no cache entry is there yet; None otherwise."""
         cleared = [ref.message for ref in tool_results(r.messages)
-                   if ref.tool_use_id in r.cleared or ref.tool_use_id in r.summarized]
-        entry = r.cache.valid_entry(r.messages)
+                   if ref.tool_use_id in self.cleared or ref.tool_use_id in self.summarized]
+        entry = self.cache.valid_entry(r.messages)
         return max(cleared) if cleared and (entry is None or max(cleared) > entry) else None
 
-    def _clear(self, r: Run, mode: ClearMode) -> None:
+    def _clear(self, r: RunView, mode: ClearMode) -> None:
         refs = self._batch(r, ahead=0, mode=mode)
         if not refs:
             return
         before = self.estimate(r)
         for ref in refs:
-            r.cleared.add(ref.tool_use_id)
-            replace_result(r.messages, ref, r.digests[ref.tool_use_id])
+            self.cleared.add(ref.tool_use_id)
+            replace_result(r.messages, ref, self.digests[ref.tool_use_id])
         self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r), why=mode)
 
-    def _batch(self, r: Run, ahead: int, mode: ClearMode) -> list[ResultRef] | None:
+    def _batch(self, r: RunView, ahead: int, mode: ClearMode) -> list[ResultRef] | None:
         """The results to clear ``ahead`` requests from now (0: this one); None when no clearing is due then.
 
         The results read by then are those before the last message (``ahead`` = 1: the last one too). Only
@@ -130,17 +205,17 @@ class Economy:
         counted on it) is not priced again; past the ``threshold`` every read result goes."""
         reads, rounds = self.settings.clear_after_reads, self.settings.max_rounds
         later = rounds - r.rounds - ahead  # requests that may follow that one
-        if reads is None or (mode == "schedule" and (later < rounds // 2 or r.read_again)):
+        if reads is None or (mode == "schedule" and (later < rounds // 2 or self.read_again)):
             return None
         end = len(r.messages) - 1 + ahead
         refs = [ref for ref in tool_results(r.messages, before=end)
-                if ref.tool_use_id in r.digests and ref.tool_use_id not in r.cleared
-                and ref.tool_use_id not in r.summarized and len(r.digests[ref.tool_use_id]) < len(ref.content)]
+                if ref.tool_use_id in self.digests and ref.tool_use_id not in self.cleared
+                and ref.tool_use_id not in self.summarized and len(self.digests[ref.tool_use_id]) < len(ref.content)]
         if not refs or mode == "threshold":
             return refs or None
         if (len(r.messages) - 1 + 2 * ahead - refs[0].message) // 2 < reads:
             return None
-        digests = {ref.tool_use_id: r.digests[ref.tool_use_id] for ref in refs}
+        digests = {ref.tool_use_id: self.digests[ref.tool_use_id] for ref in refs}
         saved = sum(tk.estimate_tokens(ref.content) - tk.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
         tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end]
                    for block in (m["content"] if isinstance(m["content"], list) else []))
@@ -149,14 +224,14 @@ class Economy:
         return refs
 
     # -- summaries ---------------------------------------------------------------------------------------------
-    def _summarize(self, r: Run, deadline: float) -> None:
+    def _summarize(self, r: RunView, deadline: float) -> None:
         """Replace the contents of every tool result the model has already read by notes from the summary model,
         the notes going at the end of the newest message. All of them, not just enough to get under the
         threshold: a result kept after the first summarized one would be written to the cache again (1.25x),
         so the request falls as far as the newest round allows (hysteresis: the next summary is rounds away)
         and the prefix before the first summarized result is still read from the cache."""
         read = tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
-        refs = [ref for ref in read if ref.tool_use_id not in r.summarized and ref.tool_use_id not in r.cleared]
+        refs = [ref for ref in read if ref.tool_use_id not in self.summarized and ref.tool_use_id not in self.cleared]
         if sum(tk.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
         before = self.estimate(r)
@@ -164,15 +239,15 @@ class Economy:
         summary, fallback = self._new_notes(r, refs, deadline)
         for ref in refs:
             replace_result(r.messages, ref, SUMMARIZED_STUB)
-            r.summarized.add(ref.tool_use_id)
-            r.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
-                                if src not in r.notes_sources]
-        r.notes = summary
-        set_notes(r.messages, len(r.messages) - 1, notes_text(r.notes, r.notes_sources))
+            self.summarized.add(ref.tool_use_id)
+            self.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
+                                if src not in self.notes_sources]
+        self.notes = summary
+        set_notes(r.messages, len(r.messages) - 1, notes_text(self.notes, self.notes_sources))
         self.event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self.estimate(r),
                    fallback=fallback)
 
-    def _new_notes(self, r: Run, refs: list[ResultRef], deadline: float) -> tuple[str, str | None]:
+    def _new_notes(self, r: RunView, refs: list[ResultRef], deadline: float) -> tuple[str, str | None]:
         """The notes so far and these results, compressed by the summary model -- within the budget and its own
         short deadline. Returns (notes, why the fallback was used): without that model the notes so far plus
         the head of each result, so the notes never depend on the cheap model being up."""
@@ -181,10 +256,10 @@ class Economy:
 
         def fits(prompt: str) -> bool:
             tokens = tk.request_tokens(SUMMARY_SYSTEM, [], [user_message(prompt)])
-            return tokens * r.calibration <= s.request_budget_tokens
+            return tokens * self.calibration <= s.request_budget_tokens
 
-        fallback = "\n".join(part for part in (r.notes, mechanical_summary(refs)) if part)
-        prompt = summary_request(r.plan.question, r.notes, refs, fits)
+        fallback = "\n".join(part for part in (self.notes, mechanical_summary(refs)) if part)
+        prompt = summary_request(r.plan.question, self.notes, refs, fits)
         if prompt is None:
             return fallback, "the results do not fit the request budget even when cut"
         try:
@@ -198,13 +273,12 @@ class Economy:
             return fallback, "the summary model returned no text"
         return response.text, None
 
+    def _raw_estimate(self, r: RunView) -> int:
+        return tk.request_tokens(r.plan.system, r.plan.schemas, r.messages, self.token_memo)
+
 
 def _tokens(block: dict[str, Any], digests: dict[str, str]) -> int:
     """A block's estimate once the results in ``digests`` are cleared."""
     if block.get("type") == "tool_result" and block.get("tool_use_id") in digests:
         return tk.estimate_tokens(digests[block["tool_use_id"]])
     return tk.block_tokens(block)
-
-
-def _raw_estimate(r: Run) -> int:
-    return tk.request_tokens(r.plan.system, r.plan.schemas, r.messages, r.token_memo)

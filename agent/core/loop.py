@@ -24,7 +24,6 @@ from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, 
 from agent.core.economy import Economy
 from agent.core.model import SYSTEM_CLOCK, Clock, Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
-from agent.core.prompt_cache import cached_request
 from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
@@ -70,7 +69,6 @@ class Agent:
         self.extra_prompt = extra_prompt
         self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
         self.rounds = ToolRound(self.settings, clock, self._event, tool_wait)
-        self.economy = Economy(model, self.settings, clock, event=self._event, progress=self._progress)
 
     # -- the loop ----------------------------------------------------------------------------------------------
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
@@ -133,7 +131,8 @@ class Agent:
         plan = Plan(question=question, query=query, started=started,
                     soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
                     system=system, tools=tools, schemas=schemas, tags=prelude.tags)
-        r = Run(plan, messages=messages, question_index=len(messages) - 1)
+        economy = Economy(self.model, s, self.clock, len(messages) - 1, event=self._event, progress=self._progress)
+        r = Run(plan, messages=messages, economy=economy)
         for model, usage in prelude.usage.items():
             r.tally(model, usage)
         r.trace += [self._publish({"t": 0.0, **event}) for event in prelude.events]  # at the start
@@ -180,11 +179,7 @@ class Agent:
         tool call (``tool_choice: none``)."""
         assert self.model is not None
         deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
-        estimate = self.economy.fit(r, deadline, final)
-        system, tools, messages = cached_request(r.plan.system, r.plan.schemas, r.messages,
-                                                      write_at=self.economy.write_at(r, final),
-                                                      keep_at=self.economy.keep_at(r), read=not strict,
-                                                      cache=r.cache)
+        estimate, system, tools, messages = r.economy.prepare(r, deadline, final=final, strict=strict)
         self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))
         began = self.clock()
@@ -194,7 +189,7 @@ class Agent:
                                              on_text=self.on_text))
         response = replace(response, content=valid_text(response.content))  # untrusted text, made valid UTF-8
         r.tally(self.settings.model, response.usage)
-        self.economy.calibrate(r, response.usage)
+        r.economy.calibrate(r, response.usage)
         for line in response.retries:
             self._event(r, "model_retry", detail=line)
         self._event(r, "model_response", round=r.rounds + 1, stop_reason=response.stop_reason,

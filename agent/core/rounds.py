@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent.core.cutting import cut, cut_to_tokens
+from agent.core.cutting import cut
 from agent.core.digest import digest
 from agent.core.model import Clock
 from agent.core.run import Run, ToolCall
@@ -68,10 +68,9 @@ class ToolRound:
                 plan.fresh.append(call)
             else:
                 plan.reused[call["id"]] = earlier
-                if earlier[1] in r.cleared:  # this call brings the whole copy back: later repeats point to it,
+                if r.economy.bring_back(earlier[1]):  # the whole copy is back: later repeats point to this call,
                     first[key] = call["id"]  # and it is never cleared again (no digest): back once per result
                     r.seen[key] = (r.rounds, call["id"])
-                    r.read_again = True
                     r.add_sources(call["id"], r.sources_by_id.get(earlier[1], []))
             self.event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
                         reused=call["id"] in plan.reused)
@@ -151,31 +150,27 @@ class ToolRound:
     def _record_outcome(self, r: Run, call: dict[str, Any], outcome: ToolOutcome) -> str:
         """Keep the outcome's sources and what later calls may reuse; returns the content the model reads."""
         r.add_sources(call["id"], outcome.sources)
+        kept: str | None = None  # what clearing keeps of it
         if not r.plan.tools.is_read_only(call["name"]):
             if not outcome.is_error or outcome.timed_out:  # it wrote, or may still be writing
                 r.seen.clear()  # what was read before may have changed
         elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
             r.seen[_call_key(call)] = (r.rounds, call["id"])
-            r.digests[call["id"]] = digest(call["name"], outcome.content, outcome.sources)  # what clearing keeps
+            kept = digest(call["name"], outcome.content, outcome.sources)
         content = cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
-        content = cut_to_tokens(content, int(self.settings.tool_result_max_tokens / r.calibration))
-        if call["id"] in r.digests:
-            r.copies[call["id"]] = content  # what a repeat gets back, even after a budget cut shortened it here
-        return content
+        return r.economy.keep(call["id"], content, kept)
 
     def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: dict[str, tuple[ToolOutcome, float]]
                     ) -> tuple[str, bool]:
         """What an identical call is answered with instead of running again: where the earlier result is."""
         earlier_round, earlier_id = earlier
-        if earlier_id in r.cleared:  # read again: the run's copy, whole (no platform is asked twice)
+        fate = r.economy.fate(earlier_id)
+        if fate == "cleared":  # read again: the run's copy, whole (no platform is asked twice)
             return (f"[helpbot] Identical to call {earlier_id} in round {earlier_round}, whose result was shortened "
-                    f"there; here it is whole again:\n{r.copies[earlier_id]}"), False
-        if earlier_id in r.summarized:
-            where = "its result was summarized into the 調査メモ notes"
-        elif earlier_id in r.cut:
-            where = "its result is above, shortened to fit the request budget"
-        else:
-            where = "its result is above, unchanged"
+                    f"there; here it is whole again:\n{r.economy.copy(earlier_id)}"), False
+        where = {"summarized": "its result was summarized into the 調査メモ notes",
+                 "cut": "its result is above, shortened to fit the request budget",
+                 "unchanged": "its result is above, unchanged"}[fate]
         failed = earlier_id in outcomes and outcomes[earlier_id][0].is_error  # the same call, failed this round
         return f"[helpbot] Not run again: identical to call {earlier_id} in round {earlier_round}; {where}.", failed
 

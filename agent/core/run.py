@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
+from agent.core.economy import Economy
 from agent.core.model import Usage
-from agent.core.prompt_cache import CacheState
-from agent.core.tokens import TokenMemo
 from agent.core.tools import ToolExecutor
 
 Phase = Literal["thinking", "tools", "summarizing", "answering", "degraded"]
@@ -131,12 +130,11 @@ class Plan:
 
 @dataclass
 class Run:
-    """What one run accumulates over its plan (``agent.core.economy`` keeps the clearings, summaries, cuts and
-    calibration here too)."""
+    """What one run accumulates over its plan; its token economy keeps its own state."""
 
     plan: Plan
     messages: list[dict[str, Any]]
-    question_index: int  # moves up when earlier turns are dropped
+    economy: Economy
     rounds: int = 0
     calls: list[ToolCall] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)
@@ -144,20 +142,8 @@ class Run:
     sources_by_id: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     seen: dict[str, tuple[int, str]] = field(default_factory=dict)  # call key -> (round, tool_use_id)
     tool_use_ids: set[str] = field(default_factory=set)  # every id so far: unique in the run (vet_tool_uses)
-    summarized: set[str] = field(default_factory=set)  # tool_use ids whose results now live in the notes
-    copies: dict[str, str] = field(default_factory=dict)  # tool_use id -> the content the loop first gave it
-    digests: dict[str, str] = field(default_factory=dict)  # tool_use id -> its digest, should it be cleared
-    cleared: set[str] = field(default_factory=set)  # tool_use ids whose results are now their digests
-    read_again: bool = False  # the model asked for a cleared result again: no more scheduled clearings
-    clear_due: bool = False  # the last request withheld its cache write for a clearing: the next one clears
-    cut: set[str] = field(default_factory=set)  # tool_use ids whose results were shortened to fit the budget
-    notes: str = ""  # the summary so far; the notes block adds notes_sources to it
-    notes_sources: list[dict[str, str]] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
-    calibration: float = 1.0  # reported usage / our estimate, within the economy's bounds
-    cache: CacheState = field(default_factory=CacheState)  # where earlier requests' cache entries end
     tool_images: list[int] = field(default_factory=list)  # the raw bytes of each tool image shown (mcp_lib.media)
-    token_memo: TokenMemo = field(default_factory=TokenMemo)  # each message's count, for the economy's estimates
 
     def add_sources(self, tool_use_id: str, sources: list[dict[str, str]]) -> None:
         self.sources_by_id.setdefault(tool_use_id, [])
