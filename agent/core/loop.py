@@ -55,7 +55,6 @@ class Agent:
         now: Callable[[], datetime] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
-        extra_prompt: Sequence[str] = (),
         tool_wait: ThreadWait = join_until,
         on_text: Callable[[str], None] | None = None,
     ):
@@ -66,20 +65,18 @@ class Agent:
         self.now = now or (lambda: self.settings.now or datetime.now(self.settings.tz()))
         self.on_progress = on_progress
         self.on_event = on_event
-        self.extra_prompt = extra_prompt
         self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
         self.rounds = ToolRound(self.settings, clock, self._event, tool_wait)
 
     # -- the loop ----------------------------------------------------------------------------------------------
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
-            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None,
+            tools: ToolExecutor | None = None, prelude: Prelude | None = None,
             attachments: Sequence[dict[str, Any]] = ()) -> Answer:
         """Answer ``question``, building on ``history``; ``context`` is shown to the model only. Per run:
-        ``tools`` instead of the agent's, ``extra_prompt`` parts after the agent's own, the ``prelude``'s
-        work (tags, trace events, usage, time) counted in the answer, and ``attachments`` (image and document
-        blocks, already within the API's limits) placed before the question text, as Anthropic recommends."""
-        r = self._start(question, history, context, tools or self.tools, (*self.extra_prompt, *extra_prompt),
-                        prelude or Prelude(), attachments)
+        ``tools`` instead of the agent's, the ``prelude``'s work (prompt parts, tags, trace events, usage, time)
+        counted in the run, and ``attachments`` (image and document blocks, already within the API's limits)
+        placed before the question text, as Anthropic recommends."""
+        r = self._start(question, history, context, tools or self.tools, prelude or Prelude(), attachments)
         if self.model is None:
             return self._degraded(r, "no model credentials are configured", no_model=True)
         try:
@@ -115,7 +112,7 @@ class Agent:
             r.messages.append({"role": "user", "content": self.rounds.run(r, calls, refused)})
 
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
-               extra_prompt: Sequence[str], prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
+               prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
         s = self.settings
         question, context, history, attachments = _masked(tools.mask, question, context, history, attachments)
         query = question.strip()[:DEGRADED_QUERY_CHARS]
@@ -124,7 +121,7 @@ class Agent:
         started = self.clock() - prelude.seconds
         schemas = tools.schemas()
         system = build_system_prompt(now=self.now().astimezone(s.tz()), guide=tools.guide(),
-                                     max_rounds=s.max_rounds, extra=extra_prompt)
+                                     max_rounds=s.max_rounds, extra=prelude.prompt)
         messages = [m for turn in history for m in earlier_turn(turn.question, turn.answer, turn.sources)]
         opening = user_message(with_context(question, context))
         messages.append({**opening, "content": [*attachments, *opening["content"]]})

@@ -104,9 +104,10 @@ class Answer:
 
 @dataclass(frozen=True)
 class Prelude:
-    """Work done for a run before its loop starts (question tagging): the tags it found, and the trace events,
-    model usage and seconds it spent, which count in the run's answer like its own."""
+    """Work done for a run before its loop starts (question tagging): the system-prompt parts and tags it found,
+    and the trace events, model usage and seconds it spent, which count in the run's answer like its own."""
 
+    prompt: tuple[str, ...] = ()  # before the tools' guide
     tags: tuple[str, ...] = ()
     events: tuple[dict[str, Any], ...] = ()
     usage: Mapping[str, Usage] = field(default_factory=dict)

@@ -334,15 +334,15 @@ class BoostedTools:
 
 
 class TaggingAgent(Agent):
-    """An :class:`Agent` that tags each question first and runs it with the tags applied: the prompt part and
-    the boosted tools are that run's options, and the tagging is its prelude (trace, usage, time, tags)."""
+    """An :class:`Agent` that tags each question first and runs it with the tags applied: the boosted tools are
+    that run's, and the tagging is its prelude (prompt part, trace, usage, time, tags)."""
 
     def __init__(self, tag_config: TagConfig, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.tag_config = tag_config
 
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
-            tools: ToolExecutor | None = None, extra_prompt: Sequence[str] = (), prelude: Prelude | None = None,
+            tools: ToolExecutor | None = None, prelude: Prelude | None = None,
             attachments: Sequence[dict[str, Any]] = ()) -> Answer:
         # A follow-up inherits its thread's topic: the earlier questions and the context (the thread around the
         # question) count too. Only the tagging sees them together; the run itself keeps them apart.
@@ -357,7 +357,7 @@ class TaggingAgent(Agent):
         return super().run(
             question, history, context,
             tools=BoostedTools(tools, tagging.faq_tags) if tagging.faq_tags else tools,
-            extra_prompt=(*extra_prompt, part) if part else extra_prompt,
-            prelude=Prelude(tags=(*earlier.tags, *tagging.names), events=(*earlier.events, tagging.event()),
+            prelude=Prelude(prompt=(*earlier.prompt, part) if part else earlier.prompt,
+                            tags=(*earlier.tags, *tagging.names), events=(*earlier.events, tagging.event()),
                             usage=usage, seconds=earlier.seconds + tagging.seconds),
             attachments=attachments)

@@ -1,8 +1,7 @@
-"""The tool seam: what the loop needs from "the tools", whoever provides them.
+"""The tool seam: what the loop needs from "the tools", and how a batch of calls runs in threads.
 
-:class:`RegistryTools` serves mcp_lib's registry; :class:`CompositeTools` joins several providers (the place
-where external MCP servers will plug in). An executor never raises for a failed call: it returns an
-:class:`ToolOutcome` with ``is_error`` -- and the loop still guards against one that does.
+:class:`RegistryTools` serves mcp_lib's registry (in-house MCP servers included). An executor never raises for a
+failed call: it returns a :class:`ToolOutcome` with ``is_error`` -- and the loop still guards against one that does.
 """
 
 from __future__ import annotations
@@ -118,43 +117,6 @@ class RegistryTools:
             if tool.function.lower().startswith("search") and "query" in params:
                 calls.append((tool.wire_name, {"query": question}))
         return calls
-
-
-class CompositeTools:
-    """Several providers as one; a tool name must be unique across them."""
-
-    def __init__(self, *providers: ToolExecutor):
-        self.providers = providers
-        self._owner: dict[str, ToolExecutor] = {}
-        for provider in providers:
-            for entry in provider.schemas():
-                if entry["name"] in self._owner:
-                    raise ValueError(f"tool name {entry['name']!r} is offered by two providers")
-                self._owner[entry["name"]] = provider
-
-    def schemas(self) -> list[dict[str, Any]]:
-        return [entry for provider in self.providers for entry in provider.schemas()]
-
-    def guide(self) -> str:
-        return "\n\n".join(g for provider in self.providers if (g := provider.guide().strip()))
-
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        provider = self._owner.get(name)
-        if provider is None:
-            return ToolOutcome.error(f"unknown tool {name!r}")
-        return provider.call(name, arguments)
-
-    def is_read_only(self, name: str) -> bool:
-        provider = self._owner.get(name)
-        return provider.is_read_only(name) if provider else True
-
-    def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
-        return [call for provider in self.providers for call in provider.search_calls(question)]
-
-    def mask(self, text: str) -> str:
-        for provider in self.providers:
-            text = provider.mask(text)
-        return text
 
 
 MAX_INPUT_CHARS = 20_000  # a tool_use input larger than this (as JSON) is refused, not run

@@ -883,12 +883,12 @@ def test_per_run_tools_prompt_and_prelude_leave_the_agent_as_it_was() -> None:
             return calls((request.tools[0]["name"], {"query": "x"}))
         return "done"
 
-    agent, model = make_agent(script, own, extra_prompt=("AGENT PART",))
-    prelude = Prelude(tags=("在庫",), events=({"event": "tags", "tags": ["在庫"]},),
+    agent, model = make_agent(script, own)
+    prelude = Prelude(prompt=("RUN PART",), tags=("在庫",), events=({"event": "tags", "tags": ["在庫"]},),
                       usage={"haiku": Usage(100, 10)}, seconds=2.0)
-    answer = agent.run("x", tools=other, extra_prompt=("RUN PART",), prelude=prelude)
+    answer = agent.run("x", tools=other, prelude=prelude)
     assert [t["name"] for t in model.requests[0].tools] == ["other_search"] and other.counts["other_search"] == 1
-    assert "AGENT PART" in model.requests[0].system_text and "RUN PART" in model.requests[0].system_text
+    assert "RUN PART" in model.requests[0].system_text
     assert answer.tags == ["在庫"] and answer.trace[0] == {"t": 0.0, "event": "tags", "tags": ["在庫"]}
     assert answer.usage_by_model["haiku"] == Usage(100, 10) and answer.seconds >= 2.0
 

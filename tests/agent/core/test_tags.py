@@ -195,7 +195,7 @@ def test_the_next_question_gets_its_own_tags_not_the_previous_ones() -> None:
     second = agent.run("RMSのキーが切れた")
     system = model.requests[-1].system_text
     assert second.tags == ["楽天"] and "Shopify の API 制限" not in system and 'pass tags=["楽天", "RMS"]' in system
-    assert agent.extra_prompt == () and isinstance(agent.tools, FakeTools)  # restored after each run
+    assert isinstance(agent.tools, FakeTools)  # restored after each run
 
 
 def test_without_a_matching_tag_the_prompt_has_no_tag_part() -> None:

@@ -7,11 +7,8 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
-import pytest
-
-from agent.core.tools import CompositeTools, RegistryTools, join_until, run_concurrently
+from agent.core.tools import RegistryTools, join_until, run_concurrently
 from mcp_lib import Registry
-from tests.fakes.loop import FakeTools
 
 
 def test_registry_tools_call_the_registry_and_collect_sources() -> None:
@@ -38,19 +35,6 @@ def test_degraded_mode_runs_only_the_search_tools_of_enabled_platforms() -> None
     tools = RegistryTools(Registry(env={}))
     assert tools.search_calls("在庫") == [("faq_search", {"query": "在庫"})]
     assert "## faq" in tools.guide()
-
-
-def test_composite_tools_dispatch_by_name_and_reject_duplicates() -> None:
-    first = FakeTools({"a_search": lambda a: "from a"}, guide="## a")
-    second = FakeTools({"b_get": lambda a: "from b"}, guide="## b")
-    both = CompositeTools(first, second)
-    assert [s["name"] for s in both.schemas()] == ["a_search", "b_get"]
-    assert both.call("b_get", {}).content == "from b" and first.counts["b_get"] == 0
-    assert both.call("c", {}).is_error
-    assert both.guide() == "## a\n\n## b"
-    assert both.search_calls("q") == [("a_search", {"query": "q"})]
-    with pytest.raises(ValueError, match="offered by two providers"):
-        CompositeTools(first, FakeTools({"a_search": lambda a: ""}))
 
 
 def test_run_concurrently_replaces_late_jobs() -> None:
