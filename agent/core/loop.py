@@ -182,8 +182,7 @@ class Agent:
         began = self.clock()
         choice = ({"type": "none"} if strict else {"type": "auto"}) if tools else None
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
-                                             self.settings.model, deadline, self.clock, final=final,
-                                             on_text=self.on_text))
+                                             self.settings.model, deadline, self.clock, on_text=self.on_text))
         response = replace(response, content=valid_text(response.content))  # untrusted text, made valid UTF-8
         r.tally(self.settings.model, response.usage)
         r.economy.calibrate(r, response.usage)

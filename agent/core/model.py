@@ -6,7 +6,6 @@ Implementations: ``agent.core.claude`` (the anthropic SDK, Bedrock or direct) an
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,47 +47,9 @@ class Request:
     model: str
     deadline: float | None = None
     clock: Clock | None = field(default=None, compare=False, repr=False)
-    final: bool = False  # the loop's request for the final answer (not sent: the messages carry the note)
     # Streaming: the response's text as it is generated, delta by delta (not sent; a model that cannot stream
     # calls it with the whole text, or not at all). A retried attempt does not call it again.
     on_text: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def system_text(self) -> str:
-        return "\n".join(block.get("text", "") for block in self.system)
-
-    @property
-    def round(self) -> int:
-        """1 for the first request about the current question, 2 after one round of tools, ..."""
-        rounds = 0
-        for message in reversed(self.messages):
-            if message["role"] == "user" and not any(b.get("type") == "tool_result" for b in _blocks(message)):
-                break
-            rounds += message["role"] == "assistant"
-        return rounds + 1
-
-    @property
-    def forced(self) -> bool:
-        """The final answer: tools still defined, the note asking for the answer, and (``tool_choice: none``)
-        perhaps no tool call allowed."""
-        return self.final or (self.tool_choice or {}).get("type") == "none"
-
-    def tool_results(self) -> list[dict[str, Any]]:
-        """The tool_result blocks of the last user message."""
-        return [b for b in _blocks(self.messages[-1]) if b.get("type") == "tool_result"]
-
-    def all_text(self) -> str:
-        return json.dumps(self.messages, ensure_ascii=False)
-
-    @property
-    def cache_breakpoints(self) -> int:
-        return self.all_text().count('"cache_control"') + sum("cache_control" in t for t in self.tools) + sum(
-            "cache_control" in b for b in self.system)
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message["content"]
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 @dataclass

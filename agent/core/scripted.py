@@ -1,6 +1,6 @@
 """A model that is a function of the transcript, for tests, benches and evals (pydantic-ai's FunctionModel).
 
-    def script(request: Request) -> Reply:
+    def script(request: ScriptedRequest) -> Reply:
         if request.round == 1:
             return calls(("faq_search", {"query": "在庫"}), ("redmine_search", {"query": "在庫"}))
         return text("在庫同期は… [FAQ](faq://stock-sync-delay)")
@@ -19,14 +19,62 @@ import copy
 import itertools
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
+from agent.core.loop import FORCED_NOTES
 from agent.core.model import ModelResponse, Request, Usage
 from agent.core.tokens import estimate_tokens, request_tokens
 
 Reply = ModelResponse | str | list[dict[str, Any]]
 _ids = itertools.count(1)
+_FINAL_NOTES = tuple(note.removeprefix("[helpbot] ") for note in FORCED_NOTES.values())
+
+
+class ScriptedRequest(Request):
+    """A request as a script reads it: the :class:`Request`, with the conveniences tests and benches read it by."""
+
+    @property
+    def system_text(self) -> str:
+        return "\n".join(block.get("text", "") for block in self.system)
+
+    @property
+    def round(self) -> int:
+        """1 for the first request about the current question, 2 after one round of tools, ..."""
+        rounds = 0
+        for message in reversed(self.messages):
+            if message["role"] == "user" and not any(b.get("type") == "tool_result" for b in _blocks(message)):
+                break
+            rounds += message["role"] == "assistant"
+        return rounds + 1
+
+    @property
+    def final(self) -> bool:
+        """The loop's request for the final answer: its last message carries the note that asks for it."""
+        last = json.dumps(self.messages[-1], ensure_ascii=False)
+        return any(note in last for note in _FINAL_NOTES)
+
+    @property
+    def forced(self) -> bool:
+        """The final answer, or a request that allows no tool call (``tool_choice: none``)."""
+        return self.final or (self.tool_choice or {}).get("type") == "none"
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks of the last user message."""
+        return [b for b in _blocks(self.messages[-1]) if b.get("type") == "tool_result"]
+
+    def all_text(self) -> str:
+        return json.dumps(self.messages, ensure_ascii=False)
+
+    @property
+    def cache_breakpoints(self) -> int:
+        return self.all_text().count('"cache_control"') + sum("cache_control" in t for t in self.tools) + sum(
+            "cache_control" in b for b in self.system)
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 def text(answer: str) -> ModelResponse:
@@ -42,15 +90,16 @@ def calls(*wanted: tuple[str, dict[str, Any]], thought: str = "") -> ModelRespon
 
 
 class ScriptedModel:
-    def __init__(self, script: Callable[[Request], Reply], *, record: bool = True,
+    def __init__(self, script: Callable[[ScriptedRequest], Reply], *, record: bool = True,
                  deltas: Callable[[str], Iterable[str]] | None = None):
         self.script = script
         self.record = record
         self.deltas = deltas or (lambda text: [text])  # how a text block streams to ``request.on_text``
-        self.requests: list[Request] = []
+        self.requests: list[ScriptedRequest] = []
 
-    def create(self, request: Request) -> ModelResponse:
-        on_text = request.on_text
+    def create(self, sent: Request) -> ModelResponse:
+        on_text = sent.on_text
+        request = ScriptedRequest(**{f.name: getattr(sent, f.name) for f in fields(Request)})
         if self.record:
             request = copy.deepcopy(replace(request, clock=None, on_text=None))  # the transcript only
             self.requests.append(request)
