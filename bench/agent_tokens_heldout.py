@@ -47,8 +47,11 @@ class JumpClock:
         self.t0, self.jump = time.monotonic(), False
         self.offset = settings.deadline_s - settings.final_reserve_s + 5
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         return self.t0 + (self.offset if self.jump else time.monotonic() - self.t0)
+
+    def wall(self) -> float:
+        return time.time()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)

@@ -36,6 +36,7 @@ from agent.core.tags import TAGGER_SYSTEM, TaggingAgent, load_tag_config, tag_qu
 from agent.core.tools import RegistryTools
 from agent.evals import CaseResult, load_cases, run_cases, totals
 from mcp_lib import Registry
+from mcp_lib.clock import SYSTEM_CLOCK
 
 REPO = Path(__file__).resolve().parents[1]
 _PASS_TAGS = re.compile(r"pass tags=(\[.*?\])")
@@ -89,7 +90,7 @@ def main() -> int:
     if config is None:
         print(f"{args.config} defines no [[tags]]", file=sys.stderr)
         return 2
-    taggings = [tag_question(config, c.question, model=None, settings=Settings(), clock=lambda: 0.0) for c in cases]
+    taggings = [tag_question(config, c.question, model=None, settings=Settings(), clock=SYSTEM_CLOCK) for c in cases]
 
     runs: dict[str, list[CaseResult]] = {}
     for mode in ("degraded", "scripted"):

@@ -154,7 +154,7 @@ class SdkModel:
             retries.append(f"attempt {attempt} failed ({failure_text(failure)}); retrying in {wait:.1f} s")
 
         try:
-            clock, sleep = (request.clock, request.clock.sleep) if request.clock else (self.clock, self.sleep)
+            clock, sleep = (request.clock.monotonic, request.clock.sleep) if request.clock else (self.clock, self.sleep)
             message = call(attempt, retryable=self._retryable, budget=Budget(request.deadline, clock, MIN_ATTEMPT_S),
                            sleep=sleep, on_retry=on_retry)
         except GaveUp as exc:

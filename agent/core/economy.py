@@ -20,12 +20,13 @@ from typing import Any, Literal, Protocol
 from agent.core import tokens as tk
 from agent.core.budget import fit_budget, trim_history
 from agent.core.cutting import cut_to_tokens
-from agent.core.model import Clock, Model, ModelError, ModelRequestError, Request, Usage
+from agent.core.model import Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.notes import SUMMARIZED_STUB, SUMMARY_SYSTEM, mechanical_summary, notes_text, set_notes, summary_request
 from agent.core.prompt_cache import CacheState, cached_request
 from agent.core.settings import Settings
 from agent.core.tokens import TokenMemo
 from agent.core.transcript import ResultRef, replace_result, tool_results, user_message
+from mcp_lib.clock import Clock
 
 MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
 MIN_CALIBRATION = 0.5  # nor down more than this
@@ -263,9 +264,9 @@ class Economy:
         if prompt is None:
             return fallback, "the results do not fit the request budget even when cut"
         try:
-            response = self.model.create(Request(
-                [{"type": "text", "text": SUMMARY_SYSTEM}], [user_message(prompt)], [], None,
-                s.summary_max_tokens, s.summary_model, min(deadline, self.clock() + s.summary_timeout_s), self.clock))
+            ends = min(deadline, self.clock.monotonic() + s.summary_timeout_s)
+            response = self.model.create(Request([{"type": "text", "text": SUMMARY_SYSTEM}], [user_message(prompt)],
+                                                 [], None, s.summary_max_tokens, s.summary_model, ends, self.clock))
         except ModelError as exc:
             return fallback, str(exc)
         r.tally(s.summary_model, response.usage)

@@ -15,20 +15,20 @@ import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import unquote
 
 from agent.core.cutting import cut
 from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, run_searches
 from agent.core.economy import Economy
-from agent.core.model import SYSTEM_CLOCK, Clock, Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
+from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
 from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
-from agent.core.tools import ThreadWait, ToolExecutor, join_until, vet_tool_uses
+from agent.core.tools import ThreadWait, ToolExecutor, vet_tool_uses
 from agent.core.transcript import earlier_turn, user_message, valid_text, with_context
+from mcp_lib.clock import SYSTEM_CLOCK, Clock, now
 from mcp_lib.redact import redact_deep
 
 FORCED_NOTES = {
@@ -52,17 +52,15 @@ class Agent:
         settings: Settings | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        now: Callable[[], datetime] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
-        tool_wait: ThreadWait = join_until,
+        tool_wait: ThreadWait | None = None,
         on_text: Callable[[str], None] | None = None,
     ):
         self.model = model
         self.tools = tools
         self.settings = settings or Settings()
         self.clock = clock
-        self.now = now or (lambda: self.settings.now or datetime.now(self.settings.tz()))
         self.on_progress = on_progress
         self.on_event = on_event
         self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
@@ -92,7 +90,7 @@ class Agent:
 
     def _investigate(self, r: Run) -> Answer:
         while True:
-            forced = must_answer(self.settings, self.clock(), r)
+            forced = must_answer(self.settings, self.clock.monotonic(), r)
             if forced:
                 return self._final_answer(r, forced)
             self._progress(r, "thinking")
@@ -118,9 +116,9 @@ class Agent:
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = cut(question.strip(), s.max_question_chars)
         context = cut(context.strip(), s.max_question_chars)
-        started = self.clock() - prelude.seconds
+        started = self.clock.monotonic() - prelude.seconds
         schemas = tools.schemas()
-        system = build_system_prompt(now=self.now().astimezone(s.tz()), guide=tools.guide(),
+        system = build_system_prompt(now=(s.now or now(self.clock, s.tz())).astimezone(s.tz()), guide=tools.guide(),
                                      max_rounds=s.max_rounds, extra=prelude.prompt)
         messages = [m for turn in history for m in earlier_turn(turn.question, turn.answer, turn.sources)]
         opening = user_message(with_context(question, context))
@@ -179,7 +177,7 @@ class Agent:
         estimate, system, tools, messages = r.economy.prepare(r, deadline, final=final, strict=strict)
         self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))
-        began = self.clock()
+        began = self.clock.monotonic()
         choice = ({"type": "none"} if strict else {"type": "auto"}) if tools else None
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
                                              self.settings.model, deadline, self.clock, on_text=self.on_text))
@@ -190,7 +188,7 @@ class Agent:
             self._event(r, "model_retry", detail=line)
         self._event(r, "model_response", round=r.rounds + 1, stop_reason=response.stop_reason,
                     usage=response.usage.to_dict(), tool_uses=[c["name"] for c in response.tool_uses],
-                    text_chars=len(response.text), seconds=round(self.clock() - began, 3))
+                    text_chars=len(response.text), seconds=round(self.clock.monotonic() - began, 3))
         return response
 
     # -- endings -----------------------------------------------------------------------------------------------
@@ -210,7 +208,8 @@ class Agent:
         """No model: run the search tools on the question itself and show their best hits, clearly labelled."""
         searches = r.plan.tools.search_calls(r.plan.query)
         self._progress(r, "degraded", [name for name, _ in searches])
-        timeout = min(self.settings.tool_timeout_s, max(10.0, r.plan.hard_deadline - self.clock()))  # even when late
+        left = r.plan.hard_deadline - self.clock.monotonic()
+        timeout = min(self.settings.tool_timeout_s, max(10.0, left))  # even when late
         outcomes = run_searches(searches, timeout, lambda call: self.rounds.call_tool(r, call), self.rounds.wait)
         for (name, args), outcome in zip(searches, outcomes, strict=True):
             r.calls.append(ToolCall(name, args, outcome.is_error, 0))
@@ -224,8 +223,8 @@ class Agent:
                 error: str | None = None) -> Answer:
         return Answer(text=text, sources=cited, consulted=list(r.sources.values()), rounds=r.rounds,
                       tool_calls=r.calls, usage_by_model=dict(r.usage), cost_usd=self.settings.cost(r.usage),
-                      degraded=degraded, seconds=self.clock() - r.plan.started, stop=stop, tags=list(r.plan.tags),
-                      error=error, trace=r.trace, messages=r.messages)
+                      degraded=degraded, seconds=self.clock.monotonic() - r.plan.started, stop=stop,
+                      tags=list(r.plan.tags), error=error, trace=r.trace, messages=r.messages)
 
     # -- bookkeeping -------------------------------------------------------------------------------------------
     def _progress(self, r: Run, phase: Phase, tools: list[str] | None = None) -> None:
@@ -239,7 +238,7 @@ class Agent:
             self._event(r, "callback_error", callback="on_progress", error=f"{type(exc).__name__}: {exc}")
 
     def _event(self, r: Run, kind: str, **data: Any) -> None:
-        r.trace.append(self._publish({"t": round(self.clock() - r.plan.started, 3), "event": kind, **data}))
+        r.trace.append(self._publish({"t": round(self.clock.monotonic() - r.plan.started, 3), "event": kind, **data}))
 
     def _publish(self, event: dict[str, Any]) -> dict[str, Any]:
         """Mask secrets and hand the event to ``on_event``; returns the masked event for the trace."""

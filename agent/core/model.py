@@ -6,31 +6,11 @@ Implementations: ``agent.core.claude`` (the anthropic SDK, Bedrock or direct) an
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-
-class Clock(Protocol):
-    """A run's clock: monotonic seconds, and a sleep that they pass by (a fake one in tests)."""
-
-    def __call__(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    """The machine's monotonic clock and ``time.sleep``."""
-
-    def __call__(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
-SYSTEM_CLOCK = SystemClock()
+from mcp_lib.clock import Clock
 
 
 @dataclass(frozen=True)

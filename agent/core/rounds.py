@@ -3,6 +3,7 @@ writes -- reuse identical earlier reads, and answer every tool_use with a tool_r
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -10,11 +11,11 @@ from typing import Any
 
 from agent.core.cutting import cut
 from agent.core.digest import digest
-from agent.core.model import Clock
 from agent.core.run import Run, ToolCall
 from agent.core.settings import Settings
 from agent.core.tools import ThreadWait, ToolOutcome, join_until, run_concurrently
 from agent.core.transcript import valid_text
+from mcp_lib.clock import Clock
 from mcp_lib.media import MAX_RUN_IMAGE_BYTES, MAX_RUN_IMAGES
 
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
@@ -33,10 +34,10 @@ class _Plan:
 class ToolRound:
     """The loop's tool rounds: what is run, with which timeout, and what each call is answered with."""
 
-    def __init__(self, settings: Settings, clock: Clock, event: Callable[..., None], wait: ThreadWait = join_until):
+    def __init__(self, settings: Settings, clock: Clock, event: Callable[..., None], wait: ThreadWait | None = None):
         self.settings = settings
         self.clock = clock
-        self.wait = wait  # how a batch of tool threads is waited for (run_concurrently's seam)
+        self.wait = wait or functools.partial(join_until, clock=clock)  # how a batch of tool threads is waited for
         self.event = event  # event(run, kind, **data): the loop's trace
 
     def run(self, r: Run, calls: list[dict[str, Any]], refused: dict[str, str]) -> list[dict[str, Any]]:
@@ -115,16 +116,16 @@ class ToolRound:
 
     def _tool_time(self, r: Run) -> float:
         """A call's timeout: the tool timeout, or less when the soft deadline comes first."""
-        return min(self.settings.tool_timeout_s, r.plan.soft_deadline - self.clock())
+        return min(self.settings.tool_timeout_s, r.plan.soft_deadline - self.clock.monotonic())
 
     def call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
-        began = self.clock()
+        began = self.clock.monotonic()
         try:
             outcome = r.plan.tools.call(call["name"], dict(call.get("input") or {}))
         except Exception as exc:  # a provider that raises is still only a failed call
             outcome = ToolOutcome.error(f"{type(exc).__name__}: {exc}")
         outcome = replace(outcome, content=valid_text(outcome.content), sources=valid_text(outcome.sources))
-        return outcome, self.clock() - began
+        return outcome, self.clock.monotonic() - began
 
     def _result_block(self, r: Run, call: dict[str, Any], plan: _Plan,
                       outcomes: dict[str, tuple[ToolOutcome, float]]) -> dict[str, Any]:

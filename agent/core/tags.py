@@ -34,11 +34,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.core.loop import Agent
-from agent.core.model import Clock, Model, ModelError, Request, Usage
+from agent.core.model import Model, ModelError, Request, Usage
 from agent.core.run import Answer, Prelude, Turn
 from agent.core.settings import Settings, validation_problem
 from agent.core.tools import ToolExecutor, ToolOutcome
 from agent.core.transcript import user_message
+from mcp_lib.clock import Clock
 from mcp_lib.config import ConfigError
 from mcp_lib.external import load_file_config
 from mcp_lib.platforms.faq import normalize
@@ -271,7 +272,7 @@ def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> 
 def tag_question(config: TagConfig, question: str, *, model: Model | None, settings: Settings,
                  clock: Clock) -> Tagging:
     """Keywords first; the summary model only when they are ambiguous (and allowed, and there is a model)."""
-    began = clock()
+    began = clock.monotonic()
     matched = keyword_matches(config, question)
     if not matched:
         ambiguous: str | None = "no tag's keywords matched"
@@ -289,7 +290,7 @@ def tag_question(config: TagConfig, question: str, *, model: Model | None, setti
             prompt = tagger_request(candidates, question, config.max_tags)
             response = model.create(Request(
                 [{"type": "text", "text": TAGGER_SYSTEM}], [user_message(prompt)], [], None, TAGGER_MAX_TOKENS,
-                settings.summary_model, clock() + TAGGER_TIMEOUT_S, clock))
+                settings.summary_model, clock.monotonic() + TAGGER_TIMEOUT_S, clock))
             result.usage = response.usage
             chosen = parse_tagger_reply(response.text, candidates, config.max_tags)
             if chosen is None:
@@ -298,7 +299,7 @@ def tag_question(config: TagConfig, question: str, *, model: Model | None, setti
                 result.tags, result.method = chosen, "model" if chosen else "none"
         except ModelError as exc:  # tagging is an aid: the investigation goes on without it
             result.model_error = f"{type(exc).__name__}: {exc}"
-    result.seconds = clock() - began
+    result.seconds = clock.monotonic() - began
     return result
 
 

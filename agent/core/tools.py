@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mcp_lib import Registry
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.result import excerpt
 from mcp_lib.schemas import claude_tools, platform_guide
 
@@ -182,11 +182,12 @@ MAX_IN_FLIGHT = 8  # tool calls of one batch running at the same time; the rest 
 ThreadWait = Callable[[Sequence[threading.Thread], float], object]
 
 
-def join_until(threads: Sequence[threading.Thread], timeout_s: float) -> None:
-    """Wait until the threads have ended or ``timeout_s`` has passed (real time: threads run on no other clock)."""
-    end = time.monotonic() + timeout_s
+def join_until(threads: Sequence[threading.Thread], timeout_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Wait until the threads have ended or ``timeout_s`` has passed on ``clock``: each join is bounded by the
+    seconds left, so on a clock that does not move a stuck thread is waited for ``timeout_s``, never for ever."""
+    end = clock.monotonic() + timeout_s
     for thread in threads:
-        thread.join(max(0.0, end - time.monotonic()))
+        thread.join(max(0.0, end - clock.monotonic()))
 
 
 def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeout: Callable[[int], T],

@@ -34,6 +34,7 @@ from agent.core.tools import ToolExecutor
 from examples.sales_db import store
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
+from tests.fakes.clock import FakeClock
 from tests.fakes.loop import check_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,7 +302,7 @@ class Concierge:
     def run(self, script: Callable[[Request], Reply], question: str, *, now: datetime = ARTICLE_NOW,
             history: list[Turn] | None = None) -> tuple[Answer, ScriptedModel]:
         model = ScriptedModel(script)
-        agent = Agent(model, self.tools, self.agent_settings, now=lambda: now)
+        agent = Agent(model, self.tools, self.agent_settings, clock=FakeClock(wall=now.timestamp()))
         answer = agent.run(question, history or [])
         check_transcript(answer.messages)
         return answer, model

@@ -64,9 +64,8 @@ def ask(model: SdkModel, deadline: float | None = None) -> Any:
 
 def test_a_tool_use_round_trip_through_the_sdk(stub: BedrockStub) -> None:
     stub.responder = answering_with_the_first_faq_hit
-    clock = FakeClock()
-    agent = Agent(bedrock(stub, clock), RegistryTools(Registry(env={})), Settings(),
-                  now=lambda: datetime(2026, 11, 18, tzinfo=UTC))
+    clock = FakeClock(wall=datetime(2026, 11, 18, tzinfo=UTC).timestamp())
+    agent = Agent(bedrock(stub, clock), RegistryTools(Registry(env={})), Settings(), clock=clock)
     answer = agent.run("Shopifyの在庫同期が遅れているときの確認手順は？")
 
     assert not answer.degraded and answer.rounds == 1 and answer.stop == "end_turn"

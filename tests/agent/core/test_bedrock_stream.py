@@ -27,7 +27,7 @@ def bedrock(stub: BedrockStub, clock: FakeClock) -> SdkModel:
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
     assert config is not None
-    return build_model(config, sleep=clock.sleep, clock=clock)
+    return build_model(config, sleep=clock.sleep, clock=clock.monotonic)
 
 
 def request(on_text: object = None, clock: FakeClock | None = None) -> Request:

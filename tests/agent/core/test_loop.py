@@ -29,7 +29,7 @@ NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)
 def make_agent(script: Any, tools: FakeTools, settings: Settings = SETTINGS, **kwargs: Any
                ) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(script)
-    return Agent(model, tools, settings, now=lambda: NOW, **kwargs), model
+    return Agent(model, tools, settings, **{"clock": FakeClock(wall=NOW.timestamp()), **kwargs}), model
 
 
 def item(n: int, body: str = "") -> dict[str, Any]:
@@ -511,7 +511,7 @@ def test_model_unavailable_mid_run_degrades_and_keeps_what_was_gathered() -> Non
 def test_without_a_model_the_search_tools_answer_directly() -> None:
     tools = FakeTools({"faq_search": lambda a: [item(1), item(2)], "slack_searchMessages": lambda a: [item(3)],
                        "redmine_getIssue": lambda a: item(4)})
-    agent = Agent(None, tools, SETTINGS, now=lambda: NOW)
+    agent = Agent(None, tools, SETTINGS, clock=FakeClock(wall=NOW.timestamp()))
     answer = agent.run("What is wrong with the stock sync?")
     assert answer.degraded and answer.rounds == 0
     assert [c.name for c in answer.tool_calls] == ["faq_search", "slack_searchMessages"]
@@ -855,7 +855,7 @@ def test_a_long_conversation_is_shortened_oldest_first_instead_of_failing(budget
 def test_degraded_searches_use_the_head_of_a_long_question_without_the_cut_marker() -> None:
     tools = FakeTools({"faq_search": lambda a: item(1)})
     question = "在庫同期が遅れている。" * 3000  # 33,000 characters: the model would see it cut
-    Agent(None, tools, SETTINGS, now=lambda: NOW).run(question)
+    Agent(None, tools, SETTINGS, clock=FakeClock(wall=NOW.timestamp())).run(question)
     [(_, arguments)] = tools.seen
     assert arguments["query"] == question[:300]
 

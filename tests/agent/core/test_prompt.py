@@ -9,6 +9,7 @@ from agent.core.loop import Agent
 from agent.core.prompt import build_system_prompt, date_context
 from agent.core.scripted import Request, ScriptedModel
 from agent.core.settings import Settings
+from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools
 
 TOKYO = ZoneInfo("Asia/Tokyo")
@@ -49,7 +50,8 @@ def test_leap_february() -> None:
 def test_the_agent_uses_the_team_time_zone_not_utc() -> None:
     # 20:00 UTC on 31 March is already 1 April in Tokyo: 今月 is April, 先月 March.
     model = ScriptedModel(lambda request: "ok")
-    agent = Agent(model, FakeTools({}), Settings(), now=lambda: datetime(2026, 3, 31, 20, 0, tzinfo=UTC))
+    clock = FakeClock(wall=datetime(2026, 3, 31, 20, 0, tzinfo=UTC).timestamp())
+    agent = Agent(model, FakeTools({}), Settings(), clock=clock)
     agent.run("先月の売上は？")
     system = model.requests[0].system_text
     assert "Now: 2026-04-01(水) 05:00" in system
@@ -60,7 +62,7 @@ def test_the_agent_uses_the_team_time_zone_not_utc() -> None:
 def test_another_time_zone_is_honoured() -> None:
     model = ScriptedModel(lambda request: "ok")
     agent = Agent(model, FakeTools({}), Settings(timezone="America/Los_Angeles"),
-                  now=lambda: datetime(2026, 11, 18, 1, 0, tzinfo=UTC))
+                  clock=FakeClock(wall=datetime(2026, 11, 18, 1, 0, tzinfo=UTC).timestamp()))
     agent.run("q")
     assert "Now: 2026-11-17(火) 17:00, Tuesday, time zone America/Los_Angeles (UTC-08:00)." in \
         model.requests[0].system_text

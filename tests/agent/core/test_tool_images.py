@@ -16,6 +16,7 @@ from mcp_lib import Platform, Registry, Result, ToolContext
 from mcp_lib.media import MAX_RUN_IMAGES
 from mcp_lib.result import Image
 from tests.fakes.attachments import png
+from tests.fakes.clock import FakeClock
 from tests.fakes.loop import check_transcript
 
 BIG = base64.b64encode(png(2, 2) + b"\x00" * 600_000).decode()  # 800 kB of base64: ~230k tokens read as text
@@ -40,7 +41,8 @@ def test_images_are_image_blocks_in_the_tool_result_and_the_run_bounds_them() ->
         return text("done")
 
     model = ScriptedModel(script)
-    agent = Agent(model, RegistryTools(charts()), Settings(), now=lambda: datetime(2026, 11, 18, tzinfo=UTC))
+    agent = Agent(model, RegistryTools(charts()), Settings(),
+                  clock=FakeClock(wall=datetime(2026, 11, 18, tzinfo=UTC).timestamp()))
     answer = agent.run("売上のグラフは？")
     assert answer.text == "done"
     final = model.requests[-1].messages
