@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from agent.core.tools import RegistryTools, join_until, run_concurrently
 from mcp_lib import Registry
+from tests.fakes.clock import FakeClock
 
 
 def test_registry_tools_call_the_registry_and_collect_sources() -> None:
@@ -56,6 +57,17 @@ def test_join_until_waits_for_the_threads_within_the_timeout() -> None:
     done.start()
     join_until([done], 30.0)  # returns as soon as the thread has ended, long before the timeout
     assert not done.is_alive()
+
+
+def test_join_until_on_a_clock_that_never_moves_waits_the_timeout_not_for_ever() -> None:
+    release = threading.Event()
+    stuck = threading.Thread(target=release.wait, daemon=True)
+    stuck.start()
+    waiting = threading.Thread(target=join_until, args=([stuck], 0.05, FakeClock()), daemon=True)
+    waiting.start()
+    waiting.join(10)  # the join is bounded by the seconds left on the clock, each time it is asked
+    assert not waiting.is_alive() and stuck.is_alive()
+    release.set()
 
 
 def _tool_threads_since(before: set[threading.Thread]) -> list[threading.Thread]:
