@@ -1,33 +1,19 @@
 """Degraded mode: when there is no model, the question is searched directly and the hits are shown as they are.
 
-The loop degrades when no model is configured, when the model stays unavailable after retries, or when it
-rejects a request after tools have run. Then the enabled platforms' search tools run on the head of the
-question (in parallel, with a timeout even when the run is already late), and their best hits -- then what the
-run had gathered -- are shown, labelled as not AI-generated, in the question's language.
+The loop degrades when no model is configured, when it stays unavailable after retries, or when it rejects a
+request after tools have run: the search tools run on the head of the question, and their best hits -- then what
+the run had gathered -- are shown, labelled as not AI-generated, in the question's language.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
 
-from agent.core.tools import ThreadWait, ToolOutcome, join_until, run_concurrently
+from agent.core.tools import ToolOutcome
 
 DEGRADED_QUERY_CHARS = 300  # a search engine gets the head of a long question
 MAX_SOURCES = 8
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
-
-
-def run_searches(searches: list[tuple[str, dict[str, Any]]], timeout: float,
-                 call_tool: Callable[[dict[str, Any]], tuple[ToolOutcome, float]],
-                 wait: ThreadWait = join_until) -> list[ToolOutcome]:
-    """Every search at once; one that does not finish in ``timeout`` seconds counts as timed out."""
-    jobs = [lambda c={"id": f"degraded-{i}", "name": name, "input": args}: call_tool(c)
-            for i, (name, args) in enumerate(searches)]
-    outcomes = run_concurrently(jobs, timeout, on_timeout=lambda i: (ToolOutcome.timeout("timed out"), timeout),
-                                wait=wait)
-    return [outcome for outcome, _ in outcomes]
 
 
 def best_hits(outcomes: list[ToolOutcome], gathered: list[dict[str, str]]

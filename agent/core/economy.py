@@ -1,15 +1,9 @@
 """The token economy of a run: estimate each request, and make the transcript fit before it is sent.
 
-With Bedrock's prompt cache each token is written once (1.25x) and read by every later request (0.1x), so the
-results the model has already read are the run's largest cost. They are *cleared* to digests
-(``agent.core.digest``) in batches: once the oldest has been read in ``clear_after_reads`` requests, every
-result read so far goes at once (the cache after the first is rewritten once per batch, not once per result),
-only in the first half of the round limit (the second half gathers the evidence of the answer: kept whole) and
-only when the reads saved outweigh the rewrite. A request writes the cache only up to what the next one keeps.
-Past the summary threshold the read results become notes from the cheap model; past the hard budget the
-largest results are cut, then the earliest turns shortened or dropped. Estimates follow the usage models report.
-The transcript operations live in ``agent.core.budget``, ``notes`` and ``transcript``; this module decides when
-to use them.
+With the prompt cache a token is written once (1.25x) and read by every later request (0.1x), so results already
+read are the run's largest cost. They are cleared to digests in batches, in the first half of the round limit
+and only when the reads saved pay for the rewrite; past the summary threshold they become notes from the cheap
+model; past the hard budget the largest are cut, then the earliest turns. Estimates follow the usage reported.
 """
 
 from __future__ import annotations
@@ -23,14 +17,11 @@ from agent.core.cutting import cut_to_tokens
 from agent.core.model import Model, ModelError, ModelRequestError, Request, Usage
 from agent.core.notes import SUMMARIZED_STUB, SUMMARY_SYSTEM, mechanical_summary, notes_text, set_notes, summary_request
 from agent.core.prompt_cache import CacheState, cached_request
-from agent.core.settings import Settings
-from agent.core.tokens import TokenMemo
+from agent.core.settings import CACHE_READ_FACTOR, CACHE_WRITE_FACTOR, Settings
 from agent.core.transcript import ResultRef, replace_result, tool_results, user_message
 from mcp_lib.clock import Clock
 
-MAX_CALIBRATION = 4.0  # the estimate is never scaled up more than this
-MIN_CALIBRATION = 0.5  # nor down more than this
-CACHE_READ, CACHE_WRITE = 0.1, 1.25  # Bedrock's prompt-cache prices, times the input price
+MAX_CALIBRATION, MIN_CALIBRATION = 4.0, 0.5  # the bounds of reported usage / our estimate
 ClearMode = Literal["schedule", "due", "threshold"]
 Fate = Literal["cleared", "summarized", "cut", "unchanged"]
 
@@ -57,8 +48,8 @@ class RunView(Protocol):
 
 
 class Economy:
-    """The economy of one run and what it keeps: which results are cleared, summarized or cut, their digests and
-    copies, the notes, the calibration of the estimates and where the cache entries are."""
+    """One run's economy and what it keeps: the results cleared, summarized or cut, their digests and copies, the
+    notes, the calibration of the estimates and where the cache entries are."""
 
     def __init__(self, model: Model | None, settings: Settings, clock: Clock, question_index: int, *,
                  event: Callable[..., None], progress: Callable[..., None]):
@@ -66,79 +57,69 @@ class Economy:
         self.event = event  # event(run, kind, **data): the loop's trace
         self.progress = progress  # progress(run, phase): the loop's progress report
         self.question_index = question_index  # moves up when earlier turns are dropped
-        self.summarized: set[str] = set()  # tool_use ids whose results now live in the notes
-        self.copies: dict[str, str] = {}  # tool_use id -> the content the loop first gave it
-        self.digests: dict[str, str] = {}  # tool_use id -> its digest, should it be cleared
-        self.cleared: set[str] = set()  # tool_use ids whose results are now their digests
-        self.read_again = False  # the model asked for a cleared result again: no more scheduled clearings
+        self.digests: dict[str, str] = {}  # tool_use id -> what clearing leaves of its result
+        self.copies: dict[str, str] = {}  # tool_use id -> the content first shown, for a repeat of the call
+        self.cleared: set[str] = set()
+        self.summarized: set[str] = set()
+        self.cut: set[str] = set()  # shortened to fit the budget
+        self.read_again = False  # a cleared result was asked for again: no more scheduled clearings
         self.clear_due = False  # the last request withheld its cache write for a clearing: the next one clears
-        self.cut: set[str] = set()  # tool_use ids whose results were shortened to fit the budget
-        self.notes = ""  # the summary so far; the notes block adds notes_sources to it
+        self.notes = ""  # the summary so far (the notes block adds notes_sources)
         self.notes_sources: list[dict[str, str]] = []
-        self.calibration = 1.0  # reported usage / our estimate, within MIN_CALIBRATION and MAX_CALIBRATION
-        self.cache = CacheState()  # where earlier requests' cache entries end
-        self.token_memo = TokenMemo()  # each message's count, for the estimates
+        self.calibration = 1.0
+        self.cache = CacheState()
+        self.token_memo = tk.TokenMemo()
 
-    # -- what the rounds ask ------------------------------------------------------------------------------------
+    # -- what a round asks -------------------------------------------------------------------------------------
     def keep(self, tool_use_id: str, content: str, digest: str | None) -> str:
-        """The content a fresh result is shown with (capped in tokens); a read with a ``digest`` may be cleared
-        later, and its copy is what a repeat gets back."""
+        """A fresh result as shown, capped in tokens; one with a ``digest`` may be cleared, its copy kept."""
         content = cut_to_tokens(content, int(self.settings.tool_result_max_tokens / self.calibration))
         if digest is not None:
-            self.digests[tool_use_id] = digest
-            self.copies[tool_use_id] = content  # even after a budget cut shortened it in the transcript
+            self.digests[tool_use_id], self.copies[tool_use_id] = digest, content
         return content
 
     def bring_back(self, tool_use_id: str) -> bool:
-        """Whether a repeat of ``tool_use_id`` brings its cleared result back whole; no scheduled clearing follows
-        once one has (a model that needs one back may need others)."""
-        if tool_use_id in self.cleared:
-            self.read_again = True
+        """Whether a repeat brings a cleared result back; after one, no scheduled clearing (more may be needed)."""
+        self.read_again |= tool_use_id in self.cleared
         return tool_use_id in self.cleared
 
     def fate(self, tool_use_id: str) -> Fate:
-        """What became of a result in the transcript."""
         if tool_use_id in self.cleared:
             return "cleared"
         if tool_use_id in self.summarized:
             return "summarized"
         return "cut" if tool_use_id in self.cut else "unchanged"
 
-    def copy(self, tool_use_id: str) -> str:
-        return self.copies[tool_use_id]
-
-    # -- one request --------------------------------------------------------------------------------------------
+    # -- one request -------------------------------------------------------------------------------------------
     def prepare(self, r: RunView, deadline: float, *, final: bool, strict: bool
                 ) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-        """The next request made to fit (:meth:`fit`) with its cache breakpoints: (estimated tokens, system,
-        tools, messages). A ``strict`` request (another ``tool_choice``) reads no cached message."""
-        estimate = self.fit(r, deadline, final)
+        """(estimated tokens, system, tools, messages): the request made to fit, with its cache breakpoints; a
+        ``strict`` one (another ``tool_choice``) reads no cached message."""
+        estimate = self._fit(r, deadline, final)
         system, tools, messages = cached_request(r.plan.system, r.plan.schemas, r.messages,
-                                                 write_at=self.write_at(r, final), keep_at=self.keep_at(r),
+                                                 write_at=self._write_at(r, final), keep_at=self._keep_at(r),
                                                  read=not strict, cache=self.cache)
         return estimate, system, tools, messages
 
-    # -- estimates ---------------------------------------------------------------------------------------------
-    def estimate(self, r: RunView) -> int:
-        """The next request's size in tokens: our pessimistic estimate, scaled by what models reported."""
-        return int(self._raw_estimate(r) * self.calibration)
-
-    def fits(self, r: RunView) -> bool:
-        return self.estimate(r) <= self.settings.request_budget_tokens
-
     def calibrate(self, r: RunView, usage: Usage) -> None:
-        """Scale later estimates to what the model counted for the transcript it was just sent (unchanged since
-        ``fit``): up when we guessed low, down when our pessimistic guess ran high -- within bounds."""
+        """Scale later estimates to what the model counted for the transcript just sent, within bounds."""
         estimated = self._raw_estimate(r)
         if usage.prompt_tokens > 0 and estimated > 0:
             self.calibration = min(MAX_CALIBRATION, max(MIN_CALIBRATION, usage.prompt_tokens / estimated))
 
-    # -- fitting the budget ------------------------------------------------------------------------------------
-    def fit(self, r: RunView, deadline: float, final: bool) -> int:
-        """Clear what is due; past the threshold clear every result read, then summarize what is left -- except
-        before the final answer (a rewrite or a summary pays off in later requests and it has none), unless the
-        request before it held back its write for this clearing. Past the budget cut the largest tool results,
-        then shorten or drop the earliest turns. Returns the request's estimated size."""
+    def estimate(self, r: RunView) -> int:
+        return int(self._raw_estimate(r) * self.calibration)
+
+    def _raw_estimate(self, r: RunView) -> int:
+        return tk.request_tokens(r.plan.system, r.plan.schemas, r.messages, self.token_memo)
+
+    def _fits(self, r: RunView) -> bool:
+        return self.estimate(r) <= self.settings.request_budget_tokens
+
+    def _fit(self, r: RunView, deadline: float, final: bool) -> int:
+        """Clear what is due; past the threshold clear every read result, then summarize -- not before the final
+        answer (no later request pays it back) unless the request before it counted on the clearing. Past the
+        budget cut the largest results, then the earliest turns. Returns the estimate."""
         s = self.settings
         if not final or self.clear_due:
             self._clear(r, "due" if self.clear_due else "schedule")
@@ -147,12 +128,12 @@ class Economy:
             self._clear(r, "threshold")
             if self.estimate(r) > s.summary_threshold_tokens:
                 self._summarize(r, deadline)
-        if not self.fits(r):
+        if not self._fits(r):
             cut_ids = fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), self.calibration)
             self.cut.update(cut_ids)
             self.event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self.estimate(r))
-        if not self.fits(r):
-            shortened, dropped = trim_history(r.messages, self.question_index, lambda: self.fits(r))
+        if not self._fits(r):
+            shortened, dropped = trim_history(r.messages, self.question_index, lambda: self._fits(r))
             self.question_index -= dropped
             self.event(r, "history_trimmed", shortened_messages=shortened, dropped_turns=dropped // 2,
                        estimated_tokens=self.estimate(r))
@@ -164,9 +145,9 @@ class Economy:
         return estimate
 
     # -- clearing ----------------------------------------------------------------------------------------------
-    def write_at(self, r: RunView, final: bool) -> int | None:
-        """Where this request writes the cache (a message index; None: nowhere): the end of the transcript, or,
-        when the next request will clear, the end of what it keeps (a write it would discard costs 1.25x)."""
+    def _write_at(self, r: RunView, final: bool) -> int | None:
+        """Where this request writes the cache (None: nowhere): the end, or, when the next request clears, the
+        end of what that one keeps (a write it would discard costs 1.25x for nothing)."""
         if final:
             return None
         batch = self._batch(r, ahead=1, mode="schedule")
@@ -177,13 +158,12 @@ class Economy:
         entry = self.cache.valid_entry(r.messages)
         return first if entry is None or first > entry else None
 
-    def keep_at(self, r: RunView) -> int | None:
-        """The end of the transcript that later clearings and summaries keep (the message of the last result
-        cleared or summarized), when no cache entry is there yet; None otherwise."""
-        cleared = [ref.message for ref in tool_results(r.messages)
-                   if ref.tool_use_id in self.cleared or ref.tool_use_id in self.summarized]
+    def _keep_at(self, r: RunView) -> int | None:
+        """The message of the last result cleared or summarized, when no cache entry ends there or later yet."""
+        kept = [ref.message for ref in tool_results(r.messages)
+                if ref.tool_use_id in self.cleared or ref.tool_use_id in self.summarized]
         entry = self.cache.valid_entry(r.messages)
-        return max(cleared) if cleared and (entry is None or max(cleared) > entry) else None
+        return max(kept) if kept and (entry is None or max(kept) > entry) else None
 
     def _clear(self, r: RunView, mode: ClearMode) -> None:
         refs = self._batch(r, ahead=0, mode=mode)
@@ -196,14 +176,10 @@ class Economy:
         self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r), why=mode)
 
     def _batch(self, r: RunView, ahead: int, mode: ClearMode) -> list[ResultRef] | None:
-        """The results to clear ``ahead`` requests from now (0: this one); None when no clearing is due then.
-
-        The results read by then are those before the last message (``ahead`` = 1: the last one too). Only
-        successful reads have a digest (following a write's or an error's digest would run it again), a copy read
-        again has none, and a result no longer than its digest stays. On ``schedule`` the oldest must have been
-        sent ``clear_after_reads`` times, in the first half of the rounds, no result read again yet (a model that
-        needs one back may need others) and the reads saved must pay for the rewrite; ``due`` (an earlier request
-        counted on it) is not priced again; past the ``threshold`` every read result goes."""
+        """The results to clear ``ahead`` requests from now (0: this one), None when none is due: the read ones
+        with a digest shorter than them. On ``schedule`` the oldest must have been sent ``clear_after_reads``
+        times, in the first half of the rounds, none read again, and the reads saved must pay for the rewrite;
+        ``due`` (counted on earlier) is not priced again; past the ``threshold`` every read result goes."""
         reads, rounds = self.settings.clear_after_reads, self.settings.max_rounds
         later = rounds - r.rounds - ahead  # requests that may follow that one
         if reads is None or (mode == "schedule" and (later < rounds // 2 or self.read_again)):
@@ -220,17 +196,15 @@ class Economy:
         saved = sum(tk.estimate_tokens(ref.content) - tk.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
         tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end]
                    for block in (m["content"] if isinstance(m["content"], list) else []))
-        if mode == "schedule" and CACHE_READ * saved * (later + 1) <= (CACHE_WRITE - CACHE_READ) * tail:
+        if mode == "schedule" and CACHE_READ_FACTOR * saved * (later + 1) <= (
+                CACHE_WRITE_FACTOR - CACHE_READ_FACTOR) * tail:
             return None  # the reads saved do not pay for writing the rest of the transcript again (the tail)
         return refs
 
     # -- summaries ---------------------------------------------------------------------------------------------
     def _summarize(self, r: RunView, deadline: float) -> None:
-        """Replace the contents of every tool result the model has already read by notes from the summary model,
-        the notes going at the end of the newest message. All of them, not just enough to get under the
-        threshold: a result kept after the first summarized one would be written to the cache again (1.25x),
-        so the request falls as far as the newest round allows (hysteresis: the next summary is rounds away)
-        and the prefix before the first summarized result is still read from the cache."""
+        """Every read result becomes the notes at the end of the newest message -- all, not just enough: one kept
+        after the first summarized would be written to the cache again, and the next summary is rounds away."""
         read = tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
         refs = [ref for ref in read if ref.tool_use_id not in self.summarized and ref.tool_use_id not in self.cleared]
         if sum(tk.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
@@ -242,16 +216,15 @@ class Economy:
             replace_result(r.messages, ref, SUMMARIZED_STUB)
             self.summarized.add(ref.tool_use_id)
             self.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
-                                if src not in self.notes_sources]
+                                   if src not in self.notes_sources]
         self.notes = summary
         set_notes(r.messages, len(r.messages) - 1, notes_text(self.notes, self.notes_sources))
         self.event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self.estimate(r),
                    fallback=fallback)
 
     def _new_notes(self, r: RunView, refs: list[ResultRef], deadline: float) -> tuple[str, str | None]:
-        """The notes so far and these results, compressed by the summary model -- within the budget and its own
-        short deadline. Returns (notes, why the fallback was used): without that model the notes so far plus
-        the head of each result, so the notes never depend on the cheap model being up."""
+        """(notes, why the fallback was used): the summary model's, within the budget and its own deadline, or
+        the notes so far plus each result's head -- the notes never depend on the cheap model being up."""
         assert self.model is not None
         s = self.settings
 
@@ -273,9 +246,6 @@ class Economy:
         if not response.text:
             return fallback, "the summary model returned no text"
         return response.text, None
-
-    def _raw_estimate(self, r: RunView) -> int:
-        return tk.request_tokens(r.plan.system, r.plan.schemas, r.messages, self.token_memo)
 
 
 def _tokens(block: dict[str, Any], digests: dict[str, str]) -> int:

@@ -1,12 +1,9 @@
 """The agent loop: ask the model, run the tools it asks for, repeat -- and always end with an answer.
 
-Work is never thrown away: every tool_use gets a tool_result (``is_error`` when the call failed), and at the round
-limit or the soft deadline (the run's deadline minus the time kept for the answer) one more request answers from
-what was gathered, with the tools and ``tool_choice`` unchanged so that it reads the cache (a call it still makes
-is refused with an ``is_error`` result that says so; only if it asks again is ``tool_choice: none`` used). Without
-a usable model the run degrades to direct searches, labelled as not AI-generated (``agent.core.degraded``);
-``agent.core.economy`` keeps each request within the budget, ``agent.core.rounds`` runs each round of tools. What a
-run is given and what it gathers are in ``agent.core.run``.
+Every tool_use gets a tool_result. At the round limit, the soft deadline or the spend cap one more request answers
+from what was gathered, tools and ``tool_choice`` unchanged so that it reads the cache (a call it still makes is
+refused; only if it asks again is ``tool_choice: none`` used). Without a usable model the run degrades to direct
+searches (``agent.core.degraded``). ``economy`` fits each request, ``rounds`` runs each round of tools.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from agent.core.cutting import cut
-from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text, run_searches
+from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text
 from agent.core.economy import Economy
 from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
 from agent.core.prompt import build_system_prompt
@@ -31,15 +28,12 @@ from agent.core.transcript import earlier_turn, user_message, valid_text, with_c
 from mcp_lib.clock import SYSTEM_CLOCK, Clock, now
 from mcp_lib.redact import redact_deep
 
-FORCED_NOTES = {
-    "round_limit": "[helpbot] The tool rounds are used up. Answer now from the information above, without "
-                   "calling tools; say what remains unknown.",
-    "deadline": "[helpbot] The time for this investigation is up. Answer now from the information above, "
-                "without calling tools; say what remains unknown.",
-    "cost_limit": "[helpbot] The spending limit for this question is reached. Answer now from the information "
-                  "above, without calling tools; say what remains unknown.",
-}
 Forced = Literal["round_limit", "deadline", "cost_limit"]
+_ANSWER_NOW = " Answer now from the information above, without calling tools; say what remains unknown."
+FORCED_NOTES: dict[Forced, str] = {
+    "round_limit": "[helpbot] The tool rounds are used up." + _ANSWER_NOW,
+    "deadline": "[helpbot] The time for this investigation is up." + _ANSWER_NOW,
+    "cost_limit": "[helpbot] The spending limit for this question is reached." + _ANSWER_NOW}
 NOT_RUN_FINAL = "[helpbot] Not run: no more tool calls. "  # a call in the final request: its is_error result
 NO_ANSWER = "回答を生成できませんでした。下の情報源を確認してください。/ No answer could be generated; see the sources."
 
@@ -66,14 +60,12 @@ class Agent:
         self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
         self.rounds = ToolRound(self.settings, clock, self._event, tool_wait)
 
-    # -- the loop ----------------------------------------------------------------------------------------------
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
             tools: ToolExecutor | None = None, prelude: Prelude | None = None,
             attachments: Sequence[dict[str, Any]] = ()) -> Answer:
-        """Answer ``question``, building on ``history``; ``context`` is shown to the model only. Per run:
-        ``tools`` instead of the agent's, the ``prelude``'s work (prompt parts, tags, trace events, usage, time)
-        counted in the run, and ``attachments`` (image and document blocks, already within the API's limits)
-        placed before the question text, as Anthropic recommends."""
+        """Answer ``question``, building on ``history``; ``context`` is shown to the model only. Per run: ``tools``
+        instead of the agent's, the ``prelude``'s work counted in it, and ``attachments`` (image and document
+        blocks within the API's limits) before the question text, as Anthropic recommends."""
         r = self._start(question, history, context, tools or self.tools, prelude or Prelude(), attachments)
         if self.model is None:
             return self._degraded(r, "no model credentials are configured", no_model=True)
@@ -138,11 +130,9 @@ class Agent:
         return r
 
     def _final_answer(self, r: Run, reason: Forced) -> Answer:
-        """One more request for the answer from what was gathered, the note saying so. It keeps the tools and
-        ``tool_choice: auto``, so the cached transcript is read (another tool_choice misses every cached message).
-        If the model still asks for tools (the text beside a call is its preamble, not an answer), the calls are
-        answered with ``is_error`` results that repeat the note, and it is asked again the same way, the cache
-        still read; only a model that asks for tools even then is asked with ``tool_choice: none``."""
+        """One more request, the note saying so, with the tools and ``tool_choice: auto`` (another tool_choice
+        misses every cached message). Calls it still makes (the text beside them is a preamble, not an answer) are
+        refused and it is asked again the same way; only if it asks yet again is ``tool_choice: none`` used."""
         self._event(r, "forced_final", reason=reason, rounds=r.rounds)
         self._progress(r, "answering")
         last = r.messages[-1]  # the question or the last round's results: the note joins that user message
@@ -158,8 +148,7 @@ class Agent:
         return self._finish(r, response.text, reason)
 
     def _refuse_calls(self, r: Run, response: ModelResponse, reason: Forced) -> None:
-        """The final request's calls, answered as a round that runs none of them: each gets an ``is_error``
-        result with the note, so the request after it differs only at its end and reads the same cache."""
+        """The final request's calls, each answered with the note as an ``is_error`` result (none runs)."""
         content, _ = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas}, r.tool_use_ids)
         calls = [block for block in content if block.get("type") == "tool_use"]
         self._event(r, "forced_final_refused", tool_uses=[c["name"] for c in calls])
@@ -167,11 +156,9 @@ class Agent:
         why = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
         r.messages.append({"role": "user", "content": self.rounds.run(r, calls, {c["id"]: why for c in calls})})
 
-    # -- one model request -------------------------------------------------------------------------------------
     def _request(self, r: Run, *, final: bool, strict: bool = False) -> ModelResponse:
-        """Send the transcript, made to fit the budget, with cache breakpoints. A request for more tools must end
-        by the soft deadline; the final answer may use the time kept back for it, and a ``strict`` one allows no
-        tool call (``tool_choice: none``)."""
+        """The transcript, made to fit, sent by the soft deadline -- the final answer by the hard one; a ``strict``
+        request allows no tool call."""
         assert self.model is not None
         deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
         estimate, system, tools, messages = r.economy.prepare(r, deadline, final=final, strict=strict)
@@ -191,7 +178,6 @@ class Agent:
                     text_chars=len(response.text), seconds=round(self.clock.monotonic() - began, 3))
         return response
 
-    # -- endings -----------------------------------------------------------------------------------------------
     def _finish(self, r: Run, text: str, stop: Stop) -> Answer:
         last = r.messages[-1]
         if any(b.get("type") == "tool_use" for b in last["content"]):  # a forced answer must not leave calls open
@@ -210,7 +196,8 @@ class Agent:
         self._progress(r, "degraded", [name for name, _ in searches])
         left = r.plan.hard_deadline - self.clock.monotonic()
         timeout = min(self.settings.tool_timeout_s, max(10.0, left))  # even when late
-        outcomes = run_searches(searches, timeout, lambda call: self.rounds.call_tool(r, call), self.rounds.wait)
+        calls = [{"id": f"degraded-{i}", "name": name, "input": args} for i, (name, args) in enumerate(searches)]
+        outcomes = [outcome for outcome, _ in self.rounds.run_batch(r, calls, timeout)]
         for (name, args), outcome in zip(searches, outcomes, strict=True):
             r.calls.append(ToolCall(name, args, outcome.is_error, 0))
         ranked, picked = best_hits(outcomes, list(r.sources.values()))
@@ -226,7 +213,6 @@ class Agent:
                       degraded=degraded, seconds=self.clock.monotonic() - r.plan.started, stop=stop,
                       tags=list(r.plan.tags), error=error, trace=r.trace, messages=r.messages)
 
-    # -- bookkeeping -------------------------------------------------------------------------------------------
     def _progress(self, r: Run, phase: Phase, tools: list[str] | None = None) -> None:
         if self.on_progress is None:
             return
@@ -262,8 +248,7 @@ def must_answer(s: Settings, now: float, r: Run) -> Forced | None:
 
 def _masked(mask: Callable[[str], str], question: str, context: str, history: Sequence[Turn],
             attachments: Sequence[dict[str, Any]]) -> tuple[str, str, list[Turn], list[dict[str, Any]]]:
-    """The opening messages through the tools' mask (held credentials by value, not only by pattern): a question,
-    its thread or an attached log is anyone's text, as a tool result is."""
+    """The opening messages through the tools' mask: a question, its thread or an attached log is anyone's text."""
     return (mask(valid_text(question)), mask(valid_text(context)),
             [Turn(mask(valid_text(t.question)), mask(valid_text(t.answer)), valid_text(t.sources))
              for t in history],

@@ -1,13 +1,13 @@
 """The model seam: the one request the loop sends, the response it gets back, and what can go wrong.
 
-Content blocks are plain JSON dicts (the Messages API's), so a transcript can be saved, traced and replayed.
-Implementations: ``agent.core.claude`` (the anthropic SDK, Bedrock or direct) and ``agent.core.scripted`` (tests).
+Content blocks are the Messages API's JSON dicts, so a transcript can be saved, traced and replayed. Models:
+``agent.core.claude`` (the anthropic SDK, Bedrock or direct) and ``agent.core.scripted`` (tests and benches).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any, Protocol
 
 from mcp_lib.clock import Clock
@@ -15,9 +15,8 @@ from mcp_lib.clock import Clock
 
 @dataclass(frozen=True)
 class Request:
-    """One request to the model: everything the Messages API call carries, plus the caller's deadline on the
-    run's ``clock`` (no attempt starts, and no request outlives, it; retries sleep on that clock). Without a clock
-    the model uses its own."""
+    """What the Messages API call carries, plus the deadline on the run's ``clock`` (no attempt starts, and no
+    request outlives, it; retries sleep on that clock; without one the model uses its own)."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
@@ -40,11 +39,7 @@ class Usage:
     cache_creation_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
-
-    def as_tuple(self) -> tuple[int, int, int, int]:
-        return (self.input_tokens, self.output_tokens, self.cache_read_input_tokens,
-                self.cache_creation_input_tokens)
+        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     @property
     def prompt_tokens(self) -> int:
@@ -52,9 +47,7 @@ class Usage:
         return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
     def to_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_read_input_tokens": self.cache_read_input_tokens,
-                "cache_creation_input_tokens": self.cache_creation_input_tokens}
+        return asdict(self)
 
 
 @dataclass
@@ -83,9 +76,7 @@ class ModelError(Exception):
 
 class ModelUnavailable(ModelError):
     """Throttled, overloaded or unreachable even after retries: the run degrades instead of failing.
-
-    ``out_of_time``: the caller's deadline, not the number of attempts, ended the retries (the loop then still
-    asks for the final answer in the time it kept back for it)."""
+    ``out_of_time``: the deadline, not the attempts, ended them (the final answer still has its reserve)."""
 
     def __init__(self, message: str, out_of_time: bool = False):
         super().__init__(message)

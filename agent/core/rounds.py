@@ -20,10 +20,11 @@ from mcp_lib.media import MAX_RUN_IMAGE_BYTES, MAX_RUN_IMAGES
 
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
 NOT_RUN_AFTER_WRITE_TIMEOUT = "[helpbot] Not run: an earlier write in this round timed out (it may still be running)."
+Outcomes = dict[str, tuple[ToolOutcome, float]]  # call id -> (outcome, seconds)
 
 
 @dataclass
-class _Plan:
+class _Schedule:
     """Which of a round's calls run, and which are answered from an identical earlier read."""
 
     fresh: list[dict[str, Any]] = field(default_factory=list)
@@ -35,88 +36,70 @@ class ToolRound:
     """The loop's tool rounds: what is run, with which timeout, and what each call is answered with."""
 
     def __init__(self, settings: Settings, clock: Clock, event: Callable[..., None], wait: ThreadWait | None = None):
-        self.settings = settings
-        self.clock = clock
+        self.settings, self.clock = settings, clock
         self.wait = wait or functools.partial(join_until, clock=clock)  # how a batch of tool threads is waited for
         self.event = event  # event(run, kind, **data): the loop's trace
 
     def run(self, r: Run, calls: list[dict[str, Any]], refused: dict[str, str]) -> list[dict[str, Any]]:
-        """Run the round's new calls; answer every tool_use with a tool_result, in the model's order (a refused
-        call with why it was not run)."""
-        plan = self._plan(r, [call for call in calls if call["id"] not in refused])
-        outcomes = self._execute(r, plan)
+        """A tool_result for every call, in the model's order; a ``refused`` one says why it was not run."""
+        schedule = self._schedule(r, [call for call in calls if call["id"] not in refused])
+        outcomes = self._execute(r, schedule)
         outcomes.update({i: (ToolOutcome.error(why), 0.0) for i, why in refused.items()})
-        return [self._result_block(r, call, plan, outcomes) for call in calls]
+        return [self._result_block(r, call, schedule, outcomes) for call in calls]
 
-    def _plan(self, r: Run, calls: list[dict[str, Any]]) -> _Plan:
-        """An identical earlier read is reused, not re-run. A write (a tool not marked read-only) makes every
-        earlier read stale: reads are never reused across it, and its round runs in order."""
-        plan = _Plan()
+    def _schedule(self, r: Run, calls: list[dict[str, Any]]) -> _Schedule:
+        """An identical earlier read is reused, not run again. A write (a tool not marked read-only) makes every
+        earlier read stale: no read is reused across it, and its round runs in order."""
+        schedule = _Schedule()
         first: dict[str, str] = {}  # call key -> the id of the call that runs it in this round
         for call in calls:
             key = _call_key(call)
             writes = not r.plan.tools.is_read_only(call["name"])
             if writes:
-                plan.writes, first = True, {}
+                schedule.writes, first = True, {}
             if key in first:
                 earlier: tuple[int, str] | None = (r.rounds, first[key])  # the same call, earlier in this round
-            elif plan.writes:
+            elif schedule.writes:
                 earlier = None  # after a write, what was read before may be stale
             else:
                 earlier = r.seen.get(key)
             if earlier is None or writes:
                 first[key] = call["id"]
-                plan.fresh.append(call)
+                schedule.fresh.append(call)
             else:
-                plan.reused[call["id"]] = earlier
+                schedule.reused[call["id"]] = earlier
                 if r.economy.bring_back(earlier[1]):  # the whole copy is back: later repeats point to this call,
                     first[key] = call["id"]  # and it is never cleared again (no digest): back once per result
                     r.seen[key] = (r.rounds, call["id"])
                     r.add_sources(call["id"], r.sources_by_id.get(earlier[1], []))
             self.event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
-                        reused=call["id"] in plan.reused)
-        return plan
+                       reused=call["id"] in schedule.reused)
+        return schedule
 
-    def _execute(self, r: Run, plan: _Plan) -> dict[str, tuple[ToolOutcome, float]]:
-        """The fresh calls' outcomes and seconds by call id: all at once, or in order when the round writes."""
-        if plan.writes:
-            done = self._run_in_order(r, plan.fresh)
-        else:
-            timeout = self._tool_time(r)
-            if timeout <= 0:
-                done = [(ToolOutcome.error(NOT_RUN_LATE), 0.0) for _ in plan.fresh]
-            else:
-                jobs = [lambda c=call: self.call_tool(r, c) for call in plan.fresh]
-                done = run_concurrently(jobs, timeout, on_timeout=lambda i: _timed_out(plan.fresh[i], timeout),
-                                        wait=self.wait)
-        return dict(zip([c["id"] for c in plan.fresh], done, strict=True))
-
-    def _run_in_order(self, r: Run, calls: list[dict[str, Any]]) -> list[tuple[ToolOutcome, float]]:
-        """One call after another, each with the time left. After a write that timed out (it may still be
-        running) or once the time is up, the rest of the round is not started."""
+    def _execute(self, r: Run, schedule: _Schedule) -> Outcomes:
+        """The fresh calls all at once, or one by one when the round writes, each batch with the time left; once
+        the time is up, or after a write that timed out (it may still be running), nothing more starts."""
+        batches = [[call] for call in schedule.fresh] if schedule.writes else [schedule.fresh]
         done: list[tuple[ToolOutcome, float]] = []
         stopped: str | None = None
-        for call in calls:
-            timeout = self._tool_time(r)
+        for batch in batches:
+            timeout = min(self.settings.tool_timeout_s, r.plan.soft_deadline - self.clock.monotonic())
             if stopped is None and timeout <= 0:
                 stopped = NOT_RUN_LATE
             if stopped:
-                done.append((ToolOutcome.error(stopped), 0.0))
+                done += [(ToolOutcome.error(stopped), 0.0) for _ in batch]
                 continue
-            outcome, seconds = self._run_one(r, call, timeout)
-            done.append((outcome, seconds))
-            if outcome.timed_out and not r.plan.tools.is_read_only(call["name"]):
-                stopped = NOT_RUN_AFTER_WRITE_TIMEOUT
-        return done
+            ran = self.run_batch(r, batch, timeout)
+            done += ran
+            for call, (outcome, _) in zip(batch, ran, strict=True):
+                if outcome.timed_out and not r.plan.tools.is_read_only(call["name"]):
+                    stopped = NOT_RUN_AFTER_WRITE_TIMEOUT
+        return dict(zip([c["id"] for c in schedule.fresh], done, strict=True))
 
-    def _run_one(self, r: Run, call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
-        [done] = run_concurrently([lambda: self.call_tool(r, call)], timeout,
-                                  on_timeout=lambda _: _timed_out(call, timeout), wait=self.wait)
-        return done
-
-    def _tool_time(self, r: Run) -> float:
-        """A call's timeout: the tool timeout, or less when the soft deadline comes first."""
-        return min(self.settings.tool_timeout_s, r.plan.soft_deadline - self.clock.monotonic())
+    def run_batch(self, r: Run, batch: list[dict[str, Any]], timeout: float) -> list[tuple[ToolOutcome, float]]:
+        """The calls at once, each (outcome, seconds); one still running after ``timeout`` has timed out."""
+        return run_concurrently([functools.partial(self.call_tool, r, call) for call in batch], timeout,
+                                on_timeout=lambda i: _timed_out(batch[i], timeout), wait=self.wait)
 
     def call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
         began = self.clock.monotonic()
@@ -127,8 +110,7 @@ class ToolRound:
         outcome = replace(outcome, content=valid_text(outcome.content), sources=valid_text(outcome.sources))
         return outcome, self.clock.monotonic() - began
 
-    def _result_block(self, r: Run, call: dict[str, Any], plan: _Plan,
-                      outcomes: dict[str, tuple[ToolOutcome, float]]) -> dict[str, Any]:
+    def _result_block(self, r: Run, call: dict[str, Any], schedule: _Schedule, outcomes: Outcomes) -> dict[str, Any]:
         """The call's tool_result: its own outcome, or a note pointing to the identical call it reuses."""
         images: list[dict[str, Any]] = []
         if call["id"] in outcomes:
@@ -137,13 +119,13 @@ class ToolRound:
             is_error, reused = outcome.is_error, False
             images, content = _admit_images(r, outcome.images, content)
         else:
-            content, is_error = self._reuse_note(r, plan.reused[call["id"]], outcomes)
+            content, is_error = self._reuse_note(r, schedule.reused[call["id"]], outcomes)
             seconds, reused = 0.0, True
         r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, reused))
         self.event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
-                    reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300],
-                    sources=[{"title": s.get("title", ""), "url": s["url"]}  # the task view's (agent.slack.stream)
-                             for s in r.sources_by_id.get(call["id"], [])[:5] if s.get("url")])
+                   reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300],
+                   sources=[{"title": s.get("title", ""), "url": s["url"]}  # the task view's (agent.slack.stream)
+                            for s in r.sources_by_id.get(call["id"], [])[:5] if s.get("url")])
         shown = [{"type": "text", "text": content}, *images] if images else content
         return {"type": "tool_result", "tool_use_id": call["id"], "content": shown,
                 **({"is_error": True} if is_error else {})}
@@ -151,7 +133,7 @@ class ToolRound:
     def _record_outcome(self, r: Run, call: dict[str, Any], outcome: ToolOutcome) -> str:
         """Keep the outcome's sources and what later calls may reuse; returns the content the model reads."""
         r.add_sources(call["id"], outcome.sources)
-        kept: str | None = None  # what clearing keeps of it
+        kept: str | None = None  # what clearing leaves of it
         if not r.plan.tools.is_read_only(call["name"]):
             if not outcome.is_error or outcome.timed_out:  # it wrote, or may still be writing
                 r.seen.clear()  # what was read before may have changed
@@ -161,14 +143,13 @@ class ToolRound:
         content = cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
         return r.economy.keep(call["id"], content, kept)
 
-    def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: dict[str, tuple[ToolOutcome, float]]
-                    ) -> tuple[str, bool]:
+    def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: Outcomes) -> tuple[str, bool]:
         """What an identical call is answered with instead of running again: where the earlier result is."""
         earlier_round, earlier_id = earlier
         fate = r.economy.fate(earlier_id)
         if fate == "cleared":  # read again: the run's copy, whole (no platform is asked twice)
             return (f"[helpbot] Identical to call {earlier_id} in round {earlier_round}, whose result was shortened "
-                    f"there; here it is whole again:\n{r.economy.copy(earlier_id)}"), False
+                    f"there; here it is whole again:\n{r.economy.copies[earlier_id]}"), False
         where = {"summarized": "its result was summarized into the 調査メモ notes",
                  "cut": "its result is above, shortened to fit the request budget",
                  "unchanged": "its result is above, unchanged"}[fate]
@@ -177,8 +158,8 @@ class ToolRound:
 
 
 def _admit_images(r: Run, images: list[dict[str, Any]], content: str) -> tuple[list[dict[str, Any]], str]:
-    """The images a tool result may show within the run's room for tool images (``mcp_lib.media``: an image stays
-    in the transcript, every later request sends it again), and the content with a note for the others."""
+    """The images a result may show within the run's room for tool images (each later request sends them again,
+    ``mcp_lib.media``), and the content with a note for the others."""
     shown = []
     for block in images:
         size = len(block["source"]["data"]) * 3 // 4

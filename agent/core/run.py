@@ -11,8 +11,7 @@ from agent.core.model import Usage
 from agent.core.tools import ToolExecutor
 
 Phase = Literal["thinking", "tools", "summarizing", "answering", "degraded"]
-# Why the run ended: the model's own stop reasons, or the loop's (rounds used up, out of time, the spend cap
-# HELPBOT_MAX_COST_USD reached, no model).
+# Why the run ended: the model's stop reasons, or the loop's (rounds, time, HELPBOT_MAX_COST_USD, no model).
 Stop = Literal["end_turn", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded",
                "round_limit", "deadline", "cost_limit", "degraded"]
 _MODEL_STOPS = frozenset(get_args(Stop)) - {"round_limit", "deadline", "cost_limit", "degraded"}
@@ -87,25 +86,16 @@ class Answer:
         return self.stop == "cost_limit"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "answer": self.text,
-            "sources": [{"title": s["title"], "url": s["url"]} for s in self.sources],
-            "rounds": self.rounds,
-            "tool_calls": [{"name": c.name, "input": c.input, "is_error": c.is_error} for c in self.tool_calls],
-            "usage": self.usage.to_dict(),
-            "degraded": self.degraded,
-            "cost_usd": round(self.cost_usd, 6),
-            "seconds": round(self.seconds, 2),
-            "stop": self.stop,
-            "error": self.error,
-            "tags": self.tags,
-        }
+        return {"answer": self.text, "sources": [{"title": s["title"], "url": s["url"]} for s in self.sources],
+                "rounds": self.rounds,
+                "tool_calls": [{"name": c.name, "input": c.input, "is_error": c.is_error} for c in self.tool_calls],
+                "usage": self.usage.to_dict(), "degraded": self.degraded, "cost_usd": round(self.cost_usd, 6),
+                "seconds": round(self.seconds, 2), "stop": self.stop, "error": self.error, "tags": self.tags}
 
 
 @dataclass(frozen=True)
 class Prelude:
-    """Work done for a run before its loop starts (question tagging): the system-prompt parts and tags it found,
-    and the trace events, model usage and seconds it spent, which count in the run's answer like its own."""
+    """Work done before a run's loop (question tagging): what it found and spent counts in the run like its own."""
 
     prompt: tuple[str, ...] = ()  # before the tools' guide
     tags: tuple[str, ...] = ()
@@ -116,7 +106,7 @@ class Prelude:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a run is given and never changes: the question, the prompt, the tools and the deadlines."""
+    """What a run is given and never changes."""
 
     question: str  # as the model sees it (cut to max_question_chars)
     query: str  # what degraded mode searches for: the head of the question, without any cut marker

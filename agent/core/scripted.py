@@ -7,10 +7,9 @@
 
     agent = Agent(ScriptedModel(script), tools)
 
-The function sees exactly what a real model would (system blocks, messages, tools, tool_choice) and every
-request is recorded, deep-copied, in ``model.requests`` (with the deadline the loop gave it). Usage is estimated
-from the request, so cost and budget logic run as they would against Bedrock; a script may return a response
-with its own usage instead. A script may raise ModelUnavailable to act like an outage.
+The function sees what a real model would, as a :class:`ScriptedRequest`, recorded deep-copied in
+``model.requests``. Usage is estimated from the request unless the reply brings its own, so cost and budget logic
+run as against Bedrock; a script may raise ModelUnavailable to act like an outage.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ _FINAL_NOTES = tuple(note.removeprefix("[helpbot] ") for note in FORCED_NOTES.va
 
 
 class ScriptedRequest(Request):
-    """A request as a script reads it: the :class:`Request`, with the conveniences tests and benches read it by."""
+    """A :class:`Request` with the conveniences tests and benches read it by."""
 
     @property
     def system_text(self) -> str:

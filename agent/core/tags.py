@@ -1,26 +1,9 @@
-"""Question tagging: before the loop, tag the question from ``helpbot.toml`` and tell the model what the tags imply.
+"""Question tagging: before the loop, tag the question by ``helpbot.toml``'s ``[[tags]]`` (see helpbot.example.toml)
+and tell the model what the tags imply: their hints in the system prompt, their FAQ tags as faq_search boosts.
 
-    [tagging]                    # optional
-    max_tags = 3                 # more keyword matches than this is ambiguous
-    ask_model = true             # consult the summary model when the keywords are ambiguous
-
-    [[tags]]
-    name = "Shopify"
-    keywords = ["shopify", "ショッピファイ"]   # matched NFKC-normalised and lower-cased (see below)
-    patterns = ["my-?shopify"]                # optional regular expressions, same normalised text
-    description = "Shopify ストアとの連携"
-    hints = ["API 制限は REST 2 req/s"]        # added to the system prompt
-    search_first = ["Growi /EC連携/Shopify"]   # told to the model as where to look first
-    faq_tags = ["Shopify"]                    # faq_search ranks entries with these tags higher
-
-Keywords first: a Latin keyword matches as a whole word (``api`` not inside ``rapid``), a Japanese one anywhere
-(Japanese has no spaces). The keywords are *ambiguous* when no tag matched, or when more than ``max_tags``
-matched; only then is the summary model asked to choose among the tag names (all of them, or the matched ones)
-in one small request. Its reply is parsed defensively; without a model, or when it fails, the keyword result
-stands (the best ``max_tags`` by number of keywords matched). Tagging never fails a run.
-
-The tags' hints go into the system prompt, their FAQ tags become faq_search boosts (the prompt asks the model
-to pass them; degraded mode passes them itself), and the tags appear in the answer, its footers and the trace.
+Keywords first, matched NFKC-normalised and lower-cased (a Latin keyword as a whole word, a Japanese one anywhere).
+Only when they are ambiguous -- no tag matched, or more than ``max_tags`` -- the summary model chooses among the tag
+names in one small request; without a model, or when it fails, the keyword result stands. Tagging never fails a run.
 """
 
 from __future__ import annotations
@@ -31,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from agent.core.loop import Agent
 from agent.core.model import Model, ModelError, Request, Usage
 from agent.core.run import Answer, Prelude, Turn
 from agent.core.settings import Settings, validation_problem
-from agent.core.tools import ToolExecutor, ToolOutcome
+from agent.core.tools import ToolExecutor
 from agent.core.transcript import user_message
 from mcp_lib.clock import Clock
 from mcp_lib.config import ConfigError
@@ -54,21 +37,24 @@ list that fit the question; choose none when none fits. Reply with JSON only, no
 
 
 # -- configuration ---------------------------------------------------------------------------------------------
-class TagEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Tag(BaseModel):
+    """One ``[[tags]]`` entry, its keywords and patterns compiled."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1)
-    keywords: list[str] = Field(min_length=1)
+    keywords: list[str] = Field(min_length=1)  # as written, for the prompt and the trace
     patterns: list[str] = []
     description: str = ""
     hints: list[str] = []
     search_first: list[str] = []
     faq_tags: list[str] = []
+    _matchers: tuple[tuple[str, re.Pattern[str]], ...] = PrivateAttr(default=())
 
-    @field_validator("name")
+    @field_validator("name", "description")
     @classmethod
-    def _name(cls, value: str) -> str:
-        if not value.strip():
+    def _stripped(cls, value: str, info: Any) -> str:
+        if info.field_name == "name" and not value.strip():
             raise ValueError("must not be blank")
         return value.strip()
 
@@ -81,8 +67,13 @@ class TagEntry(BaseModel):
 
     @field_validator("hints", mode="before")
     @classmethod
-    def _hints(cls, value: Any) -> Any:
+    def _one_hint(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value  # one hint may be written as a plain string
+
+    @field_validator("hints")
+    @classmethod
+    def _hints(cls, value: list[str]) -> list[str]:
+        return [hint.strip() for hint in value if hint.strip()]
 
     @field_validator("patterns")
     @classmethod
@@ -94,27 +85,20 @@ class TagEntry(BaseModel):
                 raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
         return value
 
+    def model_post_init(self, context: Any) -> None:
+        self._matchers = (*((word, _keyword_matcher(word)) for word in self.keywords),
+                          *((pattern, re.compile(pattern)) for pattern in self.patterns))
+
+    def matches(self, normalized: str) -> list[str]:
+        """The keywords and patterns found in an already normalised text."""
+        return [written for written, matcher in self._matchers if matcher.search(normalized)]
+
 
 class TaggingOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_tags: int = Field(3, ge=1, le=20)
     ask_model: bool = True
-
-
-@dataclass(frozen=True)
-class Tag:
-    name: str
-    description: str
-    hints: tuple[str, ...]
-    search_first: tuple[str, ...]
-    faq_tags: tuple[str, ...]
-    keywords: tuple[str, ...]  # as written, for the prompt and the trace
-    matchers: tuple[tuple[str, re.Pattern[str]], ...]  # (keyword or pattern as written, compiled)
-
-    def matches(self, normalized: str) -> list[str]:
-        """The keywords and patterns found in an already normalised text."""
-        return [written for written, matcher in self.matchers if matcher.search(normalized)]
 
 
 def _keyword_matcher(word: str) -> re.Pattern[str]:
@@ -153,13 +137,9 @@ def parse_tag_config(raw: Mapping[str, Any], where: str = "helpbot.toml") -> Tag
     for index, item in enumerate(items):
         label = f"{where} tags[{index}]" + (f" ({item['name']})" if isinstance(item.get("name"), str) else "")
         try:
-            entry = TagEntry.model_validate(item)
+            tags.append(Tag.model_validate(item))
         except ValidationError as exc:
             raise ConfigError(label, validation_problem(exc, "entry")) from None
-        matchers = [(word, _keyword_matcher(word)) for word in entry.keywords]
-        matchers += [(pattern, re.compile(pattern)) for pattern in entry.patterns]
-        tags.append(Tag(entry.name, entry.description.strip(), tuple(h.strip() for h in entry.hints if h.strip()),
-                        tuple(entry.search_first), tuple(entry.faq_tags), tuple(entry.keywords), tuple(matchers)))
     names = [normalize(t.name).strip() for t in tags]
     duplicate = next((t.name for t, n in zip(tags, names, strict=True) if names.count(n) > 1), None)
     if duplicate:
@@ -266,7 +246,7 @@ def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> 
         return None
     by_name = {normalize(t.name).strip(): t for t in candidates}
     chosen = [by_name[key] for name in names if isinstance(name, str) and (key := normalize(name).strip()) in by_name]
-    return list(dict.fromkeys(chosen))[:max_tags]
+    return list({tag.name: tag for tag in chosen}.values())[:max_tags]
 
 
 def tag_question(config: TagConfig, question: str, *, model: Model | None, settings: Settings,
@@ -311,23 +291,11 @@ class BoostedTools:
         self.inner = inner
         self.faq_tags = list(faq_tags)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return self.inner.schemas()
-
-    def guide(self) -> str:
-        return self.inner.guide()
-
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        return self.inner.call(name, arguments)
-
-    def is_read_only(self, name: str) -> bool:
-        return self.inner.is_read_only(name)
-
-    def mask(self, text: str) -> str:
-        return self.inner.mask(text)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
-        takes_tags = {s["name"] for s in self.schemas()
+        takes_tags = {s["name"] for s in self.inner.schemas()
                       if "tags" in (s.get("input_schema") or {}).get("properties", {})}
         return [(name, {**args, "tags": self.faq_tags} if name == FAQ_SEARCH and name in takes_tags
                  and self.faq_tags and "tags" not in args else args)

@@ -38,27 +38,16 @@ class ToolOutcome:
 
 
 class ToolExecutor(Protocol):
-    def schemas(self) -> list[dict[str, Any]]:
-        """Claude ``tools=`` entries: name, description, input_schema."""
-        ...
+    """What the loop needs from "the tools", whoever provides them."""
 
-    def guide(self) -> str:
-        """The providers' usage scenes and security rules, for the system prompt."""
-        ...
-
+    def schemas(self) -> list[dict[str, Any]]: ...  # Claude ``tools=`` entries: name, description, input_schema
+    def guide(self) -> str: ...  # the providers' usage scenes and security rules, for the system prompt
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
-
-    def is_read_only(self, name: str) -> bool:
-        """False for a tool that may write: the loop then never reuses earlier reads across it."""
-        ...
-
-    def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
-        """The searches degraded mode runs on the raw question, best provider first."""
-        ...
+    def is_read_only(self, name: str) -> bool: ...  # False: it may write, no earlier read is reused across it
+    def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]: ...  # degraded mode's, best first
 
     def mask(self, text: str) -> str:
-        """What the tools' results pass before the model reads them (secret patterns and the exact values of
-        held credentials): the opening messages -- question, thread, attached texts -- pass it too."""
+        """What tool results pass (secret patterns, held credentials' values); the question and thread too."""
         ...
 
 
@@ -89,13 +78,9 @@ class RegistryTools:
         if name not in self._names:
             return ToolOutcome.error(f"unknown tool {name!r}; available: {', '.join(sorted(self._names))}")
         result = self.registry.call(name, arguments)
-        sources = []
-        for item in ([result.item] if result.item else []) + result.items:
-            if item.get("url"):
-                source = {"url": str(item["url"]), "title": str(item.get("title") or item["url"])}
-                if snippet := _snippet(item):
-                    source["snippet"] = snippet
-                sources.append(source)
+        sources = [{"url": str(item["url"]), "title": str(item.get("title") or item["url"]),
+                    **({"snippet": snippet} if (snippet := _snippet(item)) else {})}
+                   for item in ([result.item] if result.item else []) + result.items if item.get("url")]
         images = [{"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}
                   for image in result.images]
         return ToolOutcome(content=result.to_json(), is_error=result.is_error, sources=sources, images=images)
@@ -111,12 +96,8 @@ class RegistryTools:
 
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         """Every tool whose function is a search taking a ``query`` (faq_search, redmine_search, ...)."""
-        calls = []
-        for tool in self.registry.tools(only=self.only):
-            params = {p.name: p for p in tool.params}
-            if tool.function.lower().startswith("search") and "query" in params:
-                calls.append((tool.wire_name, {"query": question}))
-        return calls
+        return [(tool.wire_name, {"query": question}) for tool in self.registry.tools(only=self.only)
+                if tool.function.lower().startswith("search") and any(p.name == "query" for p in tool.params)]
 
 
 MAX_INPUT_CHARS = 20_000  # a tool_use input larger than this (as JSON) is refused, not run
@@ -137,11 +118,9 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
 
 def vet_tool_uses(content: list[dict[str, Any]], names: set[str], taken: set[str] | None = None
                   ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The model's tool_use blocks made safe to answer (its output is untrusted): every block gets a string id
-    unique in the run (``taken``: the ids of earlier rounds, updated; one reused from them is renamed), a string
-    name and an object input, so each can be answered by a matching tool_result and what the run keeps by id is
-    never another call's; and the calls that must not run (an id twice in one response, unknown tool, an input
-    that is not an object or is huge) get the reason, which the model reads as their ``is_error`` result."""
+    """The model's (untrusted) tool_use blocks made safe to answer: each gets a string id unique in the run
+    (``taken``, updated: earlier rounds' ids), a string name and an object input; the calls that must not run
+    (an id twice in one response, an unknown tool, an input not an object or too big) get why."""
     vetted: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
     ids = taken if taken is not None else set()
@@ -177,8 +156,6 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str], taken: set[str
 
 
 MAX_IN_FLIGHT = 8  # tool calls of one batch running at the same time; the rest wait for a free slot
-
-
 ThreadWait = Callable[[Sequence[threading.Thread], float], object]
 
 
@@ -192,10 +169,9 @@ def join_until(threads: Sequence[threading.Thread], timeout_s: float, clock: Clo
 
 def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeout: Callable[[int], T],
                      max_in_flight: int = MAX_IN_FLIGHT, wait: ThreadWait = join_until) -> list[T]:
-    """Run the jobs in daemon threads, at most ``max_in_flight`` at a time; a job not finished when ``wait``
-    (``timeout_s`` after the batch started) returns is replaced by ``on_timeout(index)``, and one still waiting for
-    a slot then never starts. Daemon threads: a stuck tool can neither block the answer nor the process exit.
-    ``wait`` is the seam for tests: their timeout passes when they say, not after real sub-second sleeps."""
+    """The jobs in daemon threads (a stuck tool blocks neither the answer nor the exit), ``max_in_flight`` at a
+    time; one not finished when ``wait`` returns is ``on_timeout(index)``, one still waiting for a slot never
+    starts. ``wait`` is the tests' seam: their timeout passes when they say."""
     results: list[Any] = [None] * len(jobs)
     finished = [False] * len(jobs)
     slots = threading.Semaphore(max_in_flight)
