@@ -17,11 +17,9 @@ HISTORY_TURN_SHORT_CHARS = 1_000  # an earlier turn's question or answer, when t
 
 def fit_budget(messages: list[dict[str, Any]], budget: int, estimate: Callable[[], int], scale: float = 1.0
                ) -> list[str]:
-    """Halve the largest tool results (any round) until the request estimate is within ``budget``.
-    Returns the tool_use ids that were cut; may return with the budget still exceeded only when no tool
-    result is left to cut (the caller decides what then). Incremental: each halving subtracts what the cut
-    text counted (times ``scale``, the run's calibration) instead of estimating the whole transcript again;
-    the full estimate is taken once at the start and once to confirm."""
+    """Halve the largest tool results until the estimate is within ``budget`` (or none is left to cut); returns
+    the ids cut. Incremental: a halving subtracts what the cut text counted (times ``scale``), the whole transcript
+    is estimated only to start and to confirm."""
     cut_ids: list[str] = []
     current = estimate()
     while current > budget:
@@ -48,9 +46,8 @@ def _json_tokens(text: str) -> int:
 
 
 def trim_history(messages: list[dict[str, Any]], question_index: int, fits: Callable[[], bool]) -> tuple[int, int]:
-    """Make room in the earlier turns (the plain messages before the question), oldest first, until ``fits()``:
-    first cut each message to HISTORY_TURN_SHORT_CHARS, then drop whole turns (a question and its answer).
-    Returns (messages shortened, messages dropped); the question moves up by the number dropped."""
+    """Room in the earlier turns, oldest first, until ``fits()``: each cut to HISTORY_TURN_SHORT_CHARS, then whole
+    turns dropped. Returns (messages shortened, messages dropped)."""
     shortened = 0
     for index in range(question_index):
         if fits():

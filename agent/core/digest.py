@@ -1,10 +1,6 @@
-"""What a tool result keeps once it is cleared: its digest.
-
-``agent.core.economy`` clears the results the model has already read a few times (cache prices make resending
-them the run's largest cost). A cleared result keeps: which call it answered, its sources (title and URL, so the
-model can still cite them), the head of its text, and how to read it whole again -- the identical call is
-answered from the run's copy (``agent.core.rounds``), with no platform asked twice. Mechanical on purpose: no
-model is paid to compress (``bench/token_bounds.py`` shows why a paid summary cannot reach the token target).
+"""What a tool result keeps once it is cleared: its digest -- the call it answered, its sources (still citable),
+the head of its text, and how to read it whole again (the identical call, answered from the run's copy).
+Mechanical on purpose: a paid summary cannot reach the token target (``bench/token_bounds.py``).
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ def digest(name: str, content: str, sources: list[dict[str, str]]) -> str:
 
 
 def _head(content: str) -> str:
-    """The result's words without its JSON envelope: the first long text value (a body, a snippet), or the
-    content itself when it is not JSON."""
+    """The result's words without its JSON envelope (the first long text value), or the content if not JSON."""
     try:
         value = json.loads(content)
     except (ValueError, RecursionError):  # plain text, or nested deeper than the parser goes

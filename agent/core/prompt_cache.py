@@ -14,9 +14,8 @@ def _with_cache(block: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class CacheState:
-    """Where the cache entries of a run's earlier requests end (message indices), and the messages as they were
-    then. Messages are replaced, never mutated, so an entry stays valid while every message up to it is still the
-    same object; a summary or a budget cut that replaces an earlier message invalidates the entries from there."""
+    """Where a run's cache entries end (message indices) and the messages as sent. Messages are replaced, never
+    mutated: an entry stays valid while every message up to it is the same object."""
 
     entries: list[int] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
@@ -39,16 +38,10 @@ class CacheState:
 def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
                    cache: CacheState, write_at: int | None = -1, keep_at: int | None = None, read: bool = True
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Copies of system, tools and messages with the (at most 4) cache breakpoints: the system block (tools and
-    system: the prefix every request shares); the end of the longest prefix an earlier request cached and that is
-    still unchanged (``cache`` tracks where the entries really are: after a summary or a clearing, the part before
-    the first changed result is read, not written again); the last block of message ``write_at`` (written for the
-    next request: the end of the conversation, or the end of what the next request keeps; None for a final
-    request, whose write would cost 1.25x for nothing); and with ``write_at`` the last block of message
-    ``keep_at`` (the end of what later clearings keep: an entry there, free as part of the write, is what the next
-    one reads). Without ``read`` (a request whose ``tool_choice`` differs from the earlier ones', which misses
-    every message entry by Anthropic's caching rules) no message is marked. A spare breakpoint goes on the last
-    tool."""
+    """Copies of system, tools and messages with at most 4 breakpoints: the system block (the prefix every request
+    shares); the longest prefix still cached (read, not written again); message ``write_at``, written for the next
+    request (None: a final request writes nothing); with it ``keep_at``, the end of what later clearings keep. No
+    message is marked without ``read`` (another ``tool_choice`` misses them all); a spare goes on the last tool."""
     marked: list[int] = []
     if read:
         if write_at is not None:

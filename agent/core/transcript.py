@@ -25,9 +25,8 @@ MAX_TEXT_DEPTH = 64  # deeper nesting is left as it is (only a hostile tool inpu
 
 
 def valid_text(value: T, _depth: int = 0) -> T:
-    """``value`` (a string, or lists and dicts of them) as valid UTF-8: lone surrogates, which tools and models can
-    hand us (``"\\ud800"`` in JSON), become U+FFFD instead of failing the delivery with UnicodeEncodeError.
-    Bounded: past :data:`MAX_TEXT_DEPTH` levels the value is returned as it is, never a RecursionError."""
+    """``value`` (strings in lists and dicts) as valid UTF-8: a lone surrogate (``"\\ud800"`` in JSON) becomes U+FFFD,
+    not a UnicodeEncodeError at delivery; past :data:`MAX_TEXT_DEPTH` levels the value is left as it is."""
     if _depth >= MAX_TEXT_DEPTH and isinstance(value, list | dict):
         return value
     if isinstance(value, str):
@@ -41,7 +40,6 @@ def valid_text(value: T, _depth: int = 0) -> T:
     if isinstance(value, dict):
         return {valid_text(k): valid_text(v, _depth + 1) for k, v in value.items()}  # type: ignore[return-value]
     return value
-
 
 
 # -- the opening messages --------------------------------------------------------------------------------------
