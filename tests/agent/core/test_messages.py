@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from agent.core import tokens as tk
-from agent.core.budget import fit_budget
 from agent.core.cutting import cut_to_tokens, uncut
+from agent.core.economy import fit_budget
 from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_of, notes_text, set_notes
 from agent.core.prompt_cache import CacheState, cached_request
 from agent.core.transcript import replace_result, tool_results, user_message
