@@ -62,7 +62,7 @@ class Economy:
         self.copies: dict[str, str] = {}  # tool_use id -> the content first shown, for a repeat of the call
         self.cleared: set[str] = set()
         self.summarized: set[str] = set()
-        self.cut: set[str] = set()  # shortened to fit the budget
+        self.budget_cut: set[str] = set()  # shortened to fit the budget
         self.read_again = False  # a cleared result was asked for again: no more scheduled clearings
         self.clear_due = False  # the last request withheld its cache write for a clearing: the next one clears
         self.notes = ""  # the summary so far (the notes block adds notes_sources)
@@ -72,7 +72,7 @@ class Economy:
         self.token_memo = tk.TokenMemo()
 
     # -- what a round asks -------------------------------------------------------------------------------------
-    def keep(self, tool_use_id: str, content: str, digest: str | None) -> str:
+    def admit(self, tool_use_id: str, content: str, digest: str | None) -> str:
         """A fresh result as shown, capped in tokens; one with a ``digest`` may be cleared, its copy kept."""
         content = cut_to_tokens(content, int(self.settings.tool_result_max_tokens / self.calibration))
         if digest is not None:
@@ -89,7 +89,7 @@ class Economy:
             return "cleared"
         if tool_use_id in self.summarized:
             return "summarized"
-        return "cut" if tool_use_id in self.cut else "unchanged"
+        return "cut" if tool_use_id in self.budget_cut else "unchanged"
 
     # -- one request -------------------------------------------------------------------------------------------
     def prepare(self, r: RunView, deadline: float, *, final: bool, strict: bool
@@ -131,7 +131,7 @@ class Economy:
                 self._summarize(r, deadline)
         if not self._fits(r):
             cut_ids = fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), self.calibration)
-            self.cut.update(cut_ids)
+            self.budget_cut.update(cut_ids)
             self.event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self.estimate(r))
         if not self._fits(r):
             shortened, dropped = trim_history(r.messages, self.question_index, lambda: self._fits(r))

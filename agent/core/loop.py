@@ -58,7 +58,7 @@ class Agent:
         self.on_progress = on_progress
         self.on_event = on_event
         self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
-        self.rounds = ToolRound(self.settings, clock, self._event, tool_wait)
+        self.tool_round = ToolRound(self.settings, clock, self._event, tool_wait)
 
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
             tools: ToolExecutor | None = None, prelude: Prelude | None = None,
@@ -99,7 +99,7 @@ class Agent:
                 return self._finish(r, response.text, model_stop(response.stop_reason))
             r.rounds += 1
             self._progress(r, "tools", [c["name"] for c in calls])
-            r.messages.append({"role": "user", "content": self.rounds.run(r, calls, refused)})
+            r.messages.append({"role": "user", "content": self.tool_round.run(r, calls, refused)})
 
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
                prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
@@ -111,7 +111,7 @@ class Agent:
         started = self.clock.monotonic() - prelude.seconds
         schemas = tools.schemas()
         system = build_system_prompt(now=(s.now or now(self.clock, s.tz())).astimezone(s.tz()), guide=tools.guide(),
-                                     max_rounds=s.max_rounds, extra=prelude.prompt)
+                                     max_rounds=s.max_rounds, extra=prelude.prompt_parts)
         messages = [m for turn in history for m in earlier_turn(turn.question, turn.answer, turn.sources)]
         opening = user_message(with_context(question, context))
         messages.append({**opening, "content": [*attachments, *opening["content"]]})
@@ -154,7 +154,7 @@ class Agent:
         self._event(r, "forced_final_refused", tool_uses=[c["name"] for c in calls])
         r.messages.append({"role": "assistant", "content": content})
         why = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
-        r.messages.append({"role": "user", "content": self.rounds.run(r, calls, {c["id"]: why for c in calls})})
+        r.messages.append({"role": "user", "content": self.tool_round.run(r, calls, {c["id"]: why for c in calls})})
 
     def _request(self, r: Run, *, final: bool, strict: bool = False) -> ModelResponse:
         """The transcript, made to fit, sent by the soft deadline -- the final answer by the hard one; a ``strict``
@@ -197,7 +197,7 @@ class Agent:
         left = r.plan.hard_deadline - self.clock.monotonic()
         timeout = min(self.settings.tool_timeout_s, max(10.0, left))  # even when late
         calls = [{"id": f"degraded-{i}", "name": name, "input": args} for i, (name, args) in enumerate(searches)]
-        outcomes = [outcome for outcome, _ in self.rounds.run_batch(r, calls, timeout)]
+        outcomes = [outcome for outcome, _ in self.tool_round.run_batch(r, calls, timeout)]
         for (name, args), outcome in zip(searches, outcomes, strict=True):
             r.calls.append(ToolCall(name, args, outcome.is_error, 0))
         ranked, picked = best_hits(outcomes, list(r.sources.values()))

@@ -141,7 +141,7 @@ class ToolRound:
             r.seen[_call_key(call)] = (r.rounds, call["id"])
             kept = digest(call["name"], outcome.content, outcome.sources)
         content = cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
-        return r.economy.keep(call["id"], content, kept)
+        return r.economy.admit(call["id"], content, kept)
 
     def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: Outcomes) -> tuple[str, bool]:
         """What an identical call is answered with instead of running again: where the earlier result is."""

@@ -97,7 +97,7 @@ class Answer:
 class Prelude:
     """Work done before a run's loop (question tagging): what it found and spent counts in the run like its own."""
 
-    prompt: tuple[str, ...] = ()  # before the tools' guide
+    prompt_parts: tuple[str, ...] = ()  # of the system prompt, before the tools' guide
     tags: tuple[str, ...] = ()
     events: tuple[dict[str, Any], ...] = ()
     usage: Mapping[str, Usage] = field(default_factory=dict)

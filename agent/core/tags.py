@@ -182,7 +182,7 @@ class Tagging:
     def faq_tags(self) -> list[str]:
         return list(dict.fromkeys(ft for t in self.tags for ft in t.faq_tags))
 
-    def prompt(self, tool_names: Sequence[str] = ()) -> str:
+    def prompt_part(self, tool_names: Sequence[str] = ()) -> str:
         """The system-prompt part: which tags, what each implies, and the FAQ boosts to pass."""
         if not self.tags:
             return ""
@@ -318,7 +318,7 @@ class TaggingAgent(Agent):
         text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
         tagging = tag_question(self.tag_config, text, model=self.model, settings=self.settings, clock=self.clock)
         tools = tools or self.tools
-        part = tagging.prompt([s["name"] for s in tools.schemas()])
+        part = tagging.prompt_part([s["name"] for s in tools.schemas()])
         earlier = prelude or Prelude()
         usage = dict(earlier.usage)
         if tagging.consulted:
@@ -326,7 +326,7 @@ class TaggingAgent(Agent):
         return super().run(
             question, history, context,
             tools=BoostedTools(tools, tagging.faq_tags) if tagging.faq_tags else tools,
-            prelude=Prelude(prompt=(*earlier.prompt, part) if part else earlier.prompt,
+            prelude=Prelude(prompt_parts=(*earlier.prompt_parts, part) if part else earlier.prompt_parts,
                             tags=(*earlier.tags, *tagging.names), events=(*earlier.events, tagging.event()),
                             usage=usage, seconds=earlier.seconds + tagging.seconds),
             attachments=attachments)

@@ -884,7 +884,7 @@ def test_per_run_tools_prompt_and_prelude_leave_the_agent_as_it_was() -> None:
         return "done"
 
     agent, model = make_agent(script, own)
-    prelude = Prelude(prompt=("RUN PART",), tags=("在庫",), events=({"event": "tags", "tags": ["在庫"]},),
+    prelude = Prelude(prompt_parts=("RUN PART",), tags=("在庫",), events=({"event": "tags", "tags": ["在庫"]},),
                       usage={"haiku": Usage(100, 10)}, seconds=2.0)
     answer = agent.run("x", tools=other, prelude=prelude)
     assert [t["name"] for t in model.requests[0].tools] == ["other_search"] and other.counts["other_search"] == 1
