@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote
 
-import httpx
+import httpx2
 import yaml
 
 from agent import guard
@@ -257,7 +257,7 @@ def _summary(drafter: Drafter, candidates: int, answers: int, min_up: int) -> st
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK, out: IO[str] | None = None,
-        github_transport: httpx.BaseTransport | None = None) -> int:
+        github_transport: httpx2.BaseTransport | None = None) -> int:
     """The command with its seams: environment, clock (the retries sleep on it), output, GitHub's transport."""
     from agent import faq_pr
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import httpx
+import httpx2
 
 from agent import guard
 from agent.config import DECLARED
@@ -73,7 +73,7 @@ def load_config(env: Mapping[str, str]) -> PrConfig:
     return PrConfig(repository, token, api_url, repo_dir(env), token_name)
 
 
-def make_client(config: PrConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+def make_client(config: PrConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
     """Writes allowed (the pull request's calls); the token goes to GITHUB_API_URL's origin only."""
     return door_client(door(config.token_name, config.api_url, config.token), read_only=False,
                        base_url=config.api_url, transport=transport, timeout=20.0, headers={
@@ -84,7 +84,7 @@ def make_client(config: PrConfig, transport: httpx.BaseTransport | None = None) 
 class PullRequestWriter:
     """The calls, in order; every answer checked, every refusal explained."""
 
-    def __init__(self, config: PrConfig, client: httpx.Client, sleep: Callable[[float], None]):
+    def __init__(self, config: PrConfig, client: httpx2.Client, sleep: Callable[[float], None]):
         self.config = config
         self.ctx = ToolContext(client=client, config=config, sleep=sleep)
         self.repo = f"/repos/{config.repository}"

@@ -19,7 +19,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-import httpx
+import httpx2
 from agent_http import BillingStub, Knowledge, calls, forced, main_rounds, real_tools
 from agent_tokens import QUESTION, plan
 from mask_large_result import TEXT
@@ -38,7 +38,7 @@ class Unlimited:
 
     def __init__(self, tools: RegistryTools, growi_url: str, token: str):
         self.tools = tools
-        self.client = httpx.Client(base_url=growi_url, headers={"Authorization": f"Bearer {token}"})
+        self.client = httpx2.Client(base_url=growi_url, headers={"Authorization": f"Bearer {token}"})
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         if name != "growi_getPage":

@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
+import httpx2  # noqa: E402
 
 from agent.core.claude import ModelConfig, SdkModel, build_model  # noqa: E402
 from agent.core.settings import Settings  # noqa: E402
@@ -172,9 +172,9 @@ def prose(rng: random.Random, chars: int) -> str:
 
 
 # -- the knowledge behind the tools ------------------------------------------------------------------------------
-def delayed(handler: Callable[[httpx.Request], httpx.Response], latency_s: float
-            ) -> Callable[[httpx.Request], httpx.Response]:
-    def answer(request: httpx.Request) -> httpx.Response:
+def delayed(handler: Callable[[httpx2.Request], httpx2.Response], latency_s: float
+            ) -> Callable[[httpx2.Request], httpx2.Response]:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         time.sleep(latency_s)
         return handler(request)
 

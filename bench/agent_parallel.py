@@ -23,7 +23,7 @@ import statistics
 import time
 from typing import Any
 
-import httpx
+import httpx2
 from agent_http import BillingStub, calls, delayed, forced, main_rounds
 from mask_large_result import TEXT
 from yardstick import Yardstick
@@ -40,14 +40,14 @@ def rendered(handler: Any) -> Any:
     """The fake's answers, each rendered once (the bench times the client side, not the fake's JSON)."""
     done: dict[str, tuple[int, bytes, list[tuple[str, str]]]] = {}
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         key = str(request.url)
         if key not in done:
             response = handler(request)
             done[key] = (response.status_code, response.read(), [(k, v) for k, v in response.headers.items()
                                                                  if k.lower() != "content-length"])
         status, content, headers = done[key]
-        return httpx.Response(status, content=content, headers=headers)
+        return httpx2.Response(status, content=content, headers=headers)
 
     return answer
 

@@ -17,10 +17,9 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
-import httpx
+import httpx2
 
 from .core import ToolContext, ToolError
 from .doors import Door
@@ -109,22 +108,22 @@ def policy_for(ctx: ToolContext, budget_s: float = 60.0) -> Retrying:
 
 
 def send(ctx: ToolContext, what: str, method: str, url: str, *, max_wait_s: float = MAX_SERVER_WAIT_S,
-         **kwargs: Any) -> httpx.Response:
-    """One HTTP call on ``ctx.client`` (an ``httpx.Client``) with retries; the caller interprets the response.
+         **kwargs: Any) -> httpx2.Response:
+    """One HTTP call on ``ctx.client`` (an ``httpx2.Client``) with retries; the caller interprets the response.
 
     Retried (sleeping with ``ctx.sleep``): timeouts, connection failures, 429, 5xx and rate-limit 403s,
     waiting what the server asks (Retry-After, ``x-ratelimit-reset``), within the call's deadline. A wait longer
     than ``max_wait_s`` is not sat out: it becomes a ToolError at once. A service that stays down becomes a
     ToolError naming ``what``.
     """
-    client: httpx.Client = ctx.client
+    client: httpx2.Client = ctx.client
 
-    def attempt() -> httpx.Response:
+    def attempt() -> httpx2.Response:
         try:
             response = client.request(method, url, **kwargs)
-        except httpx.TimeoutException as exc:
+        except httpx2.TimeoutException as exc:
             raise RetryableError(f"timed out ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             raise RetryableError(f"could not connect ({type(exc).__name__}: {exc})") from exc
         check_retryable(what, response.status_code, response.headers, ctx.clock(), error_detail(response),
                         max_wait_s)
@@ -133,31 +132,31 @@ def send(ctx: ToolContext, what: str, method: str, url: str, *, max_wait_s: floa
     return call_with_retries(attempt, policy_for(ctx), what)
 
 
-def refuse_writes(request: httpx.Request) -> None:
+def refuse_writes(request: httpx2.Request) -> None:
     """An httpx request hook: the tools are read-only, so anything but GET is refused before it is sent."""
     if request.method != "GET":
         raise ToolError(f"refused: the tools are read-only (attempted {request.method} {request.url.path})")
 
 
-def door_client(door: Door, *, read_only: bool = True, **kwargs: Any) -> httpx.Client:
-    """The ``httpx.Client`` for a credential: every request passes ``door`` (:mod:`mcp_lib.doors`: the credential
+def door_client(door: Door, *, read_only: bool = True, **kwargs: Any) -> httpx2.Client:
+    """The ``httpx2.Client`` for a credential: every request passes ``door`` (:mod:`mcp_lib.doors`: the credential
     goes to its origin only) and, unless ``read_only=False``, :func:`refuse_writes`; redirects are not followed.
     On the network (no ``transport`` handed in) its names resolve within the connect timeout
     (:class:`NameResolution`)."""
-    hooks: list[Callable[[httpx.Request], None]] = [door.hook()]
+    hooks: list[Callable[[httpx2.Request], None]] = [door.hook()]
     if read_only:
         hooks.append(refuse_writes)
     if kwargs.get("transport") is None:
-        hooks.append(NameResolution.shared().hook(httpx))
-    return httpx.Client(event_hooks={"request": hooks}, follow_redirects=False, **kwargs)
+        hooks.append(NameResolution.shared().hook())
+    return httpx2.Client(event_hooks={"request": hooks}, follow_redirects=False, **kwargs)
 
 
-def door_async_client(door: Door, **kwargs: Any) -> httpx.AsyncClient:
+def door_async_client(door: Door, **kwargs: Any) -> httpx2.AsyncClient:
     """:func:`door_client` for asyncio (the relay's dispatch): the door on every request, no redirects."""
-    return httpx.AsyncClient(event_hooks={"request": [door.async_hook()]}, follow_redirects=False, **kwargs)
+    return httpx2.AsyncClient(event_hooks={"request": [door.async_hook()]}, follow_redirects=False, **kwargs)
 
 
-def json_answer(response: httpx.Response, service: str, what: str, url_variable: str) -> Any:
+def json_answer(response: httpx2.Response, service: str, what: str, url_variable: str) -> Any:
     """The JSON of a successful answer, or a ToolError saying it is not JSON (usually a wrong base URL)."""
     try:
         return response.json()
@@ -166,7 +165,7 @@ def json_answer(response: httpx.Response, service: str, what: str, url_variable:
         raise ToolError(f"{service} answered {what} with {kind}, not JSON: check {url_variable}") from None
 
 
-def error_detail(response: httpx.Response) -> str:
+def error_detail(response: httpx2.Response) -> str:
     """`` (message; ...)`` from a JSON error body -- ``{message}``, ``{error}``, ``{errors: [...]}`` (GitHub,
     Growi) -- or nothing; for error texts. A success answers nothing: its body (maybe megabytes) is not
     decoded here, but once, by the caller that reads it."""
@@ -232,8 +231,8 @@ class NameResolution:
             cls._shared = cls()
         return cls._shared
 
-    def hook(self, flavour: ModuleType) -> Callable[[Any], None]:
-        """The request hook for clients of ``flavour`` (``httpx`` or ``httpx2``, whose exceptions it raises)."""
+    def hook(self) -> Callable[[Any], None]:
+        """The request hook (httpx2 clients: the model's and the platforms')."""
 
         def check(request: Any) -> None:
             url = request.url
@@ -244,10 +243,10 @@ class NameResolution:
             try:
                 self.wait(self._lookup(key), timeout)
             except TimeoutError:
-                raise flavour.ConnectTimeout(f"name {url.host!r} not resolved within {timeout:g} s",
+                raise httpx2.ConnectTimeout(f"name {url.host!r} not resolved within {timeout:g} s",
                                              request=request) from None
             except OSError as exc:
-                raise flavour.ConnectError(f"name {url.host!r} does not resolve ({exc})", request=request) from None
+                raise httpx2.ConnectError(f"name {url.host!r} does not resolve ({exc})", request=request) from None
 
         return check
 

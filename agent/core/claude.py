@@ -271,7 +271,6 @@ def build_model(
     """The SDK client for the configured provider, with the SDK's own retries off (ours apply). Its own HTTP
     client (none handed in) resolves the endpoint's name within the connect timeout (``names``, the test seam)."""
     import anthropic
-    import httpx2
 
     policy = replace(DEFAULT_POLICY, attempts=config.max_attempts)
     options: dict[str, Any] = {"policy": policy, "request_timeout_s": config.request_timeout_s, "sleep": sleep,
@@ -289,7 +288,7 @@ def build_model(
     if http_client is None:  # the SDK's defaults (proxies, keep-alive) but no redirects, and getaddrinfo bounded
         from mcp_lib.http import NameResolution
 
-        hook = (names or NameResolution.shared()).hook(httpx2)
+        hook = (names or NameResolution.shared()).hook()
         http_client = anthropic.DefaultHttpxClient(event_hooks={"request": [door.hook(), hook]},
                                                    follow_redirects=False)
     common: dict[str, Any] = {"max_retries": 0, "timeout": config.request_timeout_s, "http_client": http_client,

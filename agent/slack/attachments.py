@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
+import httpx2
 
 from agent.core.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
 from agent.slack.files import (
@@ -124,7 +124,7 @@ def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
     return ask(kept, note)
 
 
-def read_attachments(slack: Slack, thread: Thread, *, client: httpx.Client | None = None) -> Attachments:
+def read_attachments(slack: Slack, thread: Thread, *, client: httpx2.Client | None = None) -> Attachments:
     """The files of the question (first) and of the rest of its thread, read within the limits."""
     files = _thread_files(slack, thread)
     out = Attachments()
@@ -171,7 +171,7 @@ class _Image:
 class _Reader:
     """Reads files one at a time, keeping the per-request counts and budgets."""
 
-    def __init__(self, slack: Slack, client: httpx.Client | None):
+    def __init__(self, slack: Slack, client: httpx2.Client | None):
         self.slack = slack
         self.token = slack.clients.config.bot_token
         self.door = slack_door(slack.clients.config.api_url, self.token)  # Slack's file hosts, or the fake's origin
@@ -364,7 +364,7 @@ class _Reader:
                 return _read_at_most(response.iter_bytes(), limit + 1)  # one byte more: "larger than the limit"
         except Refused:  # the client's door hook (a hop the check above did not see): nothing was sent
             raise Unreadable("Slack のファイルホスト以外の URL からは読みません") from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise Unreadable(f"ダウンロードできません（{type(exc).__name__}）") from None
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from agent.config import DECLARED
@@ -100,14 +100,14 @@ class RelayConfig:
                    settings=TriggerSettings.from_env(env))
 
 
-def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTransport | None = None,
+def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTransport | None = None,
                       deadline: float = DISPATCH_DEADLINE_S) -> Dispatch:
     """``POST {GITHUB_API_URL}/repos/{repo}/dispatches`` with ``event_type: slack-help`` (204 expected), all of it
     within ``deadline`` seconds (a cancel scope around the whole request, not a timeout per phase)."""
     headers = _github_headers(config)
     url = f"/repos/{config.repository}/dispatches"
 
-    async def post(body: dict[str, Any]) -> httpx.Response:
+    async def post(body: dict[str, Any]) -> httpx2.Response:
         with anyio.fail_after(deadline):
             async with door_async_client(door("HELPBOT_DISPATCH_TOKEN", config.api_url, config.token),
                                          base_url=config.api_url, transport=transport, timeout=deadline,
@@ -120,7 +120,7 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx.AsyncBaseTranspor
             response = anyio.run(post, body)
         except TimeoutError:
             raise DispatchError(f"GitHub did not answer within {deadline:g} s", retryable=True) from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise DispatchError(f"{type(exc).__name__}: {exc}", retryable=True) from None
         except Refused as exc:
             raise DispatchError(str(exc), retryable=False) from None
@@ -141,7 +141,7 @@ def _github_headers(config: RelayConfig) -> dict[str, str]:
             "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"}
 
 
-def check_dispatch_token(config: RelayConfig, transport: httpx.BaseTransport | None = None) -> str:
+def check_dispatch_token(config: RelayConfig, transport: httpx2.BaseTransport | None = None) -> str:
     """At the relay's start: the dispatch token sees GITHUB_REPOSITORY and may push to it, so a token GitHub would
     refuse shows when the relay starts, not at the first :help: (the relay holds no Slack token to tell the asker).
     ConfigError when GitHub refuses it; a line saying so when GitHub cannot be asked (the relay serves anyway)."""
@@ -150,7 +150,7 @@ def check_dispatch_token(config: RelayConfig, transport: httpx.BaseTransport | N
                      transport=transport, timeout=10.0, headers=_github_headers(config)) as client:
         try:
             response = client.get(f"/repos/{repository}")
-        except (httpx.HTTPError, Refused) as exc:
+        except (httpx2.HTTPError, Refused) as exc:
             return f"could not check HELPBOT_DISPATCH_TOKEN with GitHub ({type(exc).__name__}); serving anyway"
     if response.status_code == 401:
         raise ConfigError("HELPBOT_DISPATCH_TOKEN", "GitHub rejected the token (HTTP 401): it is wrong or expired")

@@ -22,7 +22,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import httpx
+import httpx2
 from pydantic import Field
 
 from ..config import DECLARED, ConfigError, env_float, env_int, env_str, env_url
@@ -76,7 +76,7 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
-def place_token(request: httpx.Request, token: str) -> httpx.Request:
+def place_token(request: httpx2.Request, token: str) -> httpx2.Request:
     """The one place GROWI_ACCESS_TOKEN is put on a request (the client's door then refuses any request that
     carries it elsewhere than GROWI_URL's origin, :mod:`mcp_lib.doors`).
 
@@ -90,13 +90,13 @@ def place_token(request: httpx.Request, token: str) -> httpx.Request:
     return request
 
 
-class _Token(httpx.Auth):
+class _Token(httpx2.Auth):
     """httpx's per-request authentication hook around :func:`place_token`."""
 
     def __init__(self, token: str):
         self._token = token
 
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
         yield place_token(request, self._token)
 
 
@@ -105,18 +105,18 @@ class _NoTokenInLogs(logging.Filter):
     on): the URL is logged without its ``access_token`` parameter."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and any(isinstance(a, httpx.URL) and "access_token" in a.params
+        if isinstance(record.args, tuple) and any(isinstance(a, httpx2.URL) and "access_token" in a.params
                                                   for a in record.args):
-            record.args = tuple(a.copy_remove_param("access_token") if isinstance(a, httpx.URL) else a
+            record.args = tuple(a.copy_remove_param("access_token") if isinstance(a, httpx2.URL) else a
                                 for a in record.args)
         return True
 
 
-def make_client(config: GrowiConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+def make_client(config: GrowiConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
     """The real client (the access token by :func:`place_token`, GET only, no redirects followed: httpx keeps the
     query string, and with it the token, on a redirect; httpx's request log without the token); every request
     passes the token's door (:mod:`mcp_lib.doors`). Tests pass a MockTransport or point GROWI_URL at a server."""
-    httpx_log = logging.getLogger("httpx")
+    httpx_log = logging.getLogger("httpx2")
     if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
         httpx_log.addFilter(_NoTokenInLogs())
     return door_client(door("GROWI_ACCESS_TOKEN", config.url, config.token), base_url=config.url,
@@ -125,7 +125,7 @@ def make_client(config: GrowiConfig, transport: httpx.BaseTransport | None = Non
                        timeout=config.timeout_s, transport=transport)
 
 
-def _json(response: httpx.Response, what: str) -> Any:
+def _json(response: httpx2.Response, what: str) -> Any:
     """The JSON answer, or a ToolError that says what to check (token, URL, the page)."""
     status = response.status_code
     if 300 <= status < 400:
@@ -152,7 +152,7 @@ def _without_query(location: str) -> str:
     return re.split(r"[?#]", location, maxsplit=1)[0]
 
 
-def _forbidden_page(response: httpx.Response) -> bool:
+def _forbidden_page(response: httpx2.Response) -> bool:
     """Growi 7.4+ answers a page the token may not read with 403 ``{errors: [{code: "page-is-forbidden"}]}``
     (``routes/apiv3/page/respond-with-single-page.ts``); before 7.4 it was a 404 like a missing page."""
     try:

@@ -9,7 +9,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import httpx2
 import pytest
 
@@ -79,7 +78,7 @@ def test_the_sdk_uses_the_configured_endpoint_not_its_own_reading_of_the_environ
 
 
 # -- the FAQ pull request and the relay's dispatch -----------------------------------------------------------------
-def pr_client(url: str) -> httpx.Client:
+def pr_client(url: str) -> httpx2.Client:
     return faq_pr.make_client(faq_pr.load_config({"GITHUB_REPOSITORY": "acme/faq", "GITHUB_TOKEN": GITHUB_TOKEN,
                                                   "GITHUB_API_URL": url}))
 
@@ -147,7 +146,7 @@ def credential_sites(path: Path) -> set[str]:
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
             owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
-            if name in CONSTRUCTORS and (name not in ("request", "get", "post") or owner in ("requests", "httpx")):
+            if name in CONSTRUCTORS and (name not in ("request", "get", "post") or owner in ("requests", "httpx2")):
                 found.add(name)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
                 node.value.lower() in HEADERS or node.value.startswith("Bearer ")):
@@ -175,6 +174,6 @@ def test_the_list_is_still_needed_and_each_named_test_exists() -> None:
 
 def test_the_scan_sees_each_kind(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("import httpx, requests\nhttpx.Client()\nrequests.get('u')\nh = {'X-Api-Key': k}\n"
+    sample.write_text("import httpx2, requests\nhttpx2.Client()\nrequests.get('u')\nh = {'X-Api-Key': k}\n"
                       "a = f'Bearer {t}'\nWebClient(token=t)\nclient.get('/x')\n", encoding="utf-8")
     assert credential_sites(sample) == {"Client", "get", "X-Api-Key", "Authorization", "WebClient"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import httpx
+import httpx2
 import pytest
 
 from agent.cli import main
@@ -38,7 +38,7 @@ def hub() -> Iterator[tuple[FakeGitHub, Registry]]:
     env = {"GITHUB_TOKEN": GITHUB_TOKEN, "HELPBOT_GITHUB_REPOS": "acme/shop-sync,acme/gone"}
     config = github.load_config(env)
     assert config is not None
-    client = github.make_client(config, transport=httpx.MockTransport(fake.handler))
+    client = github.make_client(config, transport=httpx2.MockTransport(fake.handler))
     yield fake, Registry(env, clients={"github": client})
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from slack_sdk import WebClient
 
@@ -153,7 +153,7 @@ def test_the_pr_token_is_preferred_to_github_token_and_named_in_errors(env: dict
 
 
 def test_a_refused_write_is_no_permission_too(env: dict[str, str], github: FakeGitHub) -> None:
-    github.script("POST", r"/repos/.*/git/refs", lambda request: httpx.Response(
+    github.script("POST", r"/repos/.*/git/refs", lambda request: httpx2.Response(
         403, json={"message": "Resource not accessible by integration", "status": "403"}))
     pr_env = {**env, "GITHUB_TOKEN": github.token, "GITHUB_REPOSITORY": REPO}
     with pytest.raises(ConfigError, match=r"no permission to create the branch .*HTTP 403.*not accessible"):

@@ -7,7 +7,7 @@ import base64
 import json
 import re
 
-import httpx
+import httpx2
 import pytest
 
 from agent import guard
@@ -159,7 +159,7 @@ def test_the_fake_refuses_a_content_write_without_the_current_sha() -> None:
     hub = FakeGitHub()
     hub.add_repo(REPO)
     hub.add_file(REPO, "faq/a.md", "old")
-    client = httpx.Client(transport=hub.transport(), base_url="https://api.github.com",
+    client = httpx2.Client(transport=hub.transport(), base_url="https://api.github.com",
                           headers={"Authorization": f"Bearer {hub.token}"})
     body = {"message": "m", "content": base64.b64encode(b"new").decode()}
     path = f"/repos/{REPO}/contents/faq/a.md"

@@ -50,7 +50,7 @@ def writers(path: Path) -> list[tuple[str, int]]:
                                                                  and path.name == "report.py"))
             if tracing:  # Trace.write: the guard's event door for the trace file (report.Trace)
                 continue
-            client = (isinstance(func.value, ast.Name) and func.value.id in ("client", "httpx")) or (
+            client = (isinstance(func.value, ast.Name) and func.value.id in ("client", "httpx2")) or (
                 isinstance(func.value, ast.Attribute) and func.value.attr == "client")
             if name in ("write", "writelines", "write_text", "write_bytes", "print_help", "print_usage"):
                 found.append((f"{owner}.{name}" if owner else name, node.lineno))

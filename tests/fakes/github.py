@@ -1,5 +1,5 @@
 """A fake GitHub REST API: an in-memory set of repos, files, issues, pull requests and comments behind a router
-for ``httpx.MockTransport`` (or a real local HTTP server via :func:`serve`).
+for ``httpx2.MockTransport`` (or a real local HTTP server via :func:`serve`).
 
 It answers with GitHub's real shapes: search items with ``repository.full_name``/``repository_url``,
 ``html_url`` and ``text_matches`` (only when the text-match media type is asked for), issues with a
@@ -32,9 +32,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlencode
 
-import httpx
+import httpx2
 
-Behaviour = Callable[[httpx.Request], "httpx.Response | None"]
+Behaviour = Callable[[httpx2.Request], "httpx2.Response | None"]
 TokenKind = Literal["classic", "fine-grained", "installation"]
 WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
@@ -46,12 +46,12 @@ DOCS = "https://docs.github.com/rest"
 def respond(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Behaviour:
     """A scripted answer: JSON ``body`` (or text when it is a str), with ``headers``."""
 
-    def behave(request: httpx.Request) -> httpx.Response:
+    def behave(request: httpx2.Request) -> httpx2.Response:
         if isinstance(body, str):
-            return httpx.Response(status, text=body, headers=headers)
+            return httpx2.Response(status, text=body, headers=headers)
         if body is None:
-            return httpx.Response(status, headers=headers)
-        return httpx.Response(status, json=body, headers=headers)
+            return httpx2.Response(status, headers=headers)
+        return httpx2.Response(status, json=body, headers=headers)
 
     return behave
 
@@ -60,13 +60,13 @@ def slow(seconds: float) -> Behaviour:
     """A response that takes ``seconds``. Under MockTransport the client's read timeout is compared and a
     ReadTimeout raised (what a real client would see), without waiting; over :func:`serve` it really sleeps."""
 
-    def behave(request: httpx.Request) -> httpx.Response | None:
+    def behave(request: httpx2.Request) -> httpx2.Response | None:
         if request.extensions.get("fake_served"):
             time.sleep(seconds)
             return None
         read_timeout = (request.extensions.get("timeout") or {}).get("read")
         if read_timeout is not None and seconds > read_timeout:
-            raise httpx.ReadTimeout(f"fake: the server took {seconds} s", request=request)
+            raise httpx2.ReadTimeout(f"fake: the server took {seconds} s", request=request)
         return None  # fast enough: answer normally
 
     return behave
@@ -84,7 +84,7 @@ class Scripted:
             for behaviour in behaviours:
                 self._queue.append((method.upper(), re.compile(path_pattern), behaviour))
 
-    def take(self, request: httpx.Request, path: str) -> Behaviour | None:
+    def take(self, request: httpx2.Request, path: str) -> Behaviour | None:
         with self._lock:
             for index, (method, pattern, behaviour) in enumerate(self._queue):
                 if method in (request.method, "*") and pattern.search(path):
@@ -97,7 +97,7 @@ class Scripted:
 
 
 @contextmanager
-def serve(handler: Callable[[httpx.Request], httpx.Response]) -> Iterator[str]:
+def serve(handler: Callable[[httpx2.Request], httpx2.Response]) -> Iterator[str]:
     """Serve an httpx-style handler over real HTTP on 127.0.0.1 (for CLI and subprocess tests); yields the URL."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -106,7 +106,7 @@ def serve(handler: Callable[[httpx.Request], httpx.Response]) -> Iterator[str]:
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            request = httpx.Request(self.command, f"{base}{self.path}", headers=list(self.headers.items()),
+            request = httpx2.Request(self.command, f"{base}{self.path}", headers=list(self.headers.items()),
                                     content=body, extensions={"fake_served": True})
             response = handler(request)
             content = response.read()
@@ -172,8 +172,8 @@ def server_error(status: int = 503) -> Behaviour:
                             "status": str(status)})
 
 
-def _not_found(doc: str = DOCS) -> httpx.Response:
-    return httpx.Response(404, json={"message": "Not Found", "documentation_url": doc, "status": "404"})
+def _not_found(doc: str = DOCS) -> httpx2.Response:
+    return httpx2.Response(404, json={"message": "Not Found", "documentation_url": doc, "status": "404"})
 
 
 # -- the fake -----------------------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ class FakeGitHub:
         self.api_url = api_url.rstrip("/")
         self.clock = clock
         self.repos: dict[str, FakeRepo] = {}
-        self.requests: list[httpx.Request] = []
+        self.requests: list[httpx2.Request] = []
         self.dispatches: list[dict[str, Any]] = []
         self.scripted = Scripted()
         self.ignore_repo_qualifiers = False  # a misbehaving search: returns hits from every repo
@@ -297,14 +297,14 @@ class FakeGitHub:
         """Answer the next matching requests with these behaviours (e.g. ``server_error()``), in order."""
         self.scripted.add(method, path_pattern, *behaviours)
 
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handler)
+    def transport(self) -> httpx2.MockTransport:
+        return httpx2.MockTransport(self.handler)
 
     # -- the router -----------------------------------------------------------------------------------------
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
         self.requests.append(request)
         path = request.url.path
-        prefix = httpx.URL(self.api_url).path.rstrip("/")
+        prefix = httpx2.URL(self.api_url).path.rstrip("/")
         if prefix and path.startswith(prefix):
             path = path[len(prefix):] or "/"
         behaviour = self.scripted.take(request, path)
@@ -314,10 +314,10 @@ class FakeGitHub:
                 return scripted
         auth = request.headers.get("authorization", "")
         if not auth:
-            return httpx.Response(401, json={"message": "Requires authentication", "documentation_url": DOCS,
+            return httpx2.Response(401, json={"message": "Requires authentication", "documentation_url": DOCS,
                                              "status": "401"})
         if auth not in (f"Bearer {self.token}", f"token {self.token}"):
-            return httpx.Response(401, json={"message": "Bad credentials", "documentation_url": DOCS,
+            return httpx2.Response(401, json={"message": "Bad credentials", "documentation_url": DOCS,
                                              "status": "401"})
         resource = "code_search" if path == "/search/code" else "search" if path.startswith("/search/") else "core"
         limited, headers = self._count(resource)
@@ -327,7 +327,7 @@ class FakeGitHub:
         response.headers.update(headers)
         return response
 
-    def _count(self, resource: str) -> tuple[httpx.Response | None, dict[str, str]]:
+    def _count(self, resource: str) -> tuple[httpx2.Response | None, dict[str, str]]:
         limit, window = self.LIMITS[resource]
         now = self.clock()
         with self._lock:
@@ -336,12 +336,12 @@ class FakeGitHub:
                 start, used = now, 0
             reset = str(int(start + window))
             if used >= limit:
-                return rate_limited(start + window, resource, limit)(httpx.Request("GET", "/")), {}
+                return rate_limited(start + window, resource, limit)(httpx2.Request("GET", "/")), {}
             self._windows[resource] = (start, used + 1)
         return None, {"x-ratelimit-limit": str(limit), "x-ratelimit-remaining": str(limit - used - 1),
                       "x-ratelimit-used": str(used + 1), "x-ratelimit-reset": reset, "x-ratelimit-resource": resource}
 
-    def _route(self, request: httpx.Request, path: str) -> httpx.Response:
+    def _route(self, request: httpx2.Request, path: str) -> httpx2.Response:
         if request.method == "GET" and path == "/search/code":
             return self._search_code(request)
         if request.method == "GET" and path == "/search/issues":
@@ -365,23 +365,23 @@ class FakeGitHub:
             if self.token_kind != "installation":
                 info["permissions"] = {"admin": False, "maintain": False, "push": repo.can_push, "triage": True,
                                        "pull": True}
-            return httpx.Response(200, json=info)
+            return httpx2.Response(200, json=info)
         if m := re.fullmatch(r"/git/ref/heads/(.+)", rest):
             if m.group(1) not in repo.files:
                 return _not_found(f"{DOCS}/git/refs#get-a-reference")
-            return httpx.Response(200, json=self._ref(repo, m.group(1)))
+            return httpx2.Response(200, json=self._ref(repo, m.group(1)))
         if rest.startswith("/contents"):
             return self._contents(request, repo, rest[len("/contents"):].strip("/"))
         if m := re.fullmatch(r"/issues/(\d+)", rest):
             issue = repo.issues.get(int(m.group(1)))
-            return httpx.Response(200, json=issue) if issue else _not_found(f"{DOCS}/issues/issues#get-an-issue")
+            return httpx2.Response(200, json=issue) if issue else _not_found(f"{DOCS}/issues/issues#get-an-issue")
         if m := re.fullmatch(r"/issues/(\d+)/comments", rest):
             if int(m.group(1)) not in repo.issues:
                 return _not_found()
             return self._page(request, repo.comments[int(m.group(1))])
         if m := re.fullmatch(r"/pulls/(\d+)", rest):
             pull = repo.pulls.get(int(m.group(1)))
-            return httpx.Response(200, json=pull) if pull else _not_found(f"{DOCS}/pulls/pulls#get-a-pull-request")
+            return httpx2.Response(200, json=pull) if pull else _not_found(f"{DOCS}/pulls/pulls#get-a-pull-request")
         if m := re.fullmatch(r"/pulls/(\d+)/files", rest):
             if int(m.group(1)) not in repo.pulls:
                 return _not_found()
@@ -389,7 +389,7 @@ class FakeGitHub:
         return _not_found()
 
     @staticmethod
-    def _page(request: httpx.Request, entries: list[dict[str, Any]]) -> httpx.Response:
+    def _page(request: httpx2.Request, entries: list[dict[str, Any]]) -> httpx2.Response:
         """One page of a list, with GitHub's Link header when there are more."""
         per_page = min(int(request.url.params.get("per_page", 30)), 100)
         page = max(int(request.url.params.get("page", 1)), 1)
@@ -401,7 +401,7 @@ class FakeGitHub:
             links = [f'<{base}?{urlencode({"per_page": per_page, "page": n})}>; rel="{rel}"'
                      for n, rel in ((page + 1, "next"), (last, "last"))]
             headers["link"] = ", ".join(links)
-        return httpx.Response(200, json=chunk, headers=headers)
+        return httpx2.Response(200, json=chunk, headers=headers)
 
     # -- search ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -420,11 +420,11 @@ class FakeGitHub:
                 terms.append(token.lower())
         return terms, qualifiers
 
-    def _scope(self, qualifiers: dict[str, list[str]]) -> list[FakeRepo] | httpx.Response:
+    def _scope(self, qualifiers: dict[str, list[str]]) -> list[FakeRepo] | httpx2.Response:
         names = qualifiers.get("repo", [])
         unknown = [n for n in names if n.lower() not in self.repos]
         if unknown:
-            return httpx.Response(422, json={
+            return httpx2.Response(422, json={
                 "message": "Validation Failed", "documentation_url": f"{DOCS}/search/search", "status": "422",
                 "errors": [{"message": "The listed users and repositories cannot be searched either because the "
                                        "resources do not exist or you do not have permission to view them.",
@@ -450,15 +450,15 @@ class FakeGitHub:
         return {"object_url": url, "object_type": object_type, "property": prop, "fragment": fragment,
                 "matches": matches}
 
-    def _search_code(self, request: httpx.Request) -> httpx.Response:
+    def _search_code(self, request: httpx2.Request) -> httpx2.Response:
         q = request.url.params.get("q", "")
         terms, qualifiers = self._parse(q)
         if not terms:
-            return httpx.Response(422, json={"message": "Validation Failed", "documentation_url": DOCS,
+            return httpx2.Response(422, json={"message": "Validation Failed", "documentation_url": DOCS,
                                              "status": "422", "errors": [{"resource": "Search", "field": "q",
                                                                           "code": "missing"}]})
         scope = self._scope(qualifiers)
-        if isinstance(scope, httpx.Response):
+        if isinstance(scope, httpx2.Response):
             return scope
         text_match = "text-match" in request.headers.get("accept", "")
         hits = []
@@ -486,19 +486,19 @@ class FakeGitHub:
                 hits.append(item)
         return self._results(request, hits)
 
-    def _search_issues(self, request: httpx.Request) -> httpx.Response:
+    def _search_issues(self, request: httpx2.Request) -> httpx2.Response:
         q = request.url.params.get("q", "")
         terms, qualifiers = self._parse(q)
         kinds = {v.lower() for v in qualifiers.get("is", []) + qualifiers.get("type", [])}
         if not kinds & {"issue", "pr", "pull-request"}:
             # the search API asks for the kind explicitly (see api-notes: q=...+is:issue|is:pr)
-            return httpx.Response(422, json={"message": "Query must include 'is:issue' or 'is:pull-request'",
+            return httpx2.Response(422, json={"message": "Query must include 'is:issue' or 'is:pull-request'",
                                              "documentation_url": f"{DOCS}/search/search", "status": "422"})
         want_pr = bool(kinds & {"pr", "pull-request"})
         states = {v.lower() for v in qualifiers.get("state", [])} | (kinds & {"open", "closed"})
         labels = {v.lower() for v in qualifiers.get("label", [])}
         scope = self._scope(qualifiers)
-        if isinstance(scope, httpx.Response):
+        if isinstance(scope, httpx2.Response):
             return scope
         text_match = "text-match" in request.headers.get("accept", "")
         hits = []
@@ -521,18 +521,18 @@ class FakeGitHub:
         return self._results(request, hits)
 
     @staticmethod
-    def _results(request: httpx.Request, hits: list[dict[str, Any]]) -> httpx.Response:
+    def _results(request: httpx2.Request, hits: list[dict[str, Any]]) -> httpx2.Response:
         hits.sort(key=lambda h: -h["score"])
         per_page = min(int(request.url.params.get("per_page", 30)), 100)
-        return httpx.Response(200, json={"total_count": len(hits), "incomplete_results": False,
+        return httpx2.Response(200, json={"total_count": len(hits), "incomplete_results": False,
                                          "items": hits[:per_page]})
 
     # -- contents -------------------------------------------------------------------------------------------
-    def _contents(self, request: httpx.Request, repo: FakeRepo, path: str) -> httpx.Response:
+    def _contents(self, request: httpx2.Request, repo: FakeRepo, path: str) -> httpx2.Response:
         ref = request.url.params.get("ref") or repo.default_branch
         files = repo.files.get(ref)
         if files is None:
-            return httpx.Response(404, json={"message": f"No commit found for the ref {ref}",
+            return httpx2.Response(404, json={"message": f"No commit found for the ref {ref}",
                                              "documentation_url": f"{DOCS}/repos/contents", "status": "404"})
         base = {"html": f"{WEB}/{repo.full_name}/blob/{ref}", "api": f"{self.api_url}/repos/{repo.full_name}"}
         if path in files:
@@ -540,7 +540,7 @@ class FakeGitHub:
             too_big = len(data) > 1024 * 1024  # 1-100 MB: no content with the JSON media type
             encoded = base64.b64encode(data).decode()
             wrapped = "\n".join(encoded[i: i + 60] for i in range(0, len(encoded), 60)) + "\n"
-            return httpx.Response(200, json={
+            return httpx2.Response(200, json={
                 "type": "file", "encoding": "none" if too_big else "base64", "size": len(data),
                 "name": path.rsplit("/", 1)[-1], "path": path, "content": "" if too_big else wrapped,
                 "sha": blob_sha(data), "url": f"{base['api']}/contents/{path}?ref={ref}",
@@ -555,7 +555,7 @@ class FakeGitHub:
                 children[prefix + head] = "dir" if tail else "file"
         if not children:
             return _not_found(f"{DOCS}/repos/contents#get-repository-content")
-        return httpx.Response(200, json=[
+        return httpx2.Response(200, json=[
             {"type": kind, "name": child.rsplit("/", 1)[-1], "path": child,
              "size": len(files[child]) if kind == "file" else 0, "sha": "5" * 40,
              "html_url": f"{WEB}/{repo.full_name}/{'blob' if kind == 'file' else 'tree'}/{ref}/{child}"}
@@ -569,7 +569,7 @@ class FakeGitHub:
         return {"ref": f"refs/heads/{branch}", "node_id": f"REF_{branch}", "url": f"{api}/refs/heads/{branch}",
                 "object": {"type": "commit", "sha": sha, "url": f"{api}/commits/{sha}"}}
 
-    def _write(self, request: httpx.Request, repo: FakeRepo, rest: str) -> httpx.Response:
+    def _write(self, request: httpx2.Request, repo: FakeRepo, rest: str) -> httpx2.Response:
         route = ("POST" if request.method == "POST" and rest == "/git/refs" else
                  "PUT" if request.method == "PUT" and rest.startswith("/contents/") else
                  "PULL" if request.method == "POST" and rest == "/pulls" else
@@ -581,7 +581,7 @@ class FakeGitHub:
             # pull-requests write, the others contents write: docs.github.com/rest/pulls/pulls, /git/refs,
             # /repos/contents, "Fine-grained access tokens for ..."), worded by the token's kind
             whom = "integration" if self.token_kind == "installation" else "personal access token"
-            return httpx.Response(403, json={"message": f"Resource not accessible by {whom}",
+            return httpx2.Response(403, json={"message": f"Resource not accessible by {whom}",
                                              "documentation_url": DOCS, "status": "403"})
         if route == "DELETE":
             return self._delete_ref(repo, rest[len("/git/refs/heads/"):])
@@ -590,7 +590,7 @@ class FakeGitHub:
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            return httpx.Response(400, json={"message": "Problems parsing JSON", "documentation_url": DOCS,
+            return httpx2.Response(400, json={"message": "Problems parsing JSON", "documentation_url": DOCS,
                                              "status": "400"})
         if route == "POST":
             return self._create_ref(repo, body)
@@ -599,10 +599,10 @@ class FakeGitHub:
         return self._create_pull(repo, body)
 
     @staticmethod
-    def _invalid(message: str, doc: str) -> httpx.Response:
-        return httpx.Response(422, json={"message": message, "documentation_url": f"{DOCS}/{doc}", "status": "422"})
+    def _invalid(message: str, doc: str) -> httpx2.Response:
+        return httpx2.Response(422, json={"message": message, "documentation_url": f"{DOCS}/{doc}", "status": "422"})
 
-    def _create_ref(self, repo: FakeRepo, body: dict[str, Any]) -> httpx.Response:
+    def _create_ref(self, repo: FakeRepo, body: dict[str, Any]) -> httpx2.Response:
         ref, sha = body.get("ref"), body.get("sha")
         if not isinstance(ref, str) or not ref.startswith("refs/heads/") or ref.count("/") < 2:
             return self._invalid("Reference name must start with 'refs/' and have at least two slashes.",
@@ -615,18 +615,18 @@ class FakeGitHub:
             return self._invalid("Object does not exist", "git/refs#create-a-reference")
         repo.files[branch] = dict(repo.files[source])
         repo.commits[branch] = str(sha)
-        return httpx.Response(201, json=self._ref(repo, branch))
+        return httpx2.Response(201, json=self._ref(repo, branch))
 
-    def _delete_ref(self, repo: FakeRepo, branch: str) -> httpx.Response:
+    def _delete_ref(self, repo: FakeRepo, branch: str) -> httpx2.Response:
         """``DELETE /repos/{o}/{r}/git/refs/{ref}`` (docs: git/refs#delete-a-reference): 204, or 422 "Reference
         does not exist"."""
         if branch not in repo.files or branch == repo.default_branch:
             return self._invalid("Reference does not exist", "git/refs#delete-a-reference")
         del repo.files[branch]
         repo.commits.pop(branch, None)
-        return httpx.Response(204)
+        return httpx2.Response(204)
 
-    def _put_contents(self, repo: FakeRepo, path: str, body: dict[str, Any]) -> httpx.Response:
+    def _put_contents(self, repo: FakeRepo, path: str, body: dict[str, Any]) -> httpx2.Response:
         """docs: repos/contents#create-or-update-file-contents -- ``sha`` is "Required if you are updating a
         file. The blob SHA of the file being replaced."; 201 created, 200 updated, 409 for a sha that is not the
         file's, 422 without one."""
@@ -635,13 +635,13 @@ class FakeGitHub:
             return self._invalid("Invalid request.\n\n\"message\" and \"content\" are required.",
                                  "repos/contents#create-or-update-file-contents")
         if branch not in repo.files:
-            return httpx.Response(404, json={"message": f"Branch {branch} not found", "status": "404",
+            return httpx2.Response(404, json={"message": f"Branch {branch} not found", "status": "404",
                                              "documentation_url": f"{DOCS}/repos/contents"})
         if path in repo.files[branch] and not body.get("sha"):
             return self._invalid("Invalid request.\n\n\"sha\" wasn't supplied.",
                                  "repos/contents#create-or-update-file-contents")
         if body.get("sha") and body["sha"] != blob_sha(repo.files[branch].get(path)):
-            return httpx.Response(409, json={"message": f"{path} does not match {body['sha']}", "status": "409",
+            return httpx2.Response(409, json={"message": f"{path} does not match {body['sha']}", "status": "409",
                                              "documentation_url": f"{DOCS}/repos/contents#create-or-update-file-"
                                                                   "contents"})
         try:
@@ -651,14 +651,14 @@ class FakeGitHub:
         created = path not in repo.files[branch]
         repo.files[branch][path] = data
         sha = repo.commits[branch] = f"{int(repo.commits.get(branch, '0'), 16) + 1:040x}"
-        return httpx.Response(201 if created else 200, json={
+        return httpx2.Response(201 if created else 200, json={
             "content": {"name": path.rsplit("/", 1)[-1], "path": path, "sha": blob_sha(data), "size": len(data),
                         "html_url": f"{WEB}/{repo.full_name}/blob/{branch}/{path}"},
             "commit": {"sha": sha, "message": body["message"],
                        "html_url": f"{WEB}/{repo.full_name}/commit/{sha}"},
         })
 
-    def _create_pull(self, repo: FakeRepo, body: dict[str, Any]) -> httpx.Response:
+    def _create_pull(self, repo: FakeRepo, body: dict[str, Any]) -> httpx2.Response:
         head, base, title = body.get("head"), body.get("base"), body.get("title")
         doc = "pulls/pulls#create-a-pull-request"
         if not isinstance(title, str) or not title.strip():
@@ -673,14 +673,14 @@ class FakeGitHub:
         number = self.add_pull(repo.full_name, title, str(body.get("body") or ""), files=changed, base=str(base),
                                head=str(head))
         repo.pulls[number]["draft"] = bool(body.get("draft"))
-        return httpx.Response(201, json=repo.pulls[number])
+        return httpx2.Response(201, json=repo.pulls[number])
 
     # -- repository_dispatch (the Events relay) -------------------------------------------------------------
-    def _dispatch(self, request: httpx.Request, repo: FakeRepo) -> httpx.Response:
+    def _dispatch(self, request: httpx2.Request, repo: FakeRepo) -> httpx2.Response:
         try:
             body = json.loads(request.content or b"null")
         except ValueError:
-            return httpx.Response(400, json={"message": "Problems parsing JSON", "documentation_url": DOCS,
+            return httpx2.Response(400, json={"message": "Problems parsing JSON", "documentation_url": DOCS,
                                              "status": "400"})
         invalid = None
         if not isinstance(body, dict) or not isinstance(body.get("event_type"), str) or not body["event_type"]:
@@ -692,9 +692,9 @@ class FakeGitHub:
         elif len(body.get("client_payload") or {}) > 10:
             invalid = f"No more than 10 properties are allowed; {len(body['client_payload'])} were supplied."
         if invalid:
-            return httpx.Response(422, json={"message": f"Invalid request.\n\n{invalid}",
+            return httpx2.Response(422, json={"message": f"Invalid request.\n\n{invalid}",
                                              "documentation_url": f"{DOCS}/repos/repos#create-a-repository-"
                                                                   "dispatch-event", "status": "422"})
         self.dispatches.append({"repo": repo.full_name, "event_type": body["event_type"],
                                 "client_payload": body.get("client_payload") or {}})
-        return httpx.Response(204)
+        return httpx2.Response(204)

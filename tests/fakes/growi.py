@@ -1,4 +1,4 @@
-"""A fake Growi 7.x: in-memory pages behind a router for ``httpx.MockTransport`` (or :func:`serve`).
+"""A fake Growi 7.x: in-memory pages behind a router for ``httpx2.MockTransport`` (or :func:`serve`).
 
 Real shapes, taken from Growi's routes: ``GET /_api/search`` answers ``{ok: true, meta: {took, total,
 hitsCount}, data: [{data: page, meta: {bookmarkCount, elasticSearchResult: {snippet, highlightedPath}}}]}``
@@ -28,7 +28,7 @@ import threading
 from typing import Any, Literal
 from urllib.parse import unquote
 
-import httpx
+import httpx2
 
 from tests.fakes.github import Behaviour, Scripted, respond
 
@@ -71,7 +71,7 @@ class FakeGrowi:
         self.pages: dict[str, dict[str, Any]] = {}
         self.readers: dict[str, Grant] = {}
         self.search_reachable = True
-        self.requests: list[httpx.Request] = []
+        self.requests: list[httpx2.Request] = []
         self.scripted = Scripted()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -100,17 +100,17 @@ class FakeGrowi:
     def script(self, method: str, path_pattern: str, *behaviours: Behaviour) -> None:
         self.scripted.add(method, path_pattern, *behaviours)
 
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handler)
+    def transport(self) -> httpx2.MockTransport:
+        return httpx2.MockTransport(self.handler)
 
     # -- the router -----------------------------------------------------------------------------------------
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
         self.requests.append(request)
         path = request.url.path
-        prefix = httpx.URL(self.url).path.rstrip("/")
+        prefix = httpx2.URL(self.url).path.rstrip("/")
         if prefix:
             if not path.startswith(prefix + "/"):
-                return httpx.Response(404, text="Not Found", headers={"content-type": "text/html"})
+                return httpx2.Response(404, text="Not Found", headers={"content-type": "text/html"})
             path = path[len(prefix):]
         behaviour = self.scripted.take(request, path)
         if behaviour is not None:
@@ -120,17 +120,17 @@ class FakeGrowi:
         user = self._token_of(request) == self.token
         if path == "/_api/search" and request.method == "GET":
             if not (user or self.guest_readable):  # loginRequired on a legacy route: redirect to the login page
-                return httpx.Response(302, headers={"location": "/login"}, text="Found. Redirecting to /login")
+                return httpx2.Response(302, headers={"location": "/login"}, text="Found. Redirecting to /login")
             return self._search(request, user)
         if path.startswith("/_api/v3/"):
             if not (user or self.guest_readable):
-                return httpx.Response(403, text="Forbidden", headers={"content-type": "text/plain"})
+                return httpx2.Response(403, text="Forbidden", headers={"content-type": "text/plain"})
             if path == "/_api/v3/page" and request.method == "GET":
                 return self._page(request, user)
-            return httpx.Response(404, json={"errors": [{"message": "Not Found", "status": 404}]})
-        return httpx.Response(404, text="<html>Not Found</html>", headers={"content-type": "text/html"})
+            return httpx2.Response(404, json={"errors": [{"message": "Not Found", "status": 404}]})
+        return httpx2.Response(404, text="<html>Not Found</html>", headers={"content-type": "text/html"})
 
-    def _token_of(self, request: httpx.Request) -> str | None:
+    def _token_of(self, request: httpx2.Request) -> str | None:
         """The token the release reads (see the module docstring), or None."""
         query = request.url.params.get("access_token")
         if self.auth == "query":
@@ -143,16 +143,16 @@ class FakeGrowi:
         grant = self.readers[page["_id"]]
         return grant == "public" or (grant == "group" and user)
 
-    def _search(self, request: httpx.Request, user: bool) -> httpx.Response:
+    def _search(self, request: httpx2.Request, user: bool) -> httpx2.Response:
         q = request.url.params.get("q")
         if not q:
-            return httpx.Response(200, json={"ok": False, "error": 'The param "q" should not empty.'})
+            return httpx2.Response(200, json={"ok": False, "error": 'The param "q" should not empty.'})
         if not self.search_reachable:
-            return httpx.Response(200, json={"ok": False, "error": "SearchService is not reachable."})
+            return httpx2.Response(200, json={"ok": False, "error": "SearchService is not reachable."})
         try:
             keyword = _decode_uri_component(q)
         except ValueError as exc:
-            return httpx.Response(200, json={"ok": False, "error": str(exc)})
+            return httpx2.Response(200, json={"ok": False, "error": str(exc)})
         limit = int(request.url.params.get("limit", 50))
         offset = int(request.url.params.get("offset", 0))
         terms = [t.lower() for t in keyword.split() if not t.startswith("-") and ":" not in t]
@@ -176,7 +176,7 @@ class FakeGrowi:
                                                   "highlightedPath": self._highlight(page["path"], terms)}}}
                 for _, page in chosen]
         meta = {"took": 3, "total": len(hits), "hitsCount": len(data)}
-        return httpx.Response(200, json={"ok": True, "meta": meta, "data": data})
+        return httpx2.Response(200, json={"ok": True, "meta": meta, "data": data})
 
     @staticmethod
     def _highlight(text: str, terms: list[str]) -> str:
@@ -188,16 +188,16 @@ class FakeGrowi:
             piece = re.sub(re.escape(term), lambda m: _HIGHLIGHT.format(m.group(0)), piece, flags=re.I)
         return piece
 
-    def _page(self, request: httpx.Request, user: bool) -> httpx.Response:
+    def _page(self, request: httpx2.Request, user: bool) -> httpx2.Response:
         page_id = request.url.params.get("pageId")
         path = request.url.params.get("path")
         if page_id is None and path is None:
-            return httpx.Response(400, json={"errors": [{
+            return httpx2.Response(400, json={"errors": [{
                 "message": "Either parameter of (pageId or path) or (pageId and shareLinkId) is required.",
                 "code": None}]})
         if page_id is not None:
             if not re.fullmatch(r"[0-9a-f]{24}", page_id):
-                return httpx.Response(500, json={"errors": [{
+                return httpx2.Response(500, json={"errors": [{
                     "message": f'Cast to ObjectId failed for value "{page_id}" (type string) at path "_id" '
                                'for model "Page"', "code": None}]})
             page = self.pages.get(page_id)
@@ -205,10 +205,10 @@ class FakeGrowi:
             normalized = "/" + (path or "").strip("/")
             page = next((p for p in self.pages.values() if p["path"] == normalized), None)
         if page is None:
-            return httpx.Response(404, json={"errors": [{"message": "Page is not found", "code": "page-not-found",
+            return httpx2.Response(404, json={"errors": [{"message": "Page is not found", "code": "page-not-found",
                                                          "args": {"isNotFound": True, "isForbidden": False}}]})
         if not self._may_read(page, user):
-            return httpx.Response(403, json={"errors": [{"message": "Page is forbidden", "code": "page-is-forbidden",
+            return httpx2.Response(403, json={"errors": [{"message": "Page is forbidden", "code": "page-is-forbidden",
                                                          "args": {"isNotFound": True, "isForbidden": True}}]})
-        return httpx.Response(200, json={"page": page})
+        return httpx2.Response(200, json={"page": page})
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import httpx
+import httpx2
 
 from tests.fakes.github import serve
 
@@ -23,11 +23,11 @@ CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-amz-security-token", "x-r
 class Recorder:
     """What a local server received; it answers with ``answer``."""
 
-    answer: Callable[[httpx.Request], httpx.Response]
-    seen: list[httpx.Request] = field(default_factory=list)
+    answer: Callable[[httpx2.Request], httpx2.Response]
+    seen: list[httpx2.Request] = field(default_factory=list)
     url: str = ""  # http://127.0.0.1:PORT
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
         self.seen.append(request)
         return self.answer(request)
 
@@ -43,19 +43,19 @@ class Recorder:
 
 
 @contextmanager
-def recording(answer: Callable[[httpx.Request], httpx.Response]) -> Iterator[Recorder]:
+def recording(answer: Callable[[httpx2.Request], httpx2.Response]) -> Iterator[Recorder]:
     recorder = Recorder(answer)
     with serve(recorder) as url:
         recorder.url = url
         yield recorder
 
 
-def refusing(request: httpx.Request) -> httpx.Response:
+def refusing(request: httpx2.Request) -> httpx2.Response:
     """Any answer will do: the point is what arrived."""
-    return httpx.Response(200, json={"ok": False, "error": "elsewhere"})
+    return httpx2.Response(200, json={"ok": False, "error": "elsewhere"})
 
 
-def redirect_to(target: Recorder, status: int = 302) -> Callable[[httpx.Request], httpx.Response]:
+def redirect_to(target: Recorder, status: int = 302) -> Callable[[httpx2.Request], httpx2.Response]:
     """Every request redirected to the same path on ``target``."""
-    return lambda request: httpx.Response(status, headers={"Location": f"{target.url}"
+    return lambda request: httpx2.Response(status, headers={"Location": f"{target.url}"
                                                                        f"{request.url.raw_path.decode()}"})

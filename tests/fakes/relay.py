@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 
 from agent.slack.relay import (
     Relay,
@@ -44,22 +44,22 @@ def signed(body: bytes, *, timestamp: int = NOW, secret: str = SECRET,
 
 
 class GitHub:
-    """An httpx.MockTransport standing in for the dispatches API; records what it was sent."""
+    """An httpx2.MockTransport standing in for the dispatches API; records what it was sent."""
 
     def __init__(self, status: int = 204, error: Exception | None = None, headers: dict[str, str] | None = None):
-        self.requests: list[httpx.Request] = []
+        self.requests: list[httpx2.Request] = []
         self.status = status
         self.error = error
         self.headers = headers or {}
-        self.transport = httpx.MockTransport(self.handler)
+        self.transport = httpx2.MockTransport(self.handler)
 
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
         self.requests.append(request)
         if self.error:
             raise self.error
         if self.status == 204:
-            return httpx.Response(204)
-        return httpx.Response(self.status, headers=self.headers, json={"message": "Not Found",
+            return httpx2.Response(204)
+        return httpx2.Response(self.status, headers=self.headers, json={"message": "Not Found",
                                                  "documentation_url": "https://docs.github.com/rest"})
 
     @property

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from slack_sdk.errors import SlackApiError
 
@@ -103,14 +103,14 @@ def redirecting(elsewhere: Recorder) -> Iterator[Recorder]:
         yield recorder
 
 
-def github_client(url: str) -> httpx.Client:
+def github_client(url: str) -> httpx2.Client:
     config = github.load_config({"GITHUB_TOKEN": "ghp_door_secret", "HELPBOT_GITHUB_REPOS": "acme/shop",
                                  "GITHUB_API_URL": url})
     assert config is not None
     return github.make_client(config)
 
 
-def growi_client(url: str) -> httpx.Client:
+def growi_client(url: str) -> httpx2.Client:
     config = growi.load_config({"GROWI_URL": url, "GROWI_ACCESS_TOKEN": "growi-door-secret"})
     assert config is not None
     return growi.make_client(config)
@@ -118,7 +118,7 @@ def growi_client(url: str) -> httpx.Client:
 
 @pytest.mark.parametrize("make", [github_client, growi_client])
 def test_the_github_and_growi_clients_refuse_to_send_their_token_to_another_origin(
-        make: Callable[[str], httpx.Client], elsewhere: Recorder) -> None:
+        make: Callable[[str], httpx2.Client], elsewhere: Recorder) -> None:
     configured = elsewhere.url.replace("127.0.0.1", "localhost")  # the same port, another host
     port = elsewhere.url.rsplit(":", 1)[1]
     with make(configured) as client:
@@ -129,7 +129,7 @@ def test_the_github_and_growi_clients_refuse_to_send_their_token_to_another_orig
 
 
 @pytest.mark.parametrize("make", [github_client, growi_client])
-def test_the_github_and_growi_clients_follow_no_redirect(make: Callable[[str], httpx.Client],
+def test_the_github_and_growi_clients_follow_no_redirect(make: Callable[[str], httpx2.Client],
                                                         redirecting: Recorder, elsewhere: Recorder) -> None:
     with make(redirecting.url) as client:
         assert client.get("/repos/acme/shop").status_code == 302
@@ -190,15 +190,15 @@ def test_the_hook_refuses_a_redirect_hop_that_would_carry_a_credential() -> None
     """The backstop for a client that follows redirects: httpx strips Authorization on a hop to another origin
     (the hop goes, without it), but keeps ``x-api-key`` (the hop is refused); the door's hook sees every hop."""
     anthropic_door = door("ANTHROPIC_API_KEY", "https://api.anthropic.com", "sk-ant-door")
-    arrived: list[httpx.Request] = []
+    arrived: list[httpx2.Request] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         arrived.append(request)
         if request.url.host == "api.anthropic.com":
-            return httpx.Response(307, headers={"Location": "https://api.anthropic.com.evil.test/v1/x"})
-        return httpx.Response(200)
+            return httpx2.Response(307, headers={"Location": "https://api.anthropic.com.evil.test/v1/x"})
+        return httpx2.Response(200)
 
-    with httpx.Client(transport=httpx.MockTransport(answer), follow_redirects=True,
+    with httpx2.Client(transport=httpx2.MockTransport(answer), follow_redirects=True,
                       event_hooks={"request": [anthropic_door.hook()]}) as client:
         with pytest.raises(Refused):
             client.get("https://api.anthropic.com/v1/x", headers={"x-api-key": "sk-ant-door"})

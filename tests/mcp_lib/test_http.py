@@ -6,7 +6,7 @@ import socket
 import threading
 from concurrent.futures import Future
 
-import httpx
+import httpx2
 import pytest
 
 from mcp_lib.core import ToolContext, ToolError
@@ -62,8 +62,8 @@ def test_backoff_of_our_own_never_sleeps_into_the_deadline() -> None:
     (["a list"], ""),
 ])
 def test_error_detail_reads_github_growi_and_redmine_bodies(body: object, expected: str) -> None:
-    assert error_detail(httpx.Response(400, json=body)) == expected
-    assert error_detail(httpx.Response(502, text="<html>bad gateway</html>")) == ""
+    assert error_detail(httpx2.Response(400, json=body)) == expected
+    assert error_detail(httpx2.Response(502, text="<html>bad gateway</html>")) == ""
 
 
 # -- name resolution: bounded by the connect timeout ------------------------------------------------------------------
@@ -82,15 +82,15 @@ def gave_up_waiting(waited: list[float]) -> Wait:
     return wait
 
 
-def hooked(names: NameResolution, connect: float = 3.0) -> httpx.Client:
-    return httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
-                        event_hooks={"request": [names.hook(httpx)]}, timeout=httpx.Timeout(20.0, connect=connect))
+def hooked(names: NameResolution, connect: float = 3.0) -> httpx2.Client:
+    return httpx2.Client(transport=httpx2.MockTransport(lambda request: httpx2.Response(200, json={"ok": True})),
+                        event_hooks={"request": [names.hook()]}, timeout=httpx2.Timeout(20.0, connect=connect))
 
 
 def test_a_lookup_that_never_ends_is_a_connect_timeout_after_the_connect_timeout() -> None:
     waited: list[float] = []
     with hooked(NameResolution(never_resolves, wait=gave_up_waiting(waited))) as client, pytest.raises(
-            httpx.ConnectTimeout, match=r"'api\.example\.test' not resolved within 3 s"):
+            httpx2.ConnectTimeout, match=r"'api\.example\.test' not resolved within 3 s"):
         client.get("https://api.example.test/x")
     assert waited == [3.0]
 
@@ -134,14 +134,14 @@ def test_a_url_through_a_proxy_is_left_to_the_proxy(monkeypatch: pytest.MonkeyPa
 def test_platform_clients_on_the_network_resolve_within_the_bound_and_injected_transports_do_not() -> None:
     github = door("GITHUB_TOKEN", "https://api.github.com", "t")
     on_network = door_client(github)
-    injected = door_client(github, transport=httpx.MockTransport(lambda request: httpx.Response(200)))
+    injected = door_client(github, transport=httpx2.MockTransport(lambda request: httpx2.Response(200)))
     assert len(on_network.event_hooks["request"]) == 3 and len(injected.event_hooks["request"]) == 2
 
 
 def test_a_success_is_not_decoded_for_an_error_detail() -> None:
     """A 5 MB page is decoded once, by the platform that reads it -- not also here, on every answer."""
 
-    class Counting(httpx.Response):
+    class Counting(httpx2.Response):
         decoded = 0
 
         def json(self, **kwargs: object) -> object:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import httpx
+import httpx2
 
 from ...config import DECLARED, ConfigError, env_float, env_int, env_list, env_str, env_url
 from ...core import CredentialsError, ToolContext, ToolError, cut_text
@@ -73,8 +73,8 @@ def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
     )
 
 
-def make_client(config: GitHubConfig, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """The real client (GET only); tests pass ``transport=httpx.MockTransport(fake.handler)`` or point api_url
+def make_client(config: GitHubConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
+    """The real client (GET only); tests pass ``transport=httpx2.MockTransport(fake.handler)`` or point api_url
     at a server."""
     return door_client(
         door("GITHUB_TOKEN", config.api_url, config.token),

@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from PIL import Image
 
@@ -172,9 +172,9 @@ def test_which_media_a_400_names() -> None:
 
 
 # -- the stub is as strict as Bedrock -------------------------------------------------------------------------------
-def invoke(stub: BedrockStub, body: dict[str, Any] | bytes) -> httpx.Response:
-    data = body if isinstance(body, bytes) else httpx.Request("POST", "/", json=body).content
-    return httpx.post(f"{stub.url}/model/m/invoke", content=data, headers={"authorization": "Bearer k"})
+def invoke(stub: BedrockStub, body: dict[str, Any] | bytes) -> httpx2.Response:
+    data = body if isinstance(body, bytes) else httpx2.Request("POST", "/", json=body).content
+    return httpx2.post(f"{stub.url}/model/m/invoke", content=data, headers={"authorization": "Bearer k"})
 
 
 def user(*blocks: dict[str, Any]) -> dict[str, Any]:

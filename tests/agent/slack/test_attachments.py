@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from agent.cli import main
@@ -297,12 +297,12 @@ def test_in_a_private_channel_its_own_files_are_read_but_not_another_private_cha
 def test_files_info_says_where_a_file_is_shared_as_slack_documents(ws: Workspace, fake: FakeSlack) -> None:
     shot = add_file(ws, "a.log", b"x", channel="C0SECRET", user="U0TANAKA")
     posted = ws.post("C0SECRET", "ログです", user="U0TANAKA", files=[shot])
-    info = httpx.post(f"{fake.url}files.info", data={"file": shot["id"]},
+    info = httpx2.post(f"{fake.url}files.info", data={"file": shot["id"]},
                       headers={"Authorization": f"Bearer {BOT_TOKEN}"}).json()["file"]
     assert info["channels"] == [] and info["groups"] == ["C0SECRET"] and info["ims"] == []
     [share] = info["shares"]["private"]["C0SECRET"]
     assert share["ts"] == posted.ts and share["channel_name"] == "secret-ops"
-    history = httpx.post(f"{fake.url}conversations.history", data={"channel": "C0SECRET"},
+    history = httpx2.post(f"{fake.url}conversations.history", data={"channel": "C0SECRET"},
                          headers={"Authorization": f"Bearer {BOT_TOKEN}"}).json()["messages"]
     [message] = [m for m in history if m["ts"] == posted.ts]
     assert not {"channels", "groups", "ims", "shares"} & set(message["files"][0])  # only files.info tells

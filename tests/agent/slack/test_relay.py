@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 from agent.slack.admission import TriggerSettings
@@ -72,7 +72,7 @@ def test_github_enterprise_api_url_and_github_token_fallback(github: GitHub) -> 
 
 
 @pytest.mark.parametrize("failure", [GitHub(status=404), GitHub(status=500),
-                                     GitHub(error=httpx.ConnectTimeout("timed out"))],
+                                     GitHub(error=httpx2.ConnectTimeout("timed out"))],
                          ids=["404", "500", "timeout"])
 def test_dispatch_failure_is_an_error_status(failure: GitHub) -> None:
     status, body = post(relay_for(failure), envelope())
@@ -196,13 +196,13 @@ def test_a_bug_is_one_log_line_and_a_500(capsys: pytest.CaptureFixture[str]) -> 
 def test_the_dispatch_has_one_deadline_for_the_whole_request(github: GitHub) -> None:
     """httpx timeouts apply per phase (connect, write, each read): a slow GitHub could add them up past Slack's
     3 s. The whole request runs under one deadline instead (here a GitHub that never answers)."""
-    async def never(request: httpx.Request) -> httpx.Response:
+    async def never(request: httpx2.Request) -> httpx2.Response:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
     config = RelayConfig.from_env(ENV)
     # A transport that never answers: the deadline is the only possible outcome, however loaded the machine.
-    dispatch = github_dispatcher(config, transport=httpx.MockTransport(never), deadline=0.05)
+    dispatch = github_dispatcher(config, transport=httpx2.MockTransport(never), deadline=0.05)
     with pytest.raises(DispatchError, match=r"did not answer within 0\.05 s"):
         dispatch({"channel": "C0123ABCD", "ts": "1700000000.123456"})
     relay = Relay(config, dispatch, now=lambda: NOW)
@@ -324,7 +324,7 @@ def server_url(github: GitHub) -> Iterator[str]:
 
 
 def test_server_handles_a_real_http_request(server_url: str, github: GitHub) -> None:
-    with httpx.Client(base_url=server_url) as client:
+    with httpx2.Client(base_url=server_url) as client:
         accepted = client.post("/slack/events", content=BODY, headers=signed(BODY))
         retried = client.post("/slack/events", content=BODY,
                               headers=signed(BODY, extra={"X-Slack-Retry-Num": "1",
@@ -433,7 +433,7 @@ class GatedGitHub(GitHub):
         self.gate = threading.Event()
         self.arrived = threading.Event()
 
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
         self.arrived.set()
         assert self.gate.wait(10), "the test never opened the gate"
         return super().handler(request)
@@ -449,7 +449,7 @@ def test_the_server_acks_before_github_answers_and_dispatches_once(capsys: pytes
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        with httpx.Client(base_url=url, timeout=5) as client:
+        with httpx2.Client(base_url=url, timeout=5) as client:
             first = client.post("/", content=BODY, headers=signed(BODY))
             assert (first.status_code, first.text) == (200, "ok")  # GitHub has not answered yet
             assert slow.arrived.wait(5) and not slow.gate.is_set()
@@ -613,7 +613,7 @@ def test_many_trickling_clients_do_not_keep_a_real_request_out(github: GitHub) -
                 sock = socket.create_connection(address(url), timeout=5)
                 sock.sendall(b"POST / HTTP/1.1\r\n")
                 stalled.append(sock)
-            answered = httpx.post(url, content=BODY, headers=signed(BODY), timeout=5)
+            answered = httpx2.post(url, content=BODY, headers=signed(BODY), timeout=5)
             assert (answered.status_code, answered.text) == (200, "ok")
         finally:
             for sock in stalled:
@@ -637,7 +637,7 @@ def test_a_dispatch_token_github_refuses_stops_the_relay_at_its_start(
     from tests.fakes.github import serve
 
     status, body = answer
-    with serve(lambda request: httpx.Response(status, json=body)) as url:
+    with serve(lambda request: httpx2.Response(status, json=body)) as url:
         for name, value in {**ENV, "GITHUB_API_URL": url}.items():
             monkeypatch.setenv(name, value)
         assert main(["relay", "--port", "0"]) == 2
@@ -646,23 +646,23 @@ def test_a_dispatch_token_github_refuses_stops_the_relay_at_its_start(
 
 
 def test_the_token_check_says_what_it_found_and_a_refused_dispatch_names_the_fix() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[httpx2.Request] = []
 
-    def github(request: httpx.Request) -> httpx.Response:
+    def github(request: httpx2.Request) -> httpx2.Response:
         seen.append(request)
         if request.method == "GET":
-            return httpx.Response(200, json={"full_name": "acme/helpbot", "permissions": {"push": True}})
-        return httpx.Response(403, json={"message": "Resource not accessible by personal access token"})
+            return httpx2.Response(200, json={"full_name": "acme/helpbot", "permissions": {"push": True}})
+        return httpx2.Response(403, json={"message": "Resource not accessible by personal access token"})
 
     config = RelayConfig.from_env(ENV)
-    found = check_dispatch_token(config, httpx.MockTransport(github))
+    found = check_dispatch_token(config, httpx2.MockTransport(github))
     assert found == "HELPBOT_DISPATCH_TOKEN may dispatch to acme/helpbot"
     assert seen[0].url.path == "/repos/acme/helpbot" and seen[0].headers["authorization"] == "Bearer tok-123"
 
-    async def handler(request: httpx.Request) -> httpx.Response:
+    async def handler(request: httpx2.Request) -> httpx2.Response:
         return github(request)
 
-    dispatch = github_dispatcher(config, transport=httpx.MockTransport(handler))
+    dispatch = github_dispatcher(config, transport=httpx2.MockTransport(handler))
     with pytest.raises(DispatchError, match=r"GitHub answered 403: .*HELPBOT_DISPATCH_TOKEN needs contents: write on "
                                             r"acme/helpbot") as refused:
         dispatch({"channel": "C0123ABCD", "ts": "1700000000.123456"})

@@ -8,7 +8,7 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
+import httpx2
 
 from tests.fakes.relay import BODY, GitHub, address, serving, signed
 
@@ -22,7 +22,7 @@ def test_a_thousand_stalled_connections_do_not_keep_slacks_delivery_out() -> Non
                 sock = socket.create_connection(address(url), timeout=10)
                 sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n")
                 stalled.append(sock)
-            answered = httpx.post(url, content=BODY, headers=signed(BODY), timeout=10)
+            answered = httpx2.post(url, content=BODY, headers=signed(BODY), timeout=10)
             assert (answered.status_code, answered.text) == (200, "ok")
         finally:
             for sock in stalled:
@@ -41,7 +41,7 @@ def test_the_same_delivery_on_two_hundred_connections_at_once_dispatches_once() 
                 headers = {**headers, "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"}
             if n < 50:
                 start.wait()
-            return httpx.post(url, content=BODY, headers=headers, timeout=20).status_code
+            return httpx2.post(url, content=BODY, headers=headers, timeout=20).status_code
 
         with ThreadPoolExecutor(50) as pool:
             codes = list(pool.map(deliver, range(200)))

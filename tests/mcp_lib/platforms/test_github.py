@@ -6,7 +6,7 @@ import base64
 import threading
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from mcp_lib.config import ConfigError
@@ -468,10 +468,10 @@ def test_over_a_real_local_server_with_an_enterprise_prefix(fake: FakeGitHub, cl
         # only timer in play (no server delay racing it), and the retry has all of its second.
         retried = threading.Event()
 
-        def held(request: httpx.Request) -> None:
+        def held(request: httpx2.Request) -> None:
             retried.wait(30)
 
-        def retry(request: httpx.Request) -> None:
+        def retry(request: httpx2.Request) -> None:
             retried.set()
 
         fake.script("GET", r"/contents/", held, retry)
@@ -485,7 +485,7 @@ def test_over_a_real_local_server_with_an_enterprise_prefix(fake: FakeGitHub, cl
 
 
 def test_fake_records_repository_dispatches(fake: FakeGitHub) -> None:
-    client = httpx.Client(base_url=fake.api_url, transport=fake.transport(),
+    client = httpx2.Client(base_url=fake.api_url, transport=fake.transport(),
                           headers={"Authorization": "Bearer test-github-token"})
     payload = {"channel": "C1", "ts": "1700000000.000100", "reaction": "help", "user": "U1"}
     ok = client.post("/repos/acme/shop-sync/dispatches", json={"event_type": "slack-help", "client_payload": payload})
@@ -497,7 +497,7 @@ def test_fake_records_repository_dispatches(fake: FakeGitHub) -> None:
     assert bad.status_code == 422 and "No more than 10 properties" in bad.json()["message"]
     assert client.post("/repos/acme/shop-sync/dispatches", json={"client_payload": {}}).status_code == 422
     assert client.post("/repos/acme/nope/dispatches", json={"event_type": "x"}).status_code == 404
-    intruder = httpx.Client(base_url=fake.api_url, transport=fake.transport(),
+    intruder = httpx2.Client(base_url=fake.api_url, transport=fake.transport(),
                             headers={"Authorization": "Bearer wrong"})
     denied = intruder.post("/repos/acme/shop-sync/dispatches", json={"event_type": "x"})
     assert denied.status_code == 401 and denied.json()["message"] == "Bad credentials"
@@ -506,14 +506,14 @@ def test_fake_records_repository_dispatches(fake: FakeGitHub) -> None:
 
 def test_fake_dispatch_over_real_http(fake: FakeGitHub) -> None:
     with serve(fake.handler) as url:
-        response = httpx.post(f"{url}/repos/acme/docs/dispatches", json={"event_type": "slack-help"},
+        response = httpx2.post(f"{url}/repos/acme/docs/dispatches", json={"event_type": "slack-help"},
                               headers={"Authorization": "token test-github-token"})
     assert response.status_code == 204
     assert fake.dispatches == [{"repo": "acme/docs", "event_type": "slack-help", "client_payload": {}}]
 
 
 def test_fake_content_is_base64_wrapped_like_github(fake: FakeGitHub) -> None:
-    client = httpx.Client(base_url=fake.api_url, transport=fake.transport(),
+    client = httpx2.Client(base_url=fake.api_url, transport=fake.transport(),
                           headers={"Authorization": "Bearer test-github-token"})
     body = client.get("/repos/acme/shop-sync/contents/data/huge.csv").json()
     assert body["encoding"] == "base64" and all(len(line) <= 60 for line in body["content"].splitlines())

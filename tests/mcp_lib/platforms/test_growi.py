@@ -278,7 +278,7 @@ def test_the_token_goes_to_growi_only(fake: FakeGrowi) -> None:
 def test_httpx_logs_the_request_without_the_token(fake: FakeGrowi, clock: FakeClock,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """httpx logs every request's URL at INFO, which a host (an MCPServer, say) may print: not the token."""
-    with caplog.at_level(logging.INFO, logger="httpx"):
+    with caplog.at_level(logging.INFO, logger="httpx2"):
         assert call(fake, clock, "searchPages", query="在庫").status == "ok"
     assert "HTTP Request: GET https://wiki.example.com/_api/search?q=" in caplog.text  # the line is there
     assert "test-growi-token" not in caplog.text and "access_token" not in caplog.text
