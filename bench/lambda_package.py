@@ -4,12 +4,12 @@
     uv run python bench/lambda_package.py --python 3.13 --arch arm64 --out relay.zip   # build and keep the zip
 
 The package is what docs/slack-setup.md tells a team to build: the lock's versions of the ``relay`` dependency
-group only (`uv export --frozen --only-group relay --no-emit-project`: anyio, httpx2, pydantic, slack-sdk and what
-they need -- not the agent's boto3, anthropic, mcp, ...), installed into a target directory for the Lambda
-platform with ``--python-platform``, plus helpbot itself with ``--no-deps``, bytecode compiled by the interpreter
-of the runtime's version (``--python``: Lambda's /var/task is read-only, and a ``*.cpython-311.pyc`` is ignored
-by python3.12, which then compiles every module again on every cold start). The script refuses a build whose
-bytecode tags are not the runtime's.
+group only (`uv export --frozen --only-group relay --no-emit-project`: anyio, httpx2, pydantic, slack-sdk,
+tenacity and what they need -- not the agent's boto3, anthropic, mcp, ...), installed into a target directory
+for the Lambda platform with ``--python-platform``, plus helpbot itself with ``--no-deps``, bytecode compiled by
+the interpreter of the runtime's version (``--python``: Lambda's /var/task is read-only, and a
+``*.cpython-311.pyc`` is ignored by python3.12, which then compiles every module again on every cold start).
+The script refuses a build whose bytecode tags are not the runtime's.
 
 It then proves the package complete: in a fresh process of that interpreter with only the package on
 ``sys.path`` (``-S``, ``PYTHONDONTWRITEBYTECODE=1`` as on Lambda), ``lambda_handler`` answers a signed

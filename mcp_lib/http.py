@@ -1,9 +1,6 @@
-"""HTTP for the platforms without retry handlers of their own (GitHub, Growi, Redmine): what is retryable, and
-shared answer handling.
-
-Retried (with :mod:`mcp_lib.retry`): timeouts, connection failures, 429, 5xx and GitHub's rate-limit 403s, waiting
-what the server asks. One budget for all requests of one tool call (``ToolContext.deadline``), so three requests
-cannot take three budgets. Sleep and clock are injected so tests never really wait.
+"""HTTP for the platforms (GitHub, Growi; Redmine's engine shares the decision): door-guarded httpx2 clients, which
+answers are worth another try, and one tool call's requests under one retry budget (``ToolContext.deadline``: three
+requests cannot take three budgets).
 """
 
 from __future__ import annotations
@@ -12,30 +9,23 @@ import ipaddress
 import math
 import socket
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 
+from .clock import SYSTEM_CLOCK, Clock
 from .core import ToolContext, ToolError
 from .doors import Door
-from .retry import Budget, GaveUp, Policy, Retry, call, header, server_wait
+from .retry import Budget, GaveUp, Policy, Retryable, call, header, server_wait, tool_budget, tool_clock
 
+T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-# The longest server-requested wait we sit out; GitHub's hourly reset can be far away, and then we say so.
-MAX_SERVER_WAIT_S = 30.0
-
-
-class RetryableError(Exception):
-    """A response or failure worth another try; ``wait`` is what the server asked for, if anything."""
-
-    def __init__(self, message: str, wait: float | None = None):
-        super().__init__(message)
-        self.wait = wait
+# Timeouts, connection failures and retryable answers: 4 attempts; a server wait over 30 s (GitHub's hourly reset
+# can be far away) is reported, not sat out.
+POLICY = Policy(attempts=4, base_s=0.5, max_backoff_s=30.0, max_server_wait_s=30.0)
 
 
 def is_rate_limited(status: int, headers: Mapping[str, str]) -> bool:
@@ -44,92 +34,46 @@ def is_rate_limited(status: int, headers: Mapping[str, str]) -> bool:
                                                  or header(headers, "retry-after") is not None))
 
 
-def check_retryable(what: str, status: int, headers: Mapping[str, str], now: float, detail: str = "",
-                    max_wait_s: float = MAX_SERVER_WAIT_S) -> None:
-    """Raise RetryableError for an answer worth another try (429, 5xx, a rate-limit 403), with the wait the
-    server asked for (``now``: wall-clock seconds); a ToolError at once when that wait is longer than
-    ``max_wait_s``. Else return."""
-    if status not in RETRYABLE_STATUS and not is_rate_limited(status, headers):
-        return
-    wait = server_wait(headers, now)
-    reason = f"HTTP {status}{detail}"
-    if wait is not None and wait > max_wait_s:
-        raise ToolError(f"{what} is rate limited ({reason}); it asks to wait {math.ceil(wait)} s, "
-                        f"more than the {max_wait_s:.0f} s we wait; try later or another source")
-    raise RetryableError(reason, wait=wait)
+def check_answer(status: int, headers: Mapping[str, str], clock: Clock = SYSTEM_CLOCK, detail: str = "") -> None:
+    """Raise :class:`~mcp_lib.retry.Retryable` for an answer worth another try (429, 5xx, a rate-limit 403), with
+    the wait the server asked for; else return."""
+    if status in RETRYABLE_STATUS or is_rate_limited(status, headers):
+        raise Retryable(f"HTTP {status}{detail}", server_wait(headers, clock))
 
 
-@dataclass(frozen=True)
-class Retrying:
-    """The retry policy of one tool call: how to retry, until when, and how to sleep."""
-
-    policy: Policy
-    budget: Budget
-    sleep: Callable[[float], None]
-
-
-def retrying(
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    attempts: int = 4,
-    budget_s: float = 60.0,
-    deadline: float | None = None,
-    base_s: float = 0.5,
-    max_wait_s: float = MAX_SERVER_WAIT_S,
-) -> Retrying:
-    """Retries of RetryableError: time ends at ``budget_s`` from now or at ``deadline`` (a ``clock()`` value),
-    whichever comes first."""
-    started = clock()
-    end = started + budget_s if deadline is None else min(deadline, started + budget_s)
-    return Retrying(Policy(attempts=attempts, base_s=base_s, max_backoff_s=max_wait_s, max_server_wait_s=max_wait_s),
-                    Budget(end, clock), sleep)
-
-
-def call_with_retries(fn: Callable[[], Any], policy: Retrying, what: str) -> Any:
-    """Run ``fn`` under the policy; a platform that stays down becomes a ToolError naming ``what``."""
-    def retryable(exc: BaseException) -> Retry | None:
-        return Retry(policy.policy, exc.wait) if isinstance(exc, RetryableError) else None
-
+def retried(what: str, fn: Callable[[], T], budget: Budget) -> T:
+    """``fn`` retried on :class:`~mcp_lib.retry.Retryable` within ``budget``; a service that stays down, or asks
+    for a wait we will not sit out, becomes a ToolError naming ``what``."""
     try:
-        return call(lambda left: fn(), retryable=retryable, budget=policy.budget, sleep=policy.sleep)
+        return call(lambda _left: fn(), retry=lambda exc: isinstance(exc, Retryable), policy=POLICY, budget=budget)
     except GaveUp as exc:
         if exc.why == "server_wait" and exc.asked is not None:
+            limit = (f"the {POLICY.max_server_wait_s:.0f} s we wait" if exc.asked > POLICY.max_server_wait_s
+                     else f"the {exc.left:.0f} s left for this call")
             raise ToolError(f"{what} is rate limited ({exc.last}); it asks to wait {math.ceil(exc.asked)} s, more "
-                            f"than the {exc.left:.0f} s left for this call; try later or another source") from None
+                            f"than {limit}; try later or another source") from None
         if exc.last is None:
             raise ToolError(f"{what} is unavailable: no time left for another attempt") from None
         raise ToolError(f"{what} is unavailable after retries: {exc.last}") from None
 
 
-def policy_for(ctx: ToolContext, budget_s: float = 60.0) -> Retrying:
-    """The retry policy of one tool call: the injected sleep and clock, bounded by the call's deadline."""
-    return retrying(sleep=ctx.sleep, clock=ctx.clock, budget_s=budget_s, deadline=ctx.deadline)
-
-
-def send(ctx: ToolContext, what: str, method: str, url: str, *, max_wait_s: float = MAX_SERVER_WAIT_S,
-         **kwargs: Any) -> httpx2.Response:
-    """One HTTP call on ``ctx.client`` (an ``httpx2.Client``) with retries; the caller interprets the response.
-
-    Retried (sleeping with ``ctx.sleep``): timeouts, connection failures, 429, 5xx and rate-limit 403s,
-    waiting what the server asks (Retry-After, ``x-ratelimit-reset``), within the call's deadline. A wait longer
-    than ``max_wait_s`` is not sat out: it becomes a ToolError at once. A service that stays down becomes a
-    ToolError naming ``what``.
-    """
+def send(ctx: ToolContext, what: str, method: str, url: str, **kwargs: Any) -> httpx2.Response:
+    """One request on ``ctx.client`` (an ``httpx2.Client``), :func:`retried` on timeouts, connection failures and
+    the answers :func:`check_answer` retries; the caller interprets the response."""
     client: httpx2.Client = ctx.client
+    clock = tool_clock(ctx)
 
     def attempt() -> httpx2.Response:
         try:
             response = client.request(method, url, **kwargs)
         except httpx2.TimeoutException as exc:
-            raise RetryableError(f"timed out ({type(exc).__name__})") from exc
+            raise Retryable(f"timed out ({type(exc).__name__})") from exc
         except httpx2.TransportError as exc:
-            raise RetryableError(f"could not connect ({type(exc).__name__}: {exc})") from exc
-        check_retryable(what, response.status_code, response.headers, ctx.clock(), error_detail(response),
-                        max_wait_s)
+            raise Retryable(f"could not connect ({type(exc).__name__}: {exc})") from exc
+        check_answer(response.status_code, response.headers, clock, error_detail(response))
         return response
 
-    return call_with_retries(attempt, policy_for(ctx), what)
+    return retried(what, attempt, tool_budget(ctx, 60.0))
 
 
 def refuse_writes(request: httpx2.Request) -> None:
@@ -215,7 +159,7 @@ class NameResolution:
     _shared: NameResolution | None = None
 
     def __init__(self, resolver: Resolver = _getaddrinfo, *, wait: Wait = _result, default_timeout_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Clock = SYSTEM_CLOCK):
         self.resolver = resolver
         self.wait = wait
         self.default_timeout_s = default_timeout_s
@@ -252,7 +196,7 @@ class NameResolution:
 
     def _lookup(self, key: tuple[str, int]) -> Future[object]:
         with self._lock:
-            if self._resolved.get(key, float("-inf")) > self.clock():
+            if self._resolved.get(key, float("-inf")) > self.clock.monotonic():
                 done: Future[object] = Future()
                 done.set_result(None)
                 return done
@@ -273,7 +217,7 @@ class NameResolution:
             return
         with self._lock:
             self._pending.pop(key, None)
-            self._resolved[key] = self.clock() + RESOLVED_FOR_S
+            self._resolved[key] = self.clock.monotonic() + RESOLVED_FOR_S
         future.set_result(result)
 
 

@@ -1,11 +1,8 @@
-"""One retry engine for every outbound client: the model, the HTTP platforms and Slack's retry handlers.
-
-A caller says only what is retryable, under which :class:`Policy`, and what the server asked for
-(:func:`server_wait` reads ``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP date, and
-``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0). The rest is decided here, the same way everywhere:
-wait what the server asked, else exponential backoff with jitter; never past the :class:`Budget`'s deadline; a
-server wait longer than the time left (or than ``max_server_wait_s``) ends the retries at once, since retrying
-early would only be refused again. Clock and sleep are injected, so tests never really wait.
+"""Retries as tenacity strategies, kept apart: what is retryable (``retry=``, the caller's), how long to wait
+(``wait=``: what the server asked, else exponential backoff with jitter) and when to stop (``stop=``: the attempts,
+a server wait not worth sitting out, the call's :class:`Budget`). :func:`call` composes them with tenacity's
+operators; each transport has one adapter (mcp_lib.http, the Slack handler, the Redmine engine, the relay's worker,
+the model client). Waits are slept on the budget's :class:`~mcp_lib.clock.Clock`, so tests never wait.
 """
 
 from __future__ import annotations
@@ -13,130 +10,198 @@ from __future__ import annotations
 import email.utils
 import math
 import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
-if TYPE_CHECKING:
-    import tenacity
+import tenacity
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
+
+from .clock import SYSTEM_CLOCK, Clock
 
 T = TypeVar("T")
-Why = Literal["attempts", "deadline", "server_wait"]  # why the retries ended
+Why = Literal["attempts", "server_wait", "deadline"]  # why the retries ended
+Asked = Callable[[BaseException], float | None]  # the wait the server asked for, read from a failure
+
+
+def asked_by(exc: BaseException) -> float | None:
+    """The wait a failure carries as ``asked`` (:class:`Retryable`, the relay's DispatchError), if any."""
+    asked = getattr(exc, "asked", None)
+    return float(asked) if isinstance(asked, int | float) else None
+
+
+class Retryable(Exception):
+    """A failure worth another try, after ``asked`` seconds when the server said how long."""
+
+    def __init__(self, message: str, asked: float | None = None):
+        super().__init__(message)
+        self.asked = asked
 
 
 @dataclass(frozen=True)
 class Budget:
-    """When the work must be over (a ``clock()`` value; None: no limit of its own), on the clock it is read by,
-    and how much time an attempt needs at least (one with less left is not started)."""
+    """Until when retries may go on (a ``clock.monotonic()`` value; None: no limit of its own), the clock they
+    read and sleep on, and the time an attempt needs at least (one with less left is not started)."""
 
     deadline: float | None = None
-    clock: Callable[[], float] = time.monotonic
+    clock: Clock = SYSTEM_CLOCK
     min_attempt_s: float = 0.0
 
     def left(self) -> float:
-        return math.inf if self.deadline is None else self.deadline - self.clock()
+        return math.inf if self.deadline is None else self.deadline - self.clock.monotonic()
+
+
+class Paired:
+    """A :class:`~mcp_lib.clock.Clock` from a ``(sleep, now)`` pair: for callers that still hold one (ToolContext,
+    the model's Request) until they carry a Clock; ``now`` serves as both clocks, as it did there."""
+
+    def __init__(self, sleep: Callable[[float], None], now: Callable[[], float]):
+        self.sleep, self.monotonic, self.wall = sleep, now, now
+
+
+def tool_clock(ctx: Any) -> Clock:
+    """A tool call's clock: a ToolContext's ``(sleep, clock)`` pair, or its ``clock`` once it holds a Clock."""
+    sleep = getattr(ctx, "sleep", None)
+    return ctx.clock if sleep is None else Paired(sleep, ctx.clock)
+
+
+def tool_budget(ctx: Any, budget_s: float = math.inf) -> Budget:
+    """A tool call's retry budget: ``ctx.deadline``, and at most ``budget_s`` from now, on its clock."""
+    clock = tool_clock(ctx)
+    end = clock.monotonic() + budget_s
+    return Budget(end if ctx.deadline is None else min(ctx.deadline, end), clock)
+
+
+def failure(state: tenacity.RetryCallState) -> BaseException | None:
+    return state.outcome.exception() if state.outcome is not None and state.outcome.failed else None
+
+
+# -- wait ------------------------------------------------------------------------------------------------------
+class wait_backoff(wait_base):
+    """Our own wait: ``base_s * 2^(n-1)`` capped at ``max_s``, +-25 % jitter."""
+
+    def __init__(self, base_s: float, max_s: float):
+        self.base_s, self.max_s = base_s, max_s
+
+    def __call__(self, state: tenacity.RetryCallState) -> float:
+        return min(self.base_s * 2 ** (state.attempt_number - 1), self.max_s) * random.uniform(0.75, 1.25)
+
+
+class wait_server(wait_base):
+    """The wait the server asked for (plus up to ``jitter_s``, so that clients do not stampede), else ``fallback``."""
+
+    def __init__(self, asked: Asked, fallback: wait_base, jitter_s: float = 0.0):
+        self.asked, self.fallback, self.jitter_s = asked, fallback, jitter_s
+
+    def __call__(self, state: tenacity.RetryCallState) -> float:
+        exc = failure(state)
+        seconds = self.asked(exc) if exc is not None else None
+        return self.fallback(state) if seconds is None else seconds + random.uniform(0, self.jitter_s)
+
+
+# -- stop ------------------------------------------------------------------------------------------------------
+class stop_server_wait(stop_base):
+    """A server wait longer than ``max_s`` or than the budget's time left: retrying earlier would only be refused
+    again, so the retries end at once."""
+
+    def __init__(self, asked: Asked, max_s: float, budget: Budget):
+        self.asked, self.max_s, self.budget = asked, max_s, budget
+
+    def __call__(self, state: tenacity.RetryCallState) -> bool:
+        exc = failure(state)
+        seconds = self.asked(exc) if exc is not None else None
+        return seconds is not None and (seconds > self.max_s or seconds > self.budget.left())
+
+
+class stop_at_deadline(stop_base):
+    """No wait after which the budget would leave the next attempt less than its ``min_attempt_s``."""
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+
+    def __call__(self, state: tenacity.RetryCallState) -> bool:
+        return self.budget.left() - state.upcoming_sleep <= self.budget.min_attempt_s
 
 
 @dataclass(frozen=True)
 class Policy:
-    """How often and how long to retry one kind of failure."""
+    """How often and how long one kind of failure is retried."""
 
     attempts: int = 4  # in all, the first included
-    base_s: float = 0.5  # our own backoff: base * 2^(n-1), +-25 % jitter, capped at max_backoff_s
+    base_s: float = 0.5
     max_backoff_s: float = 30.0
     max_server_wait_s: float = 30.0  # a longer server-stated wait is not sat out
-    server_jitter_s: float = 0.0  # added to a server-stated wait (slack-sdk's habit, so clients do not stampede)
+    server_jitter_s: float = 0.0
 
-    def backoff(self, attempt: int) -> float:
-        return min(self.base_s * 2 ** (attempt - 1), self.max_backoff_s) * random.uniform(0.75, 1.25)
+    def wait(self, asked: Asked) -> wait_base:
+        return wait_server(asked, wait_backoff(self.base_s, self.max_backoff_s), self.server_jitter_s)
 
-    def next_wait(self, attempt: int, asked: float | None, budget: Budget) -> float | Why:
-        """After the ``attempt``-th failure: the seconds to wait before the next attempt, or why to stop."""
-        left = budget.left()
-        if attempt >= self.attempts:
-            return "attempts"
-        if asked is not None:
-            if asked > self.max_server_wait_s or asked > left:
-                return "server_wait"
-            wait = min(asked + random.uniform(0, self.server_jitter_s), left)
-        else:
-            wait = min(self.backoff(attempt), max(0.0, left))
-        if left - wait <= budget.min_attempt_s:  # no time would be left for the attempt: do not wait for it
-            return "deadline"
-        return wait
+    def stops(self, budget: Budget, asked: Asked) -> dict[Why, stop_base]:
+        return {"attempts": tenacity.stop_after_attempt(self.attempts),
+                "server_wait": stop_server_wait(asked, self.max_server_wait_s, budget),
+                "deadline": stop_at_deadline(budget)}
 
-
-class Retry(NamedTuple):
-    """A failure worth another try: under ``policy``, after the wait the server ``asked`` for, if any."""
-
-    policy: Policy
-    asked: float | None = None
+    def stop(self, budget: Budget, asked: Asked) -> stop_base:
+        attempts, server_wait, deadline = self.stops(budget, asked).values()
+        return attempts | server_wait | deadline
 
 
 class GaveUp(Exception):
     """The retries ended without success: ``why``, after ``attempts`` attempts; ``last`` is the last failure
-    (None when the budget left no time for a first attempt), ``asked`` the server's wait, ``left`` the time left."""
+    (None when the budget left no time for the next attempt), ``asked`` the server's wait, ``left`` the time left."""
 
     def __init__(self, why: Why, attempts: int, last: BaseException | None, asked: float | None, left: float):
         super().__init__(f"{why}: {last}" if last else why)
         self.why, self.attempts, self.last, self.asked, self.left = why, attempts, last, asked, left
 
 
-class _NoTime(Exception):
-    pass
-
-
-def call(fn: Callable[[float], T], *, retryable: Callable[[BaseException], Retry | None], budget: Budget,
-         sleep: Callable[[float], None] = time.sleep,
+def call(fn: Callable[[float], T], *, retry: Callable[[BaseException], bool],
+         policy: Policy | Callable[[BaseException], Policy], budget: Budget, asked: Asked = asked_by,
          on_retry: Callable[[int, BaseException, float], None] | None = None) -> T:
-    """``fn(seconds_left)`` until it succeeds. A failure ``retryable`` returns None for is raised as it is; one
-    that outlasts its policy, or the budget, raises :class:`GaveUp` (from it). ``on_retry(attempt, failure,
-    wait)`` hears of each wait, e.g. for a trace."""
-    import tenacity  # here: server_wait serves the Lambda relay, whose package has no tenacity
-    verdicts: dict[int, tuple[float | Why, Retry | None]] = {}  # attempt number -> (wait or why, how)
+    """``fn(seconds_left)`` until it succeeds. A failure ``retry`` refuses is raised as it is; one that outlasts its
+    policy (which may depend on the failure) or the budget raises :class:`GaveUp` from it. ``on_retry(attempt,
+    failure, wait)`` hears of each wait, e.g. for a trace."""
 
-    def verdict(state: tenacity.RetryCallState) -> tuple[float | Why, Retry | None]:
-        if state.attempt_number not in verdicts:
-            exc = state.outcome.exception() if state.outcome else None
-            how = retryable(exc) if exc is not None and not isinstance(exc, _NoTime) else None
-            decided = "attempts" if how is None else how.policy.next_wait(state.attempt_number, how.asked, budget)
-            verdicts[state.attempt_number] = (decided, how)
-        return verdicts[state.attempt_number]
+    def policy_of(state: tenacity.RetryCallState) -> Policy:
+        if isinstance(policy, Policy):
+            return policy
+        exc = failure(state)
+        assert exc is not None  # asked only after a failure
+        return policy(exc)
 
-    def attempt() -> T:
+    def before(state: tenacity.RetryCallState) -> None:
         left = budget.left()
         if left <= 0 or left < budget.min_attempt_s:
-            raise _NoTime
-        return fn(left)
+            raise GaveUp("deadline", state.attempt_number - 1, None, None, left)
 
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        decided = verdict(state)[0]
-        failure = state.outcome.exception() if state.outcome else None
-        if on_retry is not None and failure is not None and not isinstance(decided, str):
-            on_retry(state.attempt_number, failure, decided)
+    def gave_up(state: tenacity.RetryCallState) -> NoReturn:
+        exc = failure(state)
+        assert exc is not None
+        why = next(why for why, stop in policy_of(state).stops(budget, asked).items() if stop(state))
+        raise GaveUp(why, state.attempt_number, exc, asked(exc), budget.left()) from exc
 
-    def wait(state: tenacity.RetryCallState) -> float:
-        decided = verdict(state)[0]
-        return 0.0 if isinstance(decided, str) else decided
+    def waited(state: tenacity.RetryCallState) -> None:
+        exc = failure(state)
+        if on_retry is not None and exc is not None:
+            on_retry(state.attempt_number, exc, state.upcoming_sleep)
 
     retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_exception(lambda exc: not isinstance(exc, _NoTime) and retryable(exc) is not None),
-        stop=lambda state: isinstance(verdict(state)[0], str), wait=wait, sleep=sleep, before_sleep=before_sleep,
-        reraise=True)
-    try:
-        return retrying(attempt)
-    except _NoTime:
-        failures = max(verdicts, default=0)
-        how = verdicts[failures][1] if failures else None
-        raise GaveUp("deadline", failures, None, how.asked if how else None, budget.left()) from None
-    except Exception as exc:
-        if retryable(exc) is None:
-            raise
-        attempts = max(verdicts, default=1)
-        decided, how = verdicts.get(attempts, ("attempts", None))
-        why: Why = decided if isinstance(decided, str) else "attempts"
-        raise GaveUp(why, attempts, exc, how.asked if how else None, budget.left()) from exc
+        retry=tenacity.retry_if_exception(retry), wait=lambda state: policy_of(state).wait(asked)(state),
+        stop=lambda state: policy_of(state).stop(budget, asked)(state), sleep=budget.clock.sleep, before=before,
+        before_sleep=waited, retry_error_callback=gave_up)
+    return retrying(lambda: fn(budget.left()))
+
+
+def next_wait(policy: Policy, budget: Budget, attempt: int, failed: BaseException,
+              asked: Asked = asked_by) -> float | None:
+    """For a loop another library runs (slack-sdk's): the wait after the ``attempt``-th attempt failed with
+    ``failed``, or None when the retries end."""
+    state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+    state.attempt_number = attempt
+    state.set_exception((type(failed), failed, failed.__traceback__))
+    state.upcoming_sleep = policy.wait(asked)(state)
+    return None if policy.stop(budget, asked)(state) else state.upcoming_sleep
 
 
 # -- what the server asked for ---------------------------------------------------------------------------------
@@ -149,10 +214,10 @@ def header(headers: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def server_wait(headers: Mapping[str, Any], now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait; None when it did not say, or said something unreadable
-    (``Retry-After: soon``). ``now``: wall-clock epoch seconds, for HTTP dates and ``x-ratelimit-reset``."""
-    wall = time.time() if now is None else now
+def server_wait(headers: Mapping[str, Any], clock: Clock = SYSTEM_CLOCK) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP date,
+    ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0, on the clock's wall); None when it did not say, or
+    said something unreadable (``Retry-After: soon``)."""
     millis = header(headers, "retry-after-ms")
     if millis:
         try:
@@ -166,13 +231,13 @@ def server_wait(headers: Mapping[str, Any], now: float | None = None) -> float |
         except ValueError:
             pass
         try:
-            return max(0.0, email.utils.parsedate_to_datetime(retry_after).timestamp() - wall)
+            return max(0.0, email.utils.parsedate_to_datetime(retry_after).timestamp() - clock.wall())
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
     reset = header(headers, "x-ratelimit-reset")
     if header(headers, "x-ratelimit-remaining") == "0" and reset:
         try:
-            return max(0.0, float(reset) - wall)
+            return max(0.0, float(reset) - clock.wall())
         except ValueError:
             return None
     return None

@@ -26,7 +26,7 @@ from agent.core.claude_stream import streamed_message
 from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Request, Usage
 from agent.core.model_config import BEDROCK_ANTHROPIC_VERSION, ModelConfig
 from mcp_lib.config import ConfigError
-from mcp_lib.retry import Budget, GaveUp, Policy, Retry, call, server_wait
+from mcp_lib.retry import Budget, GaveUp, Paired, Policy, call, server_wait
 
 if TYPE_CHECKING:
     from mcp_lib.http import NameResolution
@@ -64,6 +64,11 @@ def _is_retryable(exc: BaseException) -> bool:
         return True
     status = _status(exc)
     return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+def _asked(exc: BaseException) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    return server_wait(headers) if headers is not None else None
 
 
 def _is_boto_network_error(exc: BaseException) -> bool:
@@ -155,8 +160,8 @@ class SdkModel:
 
         try:
             clock, sleep = (request.clock.monotonic, request.clock.sleep) if request.clock else (self.clock, self.sleep)
-            message = call(attempt, retryable=self._retryable, budget=Budget(request.deadline, clock, MIN_ATTEMPT_S),
-                           sleep=sleep, on_retry=on_retry)
+            message = call(attempt, retry=self._retryable, policy=self._policy, asked=_asked,
+                           budget=Budget(request.deadline, Paired(sleep, clock), MIN_ATTEMPT_S), on_retry=on_retry)
         except GaveUp as exc:
             raise self._gave_up(exc, request.model, retries) from None
         except Exception as exc:
@@ -170,13 +175,11 @@ class SdkModel:
         total = min(self.request_timeout_s, left)
         return anthropic.Timeout(total, connect=min(CONNECT_TIMEOUT_S, total))
 
-    def _retryable(self, exc: BaseException) -> Retry | None:
-        if _is_unreachable(exc):
-            return Retry(UNREACHABLE_POLICY)
-        if not _is_retryable(exc):
-            return None
-        headers = getattr(getattr(exc, "response", None), "headers", None)
-        return Retry(self.policy, server_wait(headers) if headers is not None else None)
+    def _retryable(self, exc: BaseException) -> bool:
+        return _is_unreachable(exc) or _is_retryable(exc)
+
+    def _policy(self, exc: BaseException) -> Policy:
+        return UNREACHABLE_POLICY if _is_unreachable(exc) else self.policy
 
     def _gave_up(self, exc: GaveUp, model: str, retries: list[str]) -> ModelUnavailable:
         """Out of retries: ``out_of_time`` when the deadline, not the number of attempts, ended them."""

@@ -296,7 +296,7 @@ class Front:
         """The one door for this run's Slack writes (one write budget for the whole run)."""
         if self._slack_out is None:
             assert slack.writer is not None
-            self._slack_out = SlackOut(slack.writer, trace=self.trace, sleep=self.clock.sleep)
+            self._slack_out = SlackOut(slack.writer, trace=self.trace, clock=self.clock)
         return self._slack_out
 
     def _tell_asker(self, trigger: Trigger, exc: ConfigError) -> None:

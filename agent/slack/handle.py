@@ -44,7 +44,7 @@ class Slack:
         if config is None or (need_bot and config.bot_token is None):
             raise ConfigError("SLACK_BOT_TOKEN", "not set; helpbot answer reads the thread and posts with the "
                                                  "bot token (xoxb-)")
-        self.clients: SlackClients = slack.make_client(config, sleep=clock.sleep)
+        self.clients: SlackClients = slack.make_client(config)
         self.registry: Registry = Registry(env, caller=Caller(answer_channel=answer_channel),
                                            clients={"slack": self.clients}, sleep=clock.sleep,
                                            server_log=guard.server_err)

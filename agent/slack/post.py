@@ -14,7 +14,6 @@ raised. A dry run has no SlackOut at all.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,8 @@ from agent import errors, guard
 from agent.errors import RunFailed
 from agent.slack.blocks import POST_OPTIONS, question_payload
 from mcp_lib import retry
-from mcp_lib.retry import Budget, Policy, Retry, server_wait
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
+from mcp_lib.retry import Budget, Policy, server_wait
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -58,7 +58,7 @@ MAX_ATTEMPTS = 4  # per write
 WRITE_BUDGET_S = 60.0  # all patient writes of one run together may wait this long
 FINAL_RESERVE_S = 20.0  # ... of which this much only the final transitions may spend (✅/❌, 👀 off, cleanup)
 
-# Slack's writes under the one retry engine: Retry-After (+ up to 0.5 s, as slack-sdk's handlers do), else 1, 2, 4 s.
+# Retry-After (+ up to 0.5 s, as slack-sdk's handlers do), else 1, 2, 4 s.
 WRITE_POLICY = Policy(attempts=MAX_ATTEMPTS, base_s=1.0, max_backoff_s=8.0, max_server_wait_s=MAX_WAIT_S,
                       server_jitter_s=0.5)
 # A final transition keeps trying while its reserve lasts: nothing comes after it that could do it instead.
@@ -66,28 +66,30 @@ FINAL_POLICY = replace(WRITE_POLICY, attempts=3 * MAX_ATTEMPTS)
 
 
 class WriteBudget:
-    """How long one run's writes may wait on Slack in total, whatever the storm: a clock that only the waits move,
-    so that each write's :class:`mcp_lib.retry.Budget` is "what is left of the run's waiting". The last
-    ``reserve`` seconds are the final transitions': a storm on the answer cannot leave the thread without ✅."""
+    """The clock of one run's writes: only their waits move it (slept on the run's ``clock``), so each write's
+    :class:`~mcp_lib.retry.Budget` is "what is left of the run's waiting". The last ``reserve`` seconds are the
+    final transitions': a storm on the answer cannot leave the thread without ✅."""
 
-    def __init__(self, seconds: float = WRITE_BUDGET_S, reserve: float = FINAL_RESERVE_S):
-        self.seconds = seconds
-        self.reserve = min(reserve, seconds)
+    def __init__(self, clock: Clock = SYSTEM_CLOCK, seconds: float = WRITE_BUDGET_S, reserve: float = FINAL_RESERVE_S):
+        self.clock, self.seconds, self.reserve = clock, seconds, min(reserve, seconds)
         self.waited = 0.0
 
-    def _end(self, final: bool) -> float:
-        return self.seconds if final else self.seconds - self.reserve
+    def monotonic(self) -> float:
+        return self.waited
 
-    def left(self, final: bool = False) -> float:
-        return self._end(final) - self.waited
+    def wall(self) -> float:
+        return self.clock.wall()
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+        self.waited += seconds
 
     def for_write(self, final: bool = False) -> Budget:
-        return Budget(deadline=self._end(final), clock=lambda: self.waited)
+        return Budget(deadline=self.seconds if final else self.seconds - self.reserve, clock=self)
 
 
 def retry_after(exc: BaseException) -> float | None:
-    """The wait a 429 asked for (seconds; read by :func:`mcp_lib.retry.server_wait`, the one parser, and 1 s when
-    it is unreadable), None for any other failure."""
+    """The wait a 429 asked for (1 s when it is unreadable), None for any other failure."""
     response = getattr(exc, "response", None)
     if getattr(response, "status_code", None) != 429:
         return None
@@ -95,16 +97,15 @@ def retry_after(exc: BaseException) -> float | None:
     return 1.0 if asked is None else asked
 
 
-def retryable(exc: BaseException) -> Retry | None:
+def retryable(exc: BaseException) -> bool:
     """What is worth another try: a 429 (after its Retry-After), a 5xx, a reset, a timeout, a refused connection."""
     from slack_sdk.errors import SlackApiError
 
-    asked = retry_after(exc)
-    if asked is not None:
-        return Retry(WRITE_POLICY, asked)
+    if retry_after(exc) is not None:
+        return True
     if isinstance(exc, SlackApiError):
-        return Retry(WRITE_POLICY) if exc.response.status_code >= 500 else None
-    return Retry(WRITE_POLICY) if isinstance(exc, OSError) else None
+        return exc.response.status_code >= 500
+    return isinstance(exc, OSError)
 
 
 def may_have_succeeded(exc: BaseException) -> bool:
@@ -120,12 +121,10 @@ def may_have_succeeded(exc: BaseException) -> bool:
 class SlackOut:
     """All of helpbot's writes to Slack go through here: guarded, traced, and retried within the budget."""
 
-    def __init__(self, web: WebClient, *, trace: Trace, sleep: Callable[[float], None] = time.sleep,
-                 budget: WriteBudget | None = None):
+    def __init__(self, web: WebClient, *, trace: Trace, clock: Clock = SYSTEM_CLOCK):
         self.web = web
         self.trace = trace
-        self.sleep = sleep
-        self.budget = budget or WriteBudget()
+        self.budget = WriteBudget(clock)
 
     def _call(self, api: str, *, patient: bool = True, final: bool = False,
               adopt: Callable[[], str | None] | None = None, **params: Any) -> Any:
@@ -140,22 +139,18 @@ class SlackOut:
                 return {"ts": found}
             return guard.slack(self.web, api, **params)
 
-        if not patient or self.budget.left(final) <= 0:
+        budget = self.budget.for_write(final)
+        if not patient or budget.left() <= 0:
             return write(0.0)
 
         def waited(attempt: int, exc: BaseException, wait: float) -> None:
             nonlocal uncertain
             uncertain = may_have_succeeded(exc)
             self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
-            self.budget.waited += wait
-
-        def how(exc: BaseException) -> Retry | None:
-            found = retryable(exc)
-            return Retry(FINAL_POLICY, found.asked) if final and found is not None else found
 
         try:
-            return retry.call(write, retryable=how, budget=self.budget.for_write(final), sleep=self.sleep,
-                              on_retry=waited)
+            return retry.call(write, retry=retryable, policy=FINAL_POLICY if final else WRITE_POLICY,
+                              asked=retry_after, budget=budget, on_retry=waited)
         except retry.GaveUp as gave_up:
             if gave_up.last is None:
                 raise

@@ -36,7 +36,6 @@ import binascii
 import json
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,13 +43,15 @@ from typing import Any
 
 import anyio
 import httpx2
-from slack_sdk.signature import Clock, SignatureVerifier
+from slack_sdk.signature import Clock as SignatureClock
+from slack_sdk.signature import SignatureVerifier
 
 from agent.config import DECLARED
 from agent.errors import BadInput, DispatchError, error_line
 from agent.slack import vote
 from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.trigger import TRIGGER_EVENTS, parse_event_data
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import Refused, door
 from mcp_lib.http import door_async_client, door_client
@@ -193,12 +194,14 @@ class Seen:
             return event_id in self._ids
 
 
-class _InjectedClock(Clock):
-    def __init__(self, now: Callable[[], float]):
-        self._now = now
+class _Wall(SignatureClock):
+    """slack-sdk's signature clock: our clock's wall."""
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
 
     def now(self) -> float:
-        return self._now()
+        return self.clock.wall()
 
 
 def reply(status: int, body: str | dict[str, Any]) -> Response:
@@ -214,7 +217,7 @@ def log(message: str) -> None:
 
 
 def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, dispatch: Dispatch,
-           now: Callable[[], float] = time.time, settings: TriggerSettings | None = None,
+           clock: Clock = SYSTEM_CLOCK, settings: TriggerSettings | None = None,
            seen: Seen | None = None, defer: Callable[[dict[str, str]], bool] | None = None) -> Response:
     """One Slack Events API request -> (status, headers, body). Dispatches each event at most once, only when
     signed: now (``dispatch``), or after the answer (``defer``, the server's worker)."""
@@ -223,7 +226,7 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
     if len(raw_body) > MAX_BODY_BYTES:
         return reply(413, "too large")
     lower = {str(k).lower(): str(v) for k, v in headers.items()}
-    verifier = SignatureVerifier(signing_secret, clock=_InjectedClock(now))
+    verifier = SignatureVerifier(signing_secret, clock=_Wall(clock))
     try:
         # hmac.compare_digest raises TypeError on a non-ASCII signature; int() ValueError on a bad timestamp
         valid = verifier.is_valid_request(raw_body, lower)
@@ -293,20 +296,19 @@ class Relay:
     ``worker``: makes the server's worker, which dispatches after the answer (:mod:`agent.slack.relay_server`);
     without one (Lambda) the dispatch happens before the answer."""
 
-    def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None,
-                 now: Callable[[], float] = time.time, *, worker: Callable[..., Any] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 worker: Callable[..., Any] | None = None):
         self.config = config
         self.dispatch = dispatch or github_dispatcher(config, deadline=WORKER_DEADLINE_S if worker is not None
                                                       else DISPATCH_DEADLINE_S)
-        self.now = now
+        self.clock = clock
         self.seen = Seen()
-        self.worker = worker(self.dispatch, sleep=sleep) if worker is not None else None
+        self.worker = worker(self.dispatch, clock=clock) if worker is not None else None
 
     def __call__(self, headers: Mapping[str, str], raw_body: bytes) -> Response:
         try:
             return handle(headers, raw_body, signing_secret=self.config.signing_secret, dispatch=self.dispatch,
-                          now=self.now, settings=self.config.settings, seen=self.seen,
+                          clock=self.clock, settings=self.config.settings, seen=self.seen,
                           defer=self.worker.submit if self.worker is not None else None)
         except Exception as exc:  # a bug must be one log line and a 500 (Slack retries), never a traceback
             log(f"internal error: {error_line(exc)[:200]}")

@@ -13,8 +13,7 @@ import queue
 import socket
 import sys
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,16 +32,17 @@ from agent.slack.relay import (
     reply,
 )
 from mcp_lib import retry
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 
 
 class Dispatcher:
     """The server's dispatches, after the ack: one worker thread, a few tries each, every outcome one log line."""
 
-    def __init__(self, dispatch: Dispatch, *, attempts: int = DISPATCH_ATTEMPTS,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, dispatch: Dispatch, *, attempts: int = DISPATCH_ATTEMPTS, clock: Clock = SYSTEM_CLOCK):
         self.dispatch = dispatch
-        self.attempts = attempts
-        self.sleep = sleep
+        # GitHub's 5xx, 429 and timeouts, after the wait GitHub asked for (DispatchError.asked)
+        self.policy = retry.Policy(attempts=attempts, base_s=1.0, max_server_wait_s=60.0)
+        self.clock = clock
         self.queue: queue.Queue[dict[str, str] | None] = queue.Queue(maxsize=1000)
         self.thread = threading.Thread(target=self._work, name="helpbot-relay-dispatch", daemon=True)
         self.thread.start()
@@ -63,8 +63,9 @@ class Dispatcher:
         while (payload := self.queue.get()) is not None:
             where = f"{payload.get('channel')}/{payload.get('ts')}"
             try:
-                retry.call(lambda _left: self.dispatch(payload), retryable=self._retryable, budget=retry.Budget(),
-                           sleep=self.sleep)
+                retry.call(lambda _left: self.dispatch(payload), policy=self.policy,
+                           retry=lambda exc: isinstance(exc, DispatchError) and exc.retryable,
+                           budget=retry.Budget(clock=self.clock))
             except retry.GaveUp as exc:
                 log(f"dispatch failed for {where}: {exc.last or exc.why}")
             except DispatchError as exc:
@@ -75,12 +76,6 @@ class Dispatcher:
                 log(f"dispatched {where}")
             self.queue.task_done()
         self.queue.task_done()
-
-    def _retryable(self, exc: BaseException) -> retry.Retry | None:
-        """GitHub's 5xx, 429 and timeouts, after the wait GitHub asked for (the one retry engine decides)."""
-        if isinstance(exc, DispatchError) and exc.retryable:
-            return retry.Retry(retry.Policy(attempts=self.attempts, base_s=1.0, max_server_wait_s=60.0), exc.asked)
-        return None
 
 
 class _Server(ThreadingHTTPServer):

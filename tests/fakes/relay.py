@@ -19,6 +19,7 @@ from agent.slack.relay import (
     github_dispatcher,
 )
 from agent.slack.relay_server import make_server
+from tests.fakes.clock import FakeClock
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 NOW = 1_700_000_100
@@ -69,7 +70,7 @@ class GitHub:
 
 def relay_for(github: GitHub, env: dict[str, str] | None = None) -> Relay:
     config = RelayConfig.from_env({**ENV, **(env or {})})
-    return Relay(config, github_dispatcher(config, transport=github.transport), now=lambda: NOW)
+    return Relay(config, github_dispatcher(config, transport=github.transport), clock=FakeClock(wall=NOW))
 
 
 def post(relay: Relay, body: object, headers: dict[str, str] | None = None) -> tuple[int, bytes]:

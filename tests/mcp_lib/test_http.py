@@ -1,4 +1,4 @@
-"""The shared retry policy and answer helpers of mcp_lib.http, on their own."""
+"""mcp_lib.http on its own: one tool call's retries, the answer helpers, the bounded name resolution."""
 
 from __future__ import annotations
 
@@ -11,46 +11,47 @@ import pytest
 
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.doors import door
-from mcp_lib.http import (
-    NameResolution,
-    RetryableError,
-    Wait,
-    call_with_retries,
-    door_client,
-    error_detail,
-    retrying,
-    send,
-)
+from mcp_lib.http import NameResolution, Wait, door_client, error_detail, retried, send
+from mcp_lib.retry import Budget, Retryable
 from tests.fakes.clock import FakeClock
 
 NOW = 1_800_000_000.0
 
 
 def test_a_wait_longer_than_the_time_left_stops_instead_of_retrying_early() -> None:
-    clock = FakeClock(wall=NOW)
+    clock = FakeClock()
     attempts = []
 
     def limited() -> None:
-        attempts.append(clock.wall())
-        raise RetryableError("HTTP 429", wait=20.0)
+        attempts.append(clock.monotonic())
+        raise Retryable("HTTP 429", asked=20.0)
 
-    policy = retrying(sleep=clock.sleep, clock=clock.wall, attempts=10, budget_s=600, deadline=NOW + 30)
     with pytest.raises(ToolError, match="asks to wait 20 s, more than the 10 s left"):
-        call_with_retries(limited, policy, "Service")
+        retried("Service", limited, Budget(clock.monotonic() + 30, clock))
     assert clock.sleeps == [20.0] and len(attempts) == 2
 
 
+def test_a_wait_longer_than_we_ever_sit_out_is_reported_at_once() -> None:
+    clock = FakeClock()
+
+    def limited() -> None:
+        raise Retryable("HTTP 403", asked=1800.0)
+
+    with pytest.raises(ToolError, match="asks to wait 1800 s, more than the 30 s we wait"):
+        retried("GitHub", limited, Budget(clock=clock))
+    assert clock.sleeps == []
+
+
 def test_backoff_of_our_own_never_sleeps_into_the_deadline() -> None:
-    clock = FakeClock(wall=NOW)
+    clock = FakeClock()
 
     def down() -> None:
-        raise RetryableError("HTTP 503")
+        raise Retryable("HTTP 503")
 
-    policy = retrying(sleep=clock.sleep, clock=clock.wall, attempts=10, base_s=4, deadline=NOW + 5)
-    with pytest.raises(ToolError, match="unavailable after retries"):
-        call_with_retries(down, policy, "Service")
-    # 4 s +-25 %, then the second backoff (8 s +-25 %) would leave no time for an attempt: stop instead of waiting
-    assert len(clock.sleeps) == 1 and 3.0 <= clock.sleeps[0] < 5.0
+    with pytest.raises(ToolError, match="unavailable after retries: HTTP 503"):
+        retried("Service", down, Budget(clock.monotonic() + 1.0, clock))
+    # 0.5 s +-25 %, then the second backoff (1 s +-25 %) would leave no time for an attempt: stop instead of waiting
+    assert len(clock.sleeps) == 1 and 0.375 <= clock.sleeps[0] <= 0.625
 
 
 @pytest.mark.parametrize(("body", "expected"), [

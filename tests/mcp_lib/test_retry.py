@@ -1,10 +1,21 @@
-"""The one retry engine: what the server asked for, our backoff, the deadline, and why retries end."""
+"""The retry strategies: what the server asked for, our backoff, the stops, and why retries end."""
 
 from __future__ import annotations
 
 import pytest
+import tenacity
 
-from mcp_lib.retry import Budget, GaveUp, Policy, Retry, call, server_wait
+from mcp_lib.retry import (
+    Budget,
+    GaveUp,
+    Policy,
+    Retryable,
+    asked_by,
+    call,
+    next_wait,
+    server_wait,
+    wait_backoff,
+)
 from tests.fakes.clock import FakeClock
 
 NOW = 1_800_000_000.0  # wall-clock epoch seconds, for HTTP dates and x-ratelimit-reset
@@ -25,28 +36,35 @@ NOW = 1_800_000_000.0  # wall-clock epoch seconds, for HTTP dates and x-ratelimi
     ({}, None),
 ])
 def test_server_wait_reads_what_it_can_and_never_raises(headers: dict[str, object], expected: float | None) -> None:
-    wait = server_wait(headers, NOW)
+    wait = server_wait(headers, FakeClock(wall=NOW))
     assert wait == pytest.approx(expected) if expected is not None else wait is None
 
 
 def test_backoff_doubles_with_jitter_and_is_capped() -> None:
-    policy = Policy(attempts=10, base_s=2.0, max_backoff_s=10.0)
-    assert 1.5 <= policy.backoff(1) <= 2.5 and 3.0 <= policy.backoff(2) <= 5.0
-    assert 7.5 <= policy.backoff(5) <= 12.5  # 32 s capped at 10 s, then jittered
+    backoff = wait_backoff(2.0, 10.0)
+
+    def nth(n: int) -> float:
+        state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+        state.attempt_number = n
+        return backoff(state)
+
+    assert 1.5 <= nth(1) <= 2.5 and 3.0 <= nth(2) <= 5.0
+    assert 7.5 <= nth(5) <= 12.5  # 32 s capped at 10 s, then jittered
 
 
-def test_the_verdicts() -> None:
+def test_the_stops() -> None:
     policy = Policy(attempts=3, max_server_wait_s=30.0)
-    forever, ten_left = Budget(), Budget(10.0, lambda: 0.0)
-    assert policy.next_wait(3, None, forever) == "attempts"
-    assert policy.next_wait(1, 31.0, forever) == "server_wait"  # longer than we ever sit out
-    assert policy.next_wait(1, 11.0, ten_left) == "server_wait"  # longer than the time left
-    assert policy.next_wait(1, 9.0, ten_left) == 9.0
-    assert policy.next_wait(1, 9.5, Budget(10.0, lambda: 0.0, min_attempt_s=1.0)) == "deadline"
+    clock = FakeClock(start=0.0)
+    forever, ten_left = Budget(clock=clock), Budget(10.0, clock)
+    assert next_wait(policy, forever, 3, Retryable("503")) is None  # the attempts are spent
+    assert next_wait(policy, forever, 1, Retryable("429", 31.0)) is None  # longer than we ever sit out
+    assert next_wait(policy, ten_left, 1, Retryable("429", 11.0)) is None  # longer than the time left
+    assert next_wait(policy, ten_left, 1, Retryable("429", 9.0)) == 9.0
+    assert next_wait(policy, Budget(10.0, clock, min_attempt_s=1.0), 1, Retryable("429", 9.5)) is None
 
 
 def test_call_retries_what_the_caller_calls_retryable_and_reports_each_wait() -> None:
-    clock = FakeClock(start=0.0)
+    clock = FakeClock()
     failures = [ValueError("throttled"), ValueError("throttled")]
     heard: list[tuple[int, float]] = []
 
@@ -55,20 +73,19 @@ def test_call_retries_what_the_caller_calls_retryable_and_reports_each_wait() ->
             raise failures.pop(0)
         return "ok"
 
-    result = call(fn, retryable=lambda exc: Retry(Policy(), 2.0) if isinstance(exc, ValueError) else None,
-                  budget=Budget(None, clock.monotonic), sleep=clock.sleep,
-                  on_retry=lambda n, exc, wait: heard.append((n, wait)))
+    result = call(fn, retry=lambda exc: isinstance(exc, ValueError), policy=Policy(), asked=lambda exc: 2.0,
+                  budget=Budget(clock=clock), on_retry=lambda n, exc, wait: heard.append((n, wait)))
     assert result == "ok" and clock.sleeps == [2.0, 2.0] and heard == [(1, 2.0), (2, 2.0)]
 
 
 def test_a_failure_that_is_not_retryable_is_raised_as_it_is() -> None:
-    clock = FakeClock(start=0.0)
+    clock = FakeClock()
 
     def fn(left: float) -> None:
         raise KeyError("rejected")
 
     with pytest.raises(KeyError):
-        call(fn, retryable=lambda exc: None, budget=Budget(None, clock.monotonic), sleep=clock.sleep)
+        call(fn, retry=lambda exc: False, policy=Policy(), budget=Budget(clock=clock))
     assert clock.sleeps == []
 
 
@@ -85,16 +102,28 @@ def test_why_the_retries_ended(policy: Policy, deadline: float | None, why: str,
         raise ConnectionError("down")
 
     with pytest.raises(GaveUp) as caught:
-        call(down, retryable=lambda exc: Retry(policy), budget=Budget(deadline, clock.monotonic), sleep=clock.sleep)
+        call(down, retry=lambda exc: True, policy=policy, budget=Budget(deadline, clock))
     assert caught.value.why == why and caught.value.attempts == attempts == len(calls)
     assert isinstance(caught.value.last, ConnectionError) and caught.value.__cause__ is caught.value.last
+
+
+def test_a_server_wait_that_does_not_fit_ends_the_retries_at_once() -> None:
+    clock = FakeClock(start=0.0)
+
+    def limited(left: float) -> None:
+        raise Retryable("HTTP 429", asked=20.0)
+
+    with pytest.raises(GaveUp) as caught:
+        call(limited, retry=lambda exc: True, policy=Policy(attempts=10), budget=Budget(30.0, clock))
+    assert caught.value.why == "server_wait" and caught.value.asked == 20.0 and caught.value.attempts == 2
+    assert clock.sleeps == [20.0] and caught.value.left == 10.0
 
 
 def test_no_attempt_starts_without_the_time_it_needs() -> None:
     clock = FakeClock(start=0.0)
     with pytest.raises(GaveUp) as caught:
-        call(lambda left: "never", retryable=lambda exc: Retry(Policy()), sleep=clock.sleep,
-             budget=Budget(0.5, clock.monotonic, min_attempt_s=1.0))
+        call(lambda left: "never", retry=lambda exc: True, policy=Policy(),
+             budget=Budget(0.5, clock, min_attempt_s=1.0))
     assert caught.value.why == "deadline" and caught.value.attempts == 0 and caught.value.last is None
 
 
@@ -106,9 +135,12 @@ def test_each_failure_is_retried_under_its_own_policy() -> None:
     def refused(left: float) -> None:
         raise ConnectionRefusedError
 
-    def retryable(exc: BaseException) -> Retry:
-        return Retry(quick if isinstance(exc, ConnectionRefusedError) else patient)
-
     with pytest.raises(GaveUp) as caught:
-        call(refused, retryable=retryable, budget=Budget(480.0, clock.monotonic), sleep=clock.sleep)
+        call(refused, retry=lambda exc: True, budget=Budget(480.0, clock),
+             policy=lambda exc: quick if isinstance(exc, ConnectionRefusedError) else patient)
     assert caught.value.why == "attempts" and caught.value.attempts == 2 and clock.sleeps[0] <= 1.25
+
+
+def test_the_wait_a_failure_carries() -> None:
+    assert asked_by(Retryable("429", 3.0)) == 3.0 and asked_by(Retryable("503")) is None
+    assert asked_by(ValueError("x")) is None

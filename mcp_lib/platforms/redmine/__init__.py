@@ -1,19 +1,10 @@
 """redmine: tickets (with their full history) and wiki pages, read-only, through python-redmine.
 
-The seam for retries is python-redmine's engine: :class:`~mcp_lib.platforms.redmine.session.Engine` turns
-429/5xx answers and connection failures or timeouts into :class:`~mcp_lib.http.RetryableError` (with the
-server's Retry-After), and refuses anything but GET. Each tool call then runs its requests under one retry
-policy from ``mcp_lib.http`` with the injected sleep, bounded by the call's deadline, so a Redmine that stays
-down becomes an error result in time.
-
-The optional project allowlist (``HELPBOT_REDMINE_PROJECTS``) is enforced here, not in the prompt: ``project``
-arguments outside it are refused, searches are scoped to the allowed projects, and any result, issue, child or
-related issue that belongs to another project (a subproject included) is dropped or refused anyway. A wiki title
-cannot walk out of its project (``../`` is refused and titles are URL-quoted), and a wiki redirect (a renamed
-or moved page) is followed only into an allowed project.
-Private issues and private notes are never returned: the answer is posted where not everyone may see them.
-The filters leave no trace: a search whose only hits are hidden returns what a search without hits returns (no
-count, no note), and a refused issue or page gets the words a missing one gets.
+Requests go through the session's engine (:mod:`~mcp_lib.platforms.redmine.session`: GET only, retried under one
+budget per tool call). The project allowlist (``HELPBOT_REDMINE_PROJECTS``) is enforced in code on arguments,
+searches, results and related issues; wiki titles cannot leave their project, a wiki redirect is followed only
+into an allowed project. Private issues and notes are never returned (the answer is posted where not everyone
+may see them), and the filters leave no trace: hidden hits read like no hits, a refused issue like a missing one.
 """
 
 from __future__ import annotations

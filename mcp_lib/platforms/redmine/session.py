@@ -5,7 +5,6 @@ Imported only when a Redmine tool runs, so a run without Redmine never loads pyt
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
@@ -17,7 +16,8 @@ from redminelib.engines.sync import SyncEngine
 
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, door, origin
-from ...http import RetryableError, call_with_retries, check_retryable, policy_for
+from ...http import check_answer, retried
+from ...retry import Retryable, tool_budget
 from .base import PROJECT_IDENT, NotFound, Redirected, RedmineConfig
 
 T = TypeVar("T")
@@ -43,8 +43,9 @@ class DoorSession(requests.Session):
 
 
 class Engine(SyncEngine):
-    """python-redmine's requests engine, read-only, with retryable failures raised as RetryableError; its session
-    is a :class:`DoorSession` (:meth:`through` makes the engine class of one door: python-redmine wants a class)."""
+    """python-redmine's requests engine, read-only, with what is worth another try raised as Retryable (the
+    decision :mod:`mcp_lib.http` makes for httpx2); its session is a :class:`DoorSession`. :meth:`through` makes the
+    engine class of one door (python-redmine wants a class)."""
 
     door: Door
 
@@ -65,9 +66,9 @@ class Engine(SyncEngine):
         try:
             return super().request(method, url, headers=headers, params=params, data=data)
         except requests.Timeout as exc:
-            raise RetryableError(f"Redmine did not answer in time ({type(exc).__name__})") from exc
+            raise Retryable(f"Redmine did not answer in time ({type(exc).__name__})") from exc
         except requests.ConnectionError as exc:
-            raise RetryableError(f"cannot connect to Redmine at {url.split('?')[0]} ({type(exc).__name__})") from exc
+            raise Retryable(f"cannot connect to Redmine at {url.split('?')[0]} ({type(exc).__name__})") from exc
 
     def construct_request_kwargs(self, method: str, headers: Any, params: Any, data: Any) -> dict[str, Any]:
         # python-redmine stores requests={"timeout": ...} on the Session, where requests ignores it: pass it on.
@@ -76,7 +77,7 @@ class Engine(SyncEngine):
         return kwargs
 
     def process_response(self, response: requests.Response) -> Any:
-        check_retryable("Redmine", response.status_code, response.headers, time.time())
+        check_answer(response.status_code, response.headers)
         if response.history and not self.door.allows(str(response.url)):  # its answer is not Redmine's
             raise ToolError(f"Redmine redirected the request to another origin ({origin(str(response.url))}); "
                             "the answer is not used: check REDMINE_URL (scheme, host and port)")
@@ -112,7 +113,7 @@ class Session:
         self.config: RedmineConfig = ctx.config
         self.api = self.client.api
         self.base = self.config.url
-        self.policy = policy_for(ctx, budget_s=self.config.retry_budget_s)
+        self.budget = tool_budget(ctx, self.config.retry_budget_s)  # all requests of the call together
 
     def call(self, fn: Callable[[], T], not_found: str = "not found in Redmine") -> T:
         if not self.client.key_checked:
@@ -123,7 +124,7 @@ class Session:
 
     def _call(self, fn: Callable[[], T], not_found: str) -> T:
         try:
-            return call_with_retries(fn, self.policy, "Redmine")
+            return retried("Redmine", fn, self.budget)
         except exceptions.AuthError:
             raise CredentialsError("Redmine rejected the API key (HTTP 401): check REDMINE_API_KEY") from None
         except exceptions.ForbiddenError:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import math
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 from urllib.error import URLError
 from urllib.request import Request
@@ -31,7 +29,7 @@ from slack_sdk.web import SlackResponse
 from ...config import DECLARED, ConfigError, env_str, env_timezone, env_url
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, slack_door
-from ...retry import Budget, Policy, header, server_wait
+from ...retry import Budget, Policy, Retryable, header, next_wait, server_wait, tool_budget
 from ...slack_scopes import token_scopes
 
 DEFAULT_API_URL = DECLARED["SLACK_API_URL"].default
@@ -89,67 +87,47 @@ def load_config(env: Mapping[str, str]) -> SlackConfig | None:
     return SlackConfig(api_url=f"{api_url}/", bot_token=bot, user_token=user, timezone=timezone)
 
 
-# -- retries: slack-sdk's handlers, deciding with mcp_lib.retry --------------------------------------------
-# slack-sdk runs the retry loop and builds its handlers once per client, so the budget of the tool call in
-# progress on this thread reaches them here (set by ``call``).
+# -- retries: slack-sdk runs the loop and builds its handlers once per client, so the budget of the tool call in
+# progress (its deadline and clock) reaches them through a context variable, set by ``request``.
 _BUDGET: ContextVar[Budget | None] = ContextVar("slack_call_budget", default=None)
 
 
-@contextmanager
-def _budget(deadline: float | None, clock: Callable[[], float]) -> Iterator[None]:
-    token = _BUDGET.set(Budget(deadline, clock))
-    try:
-        yield
-    finally:
-        _BUDGET.reset(token)
+class Retries(RetryHandler):
+    """slack-sdk's own handlers say what is retryable, each under its policy; the wait and the stop are
+    :mod:`mcp_lib.retry`'s, within the call's budget, and the wait is slept on its clock."""
 
-
-class _Decided(RetryHandler):
-    """slack-sdk's handler says which failures are retryable; :mod:`mcp_lib.retry` decides whether and how long
-    to wait (within the call's budget), and the wait goes through the injected ``sleep``, never ``time.sleep``."""
-
-    def __init__(self, sleep: Callable[[float], None], policy: Policy):
-        super().__init__(max_retry_count=policy.attempts - 1)
-        self.sleep = sleep
-        self.policy = policy
-
-    def _verdict(self, state: RetryState, response: HttpResponse | None) -> float | str:
-        asked = server_wait(response.headers) if response is not None else None
-        return self.policy.next_wait(state.current_attempt + 1, asked, _BUDGET.get() or Budget())
+    def __init__(self, kinds: list[tuple[RetryHandler, Policy]]):
+        super().__init__()
+        self.kinds = kinds
 
     def can_retry(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
                   error: Exception | None = None) -> bool:
-        return (super().can_retry(state=state, request=request, response=response, error=error)
-                and not isinstance(self._verdict(state, response), str))
+        policy = next((policy for judge, policy in self.kinds
+                       if judge.can_retry(state=state, request=request, response=response, error=error)), None)
+        if policy is None:
+            return False
+        budget = _BUDGET.get() or Budget()
+        asked = server_wait(response.headers, budget.clock) if response is not None else None
+        failed = Retryable(str(error or f"HTTP {response.status_code if response else '?'}"), asked)
+        state.custom_values = {"wait": next_wait(policy, budget, state.current_attempt + 1, failed)}
+        return state.custom_values["wait"] is not None
 
     def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest,
                                  response: HttpResponse | None = None, error: Exception | None = None) -> None:
         state.next_attempt_requested = True
-        wait = self._verdict(state, response)
-        self.sleep(0.0 if isinstance(wait, str) else wait)
+        (_BUDGET.get() or Budget()).clock.sleep((state.custom_values or {}).get("wait") or 0.0)
         state.increment_current_attempt()
 
 
-class RateLimitRetry(_Decided, RateLimitErrorRetryHandler):
-    """429: wait what Retry-After says (plus jitter, as slack-sdk does)."""
-
-
-class ServerErrorRetry(_Decided, ServerErrorRetryHandler):
-    """500/503."""
-
-
-class ConnectionErrorRetry(_Decided, ConnectionErrorRetryHandler):
-    """A connection that failed or was reset."""
-
-
-def retry_handlers(config: SlackConfig, sleep: Callable[[float], None]) -> list[RetryHandler]:
+def retry_handlers(config: SlackConfig) -> list[RetryHandler]:
+    """429 (Retry-After, plus up to 0.5 s as slack-sdk does), 500/503, and a connection that failed or was reset."""
     attempts = config.max_retries + 1
-    return [
-        RateLimitRetry(sleep, Policy(attempts, base_s=1.0, max_server_wait_s=config.max_retry_wait_s,
-                                     server_jitter_s=0.5)),
-        ServerErrorRetry(sleep, Policy(attempts)),
-        ConnectionErrorRetry(sleep, Policy(2)),
-    ]
+    return [Retries([
+        (RateLimitErrorRetryHandler(attempts), Policy(attempts, base_s=1.0, max_server_wait_s=config.max_retry_wait_s,
+                                                      server_jitter_s=0.5)),
+        (ServerErrorRetryHandler(attempts), Policy(attempts)),
+        (ConnectionErrorRetryHandler(1), Policy(2)),
+    ])]
 
 
 # -- the client ---------------------------------------------------------------------------------------------
@@ -214,8 +192,8 @@ def web_client(config: SlackConfig, token: str, **kwargs: Any) -> WebClient:
     return DoorWebClient(door=door, token=token, base_url=config.api_url, timeout=config.timeout_s, **kwargs)
 
 
-def make_client(config: SlackConfig, sleep: Callable[[float], None] = time.sleep) -> SlackClients:
-    handlers = retry_handlers(config, sleep)
+def make_client(config: SlackConfig) -> SlackClients:
+    handlers = retry_handlers(config)
 
     def web(token: str | None) -> WebClient | None:
         if token is None:
@@ -290,23 +268,25 @@ def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, *
     clients: SlackClients = ctx.client
     web, variable = token
     method = getattr(web, api.replace(".", "_"))
-    deadline = ctx.deadline if patient else ctx.clock()
+    budget = tool_budget(ctx)
+    reset = _BUDGET.set(budget if patient else replace(budget, deadline=budget.clock.monotonic()))
     try:
-        with _budget(deadline, ctx.clock):
-            response = method(**{k: v for k, v in params.items() if v is not None})
+        response = method(**{k: v for k, v in params.items() if v is not None})
     except SlackApiError as exc:
         error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
         message = explain(exc, api, variable)
         if error == "channel_not_found":
             raise ChannelNotFound(message) from None
         if exc.response.status_code == 429:
-            raise RateLimited(message, server_wait(exc.response.headers)) from None
+            raise RateLimited(message, server_wait(exc.response.headers, budget.clock)) from None
         raise (CredentialsError if error in AUTH_ERRORS else ToolError)(message) from None
     except TimeoutError:
         raise ToolError(f"Slack did not answer {api} within {clients.config.timeout_s} s; try again later") from None
     except (URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ToolError(f"cannot reach Slack at {clients.config.api_url} ({api}): {reason}") from None
+    finally:
+        _BUDGET.reset(reset)
     return response
 
 

@@ -15,6 +15,7 @@ from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.markers import EVENT_TYPES
 from agent.slack.relay import handle
 from agent.slack.trigger import parse_event_data
+from tests.fakes.clock import FakeClock
 from tests.fakes.front import BOT, WRITES, answer_scripted, bot_messages, envelope_file, event_file, markdown_of
 from tests.fakes.relay import NOW, SECRET, mention_envelope, signed
 from tests.fakes.slack import FakeSlack, Workspace
@@ -112,7 +113,7 @@ def test_mentions_that_must_not_be_answered_write_nothing(
 def relay(data: dict[str, Any], settings: TriggerSettings | None = None) -> tuple[int, bytes, list[dict[str, str]]]:
     sent: list[dict[str, str]] = []
     body = json.dumps(data).encode()
-    status, _, out = handle(signed(body), body, signing_secret=SECRET, dispatch=sent.append, now=lambda: NOW,
+    status, _, out = handle(signed(body), body, signing_secret=SECRET, dispatch=sent.append, clock=FakeClock(wall=NOW),
                             settings=settings)
     return status, out, sent
 

@@ -28,6 +28,7 @@ from agent.slack.relay import (
 )
 from agent.slack.relay_server import Dispatcher, make_server
 from mcp_lib.config import ConfigError
+from tests.fakes.clock import FakeClock
 from tests.fakes.relay import BODY, ENV, NOW, SECRET, GitHub, address, envelope, post, relay_for, serving, signed
 
 
@@ -172,7 +173,7 @@ ODD_BODIES = {
 @pytest.mark.parametrize("body", ODD_BODIES.values(), ids=ODD_BODIES.keys())
 def test_odd_but_signed_json_is_answered_not_crashed_on(github: GitHub, body: dict[str, object]) -> None:
     status, _, _ = handle(signed(json.dumps(body).encode()), json.dumps(body).encode(), signing_secret=SECRET,
-                          dispatch=lambda p: None, now=lambda: NOW)
+                          dispatch=lambda p: None, clock=FakeClock(wall=NOW))
     assert status in (200, 400)
 
 
@@ -186,7 +187,7 @@ def test_a_bug_is_one_log_line_and_a_500(capsys: pytest.CaptureFixture[str]) -> 
     def broken(payload: dict[str, str]) -> None:
         raise RuntimeError("unexpected\nsecond line")
 
-    relay = Relay(RelayConfig.from_env(ENV), broken, now=lambda: NOW)
+    relay = Relay(RelayConfig.from_env(ENV), broken, clock=FakeClock(wall=NOW))
     status, _, body = relay(signed(BODY), BODY)
     assert (status, body) == (500, b"internal error")
     err = capsys.readouterr().err.strip()
@@ -205,7 +206,7 @@ def test_the_dispatch_has_one_deadline_for_the_whole_request(github: GitHub) -> 
     dispatch = github_dispatcher(config, transport=httpx2.MockTransport(never), deadline=0.05)
     with pytest.raises(DispatchError, match=r"did not answer within 0\.05 s"):
         dispatch({"channel": "C0123ABCD", "ts": "1700000000.123456"})
-    relay = Relay(config, dispatch, now=lambda: NOW)
+    relay = Relay(config, dispatch, clock=FakeClock(wall=NOW))
     assert relay(signed(BODY), BODY)[:1] == (502,)
 
 
@@ -245,7 +246,7 @@ def test_signed_garbage_is_400(github: GitHub) -> None:
 
 def test_handle_is_usable_with_a_plain_dispatch_function() -> None:
     sent: list[dict[str, str]] = []
-    status, _, _ = handle(signed(BODY), BODY, signing_secret=SECRET, dispatch=sent.append, now=lambda: NOW,
+    status, _, _ = handle(signed(BODY), BODY, signing_secret=SECRET, dispatch=sent.append, clock=FakeClock(wall=NOW),
                           settings=TriggerSettings())
     assert status == 200 and sent[0]["ts"] == "1700000000.123456"
 
@@ -442,8 +443,8 @@ class GatedGitHub(GitHub):
 def test_the_server_acks_before_github_answers_and_dispatches_once(capsys: pytest.CaptureFixture[str]) -> None:
     slow = GatedGitHub()
     config = RelayConfig.from_env(ENV)
-    relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), now=lambda: NOW,
-                  worker=Dispatcher, sleep=lambda s: None)
+    relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), clock=FakeClock(wall=NOW),
+                  worker=Dispatcher)
     server = make_server("127.0.0.1", 0, relay, timeout=2)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -471,12 +472,12 @@ def test_the_worker_tries_a_failing_github_again_and_logs_one_line(capsys: pytes
     from agent.slack.relay_server import Dispatcher
 
     flaky = GitHub(status=502)
-    sleeps: list[float] = []
+    clock = FakeClock()
     config = RelayConfig.from_env(ENV)
-    worker = Dispatcher(github_dispatcher(config, transport=flaky.transport), attempts=3, sleep=sleeps.append)
+    worker = Dispatcher(github_dispatcher(config, transport=flaky.transport), attempts=3, clock=clock)
     worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
     worker.close(timeout=10)
-    assert len(flaky.requests) == 3 and 0.75 <= sleeps[0] <= 1.25 and 1.5 <= sleeps[1] <= 2.5  # backoff, jittered
+    assert len(flaky.requests) == 3 and 0.75 <= clock.sleeps[0] <= 1.25 and 1.5 <= clock.sleeps[1] <= 2.5  # jittered
     err = [line for line in capsys.readouterr().err.splitlines() if line]
     assert len(err) == 1 and "dispatch failed for C0123ABCD/1700000000.123456: GitHub answered 502" in err[0]
 
@@ -485,24 +486,24 @@ def test_the_worker_waits_what_github_asked_for_before_trying_again() -> None:
     from agent.slack.relay_server import Dispatcher
 
     limited = GitHub(status=429, headers={"Retry-After": "7"})
-    sleeps: list[float] = []
+    clock = FakeClock()
     worker = Dispatcher(github_dispatcher(RelayConfig.from_env(ENV), transport=limited.transport), attempts=2,
-                        sleep=sleeps.append)
+                        clock=clock)
     worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
     worker.close(timeout=10)
-    assert len(limited.requests) == 2 and sleeps == [7.0]
+    assert len(limited.requests) == 2 and clock.sleeps == [7.0]
 
 
 def test_the_worker_does_not_retry_what_cannot_succeed() -> None:
     from agent.slack.relay_server import Dispatcher
 
     missing = GitHub(status=404)
-    sleeps: list[float] = []
+    clock = FakeClock()
     worker = Dispatcher(github_dispatcher(RelayConfig.from_env(ENV), transport=missing.transport), attempts=3,
-                        sleep=sleeps.append)
+                        clock=clock)
     worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
     worker.close(timeout=10)
-    assert len(missing.requests) == 1 and sleeps == []
+    assert len(missing.requests) == 1 and clock.sleeps == []
 
 
 # -- slow and rude clients ------------------------------------------------------------------------------------------
@@ -578,8 +579,8 @@ def test_a_client_that_resets_after_its_request_still_gets_its_event_dispatched_
     sent), so it is dispatched -- once -- and Slack's retry of it is ignored."""
     slow = GatedGitHub()
     config = RelayConfig.from_env(ENV)
-    relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), now=lambda: NOW,
-                  worker=Dispatcher, sleep=lambda s: None)
+    relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), clock=FakeClock(wall=NOW),
+                  worker=Dispatcher)
     server = make_server("127.0.0.1", 0, relay, timeout=5)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
