@@ -18,7 +18,7 @@ from mcp_lib.core import ToolError
 from mcp_lib.doors import NEVER_SENT, WHERE, Refused, door, origin, slack_door
 from mcp_lib.external import server_entries
 from mcp_lib.platforms import github, growi
-from mcp_lib.platforms.redmine.base import RedmineConfig
+from mcp_lib.platforms.redmine import RedmineConfig
 from mcp_lib.platforms.redmine.session import make_client as redmine_client
 from mcp_lib.platforms.slack.client import SlackConfig, web_client
 from tests.fakes.origins import Recorder, recording, redirect_to, refusing

@@ -18,7 +18,7 @@ from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, door, origin
 from ...http import check_answer, retried
 from ...retry import Retryable, tool_budget
-from .base import PROJECT_IDENT, NotFound, Redirected, RedmineConfig
+from . import PROJECT_IDENT, NotFound, Redirected, RedmineConfig
 
 T = TypeVar("T")
 
