@@ -1,15 +1,9 @@
-"""One pull request with FAQ drafts, through the GitHub REST API: a new branch from the default branch, one
-commit per file on it, then the pull request (``helpbot faq-draft --pr``).
+"""``helpbot faq-draft --pr``: one pull request with FAQ drafts through GitHub's REST API (a branch from the
+default branch, one commit per file, then the pull request), the only GitHub writes besides the relay's dispatch.
 
-The only GitHub writes helpbot makes besides the relay's dispatch, and only with ``--pr``. Before writing, the
-repository's ``permissions`` (when GitHub reports them: for a personal access token's user, not for an
-installation token such as GITHUB_TOKEN) must include ``push``; a 403 or 404 on a write says the same thing.
-Either is a configuration error (exit 2) that names what the token needs. Whether a token may open pull requests
-no read tells (a fine-grained or App token can have contents write without pull-requests write), so a step that
-fails after the branch was created deletes the branch again, and its error says so. A draft whose path exists
-is updated with the file's blob ``sha`` (read before anything is written). Branch names and paths are
-URL-encoded in the request paths. The folder the drafts go to is ``HELPBOT_FAQ_REPO_DIR`` (default ``faq/``),
-a relative path inside the repository.
+A token that may not push is a configuration error (exit 2) naming what it needs; whether it may open pull requests
+no read tells, so a step failing after the branch exists deletes the branch again. Paths and branch names are
+URL-encoded; the drafts go to ``HELPBOT_FAQ_REPO_DIR`` (default ``faq/``), a folder inside the repository.
 """
 
 from __future__ import annotations
@@ -28,8 +22,8 @@ from agent.config import DECLARED
 from agent.errors import ConfigError, HelpbotError, RunFailed
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
-from mcp_lib.doors import door
-from mcp_lib.http import door_client, error_detail, json_answer, send
+from mcp_lib.http import error_detail, json_answer, send
+from mcp_lib.platforms.github.api import github_client
 
 DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
@@ -47,9 +41,8 @@ class PrConfig:
 
 
 def repo_dir(env: Mapping[str, str]) -> str:
-    """``HELPBOT_FAQ_REPO_DIR`` as a folder inside the repository (``faq/`` -> ``faq``; ``.`` -> the top).
-    Absolute paths, ``..``, backslashes and control characters are configuration errors: the drafts never land
-    outside the repository's tree or in a path GitHub would read differently."""
+    """``HELPBOT_FAQ_REPO_DIR`` as a folder inside the repository (``faq/`` -> ``faq``; ``.`` -> the top); an
+    absolute path, ``..``, a backslash or a control character is a configuration error."""
     raw = env_str(env, DIR_VARIABLE) or DEFAULT_DIR
     if raw.startswith(("/", "~")) or re.match(r"[A-Za-z]:", raw):
         raise ConfigError(DIR_VARIABLE, f"{raw!r} is absolute: give a folder inside the repository, like faq/")
@@ -75,10 +68,8 @@ def load_config(env: Mapping[str, str]) -> PrConfig:
 
 def make_client(config: PrConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
     """Writes allowed (the pull request's calls); the token goes to GITHUB_API_URL's origin only."""
-    return door_client(door(config.token_name, config.api_url, config.token), read_only=False,
-                       base_url=config.api_url, transport=transport, timeout=20.0, headers={
-        "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
-        "Authorization": f"Bearer {config.token}", "User-Agent": "helpbot-faq-draft"})
+    return github_client(config.token_name, config.api_url, config.token, "helpbot-faq-draft", read_only=False,
+                         transport=transport, timeout=20.0)
 
 
 class PullRequestWriter:

@@ -1,19 +1,9 @@
-"""Where each credential may travel: one origin (scheme, host and port) per configured service, and nowhere else.
+"""Where each credential may travel: the origin (scheme, host, port) of its configured service, and nowhere else.
 
-A :class:`Door` holds a credential's values and the origins they may be sent to, derived from the configuration
-(:data:`WHERE`: the variable that says where each declared secret goes). Every client that attaches a credential
-is built with its door: httpx clients carry :meth:`Door.hook` among their request hooks (:mod:`mcp_lib.http`),
-so a request -- a redirect hop included -- that carries the credential anywhere else is refused before it is sent;
-slack-sdk's urllib and python-redmine's requests check the same door before each request they send.
-
-Origins compare as browsers do, only stricter: the scheme exactly (no https -> http downgrade), the host
-case-insensitively after IDNA and trailing-dot normalisation, the port with the scheme's default filled in
-(``https://h`` is ``https://h:443``, not ``https://h:8443``). A URL with userinfo (``user@host``), a backslash or
-a percent sign in its authority has no origin here: nothing is vouched for where parsers may disagree.
-
-Redirects never carry a credential: the httpx clients follow none; slack-sdk's urllib follows one without the
-token (an unredirected header); python-redmine follows one with its key only within REDMINE_URL's origin (a hop
-elsewhere goes without it, and its answer is refused).
+Every client that attaches a credential checks its :class:`Door` before each request it sends, redirect hops
+included (httpx2 request hooks, slack-sdk's urllib, python-redmine's requests); redirects never carry a credential.
+Origins compare strictly: the scheme exactly, the host after IDNA and trailing-dot normalisation, the default port
+filled in; a URL with userinfo, a backslash or ``%`` in its authority has no origin (parsers may disagree on it).
 """
 
 from __future__ import annotations
@@ -114,9 +104,8 @@ class Door:
                           f" not to {where}")
 
     def carries(self, url: str, headers: Iterable[tuple[str, Any]]) -> bool:
-        """Whether the request carries a credential: one of the door's values in the URL (raw or percent-decoded)
-        or a header, or any credential header at all (:data:`CREDENTIAL_HEADERS`: a value botocore resolved from a
-        profile is not known here, its signature still is one)."""
+        """One of the door's values in the URL (raw or percent-decoded) or a header, or any credential header
+        (a value botocore resolved from a profile is not known here; its signature is still a credential)."""
         pairs = list(headers)
         if any(name.lower() in CREDENTIAL_HEADERS for name, _ in pairs):
             return True
@@ -129,7 +118,7 @@ class Door:
             self.check(url)
 
     def hook(self) -> Callable[[Any], None]:
-        """An httpx (or httpx2) request hook: every request the client sends, redirect hops included."""
+        """An httpx2 request hook: every request the client sends, redirect hops included."""
 
         def check(request: Any) -> None:
             self.guard(str(request.url), request.headers.items())
@@ -151,8 +140,8 @@ def _secrets(values: Iterable[str | None]) -> tuple[str, ...]:
 
 
 def door(credential: str, url: str, *secrets: str | None) -> Door:
-    """The door of ``credential`` (a variable named in :data:`WHERE`, or an in-house server's ``header_env``):
-    the origin of ``url``, the service's configured base URL."""
+    """The door of ``credential`` (a variable of :data:`WHERE`, or an in-house server's ``header_env``): the origin
+    of ``url``, the service's configured base URL."""
     found = origin(url)
     return Door(credential, frozenset({found} if found is not None else ()), _secrets(secrets))
 

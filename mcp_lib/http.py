@@ -83,10 +83,8 @@ def refuse_writes(request: httpx2.Request) -> None:
 
 
 def door_client(door: Door, *, read_only: bool = True, **kwargs: Any) -> httpx2.Client:
-    """The ``httpx2.Client`` for a credential: every request passes ``door`` (:mod:`mcp_lib.doors`: the credential
-    goes to its origin only) and, unless ``read_only=False``, :func:`refuse_writes`; redirects are not followed.
-    On the network (no ``transport`` handed in) its names resolve within the connect timeout
-    (:class:`NameResolution`)."""
+    """The ``httpx2.Client`` for a credential: every request passes ``door`` and (unless ``read_only=False``)
+    :func:`refuse_writes`, follows no redirect, and on the network resolves within its connect timeout."""
     hooks: list[Callable[[httpx2.Request], None]] = [door.hook()]
     if read_only:
         hooks.append(refuse_writes)
@@ -110,9 +108,8 @@ def json_answer(response: httpx2.Response, service: str, what: str, url_variable
 
 
 def error_detail(response: httpx2.Response) -> str:
-    """`` (message; ...)`` from a JSON error body -- ``{message}``, ``{error}``, ``{errors: [...]}`` (GitHub,
-    Growi) -- or nothing; for error texts. A success answers nothing: its body (maybe megabytes) is not
-    decoded here, but once, by the caller that reads it."""
+    """`` (message; ...)`` from a JSON error body (``message``, ``error``, ``errors``: GitHub, Growi), or nothing;
+    a success's body (maybe megabytes) is decoded once, by the caller, not here."""
     if response.status_code < 400:
         return ""
     try:
@@ -146,15 +143,10 @@ def _result(future: Future[object], timeout: float) -> object:
 
 
 class NameResolution:
-    """Each request's host looked up within the request's connect timeout, as an httpx request hook.
-
-    ``getaddrinfo`` runs before any httpx timeout starts, and blocks for half a minute and more when no name
-    server answers (resolv.conf's timeout x attempts x servers). So the host is looked up first, on a worker
-    thread: a lookup not done within the connect timeout is a ``ConnectTimeout``, a name that does not resolve a
-    ``ConnectError`` -- unreachable, like a refused connection, and treated so by the callers' retries. Lookups of
-    one host share one thread; IP literals, and URLs that go through a proxy from the environment (the proxy
-    resolves them), are let through. ``resolver`` and ``wait`` are the test seams.
-    """
+    """Each request's host looked up within its connect timeout, as a request hook: ``getaddrinfo`` runs before
+    any httpx2 timeout and can block for half a minute when no name server answers. A slow lookup is a
+    ``ConnectTimeout``, an unknown name a ``ConnectError`` (unreachable, as the retries treat it); one thread per
+    host; IP literals and proxied URLs pass. ``resolver`` and ``wait`` are the test seams."""
 
     _shared: NameResolution | None = None
 

@@ -78,50 +78,57 @@ def failure(state: tenacity.RetryCallState) -> BaseException | None:
 
 
 # -- wait ------------------------------------------------------------------------------------------------------
+@dataclass
 class wait_backoff(wait_base):
     """Our own wait: ``base_s * 2^(n-1)`` capped at ``max_s``, +-25 % jitter."""
 
-    def __init__(self, base_s: float, max_s: float):
-        self.base_s, self.max_s = base_s, max_s
+    base_s: float
+    max_s: float
 
     def __call__(self, state: tenacity.RetryCallState) -> float:
         return min(self.base_s * 2 ** (state.attempt_number - 1), self.max_s) * random.uniform(0.75, 1.25)
 
 
+@dataclass
 class wait_server(wait_base):
     """The wait the server asked for (plus up to ``jitter_s``, so that clients do not stampede), else ``fallback``."""
 
-    def __init__(self, asked: Asked, fallback: wait_base, jitter_s: float = 0.0):
-        self.asked, self.fallback, self.jitter_s = asked, fallback, jitter_s
+    asked: Asked
+    fallback: wait_base
+    jitter_s: float = 0.0
 
     def __call__(self, state: tenacity.RetryCallState) -> float:
-        exc = failure(state)
-        seconds = self.asked(exc) if exc is not None else None
+        seconds = _asked(self.asked, state)
         return self.fallback(state) if seconds is None else seconds + random.uniform(0, self.jitter_s)
 
 
 # -- stop ------------------------------------------------------------------------------------------------------
+@dataclass
 class stop_server_wait(stop_base):
-    """A server wait longer than ``max_s`` or than the budget's time left: retrying earlier would only be refused
-    again, so the retries end at once."""
+    """A server wait longer than ``max_s`` or than the time left: an earlier retry would only be refused again."""
 
-    def __init__(self, asked: Asked, max_s: float, budget: Budget):
-        self.asked, self.max_s, self.budget = asked, max_s, budget
+    asked: Asked
+    max_s: float
+    budget: Budget
 
     def __call__(self, state: tenacity.RetryCallState) -> bool:
-        exc = failure(state)
-        seconds = self.asked(exc) if exc is not None else None
+        seconds = _asked(self.asked, state)
         return seconds is not None and (seconds > self.max_s or seconds > self.budget.left())
 
 
+@dataclass
 class stop_at_deadline(stop_base):
     """No wait after which the budget would leave the next attempt less than its ``min_attempt_s``."""
 
-    def __init__(self, budget: Budget):
-        self.budget = budget
+    budget: Budget
 
     def __call__(self, state: tenacity.RetryCallState) -> bool:
         return self.budget.left() - state.upcoming_sleep <= self.budget.min_attempt_s
+
+
+def _asked(asked: Asked, state: tenacity.RetryCallState) -> float | None:
+    exc = failure(state)
+    return asked(exc) if exc is not None else None
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,9 @@
 """Every write ``helpbot answer`` makes to Slack goes through :class:`SlackOut`: guarded, traced, retried.
 
-Each payload passes the egress guard's Slack door (:func:`agent.guard.slack`). A write that Slack
-rate limits (429 + Retry-After), that meets a 5xx or a reset connection is retried by :mod:`mcp_lib.retry` (the
-one retry engine; this module only says what is retryable), sleeping through the run's injected ``sleep``: a
-patient write (the answer, the notice, reactions, deleting a placeholder) waits at most
-:data:`MAX_WAIT_S` at a time and all of them together at most the run's write budget (:class:`WriteBudget`), whose
-last :data:`FINAL_RESERVE_S` only the final transitions (✅/❌, 👀 off, the placeholder deleted) may spend; an
-impatient one (a progress update) is tried once. A post that may have gone through despite its failure is looked
-for in the thread before it is tried again. Reactions are a courtesy: their failures are logged, never
-raised. A dry run has no SlackOut at all.
+Each payload passes the egress guard's Slack door. A patient write (the answer, the notice, reactions, deleting a
+placeholder) is retried on 429, 5xx and resets within the run's :class:`WriteBudget`, whose last
+:data:`FINAL_RESERVE_S` only the final transitions may spend; an impatient one (a progress update) is tried once.
+A post that may have gone through is looked for in the thread before it is tried again; reactions never fail a run.
 """
 
 from __future__ import annotations
@@ -128,10 +123,9 @@ class SlackOut:
 
     def _call(self, api: str, *, patient: bool = True, final: bool = False,
               adopt: Callable[[], str | None] | None = None, **params: Any) -> Any:
-        """One write through the egress guard's Slack door; a patient one retried within the run's write budget
-        (an impatient one, or one when the budget is spent, is tried once), a ``final`` one also within the
-        reserve. ``adopt``, before a retry: the message an earlier attempt posted after all (Slack did the work
-        but its answer was lost), which is then the result. A failure is raised as Slack gave it."""
+        """One write through the egress guard's Slack door, retried within the write budget (a ``final`` one also
+        within its reserve). ``adopt``, before a retry: the message an earlier attempt posted after all (its
+        answer was lost), which is then the result. A failure is raised as Slack gave it."""
         uncertain = False  # the last attempt may have done its work (a timeout, a 5xx), not been refused
 
         def write(_left: float) -> Any:

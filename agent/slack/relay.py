@@ -1,32 +1,10 @@
-"""The Events relay: Slack's ``reaction_added`` and ``app_mention`` in, GitHub ``repository_dispatch`` out (for teams
-without Zapier).
+"""The Events relay: Slack's ``reaction_added`` and ``app_mention`` in, GitHub ``repository_dispatch`` out.
 
-One core, :meth:`Relay.__call__` (:func:`handle`), serves ``helpbot relay`` (a stdlib HTTP server,
-:func:`agent.slack.relay_server.serve`) and :func:`lambda_handler` (AWS Lambda function URL or API Gateway HTTP
-API, payload format 2.0).
-
-- Every request must carry a valid Slack signature (``slack_sdk.signature.SignatureVerifier``, which also rejects
-  timestamps more than 5 minutes off): otherwise 401 and nothing is dispatched, ``url_verification`` included.
-- Each Slack event is dispatched once: accepted ``event_id``s are remembered (:class:`Seen`, bounded, in
-  memory), so a replayed delivery and every Slack retry of an accepted event are acknowledged and ignored. A
-  retry of an event this process never accepted is dispatched, except ``X-Slack-Retry-Reason: http_timeout``
-  (then the first delivery certainly reached a relay).
-- The server acknowledges at once and dispatches afterwards on a worker thread
-  (:class:`agent.slack.relay_server.Dispatcher`, a few retries on GitHub 5xx, 429 and timeouts), so Slack's 3 s
-  never depend on GitHub's latency. Lambda freezes the process when the handler returns, so there the dispatch
-  runs before the answer, within 2 s overall (:data:`DISPATCH_DEADLINE_S`), and a failure is a 502 so that
-  Slack retries. Caveat: a Lambda dispatch that GitHub accepted after our deadline, or an event retried to a
-  different (cold) container, may be dispatched twice; the workflow side is idempotent for that (the
-  concurrency group per message, the thread as the lock, the "already answered" check).
-- Nothing a client sends can crash or hold it: bodies are bounded (``MAX_BODY_BYTES``), the Content-Length must
-  be a plain number, the headers and body must arrive within :data:`REQUEST_DEADLINE_S` in total (a client
-  trickling one byte at a time is cut off), and a client that resets the connection is one log line.
-  ``http.server`` is kept over uvicorn: the relay needs a total header/body deadline, which uvicorn does not
-  offer (its timeouts are for idle keep-alive connections), and the stdlib server keeps the Lambda package small.
-- Who may start a run is :mod:`agent.slack.admission`'s: what the event alone decides (other reactions, DMs,
-  ``HELPBOT_CHANNELS``, helpbot, Slackbot, no user, another bot's mention unless ``HELPBOT_ALLOWED_BOTS``) is
-  acknowledged and ignored; the rest (bot users' reactions, guests, other teams, Slack Connect) is dispatched, for
-  ``helpbot answer`` to decide with the bot token the relay does not hold (it re-checks everything).
+One core, :func:`handle`, serves ``helpbot relay`` (:mod:`agent.slack.relay_server`: it acknowledges at once and
+dispatches on a worker, so Slack's 3 s never wait on GitHub) and :func:`lambda_handler` (Lambda freezes the process
+after the answer, so the dispatch runs first, within :data:`DISPATCH_DEADLINE_S`, and a failure is a 502 that Slack
+retries). Only signed requests count; each event is dispatched once per process (the workflow side is idempotent
+for the rest); who may start a run is :mod:`agent.slack.admission`'s, and ``helpbot answer`` re-checks it all.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""``helpbot relay``'s HTTP server: the stdlib server with a total request deadline, and the dispatch worker.
-
-The server acknowledges Slack at once and hands the dispatch to :class:`Dispatcher` (see :mod:`agent.slack.relay`
-for the protocol decisions); Lambda never imports this module.
+"""``helpbot relay``'s HTTP server and dispatch worker (Lambda never imports this module): it acknowledges Slack at
+once and dispatches after. The stdlib server, not uvicorn: the relay needs a total deadline for a request's headers
+and body (uvicorn's timeouts are for idle keep-alive connections), and it keeps the Lambda package small.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""growi: the team wiki (Growi 7.0 to 8.0), read-only: full-text search and page bodies (markdown), over httpx.
+"""growi: the team wiki (Growi 7.0 to 8.0), read-only: full-text search and page bodies (markdown), over httpx2.
 
-The access token goes on every request the way each supported release reads it (:func:`place_token`): Growi
-7.0-7.2.4 reads only the ``access_token`` query (or body) parameter, 7.2.5 and later read ``Authorization: Bearer``
-first and then that parameter. A token in a query string must not travel further: the client follows no
-redirect, a redirect's target is named without its query, httpx's request log leaves it out, and it goes to
-GROWI_URL's origin only.
-A page the token may not read (403 "page-is-forbidden", Growi 7.4+) reads exactly like one that does not exist.
-
-Growi reports search failures as HTTP 200 with ``ok: false`` (e.g. "SearchService is not reachable." while
-Elasticsearch is down); that is an error here, never an empty result. An optional path allowlist
-(``HELPBOT_GROWI_PATHS``) is enforced in code on every search hit and page. Requests go through
-``mcp_lib.http.send`` (retries within the tool call's deadline) on a client that refuses anything but GET.
+The access token travels both ways Growi releases read it (:class:`Token`), to GROWI_URL's origin only, and
+never further: no redirect is followed or shown with its query, and httpx2's request log leaves it out. A page the
+token may not read reads like a missing one; a search Growi answers ``ok: false`` (Elasticsearch down) is an error,
+never an empty result; the path allowlist (``HELPBOT_GROWI_PATHS``) is enforced on every hit and page.
 """
 
 from __future__ import annotations
@@ -76,33 +69,22 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
-def place_token(request: httpx2.Request, token: str) -> httpx2.Request:
-    """The one place GROWI_ACCESS_TOKEN is put on a request (the client's door then refuses any request that
-    carries it elsewhere than GROWI_URL's origin, :mod:`mcp_lib.doors`).
-
-    Both ways Growi reads it (``apps/app/src/server/middlewares/access-token-parser``): 7.0.0-7.2.4 take
-    ``req.query.access_token || req.body.access_token`` only (``access-token-parser.js``, "TODO: comply HTTP
-    header of RFC6750"); 7.2.5 and later ``extractBearerToken(authorization) ?? req.query.access_token ?? ...``,
-    so the header wins there and the parameter, holding the same token, is never read.
-    """
-    request.headers["Authorization"] = f"Bearer {token}"
-    request.url = request.url.copy_set_param("access_token", token)
-    return request
-
-
-class _Token(httpx2.Auth):
-    """httpx's per-request authentication hook around :func:`place_token`."""
+class Token(httpx2.Auth):
+    """The one place GROWI_ACCESS_TOKEN is put on a request, both ways Growi reads it
+    (``apps/app/src/server/middlewares/access-token-parser``): 7.0-7.2.4 only ``req.query.access_token``, 7.2.5 and
+    later ``Authorization: Bearer`` first (the parameter, holding the same token, is then never read)."""
 
     def __init__(self, token: str):
         self._token = token
 
     def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
-        yield place_token(request, self._token)
+        request.headers["Authorization"] = f"Bearer {self._token}"
+        request.url = request.url.copy_set_param("access_token", self._token)
+        yield request
 
 
 class _NoTokenInLogs(logging.Filter):
-    """httpx logs each request's URL at INFO ("HTTP Request: GET ..."; a host such as an MCPServer turns INFO
-    on): the URL is logged without its ``access_token`` parameter."""
+    """httpx2 logs each request's URL at INFO (a host such as an MCPServer turns INFO on): without the token."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and any(isinstance(a, httpx2.URL) and "access_token" in a.params
@@ -113,14 +95,13 @@ class _NoTokenInLogs(logging.Filter):
 
 
 def make_client(config: GrowiConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
-    """The real client (the access token by :func:`place_token`, GET only, no redirects followed: httpx keeps the
-    query string, and with it the token, on a redirect; httpx's request log without the token); every request
-    passes the token's door (:mod:`mcp_lib.doors`). Tests pass a MockTransport or point GROWI_URL at a server."""
+    """The client: the token by :class:`Token` through its door, GET only, no redirect followed (httpx2
+    would keep the query, and the token, on one), the request log without the token."""
     httpx_log = logging.getLogger("httpx2")
     if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
         httpx_log.addFilter(_NoTokenInLogs())
     return door_client(door("GROWI_ACCESS_TOKEN", config.url, config.token), base_url=config.url,
-                       auth=_Token(config.token),
+                       auth=Token(config.token),
                        headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
                        timeout=config.timeout_s, transport=transport)
 

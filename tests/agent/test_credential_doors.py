@@ -129,8 +129,6 @@ SITES = {
     ("agent/core/claude.py", "DefaultHttpxClient"): "test_a_model_endpoint_redirect_is_not_followed",
     ("agent/core/claude.py", "Anthropic"): "test_a_model_endpoint_redirect_is_not_followed",
     ("agent/core/claude.py", "AnthropicBedrock"): "test_a_model_endpoint_redirect_is_not_followed",
-    ("agent/faq_pr.py", "Authorization"):
-        "test_the_faq_pull_request_client_refuses_another_origin_and_follows_no_redirect",
     ("agent/slack/relay.py", "Authorization"): "test_the_relays_dispatch_follows_no_redirect",
     ("agent/slack/attachments.py", "Authorization"):
         "test_a_file_url_outside_the_slack_origin_gets_no_token_and_the_run_goes_on",

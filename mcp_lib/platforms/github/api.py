@@ -73,21 +73,18 @@ def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
     )
 
 
+def github_client(credential: str, api_url: str, token: str, user_agent: str, **kwargs: Any) -> httpx2.Client:
+    """A GitHub REST client whose token (``credential``) goes to ``api_url``'s origin only (GET only unless
+    ``read_only=False``)."""
+    headers = {"Accept": JSON_MEDIA, "X-GitHub-Api-Version": API_VERSION, "Authorization": f"Bearer {token}",
+               "User-Agent": user_agent}
+    return door_client(door(credential, api_url, token), base_url=api_url, headers=headers, **kwargs)
+
+
 def make_client(config: GitHubConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
-    """The real client (GET only); tests pass ``transport=httpx2.MockTransport(fake.handler)`` or point api_url
-    at a server."""
-    return door_client(
-        door("GITHUB_TOKEN", config.api_url, config.token),
-        base_url=config.api_url,
-        headers={
-            "Accept": JSON_MEDIA,
-            "X-GitHub-Api-Version": API_VERSION,
-            "Authorization": f"Bearer {config.token}",
-            "User-Agent": "helpbot-mcp-lib",
-        },
-        timeout=config.timeout_s,
-        transport=transport,
-    )
+    """The tools' client; tests pass ``transport=httpx2.MockTransport(fake.handler)`` or point api_url at a server."""
+    return github_client("GITHUB_TOKEN", config.api_url, config.token, "helpbot-mcp-lib", timeout=config.timeout_s,
+                         transport=transport)
 
 
 # -- requests and answers -----------------------------------------------------------------------------------

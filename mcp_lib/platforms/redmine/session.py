@@ -1,7 +1,5 @@
-"""The heavy half: python-redmine's client, its read-only retrying engine, and one tool call's session.
-
-Imported only when a Redmine tool runs, so a run without Redmine never loads python-redmine or requests.
-"""
+"""The heavy half of the redmine platform: python-redmine's client, its read-only engine, one tool call's session
+(imported only when a Redmine tool runs, so a run without Redmine never loads python-redmine or requests)."""
 
 from __future__ import annotations
 

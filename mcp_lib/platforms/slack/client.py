@@ -1,5 +1,5 @@
-"""Slack's Web API as the slack tools use it: configuration, the two clients (bot and user token), their retry
-handlers deciding with :mod:`mcp_lib.retry`, and one call with its errors explained."""
+"""Slack's Web API as the slack tools use it: configuration, the bot and user clients with their retry handler
+(:mod:`mcp_lib.retry`'s strategies in slack-sdk's loop), and one call with its errors explained."""
 
 from __future__ import annotations
 
@@ -169,9 +169,8 @@ class SlackClients:
 
 
 class DoorWebClient(WebClient):
-    """slack-sdk's client with its token through the Slack tokens' door (:func:`mcp_lib.doors.slack_door`): each
-    request is checked before it is sent, and the token travels as urllib's unredirected header, so a redirect
-    hop (urllib follows 301/302/303, turning the POST into a GET) carries no token."""
+    """slack-sdk's client with each request through the Slack tokens' door; the token is urllib's unredirected
+    header, so a redirect hop (urllib follows 301/302/303) carries none."""
 
     def __init__(self, *, door: Door, **kwargs: Any):
         super().__init__(**kwargs)
@@ -250,11 +249,8 @@ class RateLimited(ToolError):
 
 
 def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = True, **params: Any) -> dict[str, Any]:
-    """One Web API call through slack-sdk; every failure becomes a ToolError that says what to do
-    (a CredentialsError when Slack rejects the token, RateLimited on a 429 that outlasted the retries).
-
-    Retries never wait past ``ctx.deadline``; with ``patient=False`` (cosmetic lookups) they never wait at all.
-    """
+    """One Web API call; every failure a ToolError that says what to do (CredentialsError: the token rejected;
+    RateLimited: a 429 that outlasted the retries). Retries end at ``ctx.deadline``, at once when not ``patient``."""
     clients: SlackClients = ctx.client
     web, variable = clients.searcher() if search else clients.reader()
     data = request(ctx, Token(web, variable), api, patient=patient, **params).data
