@@ -185,7 +185,8 @@ def call(fn: Callable[[float], T], *, retry: Callable[[BaseException], bool],
     def gave_up(state: tenacity.RetryCallState) -> NoReturn:
         exc = failure(state)
         assert exc is not None
-        why = next(why for why, stop in policy_of(state).stops(budget, asked).items() if stop(state))
+        fired: list[Why] = [why for why, stop in policy_of(state).stops(budget, asked).items() if stop(state)]
+        why = fired[0] if fired else "deadline"  # the clock may have moved since the stop fired
         raise GaveUp(why, state.attempt_number, exc, asked(exc), budget.left()) from exc
 
     def waited(state: tenacity.RetryCallState) -> None:
