@@ -1,9 +1,9 @@
-"""github: code, issues and pull requests of the allowlisted repositories, read-only, over the REST API (httpx).
+"""github: code, issues and pull requests of the allowlisted repositories, read-only, over the REST API (httpx2).
 
 The allowlist is enforced here, not in the prompt: a ``repo`` argument outside ``HELPBOT_GITHUB_REPOS`` is
 refused before any request, searches are scoped with a ``repo:`` qualifier for every allowlisted repo, and
 results from any other repo are dropped anyway, without a trace (no note, not counted). The client refuses
-anything but GET (an httpx request hook).
+anything but GET (an httpx2 request hook).
 
 Requests go through ``mcp_lib.http.send``: retries under the shared tenacity policy, within the tool call's
 deadline. Long bodies, comments and patches are cut with ``mcp_lib.core.cut_text`` (masked first).

@@ -1,7 +1,7 @@
 """slack: the team's past conversations -- search, threads, channel history and the channel list. Read-only.
 
 Built on slack-sdk's ``WebClient`` with its retry handlers (429 honouring Retry-After, 5xx, connection errors),
-deciding with :mod:`mcp_lib.retry` and sleeping through an injected function: tests never really wait, no retry
+deciding with :mod:`mcp_lib.retry` and sleeping on the tool call's clock: tests never really wait, no retry
 waits past the tool call's deadline, and a Retry-After longer than the time left ends the retries at once.
 User names are cosmetic: their lookups never wait for a retry, a failed one is remembered, and the user id (or
 the handle Slack sent along) stands in.
