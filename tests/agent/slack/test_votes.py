@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from agent.cli import build_parser
@@ -52,18 +52,19 @@ def answered(ws: Workspace, env: dict[str, str]) -> Message:
 
 
 class GitHub:
-    """The dispatches API as an httpx.MockTransport: what the relay sent."""
+    """The dispatches API as an httpx2.MockTransport: what the relay sent."""
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
-        self.transport = httpx.MockTransport(lambda r: self.bodies.append(json.loads(r.content)) or httpx.Response(204))
+        self.transport = httpx2.MockTransport(
+            lambda r: self.bodies.append(json.loads(r.content)) or httpx2.Response(204))
 
 
 def relay(github: GitHub, **env: str) -> Relay:
     config = RelayConfig.from_env({"SLACK_SIGNING_SECRET": SECRET, "GITHUB_REPOSITORY": "acme/helpbot",
                                    "HELPBOT_DISPATCH_TOKEN": "tok", "HELPBOT_CHANNELS": CHANNEL,
                                    "HELPBOT_BOT_USER_ID": BOT, **env})
-    return Relay(config, github_dispatcher(config, transport=github.transport), now=lambda: NOW)
+    return Relay(config, github_dispatcher(config, transport=github.transport), clock=FakeClock(wall=NOW))
 
 
 def deliver(to: Relay, payload: dict[str, Any]) -> tuple[int, bytes]:
