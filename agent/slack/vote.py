@@ -90,7 +90,7 @@ def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] |
     who, team_id = _text(user.get("id"), ids.USER_RE), _text(team.get("id"), TEAM_RE)
     if not who or who in (SLACKBOT, settings.bot_user_id):
         return "no person clicked"
-    if not team_id or user.get("team_id") not in (team_id, team.get("enterprise_id")):
+    if not team_id or user.get("team_id") not in (team_id, team.get("enterprise_id") or team_id):
         return "the click is not of the payload's team"
     return Vote(channel, ts, who, team_id, vote), str(action.get("action_ts") or "")
 

@@ -204,6 +204,8 @@ def forged(payload: dict[str, Any], **changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("changes", "why"), [
     ({"team__id": "T0OTHER"}, "not of the payload's team"),
     ({"user__team_id": "T0OTHER"}, "not of the payload's team"),
+    ({"user__team_id": None}, "not of the payload's team"),  # no team and no enterprise is no match
+    ({"user__team_id": ["T0HELPBOT"]}, "not of the payload's team"),
     ({"actions__0__action_id": "approve"}, "not a click of helpbot's feedback buttons"),
     ({"actions__0__value": "+100"}, "not a click of helpbot's feedback buttons"),
     ({"type": "view_submission"}, "not a block_actions interaction"),
