@@ -303,6 +303,19 @@ def test_a_malformed_vote_is_exit_2_before_slack_is_asked(fake: FakeSlack, butto
         load_vote(path)
 
 
+def test_a_malformed_votes_line_never_echoes_an_unknown_key(tmp_path: Path) -> None:
+    """The key names are the dispatcher's: echoed, a newline would start an Actions workflow command (::error)."""
+    from agent.errors import BadInput
+
+    payload = {"channel": CHANNEL, "ts": "1735779660.000001", "user": TANAKA, "team": "T0HELPBOT", "vote": "+1",
+               "x\n::error title=forged::line": "1"}
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps({"action": "slack-vote", "client_payload": payload}), encoding="utf-8")
+    with pytest.raises(BadInput) as raised:
+        load_vote(path)
+    assert "\n" not in str(raised.value) and "::" not in str(raised.value) and "1 unknown key" in str(raised.value)
+
+
 # -- the fake Slack, as strict as Slack --------------------------------------------------------------------------
 def test_the_fakes_click_is_slacks_block_actions_payload(ws: Workspace, fake: FakeSlack,
                                                          buttons: dict[str, str]) -> None:
