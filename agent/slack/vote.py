@@ -133,12 +133,17 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
     from agent.slack.ratings import Scanner, slack_command
     from mcp_lib.platforms import slack as slack_platform
 
+    named = False  # who voted what, in the log only where helpbot feedback would show the answer's ratings
+
     def ignored(why: str) -> int:
-        guard.err(f"helpbot vote: ignored {vote.user}'s vote on {vote.channel}/{vote.ts}: {why}")
+        who = f"{vote.user}'s" if named else "a"
+        guard.err(f"helpbot vote: ignored {who} vote on {vote.channel}/{vote.ts}: {why}")
         return 0
 
     def keep() -> int:
+        nonlocal named
         scanner = Scanner.connect(env, "vote", sleep=clock.sleep)
+        named = not guard.current().private and scanner.is_public(vote.channel)
         if not scanner.home.has(vote.team):
             return ignored(f"team {vote.team} is not this workspace's")
         person = user_asker(scanner.call("users.info", user=vote.user).get("user") or {}, scanner.home)
@@ -157,8 +162,8 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
         content = {key: first[key] for key in ("text", "blocks") if first.get(key)}
         guard.slack_call(slack_platform.call, scanner.ctx, update=True, channel=vote.channel, ts=first["ts"],
                          metadata=markers.voted(marker, vote.user, vote.vote), **content)
-        guard.err(f"helpbot vote: kept {vote.user}'s {'👍' if vote.vote == markers.VOTES[0] else '👎'} on the "
-                  f"answer {vote.channel}/{first['ts']}")
+        what = f"{vote.user}'s {'👍' if vote.vote == markers.VOTES[0] else '👎'}" if named else "a vote"
+        guard.err(f"helpbot vote: kept {what} on the answer {vote.channel}/{first['ts']}")
         return 0
 
     settings = TriggerSettings.from_env(env)

@@ -171,6 +171,26 @@ def test_a_person_who_reacts_and_clicks_counts_once_and_the_click_wins(
     assert row["reactions"] == {"+1": 1, "-1": 1, "eyes": 1} and row["reactors"] == 2
 
 
+@pytest.mark.parametrize("audience", ["a public repository", "a private channel"])
+def test_the_vote_jobs_log_names_no_voter_and_no_vote_where_feedback_would_leave_the_answer_out(
+        ws: Workspace, fake: FakeSlack, buttons: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], audience: str) -> None:
+    """helpbot feedback keeps such answers' ratings out of the Actions log; one person's vote is no less private."""
+    answer = answered(ws, buttons)
+    github = GitHub()
+    deliver(relay(github), ws.click(CHANNEL, answer.ts, TANAKA, "-1"))
+    env = {**buttons, "HELPBOT_REPOSITORY_VISIBILITY": "public" if audience == "a public repository" else "private"}
+    if audience == "a private channel":
+        ws.channels[CHANNEL].is_private = True
+    capsys.readouterr()
+    for _ in range(2):  # kept, then ignored as kept already
+        assert run_vote(tmp_path, env, github.bodies[0]["client_payload"], monkeypatch) == 0
+    assert votes(answer) == {TANAKA: "-1"}
+    log = capsys.readouterr().err
+    assert "kept a vote on the answer" in log and "already kept" in log
+    assert TANAKA not in log and "👎" not in log
+
+
 def test_faq_draft_counts_votes_like_reactions(ws: Workspace, fake: FakeSlack, buttons: dict[str, str],
                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
