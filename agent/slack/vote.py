@@ -4,8 +4,9 @@ The relay holds no Slack token: it checks what the signed ``block_actions`` payl
 (:func:`click_vote`) and dispatches a ``slack-vote``. ``helpbot vote`` (vote.yml, with the bot token) checks it all
 again with Slack's word (:func:`record`): the workspace, the channel, a person of the team, a message of helpbot's
 answer. The vote goes into the answer's first message (:func:`agent.slack.markers.voted`) by ``chat.update``,
-which re-sends that message's own text and blocks through the egress guard, narrowed to the tool names and link
-hosts helpbot's own message carries (they passed the guard when it was posted). Anything else: one line, exit 0.
+which re-sends that message's own text (Slack keeps its blocks) through the egress guard, narrowed to the tool
+names and link hosts helpbot's own message carries (they passed the guard when it was posted). Anything else:
+one line, exit 0.
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
         if vote.user not in marker.votes and len(marker.votes) >= markers.MAX_VOTES:
             return ignored(f"the answer keeps {markers.MAX_VOTES} votes already")
         guard.narrow(names=marker.stats.tools, hosts=_hosts(first))  # what helpbot's own message already carries
-        content = {key: first[key] for key in ("text", "blocks") if first.get(key)}
+        # the text alone: Slack keeps blocks left out (re-sent as read, markdown would become its rich_text)
+        content = {"text": first["text"]} if first.get("text") else {"blocks": first.get("blocks") or []}
         guard.slack_call(slack_platform.call, scanner.ctx, update=True, channel=vote.channel, ts=first["ts"],
                          metadata=markers.voted(marker, vote.user, vote.vote), **content)
         what = f"{vote.user}'s {'👍' if vote.vote == markers.VOTES[0] else '👎'}" if named else "a vote"

@@ -158,6 +158,23 @@ def test_a_click_becomes_one_vote_that_feedback_counts_and_a_second_click_replac
     assert "the same vote is already kept" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("streams", [False, True])
+def test_a_vote_leaves_the_answers_blocks_as_posted_where_slack_reads_markdown_back_as_rich_text(
+        ws: Workspace, fake: FakeSlack, buttons: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        streams: bool) -> None:
+    """Re-sent as read, the answer's markdown would become Slack's (lossy) rich_text rendering of it for good."""
+    if streams:
+        ws.refuse_streaming = None
+    answer = answered(ws, buttons)
+    before = json.dumps(answer.blocks, ensure_ascii=False)
+    assert answer.blocks is not None and answer.blocks[0]["type"] == "markdown"
+    ws.markdown_as_rich_text = True
+    github = GitHub()
+    deliver(relay(github), ws.click(CHANNEL, answer.ts, TANAKA, "+1"))
+    assert run_vote(tmp_path, buttons, github.bodies[0]["client_payload"], monkeypatch) == 0
+    assert votes(answer) == {TANAKA: "+1"} and json.dumps(answer.blocks, ensure_ascii=False) == before
+
+
 def test_a_person_who_reacts_and_clicks_counts_once_and_the_click_wins(
         ws: Workspace, fake: FakeSlack, buttons: dict[str, str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
