@@ -151,10 +151,13 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
         if person.bot or person.deleted or not person.member or scanner.me.is_me(vote.user):
             return ignored("the voter is not a member of the team")
         thread = list(scanner.pages("conversations.replies", channel=vote.channel, ts=vote.ts))
-        marker, first = next(((m, first) for m, first, parts in markers.answers_in_sequence(thread, scanner.me)
-                              if vote.ts in {p.get("ts") for p in parts}), (None, {}))
+        marker, first, parts = next(((m, first, parts) for m, first, parts
+                                     in markers.answers_in_sequence(thread, scanner.me)
+                                     if vote.ts in {p.get("ts") for p in parts}), (None, {}, []))
         if marker is None:
             return ignored("the message is not helpbot's answer")
+        if vote.ts != parts[-1].get("ts"):  # the buttons' part: one concurrency group per answer in vote.yml
+            return ignored("the buttons are on the answer's last message")
         if marker.votes.get(vote.user) == vote.vote:
             return ignored("the same vote is already kept")
         if vote.user not in marker.votes and len(marker.votes) >= markers.MAX_VOTES:

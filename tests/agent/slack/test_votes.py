@@ -323,6 +323,25 @@ def test_a_forged_dispatch_changes_nothing(ws: Workspace, fake: FakeSlack, butto
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_a_vote_names_the_part_that_carries_the_buttons(ws: Workspace, fake: FakeSlack, buttons: dict[str, str],
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vote.yml queues the votes of one answer by the clicked ts: a forged vote naming another part of a split
+    answer would run beside them and lose one in the read-modify-write, so only the last part's ts is taken."""
+    q = question_of(ws)
+    long = "連携ログを確認してください。\n\n" + "在庫同期ジョブのログを確認し、失敗した行を再実行してください。" * 400
+
+    def answering_at_length(request: Request) -> Any:
+        return calls(("faq_search", {"query": "在庫同期"})) if request.round == 1 else long
+
+    assert answer_scripted(buttons, answering_at_length, channel=CHANNEL, ts=q.ts)[0] == 0
+    first, *_, last = bot_messages(ws, CHANNEL, q.ts)
+    vote = {"channel": CHANNEL, "ts": first.ts, "user": SUZUKI, "team": ws.team_id, "vote": "+1"}
+    assert run_vote(tmp_path, buttons, vote, monkeypatch) == 0
+    assert votes(first) == {}
+    assert run_vote(tmp_path, buttons, {**vote, "ts": last.ts}, monkeypatch) == 0
+    assert votes(first) == {SUZUKI: "+1"}
+
+
 @pytest.mark.parametrize("payload", [
     {"channel": CHANNEL, "ts": "1.2", "user": TANAKA, "team": "T0HELPBOT", "vote": "+1"},
     {"channel": CHANNEL, "ts": "1735779660.000001", "user": TANAKA, "team": "T0HELPBOT", "vote": "up"},
