@@ -142,8 +142,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     question = args.question.strip()
     if not question:
         raise UsageError("helpbot ask: the question is empty")
-    from agent.core.model import ModelRequestError
-    from agent.errors import TranscriptError
+    from agent.errors import ModelRequestError, TranscriptError
     from agent.saved import load_transcript, save_transcript
 
     try:

@@ -111,8 +111,9 @@ def _faq_pull_requests(env: Mapping[str, str]) -> Part:
 def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
     """Each of HELPBOT_MODEL and HELPBOT_SUMMARY_MODEL answers a one-token request."""
     from agent.core.claude import build_model
-    from agent.core.model import ModelError, Request
+    from agent.core.model import Request
     from agent.core.model_config import TURN_ON, ModelConfig
+    from agent.errors import ModelError
 
     try:
         config = ModelConfig.from_env(env)

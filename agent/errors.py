@@ -8,6 +8,10 @@
     ├── ConfigError (mcp_lib.config.ConfigError)  2    bad configuration: names the variable, never its value
     └── RunFailed                                 1    the run could not finish (Slack unreachable, ...)
         └── DispatchError                         1    the relay: GitHub did not accept repository_dispatch
+    ModelError                                         the model could not give a response
+    ├── ModelUnavailable                               throttled, overloaded or unreachable: the run degrades
+    └── ModelRequestError                              the request was rejected: retrying cannot help
+    Unreadable                                         a file helpbot does not read (the reason, for the context)
     Terminated (BaseException)                  130    SIGTERM (a cancelled Actions job), like Ctrl-C
 
 mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's; everything else is here.
@@ -25,7 +29,8 @@ from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInp
 from mcp_lib.errors import ExitError as HelpbotError
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "BadInput", "ConfigError",
-           "DispatchError", "HelpbotError", "RunFailed", "Terminated", "TranscriptError", "UsageError",
+           "DispatchError", "HelpbotError", "ModelError", "ModelRequestError", "ModelUnavailable",
+           "RunFailed", "Terminated", "TranscriptError", "Unreadable", "UsageError",
            "debugging", "error_line", "exit_code", "exit_line", "sigterm_raises"]
 
 EXIT_OK = 0
@@ -51,6 +56,33 @@ class DispatchError(RunFailed):
         super().__init__(message)
         self.retryable = retryable
         self.asked = asked
+
+
+class ModelError(Exception):
+    """The model could not give a response."""
+
+
+class ModelUnavailable(ModelError):
+    """Throttled, overloaded or unreachable even after retries: the run degrades instead of failing.
+
+    ``out_of_time``: the caller's deadline, not the number of attempts, ended the retries (the loop then still
+    asks for the final answer in the time it kept back for it)."""
+
+    def __init__(self, message: str, out_of_time: bool = False):
+        super().__init__(message)
+        self.out_of_time = out_of_time
+
+
+class ModelRequestError(ModelError):
+    """The request was rejected (bad request, credentials, permissions): retrying cannot help."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class Unreadable(Exception):
+    """A file helpbot does not read; the message is the reason, in the context's language."""
 
 
 class Terminated(BaseException):

@@ -24,10 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError
-from .core import ArgumentError, Tool
-from .errors import BadInput, ExitError, exit_code
-from .registry import Registry, UnknownTool
+from .core import Tool
+from .errors import ArgumentError, BadInput, ConfigError, ExitError, UnknownTool, exit_code
+from .registry import Registry
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "tools_docs"
 USAGE = """usage: mcp-lib PLATFORM:FUNCTION [positional ...] [key=value ...]

@@ -13,17 +13,7 @@ from datetime import datetime
 from typing import TypeVar
 from urllib.parse import urlparse
 
-from .errors import EXIT_BAD_INPUT, ExitError
-
-
-class ConfigError(ExitError):
-    """Bad configuration: the CLIs print it as one line and exit 2."""
-
-    exit_code = EXIT_BAD_INPUT
-
-    def __init__(self, variable: str, problem: str):
-        super().__init__(f"{variable}: {problem}")
-        self.variable = variable
+from .errors import ConfigError
 
 
 def env_str(env: Mapping[str, str], name: str) -> str | None:

@@ -24,6 +24,7 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from .errors import ArgumentError, CredentialsError, ToolError
 from .result import (
     MAX_MESSAGE_CHARS,
     TRUNCATION_MARKER,
@@ -39,18 +40,6 @@ __all__ = [  # the declaration model, and the envelope a platform returns (defin
     "MAX_MESSAGE_CHARS", "TRUNCATION_MARKER", "ArgumentError", "Caller", "CredentialsError", "Limits", "Param",
     "Platform", "Result", "Tool", "ToolContext", "ToolError", "apply_limits", "cut_text", "find_context_parameter",
 ]
-
-
-class ToolError(Exception):
-    """A failure the model should hear about (not found, rate limited, forbidden by a rule)."""
-
-
-class CredentialsError(ToolError):
-    """The service rejected our credentials: a configuration problem (the CLI exits 2 on it)."""
-
-
-class ArgumentError(Exception):
-    """Arguments that do not fit the tool's schema."""
 
 
 @dataclass(frozen=True)

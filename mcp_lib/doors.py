@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .core import ToolError
+from .errors import Refused
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Where Slack serves url_private / url_private_download (https://api.slack.com/types/file): the file host of
@@ -77,10 +77,6 @@ def origin(url: str) -> Origin | None:
         except UnicodeError:
             return None
     return Origin(scheme, host.lower(), port if port is not None else DEFAULT_PORTS[scheme])
-
-
-class Refused(ToolError):
-    """A request that would carry a credential to an origin its door does not allow; it was not sent."""
 
 
 @dataclass(frozen=True)

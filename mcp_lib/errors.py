@@ -1,18 +1,31 @@
-"""The errors mcp_lib's entry points turn into one line and an exit code; helpbot's tree (agent/errors.py) is
-built on this base, because mcp_lib imports nothing from agent.
+"""Every exception of mcp_lib, and the exit code an entry point gives each; helpbot's tree (agent/errors.py)
+builds on :class:`ExitError`, because mcp_lib imports nothing from agent.
 
-    ExitError        1    an error that is explained in one line (no traceback)
-    ├── BadInput     2    bad input: the command line, a file, an event
-    └── ConfigError  2    bad configuration (:mod:`mcp_lib.config`): names the variable, never its value
+    ExitError              1    an error that is explained in one line (no traceback)
+    ├── BadInput           2    bad input: the command line, a file, an event
+    └── ConfigError        2    bad configuration (:mod:`mcp_lib.config`): names the variable, never its value
+    ToolError                   a failure the model hears about: a tool's ``status: "error"`` result
+    ├── CredentialsError        the service rejected our credentials (the CLI exits 2 on it)
+    ├── Refused                 a credential would go to an origin its door does not allow; nothing was sent
+    ├── NotFound                Redmine answered 404 (or the key's user may not see the thing)
+    ├── Redirected              Redmine redirected to another path
+    ├── ChannelNotFound         Slack does not know the channel (or will not say)
+    └── RateLimited             Slack still answered 429 after the retries
+    ArgumentError               arguments that do not fit a tool's schema
+    UnknownTool (KeyError)      no such platform or tool
+    Retryable                   a failure worth another try, after ``asked`` seconds (:mod:`mcp_lib.retry`)
+    GaveUp                      the retries ended without success (:mod:`mcp_lib.retry`)
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+
+Why = Literal["attempts", "server_wait", "deadline"]  # why the retries ended
 
 
 class ExitError(Exception):
@@ -25,6 +38,80 @@ class BadInput(ExitError):
     """Malformed input (command line, file, event): one line, exit 2, nothing done."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class ConfigError(ExitError):
+    """Bad configuration: the CLIs print it as one line and exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, variable: str, problem: str):
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+
+
+class ToolError(Exception):
+    """A failure the model should hear about (not found, rate limited, forbidden by a rule)."""
+
+
+class CredentialsError(ToolError):
+    """The service rejected our credentials: a configuration problem (the CLI exits 2 on it)."""
+
+
+class Refused(ToolError):
+    """A request that would carry a credential to an origin its door does not allow; it was not sent."""
+
+
+class NotFound(ToolError):
+    """Redmine answered 404 (or the key's user may not see the thing)."""
+
+
+class Redirected(ToolError):
+    """Redmine redirected to another path (a renamed or moved wiki page); ``path`` is where it landed."""
+
+    def __init__(self, path: str):
+        super().__init__(f"Redmine redirected the request to {path}")
+        self.path = path
+
+
+class ChannelNotFound(ToolError):
+    """Slack does not know the channel (or will not say): answered like a channel the rules refuse."""
+
+
+class RateLimited(ToolError):
+    """Slack still answered 429 after the retries; ``retry_after`` is what it asked for, if anything."""
+
+    def __init__(self, message: str, retry_after: float | None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ArgumentError(Exception):
+    """Arguments that do not fit the tool's schema."""
+
+
+class UnknownTool(KeyError):
+    """No such platform or tool; the message lists what exists."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Retryable(Exception):
+    """A failure worth another try, after ``asked`` seconds when the server said how long."""
+
+    def __init__(self, message: str, asked: float | None = None):
+        super().__init__(message)
+        self.asked = asked
+
+
+class GaveUp(Exception):
+    """The retries ended without success: ``why``, after ``attempts`` attempts; ``last`` is the last failure
+    (None when the budget left no time for the next attempt), ``asked`` the server's wait, ``left`` the time left."""
+
+    def __init__(self, why: Why, attempts: int, last: BaseException | None, asked: float | None, left: float):
+        super().__init__(f"{why}: {last}" if last else why)
+        self.why, self.attempts, self.last, self.asked, self.left = why, attempts, last, asked, left
 
 
 def exit_code(exc: BaseException) -> int:

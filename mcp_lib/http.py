@@ -19,7 +19,8 @@ import httpx2
 from .clock import SYSTEM_CLOCK, Clock
 from .core import ToolContext, ToolError
 from .doors import Door
-from .retry import Budget, GaveUp, Policy, Retryable, call, header, server_wait, tool_budget, tool_clock
+from .errors import GaveUp, Retryable
+from .retry import Budget, Policy, call, header, server_wait, tool_budget, tool_clock
 
 T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -35,14 +36,14 @@ def is_rate_limited(status: int, headers: Mapping[str, str]) -> bool:
 
 
 def check_answer(status: int, headers: Mapping[str, str], clock: Clock = SYSTEM_CLOCK, detail: str = "") -> None:
-    """Raise :class:`~mcp_lib.retry.Retryable` for an answer worth another try (429, 5xx, a rate-limit 403), with
+    """Raise :class:`~mcp_lib.errors.Retryable` for an answer worth another try (429, 5xx, a rate-limit 403), with
     the wait the server asked for; else return."""
     if status in RETRYABLE_STATUS or is_rate_limited(status, headers):
         raise Retryable(f"HTTP {status}{detail}", server_wait(headers, clock))
 
 
 def retried(what: str, fn: Callable[[], T], budget: Budget) -> T:
-    """``fn`` retried on :class:`~mcp_lib.retry.Retryable` within ``budget``; a service that stays down, or asks
+    """``fn`` retried on :class:`~mcp_lib.errors.Retryable` within ``budget``; a service that stays down, or asks
     for a wait we will not sit out, becomes a ToolError naming ``what``."""
     try:
         return call(lambda _left: fn(), retry=lambda exc: isinstance(exc, Retryable), policy=POLICY, budget=budget)

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigError, env_str
+from .config import env_str
 from .core import Caller, Limits, Platform, Result, Tool, ToolContext
+from .errors import ConfigError, UnknownTool
 
 if TYPE_CHECKING:
     from .sessions import ServerLog
@@ -33,13 +34,6 @@ def load_platform(name: str) -> Platform:
         raise KeyError(name)
     module = importlib.import_module(f"mcp_lib.platforms.{name}")
     return module.PLATFORM
-
-
-class UnknownTool(KeyError):
-    """No such platform or tool; the message lists what exists."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 @dataclass

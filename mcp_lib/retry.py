@@ -12,16 +12,16 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import tenacity
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
 from .clock import SYSTEM_CLOCK, Clock
+from .errors import GaveUp, Why
 
 T = TypeVar("T")
-Why = Literal["attempts", "server_wait", "deadline"]  # why the retries ended
 Asked = Callable[[BaseException], float | None]  # the wait the server asked for, read from a failure
 
 
@@ -29,14 +29,6 @@ def asked_by(exc: BaseException) -> float | None:
     """The wait a failure carries as ``asked`` (:class:`Retryable`, the relay's DispatchError), if any."""
     asked = getattr(exc, "asked", None)
     return float(asked) if isinstance(asked, int | float) else None
-
-
-class Retryable(Exception):
-    """A failure worth another try, after ``asked`` seconds when the server said how long."""
-
-    def __init__(self, message: str, asked: float | None = None):
-        super().__init__(message)
-        self.asked = asked
 
 
 @dataclass(frozen=True)
@@ -152,15 +144,6 @@ class Policy:
     def stop(self, budget: Budget, asked: Asked) -> stop_base:
         attempts, server_wait, deadline = self.stops(budget, asked).values()
         return attempts | server_wait | deadline
-
-
-class GaveUp(Exception):
-    """The retries ended without success: ``why``, after ``attempts`` attempts; ``last`` is the last failure
-    (None when the budget left no time for the next attempt), ``asked`` the server's wait, ``left`` the time left."""
-
-    def __init__(self, why: Why, attempts: int, last: BaseException | None, asked: float | None, left: float):
-        super().__init__(f"{why}: {last}" if last else why)
-        self.why, self.attempts, self.last, self.asked, self.left = why, attempts, last, asked, left
 
 
 def call(fn: Callable[[float], T], *, retry: Callable[[BaseException], bool],

@@ -23,10 +23,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agent.core.claude_stream import streamed_message
-from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Request, Usage
+from agent.core.model import ModelResponse, Request, Usage
 from agent.core.model_config import BEDROCK_ANTHROPIC_VERSION, ModelConfig
+from agent.errors import ModelRequestError, ModelUnavailable
 from mcp_lib.config import ConfigError
-from mcp_lib.retry import Budget, GaveUp, Paired, Policy, call, server_wait
+from mcp_lib.errors import GaveUp
+from mcp_lib.retry import Budget, Paired, Policy, call, server_wait
 
 if TYPE_CHECKING:
     from mcp_lib.http import NameResolution

@@ -14,11 +14,12 @@ from typing import Any, Literal, Protocol
 
 from agent.core import tokens as tk
 from agent.core.cutting import MIN_CUT_CHARS, cut, cut_to_tokens, uncut
-from agent.core.model import Model, ModelError, ModelRequestError, Request, Usage
+from agent.core.model import Model, Request, Usage
 from agent.core.notes import SUMMARIZED_STUB, SUMMARY_SYSTEM, mechanical_summary, notes_text, set_notes, summary_request
 from agent.core.prompt_cache import CacheState, cached_request
 from agent.core.settings import CACHE_READ_FACTOR, CACHE_WRITE_FACTOR, Settings
 from agent.core.transcript import ResultRef, replace_result, tool_results, user_message
+from agent.errors import ModelError, ModelRequestError
 from mcp_lib.clock import Clock
 
 MAX_CALIBRATION, MIN_CALIBRATION = 4.0, 0.5  # the bounds of reported usage / our estimate

@@ -18,13 +18,14 @@ from urllib.parse import unquote
 from agent.core.cutting import cut
 from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text
 from agent.core.economy import Economy
-from agent.core.model import Model, ModelRequestError, ModelResponse, ModelUnavailable, Request
+from agent.core.model import Model, ModelResponse, Request
 from agent.core.prompt import build_system_prompt
 from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
 from agent.core.tools import ThreadWait, ToolExecutor, vet_tool_uses
 from agent.core.transcript import earlier_turn, user_message, valid_text, with_context
+from agent.errors import ModelRequestError, ModelUnavailable
 from mcp_lib.clock import SYSTEM_CLOCK, Clock, now
 from mcp_lib.redact import redact_deep
 

@@ -70,22 +70,3 @@ class Model(Protocol):
     def create(self, request: Request) -> ModelResponse: ...
 
 
-class ModelError(Exception):
-    """The model could not give a response."""
-
-
-class ModelUnavailable(ModelError):
-    """Throttled, overloaded or unreachable even after retries: the run degrades instead of failing.
-    ``out_of_time``: the deadline, not the attempts, ended them (the final answer still has its reserve)."""
-
-    def __init__(self, message: str, out_of_time: bool = False):
-        super().__init__(message)
-        self.out_of_time = out_of_time
-
-
-class ModelRequestError(ModelError):
-    """The request was rejected (bad request, credentials, permissions): retrying cannot help."""
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status

@@ -17,11 +17,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from agent.core.loop import Agent
-from agent.core.model import Model, ModelError, Request, Usage
+from agent.core.model import Model, Request, Usage
 from agent.core.run import Answer, Prelude, Turn
 from agent.core.settings import Settings, validation_problem
 from agent.core.tools import ToolExecutor
 from agent.core.transcript import user_message
+from agent.errors import ModelError
 from mcp_lib.clock import Clock
 from mcp_lib.config import ConfigError
 from mcp_lib.external import load_file_config

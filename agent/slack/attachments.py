@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx2
 
 from agent.core.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
+from agent.errors import Unreadable
 from agent.slack.files import (
     MANY_IMAGE_SIDE,
     MANY_IMAGES,
@@ -39,7 +40,6 @@ from agent.slack.files import (
     MAX_PDF_BYTES,
     MEDIA_BYTES,
     Picture,
-    Unreadable,
     base64_size,
     cut_middle,
     decode_text,
@@ -47,7 +47,8 @@ from agent.slack.files import (
     fit_image,
     is_binary,
 )
-from mcp_lib.doors import Refused, slack_door
+from mcp_lib.doors import slack_door
+from mcp_lib.errors import Refused
 from mcp_lib.http import door_client
 from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, image_size
 
@@ -113,7 +114,7 @@ def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
     """``ask(blocks, context_note)``; when the endpoint rejects the request (400) and images or PDFs were among
     the blocks, once more without those the error names (both when it names neither), with a note for the
     context. Any other failure is the caller's."""
-    from agent.core.model import ModelRequestError
+    from agent.errors import ModelRequestError
 
     try:
         return ask(list(blocks), "")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent.errors import Unreadable
 from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_SIDE, image_size
 
 FileKind = Literal["image", "pdf", "text"]
@@ -83,10 +84,6 @@ MODEL_SIDE = 1_568
 MODEL_PIXELS = 1_150_000
 MIN_SIDE = 200  # the vision guide: images under 200 px a side degrade the answers; smaller than this, refuse
 MAX_DECODE_PIXELS = 80_000_000  # larger images are not decoded (memory; Pillow warns past 89 megapixels)
-
-
-class Unreadable(Exception):
-    """A file helpbot does not read; the message is the reason, in the context's language."""
 
 
 def base64_size(raw: int) -> int:

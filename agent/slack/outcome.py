@@ -131,7 +131,7 @@ class Failure(NamedTuple):
 
 
 def classify(exc: BaseException, *, debug: bool = False) -> Failure:
-    from agent.core.model import ModelRequestError
+    from agent.errors import ModelRequestError
 
     code = exit_code(exc)
     if isinstance(exc, ConfigError):

@@ -18,6 +18,7 @@ from agent.errors import RunFailed
 from agent.slack.blocks import POST_OPTIONS, question_payload
 from mcp_lib import retry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
+from mcp_lib.errors import GaveUp
 from mcp_lib.retry import Budget, Policy, server_wait
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ class SlackOut:
         try:
             return retry.call(write, retry=retryable, policy=FINAL_POLICY if final else WRITE_POLICY,
                               asked=retry_after, budget=budget, on_retry=waited)
-        except retry.GaveUp as gave_up:
+        except GaveUp as gave_up:
             if gave_up.last is None:
                 raise
             raise gave_up.last from None

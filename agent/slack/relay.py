@@ -31,7 +31,8 @@ from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.trigger import TRIGGER_EVENTS, parse_event_data
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str, env_url
-from mcp_lib.doors import Refused, door
+from mcp_lib.doors import door
+from mcp_lib.errors import Refused
 from mcp_lib.http import door_async_client, door_client
 from mcp_lib.retry import server_wait
 

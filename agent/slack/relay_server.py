@@ -32,6 +32,7 @@ from agent.slack.relay import (
 )
 from mcp_lib import retry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
+from mcp_lib.errors import GaveUp
 
 
 class Dispatcher:
@@ -65,7 +66,7 @@ class Dispatcher:
                 retry.call(lambda _left: self.dispatch(payload), policy=self.policy,
                            retry=lambda exc: isinstance(exc, DispatchError) and exc.retryable,
                            budget=retry.Budget(clock=self.clock))
-            except retry.GaveUp as exc:
+            except GaveUp as exc:
                 log(f"dispatch failed for {where}: {exc.last or exc.why}")
             except DispatchError as exc:
                 log(f"dispatch failed for {where}: {exc}")

@@ -14,11 +14,11 @@ import pytest
 
 from agent import faq_pr
 from agent.core.claude import build_model
-from agent.core.model import ModelRequestError, Request
+from agent.core.model import Request
 from agent.core.model_config import ModelConfig
-from agent.errors import DispatchError
+from agent.errors import DispatchError, ModelRequestError
 from agent.slack.relay import RelayConfig, github_dispatcher
-from mcp_lib.doors import Refused
+from mcp_lib.errors import Refused
 from tests.fakes.clock import FakeClock
 from tests.fakes.origins import Recorder, recording, redirect_to, refusing
 

@@ -10,9 +10,9 @@ import pytest
 
 from agent.cli import main
 from agent.core.loop import Agent
-from agent.core.model import ModelRequestError
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
+from agent.errors import ModelRequestError
 from agent.evals import load_cases, run_cases, totals, url_matches
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit

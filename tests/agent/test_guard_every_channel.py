@@ -171,7 +171,7 @@ def test_data_carrying_links_and_images_lose_their_data_everywhere(env: dict[str
 def test_a_degraded_answer_goes_through_the_same_guard(env: dict[str, str], ws: Workspace, fake: FakeSlack,
                                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """No model: the top search hits are posted as they are -- what an attacker planted in them included."""
-    from agent.core.model import ModelUnavailable
+    from agent.errors import ModelUnavailable
 
     ws.post("C0ECSUP", "在庫同期 <@U0TANAKA> <!HERE> @Here 手順 [こちら](https://evil.test/x?d=LEAK6) "
                        "![図](https://evil.test/p.png?d=LEAK7) ghp_fakefakefake taro@example.com", user="U0SUZUKI")

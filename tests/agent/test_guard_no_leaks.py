@@ -130,7 +130,7 @@ def test_a_model_request_error_in_a_private_run_leaves_no_text(env: dict[str, st
     """The endpoint's error body may echo the request (the private question, what the tools read): not in the
     log, the summary or the trace -- whether the run fails (first request) or degrades (a later one); the
     notice in the private channel itself still says what went wrong."""
-    from agent.core.model import ModelRequestError
+    from agent.errors import ModelRequestError
 
     question = "障害対応の手順は？（社内限定の質問）"
 

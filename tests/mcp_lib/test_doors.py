@@ -15,7 +15,8 @@ from slack_sdk.errors import SlackApiError
 from agent.config import VARIABLES
 from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolError
-from mcp_lib.doors import NEVER_SENT, WHERE, Refused, door, origin, slack_door
+from mcp_lib.doors import NEVER_SENT, WHERE, door, origin, slack_door
+from mcp_lib.errors import Refused
 from mcp_lib.external import server_entries
 from mcp_lib.platforms import github, growi
 from mcp_lib.platforms.redmine import RedmineConfig

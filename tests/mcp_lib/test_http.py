@@ -11,8 +11,9 @@ import pytest
 
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.doors import door
+from mcp_lib.errors import Retryable
 from mcp_lib.http import NameResolution, Wait, door_client, error_detail, retried, send
-from mcp_lib.retry import Budget, Retryable
+from mcp_lib.retry import Budget
 from tests.fakes.clock import FakeClock
 
 NOW = 1_800_000_000.0

@@ -5,17 +5,8 @@ from __future__ import annotations
 import pytest
 import tenacity
 
-from mcp_lib.retry import (
-    Budget,
-    GaveUp,
-    Policy,
-    Retryable,
-    asked_by,
-    call,
-    next_wait,
-    server_wait,
-    wait_backoff,
-)
+from mcp_lib.errors import GaveUp, Retryable
+from mcp_lib.retry import Budget, Policy, asked_by, call, next_wait, server_wait, wait_backoff
 from tests.fakes.clock import FakeClock
 
 NOW = 1_800_000_000.0  # wall-clock epoch seconds, for HTTP dates and x-ratelimit-reset

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from ...config import DECLARED, env_float, env_int, env_list, env_str, env_url
 from ...core import Platform, Result, ToolContext, ToolError, cut_text
+from ...errors import NotFound, Redirected
 from ...redact import redact_secrets
 from ...result import excerpt
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .session import RedmineClient, Session
 
 SNIPPET_CHARS = 300
-__all__ = ["PLATFORM", "NotFound", "Redirected", "RedmineConfig", "load_config", "make_client"]
+__all__ = ["PLATFORM", "RedmineConfig", "load_config", "make_client"]
 
 PROJECT_IDENT = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -58,18 +59,6 @@ def load_config(env: Mapping[str, str]) -> RedmineConfig | None:
         timeout_s=env_float(env, "HELPBOT_REDMINE_TIMEOUT", minimum=0.1),
         retry_budget_s=env_float(env, "HELPBOT_REDMINE_RETRY_BUDGET", minimum=0.0),
     )
-
-
-class NotFound(ToolError):
-    """Redmine answered 404 (or the key's user may not see the thing)."""
-
-
-class Redirected(ToolError):
-    """Redmine redirected to another path (a renamed or moved wiki page); ``path`` is where it landed."""
-
-    def __init__(self, path: str):
-        super().__init__(f"Redmine redirected the request to {path}")
-        self.path = path
 
 
 def make_client(config: RedmineConfig) -> RedmineClient:

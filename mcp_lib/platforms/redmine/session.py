@@ -14,9 +14,10 @@ from redminelib.engines.sync import SyncEngine
 
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, door, origin
+from ...errors import NotFound, Redirected, Retryable
 from ...http import check_answer, retried
-from ...retry import Retryable, tool_budget
-from . import PROJECT_IDENT, NotFound, Redirected, RedmineConfig
+from ...retry import tool_budget
+from . import PROJECT_IDENT, RedmineConfig
 
 T = TypeVar("T")
 

@@ -29,7 +29,8 @@ from slack_sdk.web import SlackResponse
 from ...config import DECLARED, ConfigError, env_str, env_timezone, env_url
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, slack_door
-from ...retry import Budget, Policy, Retryable, header, next_wait, server_wait, tool_budget
+from ...errors import ChannelNotFound, RateLimited, Retryable
+from ...retry import Budget, Policy, header, next_wait, server_wait, tool_budget
 from ...slack_scopes import token_scopes
 
 DEFAULT_API_URL = DECLARED["SLACK_API_URL"].default
@@ -234,18 +235,6 @@ def explain(exc: SlackApiError, api: str, variable: str) -> str:
         return f"the token in {variable} lacks the scope {data.get('needed')!r} needed by {api} (missing_scope)"
     hint = _HINTS.get(error)
     return f"Slack {api} failed: {error or 'unknown error'}" + (f" ({hint})" if hint else "")
-
-
-class ChannelNotFound(ToolError):
-    """Slack does not know the channel (or will not say): answered like a channel the rules refuse."""
-
-
-class RateLimited(ToolError):
-    """Slack still answered 429 after the retries; ``retry_after`` is what it asked for, if anything."""
-
-    def __init__(self, message: str, retry_after: float | None):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = True, **params: Any) -> dict[str, Any]:

@@ -12,9 +12,10 @@ from urllib.parse import parse_qs, urlparse
 
 from ... import ids
 from ...core import ToolContext, ToolError
+from ...errors import ChannelNotFound, RateLimited
 from ...redact import redact_secrets
 from ...result import excerpt
-from .client import ChannelNotFound, RateLimited, SlackClients, call
+from .client import SlackClients, call
 
 # -- lookups (cached per client) ----------------------------------------------------------------------------
 SEARCH_PAGE = 100  # search.messages' largest page

@@ -15,10 +15,11 @@ from botocore.exceptions import EndpointConnectionError
 
 from agent.core.claude import CONNECT_TIMEOUT_S, MIN_ATTEMPT_S, SdkModel, build_model
 from agent.core.loop import Agent
-from agent.core.model import ModelRequestError, ModelUnavailable, Request
+from agent.core.model import Request
 from agent.core.model_config import ModelConfig
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
+from agent.errors import ModelRequestError, ModelUnavailable
 from mcp_lib import Registry
 from mcp_lib.config import ConfigError
 from mcp_lib.http import NameResolution

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from agent.core.loop import FORCED_NOTES, NOT_RUN_FINAL, Agent
-from agent.core.model import ModelRequestError, ModelResponse, ModelUnavailable, Usage
+from agent.core.model import ModelResponse, Usage
 from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_of
 from agent.core.run import Prelude, Progress, Turn
 from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens, request_tokens
 from agent.core.tools import ToolOutcome
+from agent.errors import ModelRequestError, ModelUnavailable
 from agent.slack.blocks import answer_payloads
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools, Hangs, check_transcript

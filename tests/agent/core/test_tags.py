@@ -12,7 +12,6 @@ import pytest
 
 from agent.cli import main
 from agent.core.loop import Agent
-from agent.core.model import ModelUnavailable
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tags import (
@@ -24,6 +23,7 @@ from agent.core.tags import (
     parse_tagger_reply,
     tag_question,
 )
+from agent.errors import ModelUnavailable
 from agent.slack.blocks import answer_payloads
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries

@@ -17,8 +17,9 @@ from PIL import Image
 
 from agent.cli import main
 from agent.core.tokens import PDF_PAGE_TOKENS, media_tokens, pdf_pages
+from agent.errors import Unreadable
 from agent.slack.attachments import suspects, without_media
-from agent.slack.files import MEDIA_BYTES, REQUEST_BYTES, Unreadable, fit_image, is_binary
+from agent.slack.files import MEDIA_BYTES, REQUEST_BYTES, fit_image, is_binary
 from mcp_lib.media import MAX_IMAGE_BYTES
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.attachments import ask, blocks_of, media, pdf, png, question_text

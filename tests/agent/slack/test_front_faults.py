@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from agent.core.model import ModelUnavailable
 from agent.core.scripted import Request, ScriptedModel, calls
+from agent.errors import ModelUnavailable
 from agent.slack.front import Options, run
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import (

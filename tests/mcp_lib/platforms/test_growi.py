@@ -9,7 +9,7 @@ import pytest
 
 from mcp_lib.config import ConfigError
 from mcp_lib.core import Result, ToolError
-from mcp_lib.doors import Refused
+from mcp_lib.errors import Refused
 from mcp_lib.platforms import growi
 from mcp_lib.registry import Registry
 from tests.fakes.clock import FakeClock
