@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from .core.model import Request, Usage
     from .core.run import Answer, Progress, Turn
     from .core.scripted import ScriptedModel
-    from .errors import HelpbotError
+    from .errors import ExitError
 
 _WHERE = {
     "Agent": "agent.core.loop",
     "Answer": "agent.core.run",
-    "HelpbotError": "agent.errors",
+    "ExitError": "agent.errors",
     "Progress": "agent.core.run",
     "Request": "agent.core.model",
     "ScriptedModel": "agent.core.scripted",
@@ -29,7 +29,7 @@ _WHERE = {
     "Usage": "agent.core.model",
     "build_agent": "agent.build",
 }
-__all__ = ["Agent", "Answer", "HelpbotError", "Progress", "Request", "ScriptedModel", "Turn", "Usage", "build_agent"]
+__all__ = ["Agent", "Answer", "ExitError", "Progress", "Request", "ScriptedModel", "Turn", "Usage", "build_agent"]
 
 
 def __getattr__(name: str) -> Any:

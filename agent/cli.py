@@ -103,9 +103,10 @@ def _main(parser: argparse.ArgumentParser, args_list: list[str]) -> int:
 
 def _exit(exc: BaseException) -> int:
     """The one exception -> exit code mapping of ``helpbot`` (:mod:`agent.errors`); one line, no traceback."""
-    from agent.errors import HelpbotError, Terminated, debugging, exit_code, exit_line
+    from agent.errors import ExitError, Terminated, exit_code, exit_line
+    from mcp_lib.logs import debugging
 
-    expected = isinstance(exc, HelpbotError | KeyboardInterrupt | Terminated)
+    expected = isinstance(exc, ExitError | KeyboardInterrupt | Terminated)
     if not (expected or isinstance(exc, Exception)) or (not expected and debugging(os.environ)):
         raise exc  # SystemExit and friends; with HELPBOT_DEBUG, a bug's traceback
     from agent import guard

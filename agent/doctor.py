@@ -96,13 +96,13 @@ def diagnose(env: Mapping[str, str], *, registry: Registry | None = None,
 def _faq_pull_requests(env: Mapping[str, str]) -> Part:
     """faq-draft --pr: the token reads GITHUB_REPOSITORY and may push to it."""
     from agent import faq_pr
-    from agent.errors import HelpbotError
+    from agent.errors import ExitError
 
     try:
         config = faq_pr.load_config(env)
         with faq_pr.make_client(config) as client:
             faq_pr.PullRequestWriter(config, client, lambda _: None).check()
-    except (HelpbotError, ConfigError) as exc:
+    except ExitError as exc:  # ConfigError too
         return Part("faq-draft pull requests", "failed", [str(exc)])
     return Part("faq-draft pull requests", "ok", [f"{config.token_name} may push to {config.repository} (pull-requests "
                                                  "write shows only when one is opened)"])

@@ -1,37 +1,35 @@
-"""helpbot's exceptions, and the exit code each one means (mapped once per entry point: ``helpbot`` in
+"""Every exception of helpbot, and the exit code each one means (mapped once per entry point: ``helpbot`` in
 :func:`agent.cli.main`, ``mcp-lib`` in :func:`mcp_lib.cli.main`; the relay's Lambda answers HTTP statuses).
 
-    HelpbotError (mcp_lib.errors.ExitError)       1    explained in one line, never a traceback
-    ├── BadInput (mcp_lib.errors.BadInput)        2    malformed input: an event file, a trigger, a value
-    │   ├── UsageError                            2    the command line (argparse and option checks)
-    │   └── TranscriptError                       2    a saved conversation (``--continue``/``--save``)
-    ├── ConfigError (mcp_lib.config.ConfigError)  2    bad configuration: names the variable, never its value
-    └── RunFailed                                 1    the run could not finish (Slack unreachable, ...)
-        └── DispatchError                         1    the relay: GitHub did not accept repository_dispatch
-    ModelError                                         the model could not give a response
-    ├── ModelUnavailable                               throttled, overloaded or unreachable: the run degrades
-    └── ModelRequestError                              the request was rejected: retrying cannot help
-    Unreadable                                         a file helpbot does not read (the reason, for the context)
-    Terminated (BaseException)                  130    SIGTERM (a cancelled Actions job), like Ctrl-C
+    ExitError (mcp_lib.errors)      1    explained in one line, never a traceback
+    ├── BadInput (mcp_lib.errors)   2    malformed input: an event file, a trigger, a value
+    │   ├── UsageError              2    the command line (argparse and option checks)
+    │   └── TranscriptError         2    a saved conversation (``--continue``/``--save``)
+    ├── ConfigError (mcp_lib.errors) 2   bad configuration: names the variable, never its value
+    └── RunFailed                   1    the run could not finish (Slack unreachable, ...)
+        └── DispatchError           1    the relay: GitHub did not accept repository_dispatch
+    ModelError                           the model could not give a response
+    ├── ModelUnavailable                 throttled, overloaded or unreachable: the run degrades
+    └── ModelRequestError                the request was rejected: retrying cannot help
+    Unreadable                           a file helpbot does not read (the reason, for the context)
+    Terminated (BaseException)    130    SIGTERM (a cancelled Actions job), like Ctrl-C
 
-mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's; everything else is here.
+mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's (with the tools' errors).
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
-from mcp_lib.config import ConfigError, env_bool
-from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, exit_code
-from mcp_lib.errors import ExitError as HelpbotError
+from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, ConfigError, ExitError, exit_code
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "BadInput", "ConfigError",
-           "DispatchError", "HelpbotError", "ModelError", "ModelRequestError", "ModelUnavailable",
-           "RunFailed", "Terminated", "TranscriptError", "Unreadable", "UsageError",
-           "debugging", "error_line", "exit_code", "exit_line", "sigterm_raises"]
+           "DispatchError", "ExitError", "ModelError", "ModelRequestError", "ModelUnavailable", "RunFailed",
+           "Terminated", "TranscriptError", "Unreadable", "UsageError", "describe_error", "exit_code", "exit_line",
+           "sigterm_raises", "slack_error_code"]
 
 EXIT_OK = 0
 
@@ -44,7 +42,7 @@ class TranscriptError(BadInput):
     """A saved conversation that cannot be read or written."""
 
 
-class RunFailed(HelpbotError):
+class RunFailed(ExitError):
     """A failure helpbot can explain in one line (exit 1)."""
 
 
@@ -64,9 +62,7 @@ class ModelError(Exception):
 
 class ModelUnavailable(ModelError):
     """Throttled, overloaded or unreachable even after retries: the run degrades instead of failing.
-
-    ``out_of_time``: the caller's deadline, not the number of attempts, ended the retries (the loop then still
-    asks for the final answer in the time it kept back for it)."""
+    ``out_of_time``: the deadline, not the attempts, ended the retries (the final answer still gets its time)."""
 
     def __init__(self, message: str, out_of_time: bool = False):
         super().__init__(message)
@@ -115,8 +111,19 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def error_line(exc: BaseException) -> str:
-    """An unexpected exception in one line: its type and its message, whitespace folded."""
+def slack_error_code(exc: BaseException) -> str:
+    """The ``error`` of a Slack API error's response (``msg_too_long``), else "unknown error"."""
+    data = getattr(getattr(exc, "response", None), "data", None)
+    return str(data.get("error") or "unknown error") if isinstance(data, dict) else "unknown error"
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception in one line for a log or a person: a Slack API error by its code (its text is several lines
+    with the API URL), any other by its type and message, whitespace squashed."""
+    from slack_sdk.errors import SlackApiError
+
+    if isinstance(exc, SlackApiError):
+        return f"Slack API エラー（{slack_error_code(exc)}）"
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
@@ -126,14 +133,6 @@ def exit_line(exc: BaseException, prog: str = "helpbot") -> str:
         return f"{prog}: interrupted"
     if isinstance(exc, ConfigError):
         return f"{prog}: configuration error: {exc}"
-    if isinstance(exc, HelpbotError):
+    if isinstance(exc, ExitError):
         return str(exc)
-    return f"{prog}: failed: {error_line(exc)}"
-
-
-def debugging(env: Mapping[str, str]) -> bool:
-    """``HELPBOT_DEBUG=1``: a bug shows its traceback instead of one line (a malformed value: no debugging)."""
-    try:
-        return env_bool(env, "HELPBOT_DEBUG")
-    except ConfigError:
-        return False
+    return f"{prog}: failed: {describe_error(exc)}"

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent import guard
 from agent.build import parse_rounds
 from agent.core.settings import validation_problem
-from agent.errors import UsageError, error_line
+from agent.errors import UsageError, describe_error
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_datetime
 
@@ -236,7 +236,7 @@ def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: in
         try:
             answer = agent.run(case.question)
         except Exception as exc:  # one broken case (e.g. a rejected request) must not hide the others
-            result = failed_case(case, error_line(exc), clock.monotonic() - began)
+            result = failed_case(case, describe_error(exc), clock.monotonic() - began)
         else:
             result = score(case, answer, clock.monotonic() - began)
         results.append(result)

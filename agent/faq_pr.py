@@ -19,7 +19,7 @@ import httpx2
 
 from agent import guard
 from agent.config import DECLARED
-from agent.errors import ConfigError, HelpbotError, RunFailed
+from agent.errors import ConfigError, ExitError, RunFailed
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.http import error_detail, json_answer, send
@@ -124,7 +124,7 @@ class PullRequestWriter:
         try:
             return self._fill(branch, base, {paths[name]: (name, text, shas[name]) for name, text in files.items()},
                               title, body)
-        except (HelpbotError, ToolError) as exc:
+        except (ExitError, ToolError) as exc:
             exc.args = (f"{exc}; {self._delete_branch(branch)}",)
             raise
 
@@ -159,6 +159,6 @@ class PullRequestWriter:
         try:
             self._call("DELETE", f"/git/refs/heads/{quote(branch, safe='/')}", f"delete the branch {branch}",
                        (204,))
-        except (HelpbotError, ToolError) as exc:
+        except (ExitError, ToolError) as exc:
             return f"the branch {branch} it created could not be deleted ({exc}): delete it by hand"
         return f"the branch {branch} it created was deleted again: nothing is left in {self.config.repository}"

@@ -11,14 +11,14 @@ import pytest
 import agent
 import mcp_lib
 
-AGENT = ["Agent", "Answer", "HelpbotError", "Progress", "Request", "ScriptedModel", "Turn", "Usage", "build_agent"]
+AGENT = ["Agent", "Answer", "ExitError", "Progress", "Request", "ScriptedModel", "Turn", "Usage", "build_agent"]
 MCP_LIB = ["ArgumentError", "Caller", "Limits", "Platform", "Registry", "Result", "Tool", "ToolContext", "ToolError",
            "default_registry", "get_mcp"]
 
 
 def test_agent_public_names_are_pinned_and_resolve() -> None:
     assert sorted(agent.__all__) == AGENT == sorted(agent._WHERE)
-    for name in AGENT:  # each resolves to the one definition (HelpbotError is mcp_lib's ExitError, by design)
+    for name in AGENT:  # each resolves to the one definition (ExitError is mcp_lib's, the root of both trees)
         module = importlib.import_module(agent._WHERE[name])
         assert getattr(agent, name) is getattr(module, name)
 

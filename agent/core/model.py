@@ -1,4 +1,4 @@
-"""The model seam: the one request the loop sends, the response it gets back, and what can go wrong.
+"""The model seam: the one request the loop sends, the response it gets back (its errors: agent.errors).
 
 Content blocks are the Messages API's JSON dicts, so a transcript can be saved, traced and replayed. Models:
 ``agent.core.claude`` (the anthropic SDK, Bedrock or direct) and ``agent.core.scripted`` (tests and benches).

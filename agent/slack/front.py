@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from agent import guard
 from agent.build import build_agent, check_configuration
 from agent.config import env_bool, env_float
-from agent.errors import BadInput, ConfigError, RunFailed, Terminated, debugging, sigterm_raises
+from agent.errors import BadInput, ConfigError, RunFailed, Terminated, sigterm_raises
 from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
 from agent.report import Trace, progress_line
@@ -35,6 +35,7 @@ from agent.slack.trigger import Trigger, from_options, load_event
 from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import env_str
+from mcp_lib.logs import debugging
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent

@@ -18,11 +18,12 @@ from agent.errors import (
     EXIT_OK,
     ConfigError,
     Terminated,
+    describe_error,
     exit_code,
     exit_line,
 )
 from agent.report import Trace, failure_line, print_answer, summary_markdown, write_summary
-from agent.slack.post import error_line, log, one_line
+from agent.slack.post import log, one_line
 
 if TYPE_CHECKING:
     from agent.core.run import Answer
@@ -141,5 +142,5 @@ def classify(exc: BaseException, *, debug: bool = False) -> Failure:
     if isinstance(exc, ModelRequestError):
         return Failure(one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug)
     if isinstance(exc, Exception):
-        return Failure(error_line(exc), code, debug)
+        return Failure(describe_error(exc), code, debug)
     return Failure(type(exc).__name__, code, True)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from agent import errors, guard
-from agent.errors import RunFailed
+from agent import guard
+from agent.errors import RunFailed, describe_error, slack_error_code
 from agent.slack.blocks import POST_OPTIONS, question_payload
 from mcp_lib import retry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
@@ -33,20 +33,6 @@ def log(message: str) -> None:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def slack_error_code(exc: BaseException) -> str:
-    data = getattr(getattr(exc, "response", None), "data", None)
-    return str(data.get("error") or "unknown error") if isinstance(data, dict) else "unknown error"
-
-
-def error_line(exc: Exception) -> str:
-    """An error in one line for people. A Slack error's text is several lines with the API URL: its code is enough."""
-    from slack_sdk.errors import SlackApiError
-
-    if isinstance(exc, SlackApiError):
-        return f"Slack API エラー（{slack_error_code(exc)}）"
-    return errors.error_line(exc)
 
 
 MAX_WAIT_S = 30.0  # a longer Retry-After is not waited for: the write gives up (and the state machine goes on)
@@ -253,4 +239,4 @@ def _adopted(adopt: Callable[[], str | None]) -> str | None:
 
 
 def _code(exc: BaseException) -> str:
-    return slack_error_code(exc) if hasattr(exc, "response") else errors.error_line(exc)
+    return slack_error_code(exc) if hasattr(exc, "response") else describe_error(exc)

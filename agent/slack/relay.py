@@ -25,7 +25,7 @@ from slack_sdk.signature import Clock as SignatureClock
 from slack_sdk.signature import SignatureVerifier
 
 from agent.config import DECLARED
-from agent.errors import BadInput, DispatchError, error_line
+from agent.errors import BadInput, DispatchError, describe_error
 from agent.slack import vote
 from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.trigger import TRIGGER_EVENTS, parse_event_data
@@ -290,7 +290,7 @@ class Relay:
                           clock=self.clock, settings=self.config.settings, seen=self.seen,
                           defer=self.worker.submit if self.worker is not None else None)
         except Exception as exc:  # a bug must be one log line and a 500 (Slack retries), never a traceback
-            log(f"internal error: {error_line(exc)[:200]}")
+            log(f"internal error: {describe_error(exc)[:200]}")
             return reply(500, "internal error")
 
     def close(self) -> None:

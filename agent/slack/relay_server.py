@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agent.errors import BadInput, DispatchError, error_line
+from agent.errors import BadInput, DispatchError, describe_error
 from agent.slack.relay import (
     DISPATCH_ATTEMPTS,
     MAX_BODY_BYTES,
@@ -71,7 +71,7 @@ class Dispatcher:
             except DispatchError as exc:
                 log(f"dispatch failed for {where}: {exc}")
             except Exception as exc:  # a bug must not end the worker
-                log(f"dispatch failed for {where}: {error_line(exc)}")
+                log(f"dispatch failed for {where}: {describe_error(exc)}")
             else:
                 log(f"dispatched {where}")
             self.queue.task_done()

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.errors import Terminated
+from agent.errors import Terminated, describe_error
 from agent.slack import markers
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload, progress_payload
-from agent.slack.post import SlackOut, error_line, log, retry_after
+from agent.slack.post import SlackOut, log, retry_after
 from agent.slack.stream import AnswerStream
 from agent.slack.trigger import DONE_REACTION, FAILED_REACTION, WORKING_REACTION
 from mcp_lib.clock import Clock
@@ -75,7 +75,7 @@ class OwnMessages:
         try:
             return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
         except Exception as exc:
-            log(f"could not read the thread back ({error_line(exc)})")
+            log(f"could not read the thread back ({describe_error(exc)})")
             return []
 
     def _own_part(self, payload: Mapping[str, Any]) -> str | None:
@@ -117,7 +117,7 @@ class ThreadReply(OwnMessages):
             self.placeholder = self.out.post(self.channel, {**placeholder_payload(), "metadata": self._marker()},
                                              thread_ts=self.root, adopt=lambda: self._own("progress"))
         except Exception as exc:  # the answer will be posted anew at the end
-            log(f"could not post the placeholder ({error_line(exc)})")
+            log(f"could not post the placeholder ({describe_error(exc)})")
         if self.reread is not None:
             self.unclaimed = True
             if self.placeholder is not None and not self._claimed(self.placeholder):
@@ -182,7 +182,7 @@ class ThreadReply(OwnMessages):
             except (Terminated, KeyboardInterrupt):  # a cancel while the notice was written: it may be there
                 notice = self._settle(found) if (found := self._own("failure")) else self._final(payload, "failure")
         except Exception as exc:  # Slack itself is down: the log and the summary are all that is left
-            log(f"could not post the failure notice: {error_line(exc)}")
+            log(f"could not post the failure notice: {describe_error(exc)}")
             self._drop_placeholder()
         else:
             if not self._claimed(notice):
@@ -240,7 +240,7 @@ class ThreadReply(OwnMessages):
         except Exception as exc:
             if mine == self.placeholder:
                 raise
-            log(f"could not read the thread back for the claim ({error_line(exc)})")
+            log(f"could not read the thread back for the claim ({describe_error(exc)})")
             return True
         verdict = markers.claim(messages, self.question_ts, mine, self.me, count_answers=not self.force,
                                 run=self.run)
@@ -273,7 +273,7 @@ class ThreadReply(OwnMessages):
         try:
             self.out.update(self.channel, self.placeholder, payload)
         except Exception as exc:
-            log(f"could not replace the placeholder ({error_line(exc)}); posting anew")
+            log(f"could not replace the placeholder ({describe_error(exc)}); posting anew")
             return None
         replaced, self.placeholder = self.placeholder, None
         return replaced

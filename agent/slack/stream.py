@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent import guard
+from agent.errors import describe_error, slack_error_code
 from agent.slack.blocks import task_title
-from agent.slack.post import SlackOut, error_line, log, retry_after, slack_error_code
+from agent.slack.post import SlackOut, log, retry_after
 from agent.slack.split import MARKDOWN_LIMIT, slack_len
 
 HOLD_CHARS = 48  # a cut is made only this far behind the text received: what could still become a secret
@@ -111,7 +112,7 @@ class AnswerStream:
             response = self.out.stream_start(self.channel, self.thread_ts, recipient_user_id=self.recipient_user,
                                              recipient_team_id=self.recipient_team)
         except Exception as exc:
-            log(f"not streaming the answer ({error_line(exc)}); updating the placeholder instead")
+            log(f"not streaming the answer ({describe_error(exc)}); updating the placeholder instead")
             return False
         self.ts = str(response["ts"])
         self.last_append = self.clock()
@@ -130,7 +131,7 @@ class AnswerStream:
                 assert self.ts is not None
                 self.out.stream_stop(self.channel, self.ts, **params)
             except Exception as exc:
-                log(f"could not stop the answer's stream ({error_line(exc)})")
+                log(f"could not stop the answer's stream ({describe_error(exc)})")
                 return False
             return True
 
@@ -213,7 +214,7 @@ class AnswerStream:
         try:
             self.out.update(self.channel, self.ts, payload)
         except Exception as exc:
-            log(f"could not turn the streamed reply into the answer ({error_line(exc)})")
+            log(f"could not turn the streamed reply into the answer ({describe_error(exc)})")
             self.out.delete(self.channel, self.ts, final=True)
             return None
         return self.ts

@@ -181,7 +181,7 @@ def test_one_error_tree_with_its_exit_codes() -> None:
     from mcp_lib.config import ConfigError
 
     assert errors.BadInput is mcp_lib.cli.BadInput  # one class, whichever entry point raises it
-    assert issubclass(ConfigError, errors.HelpbotError) and issubclass(errors.UsageError, errors.BadInput)
+    assert issubclass(ConfigError, errors.ExitError) and issubclass(errors.UsageError, errors.BadInput)
     codes = {errors.UsageError("x"): 2, errors.TranscriptError("x"): 2, ConfigError("V", "x"): 2,
              errors.RunFailed("x"): 1, errors.DispatchError("x"): 1, errors.Terminated(): 130,
              KeyboardInterrupt(): 130, ValueError("x"): 1}

@@ -1,8 +1,10 @@
-"""The exception tree's one line and exit code per failure, and HELPBOT_DEBUG read as a boolean."""
+"""The exception tree's one line and exit code per failure; one line for any exception; HELPBOT_DEBUG a boolean."""
 
 from __future__ import annotations
 
 import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web import SlackResponse
 
 from agent.errors import (
     BadInput,
@@ -11,11 +13,11 @@ from agent.errors import (
     Terminated,
     TranscriptError,
     UsageError,
-    debugging,
-    error_line,
+    describe_error,
     exit_code,
     exit_line,
 )
+from mcp_lib.logs import debugging
 
 
 @pytest.mark.parametrize("exc,code,line", [
@@ -36,7 +38,16 @@ def test_each_failure_has_one_line_and_one_exit_code(exc: BaseException, code: i
 
 
 def test_an_unexpected_error_is_its_type_and_message_on_one_line() -> None:
-    assert error_line(OSError("connection\nreset")) == "OSError: connection reset"
+    assert describe_error(OSError("connection\nreset")) == "OSError: connection reset"
+
+
+def test_a_slack_api_error_is_its_code_not_its_lines_with_the_url() -> None:
+    response = SlackResponse(client=None, http_verb="POST", api_url="https://slack.com/api/chat.postMessage",
+                             req_args={}, data={"ok": False, "error": "msg_too_long"}, headers={}, status_code=200)
+    exc = SlackApiError("The request to the Slack API failed.\n(url: https://slack.com/api/chat.postMessage)",
+                        response)
+    assert describe_error(exc) == "Slack API エラー（msg_too_long）"
+    assert exit_line(exc) == "helpbot: failed: Slack API エラー（msg_too_long）"
 
 
 @pytest.mark.parametrize("value,expected", [(None, False), ("", False), ("1", True), ("true", True),
