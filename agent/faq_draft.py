@@ -33,11 +33,11 @@ from agent.slack import ratings
 from agent.slack.markers import read as read_marker
 from agent.slack.ratings import RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
-from agent.slack.split import cut
 from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolError
+from mcp_lib.cutting import shorten_at_word
 from mcp_lib.platforms import faq
 
 QUESTION_CHARS = 200
@@ -127,7 +127,7 @@ def clean_question(text: str, names: Iterable[str] = ()) -> str:
     text = _LINK.sub(lambda m: "" if m.group(1).startswith("mailto:") else (m.group(2) or m.group(1)), text)
     text = " ".join(_AT_NAME.sub(" ", text).split())
     text = _ADDRESSED.sub("", text).strip()
-    return cut(text, QUESTION_CHARS)
+    return shorten_at_word(text, QUESTION_CHARS)
 
 
 def qualifies(answer: RatedAnswer, min_up: int) -> bool:

@@ -323,7 +323,7 @@ def err(text: str) -> None:
 def server_err(server: str, line: str) -> None:
     """An in-house MCP server's stderr line, masked and cut, under its name; nothing in a private run (the server
     may echo what the model chose or a private message held)."""
-    from mcp_lib.result import excerpt
+    from mcp_lib.cutting import excerpt
     from mcp_lib.sessions import LINE_CHARS
 
     guard = current()

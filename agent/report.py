@@ -14,8 +14,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agent import guard
-from agent.slack.split import cut
 from mcp_lib.config import env_str
+from mcp_lib.cutting import shorten_at_word
 
 if TYPE_CHECKING:
     from agent.core.run import Answer, Progress
@@ -99,7 +99,7 @@ class Trace:
 
 
 def _md_quote(text: str, limit: int) -> str:
-    return cut(" ".join(text.split()), limit).replace("|", "\\|") or "(empty)"
+    return shorten_at_word(" ".join(text.split()), limit).replace("|", "\\|") or "(empty)"
 
 
 def write_summary(env: Mapping[str, str], markdown: str) -> None:

@@ -24,21 +24,20 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from .cutting import keep_start_masked
 from .errors import ArgumentError, CredentialsError, ToolError
 from .result import (
     MAX_MESSAGE_CHARS,
-    TRUNCATION_MARKER,
     Limits,
     Result,
     apply_limits,
     capped_notes,
-    cut_text,
     normalize,
 )
 
 __all__ = [  # the declaration model, and the envelope a platform returns (defined in mcp_lib.result)
-    "MAX_MESSAGE_CHARS", "TRUNCATION_MARKER", "ArgumentError", "Caller", "CredentialsError", "Limits", "Param",
-    "Platform", "Result", "Tool", "ToolContext", "ToolError", "apply_limits", "cut_text", "find_context_parameter",
+    "MAX_MESSAGE_CHARS", "ArgumentError", "Caller", "CredentialsError", "Limits", "Param",
+    "Platform", "Result", "Tool", "ToolContext", "ToolError", "apply_limits", "find_context_parameter",
 ]
 
 
@@ -238,7 +237,7 @@ def _json_key(key: Any) -> str:
 
 def _message(text: str, mask: Callable[[str], str]) -> str:
     """An error message masked and cut: it may carry a server's text or an exception's."""
-    return cut_text(text, MAX_MESSAGE_CHARS, mask)[0]
+    return keep_start_masked(text, MAX_MESSAGE_CHARS, mask)[0]
 
 
 @dataclass

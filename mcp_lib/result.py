@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,17 +18,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .config import DECLARED, env_float, env_int
+from .cutting import keep_start_masked
 from .media import MAX_RESULT_IMAGE_BYTES, MAX_RESULT_IMAGES, ImageType, check_base64_image
 from .redact import redact_secrets
 
-TRUNCATION_MARKER = "…[truncated: {n} more characters]"
-_MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
 MAX_MESSAGE_CHARS = 1000  # an error message (a server's text, an exception) is no place for a whole page
 MAX_NOTES = 12
 MAX_NOTE_CHARS = 300
-# How far past a cut masking looks: a secret shorter than this that straddles the cut is masked whole. A private
-# key block is masked to its end (or to the end of the window) whatever its length.
-MASK_MARGIN = 1024
 # The limits a tool may set for itself, and the variable that caps each when it is set explicitly.
 LIMIT_VARIABLES = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HELPBOT_TOOL_MAX_FIELD_CHARS",
                    "max_result_chars": "HELPBOT_TOOL_MAX_RESULT_CHARS"}
@@ -128,36 +123,6 @@ class Result(BaseModel):
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
 
 
-def excerpt(text: str, width: int, start: int = 0) -> str:
-    """``width`` characters of ``text`` from ``start``, with "…" on each side where text was left out: the one way
-    a tool shortens a snippet or a title (a field that is too long gets :func:`cut_text`'s explicit marker)."""
-    start = max(0, start)
-    return ("…" if start else "") + text[start : start + width] + ("…" if start + width < len(text) else "")
-
-
-def cut_text(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[str, bool]:
-    """``text`` cut to ``limit`` characters with the explicit marker and masked; and whether it was cut.
-
-    Cut to ``limit + MASK_MARGIN``, masked, then cut to ``limit``: masking reads only what may be kept, and a
-    cut through a token cannot leave a piece too short to be recognised. A text that already ends with a
-    marker (cut once by the platform) gets one marker that counts everything left out.
-    """
-    earlier = 0
-    found = _MARKER_AT_END.search(text) if text.endswith("]") else None
-    if found:
-        earlier = int(found.group(1))
-        text = text[: found.start()]
-    window = limit + MASK_MARGIN
-    unread = max(0, len(text) - window)
-    masked = mask(text[:window] if unread else text)
-    left = unread + earlier
-    if len(masked) > limit:
-        return masked[:limit] + TRUNCATION_MARKER.format(n=len(masked) - limit + left), True
-    if left:
-        return masked + TRUNCATION_MARKER.format(n=left), True
-    return masked, False
-
-
 # Fields that are never cut: a cut link or title is a broken source, a cut id cannot be looked up.
 _WHOLE = frozenset({"url", "title", "id", "path", "filename", "repo", "ts", "thread_ts", "wikiTitle", "permalink"})
 
@@ -187,7 +152,8 @@ class _Shrink:
             limit = -1 if _keep_whole(key) else self.field_limit  # a link, title or id is masked, never cut
             memo_key = (id(value), limit)
             if memo_key not in self.memo:
-                self.memo[memo_key] = (self.mask(value), False) if limit < 0 else cut_text(value, limit, self.mask)
+                self.memo[memo_key] = ((self.mask(value), False) if limit < 0
+                                       else keep_start_masked(value, limit, self.mask))
             text, cut = self.memo[memo_key]
             self.fields_cut += cut
             return text
@@ -221,7 +187,7 @@ class _Shrink:
 
 
 def capped_notes(notes: list[str], mask: Callable[[str], str] = redact_secrets) -> list[str]:
-    kept = [cut_text(str(note), MAX_NOTE_CHARS, mask)[0] for note in notes[:MAX_NOTES]]
+    kept = [keep_start_masked(str(note), MAX_NOTE_CHARS, mask)[0] for note in notes[:MAX_NOTES]]
     if len(notes) > MAX_NOTES:
         kept.append(f"{len(notes) - MAX_NOTES} more notes left out")
     return kept
@@ -235,7 +201,8 @@ def apply_limits(result: Result, limits: Limits) -> Result:
     too large, trailing items are dropped, then fields and nested lists shrink further (always from the original
     values), then only the never-cut fields (url, title, ids, paths) are kept. Links, titles and ids are never
     cut. The notes say what was left out and where, with the limits that were finally used. Every string shown
-    is masked as it is cut (:func:`cut_text`); the builds share one memo, so each string is masked once per limit.
+    is masked as it is cut (:func:`~mcp_lib.cutting.keep_start_masked`); the builds share one memo, so each string
+    is masked once per limit.
     """
     notes = list(result.notes)
     items = list(result.items)

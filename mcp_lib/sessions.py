@@ -36,8 +36,8 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import IO, Any, TextIO, TypeVar
 
+from .cutting import excerpt
 from .redact import redact_personal
-from .result import excerpt
 
 T = TypeVar("T")
 # Given the file a stdio server's pid goes to and the stream its stderr goes to.

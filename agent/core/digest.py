@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp_lib.result import excerpt
+from mcp_lib.cutting import excerpt
 
 CLEARED_HEADER = "[helpbot] Shortened after reading (to save tokens); call {name} again, same input, for all of it."
 HEAD_CHARS = 80  # of the result's text

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from agent.core import tokens as tk
-from agent.core.cutting import MIN_CUT_CHARS, cut, cut_to_tokens, uncut
 from agent.core.model import Model, Request, Usage
 from agent.core.notes import SUMMARIZED_STUB, SUMMARY_SYSTEM, mechanical_summary, notes_text, set_notes, summary_request
 from agent.core.prompt_cache import CacheState, cached_request
 from agent.core.settings import CACHE_READ_FACTOR, CACHE_WRITE_FACTOR, Settings
-from agent.core.transcript import ResultRef, replace_result, tool_results, user_message
+from agent.core.transcript import CUT_MARKER, MIN_CUT_CHARS, ResultRef, replace_result, tool_results, user_message
 from agent.errors import ModelError, ModelRequestError
 from mcp_lib.clock import Clock
+from mcp_lib.cutting import keep_start, keep_start_within_tokens, without_marker
 
 MAX_CALIBRATION, MIN_CALIBRATION = 4.0, 0.5  # the bounds of reported usage / our estimate
 ClearMode = Literal["schedule", "due", "threshold"]
@@ -75,7 +75,8 @@ class Economy:
     # -- what a round asks -------------------------------------------------------------------------------------
     def admit(self, tool_use_id: str, content: str, digest: str | None) -> str:
         """A fresh result as shown, capped in tokens; one with a ``digest`` may be cleared, its copy kept."""
-        content = cut_to_tokens(content, int(self.settings.tool_result_max_tokens / self.calibration))
+        content = keep_start_within_tokens(content, int(self.settings.tool_result_max_tokens / self.calibration),
+                                           tk.estimate_tokens, CUT_MARKER, MIN_CUT_CHARS)
         if digest is not None:
             self.digests[tool_use_id], self.copies[tool_use_id] = digest, content
         return content
@@ -273,7 +274,7 @@ def fit_budget(messages: list[dict[str, Any]], budget: int, estimate: Callable[[
             key = max(refs, key=lambda k: len(refs[k].content))
             largest = refs.pop(key)
             keep = max(MIN_CUT_CHARS, len(largest.content) // 2)
-            shorter = cut(uncut(largest.content), keep)
+            shorter = keep_start(without_marker(largest.content, CUT_MARKER), keep, CUT_MARKER)
             replace_result(messages, largest, shorter)
             cut_ids.append(largest.tool_use_id)
             current -= int((_json_tokens(largest.content) - _json_tokens(shorter)) * scale)
@@ -307,8 +308,9 @@ def _shorten_text(messages: list[dict[str, Any]], index: int, limit: int) -> boo
     message = messages[index]
     blocks = message["content"] if isinstance(message["content"], list) else [{"type": "text",
                                                                                 "text": message["content"]}]
-    if not any(b.get("type") == "text" and len(uncut(b["text"])) > limit for b in blocks):
+    if not any(b.get("type") == "text" and len(without_marker(b["text"], CUT_MARKER)) > limit for b in blocks):
         return False
-    shorter = [{**b, "text": cut(uncut(b["text"]), limit)} if b.get("type") == "text" else b for b in blocks]
+    shorter = [{**b, "text": keep_start(without_marker(b["text"], CUT_MARKER), limit, CUT_MARKER)}
+               if b.get("type") == "text" else b for b in blocks]
     messages[index] = {**message, "content": shorter}
     return True

@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from agent.core.cutting import cut
 from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text
 from agent.core.economy import Economy
 from agent.core.model import Model, ModelResponse, Request
@@ -24,9 +23,10 @@ from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
 from agent.core.tools import ThreadWait, ToolExecutor, vet_tool_uses
-from agent.core.transcript import earlier_turn, user_message, valid_text, with_context
+from agent.core.transcript import CUT_MARKER, earlier_turn, user_message, valid_text, with_context
 from agent.errors import ModelRequestError, ModelUnavailable
 from mcp_lib.clock import SYSTEM_CLOCK, Clock, now
+from mcp_lib.cutting import keep_start
 from mcp_lib.redact import redact_deep
 
 Forced = Literal["round_limit", "deadline", "cost_limit"]
@@ -107,8 +107,8 @@ class Agent:
         s = self.settings
         question, context, history, attachments = _masked(tools.mask, question, context, history, attachments)
         query = question.strip()[:DEGRADED_QUERY_CHARS]
-        question = cut(question.strip(), s.max_question_chars)
-        context = cut(context.strip(), s.max_question_chars)
+        question = keep_start(question.strip(), s.max_question_chars, CUT_MARKER)
+        context = keep_start(context.strip(), s.max_question_chars, CUT_MARKER)
         started = self.clock.monotonic() - prelude.seconds
         schemas = tools.schemas()
         system = build_system_prompt(now=(s.now or now(self.clock, s.tz())).astimezone(s.tz()), guide=tools.guide(),

@@ -6,8 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agent.core.cutting import MIN_CUT_CHARS, cut
-from agent.core.transcript import ResultRef
+from agent.core.transcript import CUT_MARKER, MIN_CUT_CHARS, ResultRef
+from mcp_lib.cutting import keep_start
 
 SUMMARIZED_STUB = "[helpbot] この結果は要約済みです（質問メッセージの「調査メモ」を参照）/ summarized into the notes."
 NOTES_HEADER = "[helpbot] 調査メモ — summary of earlier tool results (facts, IDs and source URLs kept):"
@@ -40,7 +40,7 @@ def _summary_prompt(question: str, earlier_notes: str, refs: list[ResultRef], pe
     parts.append("Tool results to compress:")
     for ref in refs:
         arguments = json.dumps(ref.input, ensure_ascii=False)
-        parts.append(f"### {ref.name} {arguments}\n{cut(ref.content, per_result)}")
+        parts.append(f"### {ref.name} {arguments}\n{keep_start(ref.content, per_result, CUT_MARKER)}")
     return "\n\n".join(parts)
 
 

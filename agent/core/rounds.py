@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent.core.cutting import cut
 from agent.core.digest import digest
 from agent.core.run import Run, ToolCall
 from agent.core.settings import Settings
 from agent.core.tools import ThreadWait, ToolOutcome, join_until, run_concurrently
-from agent.core.transcript import valid_text
+from agent.core.transcript import CUT_MARKER, valid_text
 from mcp_lib.clock import Clock
+from mcp_lib.cutting import keep_start
 from mcp_lib.media import MAX_RUN_IMAGE_BYTES, MAX_RUN_IMAGES
 
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
@@ -140,7 +140,7 @@ class ToolRound:
         elif not outcome.is_error:  # only successful reads are reused; a failed call may be tried again
             r.seen[_call_key(call)] = (r.rounds, call["id"])
             kept = digest(call["name"], outcome.content, outcome.sources)
-        content = cut(outcome.content or "(empty result)", self.settings.tool_result_max_chars)
+        content = keep_start(outcome.content or "(empty result)", self.settings.tool_result_max_chars, CUT_MARKER)
         return r.economy.admit(call["id"], content, kept)
 
     def _reuse_note(self, r: Run, earlier: tuple[int, str], outcomes: Outcomes) -> tuple[str, bool]:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from mcp_lib import Registry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
-from mcp_lib.result import excerpt
+from mcp_lib.cutting import excerpt
 from mcp_lib.schemas import claude_tools, platform_guide
 
 T = TypeVar("T")

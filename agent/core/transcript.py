@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agent.core.cutting import cut
+from mcp_lib.cutting import keep_start
 
 T = TypeVar("T")
+CUT_MARKER = "\n…[helpbot: {n} more characters cut to stay within the request budget]"  # every cut the model reads
+MIN_CUT_CHARS = 400  # a budget cut keeps at least this much of a tool result
 TURN_QUESTION_CHARS, TURN_ANSWER_CHARS = 4_000, 8_000  # an earlier turn as the run starts
 CONTEXT_OPEN, CONTEXT_CLOSE = "<context>", "</context>"
 CONTEXT_NOTE = ("[helpbot] Background gathered around the question above (where it was asked, the surrounding "
@@ -50,9 +52,9 @@ def user_message(text: str) -> dict[str, Any]:
 def earlier_turn(question: str, answer: str, sources: list[dict[str, str]]) -> list[dict[str, Any]]:
     """An earlier question and answer of the conversation as two messages; the answer lists the sources it cited."""
     cited = "".join(f"\n- {src['title']} <{src['url']}>" for src in sources)
-    return [user_message(cut(question, TURN_QUESTION_CHARS)),
-            {"role": "assistant", "content": [
-                {"type": "text", "text": cut(answer, TURN_ANSWER_CHARS) + (f"\n\nSources:{cited}" if cited else "")}]}]
+    answer = keep_start(answer, TURN_ANSWER_CHARS, CUT_MARKER) + (f"\n\nSources:{cited}" if cited else "")
+    return [user_message(keep_start(question, TURN_QUESTION_CHARS, CUT_MARKER)),
+            {"role": "assistant", "content": [{"type": "text", "text": answer}]}]
 
 
 def with_context(question: str, context: str) -> str:

@@ -41,12 +41,12 @@ from agent.slack.files import (
     MEDIA_BYTES,
     Picture,
     base64_size,
-    cut_middle,
     decode_text,
     file_kind,
     fit_image,
     is_binary,
 )
+from mcp_lib.cutting import keep_start_and_end
 from mcp_lib.doors import slack_door
 from mcp_lib.errors import Refused
 from mcp_lib.http import door_client
@@ -295,7 +295,7 @@ class _Reader:
         truncated = len(data) > MAX_TEXT_BYTES
         if is_binary(data[:MAX_TEXT_BYTES]):
             raise Unreadable("テキストではありません（バイナリ）")
-        text, left_out = cut_middle(decode_text(data[:MAX_TEXT_BYTES]).replace("\r\n", "\n"), room)
+        text, left_out = keep_start_and_end(decode_text(data[:MAX_TEXT_BYTES]).replace("\r\n", "\n"), room)
         self.text_chars += len(text)
         notes = []
         if left_out:

@@ -2,8 +2,9 @@
 ``chat.postMessage`` (with :data:`POST_OPTIONS`) or ``chat.update``: placeholder, progress, answer, notices.
 
 An answer over Slack's 12,000 markdown characters (UTF-16 units, cumulative per payload) is split into parts
-(:mod:`agent.slack.split`); the first carries its marker (:mod:`agent.slack.markers`), the last its sources, footer
-and buttons. Text cut here is guarded before the cut, so that no secret straddles one (the door's pass is idempotent).
+(:func:`mcp_lib.cutting.split_markdown`); the first carries its marker (:mod:`agent.slack.markers`), the last its
+sources, footer and buttons. Text cut here is guarded before the cut, so that no secret straddles one (the
+door's pass is idempotent).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from urllib.parse import quote, urlparse
 
 from agent import guard
 from agent.slack import markers
-from agent.slack.split import MARKDOWN_LIMIT, cut, hard_split, slack_len, split_markdown
 from mcp_lib.config import env_str
+from mcp_lib.cutting import MARKDOWN_LIMIT, shorten_at_word, slack_len, split_line, split_markdown
 
 if TYPE_CHECKING:
     from agent.core.run import Answer
@@ -79,7 +80,7 @@ _MD_NOISE = re.compile(r"(\*\*|__|^#{1,6}\s+|^>\s?|^\s*(```|~~~)\S*\s*$)", re.M)
 def plain_fallback(markdown: str, limit: int = FALLBACK_CHARS) -> str:
     """The ``text`` that notifications and screen readers use: roughly de-marked-up, escaped, short."""
     text = _MD_NOISE.sub("", _MD_LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", markdown))
-    return mrkdwn_escape(cut(re.sub(r"\n{3,}", "\n\n", text).strip(), limit))
+    return mrkdwn_escape(shorten_at_word(re.sub(r"\n{3,}", "\n\n", text).strip(), limit))
 
 
 def _safe_url(url: str) -> str | None:
@@ -90,7 +91,7 @@ def _safe_url(url: str) -> str | None:
 
 
 def _title(title: str) -> str:
-    return cut(" ".join(title.split()).replace("[", "［").replace("]", "］"), MAX_TITLE_CHARS) or "(無題)"
+    return shorten_at_word(" ".join(title.split()).replace("[", "［").replace("]", "］"), MAX_TITLE_CHARS) or "(無題)"
 
 
 def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
@@ -189,7 +190,7 @@ _URL = re.compile(r"\(?(?:url: )?https?://\S+")
 def failure_payload(what: str, run_link: str | None = None, *, channel: str | None = None,
                     question_ts: str | None = None) -> dict[str, Any]:
     """The notice that replaces silence: what failed (one line, no URLs: the run log has them), and where to look."""
-    what = cut(" ".join(_URL.sub("", guard.markdown(what)).split()), 300) or "不明なエラー"
+    what = shorten_at_word(" ".join(_URL.sub("", guard.markdown(what)).split()), 300) or "不明なエラー"
     safe = _safe_url(run_link) if run_link else None
     where = (f" 詳細は<{safe}|実行ログ>を確認してください。" if safe
              else " 時間をおいて、もう一度リアクションしてください。")
@@ -207,9 +208,9 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
     lines = [mrkdwn_escape(line) for line in question.strip().splitlines() if line.strip()] or ["（本文なし）"]
     quoted = "\n".join(f">{line}" for line in lines)
     pieces = [p if p.startswith(">") else f">{p}"  # a cut inside a line keeps the quote
-              for p in hard_split(quoted, limit - slack_len(head) - 2)]
+              for p in split_line(quoted, limit - slack_len(head) - 2)]
     texts = [f"{head}\n{pieces[0]}", *pieces[1:]]
-    fallback = cut(f"{head}\n{pieces[0]}", FALLBACK_CHARS)
+    fallback = shorten_at_word(f"{head}\n{pieces[0]}", FALLBACK_CHARS)
     return {"text": fallback, "blocks": [_section_block(t) for t in texts]}
 
 

@@ -27,9 +27,9 @@ from agent.guard import Guard
 from agent.slack import ratings
 from agent.slack.blocks import POST_OPTIONS, format_cost, platform_label
 from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, RatedAnswer, Scanner, local_time
-from agent.slack.split import slack_len
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str
+from mcp_lib.cutting import slack_len
 from mcp_lib.ids import is_channel_id, is_dm_id
 from mcp_lib.platforms import slack as slack_platform
 

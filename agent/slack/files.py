@@ -54,16 +54,6 @@ def decode_text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def cut_middle(text: str, limit: int) -> tuple[str, int]:
-    """Head and tail of ``text`` within ``limit`` characters, and how many characters were left out between."""
-    if len(text) <= limit:
-        return text, 0
-    head = limit * 2 // 3
-    tail = limit - head
-    left_out = len(text) - head - tail
-    return f"{text[:head]}\n…[helpbot: 中略 {left_out} 文字]…\n{text[len(text) - tail:]}", left_out
-
-
 # What one request may carry, each from its documentation (the smaller where Bedrock's and Anthropic's differ):
 # - 20 MB a request (docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-
 #   request-response.html);

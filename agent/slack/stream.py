@@ -17,7 +17,7 @@ from agent import guard
 from agent.errors import describe_error, slack_error_code
 from agent.slack.blocks import task_title
 from agent.slack.post import SlackOut, log, retry_after
-from agent.slack.split import MARKDOWN_LIMIT, slack_len
+from mcp_lib.cutting import MARKDOWN_LIMIT, slack_len
 
 HOLD_CHARS = 48  # a cut is made only this far behind the text received: what could still become a secret
 APPEND_INTERVAL_S = 1.0

@@ -16,7 +16,7 @@ from agent.core.run import Turn
 from agent.slack import markers
 from agent.slack.attachments import Attachments, read_attachments
 from agent.slack.readback import message_markdown, read_answer
-from agent.slack.split import cut
+from mcp_lib.cutting import shorten_at_word
 from mcp_lib.redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -128,12 +128,12 @@ def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> Qu
     for number, (url, ts) in enumerate(slack_links(str(target.get("text") or "")), 1):
         result = slack.registry.call("slack_getThreadMessages", {"url": url})
         if result.is_error:
-            parts.links.append(f"[{number}] {url} — （読めません: {cut(result.message or '', 200)}）")
+            parts.links.append(f"[{number}] {url} — （読めません: {shorten_at_word(result.message or '', 200)}）")
             continue
         linked = [i for i in result.items if i.get("ts") == ts] or result.items[:1]
         for hit in linked:
             parts.links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
-                               f"{cut(str(hit.get('text') or ''), LINK_CHARS)}")
+                               f"{shorten_at_word(str(hit.get('text') or ''), LINK_CHARS)}")
     parts.around = _around(slack, info, thread, skip=subject)
     parts.attachments = read_attachments(slack, thread)
     return parts
@@ -176,7 +176,7 @@ def _around(slack: Slack, info: Mapping[str, Any], thread: Thread, *, skip: str 
     for message in chosen:
         item = message_item(slack.ctx, info, message)
         files = f" [添付: {', '.join(item['files'])}]" if item.get("files") else ""
-        line = f"- @{item['author']} {item['time']}: {cut(item['text'], CONTEXT_MESSAGE_CHARS)}{files}"
+        line = f"- @{item['author']} {item['time']}: {shorten_at_word(item['text'], CONTEXT_MESSAGE_CHARS)}{files}"
         if used + len(line) > CONTEXT_CHARS:
             lines.append("- …（以降省略）")
             break

@@ -19,7 +19,8 @@ import httpx2
 from pydantic import Field
 
 from ..config import DECLARED, ConfigError, env_float, env_int, env_str, env_url
-from ..core import CredentialsError, Platform, Result, ToolContext, ToolError, cut_text
+from ..core import CredentialsError, Platform, Result, ToolContext, ToolError
+from ..cutting import keep_start_masked
 from ..doors import door
 from ..http import door_client, error_detail, json_answer, send
 
@@ -268,7 +269,7 @@ def getPage(
         raise _not_found(what)
     revision = page.get("revision")
     body = revision.get("body") if isinstance(revision, dict) else None
-    text, truncated = cut_text(body or "", config.max_body_chars)
+    text, truncated = keep_start_masked(body or "", config.max_body_chars)
     author = page.get("lastUpdateUser")
     item = {"title": _title(page_path), "url": f"{config.url}/{page.get('_id')}", "pageId": page.get("_id"),
             "path": page_path, "updatedAt": page.get("updatedAt"),

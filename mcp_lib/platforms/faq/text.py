@@ -17,7 +17,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from ...result import excerpt
+from ...cutting import excerpt
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ー"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")

@@ -6,7 +6,7 @@ results from any other repo are dropped anyway, without a trace (no note, not co
 anything but GET (an httpx2 request hook).
 
 Requests go through ``mcp_lib.http.send``: retries under the shared tenacity policy, within the tool call's
-deadline. Long bodies, comments and patches are cut with ``mcp_lib.core.cut_text`` (masked first).
+deadline. Long bodies, comments and patches are cut with ``mcp_lib.cutting.keep_start_masked`` (masked first).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from urllib.parse import quote
 from pydantic import Field
 
 from ...config import DECLARED
-from ...core import Platform, Result, ToolContext, ToolError, cut_text
+from ...core import Platform, Result, ToolContext, ToolError
+from ...cutting import keep_start_masked
 from .api import (
     KIND_QUALIFIER_RE,
     GitHubConfig,
@@ -213,7 +214,7 @@ def getFileContent(
     if text is None:
         item["binary"] = True
         return Result(item=item, notes=[f"binary file ({len(raw)} bytes); content not shown"])
-    item["content"], item["truncated"] = cut_text(text, config.max_body_chars)
+    item["content"], item["truncated"] = keep_start_masked(text, config.max_body_chars)
     return Result(item=item)
 
 
@@ -240,7 +241,7 @@ def _comments(ctx: ToolContext, name: str, number: int, total: int) -> tuple[lis
         fetched = [*earlier, *fetched]
     kept = fetched[-config.max_comments:]
     comments = [{"author": login(c.get("user")), "created_at": c.get("created_at"), "url": c.get("html_url"),
-                 "body": cut_text(c.get("body") or "", config.max_comment_chars)[0]} for c in kept]
+                 "body": keep_start_masked(c.get("body") or "", config.max_comment_chars)[0]} for c in kept]
     return comments, max(0, total - len(kept))
 
 
@@ -287,7 +288,7 @@ def getPullRequest(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result
                  params={"per_page": min(max_files, 100)}) or []
     changed = []
     for f in files[:max_files]:
-        patch, patch_cut = cut_text(f.get("patch") or "", config.max_patch_chars)
+        patch, patch_cut = keep_start_masked(f.get("patch") or "", config.max_patch_chars)
         changed.append({"filename": f.get("filename"), "status": f.get("status"),
                         "additions": f.get("additions"), "deletions": f.get("deletions"),
                         "patch": patch or None, "patch_truncated": patch_cut})

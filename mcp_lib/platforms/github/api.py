@@ -11,7 +11,8 @@ from urllib.parse import quote
 import httpx2
 
 from ...config import DECLARED, ConfigError, env_float, env_int, env_list, env_str, env_url
-from ...core import CredentialsError, ToolContext, ToolError, cut_text
+from ...core import CredentialsError, ToolContext, ToolError
+from ...cutting import keep_start_masked
 from ...doors import door
 from ...http import door_client, error_detail, json_answer, send
 
@@ -179,6 +180,6 @@ def login(user: Any) -> str | None:
 
 
 def cut_body(text: str | None, limit: int) -> tuple[str, bool]:
-    return cut_text(text or "", limit)
+    return keep_start_masked(text or "", limit)
 
 

@@ -20,10 +20,10 @@ from urllib.parse import quote, unquote
 from pydantic import Field
 
 from ...config import DECLARED, env_float, env_int, env_list, env_str, env_url
-from ...core import Platform, Result, ToolContext, ToolError, cut_text
+from ...core import Platform, Result, ToolContext, ToolError
+from ...cutting import excerpt, keep_start_masked
 from ...errors import NotFound, Redirected
 from ...redact import redact_secrets
-from ...result import excerpt
 
 if TYPE_CHECKING:
     from .session import RedmineClient, Session
@@ -333,7 +333,7 @@ def _visible_update(raw: Mapping[str, Any]) -> Any:
 
 
 def _journal(journal: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
-    text, _ = cut_text(journal.get("notes") or "", max_chars)
+    text, _ = keep_start_masked(journal.get("notes") or "", max_chars)
     return {"author": _name(journal.get("user")), "created_on": journal.get("created_on"), "notes": text}
 
 

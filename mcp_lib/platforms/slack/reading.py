@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlparse
 
 from ... import ids
 from ...core import ToolContext, ToolError
+from ...cutting import excerpt
 from ...errors import ChannelNotFound, RateLimited
 from ...redact import redact_secrets
-from ...result import excerpt
 from .client import SlackClients, call
 
 # -- lookups (cached per client) ----------------------------------------------------------------------------

@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from agent.core.cutting import CUT_MARKER
 from agent.core.digest import CLEARED_HEADER, digest
 from agent.core.loop import Agent
 from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens
 from agent.core.tools import ToolOutcome
-from agent.core.transcript import tool_results
+from agent.core.transcript import CUT_MARKER, tool_results
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools, check_transcript
 

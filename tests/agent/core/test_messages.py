@@ -7,11 +7,11 @@ import json
 from typing import Any
 
 from agent.core import tokens as tk
-from agent.core.cutting import cut_to_tokens, uncut
 from agent.core.economy import fit_budget
 from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_of, notes_text, set_notes
 from agent.core.prompt_cache import CacheState, cached_request
-from agent.core.transcript import replace_result, tool_results, user_message
+from agent.core.transcript import CUT_MARKER, MIN_CUT_CHARS, replace_result, tool_results, user_message
+from mcp_lib.cutting import keep_start_within_tokens, without_marker
 
 
 def _transcript(rounds: int, chars: int = 2_000) -> list[dict[str, Any]]:
@@ -83,10 +83,10 @@ def test_the_budget_cut_is_incremental_and_ends_within_the_budget() -> None:
 def test_one_result_is_capped_in_estimated_tokens() -> None:
     japanese, english = "在庫同期ログ。" * 5_000, "stock sync log line. " * 5_000
     for text in (japanese, english):
-        capped = cut_to_tokens(text, 3_000)
-        assert tk.estimate_tokens(uncut(capped)) <= 3_000 and "more characters cut" in capped
-        assert tk.estimate_tokens(uncut(capped)) > 2_400  # cut near the cap, not far below it
-    assert cut_to_tokens("短い", 3_000) == "短い"
+        capped = keep_start_within_tokens(text, 3_000, tk.estimate_tokens, CUT_MARKER, MIN_CUT_CHARS)
+        assert tk.estimate_tokens(without_marker(capped, CUT_MARKER)) <= 3_000 and "more characters cut" in capped
+        assert tk.estimate_tokens(without_marker(capped, CUT_MARKER)) > 2_400  # near the cap, not far below it
+    assert keep_start_within_tokens("短い", 3_000, tk.estimate_tokens, CUT_MARKER) == "短い"
 
 
 def test_the_token_memo_counts_exactly_what_the_whole_payload_counts() -> None:

@@ -16,7 +16,7 @@ from agent.cli import main
 from agent.core.scripted import Request
 from agent.core.tokens import IMAGE_TOKENS, request_tokens
 from agent.slack.attachments import TEXT_CHARS
-from agent.slack.files import cut_middle, decode_text, file_kind
+from agent.slack.files import decode_text, file_kind
 from mcp_lib.media import MAX_IMAGE_BYTES, image_size
 from tests.fakes import bedrock as stub_lib
 from tests.fakes import slack_scopes
@@ -155,9 +155,6 @@ def test_pieces() -> None:
     assert image_size(b"not an image at all, long enough to look") is None
     assert decode_text("ログ：エラー".encode("cp932")) == "ログ：エラー"
     assert decode_text("\ufeffBOM".encode()) == "BOM"
-    assert cut_middle("abc", 10) == ("abc", 0)
-    cut, left_out = cut_middle("x" * 100 + "END", 30)
-    assert cut.endswith("END") and left_out == 73
     assert file_kind({"name": "main.py", "mimetype": "application/octet-stream"}) == "text"
     assert file_kind({"name": "a.xlsx", "mimetype": "application/vnd.ms-excel", "filetype": "xlsx"}) is None
     assert TEXT_CHARS < 20_000  # within the loop's cut of the whole context

@@ -30,7 +30,7 @@ from agent.slack.blocks import (
     sources_markdown,
 )
 from agent.slack.markers import EVENT_TYPES, Me, find_answer
-from agent.slack.split import slack_len, split_markdown
+from mcp_lib.cutting import slack_len, split_markdown
 from tests.fakes.answers import make_answer
 
 

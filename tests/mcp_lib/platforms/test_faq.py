@@ -9,7 +9,7 @@ import pytest
 
 from mcp_lib import Registry
 from mcp_lib.config import ConfigError
-from mcp_lib.core import TRUNCATION_MARKER
+from mcp_lib.cutting import TRUNCATION_MARKER
 from mcp_lib.platforms import faq
 from mcp_lib.platforms.faq import FaqIndex, analyze, normalize, parse_entry
 

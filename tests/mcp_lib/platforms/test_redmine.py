@@ -20,7 +20,7 @@ import pytest
 
 from mcp_lib import Registry, Result, ToolError
 from mcp_lib.config import ConfigError
-from mcp_lib.core import TRUNCATION_MARKER
+from mcp_lib.cutting import TRUNCATION_MARKER
 from mcp_lib.platforms import redmine
 from tests import redmine_server as server_helper
 from tests.fakes.clock import FakeClock

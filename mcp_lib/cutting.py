@@ -1,21 +1,108 @@
-"""Text cut to Slack's limits: lengths as Slack counts them, markdown split into parts, one way to shorten.
+"""Every way a text is cut, shortened or split, each under a name that says what it keeps.
 
-Lengths are counted in UTF-16 code units: that is what Slack's limits count, it is never less than the number of
-code points, and a Japanese character counts as one (not three UTF-8 bytes). No cut separates a character from
-its combining marks, ZWJ sequences or skin tones. A paragraph, code block or table is cut only when it does not
-fit in a part, and every part keeps balanced code fences (closed, and reopened with the same info string).
+``keep_*`` cut to a budget with a marker counting what was left out (the model is told); ``excerpt`` and
+``shorten_at_word`` end in "…" (for titles, snippets and people); ``split_markdown`` splits an answer into
+Slack's parts. Lengths are characters, except where Slack's limits count UTF-16 code units (:func:`slack_len`).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-MARKDOWN_LIMIT = 12_000  # per payload, all markdown blocks together
+from .redact import redact_secrets
+
+TRUNCATION_MARKER = "…[truncated: {n} more characters]"
+_MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
+# How far past a cut masking looks: a secret shorter than this that straddles the cut is masked whole. A private
+# key block is masked to its end (or to the end of the window) whatever its length.
+MASK_MARGIN = 1024
+MARKDOWN_LIMIT = 12_000  # Slack's, per payload, all markdown blocks together
 ELLIPSIS = "…"
 
 
+# -- at a character budget, with a marker ----------------------------------------------------------------------
+def keep_start(text: str, limit: int, marker: str = TRUNCATION_MARKER) -> str:
+    """The first ``limit`` characters and, when text was left out, ``marker`` counting it (``{n}``)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + marker.format(n=len(text) - limit)
+
+
+def without_marker(text: str, marker: str) -> str:
+    """The text without the marker :func:`keep_start` added (so cutting again does not stack markers)."""
+    return text.split(marker.partition("{n}")[0])[0]
+
+
+def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[str, bool]:
+    """``text`` masked and held to ``limit`` characters with :data:`TRUNCATION_MARKER`; and whether it was cut.
+
+    Cut to ``limit + MASK_MARGIN``, masked, then cut to ``limit``: masking reads only what may be kept, and a
+    cut through a token cannot leave a piece too short to be recognised. A text that already ends with a
+    marker (cut once by the platform) gets one marker that counts everything left out.
+    """
+    earlier = 0
+    found = _MARKER_AT_END.search(text) if text.endswith("]") else None
+    if found:
+        earlier = int(found.group(1))
+        text = text[: found.start()]
+    window = limit + MASK_MARGIN
+    unread = max(0, len(text) - window)
+    masked = mask(text[:window] if unread else text)
+    left = unread + earlier
+    if len(masked) > limit:
+        return masked[:limit] + TRUNCATION_MARKER.format(n=len(masked) - limit + left), True
+    if left:
+        return masked + TRUNCATION_MARKER.format(n=left), True
+    return masked, False
+
+
+def keep_start_within_tokens(text: str, tokens: int, estimate: Callable[[str], int], marker: str,
+                             minimum: int = 0) -> str:
+    """:func:`keep_start` (at least ``minimum`` characters) so that ``estimate`` of it is at most about ``tokens``."""
+    estimated = estimate(text)
+    if estimated <= tokens:
+        return text
+    chars = len(text)
+    for _ in range(4):  # the ratio of characters to tokens varies along mixed text: refine a few times
+        chars = max(minimum, int(chars * tokens / max(1, estimated)))
+        estimated = estimate(text[:chars])
+        if estimated <= tokens:
+            break
+    return keep_start(text, chars, marker)
+
+
+def keep_start_and_end(text: str, limit: int) -> tuple[str, int]:
+    """Head and tail of ``text`` within ``limit`` characters (a log's error is often at its end), and how many
+    characters were left out between."""
+    if len(text) <= limit:
+        return text, 0
+    head = limit * 2 // 3
+    tail = limit - head
+    left_out = len(text) - head - tail
+    return f"{text[:head]}\n…[helpbot: 中略 {left_out} 文字]…\n{text[len(text) - tail:]}", left_out
+
+
+# -- with "…" ------------------------------------------------------------------------------------------------
+def excerpt(text: str, width: int, start: int = 0) -> str:
+    """``width`` characters of ``text`` from ``start``, with "…" on each side where text was left out: a
+    snippet or a title (a field that is too long gets :func:`keep_start_masked`'s marker)."""
+    start = max(0, start)
+    return ("…" if start else "") + text[start : start + width] + ("…" if start + width < len(text) else "")
+
+
+def shorten_at_word(text: str, limit: int) -> str:
+    """``text`` stripped and, when longer than ``limit`` (Slack's count), cut after a sentence end or a space
+    (never inside a character) with "…": a text for people."""
+    text = text.strip()
+    if slack_len(text) <= limit:
+        return text
+    return split_line(text, max(1, limit - 1))[0] + ELLIPSIS
+
+
+# -- Slack's limits ------------------------------------------------------------------------------------------
 def slack_len(text: str) -> int:
     """Length as Slack counts it (UTF-16 code units): one per Japanese character, two per emoji."""
     return len(text.encode("utf-16-le")) // 2
@@ -96,8 +183,9 @@ def _unbreakable_before(text: str, pos: int) -> bool:
     )
 
 
-def hard_split(line: str, budget: int) -> list[str]:
-    """Cut one over-long line: after a sentence end or a space when possible, never inside a grapheme."""
+def split_line(line: str, budget: int) -> list[str]:
+    """One over-long line in pieces of at most ``budget`` (Slack's count): after a sentence end or a space when
+    possible, never inside a grapheme."""
     pieces = []
     while slack_len(line) > budget:
         end, used = 0, 0
@@ -126,7 +214,7 @@ def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None
     budget = max(limit - frame, 1)
     lines: list[str] = []
     for line in segment.lines:
-        lines += hard_split(line, budget) if slack_len(line) > budget else [line]
+        lines += split_line(line, budget) if slack_len(line) > budget else [line]
     pieces: list[str] = []
     current: list[str] = []
     used = 0
@@ -146,11 +234,9 @@ def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None
 
 
 def split_markdown(text: str, limit: int = MARKDOWN_LIMIT) -> list[str]:
-    """Split markdown into parts of at most ``limit`` UTF-16 units, each with balanced code fences.
-
-    A paragraph, code block or table that fits in a part is never cut; one that does not fit in any part
-    is cut at line (then sentence) boundaries, its first piece filling what is left of the current part.
-    """
+    """Markdown in parts of at most ``limit`` (Slack's count), each with balanced code fences (closed, and
+    reopened with the same info string). A paragraph, code block or table that fits in a part is never cut; one
+    that fits in none is cut at lines (then sentences), its first piece filling what is left of the part."""
     if limit < 40:
         raise ValueError("limit too small to split markdown sensibly")
     parts: list[str] = []
@@ -167,12 +253,3 @@ def split_markdown(text: str, limit: int = MARKDOWN_LIMIT) -> list[str]:
     if current or not parts:
         parts.append(current)
     return parts
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` stripped, and shortened to at most ``limit`` (Slack's count) with "…" when it is longer: the one
-    way helpbot shortens a text for people."""
-    text = text.strip()
-    if slack_len(text) <= limit:
-        return text
-    return hard_split(text, max(1, limit - 1))[0] + ELLIPSIS

@@ -1,0 +1,96 @@
+"""mcp_lib.cutting: each way of cutting keeps what its name says, and says what it left out.
+
+Slack's parts (``split_markdown``, ``slack_len``) are tested with the payloads they make (tests/agent/slack/
+test_blocks.py); a budget cut in estimated tokens with the agent's estimate (tests/agent/core/test_messages.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_lib.cutting import (
+    MASK_MARGIN,
+    TRUNCATION_MARKER,
+    excerpt,
+    keep_start,
+    keep_start_and_end,
+    keep_start_masked,
+    keep_start_within_tokens,
+    shorten_at_word,
+    without_marker,
+)
+
+GITHUB_SECRET = "ghp_" + "A1b2C3d4E5" * 3 + "xyz123"
+MARKER = "\n…[cut {n}]"
+
+
+def test_keep_start_counts_what_it_left_out_and_cutting_again_does_not_stack_markers() -> None:
+    assert keep_start("abc", 3, MARKER) == "abc"
+    once = keep_start("a" * 100, 10, MARKER)
+    assert once == "a" * 10 + "\n…[cut 90]"
+    assert keep_start(without_marker(once, MARKER), 5, MARKER) == "a" * 5 + "\n…[cut 5]"
+
+
+def test_keep_start_within_tokens_cuts_near_the_budget_never_below_the_minimum() -> None:
+    def estimate(text: str) -> int:  # three ASCII characters a token, one token for any other
+        ascii_chars = len(text.encode("ascii", "ignore"))
+        return ascii_chars // 3 + len(text) - ascii_chars
+
+    for text in ("x" * 5000, "在庫" * 2000, ("stock 在庫 " * 1000)):
+        capped = keep_start_within_tokens(text, 600, estimate, MARKER, minimum=100)
+        assert 540 < estimate(without_marker(capped, MARKER)) <= 600 and capped.endswith("]")
+    assert keep_start_within_tokens("short", 600, estimate, MARKER) == "short"
+    assert len(without_marker(keep_start_within_tokens("x" * 2000, 1, estimate, MARKER, minimum=100), MARKER)) == 100
+
+
+def test_keep_start_masked_masks_before_it_cuts() -> None:
+    text, cut = keep_start_masked("x" * 90 + GITHUB_SECRET + " and some more text", 100)
+    assert cut and "ghp_" not in text and "A1b2" not in text
+    assert keep_start_masked("short", 100) == ("short", False)
+
+
+def test_masking_reads_only_the_limit_plus_the_margin() -> None:
+    """Cut, then mask: the cost is what is kept, not the 5 MB that was read (issue "Honest benches")."""
+    seen: list[int] = []
+
+    def mask(text: str) -> str:
+        seen.append(len(text))
+        return text
+
+    text, cut = keep_start_masked("あ" * 5_000_000, 6000, mask=mask)
+    assert cut and seen == [6000 + MASK_MARGIN]
+    assert text == "あ" * 6000 + TRUNCATION_MARKER.format(n=5_000_000 - 6000)
+
+
+@pytest.mark.parametrize("offset", [-40, -10, -3, -1, 0, 1, 10])
+@pytest.mark.parametrize(("secret", "masked"), [
+    (GITHUB_SECRET, "[REDACTED]"), ("ghp_fakefakefake", "[REDACTED]"), ("password=hunter2", "password=[REDACTED]"),
+    ("postgres://u:pw@db", "postgres://u:[REDACTED]@db")])
+def test_no_secret_straddles_the_cut_unmasked(offset: int, secret: str, masked: str) -> None:
+    """Whatever the cut goes through, the text kept is the cut of the fully masked text."""
+    before, after = "x" * (1000 + offset - len(secret) // 2) + " ", " " + "y" * 100_000
+    text, cut = keep_start_masked(before + secret + after, 1000)
+    assert cut and text.split("…[truncated")[0] == (before + masked + after)[:1000]
+
+
+def test_keep_start_and_end_keeps_a_logs_end() -> None:
+    assert keep_start_and_end("abc", 10) == ("abc", 0)
+    cut, left_out = keep_start_and_end("x" * 100 + "END", 30)
+    assert cut.endswith("END") and left_out == 73 and "中略 73 文字" in cut
+
+
+def test_an_excerpt_marks_each_side_where_text_was_left_out() -> None:
+    text = "0123456789"
+    assert excerpt(text, 20) == text
+    assert excerpt(text, 4) == "0123…"
+    assert excerpt(text, 4, start=3) == "…3456…"
+    assert excerpt(text, 4, start=6) == "…6789"
+    assert excerpt(text, 4, start=-5) == "0123…"
+    assert excerpt("", 4) == ""
+
+
+def test_shorten_at_word_cuts_after_a_sentence_or_a_space_in_slacks_count() -> None:
+    assert shorten_at_word("  short  ", 10) == "short"
+    assert shorten_at_word("在庫同期が遅れています。確認手順を教えてください", 16) == "在庫同期が遅れています。…"
+    assert shorten_at_word("stock sync is late today", 15) == "stock sync is…"
+    assert shorten_at_word("👍" * 10, 7) == "👍👍👍…"  # two units each: never half an emoji
