@@ -24,11 +24,11 @@ ELLIPSIS = "…"
 
 
 # -- at a character budget, with a marker ----------------------------------------------------------------------
-def keep_start(text: str, limit: int, marker: str = TRUNCATION_MARKER) -> str:
-    """The first ``limit`` characters and, when text was left out, ``marker`` counting it (``{n}``)."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + marker.format(n=len(text) - limit)
+def keep_start(text: str, limit: int, marker: str = TRUNCATION_MARKER, left_out: int = 0) -> str:
+    """The first ``limit`` characters and, when any were left out (or ``left_out`` were before), ``marker``
+    counting them all (its ``{n}``)."""
+    count = max(0, len(text) - limit) + left_out
+    return text[:limit] + marker.format(n=count) if count else text
 
 
 def without_marker(text: str, marker: str) -> str:
@@ -51,12 +51,7 @@ def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact
     window = limit + MASK_MARGIN
     unread = max(0, len(text) - window)
     masked = mask(text[:window] if unread else text)
-    left = unread + earlier
-    if len(masked) > limit:
-        return masked[:limit] + TRUNCATION_MARKER.format(n=len(masked) - limit + left), True
-    if left:
-        return masked + TRUNCATION_MARKER.format(n=left), True
-    return masked, False
+    return keep_start(masked, limit, TRUNCATION_MARKER, unread + earlier), len(masked) > limit or unread + earlier > 0
 
 
 def keep_start_within_tokens(text: str, tokens: int, estimate: Callable[[str], int], marker: str,
