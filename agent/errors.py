@@ -24,6 +24,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+from mcp_lib.cutting import squash_whitespace
 from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, ConfigError, ExitError, exit_code
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "BadInput", "ConfigError",
@@ -124,7 +125,7 @@ def describe_error(exc: BaseException) -> str:
 
     if isinstance(exc, SlackApiError):
         return f"Slack API エラー（{slack_error_code(exc)}）"
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    return f"{type(exc).__name__}: {squash_whitespace(str(exc))}"
 
 
 def exit_line(exc: BaseException, prog: str = "helpbot") -> str:

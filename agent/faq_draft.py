@@ -37,7 +37,7 @@ from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolError
-from mcp_lib.cutting import shorten_at_word
+from mcp_lib.cutting import shorten_at_word, squash_whitespace
 from mcp_lib.platforms import faq
 
 QUESTION_CHARS = 200
@@ -125,7 +125,7 @@ def clean_question(text: str, names: Iterable[str] = ()) -> str:
     text = _without_names(_MENTION.sub(" ", text), names)
     text = _CHANNEL.sub(lambda m: m.group(1) or "", text)
     text = _LINK.sub(lambda m: "" if m.group(1).startswith("mailto:") else (m.group(2) or m.group(1)), text)
-    text = " ".join(_AT_NAME.sub(" ", text).split())
+    text = squash_whitespace(_AT_NAME.sub(" ", text))
     text = _ADDRESSED.sub("", text).strip()
     return shorten_at_word(text, QUESTION_CHARS)
 
@@ -207,7 +207,7 @@ class Drafter:
         text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
         text = _MD_LINK.sub(lambda m: m[1] if self._helpbots(m[2]) else m[0], text)
         unique = {unquote(s["url"]): s for s in sources if s.get("url") and not self._helpbots(s["url"])}
-        return text.strip(), [{"title": " ".join(_without_names(s["title"], self._known, "").split()) or s["url"],
+        return text.strip(), [{"title": squash_whitespace(_without_names(s["title"], self._known, "")) or s["url"],
                                "url": s["url"]} for s in unique.values()]
 
     def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> None:

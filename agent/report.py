@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent import guard
 from mcp_lib.config import env_str
-from mcp_lib.cutting import shorten_at_word
+from mcp_lib.cutting import shorten_at_word, squash_whitespace
 
 if TYPE_CHECKING:
     from agent.core.run import Answer, Progress
@@ -43,7 +43,7 @@ def print_answer(answer: Answer) -> None:
                   for number, source in enumerate(answer.sources, 1)]
     lines.append("")
     if answer.degraded and answer.error:
-        lines.append(f"— why not AI-generated: {' '.join(answer.error.split())}")
+        lines.append(f"— why not AI-generated: {squash_whitespace(answer.error)}")
     lines.append(f"— {footer(answer)}")
     guard.out("\n".join(lines))
 
@@ -99,7 +99,7 @@ class Trace:
 
 
 def _md_quote(text: str, limit: int) -> str:
-    return shorten_at_word(" ".join(text.split()), limit).replace("|", "\\|") or "(empty)"
+    return shorten_at_word(squash_whitespace(text), limit).replace("|", "\\|") or "(empty)"
 
 
 def write_summary(env: Mapping[str, str], markdown: str) -> None:

@@ -1,4 +1,4 @@
-"""Every way a text is cut, shortened or split, each under a name that says what it keeps.
+"""Every way a text is cut, shortened, split or squashed onto one line, each under a name that says what it keeps.
 
 ``keep_*`` cut to a budget with a marker counting what was left out (the model is told); ``excerpt`` and
 ``shorten_at_word`` end in "…" (for titles, snippets and people); ``split_markdown`` splits an answer into
@@ -21,6 +21,11 @@ _MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
 MASK_MARGIN = 1024
 MARKDOWN_LIMIT = 12_000  # Slack's, per payload, all markdown blocks together
 ELLIPSIS = "…"
+
+
+def squash_whitespace(text: str) -> str:
+    """Every run of whitespace (newlines too) as one space, none at either end: a text on one line."""
+    return " ".join(text.split())
 
 
 # -- at a character budget, with a marker ----------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp_lib.cutting import excerpt
+from mcp_lib.cutting import excerpt, squash_whitespace
 
 CLEARED_HEADER = "[helpbot] Shortened after reading (to save tokens); call {name} again, same input, for all of it."
 HEAD_CHARS = 80  # of the result's text
@@ -35,9 +35,9 @@ def _head(content: str) -> str:
     try:
         value = json.loads(content)
     except (ValueError, RecursionError):  # plain text, or nested deeper than the parser goes
-        return " ".join(content.split())
+        return squash_whitespace(content)
     text = _first_text(value)
-    return " ".join(text.split()) if text else ""
+    return squash_whitespace(text) if text else ""
 
 
 def _first_text(value: Any) -> str:

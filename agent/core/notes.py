@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.core.transcript import CUT_MARKER, MIN_CUT_CHARS, ResultRef
-from mcp_lib.cutting import keep_start
+from mcp_lib.cutting import keep_start, squash_whitespace
 
 SUMMARIZED_STUB = "[helpbot] この結果は要約済みです（質問メッセージの「調査メモ」を参照）/ summarized into the notes."
 NOTES_HEADER = "[helpbot] 調査メモ — summary of earlier tool results (facts, IDs and source URLs kept):"
@@ -48,7 +48,7 @@ def mechanical_summary(refs: list[ResultRef], chars_each: int = 300) -> str:
     """The fallback when the summary model is unavailable: the head of each result."""
     lines = []
     for ref in refs:
-        head = " ".join(ref.content.split())[:chars_each]
+        head = squash_whitespace(ref.content)[:chars_each]
         lines.append(f"- {ref.name} {json.dumps(ref.input, ensure_ascii=False)}: {head}…")
     return "\n".join(lines)
 

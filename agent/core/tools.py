@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from mcp_lib import Registry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
-from mcp_lib.cutting import excerpt
+from mcp_lib.cutting import excerpt, squash_whitespace
 from mcp_lib.schemas import claude_tools, platform_guide
 
 T = TypeVar("T")
@@ -55,7 +55,7 @@ def _snippet(item: dict[str, Any]) -> str:
     for key in ("snippet", "text", "body", "description"):
         value = item.get(key)
         if isinstance(value, str) and value.strip():
-            return excerpt(" ".join(value.split()), 200)
+            return excerpt(squash_whitespace(value), 200)
     return ""
 
 

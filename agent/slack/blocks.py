@@ -17,7 +17,7 @@ from urllib.parse import quote, urlparse
 from agent import guard
 from agent.slack import markers
 from mcp_lib.config import env_str
-from mcp_lib.cutting import MARKDOWN_LIMIT, shorten_at_word, slack_len, split_line, split_markdown
+from mcp_lib.cutting import MARKDOWN_LIMIT, shorten_at_word, slack_len, split_line, split_markdown, squash_whitespace
 
 if TYPE_CHECKING:
     from agent.core.run import Answer
@@ -91,7 +91,7 @@ def _safe_url(url: str) -> str | None:
 
 
 def _title(title: str) -> str:
-    return shorten_at_word(" ".join(title.split()).replace("[", "［").replace("]", "］"), MAX_TITLE_CHARS) or "(無題)"
+    return shorten_at_word(squash_whitespace(title).replace("[", "［").replace("]", "］"), MAX_TITLE_CHARS) or "(無題)"
 
 
 def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
@@ -175,7 +175,7 @@ def task_title(tool_name: str, arguments: Mapping[str, Any]) -> str:
     value = next((arguments[k] for k in _TASK_ARGUMENTS if isinstance(arguments.get(k), str | int)
                   and not isinstance(arguments.get(k), bool) and str(arguments[k]).strip()), None)
     title = f"{label}{verb or 'を実行'}"
-    return f"{title}: {' '.join(str(value).split())}" if value is not None else title
+    return f"{title}: {squash_whitespace(str(value))}" if value is not None else title
 
 
 def progress_payload(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> dict[str, Any]:
@@ -190,7 +190,7 @@ _URL = re.compile(r"\(?(?:url: )?https?://\S+")
 def failure_payload(what: str, run_link: str | None = None, *, channel: str | None = None,
                     question_ts: str | None = None) -> dict[str, Any]:
     """The notice that replaces silence: what failed (one line, no URLs: the run log has them), and where to look."""
-    what = shorten_at_word(" ".join(_URL.sub("", guard.markdown(what)).split()), 300) or "不明なエラー"
+    what = shorten_at_word(squash_whitespace(_URL.sub("", guard.markdown(what))), 300) or "不明なエラー"
     safe = _safe_url(run_link) if run_link else None
     where = (f" 詳細は<{safe}|実行ログ>を確認してください。" if safe
              else " 時間をおいて、もう一度リアクションしてください。")

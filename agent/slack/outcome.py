@@ -23,7 +23,8 @@ from agent.errors import (
     exit_line,
 )
 from agent.report import Trace, failure_line, print_answer, summary_markdown, write_summary
-from agent.slack.post import log, one_line
+from agent.slack.post import log
+from mcp_lib.cutting import squash_whitespace
 
 if TYPE_CHECKING:
     from agent.core.run import Answer
@@ -140,7 +141,7 @@ def classify(exc: BaseException, *, debug: bool = False) -> Failure:
     if isinstance(exc, Terminated | KeyboardInterrupt):
         return Failure("実行が中断されました", code, False)
     if isinstance(exc, ModelRequestError):
-        return Failure(one_line(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug)
+        return Failure(squash_whitespace(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug)
     if isinstance(exc, Exception):
         return Failure(describe_error(exc), code, debug)
     return Failure(type(exc).__name__, code, True)

@@ -31,10 +31,6 @@ def log(message: str) -> None:
     guard.err(f"helpbot answer: {message}")
 
 
-def one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 MAX_WAIT_S = 30.0  # a longer Retry-After is not waited for: the write gives up (and the state machine goes on)
 MAX_ATTEMPTS = 4  # per write
 WRITE_BUDGET_S = 60.0  # all patient writes of one run together may wait this long

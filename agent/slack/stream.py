@@ -17,7 +17,7 @@ from agent import guard
 from agent.errors import describe_error, slack_error_code
 from agent.slack.blocks import task_title
 from agent.slack.post import SlackOut, log, retry_after
-from mcp_lib.cutting import MARKDOWN_LIMIT, slack_len
+from mcp_lib.cutting import MARKDOWN_LIMIT, slack_len, squash_whitespace
 
 HOLD_CHARS = 48  # a cut is made only this far behind the text received: what could still become a secret
 APPEND_INTERVAL_S = 1.0
@@ -248,5 +248,5 @@ def _result_chunk(task_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _short(text: str) -> str:
-    text = " ".join(text.split())
+    text = squash_whitespace(text)
     return text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS - 1] + "…"

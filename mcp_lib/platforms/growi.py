@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ..config import DECLARED, ConfigError, env_float, env_int, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError
-from ..cutting import keep_start_masked
+from ..cutting import keep_start_masked, squash_whitespace
 from ..doors import door
 from ..http import door_client, error_detail, json_answer, send
 
@@ -159,7 +159,7 @@ def _snippet(text: str | None) -> str | None:
     """Elasticsearch's highlight, as plain text (no <em> tags, entities unescaped)."""
     if not text:
         return None
-    return " ".join(html.unescape(_TAG_RE.sub("", text)).split())
+    return squash_whitespace(html.unescape(_TAG_RE.sub("", text)))
 
 
 def check(ctx: ToolContext) -> list[str]:

@@ -17,6 +17,7 @@ from mcp_lib.cutting import (
     keep_start_masked,
     keep_start_within_tokens,
     shorten_at_word,
+    squash_whitespace,
     without_marker,
 )
 
@@ -94,3 +95,8 @@ def test_shorten_at_word_cuts_after_a_sentence_or_a_space_in_slacks_count() -> N
     assert shorten_at_word("在庫同期が遅れています。確認手順を教えてください", 16) == "在庫同期が遅れています。…"
     assert shorten_at_word("stock sync is late today", 15) == "stock sync is…"
     assert shorten_at_word("👍" * 10, 7) == "👍👍👍…"  # two units each: never half an emoji
+
+
+def test_squash_whitespace_puts_a_text_on_one_line() -> None:
+    assert squash_whitespace("  在庫\n\n同期 \t が\r\n遅い ") == "在庫 同期 が 遅い"
+    assert squash_whitespace("\n \t") == ""

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ...config import DECLARED, ConfigError, env_str
+from ...cutting import squash_whitespace
 
 if TYPE_CHECKING:
     from .entries import Entry
@@ -144,7 +145,7 @@ def available() -> bool:
 
 
 def passage_text(entry: Entry) -> str:
-    body = " ".join(entry.body[: PASSAGE_CHARS * 2].split())
+    body = squash_whitespace(entry.body[: PASSAGE_CHARS * 2])
     return f"{entry.question}\n{' '.join(entry.tags)}\n{body}"[:PASSAGE_CHARS]
 
 

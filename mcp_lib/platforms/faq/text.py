@@ -17,7 +17,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from ...cutting import excerpt
+from ...cutting import excerpt, squash_whitespace
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ー"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
@@ -188,7 +188,7 @@ def query_weights(text: str, normalized: bool = False) -> dict[str, float]:
 def best_window(body: str, words: Iterable[str], width: int = 200) -> str:
     """``width`` characters of ``body`` where the most different ``words`` meet (whitespace folded), with "…"
     where it was cut: the snippet that shows the model why an entry matched."""
-    flat = " ".join(body.split())
+    flat = squash_whitespace(body)
     if len(flat) <= width:
         return flat
     # Normalise character by character, remembering where each normalised character came from.

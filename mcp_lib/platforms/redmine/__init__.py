@@ -21,7 +21,7 @@ from pydantic import Field
 
 from ...config import DECLARED, env_float, env_int, env_list, env_str, env_url
 from ...core import Platform, Result, ToolContext, ToolError
-from ...cutting import excerpt, keep_start_masked
+from ...cutting import excerpt, keep_start_masked, squash_whitespace
 from ...errors import NotFound, Redirected
 from ...redact import redact_secrets
 
@@ -112,7 +112,7 @@ def _summary(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
     """The part of the text around the first query word found, so the model sees why it matched (masked before
     it is cut, so that no piece of a secret is left at an edge)."""
-    flat = " ".join(redact_secrets(text or "").split())
+    flat = squash_whitespace(redact_secrets(text or ""))
     lower = flat.lower()
     positions = [p for word in query.lower().split() if (p := lower.find(word)) >= 0]
     return excerpt(flat, width, max(0, min(positions) - width // 4) if positions else 0)

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 from ... import ids
 from ...core import ToolContext, ToolError
-from ...cutting import excerpt
+from ...cutting import excerpt, squash_whitespace
 from ...errors import ChannelNotFound, RateLimited
 from ...redact import redact_secrets
 from .client import SlackClients, call
@@ -208,7 +208,7 @@ def _time(ctx: ToolContext, ts: str) -> datetime:
 
 
 def _title(channel_name: str, author: str, when: datetime, text: str) -> str:
-    words = " ".join(text.split())
+    words = squash_whitespace(text)
     first = excerpt(words, 40)
     return f"#{channel_name} @{author} {when:%Y-%m-%d %H:%M}" + (f": {first}" if first else "")
 
