@@ -166,7 +166,7 @@ def _platform(registry: Registry, name: str) -> Part:
 def _context(registry: Registry, name: str) -> ToolContext:
     """The platform's context with one tool call's budget for the whole check."""
     ctx = registry.context(name)
-    return dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
+    return dataclasses.replace(ctx, deadline=ctx.clock.monotonic() + ctx.limits.budget_s)
 
 
 def _channels(registry: Registry, env: Mapping[str, str], part: Part) -> None:

@@ -20,10 +20,12 @@ import httpx2
 from agent import guard
 from agent.config import DECLARED
 from agent.errors import ConfigError, ExitError, RunFailed
+from mcp_lib.clock import SYSTEM_CLOCK
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.http import error_detail, json_answer, send
 from mcp_lib.platforms.github.api import github_client
+from mcp_lib.retry import Paired
 
 DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
@@ -77,7 +79,7 @@ class PullRequestWriter:
 
     def __init__(self, config: PrConfig, client: httpx2.Client, sleep: Callable[[float], None]):
         self.config = config
-        self.ctx = ToolContext(client=client, config=config, sleep=sleep)
+        self.ctx = ToolContext(client=client, config=config, clock=Paired(sleep, SYSTEM_CLOCK.wall))
         self.repo = f"/repos/{config.repository}"
 
     def _call(self, method: str, path: str, what: str, expect: Sequence[int], *, missing_ok: bool = False,

@@ -17,13 +17,13 @@ import dataclasses
 import inspect
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from .clock import SYSTEM_CLOCK, Clock
 from .cutting import keep_start_masked
 from .errors import ArgumentError, CredentialsError, ToolError
 from .result import (
@@ -57,9 +57,8 @@ class ToolContext:
     config: Any
     caller: Caller = field(default_factory=Caller)
     limits: Limits = field(default_factory=Limits)
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.time
-    # When this call must be over (a ``clock()`` value); set by Tool.invoke from ``limits.budget_s``. Retries
+    clock: Clock = SYSTEM_CLOCK
+    # When this call must be over (on ``clock.monotonic()``); set by Tool.invoke from ``limits.budget_s``. Retries
     # (mcp_lib.http, the Slack retry handlers) never wait past it, so one call cannot multiply its budget.
     deadline: float | None = None
 
@@ -191,7 +190,7 @@ class Tool:
 
     def _invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
         if ctx.deadline is None:
-            ctx = dataclasses.replace(ctx, deadline=ctx.clock() + ctx.limits.budget_s)
+            ctx = dataclasses.replace(ctx, deadline=ctx.clock.monotonic() + ctx.limits.budget_s)
         try:
             values = self.validate(arguments)
             result = normalize(self.wire_name, self.fn(**{self.context_param: ctx}, **values))

@@ -20,7 +20,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .core import ToolContext, ToolError
 from .doors import Door
 from .errors import GaveUp, Retryable
-from .retry import Budget, Policy, call, header, server_wait, tool_budget, tool_clock
+from .retry import Budget, Policy, call, header, server_wait, tool_budget
 
 T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -62,7 +62,7 @@ def send(ctx: ToolContext, what: str, method: str, url: str, **kwargs: Any) -> h
     """One request on ``ctx.client`` (an ``httpx2.Client``), :func:`retried` on timeouts, connection failures and
     the answers :func:`check_answer` retries; the caller interprets the response."""
     client: httpx2.Client = ctx.client
-    clock = tool_clock(ctx)
+    clock = ctx.clock
 
     def attempt() -> httpx2.Response:
         try:

@@ -14,11 +14,11 @@ import importlib
 import inspect
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .clock import SYSTEM_CLOCK, Clock
 from .config import env_str
 from .core import Caller, Limits, Platform, Result, Tool, ToolContext
 from .errors import ConfigError, UnknownTool
@@ -61,15 +61,13 @@ class Registry:
         clients: Mapping[str, Any] | None = None,
         caller: Caller | None = None,
         limits: Limits | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         platforms: Mapping[str, Platform] | None = None,
         server_log: ServerLog | None = None,
     ):
         self.env = dict(os.environ if env is None else env)
         self.caller = caller or Caller()
         self.limits = limits or Limits.from_env(self.env, _credentials_masked(self.env))
-        self.sleep = sleep
         self.clock = clock
         self._clients: dict[str, Any] = dict(clients or {})
         self._configs: dict[str, Any] = {}
@@ -104,8 +102,8 @@ class Registry:
     def narrowed(self, names: Iterable[str]) -> Registry:
         """The same registry (clients, caller, limits) offering only the platforms in ``names``."""
         keep = set(names)
-        return Registry(self.env, clients=self._clients, caller=self.caller, limits=self.limits, sleep=self.sleep,
-                        clock=self.clock, platforms={n: p for n, p in self.platforms().items() if n in keep},
+        return Registry(self.env, clients=self._clients, caller=self.caller, limits=self.limits, clock=self.clock,
+                        platforms={n: p for n, p in self.platforms().items() if n in keep},
                         server_log=self.server_log)
 
     def close(self) -> None:
@@ -164,9 +162,10 @@ class Registry:
                     raise UnknownTool(f"platform {name!r} is not configured; see `mcp-lib all-commands`")
                 make_client = self.platforms()[name].make_client
                 wants_sleep = "sleep" in inspect.signature(make_client).parameters  # clients with own retries
-                self._clients[name] = make_client(config, sleep=self.sleep) if wants_sleep else make_client(config)
+                self._clients[name] = (make_client(config, sleep=self.clock.sleep) if wants_sleep
+                                       else make_client(config))
         return ToolContext(client=self._clients[name], config=config, caller=self.caller, limits=self.limits,
-                           sleep=self.sleep, clock=self.clock)
+                           clock=self.clock)
 
     # -- tools -------------------------------------------------------------------------------------------
     def tools(self, only: list[str] | None = None, enabled_only: bool = True) -> list[Tool]:

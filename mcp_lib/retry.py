@@ -45,24 +45,17 @@ class Budget:
 
 
 class Paired:
-    """A :class:`~mcp_lib.clock.Clock` from a ``(sleep, now)`` pair: for callers that still hold one (ToolContext,
-    the model's Request) until they carry a Clock; ``now`` serves as both clocks, as it did there."""
+    """A :class:`~mcp_lib.clock.Clock` from a ``(sleep, now)`` pair: for callers that still hold one (the model's
+    Request, faq_pr's writer) until they carry a Clock; ``now`` serves as both clocks, as it did there."""
 
     def __init__(self, sleep: Callable[[float], None], now: Callable[[], float]):
         self.sleep, self.monotonic, self.wall = sleep, now, now
 
 
-def tool_clock(ctx: Any) -> Clock:
-    """A tool call's clock: a ToolContext's ``(sleep, clock)`` pair, or its ``clock`` once it holds a Clock."""
-    sleep = getattr(ctx, "sleep", None)
-    return ctx.clock if sleep is None else Paired(sleep, ctx.clock)
-
-
 def tool_budget(ctx: Any, budget_s: float = math.inf) -> Budget:
     """A tool call's retry budget: ``ctx.deadline``, and at most ``budget_s`` from now, on its clock."""
-    clock = tool_clock(ctx)
-    end = clock.monotonic() + budget_s
-    return Budget(end if ctx.deadline is None else min(ctx.deadline, end), clock)
+    end = ctx.clock.monotonic() + budget_s
+    return Budget(end if ctx.deadline is None else min(ctx.deadline, end), ctx.clock)
 
 
 def failure(state: tenacity.RetryCallState) -> BaseException | None:

@@ -29,7 +29,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -85,11 +84,17 @@ async def end_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return
-    deadline = time.monotonic() + grace_s
-    while _group_alive(pgid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    await _until(lambda: not _group_alive(pgid), grace_s, 0.02)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+async def _until(done: Callable[[], bool], timeout: float, every: float) -> None:
+    """Poll ``done`` every ``every`` seconds until it holds or ``timeout`` has passed (the event loop's timer)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            while not done():
+                await asyncio.sleep(every)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -206,9 +211,7 @@ class ServerSession:
                 ready.set_exception(ConnectionError(f"MCP server {self.name!r}: the connection was abandoned"))
             await self._end_group(pidfile)
             errlog.close()
-            deadline = time.monotonic() + DRAIN_S  # polled: no executor at interpreter exit (atexit)
-            while reader.is_alive() and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
+            await _until(lambda: not reader.is_alive(), DRAIN_S, 0.01)  # polled: no executor at exit (atexit)
 
     async def _end(self, *, kill_first: bool) -> None:
         """Close the current connection (SIGTERM to the group first when ``kill_first``: a call timed out) and

@@ -245,7 +245,7 @@ class Front:
             prefetch_encoder(self.env)  # after 👀: the FAQ's encoder loads while the question is built and asked
             # the tools read with the front's own Slack clients; a printed question has none
             registry = target.slack.registry if target.slack is not None else Registry(
-                self.env, sleep=self.clock.sleep, server_log=guard.server_err)
+                self.env, clock=self.clock, server_log=guard.server_err)
             guard.narrow(private=not target.public)  # first: listing the tools starts in-house servers
             guard.narrow(names=guard.registry_names(registry))
             what = question()

@@ -46,8 +46,7 @@ class Slack:
                                                  "bot token (xoxb-)")
         self.clients: SlackClients = slack.make_client(config)
         self.registry: Registry = Registry(env, caller=Caller(answer_channel=answer_channel),
-                                           clients={"slack": self.clients}, sleep=clock.sleep,
-                                           server_log=guard.server_err)
+                                           clients={"slack": self.clients}, clock=clock, server_log=guard.server_err)
         self.ctx: ToolContext = self.registry.context("slack")
         self.bot: WebClient | None = self.clients.bot  # reads (with the platform's retries); None without a token
         # Writes: the same token, no retry handlers -- agent.slack.post retries them within the run's budget.

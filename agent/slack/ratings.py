@@ -25,12 +25,13 @@ from agent.slack.markers import VOTES, Me, answers_in_sequence
 from agent.slack.markers import read as read_marker
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
-from mcp_lib.clock import Clock
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.clock import now as clock_now
 from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
 from mcp_lib.ids import is_channel_id, is_user_id
 from mcp_lib.platforms import slack as slack_platform
+from mcp_lib.retry import Paired
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
 SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
@@ -163,7 +164,8 @@ class Scanner:
         if config is None or config.bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", f"not set: helpbot {command} reads the channels as the bot (xoxb-…)")
         config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
-        ctx = ToolContext(client=slack_platform.make_client(config), config=config, sleep=sleep)
+        ctx = ToolContext(client=slack_platform.make_client(config), config=config,
+                          clock=Paired(sleep, SYSTEM_CLOCK.wall))
         me = slack_platform.call(ctx, "auth.test")
         return cls(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"), page_size=page_size,
                    configured_user_id=configured, workspace_url=str(me.get("url") or ""), home=Home.from_auth(me))

@@ -12,6 +12,7 @@ from pydantic import Field
 from mcp_lib import ArgumentError, Caller, Limits, Platform, Registry, Result, ToolContext, ToolError
 from mcp_lib.cutting import TRUNCATION_MARKER, keep_start_masked
 from mcp_lib.result import MAX_MESSAGE_CHARS, apply_limits
+from tests.fakes.clock import FakeClock
 
 
 def make_platform() -> Platform:
@@ -348,11 +349,11 @@ def test_invoke_gives_each_call_a_deadline_from_the_budget() -> None:
         seen.append(ctx.deadline)
         return []
 
-    now = [1000.0]
+    clock = FakeClock(start=1000.0)
     registry = Registry(env={"DEMO_SITE": "x", "HELPBOT_TOOL_BUDGET_S": "12"}, platforms={"demo": platform},
-                        clock=lambda: now[0])
+                        clock=clock)
     registry.call("demo_timed", {})
-    now[0] = 2000.0
+    clock.advance(1000.0)
     registry.call("demo_timed", {})
     assert seen == [1012.0, 2012.0]  # a fresh deadline per call, not one carried over
     assert Registry(env={}).limits.budget_s == 45.0

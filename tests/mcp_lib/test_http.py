@@ -105,7 +105,7 @@ def test_a_name_that_does_not_resolve_is_a_connect_error_and_the_tool_retries_th
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     clock = FakeClock(wall=NOW)
-    ctx = ToolContext(client=hooked(NameResolution(nxdomain)), config=None, sleep=clock.sleep, clock=clock.wall)
+    ctx = ToolContext(client=hooked(NameResolution(nxdomain)), config=None, clock=clock)
     with pytest.raises(ToolError, match=r"unavailable after retries: could not connect \(ConnectError: name "
                                         r"'growi.example.test' does not resolve"):
         send(ctx, "Growi", "GET", "https://growi.example.test/_api/v3/pages")

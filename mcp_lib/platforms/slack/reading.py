@@ -64,12 +64,12 @@ def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> s
     clients: SlackClients = ctx.client
     if user_id in clients.user_names:
         return clients.user_names[user_id]
-    if user_id in clients.unknown_users or ctx.clock() < clients.user_lookups_paused_until:
+    if user_id in clients.unknown_users or ctx.clock.monotonic() < clients.user_lookups_paused_until:
         return fallback or user_id
     try:
         user = call(ctx, "users.info", patient=False, user=user_id).get("user") or {}
     except RateLimited as exc:
-        clients.user_lookups_paused_until = ctx.clock() + (exc.retry_after or 30.0)
+        clients.user_lookups_paused_until = ctx.clock.monotonic() + (exc.retry_after or 30.0)
         return fallback or user_id
     except ToolError:
         clients.unknown_users.add(user_id)

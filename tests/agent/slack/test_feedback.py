@@ -447,7 +447,7 @@ def test_truncated_reaction_users_are_fetched_with_reactions_get(seeded: Seeded)
     ws, ts = seeded.ws, seeded.ts["a1"][0]
     config = load_config({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": seeded.fake.url})
     assert config is not None
-    scanner = Scanner(ToolContext(client=make_client(config), config=config, sleep=lambda s: None), bot_user_id=BOT,
+    scanner = Scanner(ToolContext(client=make_client(config), config=config, clock=FakeClock()), bot_user_id=BOT,
                       bot_id="B0HELPBOT")
     as_listed = {"ts": ts, "reactions": [{"name": "+1", "users": [TANAKA], "count": 3}]}
     answer = RatedAnswer(channel="C0ECSUP", ts=ts, thread_ts=None, question_ts=None, rounds=1, tool_calls=1,

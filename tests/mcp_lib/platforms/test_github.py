@@ -75,7 +75,7 @@ def make_registry(fake: FakeGitHub, clock: FakeClock, **env: str) -> Registry:
     config = github.load_config(full_env)
     assert config is not None
     return Registry(env=full_env, clients={"github": github.make_client(config, transport=fake.transport())},
-                    sleep=clock.sleep, clock=clock.wall, platforms={"github": github.PLATFORM})
+                    clock=clock, platforms={"github": github.PLATFORM})
 
 
 def call(fake: FakeGitHub, clock: FakeClock, tool: str, env: dict[str, str] | None = None, **arguments: Any) -> Result:
@@ -463,7 +463,7 @@ def test_over_a_real_local_server_with_an_enterprise_prefix(fake: FakeGitHub, cl
     with serve(fake.handler) as url:
         fake.api_url = f"{url}/api/v3"
         env = {**ENV, "GITHUB_API_URL": fake.api_url, "HELPBOT_HTTP_TIMEOUT_S": "1"}
-        registry = Registry(env=env, sleep=clock.sleep, clock=clock.wall, platforms={"github": github.PLATFORM})
+        registry = Registry(env=env, clock=clock, platforms={"github": github.PLATFORM})
         # The first answer is held until the client has given up and come back: its own 1 s read timeout is the
         # only timer in play (no server delay racing it), and the retry has all of its second.
         retried = threading.Event()

@@ -43,7 +43,7 @@ def make_registry(fake: FakeGrowi, clock: FakeClock, **env: str) -> Registry:
     config = growi.load_config(full_env)
     assert config is not None
     return Registry(env=full_env, clients={"growi": growi.make_client(config, transport=fake.transport())},
-                    sleep=clock.sleep, clock=clock.wall, platforms={"growi": growi.PLATFORM})
+                    clock=clock, platforms={"growi": growi.PLATFORM})
 
 
 def call(fake: FakeGrowi, clock: FakeClock, tool: str, env: dict[str, str] | None = None, **arguments: Any) -> Result:
@@ -329,7 +329,7 @@ def test_over_a_real_local_server_under_a_sub_path(clock: FakeClock) -> None:
         fake.url = f"{url}/wiki"
         pid = fake.add_page("/手順/在庫同期", "在庫同期の手順")
         env = {"GROWI_URL": fake.url, "GROWI_ACCESS_TOKEN": "test-growi-token"}
-        registry = Registry(env=env, sleep=clock.sleep, clock=clock.wall, platforms={"growi": growi.PLATFORM})
+        registry = Registry(env=env, clock=clock, platforms={"growi": growi.PLATFORM})
         search = registry.call("growi_searchPages", {"query": "在庫"})
         page = registry.call("growi_getPage", {"pageId": pid})
     assert search.status == "ok", search.message

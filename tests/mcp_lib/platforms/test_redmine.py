@@ -30,10 +30,11 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def make_registry(url: str, key: str, sleeps: list[float] | None = None, **env: str) -> Registry:
-    """Only the Redmine platform, configured from env; sleeps are recorded, never slept."""
-    record = sleeps if sleeps is not None else []
+    """Only the Redmine platform, configured from env, on a fake clock whose sleeps go into ``sleeps``."""
+    clock = FakeClock()
+    clock.sleeps = sleeps if sleeps is not None else []
     return Registry(env={"REDMINE_URL": url, "REDMINE_API_KEY": key, **env},
-                    platforms={"redmine": redmine.PLATFORM}, sleep=record.append)
+                    platforms={"redmine": redmine.PLATFORM}, clock=clock)
 
 
 def ok(result: Result) -> Result:
@@ -544,19 +545,13 @@ def test_retries_stop_at_the_tool_calls_deadline(stub: Stub) -> None:
     """One budget per tool call (HELPBOT_TOOL_BUDGET_S), not one per request; a wait that does not fit is not
     shortened into an early retry."""
     stub.script = [(503, {"Retry-After": "20"}, {})] * 10
-    clock = [1000.0]
-    sleeps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        clock[0] += seconds
-
+    clock = FakeClock(start=1000.0)
     registry = Registry(env={"REDMINE_URL": stub.url, "REDMINE_API_KEY": "k", "HELPBOT_TOOL_BUDGET_S": "30",
                              "HELPBOT_REDMINE_RETRY_BUDGET": "600"},
-                        platforms={"redmine": redmine.PLATFORM}, sleep=sleep, clock=lambda: clock[0])
+                        platforms={"redmine": redmine.PLATFORM}, clock=clock)
     result = registry.call("redmine:getIssue", {"issueId": 1})
     assert result.is_error and "left for this call" in (result.message or ""), result.message
-    assert sleeps == [20.0]  # 20 s fit in 30; the next 20 s would not (10 s left): stop, do not retry early
+    assert clock.sleeps == [20.0]  # 20 s fit in 30; the next 20 s would not (10 s left): stop, do not retry early
 
 
 def test_a_long_retry_after_is_reported_not_sat_out(stub: Stub) -> None:

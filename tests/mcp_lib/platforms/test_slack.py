@@ -91,7 +91,14 @@ def context(fake: FakeSlack, sleeps: list[float], *, answer_channel: str | None 
     assert config is not None
     return ToolContext(client=make_client(config), config=config,
                        caller=Caller(user="U0TANAKA", answer_channel=answer_channel),
-                       limits=limits or Limits(), sleep=sleeps.append)
+                       limits=limits or Limits(), clock=recording(sleeps))
+
+
+def recording(sleeps: list[float]) -> FakeClock:
+    """A fake clock whose sleeps go into ``sleeps``."""
+    clock = FakeClock()
+    clock.sleeps = sleeps
+    return clock
 
 
 def run(ctx: ToolContext, tool: str, **arguments: Any) -> Result:
@@ -533,8 +540,7 @@ def test_slack_retries_never_wait_past_the_calls_deadline(fake: FakeSlack) -> No
     clock = FakeClock(wall=1_800_000_000.0)
     config = load_config(env_for(fake))
     assert config is not None
-    ctx = ToolContext(client=make_client(config), config=config, limits=Limits(budget_s=30),
-                      sleep=clock.sleep, clock=clock.wall)
+    ctx = ToolContext(client=make_client(config), config=config, limits=Limits(budget_s=30), clock=clock)
     fake.fail("search.messages", status=429, retry_after=20, times=10)
     result = run(ctx, "searchMessages", query="在庫")
     assert result.is_error and "rate limit" in (result.message or "")
@@ -546,8 +552,7 @@ def test_server_error_backoff_is_cut_to_the_time_left(fake: FakeSlack) -> None:
     clock = FakeClock(wall=1_800_000_000.0)
     config = load_config(env_for(fake))
     assert config is not None
-    ctx = ToolContext(client=make_client(config), config=config, sleep=clock.sleep,
-                      clock=clock.wall, deadline=clock.wall() + 0.25)
+    ctx = ToolContext(client=make_client(config), config=config, clock=clock, deadline=clock.monotonic() + 0.25)
     fake.fail("conversations.history", status=503, times=10)
     result = run(ctx, "getConversationHistory", channel="C0ECSUP")
     assert result.is_error and sum(clock.sleeps) <= 0.25 + 1e-9
@@ -631,7 +636,7 @@ def test_unreachable_slack_is_retried_once_then_reported(sleeps: list[float]) ->
         port = probe.getsockname()[1]
     config = load_config({"SLACK_API_URL": f"http://127.0.0.1:{port}/api", "SLACK_BOT_TOKEN": BOT_TOKEN})
     assert config is not None
-    ctx = ToolContext(client=make_client(config), config=config, sleep=sleeps.append)
+    ctx = ToolContext(client=make_client(config), config=config, clock=recording(sleeps))
     result = run(ctx, "getChannels")
     assert result.is_error and "cannot reach Slack" in (result.message or "")
     assert len(sleeps) == 1
@@ -640,7 +645,7 @@ def test_unreachable_slack_is_retried_once_then_reported(sleeps: list[float]) ->
 def test_a_slow_answer_times_out_as_an_error(fake: FakeSlack, sleeps: list[float]) -> None:
     fake.slow("conversations.list", seconds=5)
     config = SlackConfig(api_url=fake.url, bot_token=BOT_TOKEN, timeout_s=1)
-    result = run(ToolContext(client=make_client(config), config=config, sleep=sleeps.append), "getChannels")
+    result = run(ToolContext(client=make_client(config), config=config, clock=recording(sleeps)), "getChannels")
     assert result.is_error and "did not answer" in (result.message or "")
 
 
