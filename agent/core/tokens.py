@@ -1,6 +1,6 @@
-"""Token estimates of what a request carries: text by character class, images and PDF pages by the API's own
-rules, and each message counted once per run (:class:`TokenMemo`). Claude's tokenizer is not public: the loop
-scales these up when the usage a model reports shows they ran low.
+"""Token estimates of what a request carries: text by character class, images and PDF pages by the API's rules,
+each message counted once per run (:class:`TokenMemo`). Claude's tokenizer is not public (Bedrock's
+CountTokens would cost a request per request): the loop scales these up when the usage reported runs higher.
 """
 
 from __future__ import annotations
@@ -10,12 +10,8 @@ import functools
 import json
 from typing import Any
 
-# Claude's tokenizer is not public; Bedrock's CountTokens (boto3 bedrock-runtime count_tokens, region-limited) would
-# cost a request before each request, so the loop calibrates from the usage each response reports instead. These
-# ratios are estimates, not measured:
-# English runs at roughly 3.5-4 characters per token; Japanese at roughly 1-1.5 tokens per character (kanji
-# often more than kana), so non-ASCII text counts at the pessimistic end. The loop scales the estimate up when
-# the usage a model reports shows it ran low.
+# Estimates, not measured: English runs at 3.5-4 characters a token, Japanese at 1-1.5 tokens a character (kanji
+# more than kana); both count at the pessimistic end.
 ASCII_CHARS_PER_TOKEN = 3.5
 NON_ASCII_TOKENS_PER_CHAR = 1.5
 
@@ -30,9 +26,8 @@ def _from_counts(ascii_chars: int, other_chars: int) -> int:
     return int(ascii_chars / ASCII_CHARS_PER_TOKEN + other_chars * NON_ASCII_TOKENS_PER_CHAR) + 1
 
 
-# Media blocks count by what the model sees, not by their base64 text. An image costs about w*h/750 tokens and
-# the API scales anything larger down to about 1.15 megapixels (~1,600 tokens); a PDF page costs its text plus
-# its image (Anthropic's PDF guide: 1,500-3,000 text tokens a page), so pages count at the pessimistic end.
+# Media count by what the model sees: an image about w*h/750 tokens, scaled to ~1.15 megapixels at most; a PDF
+# page its text (Anthropic's PDF guide: 1,500-3,000 tokens) plus its image, at the pessimistic end.
 IMAGE_TOKENS = 1_600
 PDF_PAGE_TOKENS = 3_000 + IMAGE_TOKENS
 UNREADABLE_PDF_PAGES = 100  # a document block whose PDF cannot be parsed counts as the most the API takes
@@ -97,29 +92,12 @@ def block_tokens(block: dict[str, Any]) -> int:
     return media + sum(estimate_tokens(json.dumps(b, ensure_ascii=False)) for b in kept)
 
 
-def _without_media(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The messages with media blocks left out, and what those blocks count."""
-    out, media = [], 0
-    for message in messages:
-        content = message["content"]
-        if not isinstance(content, list):
-            out.append(message)
-            continue
-        kept, tokens = _strip_media(content)
-        out.append({**message, "content": kept})
-        media += tokens
-    return out, media
-
-
 def request_tokens(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]],
                    memo: TokenMemo | None = None) -> int:
-    """The request's estimate; a ``memo`` serializes each message once per run (the sum of the parts' counts)."""
-    if memo is not None:
-        ascii_chars, other_chars, media = memo.counts(tools, messages)
-        return estimate_tokens(system) + _from_counts(ascii_chars, other_chars) + 4 * len(messages) + media
-    text_only, media = _without_media(messages)
-    payload = json.dumps([tools, text_only], ensure_ascii=False, separators=(",", ":"))
-    return estimate_tokens(system) + estimate_tokens(payload) + 4 * len(messages) + media
+    """The request's estimate: the system text, ``[tools, messages]`` as compact JSON without the media, 4 a
+    message, and the media by what the model sees; a run's ``memo`` serializes each message once."""
+    ascii_chars, other_chars, media = (memo or TokenMemo()).counts(tools, messages)
+    return estimate_tokens(system) + _from_counts(ascii_chars, other_chars) + 4 * len(messages) + media
 
 
 def _char_counts(value: Any, media: int = 0) -> tuple[int, int, int]:
@@ -129,8 +107,8 @@ def _char_counts(value: Any, media: int = 0) -> tuple[int, int, int]:
 
 
 class TokenMemo:
-    """What each message and the tools count in :func:`request_tokens`' payload, kept by identity: messages are
-    replaced, never mutated (as :class:`CacheState` relies on too), so a message seen before counts the same."""
+    """What each message and the tools count in :func:`request_tokens`' payload, kept by identity (messages are
+    replaced, never mutated, as :class:`CacheState` relies on too)."""
 
     def __init__(self) -> None:
         self._tools: tuple[Any, tuple[int, int, int]] | None = None
@@ -145,8 +123,10 @@ class TokenMemo:
         for message in messages:
             entry = known.get(id(message))
             if entry is None or entry[0] is not message or entry[1] is not message["content"]:
-                [text_only], tokens = _without_media([message])
-                entry = (message, message["content"], _char_counts(text_only, tokens))
+                content, tokens = message["content"], 0
+                if isinstance(content, list):
+                    content, tokens = _strip_media(content)
+                entry = (message, message["content"], _char_counts({**message, "content": content}, tokens))
             self._messages[id(message)] = entry
             totals = [t + c for t, c in zip(totals, entry[2], strict=True)]
         return totals[0], totals[1], totals[2]

@@ -103,11 +103,21 @@ def test_the_token_memo_counts_exactly_what_the_whole_payload_counts() -> None:
                                            "input": {"query": "在庫"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "結果 " * 300}]},
     ]
+
+    def whole(messages: list[dict[str, Any]]) -> int:  # the whole payload serialized at once, media apart
+        text_only, media = [], 0
+        for m in messages:
+            if isinstance(m["content"], list):
+                media += sum(tk.media_tokens(b) or 0 for b in m["content"])
+                m = {**m, "content": [b for b in m["content"] if tk.media_tokens(b) is None]}
+            text_only.append(m)
+        payload = json.dumps([tools, text_only], ensure_ascii=False, separators=(",", ":"))
+        return tk.estimate_tokens("system") + tk.estimate_tokens(payload) + 4 * len(messages) + media
+
     memo = tk.TokenMemo()
     for count in range(len(messages) + 1):  # every prefix, the empty one too
-        assert tk.request_tokens("system", tools, messages[:count], memo) == tk.request_tokens(
-            "system", tools, messages[:count])
+        assert tk.request_tokens("system", tools, messages[:count], memo) == whole(messages[:count])
     messages[-1] = {**messages[-1], "content": [{**messages[-1]["content"][0], "content": "短い"}]}  # replaced
-    assert tk.request_tokens("system", tools, messages, memo) == tk.request_tokens("system", tools, messages)
+    assert tk.request_tokens("system", tools, messages, memo) == whole(messages)
     messages[1]["content"] = [{"type": "text", "text": "x" * 1000}]  # even a content swapped in place is seen
-    assert tk.request_tokens("system", tools, messages, memo) == tk.request_tokens("system", tools, messages)
+    assert tk.request_tokens("system", tools, messages, memo) == whole(messages)
