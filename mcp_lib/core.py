@@ -1,14 +1,7 @@
-"""The declaration model: a platform declares each tool once, as a typed function with a docstring.
-
-Everything else -- the JSON schema, the CLI command, the markdown docs, the Claude tool schema and the MCP tool --
-is derived from that one declaration (the idea of FastMCP's ``func_metadata``). A tool's first parameter is the
-injected :class:`ToolContext`; it is left out of the schema. Tools return a list of items, one item (a dict) or
-a :class:`Result`; every item that comes from a source carries ``url`` and ``title``.
-
-Tool failures are values: :meth:`Tool.invoke` never raises; whatever goes wrong (bad arguments, a failing
-service, a tool bug, a result that cannot be serialised) comes back as ``status: "error"`` with a short message.
-The envelope and its limits live in :mod:`mcp_lib.result` (re-exported here: a platform imports the declaration
-model and the envelope together).
+"""The declaration model: a platform declares each tool once, as a typed function whose docstring the model
+reads; the schema, CLI command, docs, Claude tool and MCP tool all derive from it (FastMCP's ``func_metadata``).
+The :class:`ToolContext` parameter is injected, never in the schema. :meth:`Tool.invoke` never raises: every
+failure is a ``status: "error"`` Result (the envelope, :mod:`mcp_lib.result`, is re-exported for platforms).
 """
 
 from __future__ import annotations
@@ -31,36 +24,33 @@ from .result import (
     Limits,
     Result,
     apply_limits,
+    as_result,
     capped_notes,
-    normalize,
 )
 
 __all__ = [  # the declaration model, and the envelope a platform returns (defined in mcp_lib.result)
     "MAX_MESSAGE_CHARS", "ArgumentError", "Caller", "CredentialsError", "Limits", "Param",
-    "Platform", "Result", "Tool", "ToolContext", "ToolError", "apply_limits", "find_context_parameter",
+    "Platform", "Result", "Tool", "ToolContext", "ToolError", "apply_limits",
 ]
 
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is asking and where the answer will be posted: the Slack private-channel rule needs both."""
+    """Where the answer will be posted: the Slack private-channel rule reads it."""
 
-    user: str | None = None
     answer_channel: str | None = None
 
 
 @dataclass
 class ToolContext:
-    """What a tool receives besides its arguments. Tests hand in fakes here; nothing is a module global."""
+    """What a tool receives besides its arguments (tests hand in fakes here; nothing is a module global)."""
 
     client: Any
     config: Any
     caller: Caller = field(default_factory=Caller)
     limits: Limits = field(default_factory=Limits)
     clock: Clock = SYSTEM_CLOCK
-    # When this call must be over (on ``clock.monotonic()``); set by Tool.invoke from ``limits.budget_s``. Retries
-    # (mcp_lib.http, the Slack retry handlers) never wait past it, so one call cannot multiply its budget.
-    deadline: float | None = None
+    deadline: float | None = None  # on clock.monotonic(), set by Tool.invoke: no retry of the call waits past it
 
 
 @dataclass
@@ -96,10 +86,8 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def find_context_parameter(fn: Callable[..., Any], hints: Mapping[str, Any] | None = None) -> str | None:
-    """The name of ``fn``'s parameter annotated :class:`ToolContext` (or a subclass), as FastMCP finds its
-    ``Context``; None when there is none."""
-    hints = get_type_hints(fn) if hints is None else hints
+def _context_parameter(fn: Callable[..., Any], hints: Mapping[str, Any]) -> str | None:
+    """The name of ``fn``'s parameter annotated :class:`ToolContext` (as FastMCP finds its ``Context``)."""
     for name in inspect.signature(fn).parameters:
         annotation = hints.get(name)
         if get_origin(annotation) is Annotated:
@@ -111,14 +99,15 @@ def find_context_parameter(fn: Callable[..., Any], hints: Mapping[str, Any] | No
 
 @dataclass
 class Tool:
-    """One tool. ``fn(ctx=..., **arguments)`` does the work; ``validator`` checks arguments against ``input_schema``."""
+    """One tool: ``fn(ctx=..., **arguments)`` does the work; ``validate`` checks and coerces the arguments against
+    ``input_schema`` (an ArgumentError saying what is wrong, one line per field)."""
 
     platform: str
     function: str
     fn: Callable[..., Any]
     description: str
     input_schema: dict[str, Any]
-    validator: Callable[[Mapping[str, Any]], dict[str, Any]]
+    validate: Callable[[Mapping[str, Any]], dict[str, Any]]
     read_only: bool = True
     example: str = ""
     limit_overrides: dict[str, int] = field(default_factory=dict)
@@ -156,7 +145,7 @@ class Tool:
         """Derive the arguments model from the signature: ``Annotated[int, Field(description=...)]``."""
         signature = inspect.signature(fn)
         hints = get_type_hints(fn, include_extras=True)
-        context = find_context_parameter(fn, hints)
+        context = _context_parameter(fn, hints)
         if context is None:
             raise TypeError(f"tool {platform}:{fn.__name__} takes no parameter annotated ToolContext: every tool "
                             "gets its clients, limits and deadline from one (e.g. ``ctx: ToolContext``)")
@@ -166,23 +155,17 @@ class Tool:
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[name] = (hints.get(name, Any), default)
-        model = create_model(
-            f"{platform}_{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        model = create_model(f"{platform}_{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
         description = inspect.cleandoc(fn.__doc__ or "").strip()
         if not description:
             raise ValueError(f"tool {platform}:{fn.__name__} needs a docstring: it is what the model reads")
         return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
-                   input_schema=_schema_of(model), validator=_pydantic_validator(model), context_param=context,
+                   input_schema=_schema_of(model), validate=_pydantic_validator(model), context_param=context,
                    **options)
 
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Checked and coerced arguments, or an ArgumentError that says what is wrong in one line per field."""
-        return self.validator(arguments)
-
     def invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
-        """Run the tool: validated, masked, limited, within its time budget. Never raises: every failure, also
-        one while masking or limiting the result, comes back as ``status: "error"`` with a short message."""
+        """Run the tool: validated, masked, limited, within its time budget. Never raises (also not while masking
+        or limiting): every failure is ``status: "error"`` with a short message."""
         try:
             return self._invoke(ctx, arguments)
         except Exception as exc:
@@ -193,7 +176,7 @@ class Tool:
             ctx = dataclasses.replace(ctx, deadline=ctx.clock.monotonic() + ctx.limits.budget_s)
         try:
             values = self.validate(arguments)
-            result = normalize(self.wire_name, self.fn(**{self.context_param: ctx}, **values))
+            result = as_result(self.wire_name, self.fn(**{self.context_param: ctx}, **values))
         except ArgumentError as exc:
             result = Result.error(self.wire_name, f"invalid arguments: {exc}", kind="arguments")
         except CredentialsError as exc:
@@ -211,9 +194,8 @@ class Tool:
 
 
 def _json_safe(value: Any, path: frozenset[int] = frozenset()) -> Any:
-    """What ``json.loads(json.dumps(value, default=str))`` gives, without serialising the strings: a 5 MB field is
-    not copied twice before it is cut. Dates and other objects become their ``str``; keys as JSON writes them; a
-    value that contains itself is a ValueError, as in ``json``."""
+    """What ``json.loads(json.dumps(value, default=str))`` gives (a value containing itself: ValueError), without
+    serialising the strings: a 5 MB field is not copied twice before it is cut."""
     if value is None or isinstance(value, str | bool | int | float):
         return value
     if isinstance(value, dict | list | tuple):
@@ -241,32 +223,21 @@ def _message(text: str, mask: Callable[[str], str]) -> str:
 
 @dataclass
 class Platform:
-    """A source of knowledge: its metadata (for docs and the system prompt) and its tools.
-
-    ``load_config(env)`` returns None when the platform is not configured (then it is disabled), a config
-    object when it is, and raises ConfigError when the configuration is present but wrong.
-    ``make_client(config)`` builds the real client; tests inject their own instead.
-    ``load_tools(platform)``, when given, fills in the tools on first use of :attr:`tools`: an in-house MCP
-    server is contacted only when one of its tools is really needed, not whenever a registry is built. It runs
-    once, under the platform's lock: other threads' first uses wait for it.
-    ``close()``, when given, ends what the platform holds open for the run (an MCP server's session).
-    ``variables``: what configures it -- some set while it stays off is *half-configured* (a warning).
-    ``check(ctx)``, when given, is ``helpbot doctor``'s live check: one request or a few that prove the credential
-    and the permissions the tools need; it returns what it found (names and counts, never values) and raises
-    ToolError (or CredentialsError) saying what is wrong.
-    """
+    """A source of knowledge: its metadata (for the docs and the system prompt) and its tools."""
 
     name: str
     overview: str
     scenes: list[str]
     security_rules: list[str]
-    load_config: Callable[[Mapping[str, str]], Any | None]
-    make_client: Callable[..., Any]
+    load_config: Callable[[Mapping[str, str]], Any | None]  # None: not configured (off); ConfigError: wrong
+    make_client: Callable[..., Any]  # the real client, from the config; tests hand in their own
     setup: str = ""
-    variables: tuple[str, ...] = ()
+    variables: tuple[str, ...] = ()  # what configures it: some set while it is off is *half-configured*
+    # helpbot doctor's live check: what it found (names and counts, never values), or a ToolError saying what is wrong
     check: Callable[[ToolContext], list[str]] | None = field(default=None, repr=False, compare=False)
+    # fills in the tools on the first use of .tools, once, under the lock (an MCP server is contacted only then)
     load_tools: Callable[[Platform], None] | None = field(default=None, repr=False, compare=False)
-    close: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    close: Callable[[], None] | None = field(default=None, repr=False, compare=False)  # ends what it holds open
     _tools: dict[str, Tool] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _loader: int | None = field(default=None, repr=False, compare=False)  # the thread running load_tools

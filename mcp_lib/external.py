@@ -1,30 +1,8 @@
-"""In-house MCP servers listed in ``helpbot.toml``: their tools join the catalog as ordinary :class:`Tool`\\ s.
-
-    [[mcp_servers]]
-    name = "sales"                      # tools become sales_get_customers (sales:get_customers on the CLI)
-    # prefix = "farm"                   # ... or farm_get_customers
-    command = "uv"                      # stdio ...
-    args = ["run", "python", "examples/sales_db/server.py"]
-    env = ["SALES_DB_PATH"]             # names of variables passed on (nothing else of ours leaks)
-    # url = "https://mcp.internal/mcp"  # ... or streamable HTTP
-    # header = "Authorization"; header_env = "SALES_MCP_TOKEN"; header_prefix = "Bearer "
-    tools = ["get_customers", "get_sales"]   # allowlist: anything else is never offered
-    allow_writes = false                # tools not marked readOnlyHint are offered only when true
-
-A remote tool runs through the same ``Tool.invoke`` as the built-in ones (validation against the server's schema,
-limits, redaction, errors as values). One session per server serves the whole run (:mod:`mcp_lib.sessions`): a
-stdio server is started once, in a process group of its own, and the group is ended when a call times out (the
-next call starts it anew) and when the run ends (``Registry.close``, or at exit).
-
-A server is contacted only when its tools are needed (the tool list, one of its tools, ``all-commands``), never
-merely because a registry was built or another platform's tool was looked up; listing its tools is bounded by
-``list_timeout_s`` and follows ``nextCursor`` page by page (:data:`MAX_LIST_PAGES`, :data:`MAX_LISTED_TOOLS`), once
-per run. A result's content becomes a Result by :func:`mcp_lib.result.from_call_result` (images checked by
-:mod:`mcp_lib.media`, what cannot be shown named in the notes). A tool whose name cannot make a wire name
-(``PREFIX_tool`` within ``[A-Za-z0-9_-]{1,64}``) is skipped, and the platform's overview says so.
-
-``./helpbot.toml`` (the working directory's) is read only for the process environment itself -- ``os.environ``
-or a copy of it, as the CLIs pass; a mapping a test or a caller builds sees only ``HELPBOT_CONFIG``.
+"""In-house MCP servers from ``helpbot.toml`` (``[[mcp_servers]]``, docs/configuration.md): their allowlisted
+tools join the catalog as ordinary :class:`Tool`\\ s, run through the same ``Tool.invoke`` (schema, limits,
+masking, errors as values). A server is contacted only when its tools are first needed, listed once per run
+(bounded: ``list_timeout_s``, :data:`MAX_LIST_PAGES`, :data:`MAX_LISTED_TOOLS`), and held in one session
+(:mod:`mcp_lib.sessions`). ``./helpbot.toml`` is read only for the process environment itself.
 """
 
 from __future__ import annotations
@@ -88,9 +66,7 @@ class ServerEntry(BaseModel):
     @field_validator("env", "header_env")
     @classmethod
     def _not_ours(cls, value: Any) -> Any:
-        """helpbot's own credentials -- every secret mcp_lib/config.py declares: those that travel go only to their
-        services' origins (:data:`mcp_lib.doors.WHERE`), the others are never sent (``NEVER_SENT``) -- never reach an
-        in-house server; a server needs a credential of its own."""
+        """helpbot's own credentials (every declared secret, :mod:`mcp_lib.doors`) never reach an in-house server."""
         names = set([value] if isinstance(value, str) else value or [])
         ours = sorted(n for n in names if n in WHERE or n in NEVER_SENT or (n in DECLARED and DECLARED[n].secret))
         if ours:
@@ -322,7 +298,7 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
             fn=_caller(entry, session, remote.name),
             description=remote.description or remote.name,
             input_schema=dict(remote.input_schema),
-            validator=_schema_validator(dict(remote.input_schema)),
+            validate=_schema_validator(dict(remote.input_schema)),
             read_only=read_only,
         )
     if cut_short:

@@ -1,8 +1,6 @@
-"""The Result envelope every tool returns, and the limits it is cut to before it reaches the model.
-
-Every string of a result is cut, then masked (:mod:`mcp_lib.redact`), then cut again: cut to its limit plus a
-margin, masked, cut to the limit. Masking costs what is kept, not what was read (a 5 MB page is masked
-6,000 characters deep), and a secret that straddles the limit is masked whole before the final cut.
+"""The Result envelope every tool returns, and the limits it is held to before it reaches the model: every
+string masked as it is cut (:func:`mcp_lib.cutting.keep_start_masked`), so masking costs what is kept, not what
+was read. Also an MCP server's ``tools/call`` result as a Result (:func:`from_call_result`).
 """
 
 from __future__ import annotations
@@ -32,16 +30,10 @@ LIMIT_VARIABLES = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HE
 
 @dataclass(frozen=True)
 class Limits:
-    """How much one tool call may hand to the model, and how long it may take.
-
-    A tool declaration may set its own output limits (``@platform.tool(max_field_chars=20000)``); they replace the
-    defaults, but a limit set explicitly in the environment (``HELPBOT_TOOL_MAX_ITEMS``,
-    ``HELPBOT_TOOL_MAX_FIELD_CHARS``, ``HELPBOT_TOOL_MAX_RESULT_CHARS``) caps the tool's own value too: the operator
-    has the last word. ``budget_s`` (``HELPBOT_TOOL_BUDGET_S``) bounds the time one call may spend, retries included.
-    ``mask`` is what every string shown goes through: the secret patterns, and from the environment the exact
-    values of the credentials it holds (:func:`mcp_lib.external.credential_values`, any length), so that the model
-    never reads one -- once read, it could write it in a form no mask knows (reversed, hex).
-    """
+    """How much one tool call may hand to the model, and how long it may take (retries included). A tool's own
+    limits (``@platform.tool(max_field_chars=20000)``) replace the defaults, but not past a limit the operator
+    set in the environment. ``mask``: the secret patterns and the exact values of the credentials the process
+    holds (:func:`mcp_lib.external.credential_values`): the model never reads one, so it cannot re-encode it."""
 
     max_items: int = DECLARED.value("HELPBOT_TOOL_MAX_ITEMS", int)
     max_field_chars: int = DECLARED.value("HELPBOT_TOOL_MAX_FIELD_CHARS", int)
@@ -72,9 +64,8 @@ class Limits:
 
 
 class Image(BaseModel):
-    """An image a tool returns, checked by :func:`mcp_lib.media.check_base64_image` (the media type read from the
-    bytes). It travels beside the JSON text: the agent shows it to Claude as an image block, ``mcp-lib serve`` as
-    image content; the JSON only names it (a note)."""
+    """An image a tool returns (checked by :func:`mcp_lib.media.check_base64_image`), beside the JSON text: an
+    image block for Claude, image content for ``mcp-lib serve``; the JSON only names it (a note)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -133,9 +124,8 @@ def _keep_whole(key: str | None) -> bool:
 
 @dataclass
 class _Shrink:
-    """One pass over a result's values: long strings cut to ``field_limit``, nested lists to ``list_limit``
-    entries; with ``whole_only`` only the fields that are never cut are kept. Always applied to the original
-    values, so every marker counts what was really left out."""
+    """One pass over a result's original values (so every marker counts what was really left out): strings cut
+    to ``field_limit``, nested lists to ``list_limit``; with ``whole_only`` only the never-cut fields kept."""
 
     field_limit: int
     list_limit: int
@@ -194,16 +184,10 @@ def capped_notes(notes: list[str], mask: Callable[[str], str] = redact_secrets) 
 
 
 def apply_limits(result: Result, limits: Limits) -> Result:
-    """Hold a result to the limits, and guarantee ``max_result_chars`` for its JSON (``Result.to_json()``).
-
-    In order: at most ``max_items`` items; every other string cut to ``max_field_chars`` and every nested list
-    (a PR's files, an issue's comments, a server's rows) to ``max_items`` entries; then, while the JSON is still
-    too large, trailing items are dropped, then fields and nested lists shrink further (always from the original
-    values), then only the never-cut fields (url, title, ids, paths) are kept. Links, titles and ids are never
-    cut. The notes say what was left out and where, with the limits that were finally used. Every string shown
-    is masked as it is cut (:func:`~mcp_lib.cutting.keep_start_masked`); the builds share one memo, so each string
-    is masked once per limit.
-    """
+    """The result within the limits, its JSON within ``max_result_chars``: items, fields and nested lists cut to
+    the limits; while still too large, trailing items dropped, then fields and lists shrunk (from the originals),
+    then only the never-cut fields kept. The notes say what was left out, where. Each string is masked once per
+    limit (the builds share one memo)."""
     notes = list(result.notes)
     items = list(result.items)
     if len(items) > limits.max_items:
@@ -258,7 +242,8 @@ def apply_limits(result: Result, limits: Limits) -> Result:
     return out
 
 
-def normalize(tool: str, value: Any) -> Result:
+def as_result(tool: str, value: Any) -> Result:
+    """What a tool function returned (a list of items, one item, or a Result) as the Result of ``tool``."""
     if isinstance(value, Result):
         return value.model_copy(update={"tool": tool})
     if isinstance(value, list):
@@ -290,9 +275,8 @@ _UNSHOWN = {"audio": "audio item", "resource": "binary resource", "resource_link
 
 
 def _content(called: Any) -> tuple[str, list[Image], list[dict[str, str]], list[str]]:
-    """A tool result's content blocks as helpbot shows them: the text; the images the model may be shown
-    (:mod:`mcp_lib.media`: type read from the bytes, size, side, at most ``MAX_RESULT_IMAGES`` and
-    ``MAX_RESULT_IMAGE_BYTES`` per result); embedded text resources; and notes naming what is not shown."""
+    """A result's content blocks as helpbot shows them: the text, the images the model may be shown (within
+    :mod:`mcp_lib.media`'s limits), embedded text resources, and notes naming what is not shown."""
     texts: list[str] = []
     images: list[Image] = []
     resources: list[dict[str, str]] = []
@@ -325,8 +309,8 @@ def _content(called: Any) -> tuple[str, list[Image], list[dict[str, str]], list[
 
 
 def from_call_result(name: str, called: Any) -> Result:
-    """An MCP ``tools/call`` result (the SDK's ``CallToolResult``) as a Result: the error's own words, or the
-    structured content (else the text as JSON, else as text) with images, embedded text resources and notes."""
+    """An MCP ``CallToolResult`` as a Result: the error's own words, or the structured content (else the text as
+    JSON, else as text) with its images, embedded text resources and notes."""
     text, images, resources, notes = _content(called)
     if called.is_error:
         return Result.error(name, _error_message(called, text))

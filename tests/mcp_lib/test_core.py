@@ -185,7 +185,7 @@ def test_injected_client_wins_and_caller_reaches_the_tool() -> None:
         seen.append(ctx.caller)
         return []
 
-    caller = Caller(user="U1", answer_channel="C1")
+    caller = Caller(answer_channel="C1")
     registry = Registry(env={"DEMO_SITE": "x"}, platforms={"demo": platform},
                         clients={"demo": {"made_with": "fake"}}, caller=caller)
     assert registry.call("demo:find", {"query": "q", "limit": 1}).items[0]["client"] == "fake"

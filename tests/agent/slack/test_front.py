@@ -441,7 +441,7 @@ def test_a_thread_reply_stays_the_question_and_the_answer_goes_to_its_thread(
     assert answer.thread_ts == q.ts and answer.metadata is not None
     assert answer.metadata["event_payload"]["question_ts"] == reply.ts
     assert ws.reactions("C0ECSUP", reply.ts) == {"white_check_mark": [BOT]}
-    assert seen == [Caller(user=None, answer_channel="C0ECSUP")]
+    assert seen == [Caller(answer_channel="C0ECSUP")]
 
 
 def test_files_and_linked_messages_join_the_question_under_the_platform_rules(

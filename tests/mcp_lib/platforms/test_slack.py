@@ -89,8 +89,7 @@ def context(fake: FakeSlack, sleeps: list[float], *, answer_channel: str | None 
             limits: Limits | None = None, **env_options: Any) -> ToolContext:
     config = load_config(env_for(fake, **env_options))
     assert config is not None
-    return ToolContext(client=make_client(config), config=config,
-                       caller=Caller(user="U0TANAKA", answer_channel=answer_channel),
+    return ToolContext(client=make_client(config), config=config, caller=Caller(answer_channel=answer_channel),
                        limits=limits or Limits(), clock=recording(sleeps))
 
 
