@@ -1,13 +1,7 @@
-"""Slack ids, message timestamps and message links (permalinks), defined once.
-
-Every check is a whole-value ``fullmatch`` (``match`` with ``$`` would accept a trailing newline). The rules:
-
-- a conversation id is C, G or D and 2 to 20 more upper-case letters or digits (today's ids have 8 to 10; the
-  bound keeps a runaway value out of API calls and logs); a user id the same with U, W or B;
-- a message ts is 10 digits, a dot, 6 digits (seconds since 1970: 10 digits from 2001 to 2286);
-- a message link is ``https://`` on ``slack.com`` or one of its subdomains (workspaces, Enterprise Grid) or
-  ``slack-gov.com`` (GovSlack), path ``/archives/CHANNEL/pDIGITS`` with 16 digits, an optional ``thread_ts`` and a
-  ``cid`` that must agree with the channel.
+"""Slack ids, message timestamps and message links (permalinks), defined once; every check a whole-value
+``fullmatch``. Ids: C/G/D (conversations) or U/W/B (users) and 2 to 20 upper-case letters or digits; a ts is
+10 digits, a dot, 6 digits; a link is https on slack.com or slack-gov.com (or a subdomain),
+``/archives/CHANNEL/pDIGITS`` with an optional ``thread_ts`` and a ``cid`` that agrees.
 """
 
 from __future__ import annotations

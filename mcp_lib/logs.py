@@ -1,18 +1,8 @@
-"""The one door for Python logging: every record -- ours and every library's (httpx, slack_sdk, botocore,
-anthropic, mcp) -- is rendered through an egress policy before it reaches stderr.
-
-Libraries log what they were handed: the mcp SDK logs a server's unparsable stdout line with pydantic's
-``input_value='…'`` (the model's argument, in a private run a private message), httpx logs URLs. Nothing may
-reach the Actions log around the egress guard, so each entry point installs :func:`installed` at start-up with
-the policy in effect: helpbot passes its guard (``agent.guard.current``: masking by pattern and by the exact
-values of the credentials it holds, and whether the run is private); ``mcp-lib`` passes :class:`Masking`, a
-:class:`mcp_lib.redact.Masker` with the process's credential values (mcp_lib knows no private run).
-
-What a record keeps: its logger's name and level, and its message masked and cut to one line -- or, in a private
-run, only the name, the level and the policy's ``withheld`` phrase. Tracebacks (and stack info) only with
-``HELPBOT_DEBUG``, masked too; in a private run each logger and level once (how many records there were is the
-model's choice). Library loggers pass WARNING and above. Python's warnings and the uncaught exceptions of threads go
-through the same door.
+"""The one door for Python logging: every record, ours and every library's (httpx, slack_sdk, botocore, mcp --
+which log what they were handed: URLs, a model's argument), is rendered through an egress policy onto stderr:
+helpbot's guard, or mcp-lib's :class:`Masking`. A record keeps its logger's name, level and masked one-line
+message; in a private run only the name, level and ``withheld``, once each. Tracebacks only with
+``HELPBOT_DEBUG``; library records below WARNING are dropped; warnings and thread exceptions pass the same door.
 """
 
 from __future__ import annotations
@@ -74,8 +64,8 @@ def debugging(env: Mapping[str, str]) -> bool:
 
 
 class GuardedHandler(logging.Handler):
-    """Renders each record through the policy ``egress()`` returns at that moment (a run may narrow it), onto
-    the stream ``stream()`` returns (sys.stderr looked up per record, so a redirected stderr is honoured)."""
+    """Renders each record through the policy ``egress()`` returns at that moment (a run may narrow it) onto
+    ``stream()`` (looked up per record: a redirected stderr is honoured)."""
 
     def __init__(self, egress: Callable[[], Egress], *, withheld: str = WITHHELD, debug: bool = False,
                  stream: Callable[[], object] = lambda: sys.stderr) -> None:
@@ -85,8 +75,7 @@ class GuardedHandler(logging.Handler):
         self._withheld_for: set[str] = set()  # in a private run, one line per logger and level: a count is a channel
 
     def render(self, record: logging.LogRecord) -> str | None:
-        """The line a record leaves as: ``name LEVEL: message`` masked; in a private run the withheld phrase, once
-        per logger and level (None after that)."""
+        """``name LEVEL: message`` masked; in a private run the withheld phrase, once per logger and level."""
         policy = self._egress()
         name = record.name if _NAME.fullmatch(record.name or "") else "logger"
         head = f"{name} {record.levelname if record.levelname in _LEVELS else 'LOG'}: "
@@ -140,9 +129,8 @@ def _unraisable(hook: object) -> None:
 @contextlib.contextmanager
 def installed(egress: Callable[[], Egress], *, withheld: str = WITHHELD, env: Mapping[str, str] | None = None,
               stream: Callable[[], object] = lambda: sys.stderr) -> Iterator[GuardedHandler]:
-    """The root logger's one handler for the block: library loggers' own stream handlers removed, WARNING and
-    above, warnings and thread exceptions routed to it. What was there before is restored after (a test, a
-    Lambda runtime's handler)."""
+    """The root logger's one handler for the block (library loggers' own handlers removed, warnings and thread
+    exceptions routed to it); what was there before is restored after."""
     handler = GuardedHandler(egress, withheld=withheld, debug=debugging(os.environ if env is None else env),
                              stream=stream)
     root = logging.getLogger()

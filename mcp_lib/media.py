@@ -1,15 +1,7 @@
-"""What an image shown to the model may be: the Messages API's media types and limits, checked on the bytes.
-
-One place for both ways an image reaches Claude: a file attached to the question (:mod:`agent.slack.attachments`)
-and an in-house MCP server's ``image`` content (:mod:`mcp_lib.external`). Limits from Anthropic's vision guide
-and Bedrock's: PNG, JPEG, GIF or WebP; at most 5 MB in base64 (3.75 MB raw) and 8000 px a side. The media type
-is read from the bytes, never taken from whoever sent them: a PNG declared as JPEG is a 400 for the request.
-
-A tool result carries at most :data:`MAX_RESULT_IMAGES` images and :data:`MAX_RESULT_IMAGE_BYTES` of them, and a
-run shows at most :data:`MAX_RUN_IMAGES` tool images, :data:`MAX_RUN_IMAGE_BYTES` together: an image stays in the
-transcript (every later request sends it again; only text results are summarized or cleared), and a hostile
-server answering images on every call must not carry a request past Bedrock's 20 MB body or the token budget
-(an image costs about 1,600 tokens once the API has scaled it to ~1.15 megapixels).
+"""What an image shown to the model may be (an attached file, or an in-house MCP server's image): the Messages
+API's media types and limits (Anthropic's vision guide, Bedrock's), with the type read from the bytes, never
+taken from the sender. Per result and per run the tool images are capped too: an image stays in the transcript,
+and a hostile server must not carry a request past Bedrock's 20 MB or the token budget.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The masking patterns: secrets, personal data and exact credential values, in one scan of a text.
-
-Tool output is untrusted: a pasted token in a Slack message or a wiki page must not travel on to the model,
-the trace or a public answer. The patterns are deliberately broad; a false positive costs a few characters.
-This module is the one pattern library: ``mcp_lib`` masks tool results with it (secrets only), and helpbot's
-egress guard (``agent/guard.py``) builds a :class:`Masker` with personal data and the exact values of the
-credentials the process holds.
-
-Japanese text runs straight into Latin text (「トークンはxoxb-…です」), so the patterns are ASCII-only
-(``re.ASCII``: a kana is not a word character for ``\\b``), and matching runs on a copy where full-width
-forms (０９０－１２３４, ｔａｒｏ＠…) are folded to ASCII one character for one, so spans carry over. The text is
-folded once and scanned once, by one alternation of every pattern (the leftmost match wins; at one position,
-the first alternative).
+"""The masking patterns -- secrets, personal data, exact credential values -- in one scan of a text, the one
+pattern library: mcp_lib masks tool results with the secrets, helpbot's egress guard builds a :class:`Masker`
+with personal data and the process's credential values. Deliberately broad (a false positive costs a few
+characters); ASCII-only (``re.ASCII``: Japanese runs straight into Latin text) and matched on a copy with
+full-width forms folded to ASCII one character for one, so spans carry over.
 """
 
 from __future__ import annotations

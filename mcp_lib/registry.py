@@ -1,11 +1,6 @@
-"""The registry: which platforms exist, which are enabled, and their tools bound to injected clients.
-
-    >>> from mcp_lib import get_mcp
-    >>> get_mcp("faq").functions["search"]("在庫 同期")          # doctest: +SKIP
-
-A platform is enabled exactly when its configuration is present in the environment; FAQ always is.
-Clients are created lazily on first use, or handed in (``clients={"slack": fake}``) by tests. In-house MCP
-servers from helpbot.toml join as platforms whose tools are listed only when first needed (``mcp_lib.external``).
+"""The registry: which platforms exist, which are enabled (exactly those configured; FAQ always), and their tools
+bound to clients made on first use or handed in (``clients={"slack": fake}``); in-house MCP servers from
+helpbot.toml join as platforms. ``get_mcp("faq").functions["search"]("在庫 同期")`` for a script.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""A real MCP server (official ``mcp`` SDK, low-level ``Server``) serving the enabled platforms' tools.
-
-The tool list and schemas are the very ones Claude gets (``Tool.input_schema``). The low-level server does not
-validate arguments; ``Tool.invoke`` does (the same check on every surface), and a bad call (``kind:
-"arguments"``) or a failing tool is an ``isError`` result. A tool that is not listed is a protocol error, JSON-RPC
-``-32602`` (spec 2025-06-18, server/tools "Error Handling": "Unknown tools" are protocol errors). A result's
-images follow its JSON text as image content.
+"""A real MCP server (the official SDK's low-level ``Server``) serving the enabled platforms' tools with the very
+schemas Claude gets. ``Tool.invoke`` validates; a bad call or a failing tool is an ``isError`` result, an
+unlisted tool a JSON-RPC ``-32602`` (spec 2025-06-18, server/tools "Error Handling"); images follow as content.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""One MCP session per in-house server per run (:mod:`mcp_lib.external`), and the server's processes ended with it.
+"""One MCP session per in-house server per run, on a thread of its own, and the server's processes ended with it.
 
-A :class:`ServerSession` owns a thread running an event loop; the agent's threads hand it their calls
-(``run_coroutine_threadsafe``), so one connection -- one process, for a stdio server -- serves the whole run.
-It connects on first use and is closed by :meth:`ServerSession.close` (``Registry.close`` at the end of a run),
-or at the latest when the interpreter exits (``atexit``; helpbot turns SIGTERM into an exception, so a cancelled
-run exits this way too).
-
-The official SDK starts a stdio server in a session (process group) of its own, and on close shuts its stdin
-and kills the group -- but only when the server has not exited within 2 s by itself: a grandchild of a server
-that did exit lives on. The SDK does not tell us the server's pid either, so a stdio server is started through
-``/bin/sh`` writing ``$$`` -- the pid ``exec`` keeps, the group's id -- to a file. The group is then ended
-(SIGTERM, SIGKILL after ``kill_grace_s``) after every close, and at once when a call times out: a server that
-does not answer is not asked nicely, and the next call starts a fresh one.
-
-What a stdio server writes on its stderr never reaches this process's stderr directly: each connection's
-stderr is a pipe whose lines go to the session's ``log`` (a :data:`ServerLog`; helpbot passes its egress guard's
-door, the default writes them masked by :mod:`mcp_lib.redact`), and every line is in before ``close`` returns.
+The SDK does not say a stdio server's pid, and kills its group only when the server did not exit by itself (a
+grandchild lives on), so the server starts through ``/bin/sh`` writing ``$$`` (its group's id) to a file; the
+group is ended after every close and at once when a call times out. Its stderr reaches only the session's
+``log`` (:data:`ServerLog`), every line in before ``close`` returns. Closed by ``Registry.close``, else at exit.
 """
 
 from __future__ import annotations
@@ -52,8 +40,7 @@ _live: weakref.WeakSet[ServerSession] = weakref.WeakSet()
 
 
 def masked_stderr(server: str, line: str) -> None:
-    """The default :data:`ServerLog`: the line on this process's stderr, under the server's name, with secrets,
-    card numbers, e-mail addresses and phone numbers masked."""
+    """The default :data:`ServerLog`: the line on stderr under the server's name, personal data masked."""
     print(excerpt(redact_personal(f"MCP server {server!r}: {line}"), LINE_CHARS), file=sys.stderr, flush=True)
 
 
@@ -71,8 +58,8 @@ def _forward(pipe: IO[bytes], server: str, log: ServerLog) -> None:
 
 
 def group_command(command: str, args: list[str], pidfile: Path) -> tuple[str, list[str]]:
-    """The command line that writes the server's pid (its process group) to ``pidfile``, then becomes the
-    server (``exec``: same pid). Not on Windows, where the SDK's job object ends the tree."""
+    """The command line that writes the server's pid (its group) to ``pidfile``, then becomes it (``exec``).
+    Not on Windows, where the SDK's job object ends the tree."""
     if os.name != "posix":
         return command, args
     return "/bin/sh", ["-c", _PRELUDE, "helpbot-mcp", str(pidfile), command, *args]
@@ -98,8 +85,7 @@ async def _until(done: Callable[[], bool], timeout: float, every: float) -> None
 
 
 def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs. Zombies do not count: orphans wait for init to reap them,
-    which a container's init may do late or never."""
+    """Whether a process of the group still runs; zombies do not count (a container's init may never reap them)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -142,8 +128,8 @@ class ServerSession:
         return None if self._pidfile is None else _read_pid(self._pidfile)
 
     def call(self, work: Callable[[Any], Awaitable[T]], timeout: float, connect_timeout: float) -> T:
-        """``work(client)`` within ``timeout`` seconds, after connecting (when not yet connected) within
-        ``connect_timeout``; TimeoutError once the server's processes were ended."""
+        """``work(client)`` within ``timeout`` seconds (connecting first within ``connect_timeout``); TimeoutError
+        once the server's processes were ended."""
         future = asyncio.run_coroutine_threadsafe(self._call(work, timeout, connect_timeout), self._running_loop())
         with contextlib.suppress(TimeoutError):  # concurrent.futures' is the builtin
             future.result(connect_timeout + timeout + 2 * self._grace + CLOSE_WAIT_S)
@@ -154,8 +140,7 @@ class ServerSession:
         return future.result()
 
     def close(self) -> None:
-        """End the connection and every process of the server's group (waits for it); the session may be used
-        again, starting a new connection."""
+        """End the connection and the server's whole group, and wait; a later call connects anew."""
         with self._lock:
             loop = self._loop
         if loop is None:
@@ -192,8 +177,8 @@ class ServerSession:
         return await asyncio.shield(self._ready)
 
     async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event, pidfile: Path) -> None:
-        """Keeps the connection open until ``stop``; entered and left in this one task, as anyio requires. The
-        server's stderr is read until its group is gone (then every writer of the pipe is)."""
+        """The connection, open until ``stop`` (entered and left in this one task, as anyio requires); stderr is
+        read until the group is gone."""
         read_fd, write_fd = os.pipe()
         reader = threading.Thread(target=_forward, args=(os.fdopen(read_fd, "rb"), self.name, self._log),
                                   name=f"mcp-{self.name}-stderr", daemon=True)
@@ -214,8 +199,7 @@ class ServerSession:
             await _until(lambda: not reader.is_alive(), DRAIN_S, 0.01)  # polled: no executor at exit (atexit)
 
     async def _end(self, *, kill_first: bool) -> None:
-        """Close the current connection (SIGTERM to the group first when ``kill_first``: a call timed out) and
-        wait until the server's group is gone."""
+        """Close the connection (SIGTERM to the group first when a call timed out) and wait until the group is gone."""
         holder, ready, stop, pidfile = self._holder, self._ready, self._stop, self._pidfile
         self._ready = self._holder = self._stop = None
         if holder is None or ready is None or stop is None:

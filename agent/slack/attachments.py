@@ -1,25 +1,8 @@
-"""Files attached to the question or its thread, read for the model: images and PDFs as content blocks, text-like
-files as text in the context -- each within the API's limits and helpbot's budget, or named with the reason.
-
-- Which files: the question's own first, then the rest of the thread's (helpbot's messages left out), at most
-  :data:`MAX_FILES`; the thread is one the front may read (never a DM; a private channel only when the answer goes
-  there). A file is read only where it is shared, per ``files.info``, in a conversation the thread's rules allow
-  (the answer's channel, or a public one): a file of another private channel or a DM on a public message is
-  named as not readable, by what the message shows of it, and never downloaded.
-- Where from: ``url_private_download`` with the bot token (scope ``files:read``), only where the Slack tokens'
-  door lets it go (:func:`mcp_lib.doors.slack_door`: ``https://files.slack.com`` for Slack's own API, else the
-  configured ``SLACK_API_URL``'s origin only -- scheme, host and port); redirects are not followed (Slack
-  redirects to its sign-in page when the token may not read the file).
-- Limits (:mod:`agent.slack.files`, each from its documentation): the request's images and PDFs together within
-  :data:`~agent.slack.files.MEDIA_BYTES` of Bedrock's 20 MB; an image within 3.75 MB and 8000 px (downscaled to
-  fit -- the model is told -- before it is refused); PDFs by their real page count (~4,600 tokens a page);
-  images and PDFs share :data:`MEDIA_TOKEN_BUDGET`. Text is cut in the middle (head and tail kept: a log's error
-  is often at its end) with a note saying how much was left out; a file with binary content anywhere is not text.
-- A file that cannot be read (deleted, external, hidden by the plan's limit, of a kind helpbot does not read, too
-  large, broken, refused by Slack) is listed in the context with the reason; nothing is dropped silently.
-- :func:`ask_with_attachments` asks once more without the images or PDFs the error names (both when it names
-  neither), saying so in the context, when the model endpoint rejects the first request with a 400 (a limit not
-  documented, a file the model cannot decode, or an endpoint without PDF input).
+"""Files attached to the question or its thread, read for the model: images and PDFs as content blocks, text
+files as text in the context (head and tail kept), each within the API's limits (:mod:`agent.slack.files`) and
+the run's budget -- or named with the reason it was not read. A file is read only where ``files.info`` says it is
+shared in a conversation the answer may show, downloaded with the bot token only through the Slack tokens' door
+(no redirects followed). :func:`ask_with_attachments` asks once more without the media a 400 names.
 """
 
 from __future__ import annotations
@@ -101,8 +84,7 @@ def without_media(blocks: Sequence[dict[str, Any]], kinds: Collection[MediaKind]
 
 
 def suspects(error: str) -> tuple[MediaKind, ...]:
-    """The media a 400 names (Bedrock passes the API's path, e.g. ``messages.0.content.1.image.source``, or
-    ``unexpected 'document'``); both when it names neither: all a request within the limits can still fail on."""
+    """The media a 400 names (``messages.0.content.1.image.source``, ``unexpected 'document'``); both if neither."""
     text = error.lower()
     words: dict[MediaKind, tuple[str, ...]] = {"image": ("image",), "document": ("document", "pdf")}
     named = tuple(kind for kind, names in words.items() if any(name in text for name in names))
@@ -111,9 +93,8 @@ def suspects(error: str) -> tuple[MediaKind, ...]:
 
 def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
                          blocks: Sequence[dict[str, Any]]) -> Answer:
-    """``ask(blocks, context_note)``; when the endpoint rejects the request (400) and images or PDFs were among
-    the blocks, once more without those the error names (both when it names neither), with a note for the
-    context. Any other failure is the caller's."""
+    """``ask(blocks, context_note)``; after a 400, once more without the media the error names (:func:`suspects`),
+    with a note for the context. Any other failure is the caller's."""
     from agent.errors import ModelRequestError
 
     try:
@@ -225,8 +206,7 @@ class _Reader:
         return "（画像: 確認中）"  # replaced by fit_images
 
     def fit_images(self, out: Attachments) -> None:
-        """The images into what the PDFs left of :data:`~agent.slack.files.MEDIA_BYTES`: the smallest first,
-        each within an equal share of what is left, so small images go as attached and large ones downscaled."""
+        """The images into what the PDFs left of ``MEDIA_BYTES``, smallest first, each within an equal share."""
         side = MAX_IMAGE_SIDE if len(self.images) <= MANY_IMAGES else MANY_IMAGE_SIDE
         left = MEDIA_BYTES - self.media_bytes
         fitted: dict[int, Picture | Unreadable] = {}
@@ -308,8 +288,7 @@ class _Reader:
 
     # -- Slack ------------------------------------------------------------------------------------------------
     def _details(self, file: dict[str, Any]) -> dict[str, Any]:
-        """The file's object from files.info: where it is shared is known only there (a message's copy, or a
-        Slack Connect stub, does not say, or could say anything)."""
+        """The file's object from files.info: only it says where the file is shared."""
         from mcp_lib.core import ToolError
         from mcp_lib.platforms.slack import call
 
@@ -326,11 +305,8 @@ class _Reader:
             raise Unreadable(f"files.info: {exc}") from None
 
     def _shared_here(self, file: Mapping[str, Any]) -> bool:
-        """Shared (files.info's ``channels``/``groups``/``ims`` and ``shares``) in a conversation whose messages
-        the answer may show: the rule of :func:`mcp_lib.platforms.slack.allowed` -- the answer's own channel, or
-        a public one; never a DM or another private channel. An id listed as private anywhere counts as private.
-        Where Slack is not among the run's sources (a shared channel's, :mod:`agent.slack.admission`), only the
-        answer's own channel counts."""
+        """Shared in a conversation whose messages the answer may show (:func:`mcp_lib.platforms.slack.allowed`;
+        an id private anywhere is private); where Slack is not among the run's sources, only the answer's own."""
         from mcp_lib.platforms.slack import allowed
 
         shares: Mapping[str, Any] = file["shares"] if isinstance(file.get("shares"), dict) else {}

@@ -1,20 +1,9 @@
 """slack: the team's past conversations -- search, threads, channel history and the channel list. Read-only.
 
-Built on slack-sdk's ``WebClient`` with its retry handlers (429 honouring Retry-After, 5xx, connection errors),
-deciding with :mod:`mcp_lib.retry` and sleeping on the tool call's clock: tests never really wait, no retry
-waits past the tool call's deadline, and a Retry-After longer than the time left ends the retries at once.
-User names are cosmetic: their lookups never wait for a retry, a failed one is remembered, and the user id (or
-the handle Slack sent along) stands in.
-
-The security rules are enforced here, not only stated in the prompt:
-- DMs and group DMs are never read or returned, by any tool (``is_im`` / ``is_mpim`` / ids ``D...``).
-- A private channel's messages are returned only when the answer goes to that same channel
-  (``ctx.caller.answer_channel``); privacy is looked up with conversations.info (cached per client). Other
-  private channels are not even listed by getChannels: their names and purposes are private too.
-- The rules leave no trace: a search whose only matches are hidden returns what a search without matches
-  returns (no count, no note), hidden matches beside visible ones take no place on the page (it reads on), and a
-  refused read says what an unknown channel says, without the channel's name.
-- No tool posts, edits, deletes or reacts.
+The rules are enforced here, and leave no trace: DMs and group DMs are never read or returned; a private
+channel only when the answer goes to that same channel (``ctx.caller.answer_channel``), and no other private
+channel is even listed; hidden search matches take no place and no count; a refused read says what an unknown
+channel says. Retries and their budget: :mod:`mcp_lib.platforms.slack.client`; user names never wait.
 """
 
 from __future__ import annotations
@@ -55,7 +44,7 @@ from .reading import (
     workspace_url,
 )
 
-__all__ = [  # what the Slack front and the tests use
+__all__ = [  # what the Slack front uses
     "AUTH_ERRORS", "DEFAULT_API_URL", "DEFAULT_TIMEZONE", "PLATFORM", "RateLimited", "SlackClients",
     "SlackConfig", "call", "channel_info", "explain", "is_dm", "is_private", "load_config", "make_client",
     "message_item", "parse_permalink", "plain", "retry_handlers",
