@@ -16,9 +16,7 @@ from .redact import redact_secrets
 
 TRUNCATION_MARKER = "…[truncated: {n} more characters]"
 _MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
-# How far past a cut masking looks: a secret shorter than this that straddles the cut is masked whole. A private
-# key block is masked to its end (or to the end of the window) whatever its length.
-MASK_MARGIN = 1024
+MASK_MARGIN = 1024  # how far past a cut masking looks: a secret shorter than this across the cut is masked whole
 MARKDOWN_LIMIT = 12_000  # Slack's, per payload, all markdown blocks together
 ELLIPSIS = "…"
 
@@ -42,12 +40,9 @@ def without_marker(text: str, marker: str) -> str:
 
 
 def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[str, bool]:
-    """``text`` masked and held to ``limit`` characters with :data:`TRUNCATION_MARKER`; and whether it was cut.
-
-    Cut to ``limit + MASK_MARGIN``, masked, then cut to ``limit``: masking reads only what may be kept, and a
-    cut through a token cannot leave a piece too short to be recognised. A text that already ends with a
-    marker (cut once by the platform) gets one marker that counts everything left out.
-    """
+    """``text`` masked and held to ``limit`` with :data:`TRUNCATION_MARKER` (one marker counting all that was left
+    out, a platform's earlier cut too), and whether it was cut. Masked within ``limit + MASK_MARGIN`` only: it
+    reads only what may be kept, and no secret straddling the cut is left too short to be recognised."""
     earlier = 0
     found = _MARKER_AT_END.search(text) if text.endswith("]") else None
     if found:

@@ -213,9 +213,8 @@ def _schema_validator(schema: dict[str, Any]) -> Any:
 
 
 def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog = masked_stderr) -> Platform:
-    """The server as a platform whose tools are listed on first use. A server that cannot be reached (or does
-    not answer within ``list_timeout_s``) yields no tools, and its overview says why: the run goes on without it.
-    What a stdio server writes on its stderr goes to ``log``, line by line."""
+    """The server as a platform whose tools are listed on first use; one that cannot be reached in time yields no
+    tools and its overview says why. Its stderr lines go to ``log``."""
     session = _session(entry, env, log)
     platform = Platform(
         name=entry.platform_name,
@@ -248,9 +247,8 @@ def _check(platform: Platform, entry: ServerEntry) -> list[str]:
 
 
 async def _list_pages(client: Any) -> tuple[list[Any], str]:
-    """Every page of ``tools/list``, following ``nextCursor`` (spec 2025-06-18, server/tools "Listing Tools" and
-    basic/utilities/pagination): at most ``MAX_LIST_PAGES`` pages and ``MAX_LISTED_TOOLS`` tools, a cursor seen
-    before ends the listing. Returns the tools and, when the listing was cut short, why."""
+    """Every page of ``tools/list`` by ``nextCursor`` (spec 2025-06-18, basic/utilities/pagination), within the
+    bounds (a cursor seen before ends it too): the tools, and why the listing was cut short if it was."""
     tools: list[Any] = []
     seen: set[str] = set()
     cursor: str | None = None
@@ -340,9 +338,8 @@ _CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|A
 
 
 def credential_values(env: Mapping[str, str]) -> list[str]:
-    """The values of every credential in ``env``: declared secrets (whatever their names), variables named like
-    one, and the ones helpbot.toml names as an in-house server's header token (``header_env``, any name). Masked
-    by their exact values in tool results (:class:`mcp_lib.result.Limits`) and by helpbot's egress guard."""
+    """The values of every credential in ``env`` (declared secrets, variables named like one, in-house servers'
+    ``header_env``): masked by their exact values in tool results and by helpbot's egress guard."""
     tokens = _header_envs(env)
     values = []
     for name, value in env.items():

@@ -1,12 +1,8 @@
 """github: code, issues and pull requests of the allowlisted repositories, read-only, over the REST API (httpx2).
 
-The allowlist is enforced here, not in the prompt: a ``repo`` argument outside ``HELPBOT_GITHUB_REPOS`` is
-refused before any request, searches are scoped with a ``repo:`` qualifier for every allowlisted repo, and
-results from any other repo are dropped anyway, without a trace (no note, not counted). The client refuses
-anything but GET (an httpx2 request hook).
-
-Requests go through ``mcp_lib.http.send``: retries under the shared tenacity policy, within the tool call's
-deadline. Long bodies, comments and patches are cut with ``mcp_lib.cutting.keep_start_masked`` (masked first).
+The allowlist is enforced here: a ``repo`` outside ``HELPBOT_GITHUB_REPOS`` is refused before any request,
+searches are scoped to the allowlisted repos, and hits from any other are dropped without a trace (no note, not
+counted). Requests and their retries: :mod:`mcp_lib.platforms.github.api` (GET only).
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ SEARCH_PAGES = 5  # how far a search pages on past hidden matches
 
 
 def _unreadable(channel: str) -> ToolError:
-    """The one answer for a channel that cannot be read -- unknown, a DM, or private and not where the answer
-    goes: the same words whatever the reason, naming only what the caller wrote."""
+    """The one answer for a channel that cannot be read, whatever the reason, naming only what the caller wrote."""
     return ToolError(f"no readable channel {channel.strip()!r} (DMs, and private channels other than the one "
                      "the answer goes to, are never read); list channels with slack_getChannels")
 
@@ -58,9 +57,8 @@ def _permalink(ctx: ToolContext, channel: str, ts: str, thread_ts: str | None = 
 
 
 def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:
-    """Display name via users.info, cached; ``fallback`` (or the id) when the lookup fails -- which never fails
-    the tool, never waits for a retry, and is not tried again for that user (nor for anyone while Slack rate
-    limits users.info)."""
+    """Display name via users.info, cached; ``fallback`` (or the id) when the lookup fails, which never fails the
+    tool, never waits, and is not tried again (for anyone, while users.info is rate limited)."""
     clients: SlackClients = ctx.client
     if user_id in clients.user_names:
         return clients.user_names[user_id]
@@ -157,14 +155,9 @@ def readable_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
 
 
 def visible_matches(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
-    """The search matches the rules let through, in Slack's order: the first :data:`SEARCH_PAGE` of them, read
-    page after page, so that hidden matches take no place -- the result is what a search without them gives.
-
-    Slack pages count the hidden matches too: a page of 100 with 3 DMs holds 97 visible ones, and a search with
-    more than 100 visible matches would show 97 (and say so in its total) where one without the DMs shows 100.
-    So the next page is read until 100 visible matches are in, Slack has no more, or :data:`SEARCH_PAGES` pages
-    were read (hundreds of hidden matches ranked first: then, and only then, fewer show). A later page that fails
-    ends the paging, not the search."""
+    """The first :data:`SEARCH_PAGE` matches the rules let through, in Slack's order: pages are read on (at most
+    :data:`SEARCH_PAGES`) so that hidden matches take no place -- a page of 100 with 3 DMs holds only 97 -- and
+    the result is what a search without them gives. A later page that fails ends the paging, not the search."""
     visible: list[dict[str, Any]] = []
     for page in range(1, SEARCH_PAGES + 1):
         try:
@@ -222,9 +215,8 @@ def _author(ctx: ToolContext, message: Mapping[str, Any]) -> str:
 
 
 def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
-    """A message as the tools return it (link, title, author, local time, plain text, file names); the front
-    shows the question and its thread in the same form. A search match is a message too (it brings its own
-    ``permalink``, whose ``thread_ts`` says which thread a reply belongs to)."""
+    """A message (or a search match, with its own ``permalink``) as the tools and the front show it: link, title,
+    author, local time, plain text, file names."""
     ts = str(message["ts"])
     when = _time(ctx, ts)
     author = _author(ctx, message)
