@@ -52,10 +52,12 @@ TARGETS = {"no bytecode": (0.8, 2.0), "bytecode": (0.5, 1.5)}
 
 
 def build_venv(venv: Path) -> Path:
-    """helpbot and its runtime dependencies, nothing else, as the answer job installs them."""
+    """helpbot and its runtime dependencies, nothing else, as the answer job installs them. helpbot itself is
+    reinstalled every time: its version does not change with the code, and uv would keep a stale copy."""
     env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
     env.pop("UV_COMPILE_BYTECODE", None)
-    subprocess.run(["uv", "sync", "--frozen", "--no-dev", "--no-editable", "--quiet"], cwd=ROOT, env=env, check=True)
+    subprocess.run(["uv", "sync", "--frozen", "--no-dev", "--no-editable", "--reinstall-package", "helpbot",
+                    "--quiet"], cwd=ROOT, env=env, check=True)
     return venv / "bin" / "helpbot"
 
 
