@@ -1,25 +1,108 @@
-"""One streamed Messages API request (Bedrock's ``invoke-with-response-stream``, the API's SSE) through the
-anthropic SDK: the text as it arrives, then the message as ``messages.create`` would have given it."""
+"""One streamed Messages response as it arrives -- Bedrock's AWS event-stream frames (InvokeModelWithResponseStream)
+or the direct API's server-sent events, each carrying one Messages stream event: the text deltas to ``on_text``,
+then the message the events build, as the request without streaming would have answered it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+import json
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+# An error in the stream stands for the HTTP status documented for its type: Bedrock's ResponseStream exceptions
+# (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ResponseStream.html) and the API's error event
+# types (docs.anthropic.com/en/api/errors); any other counts as a 500.
+STREAM_ERRORS = {"validationException": 400, "modelTimeoutException": 408, "modelStreamErrorException": 424,
+                 "throttlingException": 429, "serviceUnavailableException": 503, "invalid_request_error": 400,
+                 "rate_limit_error": 429, "overloaded_error": 529}
+APPENDED = {"text_delta": "text", "thinking_delta": "thinking"}  # deltas whose text extends the block's field
 
-def streamed_message(client: Any, on_text: Callable[[str], None], **kwargs: Any) -> Any:
-    """``client.messages.stream(**kwargs)``: each text delta to ``on_text``, then the final message. A stream that
-    ends before ``message_stop`` (a reset, a proxy cutting it) is an ``APIConnectionError`` -- the SDK would give
-    what arrived as if it were the whole message."""
-    import anthropic
 
-    with client.messages.stream(**kwargs) as stream:
-        ended = False
-        for event in stream:
-            if event.type == "text" and event.text:
-                on_text(event.text)
-            ended = ended or event.type == "message_stop"
-        if not ended:
-            raise anthropic.APIConnectionError(message="the response stream ended before message_stop",
-                                               request=stream.response.request)
-        return stream.get_final_message()
+class StatusError(Exception):
+    """The service refused: the HTTP status (or the one an error in the stream stands for), the error type it
+    named, its message and the response's headers."""
+
+    def __init__(self, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(f"HTTP {status} {kind}: {message}")
+        self.status, self.kind, self.message, self.headers = status, kind, message, headers or {}
+
+
+class Truncated(Exception):
+    """The stream ended before ``message_stop`` (a reset, a proxy cutting it): what arrived is not the message."""
+
+
+def read_stream(response: Any, bedrock: bool, on_text: Callable[[str], None]) -> dict[str, Any]:
+    """The message of a streamed httpx2 ``response``, each text delta passed to ``on_text`` as it arrives."""
+    return accumulate(_frames(response.iter_bytes()) if bedrock else _sse(response.iter_lines()), on_text)
+
+
+def _frames(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    """The events of an AWS event stream: a ``chunk`` carries ``{"bytes": base64(event)}``, an ``exception`` (or
+    ``error``) message ends the stream with its type (botocore's decoder, as the AWS SDKs read it)."""
+    from botocore.eventstream import EventStreamBuffer
+
+    buffer = EventStreamBuffer()
+    for data in chunks:
+        buffer.add_data(data)
+        for frame in buffer:
+            headers, payload = frame.headers, json.loads(frame.payload or b"{}")
+            if headers.get(":message-type") in ("exception", "error"):
+                kind = str(headers.get(":exception-type") or headers.get(":error-code") or "error")
+                raise StatusError(STREAM_ERRORS.get(kind, 500), kind,
+                                  str(payload.get("message") or headers.get(":error-message") or ""))
+            if headers.get(":event-type") == "chunk":
+                yield json.loads(base64.b64decode(payload["bytes"]))
+
+
+def _sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """The events of a server-sent event stream (``data:`` lines, an event ending at a blank line)."""
+    data: list[str] = []
+    for line in [*lines, ""]:
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line and data:
+            yield json.loads("\n".join(data))
+            data = []
+
+
+def accumulate(events: Iterator[dict[str, Any]], on_text: Callable[[str], None]) -> dict[str, Any]:
+    """The message the stream events build (docs.anthropic.com/en/api/messages-streaming): blocks by index, tool
+    inputs from their JSON deltas (a string when they do not parse: the loop refuses it), usage as last reported."""
+    message: dict[str, Any] = {}
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    for event in events:
+        kind, index = event.get("type"), event.get("index", 0)
+        if kind == "error":
+            error = event.get("error") or {}
+            name = str(error.get("type") or "error")
+            raise StatusError(STREAM_ERRORS.get(name, 500), name, str(error.get("message") or ""))
+        if kind == "message_start":
+            message = dict(event["message"])
+        elif kind == "content_block_start":
+            blocks[index] = dict(event["content_block"])
+        elif kind == "content_block_delta":
+            block, delta = blocks[index], event["delta"]
+            field = APPENDED.get(delta.get("type"))
+            if field:
+                block[field] = block.get(field, "") + delta[field]
+                if field == "text" and delta[field]:
+                    on_text(delta[field])
+            elif delta.get("type") == "input_json_delta":
+                partial[index] = partial.get(index, "") + delta["partial_json"]
+            elif delta.get("type") == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif delta.get("type") == "citations_delta":
+                block.setdefault("citations", []).append(delta["citation"])
+        elif kind == "content_block_stop" and index in partial:
+            raw = partial.pop(index)
+            try:
+                blocks[index]["input"] = json.loads(raw) if raw else {}
+            except ValueError:
+                blocks[index]["input"] = raw
+        elif kind == "message_delta":
+            message.update(event.get("delta") or {})
+            message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
+        elif kind == "message_stop":
+            return {**message, "content": [blocks[i] for i in sorted(blocks)]}
+    raise Truncated("the response stream ended before message_stop")

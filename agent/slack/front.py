@@ -142,11 +142,9 @@ class Front:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
-        from agent.core.claude import prefetch
         from mcp_lib.platforms.slack import is_dm
 
         assert trigger.channel and trigger.ts
-        prefetch()  # the model SDK loads while Slack is read
         channel, ts = trigger.channel, trigger.ts
         slack = Slack(self.env, answer_channel=channel, need_bot=not dry_run, clock=self.clock,
                       configured_user_id=settings.bot_user_id)

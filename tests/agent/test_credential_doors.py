@@ -57,9 +57,9 @@ def test_a_model_endpoint_redirect_is_not_followed(provider: str, elsewhere: Rec
     assert len(endpoint.seen) == 1 and elsewhere.seen == []
 
 
-def test_the_sdk_uses_the_configured_endpoint_not_its_own_reading_of_the_environment(
+def test_the_client_uses_the_configured_endpoint_not_its_own_reading_of_the_environment(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The door is derived from the configuration helpbot read; the SDK is handed that URL."""
+    """The door is derived from the configuration helpbot read; the client sends to that URL."""
     monkeypatch.setenv("ANTHROPIC_BEDROCK_BASE_URL", "http://127.0.0.1:9/elsewhere")
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "door-bearer", "AWS_REGION": "ap-northeast-1"})
     assert config is not None
@@ -126,9 +126,11 @@ SITES = {
     ("mcp_lib/external.py", "stdio_client"): "test_helpbots_own_credentials_never_reach_an_in_house_server",
     ("mcp_lib/external.py", "StdioServerParameters"): "test_helpbots_own_credentials_never_reach_an_in_house_server",
     ("mcp_lib/external.py", "Client"): "(mcp's session over the transports above)",
-    ("agent/core/claude.py", "DefaultHttpxClient"): "test_a_model_endpoint_redirect_is_not_followed",
-    ("agent/core/claude.py", "Anthropic"): "test_a_model_endpoint_redirect_is_not_followed",
-    ("agent/core/claude.py", "AnthropicBedrock"): "test_a_model_endpoint_redirect_is_not_followed",
+    ("agent/core/claude.py", "Client"): "test_a_model_endpoint_redirect_is_not_followed",
+    ("agent/core/claude.py", "Authorization"): "test_a_model_endpoint_redirect_is_not_followed",
+    ("agent/core/claude.py", "x-api-key"): "test_a_model_endpoint_redirect_is_not_followed",
+    ("agent/core/claude.py", "authorization"): "test_a_model_endpoint_redirect_is_not_followed",
+    ("agent/core/claude.py", "Session"): "(botocore resolving AWS credentials: its STS call carries none of ours)",
     ("agent/slack/relay.py", "Authorization"): "test_the_relays_dispatch_follows_no_redirect",
     ("agent/slack/attachments.py", "Authorization"):
         "test_a_file_url_outside_the_slack_origin_gets_no_token_and_the_run_goes_on",

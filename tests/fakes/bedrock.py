@@ -3,15 +3,18 @@ the direct API's ``/v1/messages``).
 
 It answers like Bedrock does: a Messages API response body on success; on errors the ``x-amzn-ErrorType``
 header and a ``{"message": ...}`` body (400 ValidationException, 429 ThrottlingException, 503
-ServiceUnavailableException). It checks what Bedrock checks and we care about: the body must carry
-``anthropic_version: bedrock-2023-05-31`` and must not carry ``model`` or ``stream``; and it refuses a request
-over the documented limits (:func:`over_the_limits`) with a 400 ValidationException.
+ServiceUnavailableException). It checks what Bedrock checks and we care about: a JSON content type, a body that
+carries ``anthropic_version: bedrock-2023-05-31`` and not ``model`` or ``stream``, an ``Authorization`` header;
+and it refuses a request over the documented limits (:func:`over_the_limits`) with a 400 ValidationException.
+The direct API's path checks its own headers and answers its error shape (:func:`direct_api_refusal`).
 
 Behaviour is scripted: ``stub.responder`` is a function ``(model_id, body) -> (status, headers, json)``; helpers
 build replies. Every request is recorded in ``stub.requests``. A streamed request gets the same reply as Messages
-API stream events (message_start, content_block_start/delta/stop, message_delta, message_stop), each in an AWS
-event-stream frame as InvokeModelWithResponseStream sends it (``bedrock_stream``); ``stub.delta_chars`` cuts
-the text deltas, ``stub.delta_delay_s`` paces them (a bench's token rate; tests leave it 0).
+API stream events (message_start, content_block_start/delta/stop, message_delta, message_stop): from Bedrock each
+in an AWS event-stream frame as InvokeModelWithResponseStream sends it (``bedrock_stream``), from the direct API
+as server-sent events; ``stub.delta_chars`` cuts the text deltas, ``stub.delta_delay_s`` paces them (a bench's
+token rate; tests leave it 0), ``stub.cut_after`` drops the connection after that many frames and
+``stub.stream_exception`` then sends that ResponseStream exception instead.
 """
 
 from __future__ import annotations
@@ -142,18 +145,29 @@ def throttled(retry_after: str | None = None) -> Reply:
 # is an AWS event stream (https://docs.aws.amazon.com/transcribe/latest/dg/streaming-setting-up.html, "event stream
 # encoding"): each message is a prelude (total length, headers length, both big-endian u32, and their CRC32), the
 # headers (name length u8, name, type 7 = string, value length u16, value), the payload and a CRC32 of all before.
-# A ``chunk`` event's payload is ``{"bytes": base64(one Messages API stream event as JSON)}`` -- what
-# anthropic.lib.bedrock._stream_decoder decodes through botocore's EventStreamBuffer and EventStreamJSONParser.
-def event_frame(payload: bytes, event_type: str = "chunk") -> bytes:
+# A ``chunk`` event's payload is ``{"bytes": base64(one Messages API stream event as JSON)}``; an error mid-stream is
+# an ``exception`` message named by ``:exception-type``, one of the ResponseStream members
+# (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ResponseStream.html) with ``{"message"}``.
+STREAM_EXCEPTIONS = frozenset({"internalServerException", "modelStreamErrorException", "modelTimeoutException",
+                               "serviceUnavailableException", "throttlingException", "validationException"})
+
+
+def event_frame(payload: bytes, event_type: str = "chunk", message_type: str = "event") -> bytes:
     def header(name: str, value: str) -> bytes:
         raw_name, raw_value = name.encode(), value.encode()
         return bytes([len(raw_name)]) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
 
-    headers = header(":event-type", event_type) + header(":content-type", "application/json") + header(
-        ":message-type", "event")
+    kind = ":event-type" if message_type == "event" else ":exception-type"
+    headers = header(kind, event_type) + header(":content-type", "application/json") + header(
+        ":message-type", message_type)
     prelude = struct.pack(">II", 12 + len(headers) + len(payload) + 4, len(headers))
     message = prelude + struct.pack(">I", binascii.crc32(prelude)) + headers + payload
     return message + struct.pack(">I", binascii.crc32(message))
+
+
+def exception_frame(exception_type: str, text: str) -> bytes:
+    assert exception_type in STREAM_EXCEPTIONS, exception_type
+    return event_frame(json.dumps({"message": text}).encode(), exception_type, "exception")
 
 
 def stream_events(body: dict[str, Any], delta_chars: int) -> list[dict[str, Any]]:
@@ -187,11 +201,35 @@ def bedrock_stream(body: dict[str, Any], delta_chars: int = 0) -> list[bytes]:
             for event in stream_events(body, delta_chars)]
 
 
+# -- the direct API (https://docs.anthropic.com/en/api/messages, /versioning, /errors, /messages-streaming) --------
+def sse_stream(body: dict[str, Any], delta_chars: int = 0) -> list[bytes]:
+    """The same events as server-sent events: ``event: <type>`` and ``data: <json>``, a blank line after each."""
+    return [f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+            for event in stream_events(body, delta_chars)]
+
+
+def direct_api_refusal(headers: dict[str, str], body: dict[str, Any]) -> Reply | None:
+    """What the API refuses before the model: no ``x-api-key`` (401), no ``anthropic-version`` header or no
+    ``model`` (400), in its error shape ``{"type": "error", "error": {"type", "message"}}``."""
+    def refusal(status: int, kind: str, text: str) -> Reply:
+        return status, {}, {"type": "error", "error": {"type": kind, "message": text}}
+
+    if not headers.get("x-api-key"):
+        return refusal(401, "authentication_error", "x-api-key header is required")
+    if not headers.get("anthropic-version"):
+        return refusal(400, "invalid_request_error", "anthropic-version: header is required")
+    if not body.get("model") or "anthropic_version" in body:
+        return refusal(400, "invalid_request_error", "model: Field required" if not body.get("model")
+                       else "anthropic_version: Extra inputs are not permitted")
+    return None
+
+
 class BedrockStub:
     def __init__(self) -> None:
         self.delta_chars = 0  # 0: one text delta per block
         self.delta_delay_s = 0.0
         self.cut_after: int | None = None  # the next stream drops its connection after this many frames
+        self.stream_exception: tuple[str, str] | None = None  # (type, message) sent after cut_after frames instead
         self.first_text_at: list[float] = []  # per streamed request: when its first text delta was sent
         self.requests: list[Recorded] = []
         self.responder: Callable[[str, dict[str, Any]], Reply] = lambda model_id, body: text("ok")
@@ -210,11 +248,14 @@ class BedrockStub:
                 path = self.path.split("?")[0]
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 if path == "/v1/messages":  # the direct Anthropic API
-                    stub.requests.append(Recorded(path, body.get("model", ""), headers, body))
-                    if not (headers.get("x-api-key") or headers.get("authorization")):
-                        return self._send(401, {}, {"type": "error", "error": {
-                            "type": "authentication_error", "message": "an API key is required"}})
-                    return self._send(*stub.responder(body.get("model", ""), body))
+                    stub.requests.append(Recorded(path, body.get("model", ""), headers, body, len(raw)))
+                    refused_here = direct_api_refusal(headers, body)
+                    if refused_here:
+                        return self._send(*refused_here)
+                    status, reply_headers, reply = stub.responder(body.get("model", ""), body)
+                    if body.get("stream") and status == 200:
+                        return self._stream(reply, sse=True)
+                    return self._send(status, reply_headers, reply)
                 parts = path.split("/")
                 if len(parts) != 4 or parts[1] != "model" or parts[3] not in ("invoke",
                                                                               "invoke-with-response-stream"):
@@ -230,6 +271,8 @@ class BedrockStub:
                                                                              "permitted"))
                 if not headers.get("authorization"):
                     return self._send(*error(403, "AccessDeniedException", "Missing Authentication Token"))
+                if headers.get("content-type") != "application/json":  # "You must specify application/json."
+                    return self._send(*error(400, "ValidationException", "the content type must be application/json"))
                 refused = over_the_limits(len(raw), body)
                 if refused:
                     return self._send(*error(400, "ValidationException", refused))
@@ -238,14 +281,18 @@ class BedrockStub:
                     return self._stream(reply)
                 return self._send(status, reply_headers, reply)
 
-            def _stream(self, reply: dict[str, Any]) -> None:
+            def _stream(self, reply: dict[str, Any], sse: bool = False) -> None:
                 self.send_response(200)
-                self.send_header("content-type", "application/vnd.amazon.eventstream")
-                self.send_header("x-amzn-bedrock-content-type", "application/json")
+                self.send_header("content-type", "text/event-stream" if sse else "application/vnd.amazon.eventstream")
+                if not sse:
+                    self.send_header("x-amzn-bedrock-content-type", "application/json")
                 self.end_headers()  # HTTP/1.0: the body ends when the connection closes
-                frames = bedrock_stream(reply, stub.delta_chars)
+                frames = sse_stream(reply, stub.delta_chars) if sse else bedrock_stream(reply, stub.delta_chars)
                 if stub.cut_after is not None:
                     frames, stub.cut_after = frames[:stub.cut_after], None
+                    if stub.stream_exception:
+                        frames.append(exception_frame(*stub.stream_exception))
+                        stub.stream_exception = None
                 first_text = 2 if reply.get("content") and reply["content"][0].get("type") == "text" else None
                 for index, frame in enumerate(frames):
                     if stub.delta_delay_s:

@@ -1,4 +1,5 @@
-"""End to end through the real anthropic SDK (AnthropicBedrock) to a local Bedrock-compatible HTTP stub."""
+"""End to end through the real client (agent.core.claude over httpx2, botocore's SigV4) to a local Bedrock-compatible
+HTTP stub."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
-import anthropic
 import httpx2
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from agent.core.claude import CONNECT_TIMEOUT_S, MIN_ATTEMPT_S, SdkModel, build_model
+from agent.core.claude import CONNECT_TIMEOUT_S, MIN_ATTEMPT_S, Claude, build_model
 from agent.core.loop import Agent
 from agent.core.model import Request
 from agent.core.model_config import ModelConfig
@@ -39,15 +39,15 @@ def stub() -> Iterator[BedrockStub]:
         yield running
 
 
-def bedrock(stub: BedrockStub, clock: FakeClock, **env: str) -> SdkModel:
+def bedrock(stub: BedrockStub, clock: FakeClock, **env: str) -> Claude:
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url, **env})
     assert config is not None
     return build_model(config, sleep=clock.sleep, clock=clock)
 
 
-def through_transport(handler: Callable[[httpx2.Request], httpx2.Response], clock: FakeClock) -> SdkModel:
-    """The real SDK over an httpx2 MockTransport: for failures a local server cannot produce on cue."""
+def through_transport(handler: Callable[[httpx2.Request], httpx2.Response], clock: FakeClock) -> Claude:
+    """The real client over an httpx2 MockTransport: for failures a local server cannot produce on cue."""
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key"})
     assert config is not None
     client = httpx2.Client(transport=httpx2.MockTransport(handler))
@@ -59,11 +59,11 @@ def ok(request: httpx2.Request) -> httpx2.Response:
     return httpx2.Response(status, headers=headers, json=body)
 
 
-def ask(model: SdkModel, deadline: float | None = None) -> Any:
+def ask(model: Claude, deadline: float | None = None) -> Any:
     return model.create(Request(SYSTEM, HELLO, [], None, 256, MODEL, deadline))
 
 
-def test_a_tool_use_round_trip_through_the_sdk(stub: BedrockStub) -> None:
+def test_a_tool_use_round_trip_through_the_client(stub: BedrockStub) -> None:
     stub.responder = answering_with_the_first_faq_hit
     clock = FakeClock(wall=datetime(2026, 11, 18, tzinfo=UTC).timestamp())
     agent = Agent(bedrock(stub, clock), RegistryTools(Registry(env={})), Settings(), clock=clock)
@@ -152,7 +152,7 @@ def test_throttled_twice_then_success_with_our_retries_only(stub: BedrockStub) -
     clock = FakeClock()
     response = ask(bedrock(stub, clock))
     assert response.text == "ok"
-    assert len(stub.requests) == 3  # the SDK did not retry on its own (max_retries=0) ...
+    assert len(stub.requests) == 3  # one request per attempt ...
     assert clock.sleeps[0] == 7.0  # ... ours did, honouring retry-after,
     assert 3.0 <= clock.sleeps[1] <= 5.0  # then backing off exponentially (2 s * 2 ± 25 %)
     assert len(response.retries) == 2 and "ThrottlingException" in response.retries[0]
@@ -186,7 +186,7 @@ def test_connection_errors_and_timeouts_are_retried() -> None:
     clock = FakeClock()
     response = ask(through_transport(handler, clock))
     assert response.text == "ok" and len(clock.sleeps) == 2
-    assert "APIConnectionError" in response.retries[0] and "APITimeoutError" in response.retries[1]
+    assert "ConnectError" in response.retries[0] and "ReadTimeout" in response.retries[1]
 
 
 def test_a_request_never_outlives_the_deadline() -> None:
@@ -226,15 +226,15 @@ def test_a_retry_after_beyond_the_deadline_is_not_waited_for(stub: BedrockStub) 
     assert len(stub.requests) == 1 and clock.sleeps == []
 
 
-def test_the_stub_rejects_the_sdk_default_anthropic_version_and_we_send_bedrocks(stub: BedrockStub) -> None:
-    raw = anthropic.AnthropicBedrock(api_key="k", aws_region="ap-northeast-1", base_url=stub.url, max_retries=0)
-    with pytest.raises(anthropic.BadRequestError) as caught:
-        raw.messages.create(model=MODEL, max_tokens=10, messages=HELLO)  # type: ignore[arg-type]
-    assert caught.value.status_code == 400
-    assert stub.requests[0].body["anthropic_version"] != "bedrock-2023-05-31"
+def test_the_stub_rejects_another_anthropic_version_and_we_send_bedrocks(stub: BedrockStub) -> None:
+    """anthropic 2.x's own default version, which Claude 4.5 on Bedrock may refuse (api-notes)."""
+    raw = httpx2.post(f"{stub.url}/model/{MODEL}/invoke", headers={"authorization": "Bearer k"},
+                     json={"anthropic_version": "2026-10-21", "max_tokens": 10, "messages": HELLO})
+    assert raw.status_code == 400 and raw.headers["x-amzn-errortype"].startswith("ValidationException")
 
     assert ask(bedrock(stub, FakeClock())).text == "ok"
     assert stub.requests[1].body["anthropic_version"] == "bedrock-2023-05-31"
+    assert stub.requests[1].headers["content-type"] == "application/json"
 
 
 def test_client_errors_are_not_retried_and_say_what_was_rejected(stub: BedrockStub) -> None:
@@ -271,24 +271,20 @@ def test_local_credential_problems_are_configuration_errors(stub: BedrockStub, p
     assert stub.requests == []  # nothing reached Bedrock: it rejected nothing
 
 
-class Failing:
-    """A Messages client (``.messages.create``) that raises the given errors in turn, then answers."""
+def test_botocore_network_errors_are_retried(stub: BedrockStub) -> None:
+    """STS unreachable while botocore resolves OIDC credentials: the signer fails the way botocore does."""
+    failures = [EndpointConnectionError(endpoint_url="https://sts.ap-northeast-1.amazonaws.com")]
 
-    def __init__(self, *errors: Exception):
-        self.errors = list(errors)
-        self.messages = self
+    def sign(url: str, data: bytes) -> dict[str, str]:
+        if failures:
+            raise failures.pop(0)
+        return {"authorization": "Bearer k"}
 
-    def create(self, **kwargs: Any) -> anthropic.types.Message:
-        if self.errors:
-            raise self.errors.pop(0)
-        return anthropic.types.Message.model_validate(stub_lib.text("ok")[2])
-
-
-def test_botocore_network_errors_are_retried() -> None:
     clock = FakeClock()
-    model = SdkModel(Failing(EndpointConnectionError(endpoint_url="https://sts.ap-northeast-1.amazonaws.com")),
-                     sleep=clock.sleep, clock=clock)
-    assert ask(model).text == "ok" and len(clock.sleeps) == 1
+    model = Claude(httpx2.Client(), "bedrock", stub.url, sign, sleep=clock.sleep, clock=clock)
+    response = ask(model)
+    assert response.text == "ok" and len(clock.sleeps) == 1 and clock.sleeps[0] <= 1.25  # unreachable: quick
+    assert "EndpointConnectionError" in response.retries[0] and len(stub.requests) == 1
 
 
 def test_access_denied_carries_a_hint(stub: BedrockStub) -> None:
@@ -339,15 +335,14 @@ def test_an_unreachable_endpoint_gets_one_quick_retry_then_the_run_degrades() ->
 
     clock = FakeClock()
     model = through_transport(refused, clock)
-    with pytest.raises(ModelUnavailable, match=r"after 2 attempt.*APIConnectionError") as caught:
+    with pytest.raises(ModelUnavailable, match=r"after 2 attempt.*ConnectError") as caught:
         ask(model, deadline=clock() + 480)
     assert len(clock.sleeps) == 1 and clock.sleeps[0] <= 1.25 and not caught.value.out_of_time
 
     clock = FakeClock()
     agent = Agent(through_transport(refused, clock), RegistryTools(Registry(env={})), Settings(), clock=clock)
     answer = agent.run("Shopifyの在庫同期が遅れているときの確認手順は？")
-    assert (answer.degraded and "Connection refused" in (answer.error or "")) or "APIConnectionError" in (
-        answer.error or "")
+    assert answer.degraded and "ConnectError: [Errno 111] Connection refused" in (answer.error or "")
     assert answer.seconds <= 15 and answer.sources  # on the run's clock: one quick retry, not a minute of them
 
 
@@ -390,7 +385,8 @@ def test_a_connection_not_made_in_a_few_seconds_is_not_waited_for() -> None:
 
 def test_an_empty_bedrock_api_key_in_the_environment_means_unset(stub: BedrockStub,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Actions passes an unset secret as "": with AWS keys the SDK would raise "Cannot specify both"."""
+    """Actions passes an unset secret as "": nothing reads the process environment's copy (the SDK once did, and
+    raised "Cannot specify both" next to AWS keys)."""
     monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "")
     env = {"AWS_BEARER_TOKEN_BEDROCK": "", "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
            "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ANTHROPIC_BEDROCK_BASE_URL": stub.url}
@@ -412,7 +408,7 @@ def test_the_model_client_waits_on_the_runs_clock_not_its_own(stub: BedrockStub)
 
 
 def test_a_tool_use_whose_input_is_a_string_is_answered_with_an_error_result(stub: BedrockStub) -> None:
-    """Through the real SDK: it does not validate the input's shape, so the loop must."""
+    """Through the real client: it does not validate the input's shape, so the loop must."""
     stub.script(stub_lib.message([{"type": "tool_use", "id": "toolu_x", "name": "faq_search", "input": "在庫"}],
                                  stop_reason="tool_use"),
                 stub_lib.text("入力が不正でした。"))

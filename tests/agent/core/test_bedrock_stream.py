@@ -1,5 +1,6 @@
-"""The streamed model request end to end: the real anthropic SDK (AnthropicBedrock) against the Bedrock stub's
-``invoke-with-response-stream``, real AWS event-stream frames, text deltas to ``Request.on_text``."""
+"""The streamed model request end to end: the real client against the Bedrock stub's ``invoke-with-response-stream``
+(real AWS event-stream frames, decoded by botocore) and the direct API's server-sent events, text deltas to
+``Request.on_text``."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.core.claude import ModelConfig, SdkModel, build_model
-from agent.core.model import Request
+from agent.core.claude import Claude, ModelConfig, build_model
+from agent.core.model import ModelRequestError, Request
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.clock import FakeClock
@@ -23,7 +24,7 @@ def stub() -> Iterator[BedrockStub]:
         yield running
 
 
-def bedrock(stub: BedrockStub, clock: FakeClock) -> SdkModel:
+def bedrock(stub: BedrockStub, clock: FakeClock) -> Claude:
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
     assert config is not None
@@ -83,3 +84,38 @@ def test_a_stream_cut_off_after_text_is_retried_unstreamed(stub: BedrockStub) ->
     response = bedrock(stub, clock).create(request(deltas.append, clock))
     assert deltas == ["途中で切れる回答"] and response.text == "完全な回答"
     assert [r.path.rsplit("/", 1)[-1] for r in stub.requests] == ["invoke-with-response-stream", "invoke"]
+
+
+def test_an_exception_in_the_stream_before_any_text_is_retried_streamed(stub: BedrockStub) -> None:
+    """A ResponseStream exception (throttlingException, HTTP 429 by the API reference) after message_start."""
+    stub.script(stub_lib.text("回答"))
+    stub.cut_after, stub.stream_exception = 1, ("throttlingException", "Too many tokens, please wait.")
+    deltas: list[str] = []
+    clock = FakeClock()
+    response = bedrock(stub, clock).create(request(deltas.append, clock))
+    assert response.text == "回答" and deltas == ["回答"] and len(clock.sleeps) == 1
+    assert "HTTP 429 throttlingException: Too many tokens" in response.retries[0]
+    assert [r.path.rsplit("/", 1)[-1] for r in stub.requests] == ["invoke-with-response-stream"] * 2
+
+
+def test_a_validation_exception_in_the_stream_is_not_retried(stub: BedrockStub) -> None:
+    stub.script(stub_lib.text("回答"))
+    stub.cut_after, stub.stream_exception = 1, ("validationException", "Input is too long for requested model.")
+    with pytest.raises(ModelRequestError, match="HTTP 400 validationException: Input is too long") as caught:
+        bedrock(stub, FakeClock()).create(request(lambda delta: None))
+    assert caught.value.status == 400 and len(stub.requests) == 1
+
+
+def test_the_direct_api_streams_server_sent_events(stub: BedrockStub) -> None:
+    config = ModelConfig.from_env({"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": stub.url})
+    assert config is not None
+    stub.script(stub_lib.tool_use("faq_search", {"query": "在庫"}))
+    stub.delta_chars = 2
+    deltas: list[str] = []
+    response = build_model(config, sleep=FakeClock().sleep).create(
+        Request([], HELLO, [], None, 1024, config.model, None, on_text=deltas.append))
+    sent = stub.requests[-1]
+    assert sent.path == "/v1/messages" and sent.body["stream"] is True and sent.body["model"] == config.model
+    assert deltas == ["調べ", "ます", "。"] and response.stop_reason == "tool_use"
+    assert response.tool_uses == [{"type": "tool_use", "id": "toolu_bdrk_01", "name": "faq_search",
+                                   "input": {"query": "在庫"}}]

@@ -175,7 +175,8 @@ def test_which_media_a_400_names() -> None:
 # -- the stub is as strict as Bedrock -------------------------------------------------------------------------------
 def invoke(stub: BedrockStub, body: dict[str, Any] | bytes) -> httpx2.Response:
     data = body if isinstance(body, bytes) else httpx2.Request("POST", "/", json=body).content
-    return httpx2.post(f"{stub.url}/model/m/invoke", content=data, headers={"authorization": "Bearer k"})
+    return httpx2.post(f"{stub.url}/model/m/invoke", content=data,
+                       headers={"authorization": "Bearer k", "content-type": "application/json"})
 
 
 def user(*blocks: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A hostile model endpoint behind the real SDK (an httpx2 MockTransport on the run's fake clock), end to end
+"""A hostile model endpoint behind the real client (an httpx2 MockTransport on the run's fake clock), end to end
 through ``helpbot answer``: garbage bodies, malformed tool_use, refusals, endless max_tokens, 529 storms, refused
 connections. Each run ends with one answer or one notice, ✅ or ❌, no 👀 or placeholder, and within the run's
 deadline on the fake clock."""
