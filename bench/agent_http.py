@@ -1,5 +1,5 @@
-"""Production's path for the agent benches: the real Bedrock client (``SdkModel`` through anthropic[bedrock]) over
-HTTP to the local Bedrock stub, and the real mcp_lib tools (Registry -> Tool.invoke: the platform's cut, masking,
+"""Production's path for the agent benches: the real Bedrock client (``agent.core.claude.Claude``) over HTTP to
+the local Bedrock stub, and the real mcp_lib tools (Registry -> Tool.invoke: the platform's cut, masking,
 limits) over HTTP to the Growi and GitHub fakes of ``tests/fakes``, each answer delayed by a configurable latency.
 
 The stub bills like Bedrock's prompt cache, as far as we know its rules (api-notes, Anthropic's caching guide):
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx2  # noqa: E402
 
-from agent.core.claude import ModelConfig, SdkModel, build_model  # noqa: E402
+from agent.core.claude import Claude, ModelConfig, build_model  # noqa: E402
 from agent.core.settings import Settings  # noqa: E402
 from agent.core.tokens import estimate_tokens  # noqa: E402
 from agent.core.tools import RegistryTools  # noqa: E402
@@ -142,7 +142,7 @@ class BillingStub:
         return message(content, stop, {"input_tokens": uncached, "output_tokens": output,
                                        "cache_read_input_tokens": read, "cache_creation_input_tokens": written})
 
-    def model(self) -> SdkModel:
+    def model(self) -> Claude:
         config = ModelConfig(provider="bedrock", model=MAIN, summary_model=SUMMARY, region="ap-northeast-1",
                              base_url=self.stub.url, bearer_token="bench-bedrock-key", request_timeout_s=120.0)
         return build_model(config)

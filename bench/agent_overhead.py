@@ -3,7 +3,7 @@ tool dispatch in threads, result blocks, sources, trace), on production's path. 
 
 The real Agent with the real Bedrock client over HTTP to the stub (no latency) and the real mcp_lib Growi and
 GitHub tools over HTTP to the fakes (``agent_http``). What is subtracted: the time inside the model client's
-``create`` (the SDK, HTTP and the stub) and the wall time during which at least one tool call was running (the
+``create`` (the client, HTTP and the stub) and the wall time during which at least one tool call was running (the
 tools' own HTTP, decoding, cut, masking and limits: mcp_lib's time, measured by ``mask_large_result.py`` and
 ``agent_parallel.py``). Beside it, the CPU the loop's own thread used outside the model client (``thread_time``:
 no other thread's work and no wait in it, so it moves with the core's speed, not with the load). Two plans: the
@@ -41,7 +41,7 @@ class Timed:
     def __init__(self, model: Any, tools: Any):
         self.model, self.tools = model, tools
         self.model_s = 0.0
-        self.model_cpu_s = 0.0  # this thread's CPU inside create (the SDK's encoding and decoding)
+        self.model_cpu_s = 0.0  # this thread's CPU inside create (the client's encoding and decoding)
         self.intervals: list[tuple[float, float]] = []
         self.lock = threading.Lock()
 

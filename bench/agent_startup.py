@@ -5,7 +5,7 @@
 The production path on a new runner: a fresh virtual environment holding helpbot and its runtime dependencies
 only (``uv sync --frozen --no-dev --no-editable`` into ``--venv``), the installed ``helpbot`` console script in
 its own process, Slack (the fake, over HTTP, with its real shapes) and Bedrock (the stub, over HTTP, through the
-real SDK). Times are taken from just before the process is spawned to the moment the fake Slack receives
+real client). Times are taken from just before the process is spawned to the moment the fake Slack receives
 ``reactions.add`` (👀) and the stub receives the first ``/invoke``, and to the process's exit.
 
 Also timed: the last Slack call (the answer delivered: ✅ and its permalink) to the exit, which is what the process
@@ -18,11 +18,14 @@ Two cases: *no bytecode* (``PYTHONDONTWRITEBYTECODE=1`` and every ``__pycache__`
 run compiles everything, as the first run on a new runner does) and *bytecode* (``compileall`` once, as
 ``UV_COMPILE_BYTECODE=1`` does at install). ``--slack-rtt S`` delays every Slack answer by S seconds, as the
 network between a runner and Slack does (the default 0 measures helpbot alone, the way the targets were set);
-with it, the SDK import that :func:`agent.core.claude.prefetch` moves off the critical path shows.
+``--clients`` instead times, in new processes of that venv with bytecode, what each way of making the Bedrock
+request costs to import and build after what 👀 needs (``CLIENTS``; the anthropic SDK, which helpbot no longer
+depends on, is installed into the venv for it at the version it last had, and the next run's sync removes it).
 Targets (issue 24, with bytecode): 👀 ≤ 0.5 s and the first model request ≤ 1.5 s after the process starts;
 without bytecode (informative) 👀 ≤ 0.8 s and the first request ≤ 2 s.
 
     uv run python bench/agent_startup.py [--runs 5] [--slack-rtt 0.1] [--venv /tmp/helpbot-startup-venv]
+    uv run python bench/agent_startup.py --clients [--runs 5]
 """
 
 from __future__ import annotations
@@ -49,6 +52,24 @@ from tests.fakes.bedrock import BedrockStub  # noqa: E402
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, sample_workspace  # noqa: E402
 
 TARGETS = {"no bytecode": (0.8, 2.0), "bytecode": (0.5, 1.5)}
+SDK = "anthropic[bedrock]==2.14.0"  # the version helpbot last depended on
+BOTO = ("region_name='ap-northeast-1', endpoint_url='http://127.0.0.1:9', aws_access_key_id='a', "
+        "aws_secret_access_key='b'")
+CLIENTS = {  # what each needs beyond ``agent.cli`` and ``agent.slack.front`` (httpx among them)
+    "anthropic SDK (AnthropicBedrock)": "import anthropic; anthropic.AnthropicBedrock(api_key='k', "
+                                        "aws_region='ap-northeast-1')",
+    "boto3 bedrock-runtime client": f"import boto3; boto3.client('bedrock-runtime', {BOTO})",
+    "botocore bedrock-runtime client": "import botocore.session, botocore.config; botocore.session.Session()"
+                                       f".create_client('bedrock-runtime', {BOTO}, config=botocore.config.Config("
+                                       "retries={'total_max_attempts': 1}))",
+    "httpx + SigV4, credentials from a botocore session (profile, OIDC)":
+        "import agent.core.claude, botocore.auth, botocore.awsrequest, botocore.session, botocore.eventstream; "
+        "botocore.session.Session().get_credentials()",
+    "httpx + SigV4, keys given": "import agent.core.claude, botocore.auth, botocore.awsrequest, "
+                                 "botocore.credentials, botocore.eventstream",
+    "httpx + a Bedrock API key (helpbot's client as the bench runs it)": "import agent.core.claude, "
+                                                                          "botocore.eventstream",
+}
 
 
 def build_venv(venv: Path) -> Path:
@@ -141,6 +162,28 @@ def one_run(helpbot: Path, bytecode: bool, slack_rtt: float = 0.0) -> dict[str, 
     return marks
 
 
+def clients(venv: Path, runs: int) -> None:
+    """Each of ``CLIENTS`` in new processes, interleaved, beside the yardstick (medians)."""
+    python = str(venv / "bin" / "python")
+    subprocess.run(["uv", "pip", "install", "--quiet", "--python", python, SDK], check=True)
+    compile_bytecode(venv)
+    env = {"PATH": os.environ.get("PATH", ""), "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
+           "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
+    code = ("import sys, time\nimport agent.cli, agent.slack.front\nn = len(sys.modules)\nt = time.perf_counter()\n"
+            "{}\nprint(time.perf_counter() - t, len(sys.modules) - n)")
+    ys, times = Yardstick(), {name: [] for name in CLIENTS}
+    for _ in range(runs):
+        ys.sample()
+        for name, statement in CLIENTS.items():
+            done = subprocess.run([python, "-c", code.format(statement)], env=env, capture_output=True, text=True,
+                                  check=True)
+            seconds, modules = done.stdout.split()
+            times[name].append((float(seconds), int(modules)))
+    for name, found in times.items():
+        print(f"{name}: {ys.show(statistics.median(t for t, _ in found))}, {found[0][1]} modules more")
+    print(ys.line())
+
+
 def report(case: str, runs: list[dict[str, float | None]], ys: Yardstick) -> bool:
     def med(key: str) -> float:
         values = [r[key] for r in runs if r[key] is not None]
@@ -163,8 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venv", type=Path, default=Path("/tmp/helpbot-startup-venv"))
     parser.add_argument("--slack-rtt", type=float, default=0.0, help="seconds added to every Slack answer")
     parser.add_argument("--cases", default="no bytecode,bytecode", help="which of: no bytecode, bytecode")
+    parser.add_argument("--clients", action="store_true", help="time the ways of making the Bedrock request")
     args = parser.parse_args(argv)
     helpbot = build_venv(args.venv)
+    if args.clients:
+        clients(args.venv, args.runs)
+        return 0
     ys = Yardstick()
     ok = True
     rtt = args.slack_rtt

@@ -1,6 +1,6 @@
 """Bench: what the token economy saves over 10 rounds (21 tool calls), at four result sizes, on production's path.
 
-Both runs are the real Agent with the real Bedrock client (SdkModel through anthropic[bedrock]) over HTTP to the
+Both runs are the real Agent with the real Bedrock client (agent.core.claude.Claude) over HTTP to the
 local stub, and the real mcp_lib Growi and GitHub tools (the platforms' cuts, masking, limits) over HTTP to the
 fakes, which serve pages and issues whose bodies are SIZE characters (see ``agent_http``).
 

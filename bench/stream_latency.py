@@ -1,7 +1,7 @@
 """Streamed answers vs today's placeholder: from the model's first answer token to the first answer text in Slack.
 
-Production's path end to end: ``helpbot answer`` (agent.slack.front.run, the real SdkModel through
-anthropic[bedrock]) over HTTP to the Bedrock stub, which serves ``invoke-with-response-stream`` in AWS event-stream
+Production's path end to end: ``helpbot answer`` (agent.slack.front.run, the real model client,
+agent.core.claude) over HTTP to the Bedrock stub, which serves ``invoke-with-response-stream`` in AWS event-stream
 frames at a token rate (``--chars`` per delta every ``--delay`` seconds, after ``--latency``), and to the fake
 Slack, once with text streaming (chat.startStream/appendStream/stopStream) and once refusing it (today's
 placeholder, updated with the whole answer; the model is then asked for whole messages, ``invoke``, which the
