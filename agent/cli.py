@@ -184,7 +184,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def console() -> NoReturn:
     """The ``helpbot`` command: :func:`main`, then what a normal exit runs (threads joined, ``atexit``, streams
     flushed) and ``os._exit`` -- skipping the interpreter's teardown of every module, about a second of CPU after
-    an answer (``anthropic`` alone is 3,000 modules). An exception out of main ends the usual way."""
+    an answer. An exception out of main ends the usual way."""
     code = main()
     import atexit
     import threading

@@ -152,5 +152,5 @@ def slack_door(api_url: str, *tokens: str | None) -> Door:
 
 
 def bedrock_url(region: str) -> str:
-    """The Bedrock runtime endpoint the anthropic SDK uses by default (given explicitly, so the door is it)."""
+    """The Bedrock runtime endpoint of a region (the model client's default, so the door is it)."""
     return BEDROCK_URL.format(region=region)
