@@ -181,7 +181,7 @@ def test_without_files_read_the_file_is_named_with_the_scope_and_nothing_is_down
     assert fake.calls("files.download") == []  # files.info (which needs the scope too) comes first
 
 
-# -- through the anthropic SDK to the Bedrock stub ------------------------------------------------------------------
+# -- through the real model client to the Bedrock stub --------------------------------------------------------------
 
 
 def test_through_the_sdk_an_image_arrives_as_a_base64_block_and_a_refused_pdf_is_asked_again_without_it(

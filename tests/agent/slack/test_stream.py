@@ -208,7 +208,7 @@ def test_a_kill_mid_stream_leaves_the_notice_and_no_streaming_message(streaming:
 
 def test_through_the_cli_and_the_bedrock_stub_the_answer_streams_as_bedrock_sends_it(
         streaming: Workspace, fake: FakeSlack, stub: BedrockStub, tmp_path: Path) -> None:
-    """The real anthropic SDK reading invoke-with-response-stream's event-stream frames, five characters a delta."""
+    """The real model client reading invoke-with-response-stream's event-stream frames, five characters a delta."""
     stub.responder = answering_with_the_first_faq_hit
     stub.delta_chars = 5
     q = question_of(streaming)
