@@ -19,6 +19,7 @@ from .text import (
     FUZZY_CANDIDATES,
     FUZZY_MIN_SIMILARITY,
     TAG_BOOST,
+    UNIGRAM,
     analyze,
     best_window,
     fuzzy_candidate,
@@ -57,6 +58,11 @@ def _occurs(word: str, text: str) -> bool:
             return True
         start = text.find(word, start + 1)
     return False
+
+
+def _shown(term: str) -> bool:
+    """A term the snippet looks for: a word or a bigram, not a lone character or a kanji's own term."""
+    return len(term) > 1 and term[0] != UNIGRAM
 
 
 def _compile_synonyms(groups: Iterable[list[str]]) -> list[_SynonymGroup]:
@@ -244,7 +250,7 @@ class FaqIndex:
         good = sorted((pair for pair in scored if pair[1] >= FUZZY_MIN_SIMILARITY), key=lambda p: (-p[1], p[0]))
         return good[:FUZZY_CANDIDATES]
 
-    def plan(self, query: str) -> QueryPlan:
+    def plan(self, query: str, kanji: bool = True) -> QueryPlan:
         norm = normalize(query)
         weights: dict[str, float] = dict(query_weights(norm, normalized=True))
         corrections: dict[str, str] = {}
@@ -254,16 +260,18 @@ class FaqIndex:
                 weights[known] = max(weights.get(known, 0.0), weights[word] * similarity)
             if similar:
                 corrections[word] = similar[0][0]
-        words = {t for t in weights if len(t) > 1}
+        words = {t for t in weights if _shown(t)}
         text = " ".join([norm, *corrections.values()])
         stemmed = stem_text(text)
         # English words of the glossary bring their Japanese word into the query, with a Japanese word's weight
         japanese = list(dict.fromkeys(word for english, word in self._english if _occurs(english, stemmed)))
         for term, weight in query_weights(" ".join(japanese), normalized=True).items():
             weights[term] = max(weights.get(term, 0.0), weight)
-            if len(term) > 1:
+            if _shown(term):
                 words.add(term)
         text = " ".join([text, *japanese])
+        if not kanji:  # sameness (same_question) is a matter of words and bigrams
+            weights = {term: weight for term, weight in weights.items() if term[0] != UNIGRAM}
         for group in self._groups:
             matched = group.matches(text, stemmed)
             if not matched or group.key not in self.postings:
@@ -274,7 +282,7 @@ class FaqIndex:
                 for term in group.terms[i]:
                     weights.pop(term, None)
             weights[group.key] = max(weights.get(group.key, 0.0), weight)
-            words.update(t for terms in group.terms for t in terms if len(t) > 1)
+            words.update(t for terms in group.terms for t in terms if _shown(t))
         return QueryPlan(weights, corrections, words, text=query)
 
     def search(self, query: str | QueryPlan, limit: int = 5,
@@ -295,12 +303,15 @@ class FaqIndex:
     def _bm25_search(self, plan: QueryPlan, limit: int, boost_tags: Iterable[str]) -> list[tuple[int, float]]:
         scores: dict[int, float] = {}
         get = scores.get
-        for term, weight in plan.terms.items():
+        # a kanji's own term only adds to entries a word or a bigram found: it ranks, never finds on its own
+        for term, weight in sorted(plan.terms.items(), key=lambda pair: pair[0][0] == UNIGRAM):
             posting = self.postings.get(term)
             if posting is None:
                 continue
+            alone = term[0] != UNIGRAM
             for doc, impact in zip(*posting, strict=True):
-                scores[doc] = get(doc, 0.0) + impact * weight
+                if alone or doc in scores:
+                    scores[doc] = get(doc, 0.0) + impact * weight
         top = heapq.nlargest(limit, self._boosted(list(scores.items()), boost_tags), key=lambda pair: pair[1])
         if not top:
             return []
@@ -318,11 +329,11 @@ class FaqIndex:
         """The entry that already asks what ``question`` asks, if any: among the best BM25 hits, the first whose
         own question (and tags) carries at least ``min_share`` of the question's term weight (a synonym group is
         one term, typos corrected). For finding duplicates, where a ranking alone says nothing about sameness."""
-        asked = self.plan(question)
+        asked = self.plan(question, kanji=False)
         total = sum(asked.terms.values())
         for doc, _ in self._bm25_search(asked, 3, ()):
             entry = self.entries[doc]
-            own = self.plan(" ".join([entry.question, *entry.tags])).terms
+            own = self.plan(" ".join([entry.question, *entry.tags]), kanji=False).terms
             if total and sum(w for t, w in asked.terms.items() if t in own) >= min_share * total:
                 return entry
         return None

@@ -144,9 +144,9 @@ def test_corrected_typo_pulls_in_its_synonyms(bundled: FaqIndex) -> None:
 
 
 def test_analysis_is_not_substring_matching() -> None:
-    # bigrams split at the particle; the function word bigram れる (from される) is dropped
-    assert analyze("在庫がずれる") == ["在庫", "ずれ"]
-    assert analyze("楽天の受注") == ["楽天", "受注"]
+    # bigrams split at the particle; the function word bigram れる (from される) is dropped; each kanji also alone
+    assert analyze("在庫がずれる") == ["在庫", "ずれ", "^在", "^庫"]
+    assert analyze("楽天の受注") == ["楽天", "受注", "^楽", "^天", "^受", "^注"]
     assert analyze("Webhooks for SP-API orders") == ["webhook", "sp-api", "sp", "api", "order"]
     # width, case and the long-vowel mark do not matter; function words are not indexed
     assert normalize("ｻｰﾊﾞｰ") == normalize("サーバ") == "サーバ"
@@ -156,6 +156,14 @@ def test_analysis_is_not_substring_matching() -> None:
     index = FaqIndex([faq.Entry("a", "送料", [], "配送料の計算", "a.md"), faq.Entry("b", "在庫", [], "在庫数", "b.md")])
     assert [e.id for e, _ in index.search("送料", 2)] == ["a"]
     assert index.search("庫数", 2)[0][0].id == "b" and index.search("料の", 2) == []
+
+
+def test_a_kanji_of_its_own_ranks_what_a_bigram_found_but_finds_nothing_alone() -> None:
+    index = FaqIndex([faq.Entry("b", "楽天の在庫", [], "在庫の同期", "b.md"),
+                      faq.Entry("a", "楽天の注文", [], "返品の手順", "a.md")])
+    assert [e.id for e, _ in index.search("楽天 返金", 2)] == ["a", "b"]  # 返金 shares 返 with a's 返品
+    assert [e.id for e, _ in index.search("楽天", 2)] == ["b", "a"]
+    assert index.search("返金", 2) == []  # no word or bigram in common: nothing
 
 
 def test_no_match_is_an_empty_result_with_a_note() -> None:
