@@ -1,17 +1,14 @@
-"""Claude behind the model seam: one Messages request over httpx2 to Amazon Bedrock (InvokeModel and
-InvokeModelWithResponseStream) or the direct Anthropic API, configured by :mod:`agent.core.model_config`.
-
-The body is built here once; Bedrock takes the model and streaming in the path and ``anthropic_version`` in the
-body. Credentials: a Bedrock API key (``Bearer``), AWS credentials signed with botocore's SigV4 (keys, or what
-botocore resolves: a profile, OIDC web identity), or the Anthropic API key; no SDK (``import anthropic`` was most
-of the start-up: bench/README.md). Retries are :mod:`mcp_lib.retry`'s: throttling, 5xx/529, timeouts and cut
-streams with backoff (honouring the server's wait), an unreachable endpoint once quickly, within the attempts and
-the deadline (then :class:`ModelUnavailable`); a refusal is :class:`ModelRequestError` saying what to check, and
-local AWS credentials botocore cannot find or read are ``ConfigError`` (exit 2).
+"""Claude behind the model seam: one Messages request over httpx2 to Amazon Bedrock (InvokeModel, with response
+stream) or the direct Anthropic API (:mod:`agent.core.model_config`), its body built here. Credentials: a Bedrock
+API key, AWS credentials signed by botocore's SigV4 (keys, profile, OIDC), or the Anthropic key; no SDK (its import
+was most of the start-up). Retries are :mod:`mcp_lib.retry`'s, within the attempts and the deadline (then
+:class:`ModelUnavailable`); a refusal is :class:`ModelRequestError` saying what to check; local AWS credentials
+botocore cannot find are ``ConfigError`` (exit 2).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -46,11 +43,7 @@ Sign = Callable[[str, bytes], Mapping[str, str]]  # (url, body) -> the headers t
 
 def _botocore(exc: BaseException) -> Any:
     """botocore's exceptions module when ``exc`` is one of them (botocore is imported only to sign)."""
-    if not type(exc).__module__.startswith("botocore"):
-        return None
-    from botocore import exceptions
-
-    return exceptions
+    return importlib.import_module("botocore.exceptions") if type(exc).__module__.startswith("botocore") else None
 
 
 def _is_unreachable(exc: BaseException) -> bool:
@@ -126,8 +119,7 @@ class Claude:
 
     def _send(self, model: str, body: dict[str, Any], left: float,
               on_text: Callable[[str], None] | None) -> dict[str, Any]:
-        """One attempt; a request never outlives the deadline, and a connection not made in a few seconds is not
-        waited for."""
+        """One attempt, never outliving the deadline, nor waiting long for a connection."""
         bedrock = self.provider == "bedrock"
         if bedrock:  # InvokeModel's URI: POST /model/{modelId}/invoke (the SDKs keep ":" of a model id as it is)
             path = f"/model/{quote(model, safe=':')}/invoke{'-with-response-stream' if on_text else ''}"
@@ -184,7 +176,7 @@ class Claude:
 
 
 def _to_response(message: Any, retries: list[str]) -> ModelResponse:
-    """The loop's response from a Messages API message; its blocks are the model's, vetted by the loop."""
+    """The loop's response from a Messages API message (its blocks the model's: the loop vets them)."""
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         raise ValueError(f"not a Messages API message: {str(message)[:200]}")
     content: list[dict[str, Any]] = []
@@ -193,9 +185,8 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
             continue
         if block.get("type") == "text":
             content.append({"type": "text", "text": str(block.get("text") or "")})
-        elif block.get("type") == "tool_use":  # the input unchecked (a string or a list too): the loop vets it
-            content.append({"type": "tool_use", "id": block.get("id"), "name": block.get("name"),
-                            "input": block.get("input")})
+        elif block.get("type") == "tool_use":  # the input unchecked (a string or a list too)
+            content.append({"type": "tool_use", **{key: block.get(key) for key in ("id", "name", "input")}})
         else:  # thinking and server-tool blocks are passed back as they came
             content.append({key: value for key, value in block.items() if value is not None})
     u: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}

@@ -19,8 +19,7 @@ APPENDED = {"text_delta": "text", "thinking_delta": "thinking"}  # deltas whose 
 
 
 class StatusError(Exception):
-    """The service refused: the HTTP status (or the one an error in the stream stands for), the error type it
-    named, its message and the response's headers."""
+    """The service refused: the HTTP status (or the one a stream's error stands for), error type, message, headers."""
 
     def __init__(self, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None):
         super().__init__(f"HTTP {status} {kind}: {message}")
@@ -37,8 +36,8 @@ def read_stream(response: Any, bedrock: bool, on_text: Callable[[str], None]) ->
 
 
 def _frames(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
-    """The events of an AWS event stream: a ``chunk`` carries ``{"bytes": base64(event)}``, an ``exception`` (or
-    ``error``) message ends the stream with its type (botocore's decoder, as the AWS SDKs read it)."""
+    """An AWS event stream's events (botocore's decoder): a ``chunk`` carries ``{"bytes": base64(event)}``; an
+    ``exception`` (or ``error``) message ends the stream."""
     from botocore.eventstream import EventStreamBuffer
 
     buffer = EventStreamBuffer()

@@ -1,12 +1,6 @@
-"""faq: the bundled, always-enabled knowledge base -- markdown files with front matter, ranked with BM25.
-
-The package: text.py (terms), entries.py (files), index.py (BM25). Here: configuration and the tools.
-
-Two things bridge the gap between how users ask and how entries are written:
-- the synonym table in the FAQ folder (在庫 / stock / inventory, ずれる / 合わない / mismatch), each group
-  indexed as one term; and
-- typo tolerance: a Latin word no entry contains is replaced by the known words sharing most of its character
-  trigrams (shopfy -> shopify, webhok -> webhook).
+"""faq: the bundled, always-enabled knowledge base -- markdown files with front matter, ranked with BM25 (with
+the synonym table, the glossary and typo tolerance) and, with the semantic extra, a sentence encoder. The package:
+text.py (terms), entries.py (files), index.py (BM25), store.py (the cache), semantic.py; here the tools.
 """
 
 from __future__ import annotations

@@ -110,7 +110,6 @@ def load_synonyms(path: Path) -> list[list[str]]:
     return [[str(w) for w in group] for group in groups]
 
 
-
 def load_glossary(path: Path) -> dict[str, list[str]]:
     """``_glossary.yml``: per Japanese word of the FAQ, the English words that ask for it (query time only)."""
     try:

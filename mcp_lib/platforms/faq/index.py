@@ -132,16 +132,10 @@ _Counts = tuple["array[int]", "array[float]"]  # the same while the index is bui
 
 @dataclass
 class FaqIndex:
-    """BM25 over CJK bigrams and Latin words, with the weights of every (term, entry) pair computed at load.
-
-    - Fields: a term's count is weighted by field (question x4, tags x2, body x1), so a word in the question
-      counts more than the same word in the body.
-    - Synonyms: each group is indexed as one more term whose count in an entry is the sum of its words' counts
-      (as Lucene's SynonymQuery does), so 在庫 / stock / inventory score as one word with one idf, and an entry
-      that uses a rare spelling is not favoured over one that uses the common one.
-    - Typos: a Latin query word that no entry contains is replaced by the known words closest to it by
-      character trigrams (shopfy -> shopify), which may in turn pull in its synonym group.
-    """
+    """BM25 over CJK bigrams, kanji and Latin words, each (term, entry) weight computed at load. A term's count is
+    weighted by field (question x4, tags x2, body x1); a synonym group is one more term counting its words (as
+    Lucene's SynonymQuery: 在庫 / stock / inventory share one idf); a Latin query word no entry has is replaced
+    by the known words nearest by character trigrams (shopfy -> shopify), which may pull in their group."""
 
     entries: Sequence[Entry]
     synonyms: list[list[str]] = field(default_factory=list)

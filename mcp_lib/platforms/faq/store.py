@@ -1,14 +1,9 @@
 """faq.store: the FAQ index on disk, built once per FAQ content and then loaded instead of rebuilt.
 
-The key is a SHA-256 of the entry files' paths and bytes, the synonym table and the source of the code that
-builds the index (text.py, index.py): editing an entry or the analyzer makes a new index, a fresh checkout of
-the same content (new mtimes) does not; in Actions the workflow passes the key (HELPBOT_FAQ_CACHE_KEY, from
-hashFiles), so nothing is listed or hashed. One file per key: a JSON header, then sections of raw bytes (the
-entries' UTF-8 strings with byte offsets, the sorted terms, the posting arrays), memory-mapped and read in place:
-loading decodes nothing but the ids, an entry is decoded when a search first returns it. No pickle: a damaged or
-tampered file fails to load (and the index is rebuilt) or gives wrong text, never an error in a search. The file
-is only ever replaced (renamed over), never written in place, so a process that has it mapped keeps a whole one.
-The same folder holds the passage vectors of the semantic leg (faq.semantic), keyed by passage content.
+The key hashes the entry files' paths and bytes, the synonym table, the glossary and the indexing code (in Actions
+the workflow passes it: HELPBOT_FAQ_CACHE_KEY). One file per key: a JSON header, then raw sections (entry strings
+with byte offsets, sorted terms, posting arrays) memory-mapped and read in place; no pickle, so a damaged file is
+rebuilt or gives wrong text, never an error. Files are only renamed over, never written in place.
 """
 
 from __future__ import annotations
@@ -51,17 +46,6 @@ def cache_dir(env: Mapping[str, str]) -> Path | None:
         return Path(xdg) / "helpbot" / "faq"
     home = env_str(env, "HOME")
     return Path(home) / ".cache" / "helpbot" / "faq" if home else None
-
-
-def _read(path: Path | str) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _depends(root: Path, names: list[str]) -> list[str]:
@@ -140,7 +124,7 @@ def content_key(root: Path, names: list[str]) -> str:
 
 def _known_keys(cache: Path) -> dict[str, str]:
     try:
-        known = json.loads(_read(cache / KEYS_FILE))
+        known = json.loads((cache / KEYS_FILE).read_bytes())
     except (OSError, ValueError):
         return {}
     return {k: v for k, v in known.items() if isinstance(v, str)} if isinstance(known, dict) else {}

@@ -1,13 +1,10 @@
 """faq.text: how FAQ text and queries become index terms.
 
-Japanese has no spaces between words and we want no dictionary, so the terms are character bigrams of CJK runs
-(split at particles: 在庫|が|ずれる) and the words of Latin text; and each kanji once more as a term of its own,
-which ranks higher among the entries a bigram or a word found those sharing more of the query's kanji (返金 and
-返品 share 返; faq.index). Text is NFKC-normalised (half-width katakana,
-full-width letters), lower-cased, English plurals folded, and a word-final long-vowel mark dropped
-(サーバー = サーバ). Function words (です, して, the, how) are not indexed: in a mostly Japanese FAQ the English
-ones would otherwise look rare, and so important. Katakana is deliberately not folded into hiragana: loanwords
-would then collide with those function words (サイズ -> さいず ~ ください).
+No dictionary: CJK runs become character bigrams (split at particles: 在庫|が|ずれる) and each kanji a term of its
+own, which only ranks what a bigram or a word found (返金 and 返品 share 返); Latin text its words. Text is NFKC-
+normalised, lower-cased, English inflections folded, a word-final long-vowel mark dropped (サーバー = サーバ);
+function words (です, the) are not indexed. Katakana is not folded into hiragana: loanwords would then collide
+with function words (サイズ -> さいず ~ ください).
 """
 
 from __future__ import annotations
@@ -38,8 +35,7 @@ FUZZY_CANDIDATES = 3
 # added: a boost reorders entries that match the query but never brings in one that does not.
 TAG_BOOST = 1.3
 
-# Words that say nothing about the topic. English ones matter most: in a mostly Japanese FAQ they occur only in
-# the English entries and would otherwise look rare (and so important) to BM25.
+# Words that say nothing about the topic (English ones would look rare, so important, in a Japanese FAQ).
 _STOP_WORDS = frozenset((
     "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
     "can", "could", "did", "do", "does", "for", "from", "get", "got", "has", "have", "how", "i", "if", "in",
