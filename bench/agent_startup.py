@@ -47,8 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from yardstick import Yardstick  # noqa: E402
 
-from tests.agent.core.test_bedrock_e2e import answering_with_the_first_faq_hit  # noqa: E402
-from tests.fakes.bedrock import BedrockStub  # noqa: E402
+from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit  # noqa: E402
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, sample_workspace  # noqa: E402
 
 TARGETS = {"no bytecode": (0.8, 2.0), "bytecode": (0.5, 1.5)}
