@@ -46,7 +46,6 @@ class ModelConfig:
     region: str | None = None
     base_url: str | None = None
     bearer_token: str | None = None  # AWS_BEARER_TOKEN_BEDROCK
-    bearer_token_blank: bool = False  # set but empty: the SDK, which reads it itself, must not see it
     aws_access_key: str | None = None
     aws_secret_key: str | None = None
     aws_session_token: str | None = None
@@ -105,7 +104,6 @@ class ModelConfig:
             raise ConfigError("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not")
         return cls("bedrock", model, summary_model, region=region,
                    base_url=env_url(env, "ANTHROPIC_BEDROCK_BASE_URL"), bearer_token=bearer,
-                   bearer_token_blank=bearer is None and "AWS_BEARER_TOKEN_BEDROCK" in env,
                    aws_access_key=access_key, aws_secret_key=secret_key,
                    aws_session_token=env_str(env, "AWS_SESSION_TOKEN") if access_key else None,
                    aws_profile=profile, request_timeout_s=timeout, max_attempts=attempts)
