@@ -54,19 +54,19 @@ TARGETS = {"no bytecode": (0.8, 2.0), "bytecode": (0.5, 1.5)}
 SDK = "anthropic[bedrock]==2.14.0"  # the version helpbot last depended on
 BOTO = ("region_name='ap-northeast-1', endpoint_url='http://127.0.0.1:9', aws_access_key_id='a', "
         "aws_secret_access_key='b'")
-CLIENTS = {  # what each needs beyond ``agent.cli`` and ``agent.slack.front`` (httpx among them)
+CLIENTS = {  # what each needs beyond ``agent.cli`` and ``agent.slack.front`` (httpx2 among them)
     "anthropic SDK (AnthropicBedrock)": "import anthropic; anthropic.AnthropicBedrock(api_key='k', "
                                         "aws_region='ap-northeast-1')",
     "boto3 bedrock-runtime client": f"import boto3; boto3.client('bedrock-runtime', {BOTO})",
     "botocore bedrock-runtime client": "import botocore.session, botocore.config; botocore.session.Session()"
                                        f".create_client('bedrock-runtime', {BOTO}, config=botocore.config.Config("
                                        "retries={'total_max_attempts': 1}))",
-    "httpx + SigV4, credentials from a botocore session (profile, OIDC)":
+    "httpx2 + SigV4, credentials from a botocore session (profile, OIDC)":
         "import agent.core.claude, botocore.auth, botocore.awsrequest, botocore.session, botocore.eventstream; "
         "botocore.session.Session().get_credentials()",
-    "httpx + SigV4, keys given": "import agent.core.claude, botocore.auth, botocore.awsrequest, "
+    "httpx2 + SigV4, keys given": "import agent.core.claude, botocore.auth, botocore.awsrequest, "
                                  "botocore.credentials, botocore.eventstream",
-    "httpx + a Bedrock API key (helpbot's client as the bench runs it)": "import agent.core.claude, "
+    "httpx2 + a Bedrock API key (helpbot's client as the bench runs it)": "import agent.core.claude, "
                                                                           "botocore.eventstream",
 }
 
