@@ -11,6 +11,8 @@
     ModelError                           the model could not give a response
     ├── ModelUnavailable                 throttled, overloaded or unreachable: the run degrades
     └── ModelRequestError                the request was rejected: retrying cannot help
+    StatusError                          the model's service refused one attempt (status, type, message)
+    Truncated                            a streamed response ended before message_stop
     Unreadable                           a file helpbot does not read (the reason, for the context)
     Terminated (BaseException)    130    SIGTERM (a cancelled Actions job), like Ctrl-C
 
@@ -21,16 +23,37 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mcp_lib.cutting import squash_whitespace
 from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, ConfigError, ExitError, exit_code
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "BadInput", "ConfigError",
-           "DispatchError", "ExitError", "ModelError", "ModelRequestError", "ModelUnavailable", "RunFailed",
-           "Terminated", "TranscriptError", "Unreadable", "UsageError", "describe_error", "exit_code", "exit_line",
-           "sigterm_raises", "slack_error_code"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "BadInput",
+    "ConfigError",
+    "DispatchError",
+    "ExitError",
+    "ModelError",
+    "ModelRequestError",
+    "ModelUnavailable",
+    "RunFailed",
+    "StatusError",
+    "Terminated",
+    "TranscriptError",
+    "Truncated",
+    "Unreadable",
+    "UsageError",
+    "describe_error",
+    "exit_code",
+    "exit_line",
+    "sigterm_raises",
+    "slack_error_code",
+]
 
 EXIT_OK = 0
 
@@ -137,3 +160,15 @@ def exit_line(exc: BaseException, prog: str = "helpbot") -> str:
     if isinstance(exc, ExitError):
         return str(exc)
     return f"{prog}: failed: {describe_error(exc)}"
+
+
+class StatusError(Exception):
+    """The service refused: the HTTP status (or the one a stream's error stands for), error type, message, headers."""
+
+    def __init__(self, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(f"HTTP {status} {kind}: {message}")
+        self.status, self.kind, self.message, self.headers = status, kind, message, headers or {}
+
+
+class Truncated(Exception):
+    """The stream ended before ``message_stop`` (a reset, a proxy cutting it): what arrived is not the message."""

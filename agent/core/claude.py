@@ -17,10 +17,10 @@ from urllib.parse import quote
 
 import httpx2
 
-from agent.core.claude_stream import StatusError, Truncated, read_stream
+from agent.core.claude_stream import read_stream
 from agent.core.model import ModelResponse, Request, Usage
 from agent.core.model_config import BEDROCK_ANTHROPIC_VERSION, ModelConfig, Provider
-from agent.errors import ModelRequestError, ModelUnavailable
+from agent.errors import ModelRequestError, ModelUnavailable, StatusError, Truncated
 from mcp_lib import doors
 from mcp_lib.clock import SYSTEM_CLOCK
 from mcp_lib.config import ConfigError

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from agent.errors import StatusError, Truncated
 
 # An error in the stream stands for the HTTP status documented for its type: Bedrock's ResponseStream exceptions
 # (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ResponseStream.html) and the API's error event
@@ -16,18 +18,6 @@ STREAM_ERRORS = {"validationException": 400, "modelTimeoutException": 408, "mode
                  "throttlingException": 429, "serviceUnavailableException": 503, "invalid_request_error": 400,
                  "rate_limit_error": 429, "overloaded_error": 529}
 APPENDED = {"text_delta": "text", "thinking_delta": "thinking"}  # deltas whose text extends the block's field
-
-
-class StatusError(Exception):
-    """The service refused: the HTTP status (or the one a stream's error stands for), error type, message, headers."""
-
-    def __init__(self, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None):
-        super().__init__(f"HTTP {status} {kind}: {message}")
-        self.status, self.kind, self.message, self.headers = status, kind, message, headers or {}
-
-
-class Truncated(Exception):
-    """The stream ended before ``message_stop`` (a reset, a proxy cutting it): what arrived is not the message."""
 
 
 def read_stream(response: Any, bedrock: bool, on_text: Callable[[str], None]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from agent.core.claude import Claude, ModelConfig, build_model
-from agent.core.model import ModelRequestError, Request
+from agent.core.model import Request
+from agent.errors import ModelRequestError
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.clock import FakeClock
