@@ -15,12 +15,12 @@ import os
 import re
 import sys
 import tempfile
-import time
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
+from ...clock import SYSTEM_CLOCK, Clock
 from ...config import ConfigError, env_str
 from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names
 from .index import FaqIndex, Posting
@@ -139,7 +139,7 @@ def _moved_since_recorded(root: Path, cache: Path) -> bool:
         return True
 
 
-def index_key(root: Path, names: list[str], cache: Path, now: Callable[[], float] = time.time) -> str:
+def index_key(root: Path, names: list[str], cache: Path, clock: Clock = SYSTEM_CLOCK) -> str:
     """The content key, from the cache's record of the files' stats when none changed since (a local checkout
     run again: no file read), else by hashing the content (a fresh checkout: new stats, same key) and then
     recorded -- unless a file changed within the last ``SETTLED_S`` seconds."""
@@ -149,7 +149,7 @@ def index_key(root: Path, names: list[str], cache: Path, now: Callable[[], float
         if key is not None and len(key) == 64:
             return key
     key, stats, newest = hash_files(root, names)
-    if newest < now() - SETTLED_S:
+    if newest < clock.wall() - SETTLED_S:
         known = {stats: key, **{k: v for k, v in known.items() if k != stats}}
         _save(cache, KEYS_FILE, json.dumps(dict(list(known.items())[:KEEP_KEYS])).encode())
     return key
@@ -350,7 +350,7 @@ def given_key(env: Mapping[str, str]) -> str | None:
 
 
 def load_index(path: Path, base_url: str | None = None, cache: Path | None = None,
-               now: Callable[[], float] = time.time, given: str | None = None) -> FaqIndex:
+               clock: Clock = SYSTEM_CLOCK, given: str | None = None) -> FaqIndex:
     """The FAQ folder's index: from the cache when it holds this content, else built (and then cached).
     ``given``: the content's key from the workflow (:func:`given_key`), trusted instead of hashing the files."""
     names = None
@@ -359,7 +359,7 @@ def load_index(path: Path, base_url: str | None = None, cache: Path | None = Non
                                                                 given.encode())).hexdigest()
     else:
         names = entry_names(path)
-        key = index_key(path, names, cache, now) if cache else None
+        key = index_key(path, names, cache, clock) if cache else None
     name = f"index-{key}.bin"
     if cache:
         data = _mapped(cache / name)

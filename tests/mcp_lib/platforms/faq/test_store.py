@@ -12,6 +12,7 @@ from mcp_lib import Registry
 from mcp_lib.config import ConfigError
 from mcp_lib.platforms import faq
 from mcp_lib.platforms.faq import store
+from tests.fakes.clock import FakeClock
 
 REPO_FAQ = Path(__file__).resolve().parents[4] / "faq"
 QUERIES = ["在庫がずれる", "rakuten orders not importing", "shopfy 在庫 反映されない", "CSVが文字化けする"]
@@ -118,51 +119,51 @@ def test_the_tool_uses_the_configured_cache(tmp_path: Path) -> None:
     assert first.items == second.items and first.items
 
 
-LATER = lambda: 4e9  # noqa: E731 -- a clock long after every file here was written: their stats are settled
+LATER = FakeClock(wall=4e9)  # a clock long after every file here was written: their stats are settled
 
 
 def test_settled_files_are_recognised_by_their_stats(tmp_path: Path) -> None:
     folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
     names = store.entry_names(folder)
-    store.load_index(folder, cache=cache, now=lambda: 0.0)  # files written "just now": hashed, not recorded
+    store.load_index(folder, cache=cache, clock=FakeClock(wall=0.0))  # files written "just now": hashed, not recorded
     assert not (cache / store.KEYS_FILE).exists()
-    expected = ranking(store.load_index(folder, cache=cache, now=LATER))
+    expected = ranking(store.load_index(folder, cache=cache, clock=LATER))
     stats, _ = store.stat_key(folder, names)
     assert store._known_keys(cache) == {stats: store.content_key(folder, names)}
     # the record is trusted without reading a file: pointed at another key, that key's index is built
     (cache / store.KEYS_FILE).write_text(json.dumps({stats: "0" * 64}))
-    assert ranking(store.load_index(folder, cache=cache, now=LATER)) == expected
+    assert ranking(store.load_index(folder, cache=cache, clock=LATER)) == expected
     assert (cache / f"index-{'0' * 64}.bin").exists()
 
 
 def test_a_write_that_keeps_the_size_is_seen(tmp_path: Path) -> None:
     folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
-    store.load_index(folder, cache=cache, now=LATER)
+    store.load_index(folder, cache=cache, clock=LATER)
     entry = folder / "job-rerun.md"
     before = entry.stat()
     text = entry.read_text(encoding="utf-8")
     entry.write_text(text.replace("question:", "question: ", 1).replace("\n\n", "\n", 1), encoding="utf-8")
     os.utime(entry, ns=(before.st_atime_ns, before.st_mtime_ns))  # even with the old mtime put back
     assert entry.stat().st_size == before.st_size
-    index = store.load_index(folder, cache=cache, now=LATER)
+    index = store.load_index(folder, cache=cache, clock=LATER)
     assert index.by_id["job-rerun"].body == faq.parse_entry(entry).body
     assert index.key == store.content_key(folder, store.entry_names(folder)) and len(index_files(cache)) == 2
 
 
 def test_the_key_file_damaged_is_no_error(tmp_path: Path) -> None:
     folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
-    expected = ranking(store.load_index(folder, cache=cache, now=LATER))
+    expected = ranking(store.load_index(folder, cache=cache, clock=LATER))
     for damage in ("not json", "[1, 2]", '{"a": 1}'):
         (cache / store.KEYS_FILE).write_text(damage)
-        assert ranking(store.load_index(folder, cache=cache, now=LATER)) == expected
+        assert ranking(store.load_index(folder, cache=cache, clock=LATER)) == expected
 
 
 def test_an_entry_added_after_the_record_is_indexed(tmp_path: Path) -> None:
     folder, cache = copy_faq(tmp_path / "faq"), tmp_path / "cache"
-    store.load_index(folder, cache=cache, now=LATER)
+    store.load_index(folder, cache=cache, clock=LATER)
     assert store._known_keys(cache)
     (folder / "gift.md").write_text("---\nid: gift\nquestion: ギフト包装\n---\nのし欄で指定。\n", encoding="utf-8")
-    assert [e.id for e, _ in store.load_index(folder, cache=cache, now=LATER).search("ギフト包装")][:1] == ["gift"]
+    assert [e.id for e, _ in store.load_index(folder, cache=cache, clock=LATER).search("ギフト包装")][:1] == ["gift"]
     stats, _ = store.stat_key(folder, store.entry_names(folder))
     assert store._known_keys(cache)[stats] == store.content_key(folder, store.entry_names(folder))
 
