@@ -225,7 +225,7 @@ class SemanticLeg:
         keys = [_key(t) for t in texts]
         path = cache / f"vectors-{encoder.name}.bin" if cache else None
         rows, cached = _read_vectors(path, encoder.name) if path else ({}, None)  # cached: None when rows is {}
-        missing = [i for i, k in enumerate(keys) if k not in rows]
+        missing = list({k: i for i, k in enumerate(keys) if k not in rows}.values())  # each text encoded once
         if not missing and cached is not None:
             self.matrix = np.ascontiguousarray(cached[[rows[k] for k in keys]], dtype=np.float32)
         else:

