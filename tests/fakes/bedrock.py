@@ -224,6 +224,31 @@ def direct_api_refusal(headers: dict[str, str], body: dict[str, Any]) -> Reply |
     return None
 
 
+def signed_as_sent(secrets: dict[str, str], url: str, headers: dict[str, str], body: bytes) -> bool:
+    """Whether a SigV4 ``Authorization`` signs this request as it arrived (the signed headers, the path, the body),
+    recomputed with botocore's signer for an access key whose secret the stub knows; other requests pass. SigV4:
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html; a signature that
+    does not match is refused (403 InvalidSignatureException, as AWS's JSON services answer)."""
+    auth = headers.get("authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return True
+    fields = dict(part.strip().split("=", 1) for part in auth.removeprefix("AWS4-HMAC-SHA256 ").split(","))
+    access_key, _, region, service, _ = fields["Credential"].split("/")
+    if access_key not in secrets:
+        return True
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    names = [name for name in fields["SignedHeaders"].split(";") if name != "host"]  # host: from the URL
+    request = AWSRequest("POST", url, data=body, headers={name: headers.get(name, "") for name in names})
+    request.context["timestamp"] = headers.get("x-amz-date", "")
+    signer = SigV4Auth(Credentials(access_key, secrets[access_key], headers.get("x-amz-security-token")), service,
+                       region)
+    return signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request) == \
+        fields["Signature"]
+
+
 class BedrockStub:
     def __init__(self) -> None:
         self.delta_chars = 0  # 0: one text delta per block
@@ -232,6 +257,7 @@ class BedrockStub:
         self.stream_exception: tuple[str, str] | None = None  # (type, message) sent after cut_after frames instead
         self.first_text_at: list[float] = []  # per streamed request: when its first text delta was sent
         self.requests: list[Recorded] = []
+        self.aws_secrets: dict[str, str] = {}  # access key -> secret: their SigV4 signatures are checked
         self.responder: Callable[[str, dict[str, Any]], Reply] = lambda model_id, body: text("ok")
         stub = self
 
@@ -271,6 +297,9 @@ class BedrockStub:
                                                                              "permitted"))
                 if not headers.get("authorization"):
                     return self._send(*error(403, "AccessDeniedException", "Missing Authentication Token"))
+                if not signed_as_sent(stub.aws_secrets, f"http://{self.headers['host']}{self.path}", headers, raw):
+                    return self._send(*error(403, "InvalidSignatureException", "The request signature we calculated "
+                                             "does not match the signature you provided."))
                 if headers.get("content-type") != "application/json":  # "You must specify application/json."
                     return self._send(*error(400, "ValidationException", "the content type must be application/json"))
                 refused = over_the_limits(len(raw), body)

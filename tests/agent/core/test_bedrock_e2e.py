@@ -306,14 +306,26 @@ def test_a_model_that_stays_down_degrades_to_faq_sources(stub: BedrockStub) -> N
 
 
 def test_aws_credentials_are_signed_with_sigv4(stub: BedrockStub) -> None:
+    stub.aws_secrets["AKIAIOSFODNN7EXAMPLE"] = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # the stub checks it
     config = ModelConfig.from_env({"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
                                    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                                   "AWS_SESSION_TOKEN": "session-token", "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
+    assert config is not None
+    assert ask(build_model(config, sleep=FakeClock().sleep)).text == "ok"  # the model id's ":" signed as sent
+    sent = stub.requests[0].headers
+    assert sent["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
+    assert "/ap-northeast-1/bedrock/aws4_request" in sent["authorization"]
+    assert sent["x-amz-security-token"] == "session-token"
+
+
+def test_a_signature_bedrock_would_not_accept_is_refused_not_retried(stub: BedrockStub) -> None:
+    stub.aws_secrets["AKIAIOSFODNN7EXAMPLE"] = "another secret"
+    config = ModelConfig.from_env({"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "wrong",
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
     assert config is not None
-    assert ask(build_model(config, sleep=FakeClock().sleep)).text == "ok"
-    auth = stub.requests[0].headers["authorization"]
-    assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
-    assert "/ap-northeast-1/bedrock/aws4_request" in auth
+    with pytest.raises(ModelRequestError, match="403 InvalidSignatureException"):
+        ask(build_model(config, sleep=FakeClock().sleep))
+    assert len(stub.requests) == 1
 
 
 def test_the_direct_anthropic_api_behind_the_same_interface(stub: BedrockStub) -> None:
