@@ -249,24 +249,32 @@ def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, 
               "reaction": trigger.reaction, "item_user": trigger.item_user, "event_id": trigger.event_id,
               "mention": "true" if trigger.mention else None}
     payload = {k: v for k, v in fields.items() if v}
-    if trigger.event_id and not seen.add(trigger.event_id):  # a concurrent copy won the race
-        return reply(200, "ignored: duplicate")
+    by = f"{'mention' if trigger.mention else 'reaction'} by {trigger.user}"
+    return _dispatch_once(payload, trigger.event_id, f"{trigger.channel}/{trigger.ts}", by, "ok", seen, dispatch,
+                          defer)
+
+
+def _dispatch_once(payload: dict[str, str], key: str | None, what: str, by: str, ok: str, seen: Seen,
+                   dispatch: Dispatch, defer: Callable[[dict[str, str]], bool] | None) -> Response:
+    """Dispatch ``payload`` once per ``key``: now, or after the answer (``defer``); a key whose dispatch was not
+    accepted is forgotten, so Slack's retry (or the next click) may dispatch it."""
+    if key and not seen.add(key):  # a concurrent copy won the race
+        return reply(200, "ignored: duplicate" if ok else "")
     if defer is not None:
         if not defer(payload):
-            if trigger.event_id:
-                seen.forget(trigger.event_id)
+            if key:
+                seen.forget(key)
             return reply(503, "busy")  # Slack retries later
-        return reply(200, "ok")
+        return reply(200, ok)
     try:
         dispatch(payload)
     except DispatchError as exc:
-        if trigger.event_id:
-            seen.forget(trigger.event_id)  # not accepted: Slack's retry may dispatch it
-        log(f"dispatch failed for {trigger.channel}/{trigger.ts}: {exc}")
+        if key:
+            seen.forget(key)
+        log(f"dispatch failed for {what}: {exc}")
         return reply(502, "dispatch failed")
-    log(f"dispatched {trigger.channel}/{trigger.ts} ({'mention' if trigger.mention else 'reaction'} by "
-        f"{trigger.user})")
-    return reply(200, "ok")
+    log(f"dispatched {what} ({by})")
+    return reply(200, ok)
 
 
 # -- hosts --------------------------------------------------------------------------------------------------------
@@ -340,19 +348,5 @@ def handle_interaction(raw_body: bytes, settings: TriggerSettings, seen: Seen, d
         log(f"ignored an interaction: {found}")
         return reply(200, "")
     click, action_ts = found
-    key = f"vote-{click.user}-{action_ts}"
-    if not seen.add(key):
-        return reply(200, "")
-    if defer is not None:
-        if not defer(click.payload):
-            seen.forget(key)
-            return reply(503, "busy")
-        return reply(200, "")
-    try:
-        dispatch(click.payload)
-    except DispatchError as exc:
-        seen.forget(key)
-        log(f"dispatch failed for the vote of {click.user} on {click.channel}/{click.ts}: {exc}")
-        return reply(502, "dispatch failed")
-    log(f"dispatched the vote of {click.user} on {click.channel}/{click.ts}")
-    return reply(200, "")
+    return _dispatch_once(click.payload, f"vote-{click.user}-{action_ts}", f"the vote on {click.channel}/{click.ts}",
+                          f"by {click.user}", "", seen, dispatch, defer)
