@@ -28,7 +28,7 @@ import yaml
 
 from agent import guard
 from agent.config import env_bool
-from agent.errors import UsageError
+from agent.errors import BadInput, UsageError
 from agent.slack import ratings
 from agent.slack.markers import read as read_marker
 from agent.slack.ratings import RatedAnswer, Scanner
@@ -194,7 +194,7 @@ class Drafter:
             try:
                 link = ids.parse_permalink(url)
                 self._own[url] = self.scanner.me.wrote(self._read(link.channel, link.ts, link.thread_ts)[0] or {})
-            except (ValueError, ToolError):  # no message link, or one the bot cannot read
+            except (BadInput, ToolError):  # no message link, or one the bot cannot read
                 self._own[url] = False
         return self._own[url]
 

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlparse
 
+from .errors import BadInput
+
 CHANNEL_RE = re.compile(r"[CGD][A-Z0-9]{2,20}")
 USER_RE = re.compile(r"[UWB][A-Z0-9]{2,20}")
 TS_RE = re.compile(r"\d{10}\.\d{6}")
@@ -48,25 +50,32 @@ class Permalink:
     thread_ts: str | None = None
 
 
-def parse_permalink(url: str) -> Permalink:
+def parse_permalink(url: str, where: str = "url") -> Permalink:
     """``https://x.slack.com/archives/C123/p1700000000123456?thread_ts=1700000000.000100&cid=C123``; anything
-    else is a ValueError saying what is wrong (without repeating the URL: the caller names it)."""
-    parsed = urlparse(url.strip())
+    else is one BadInput line naming ``where`` and the URL, and saying what is wrong (a trigger's exit 2)."""
+
+    def bad(problem: str) -> BadInput:
+        return BadInput(f"{where} {url[:200]!r} {problem}")
+
+    try:
+        parsed = urlparse(url.strip())
+    except ValueError:  # an unclosed [ in the host
+        raise bad("is not a URL") from None
     if parsed.scheme != "https" or not is_slack_host(parsed.hostname or ""):
-        raise ValueError("is not a Slack message link (https://WORKSPACE.slack.com/archives/...)")
+        raise bad("is not a Slack message link (https://WORKSPACE.slack.com/archives/...)")
     match = _PERMALINK_PATH_RE.fullmatch(parsed.path)
     if not match:
-        raise ValueError("is not a Slack message link; expected /archives/CHANNEL/pTIMESTAMP")
+        raise bad("is not a Slack message link; expected /archives/CHANNEL/pTIMESTAMP")
     channel, digits = match.groups()
     if not is_channel_id(channel):
-        raise ValueError(f"has channel {channel[:80]!r}, not a Slack channel ID like C0123456789")
+        raise bad(f"has channel {channel[:80]!r}, not a Slack channel ID like C0123456789")
     query = parse_qs(parsed.query)
     thread_ts = query["thread_ts"][0] if query.get("thread_ts") else None
     if thread_ts is not None and not is_ts(thread_ts):
-        raise ValueError(f"has thread_ts {thread_ts[:80]!r}, not a Slack timestamp like 1700000000.123456")
+        raise bad(f"has thread_ts {thread_ts[:80]!r}, not a Slack timestamp like 1700000000.123456")
     cid = query["cid"][0] if query.get("cid") else None
     if cid is not None and cid != channel:
-        raise ValueError(f"whose cid {cid[:80]!r} disagrees with the channel {channel!r}")
+        raise bad(f"whose cid {cid[:80]!r} disagrees with the channel {channel!r}")
     return Permalink(channel=channel, ts=f"{digits[:10]}.{digits[10:]}", thread_ts=thread_ts)
 
 

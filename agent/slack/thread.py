@@ -71,14 +71,14 @@ def earlier_turns(thread: Thread, question_ts: str, me: markers.Me, plain: Calla
 
 def slack_links(text: str) -> list[tuple[str, str]]:
     """Slack message links in raw message text, as (url, ts): de-duplicated, at most MAX_LINKS. What counts as a
-    message link is the Slack platform's :func:`~mcp_lib.platforms.slack.parse_permalink`."""
-    from mcp_lib.core import ToolError
-    from mcp_lib.platforms.slack import parse_permalink
+    message link is :func:`mcp_lib.ids.parse_permalink`'s to say."""
+    from mcp_lib.errors import BadInput
+    from mcp_lib.ids import parse_permalink
 
     links = []
     for url in dict.fromkeys(_LINK.findall(text)):
-        with contextlib.suppress(ToolError):
-            links.append((url, parse_permalink(url)[1]))
+        with contextlib.suppress(BadInput):
+            links.append((url, parse_permalink(url).ts))
     return links[:MAX_LINKS]
 
 

@@ -19,7 +19,7 @@ from agent.config import DECLARED
 from agent.errors import BadInput, ConfigError
 from mcp_lib import ids
 from mcp_lib.config import env_list
-from mcp_lib.ids import CHANNEL_RE, TS_RE, USER_RE, Permalink
+from mcp_lib.ids import CHANNEL_RE, TS_RE, USER_RE
 
 DISPATCH_EVENT_TYPE = "slack-help"
 DEFAULT_REACTION = DECLARED["HELPBOT_REACTION"].default
@@ -190,7 +190,7 @@ def _from_workflow_dispatch(data: Mapping[str, Any]) -> Trigger:
         return Trigger(source="workflow_dispatch", question=question, dry_run=dry_run)
     if not url:
         raise BadInput("workflow_dispatch needs inputs.url (a Slack message link) or inputs.question")
-    link = parse_permalink(url, "inputs.url")
+    link = ids.parse_permalink(url, "inputs.url")
     return Trigger(source="workflow_dispatch", channel=link.channel, ts=link.ts, thread_ts=link.thread_ts,
                    url=url, dry_run=dry_run)
 
@@ -254,7 +254,7 @@ def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -
     values = {key: _optional_str(payload, key, where) for key in PAYLOAD_KEYS - {"mention"}}
     channel, ts, thread_ts, url = values["channel"], values["ts"], values["thread_ts"], values["url"]
     if url:
-        link = parse_permalink(url, f"{where}.url")
+        link = ids.parse_permalink(url, f"{where}.url")
         for key, given, linked in (("channel", channel, link.channel), ("ts", ts, link.ts),
                                    ("thread_ts", thread_ts, link.thread_ts)):
             if given and linked and given != linked:
@@ -288,14 +288,6 @@ def _key_names(keys: set[str]) -> tuple[str, ...]:
     plain = sorted(k for k in keys if isinstance(k, str) and _KEY_NAME.fullmatch(k))[:MAX_NAMED_KEYS]
     others = len(keys) - len(plain)
     return (*plain, *([f"{others} other{'s' if others > 1 else ''}"] if others else []))
-
-
-def parse_permalink(url: str, where: str = "url") -> Permalink:
-    """A message link (:func:`mcp_lib.ids.parse_permalink`: the one definition), or BadInput naming ``where``."""
-    try:
-        return ids.parse_permalink(url)
-    except ValueError as exc:
-        raise BadInput(f"{where} {url[:200]!r} {exc}") from None
 
 
 def canonical_reaction(name: str) -> str:

@@ -15,6 +15,7 @@ from pydantic import Field
 from ... import ids
 from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError
+from ...errors import BadInput
 from .client import (
     AUTH_ERRORS,
     DEFAULT_API_URL,
@@ -37,7 +38,6 @@ from .reading import (
     is_private,
     list_channels,
     message_item,
-    parse_permalink,
     plain,
     readable_channel,
     visible_matches,
@@ -47,7 +47,7 @@ from .reading import (
 __all__ = [  # what the Slack front uses
     "AUTH_ERRORS", "DEFAULT_API_URL", "DEFAULT_TIMEZONE", "PLATFORM", "RateLimited", "SlackClients",
     "SlackConfig", "call", "channel_info", "explain", "is_dm", "is_private", "load_config", "make_client",
-    "message_item", "parse_permalink", "plain", "retry_handlers",
+    "message_item", "plain", "retry_handlers",
 ]
 
 # -- the platform -------------------------------------------------------------------------------------------
@@ -132,7 +132,11 @@ def getThreadMessages(
     """
     thread_ts = None
     if url:
-        url_channel, url_ts, thread_ts = parse_permalink(url)
+        try:  # Slack's own <url|label> form too
+            link = ids.parse_permalink(url.strip().strip("<>").split("|", 1)[0])
+        except BadInput as exc:
+            raise ToolError(str(exc)) from None
+        url_channel, url_ts, thread_ts = link.channel, link.ts, link.thread_ts
         # A channel given beside the url is checked like any read first: a private channel's name must not be
         # told apart from a missing one by the mismatch message.
         if (channel and readable_channel(ctx, channel)["id"] != url_channel) or (ts and ts != url_ts):

@@ -34,16 +34,6 @@ def _query_value(url: str, key: str) -> str | None:
     return values[0] if values else None
 
 
-def parse_permalink(url: str) -> tuple[str, str, str | None]:
-    """``https://x.slack.com/archives/C123/p1700000000123456?thread_ts=...`` -> (channel, ts, thread_ts)."""
-    cleaned = url.strip().strip("<>").split("|", 1)[0]
-    try:
-        link = ids.parse_permalink(cleaned)  # the one definition of a message link
-    except ValueError as exc:
-        raise ToolError(f"{url[:200]!r} {exc}") from None
-    return link.channel, link.ts, link.thread_ts
-
-
 def workspace_url(ctx: ToolContext) -> str:
     clients: SlackClients = ctx.client
     if clients.workspace_url is None:

@@ -18,7 +18,6 @@ from agent.slack.trigger import (
     from_options,
     load_event,
     parse_event,
-    parse_permalink,
 )
 from mcp_lib.config import ConfigError
 
@@ -115,9 +114,9 @@ def test_from_options_url_and_channel_ts() -> None:
 
 
 def test_permalink_of_a_thread_reply() -> None:
-    link = parse_permalink(f"https://acme.enterprise.slack.com/archives/{CHANNEL}/p1700000000123456"
-                           f"?thread_ts=1699999999.000100&cid={CHANNEL}")
-    assert (link.channel, link.ts, link.thread_ts) == (CHANNEL, TS, "1699999999.000100")
+    trigger = from_options(url=f"https://acme.enterprise.slack.com/archives/{CHANNEL}/p1700000000123456"
+                            f"?thread_ts=1699999999.000100&cid={CHANNEL}")
+    assert (trigger.channel, trigger.ts, trigger.thread_ts) == (CHANNEL, TS, "1699999999.000100")
 
 
 # -- malformed input -------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 
 from mcp_lib.cli import main as mcp_lib_main
 from mcp_lib.config import ConfigError
-from mcp_lib.core import Caller, Limits, Result, ToolContext, ToolError
+from mcp_lib.core import Caller, Limits, Result, ToolContext
 from mcp_lib.platforms.slack import (
     DEFAULT_API_URL,
     PLATFORM,
@@ -24,7 +24,6 @@ from mcp_lib.platforms.slack import (
     SlackConfig,
     load_config,
     make_client,
-    parse_permalink,
 )
 from mcp_lib.registry import Registry
 from tests.fakes.clock import FakeClock
@@ -150,24 +149,19 @@ def test_cli_bad_token_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
 
 
 # -- permalinks ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("https://acme.slack.com/archives/C0123ABCD/p1700000000123456", ("C0123ABCD", "1700000000.123456", None)),
-        ("https://acme.slack.com/archives/C0123ABCD/p1700000100000200?thread_ts=1700000000.123456&cid=C0123ABCD",
-         ("C0123ABCD", "1700000100.000200", "1700000000.123456")),
-        ("<https://acme.enterprise.slack.com/archives/G01/p1700000000123456|見て>", ("G01", "1700000000.123456", None)),
-    ],
-)
-def test_parse_permalink(url: str, expected: tuple[str, str, str | None]) -> None:
-    assert parse_permalink(url) == expected
+def test_a_message_link_in_slacks_own_form_reads_its_thread(ws: Workspace, fake: FakeSlack,
+                                                            sleeps: list[float]) -> None:
+    url = ws.permalink("C0ECSUP", "1735779780.000003")
+    result = run(context(fake, sleeps), "getThreadMessages", url=f" <{url}|見て> ")
+    assert result.status == "ok" and len(result.items) == 3
 
 
 @pytest.mark.parametrize("url", ["https://acme.slack.com/archives/C0123ABCD", "p1700000000123456",
                                  "https://acme.slack.com/archives/C01/p1700000000123456?thread_ts=yesterday"])
-def test_parse_permalink_rejects_what_is_not_a_message_link(url: str) -> None:
-    with pytest.raises(ToolError):
-        parse_permalink(url)
+def test_what_is_not_a_message_link_is_an_error_naming_it(fake: FakeSlack, sleeps: list[float], url: str) -> None:
+    result = run(context(fake, sleeps), "getThreadMessages", url=url)
+    assert result.is_error and (result.message or "").startswith(f"url {url!r} ")
+    assert fake.calls("conversations.replies") == []
 
 
 # -- searchMessages -----------------------------------------------------------------------------------------
