@@ -16,20 +16,7 @@ from ... import ids
 from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError
 from ...errors import BadInput
-from .client import (
-    AUTH_ERRORS,
-    DEFAULT_API_URL,
-    DEFAULT_TIMEZONE,
-    RateLimited,
-    SlackClients,
-    SlackConfig,
-    call,
-    check,
-    explain,
-    load_config,
-    make_client,
-    retry_handlers,
-)
+from .client import DEFAULT_API_URL, DEFAULT_TIMEZONE, SlackClients, SlackConfig, call, check, load_config, make_client
 from .reading import (
     allowed,
     channel_info,
@@ -45,9 +32,8 @@ from .reading import (
 )
 
 __all__ = [  # what the Slack front uses
-    "AUTH_ERRORS", "DEFAULT_API_URL", "DEFAULT_TIMEZONE", "PLATFORM", "RateLimited", "SlackClients",
-    "SlackConfig", "call", "channel_info", "explain", "is_dm", "is_private", "load_config", "make_client",
-    "message_item", "plain", "retry_handlers",
+    "DEFAULT_API_URL", "DEFAULT_TIMEZONE", "PLATFORM", "SlackClients", "SlackConfig", "allowed", "call",
+    "channel_info", "is_dm", "is_private", "load_config", "make_client", "message_item", "plain",
 ]
 
 # -- the platform -------------------------------------------------------------------------------------------
@@ -136,12 +122,11 @@ def getThreadMessages(
             link = ids.parse_permalink(url.strip().strip("<>").split("|", 1)[0])
         except BadInput as exc:
             raise ToolError(str(exc)) from None
-        url_channel, url_ts, thread_ts = link.channel, link.ts, link.thread_ts
         # A channel given beside the url is checked like any read first: a private channel's name must not be
         # told apart from a missing one by the mismatch message.
-        if (channel and readable_channel(ctx, channel)["id"] != url_channel) or (ts and ts != url_ts):
+        if (channel and readable_channel(ctx, channel)["id"] != link.channel) or (ts and ts != link.ts):
             raise ToolError("url and channel/ts point to different messages; give just the url")
-        channel, ts = url_channel, url_ts
+        channel, ts, thread_ts = link.channel, link.ts, link.thread_ts
     if not channel or not ts:
         raise ToolError("give a message link (url), or both channel and ts")
     if not ids.is_ts(ts):

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 from urllib.error import URLError
 from urllib.request import Request
 from zoneinfo import ZoneInfo
@@ -36,9 +36,7 @@ from ...slack_scopes import token_scopes
 DEFAULT_API_URL = DECLARED["SLACK_API_URL"].default
 DEFAULT_TIMEZONE = DECLARED["HELPBOT_TIMEZONE"].default
 
-_BOT_TOKEN = re.compile(r"^(?:xoxe\.)?xoxb-[A-Za-z0-9-]+$")
-_USER_TOKEN = re.compile(r"^(?:xoxe\.)?xoxp-[A-Za-z0-9-]+$")
-_ANY_SLACK_TOKEN = re.compile(r"^(?:xoxe\.)?xox[a-z]-[A-Za-z0-9-]+$")
+_TOKEN = re.compile(r"(?:xoxe\.)?(xox[a-z]-)[A-Za-z0-9-]+")  # xoxb-: a bot's, xoxp-: a person's
 
 
 # -- configuration ------------------------------------------------------------------------------------------
@@ -57,21 +55,19 @@ class SlackConfig:
         return ZoneInfo(self.timezone)
 
 
-def _check_token(variable: str, value: str | None, kind: str) -> str | None:
+def _check_token(variable: str, value: str | None, kind: Literal["bot", "user"]) -> str | None:
     """Reject what cannot work before the first call, naming the variable but never echoing the secret."""
-    if value is None:
-        return None
-    expected, other = (_BOT_TOKEN, _USER_TOKEN) if kind == "bot" else (_USER_TOKEN, _BOT_TOKEN)
     prefix = "xoxb-" if kind == "bot" else "xoxp-"
-    if expected.match(value):
+    found = _TOKEN.fullmatch(value or "")
+    if value is None or (found and found[1] == prefix):
         return value
-    if other.match(value):
-        if kind == "bot":
-            raise ConfigError(variable, "holds a user token (xoxp-); put it in SLACK_USER_TOKEN and give "
-                                        "SLACK_BOT_TOKEN the bot token (xoxb-)")
+    if found and found[1] == "xoxp-":
+        raise ConfigError(variable, "holds a user token (xoxp-); put it in SLACK_USER_TOKEN and give "
+                                    "SLACK_BOT_TOKEN the bot token (xoxb-)")
+    if found and found[1] == "xoxb-":
         raise ConfigError(variable, "holds a bot token (xoxb-); search.messages needs a user token "
                                     "(xoxp-, scope search:read)")
-    if _ANY_SLACK_TOKEN.match(value):
+    if found:
         raise ConfigError(variable, f"is a Slack token of the wrong kind; expected a {kind} token ({prefix}...)")
     raise ConfigError(variable, f"does not look like a Slack {kind} token (expected {prefix}...; check for "
                                 "quotes or spaces)")
@@ -194,13 +190,9 @@ def web_client(config: SlackConfig, token: str, **kwargs: Any) -> WebClient:
 
 def make_client(config: SlackConfig) -> SlackClients:
     handlers = retry_handlers(config)
-
-    def web(token: str | None) -> WebClient | None:
-        if token is None:
-            return None
-        return web_client(config, token, retry_handlers=handlers)
-
-    return SlackClients(config=config, bot=web(config.bot_token), user=web(config.user_token))
+    bot, user = (web_client(config, token, retry_handlers=handlers) if token else None
+                 for token in (config.bot_token, config.user_token))
+    return SlackClients(config=config, bot=bot, user=user)
 
 
 # Slack rejected the token itself: a configuration problem, not a failed lookup (the front exits 2 on these).
@@ -241,8 +233,7 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
     """One Web API call; every failure a ToolError that says what to do (CredentialsError: the token rejected;
     RateLimited: a 429 that outlasted the retries). Retries end at ``ctx.deadline``, at once when not ``patient``."""
     clients: SlackClients = ctx.client
-    web, variable = clients.searcher() if search else clients.reader()
-    data = request(ctx, Token(web, variable), api, patient=patient, **params).data
+    data = request(ctx, clients.searcher() if search else clients.reader(), api, patient=patient, **params).data
     if not isinstance(data, dict) or not data.get("ok"):  # validate() already raised; belt and braces
         raise ToolError(f"Slack {api} returned no usable answer")
     return data

@@ -20,7 +20,7 @@ from .client import SlackClients, call
 # -- lookups (cached per client) ----------------------------------------------------------------------------
 SEARCH_PAGE = 100  # search.messages' largest page
 SEARCH_PAGES = 5  # how far a search pages on past hidden matches
-
+CHANNEL_PAGES = 5  # x 200 channels
 
 
 def _unreadable(channel: str) -> ToolError:
@@ -29,21 +29,12 @@ def _unreadable(channel: str) -> ToolError:
                      "the answer goes to, are never read); list channels with slack_getChannels")
 
 
-def _query_value(url: str, key: str) -> str | None:
-    values = parse_qs(urlparse(url).query).get(key)
-    return values[0] if values else None
-
-
 def workspace_url(ctx: ToolContext) -> str:
     clients: SlackClients = ctx.client
     if clients.workspace_url is None:
         url = str(call(ctx, "auth.test").get("url") or "https://slack.com/")
         clients.workspace_url = url if url.endswith("/") else url + "/"
     return clients.workspace_url
-
-
-def _permalink(ctx: ToolContext, channel: str, ts: str, thread_ts: str | None = None) -> str:
-    return ids.permalink(workspace_url(ctx), channel, ts, thread_ts)
 
 
 def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:
@@ -76,12 +67,12 @@ def channel_info(ctx: ToolContext, channel_id: str) -> dict[str, Any]:
     return clients.channel_info[channel_id]
 
 
-def list_channels(ctx: ToolContext, max_pages: int = 5) -> list[dict[str, Any]]:
+def list_channels(ctx: ToolContext) -> list[dict[str, Any]]:
     """Public channels and the private ones the token's user is in (never DMs); bounded pagination."""
     clients: SlackClients = ctx.client
     channels: list[dict[str, Any]] = []
     cursor = None
-    for _ in range(max_pages):
+    for _ in range(CHANNEL_PAGES):
         data = call(ctx, "conversations.list", types="public_channel,private_channel", exclude_archived=True,
                      limit=200, cursor=cursor)
         channels += data.get("channels") or []
@@ -133,7 +124,7 @@ def allowed(ctx: ToolContext, channel: Mapping[str, Any]) -> bool:
 def readable_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
     """The channel's info when the rules allow reading it; else the refusal an unknown channel gets."""
     channel_id = resolve_channel(ctx, channel)
-    if channel_id.startswith("D"):  # refuse before any call
+    if ids.is_dm_id(channel_id):  # refuse before any call
         raise _unreadable(channel)
     try:
         info = channel_info(ctx, channel_id)
@@ -185,17 +176,6 @@ def plain(ctx: ToolContext, text: str) -> str:
     return html.unescape(text)
 
 
-def _time(ctx: ToolContext, ts: str) -> datetime:
-    clients: SlackClients = ctx.client
-    return datetime.fromtimestamp(float(ts), clients.config.tz)
-
-
-def _title(channel_name: str, author: str, when: datetime, text: str) -> str:
-    words = squash_whitespace(text)
-    first = excerpt(words, 40)
-    return f"#{channel_name} @{author} {when:%Y-%m-%d %H:%M}" + (f": {first}" if first else "")
-
-
 def _author(ctx: ToolContext, message: Mapping[str, Any]) -> str:
     username = str(message.get("username") or "") or None
     if message.get("user"):
@@ -207,16 +187,18 @@ def _author(ctx: ToolContext, message: Mapping[str, Any]) -> str:
 def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
     """A message (or a search match, with its own ``permalink``) as the tools and the front show it: link, title,
     author, local time, plain text, file names."""
+    clients: SlackClients = ctx.client
     ts = str(message["ts"])
-    when = _time(ctx, ts)
+    when = datetime.fromtimestamp(float(ts), clients.config.tz)
     author = _author(ctx, message)
     text = plain(ctx, str(message.get("text") or ""))
     channel_id, name = str(channel["id"]), str(channel.get("name") or channel["id"])
     permalink = str(message.get("permalink") or "")
-    thread_ts = message.get("thread_ts") or (_query_value(permalink, "thread_ts") if permalink else None)
+    thread_ts = message.get("thread_ts") or parse_qs(urlparse(permalink).query).get("thread_ts", [""])[0] or None
+    first = excerpt(squash_whitespace(redact_secrets(text)), 40)  # masked before the cut
     item: dict[str, Any] = {
-        "url": permalink or _permalink(ctx, channel_id, ts, thread_ts),
-        "title": _title(name, author, when, redact_secrets(text)),  # masked before the cut at 40 characters
+        "url": permalink or ids.permalink(workspace_url(ctx), channel_id, ts, thread_ts),
+        "title": f"#{name} @{author} {when:%Y-%m-%d %H:%M}" + (f": {first}" if first else ""),
         "channel": f"#{name}", "channel_id": channel_id, "author": author,
         "time": when.isoformat(timespec="seconds"), "ts": ts, "text": text,
     }

@@ -6,6 +6,7 @@ Sleeps are recorded, never slept: the retry handlers sleep on the tool call's cl
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -125,6 +126,7 @@ def test_disabled_without_tokens_enabled_with_either() -> None:
         ({"SLACK_BOT_TOKEN": f'"{BOT_TOKEN}"'}, "SLACK_BOT_TOKEN"),
         ({"SLACK_BOT_TOKEN": USER_TOKEN}, "SLACK_BOT_TOKEN"),
         ({"SLACK_USER_TOKEN": BOT_TOKEN}, "SLACK_USER_TOKEN"),
+        ({"SLACK_BOT_TOKEN": "xoxa-2-123456789012"}, "SLACK_BOT_TOKEN"),
         ({"SLACK_USER_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, "SLACK_USER_TOKEN"),
         ({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": "slack.com/api"}, "SLACK_API_URL"),
         ({"SLACK_BOT_TOKEN": BOT_TOKEN, "HELPBOT_TIMEZONE": "Mars/Olympus"}, "HELPBOT_TIMEZONE"),
@@ -138,6 +140,18 @@ def test_bad_configuration_names_the_variable_and_never_echoes_the_token(env: di
     assert str(caught.value).startswith(variable)
     for secret in (BOT_TOKEN, USER_TOKEN, "ghp_abcdefghijklmnopqrstuvwxyz0123456789"):
         assert secret not in str(caught.value)
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"SLACK_BOT_TOKEN": USER_TOKEN}, "holds a user token (xoxp-); put it in SLACK_USER_TOKEN"),
+    ({"SLACK_USER_TOKEN": BOT_TOKEN}, "holds a bot token (xoxb-); search.messages needs a user token"),
+    ({"SLACK_BOT_TOKEN": "xoxa-2-123456789012"}, "a Slack token of the wrong kind; expected a bot token (xoxb-"),
+    ({"SLACK_USER_TOKEN": f" '{USER_TOKEN}'"}, "does not look like a Slack user token (expected xoxp-"),
+])
+def test_a_token_in_the_wrong_place_says_where_it_belongs(env: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load_config(env)
+    assert load_config({"SLACK_BOT_TOKEN": f"xoxe.{BOT_TOKEN}", "SLACK_USER_TOKEN": f"xoxe.{USER_TOKEN}"})
 
 
 def test_cli_bad_token_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
