@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -25,7 +25,6 @@ from .api import (
     api_get,
     check,
     checked_repo,
-    cut_body,
     load_config,
     login,
     make_client,
@@ -92,26 +91,26 @@ def searchCode(
     handles a feature. Matches whole words on the default branch, so prefer identifiers and English keywords.
     Then read a promising file with github_getFileContent (repo and path from the hit).
     """
-    q = scoped_query(ctx, query, repo)
-    data = search_api(ctx, "/search/code", q, "the code search")
+    data = search_api(ctx, "/search/code", scoped_query(ctx, query, repo), "the code search")
+    hits = data.get("items") or []
+    items = [{"title": f"{hit.get('path')} ({name})", "url": hit.get("html_url"), "repo": name,
+              "path": hit.get("path"), "snippet": snippet(hit, prefer="content")} for name, hit in _visible(ctx, hits)]
+    return _search_result(data, items, dropped=len(hits) - len(items))
+
+
+def _visible(ctx: ToolContext, hits: list[Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The hits in allowlisted repositories, each with the allowlist's spelling of its repo."""
     config: GitHubConfig = ctx.config
-    items, dropped = [], 0
-    for hit in data.get("items") or []:
-        name = config.allowed(repo_of_search_item(hit))
-        if name is None:
-            dropped += 1
-            continue
-        items.append({"title": f"{hit.get('path')} ({name})", "url": hit.get("html_url"), "repo": name,
-                      "path": hit.get("path"), "snippet": snippet(hit, prefer="content")})
-    return _search_result(data, items, dropped)
+    for hit in hits:
+        if (name := config.allowed(repo_of_search_item(hit))) is not None:
+            yield name, hit
 
 
 def _search_result(data: Mapping[str, Any], items: list[dict[str, Any]], dropped: int) -> Result:
     """The filter leaves no trace: with hits dropped, no note says so and ``total`` counts only what is shown
     (GitHub's own count includes the dropped ones), so only-foreign hits read exactly like no hits."""
-    notes = []
-    if data.get("incomplete_results"):
-        notes.append("GitHub reports incomplete results (the search timed out on its side)")
+    incomplete = data.get("incomplete_results")
+    notes = ["GitHub reports incomplete results (the search timed out on its side)"] if incomplete else []
     return Result(items=items, total=len(items) if dropped else data.get("total_count", len(items)), notes=notes)
 
 
@@ -144,21 +143,14 @@ def searchIssues(
         total += int(data.get("total_count") or 0)
         incomplete |= bool(data.get("incomplete_results"))
     hits.sort(key=lambda hit: -float(hit.get("score") or 0))
-    config: GitHubConfig = ctx.config
-    items, dropped = [], 0
-    for hit in hits:
-        name = config.allowed(repo_of_search_item(hit))
-        if name is None:
-            dropped += 1
-            continue
-        items.append({
-            "title": hit.get("title"), "url": hit.get("html_url"), "repo": name, "number": hit.get("number"),
-            "kind": "pull_request" if "pull_request" in hit else "issue", "state": hit.get("state"),
-            "author": login(hit.get("user")), "labels": [lb.get("name") for lb in hit.get("labels") or []],
-            "comments": hit.get("comments"), "updated_at": hit.get("updated_at"),
-            "snippet": snippet(hit, prefer="body") or cut_body(hit.get("body"), 300)[0] or None,
-        })
-    return _search_result({"total_count": total, "incomplete_results": incomplete}, items, dropped)
+    items = [{
+        "title": hit.get("title"), "url": hit.get("html_url"), "repo": name, "number": hit.get("number"),
+        "kind": "pull_request" if "pull_request" in hit else "issue", "state": hit.get("state"),
+        "author": login(hit.get("user")), "labels": [lb.get("name") for lb in hit.get("labels") or []],
+        "comments": hit.get("comments"), "updated_at": hit.get("updated_at"),
+        "snippet": snippet(hit, prefer="body") or keep_start_masked(hit.get("body") or "", 300)[0] or None,
+    } for name, hit in _visible(ctx, hits)]
+    return _search_result({"total_count": total, "incomplete_results": incomplete}, items, len(hits) - len(items))
 
 
 def _contents_path(path: str) -> str:
@@ -206,19 +198,15 @@ def getFileContent(
         raw = base64.b64decode(data.get("content") or "")
     except (binascii.Error, ValueError):
         raise ToolError(f"GitHub sent content for {name}:{path} that is not valid base64") from None
-    text = None if b"\x00" in raw[:8000] else _decode(raw)
+    try:
+        text = None if b"\x00" in raw[:8000] else raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
     if text is None:
         item["binary"] = True
         return Result(item=item, notes=[f"binary file ({len(raw)} bytes); content not shown"])
     item["content"], item["truncated"] = keep_start_masked(text, config.max_body_chars)
     return Result(item=item)
-
-
-def _decode(raw: bytes) -> str | None:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def _comments(ctx: ToolContext, name: str, number: int, total: int) -> tuple[list[dict[str, Any]], int]:
@@ -251,7 +239,7 @@ def getIssue(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result:
     name = checked_repo(ctx, repo)
     config: GitHubConfig = ctx.config
     issue = api_get(ctx, f"{repo_path(name)}/issues/{number}", f"{name}#{number}")
-    body, body_cut = cut_body(issue.get("body"), config.max_body_chars)
+    body, body_cut = keep_start_masked(issue.get("body") or "", config.max_body_chars)
     comments, left_out = _comments(ctx, name, number, int(issue.get("comments") or 0))
     kind = "pull_request" if "pull_request" in issue else "issue"
     item = {
@@ -288,7 +276,7 @@ def getPullRequest(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result
         changed.append({"filename": f.get("filename"), "status": f.get("status"),
                         "additions": f.get("additions"), "deletions": f.get("deletions"),
                         "patch": patch or None, "patch_truncated": patch_cut})
-    body, body_cut = cut_body(pull.get("body"), config.max_body_chars)
+    body, body_cut = keep_start_masked(pull.get("body") or "", config.max_body_chars)
     item = {
         "title": pull.get("title"), "url": pull.get("html_url"), "repo": name, "number": number,
         "state": pull.get("state"), "merged": pull.get("merged"), "merged_at": pull.get("merged_at"),

@@ -12,7 +12,6 @@ import httpx2
 
 from ...config import DECLARED, ConfigError, env_float, env_int, env_list, env_str, env_url
 from ...core import CredentialsError, ToolContext, ToolError
-from ...cutting import keep_start_masked
 from ...doors import door
 from ...http import door_client, error_detail, json_answer, send
 
@@ -42,10 +41,7 @@ class GitHubConfig:
 
     def allowed(self, repo: str) -> str | None:
         """The allowlist's spelling of ``repo`` (GitHub names are case-insensitive), or None."""
-        for name in self.repos:
-            if name.lower() == repo.lower():
-                return name
-        return None
+        return next((name for name in self.repos if name.lower() == repo.lower()), None)
 
 
 def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
@@ -177,9 +173,5 @@ def search_api(ctx: ToolContext, endpoint: str, q: str, what: str) -> dict[str, 
 
 def login(user: Any) -> str | None:
     return user.get("login") if isinstance(user, dict) else None
-
-
-def cut_body(text: str | None, limit: int) -> tuple[str, bool]:
-    return keep_start_masked(text or "", limit)
 
 
