@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -19,21 +20,11 @@ from pydantic import Field
 from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError
 from ...cutting import keep_start_masked
-from .api import (
-    KIND_QUALIFIER_RE,
-    GitHubConfig,
-    api_get,
-    check,
-    checked_repo,
-    load_config,
-    login,
-    make_client,
-    repo_of_search_item,
-    repo_path,
-    scoped_query,
-    search_api,
-    snippet,
-)
+from .api import GitHubConfig, api_get, check, checked_repo, load_config, make_client, repo_path
+
+TEXT_MATCH_MEDIA = "application/vnd.github.text-match+json"
+_SCOPE_QUALIFIER_RE = re.compile(r"(?i)(?:^|[\s(])-?(repo|org|user|owner):")
+KIND_QUALIFIER_RE = re.compile(r"(?i)(?:^|\s)(?:is|type):(issue|pr|pull-request)\b")
 
 # -- platform -----------------------------------------------------------------------------------------------
 PLATFORM = Platform(
@@ -69,6 +60,44 @@ PLATFORM = Platform(
         "`HELPBOT_GITHUB_MAX_FILES`（既定 {HELPBOT_GITHUB_MAX_FILES}、HELPBOT_TOOL_MAX_ITEMS を超えない）、"
         "`HELPBOT_GITHUB_MAX_PATCH_CHARS`（既定 {HELPBOT_GITHUB_MAX_PATCH_CHARS}）で調整できる。"),
 )
+
+
+# -- search ------------------------------------------------------------------------------------------------
+def scoped_query(ctx: ToolContext, query: str, repo: str | None) -> str:
+    """The search query with a ``repo:`` qualifier per allowed repo; scope qualifiers from the caller refused."""
+    if _SCOPE_QUALIFIER_RE.search(query):
+        raise ToolError("do not put repo:/org:/user: qualifiers in the query; pass one allowlisted repository "
+                        "as the repo argument, or none to search all allowlisted repositories")
+    config: GitHubConfig = ctx.config
+    scope = [checked_repo(ctx, repo)] if repo else list(config.repos)
+    return " ".join([query.strip(), *(f"repo:{name}" for name in scope)])
+
+
+def repo_of_search_item(item: Mapping[str, Any]) -> str:
+    full_name = (item.get("repository") or {}).get("full_name")
+    if full_name:
+        return str(full_name)
+    # search/issues items carry repository_url (".../repos/owner/name") instead of a repository object
+    return "/".join(str(item.get("repository_url", "")).rstrip("/").split("/")[-2:])
+
+
+def snippet(item: Mapping[str, Any], prefer: str | None = None) -> str | None:
+    """The fragments GitHub matched (text_matches), the one for ``prefer`` first."""
+    matches = [m for m in item.get("text_matches") or [] if m.get("fragment")]
+    matches.sort(key=lambda m: m.get("property") != prefer)
+    return "\n…\n".join(m["fragment"].strip() for m in matches[:3]) or None
+
+
+def search_api(ctx: ToolContext, endpoint: str, q: str, what: str) -> dict[str, Any]:
+    config: GitHubConfig = ctx.config
+    per_page = max(1, min(config.search_per_page, ctx.limits.max_items, 100))
+    return api_get(ctx, endpoint, what, params={"q": q, "per_page": per_page},
+                headers={"Accept": TEXT_MATCH_MEDIA})
+
+
+def login(user: Any) -> str | None:
+    return user.get("login") if isinstance(user, dict) else None
+
 
 RepoArg = Annotated[str, Field(description="Repository as owner/name; must be one of the allowlisted repos.",
                                min_length=3)]

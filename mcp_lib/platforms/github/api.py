@@ -1,4 +1,4 @@
-"""GitHub's REST API as the github tools use it: configuration, the read-only client, requests and search."""
+"""GitHub's REST API as the github tools use it: configuration, the read-only client, requests, the allowlist."""
 
 from __future__ import annotations
 
@@ -18,11 +18,8 @@ from ...http import door_client, error_detail, json_answer, send
 DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 API_VERSION = "2022-11-28"
 JSON_MEDIA = "application/vnd.github+json"
-TEXT_MATCH_MEDIA = "application/vnd.github.text-match+json"
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
-_SCOPE_QUALIFIER_RE = re.compile(r"(?i)(?:^|[\s(])-?(repo|org|user|owner):")
-KIND_QUALIFIER_RE = re.compile(r"(?i)(?:^|\s)(?:is|type):(issue|pr|pull-request)\b")
 
 
 # -- configuration ------------------------------------------------------------------------------------------
@@ -137,41 +134,3 @@ def checked_repo(ctx: ToolContext, repo: str) -> str:
 def repo_path(repo: str) -> str:
     owner, name = repo.split("/")
     return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
-
-
-def scoped_query(ctx: ToolContext, query: str, repo: str | None) -> str:
-    """The search query with a ``repo:`` qualifier per allowed repo; scope qualifiers from the caller refused."""
-    if _SCOPE_QUALIFIER_RE.search(query):
-        raise ToolError("do not put repo:/org:/user: qualifiers in the query; pass one allowlisted repository "
-                        "as the repo argument, or none to search all allowlisted repositories")
-    config: GitHubConfig = ctx.config
-    scope = [checked_repo(ctx, repo)] if repo else list(config.repos)
-    return " ".join([query.strip(), *(f"repo:{name}" for name in scope)])
-
-
-def repo_of_search_item(item: Mapping[str, Any]) -> str:
-    full_name = (item.get("repository") or {}).get("full_name")
-    if full_name:
-        return str(full_name)
-    # search/issues items carry repository_url (".../repos/owner/name") instead of a repository object
-    return "/".join(str(item.get("repository_url", "")).rstrip("/").split("/")[-2:])
-
-
-def snippet(item: Mapping[str, Any], prefer: str | None = None) -> str | None:
-    """The fragments GitHub matched (text_matches), the one for ``prefer`` first."""
-    matches = [m for m in item.get("text_matches") or [] if m.get("fragment")]
-    matches.sort(key=lambda m: m.get("property") != prefer)
-    return "\n…\n".join(m["fragment"].strip() for m in matches[:3]) or None
-
-
-def search_api(ctx: ToolContext, endpoint: str, q: str, what: str) -> dict[str, Any]:
-    config: GitHubConfig = ctx.config
-    per_page = max(1, min(config.search_per_page, ctx.limits.max_items, 100))
-    return api_get(ctx, endpoint, what, params={"q": q, "per_page": per_page},
-                headers={"Accept": TEXT_MATCH_MEDIA})
-
-
-def login(user: Any) -> str | None:
-    return user.get("login") if isinstance(user, dict) else None
-
-
