@@ -10,7 +10,7 @@ may see them), and the filters leave no trace: hidden hits read like no hits, a 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import zip_longest
@@ -97,31 +97,19 @@ def _name(value: Any) -> str | None:
 
 def _summary(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
     """An issue as a list item: enough to decide whether to read it with getIssue."""
-    return {
-        "issueId": raw["id"],
-        "title": f"#{raw['id']} {raw.get('subject', '')}",
-        "url": session.issue_url(raw["id"]),
-        "status": _name(raw.get("status")),
-        "project": _name(raw.get("project")),
-        "tracker": _name(raw.get("tracker")),
-        "assignee": _name(raw.get("assigned_to")),
-        "updated_on": raw.get("updated_on"),
-    }
+    return {"issueId": raw["id"], "title": f"#{raw['id']} {raw.get('subject', '')}",
+            "url": session.issue_url(raw["id"]), "status": _name(raw.get("status")),
+            "project": _name(raw.get("project")), "tracker": _name(raw.get("tracker")),
+            "assignee": _name(raw.get("assigned_to")), "updated_on": raw.get("updated_on")}
 
 
-def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
+def snippet(text: str, query: str) -> str:
     """The part of the text around the first query word found, so the model sees why it matched (masked before
     it is cut, so that no piece of a secret is left at an edge)."""
-    flat = squash_whitespace(redact_secrets(text or ""))
+    flat = squash_whitespace(redact_secrets(text))
     lower = flat.lower()
     positions = [p for word in query.lower().split() if (p := lower.find(word)) >= 0]
-    return excerpt(flat, width, max(0, min(positions) - width // 4) if positions else 0)
-
-
-def _round_robin(lists: list[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
-    """Merge per-project result lists, keeping each project's own ranking."""
-    for row in zip_longest(*lists):
-        yield from (item for item in row if item is not None)
+    return excerpt(flat, SNIPPET_CHARS, max(0, min(positions) - SNIPPET_CHARS // 4) if positions else 0)
 
 
 # -- metadata -----------------------------------------------------------------------------------------------
@@ -191,7 +179,8 @@ def search(
             continue  # an allowlisted project that does not exist (any more)
         per_project.append(list(answer.get("results", [])))
 
-    hits = list(_round_robin(per_project))[:fetch]
+    # per-project lists merged in turns, each keeping its own ranking
+    hits = [hit for row in zip_longest(*per_project) for hit in row if hit is not None][:fetch]
     issues = session.issues_by_id([h["id"] for h in hits if str(h.get("type", "")).startswith("issue")])
     visible = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None
                and (item.get("type") != "issue" or _matches_visibly(session, issues[int(hit["id"])], query))]
@@ -306,17 +295,15 @@ def getIssue(
 
     related = _related(session, raw)
     item = {
-        **_summary(session, raw),
-        "author": _name(raw.get("author")),
-        "priority": _name(raw.get("priority")),
-        "created_on": raw.get("created_on"),
-        "closed_on": raw.get("closed_on"),
-        "description": raw.get("description") or "",
-        **related,
+        **_summary(session, raw), "author": _name(raw.get("author")), "priority": _name(raw.get("priority")),
+        "created_on": raw.get("created_on"), "closed_on": raw.get("closed_on"),
+        "description": raw.get("description") or "", **related,
         "attachments": [{"filename": a.get("filename"), "size": a.get("filesize"),
                          "url": f"{session.base}/attachments/{a.get('id')}"} for a in raw.get("attachments") or []],
         "journals_omitted": omitted,
-        "journals": [_journal(j, config.max_note_chars) for j in journals[omitted:]],
+        "journals": [{"author": _name(j.get("user")), "created_on": j.get("created_on"),
+                      "notes": keep_start_masked(j.get("notes") or "", config.max_note_chars)[0]}
+                     for j in journals[omitted:]],
         "updated_on": _visible_update(raw),
     }
     return Result(item=item, notes=notes)
@@ -330,11 +317,6 @@ def _visible_update(raw: Mapping[str, Any]) -> Any:
              *(j.get("created_on") for j in raw.get("journals") or []
                if not (j.get("private_notes") and not j.get("details")))]
     return max((str(t) for t in times if t), default=raw.get("updated_on"))
-
-
-def _journal(journal: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
-    text, _ = keep_start_masked(journal.get("notes") or "", max_chars)
-    return {"author": _name(journal.get("user")), "created_on": journal.get("created_on"), "notes": text}
 
 
 def _related(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:

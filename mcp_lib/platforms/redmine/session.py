@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import quote, urlparse
@@ -43,14 +44,10 @@ class DoorSession(requests.Session):
 
 class Engine(SyncEngine):
     """python-redmine's requests engine, read-only, with what is worth another try raised as Retryable (the
-    decision :mod:`mcp_lib.http` makes for httpx2); its session is a :class:`DoorSession`. :meth:`through` makes the
-    engine class of one door (python-redmine wants a class)."""
+    decision :mod:`mcp_lib.http` makes for httpx2); its session is a :class:`DoorSession`. python-redmine wants
+    an engine class: each client's is a subclass holding its door."""
 
     door: Door
-
-    @classmethod
-    def through(cls, door: Door) -> type[Engine]:
-        return type("Engine", (cls,), {"door": door})
 
     def create_session(self, **params: Any) -> requests.Session:
         session = DoorSession()
@@ -88,20 +85,18 @@ class Engine(SyncEngine):
         return super().process_response(response)
 
 
-
+@dataclass
 class RedmineClient:
     """python-redmine's ``Redmine`` plus what one process learns once: whether the key is good, project ids."""
 
-    def __init__(self, api: Redmine):
-        self.api = api
-        self.key_checked = False
-        self.project_ids: dict[str, int | None] = {}  # identifier -> id (None: no such project)
+    api: Redmine
+    key_checked: bool = False
+    project_ids: dict[str, int | None] = field(default_factory=dict)  # identifier -> id (None: no such project)
 
 
 def make_client(config: RedmineConfig) -> RedmineClient:
-    return RedmineClient(Redmine(config.url, key=config.api_key,
-                                 engine=Engine.through(door("REDMINE_API_KEY", config.url, config.api_key)),
-                                 requests={"timeout": config.timeout_s}))
+    engine = type("Engine", (Engine,), {"door": door("REDMINE_API_KEY", config.url, config.api_key)})
+    return RedmineClient(Redmine(config.url, key=config.api_key, engine=engine, requests={"timeout": config.timeout_s}))
 
 
 class Session:
@@ -157,14 +152,13 @@ class Session:
                     self.client.project_ids[ident] = None
         return {pid for ident in self.config.projects if (pid := self.client.project_ids[ident]) is not None}
 
-    def allowed(self, issue: Mapping[str, Any] | None) -> bool:
-        ids = self.allowed_ids()
-        return ids is None or (issue is not None and issue.get("project", {}).get("id") in ids)
-
     def hidden(self, issue: Mapping[str, Any] | None) -> bool:
         """An issue that must not be shown: private, outside the allowed projects, or unknown (not visible to
         the key: nothing to show, nothing to vouch for)."""
-        return issue is None or bool(issue.get("is_private")) or not self.allowed(issue)
+        if issue is None or issue.get("is_private"):
+            return True
+        ids = self.allowed_ids()
+        return ids is not None and issue.get("project", {}).get("id") not in ids
 
     def projects_to_search(self, project: str | None) -> list[str | None]:
         """None means all projects; with an allowlist, each allowed project on its own."""
