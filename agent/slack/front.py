@@ -23,7 +23,6 @@ from agent.guard import Guard, host_of
 from agent.report import Trace, progress_line
 from agent.slack import admission, markers
 from agent.slack.admission import TriggerSettings, check_ignore
-from agent.slack.attachments import ask_with_attachments
 from agent.slack.blocks import CONFIG_NOTICE, run_url
 from agent.slack.handle import Slack, is_public
 from agent.slack.outcome import Outcomes, Target, classify
@@ -237,6 +236,7 @@ class Front:
             if reply is not None and not reply.start():
                 return self.tell.ignored(reply.yielded_because, target.where)
             log("started: reading the question, then the rounds (one line each)")  # the log moves from here on
+            from agent.slack.attachments import ask_with_attachments
             from mcp_lib import Registry
             from mcp_lib.platforms.faq.semantic import prefetch as prefetch_encoder
 

@@ -12,14 +12,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent.core.run import Turn
 from agent.slack import markers
-from agent.slack.attachments import Attachments, read_attachments
 from agent.slack.readback import message_markdown, read_answer
 from mcp_lib.cutting import shorten_at_word
 from mcp_lib.redact import redact_secrets
 
 if TYPE_CHECKING:
+    from agent.core.run import Turn
+    from agent.slack.attachments import Attachments
     from agent.slack.handle import Slack, Thread
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 8, 2  # thread messages around the reacted one given as context
@@ -56,6 +56,8 @@ def mentions_me(message: Mapping[str, Any], me: markers.Me) -> bool:
 def earlier_turns(thread: Thread, question_ts: str, me: markers.Me, plain: Callable[[Mapping[str, Any]], str]
                   ) -> list[Turn]:
     """helpbot's earlier answers in this thread, each with its question: the conversation so far."""
+    from agent.core.run import Turn
+
     by_ts = {str(m.get("ts")): m for m in thread.messages}
     turns: list[Turn] = []
     for marker, _, parts in markers.answers_in_sequence(thread.messages, me):
@@ -85,9 +87,9 @@ def slack_links(text: str) -> list[tuple[str, str]]:
 @dataclass
 class QuestionParts:
     text: str  # the reacted message, as plain text
+    attachments: Attachments  # the files as read (blocks, context lines)
     where: str = ""
     files: list[str] = field(default_factory=list)
-    attachments: Attachments = field(default_factory=Attachments)  # the files as read (blocks, context lines)
     links: list[str] = field(default_factory=list)  # "[n] url — content" or "[n] url — (not readable: why)"
     around: list[str] = field(default_factory=list)  # thread messages around it, oldest first
 
@@ -113,6 +115,7 @@ class QuestionParts:
 
 def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> QuestionParts:
     """The reacted message, or for a ``mention`` its instruction (:func:`_mention_question`), with its context."""
+    from agent.slack.attachments import read_attachments
     from mcp_lib.platforms.slack import message_item
 
     info = slack.channel(thread.channel)
@@ -123,20 +126,20 @@ def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> Qu
     how = "（スレッドの返信）" if is_reply else ""
     if mention:
         how = "（スレッド内での @helpbot への依頼）" if is_reply else "（@helpbot への質問）"
-    parts = QuestionParts(text=text, files=list(item.get("files") or []),
-                          where=f"{item['channel']}{how} / 投稿者 @{item['author']} / {item['time']}")
+    links = []
     for number, (url, ts) in enumerate(slack_links(str(target.get("text") or "")), 1):
         result = slack.registry.call("slack_getThreadMessages", {"url": url})
         if result.is_error:
-            parts.links.append(f"[{number}] {url} — （読めません: {shorten_at_word(result.message or '', 200)}）")
+            links.append(f"[{number}] {url} — （読めません: {shorten_at_word(result.message or '', 200)}）")
             continue
         linked = [i for i in result.items if i.get("ts") == ts] or result.items[:1]
         for hit in linked:
-            parts.links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
-                               f"{shorten_at_word(str(hit.get('text') or ''), LINK_CHARS)}")
-    parts.around = _around(slack, info, thread, skip=subject)
-    parts.attachments = read_attachments(slack, thread)
-    return parts
+            links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
+                         f"{shorten_at_word(str(hit.get('text') or ''), LINK_CHARS)}")
+    around = _around(slack, info, thread, skip=subject)
+    return QuestionParts(text=text, attachments=read_attachments(slack, thread), files=list(item.get("files") or []),
+                         where=f"{item['channel']}{how} / 投稿者 @{item['author']} / {item['time']}", links=links,
+                         around=around)
 
 
 def _mention_question(slack: Slack, thread: Thread, is_reply: bool) -> tuple[str, str | None]:

@@ -586,6 +586,17 @@ def test_help_for_answer_does_not_import_the_slack_sdk() -> None:
     assert done.stdout.strip().splitlines()[-1] == "False False"
 
 
+@pytest.mark.scenario
+def test_the_answer_command_imports_nothing_of_files_or_the_agent_loop_before_it_runs() -> None:
+    # the path to 👀 is these imports, then the configuration check and the Slack reads: the attachments (images,
+    # PDFs), the agent's loop and the model client are imported when the question is built and asked
+    later = ("agent.slack.attachments", "agent.slack.files", "PIL", "agent.core.run", "agent.core.loop",
+             "agent.core.claude", "httpx2")
+    code = f"import sys, agent.cli, agent.slack.front\nprint([m for m in {later!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr
+
+
 # -- private channels: nothing of theirs in the summary, the log or the trace ----------------------------------------
 SECRET_QUESTION = "社内限定の障害手順はどこ？"
 SECRET_ANSWER = "障害対応メモ（社内限定）を見てください。"
