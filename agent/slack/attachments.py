@@ -8,27 +8,15 @@ shared in a conversation the answer may show, downloaded with the bot token only
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
 
 from agent.core.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
-from agent.errors import Unreadable
-from agent.slack.files import (
-    MANY_IMAGE_SIDE,
-    MANY_IMAGES,
-    MAX_DOCUMENTS,
-    MAX_PDF_BYTES,
-    MEDIA_BYTES,
-    Picture,
-    base64_size,
-    decode_text,
-    file_kind,
-    fit_image,
-    is_binary,
-)
+from agent.errors import ModelRequestError, Unreadable
+from agent.slack import files
 from mcp_lib.cutting import keep_start_and_end
 from mcp_lib.doors import slack_door
 from mcp_lib.errors import Refused
@@ -65,8 +53,7 @@ class Attachments:
 MediaKind = Literal["image", "document"]
 
 
-def without_media(blocks: Sequence[dict[str, Any]], kinds: Collection[MediaKind] = ("image", "document")
-                  ) -> tuple[list[dict[str, Any]], str]:
+def without_media(blocks: Sequence[dict[str, Any]], kinds: Collection[MediaKind]) -> tuple[list[dict[str, Any]], str]:
     """The blocks without those of ``kinds`` (and the labels just before them), and the note saying so."""
     out: list[dict[str, Any]] = []
     dropped: dict[str, int] = dict.fromkeys(kinds, 0)
@@ -95,8 +82,6 @@ def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
                          blocks: Sequence[dict[str, Any]]) -> Answer:
     """``ask(blocks, context_note)``; after a 400, once more without the media the error names (:func:`suspects`),
     with a note for the context. Any other failure is the caller's."""
-    from agent.errors import ModelRequestError
-
     try:
         return ask(list(blocks), "")
     except ModelRequestError as exc:
@@ -106,21 +91,19 @@ def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
     return ask(kept, note)
 
 
-def read_attachments(slack: Slack, thread: Thread, *, client: httpx2.Client | None = None) -> Attachments:
+def read_attachments(slack: Slack, thread: Thread) -> Attachments:
     """The files of the question (first) and of the rest of its thread, read within the limits."""
-    files = _thread_files(slack, thread)
+    found = _thread_files(slack, thread)
     out = Attachments()
-    if not files:
+    if not found:
         return out
-    reader = _Reader(slack, client)
-    try:
-        for index, file in enumerate(files[:MAX_FILES], 1):
+    reader = _Reader(slack)
+    with reader.client:
+        for index, file in enumerate(found[:MAX_FILES], 1):
             reader.read(index, file, out)
-    finally:
-        reader.close()
     reader.fit_images(out)
-    if len(files) > MAX_FILES:
-        out.lines.append(f"- ほか {len(files) - MAX_FILES} 件の添付は読んでいません（1 回に {MAX_FILES} 件まで）")
+    if len(found) > MAX_FILES:
+        out.lines.append(f"- ほか {len(found) - MAX_FILES} 件の添付は読んでいません（1 回に {MAX_FILES} 件まで）")
     return out
 
 
@@ -129,16 +112,16 @@ def _thread_files(slack: Slack, thread: Thread) -> list[dict[str, Any]]:
     target = str(thread.target.get("ts"))
     others = [m for m in thread.messages if str(m.get("ts")) != target and not slack.me.wrote(m)]
     seen: set[str] = set()
-    files: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
     for message in [thread.target, *others]:
         for file in message.get("files") or []:
             if not isinstance(file, dict):
                 continue
-            key = str(file.get("id") or file.get("name") or len(files))
+            key = str(file.get("id") or file.get("name") or len(found))
             if key not in seen:
                 seen.add(key)
-                files.append(file)
-    return files
+                found.append(file)
+    return found
 
 
 @dataclass
@@ -153,21 +136,16 @@ class _Image:
 class _Reader:
     """Reads files one at a time, keeping the per-request counts and budgets."""
 
-    def __init__(self, slack: Slack, client: httpx2.Client | None):
+    def __init__(self, slack: Slack):
         self.slack = slack
         self.token = slack.clients.config.bot_token
         self.door = slack_door(slack.clients.config.api_url, self.token)  # Slack's file hosts, or the fake's origin
-        self.client = client or door_client(self.door, timeout=DOWNLOAD_TIMEOUT_S)  # no redirects followed
-        self.own_client = client is None
+        self.client = door_client(self.door, timeout=DOWNLOAD_TIMEOUT_S)  # no redirects followed
         self.media_tokens = 0
         self.media_bytes = 0  # base64 of the PDFs taken; the images share what is left
         self.text_chars = 0
         self.images: list[_Image] = []
         self.documents = 0
-
-    def close(self) -> None:
-        if self.own_client:
-            self.client.close()
 
     def read(self, index: int, file: dict[str, Any], out: Attachments) -> None:
         name = str(file.get("name") or file.get("title") or file.get("id") or f"file{index}")  # as the message shows
@@ -178,7 +156,7 @@ class _Reader:
             name = str(file.get("name") or file.get("title") or name)
             if file.get("mode") == "external" or file.get("is_external"):
                 raise Unreadable("外部サービス（Google Drive など）のファイルは読みません")
-            kind = file_kind(file)
+            kind = files.file_kind(file)
             if kind is None:
                 what = file.get("pretty_type") or file.get("filetype") or file.get("mimetype") or "不明"
                 raise Unreadable(f"この種類のファイルは読みません（{what}）")
@@ -207,23 +185,21 @@ class _Reader:
 
     def fit_images(self, out: Attachments) -> None:
         """The images into what the PDFs left of ``MEDIA_BYTES``, smallest first, each within an equal share."""
-        side = MAX_IMAGE_SIDE if len(self.images) <= MANY_IMAGES else MANY_IMAGE_SIDE
-        left = MEDIA_BYTES - self.media_bytes
-        fitted: dict[int, Picture | Unreadable] = {}
-        by_size = sorted(range(len(self.images)), key=lambda i: len(self.images[i].data))
-        for done, i in enumerate(by_size):
-            share = left // (len(by_size) - done)
+        side = MAX_IMAGE_SIDE if len(self.images) <= files.MANY_IMAGES else files.MANY_IMAGE_SIDE
+        left = files.MEDIA_BYTES - self.media_bytes
+        fitted: dict[int, files.Picture | Unreadable] = {}
+        for done, image in enumerate(sorted(self.images, key=lambda im: len(im.data))):
+            share = left // (len(self.images) - done)
             try:
-                picture = fit_image(self.images[i].data, max_bytes=min(MAX_IMAGE_BYTES, share // 4 * 3),
-                                    max_side=side)
+                picture = files.fit_image(image.data, max_bytes=min(MAX_IMAGE_BYTES, share // 4 * 3), max_side=side)
             except Unreadable as exc:
-                fitted[i] = exc
+                fitted[image.line] = exc
                 continue
-            left -= base64_size(len(picture.data))
-            fitted[i] = picture
+            left -= files.base64_size(len(picture.data))
+            fitted[image.line] = picture
         number = 0
-        for i, image in enumerate(self.images):
-            result = fitted[i]
+        for image in self.images:
+            result = fitted[image.line]
             if isinstance(result, Unreadable):
                 out.lines[image.line] = f"- {image.name}: 読めませんでした（{result}）"
                 continue
@@ -239,13 +215,13 @@ class _Reader:
 
     def _pdf(self, name: str, file: Mapping[str, Any], out: Attachments) -> str:
         size = int(file.get("size") or 0)
-        if size > MAX_PDF_BYTES:
-            raise Unreadable(f"PDF が大きすぎます: {size / 1e6:.1f} MB、上限 {MAX_PDF_BYTES / 1e6:.1f} MB")
-        if self.documents >= MAX_DOCUMENTS:
-            raise Unreadable(f"PDF は 1 回に {MAX_DOCUMENTS} 件までです")
-        data = self._download(file, MAX_PDF_BYTES)
-        if len(data) > MAX_PDF_BYTES:
-            raise Unreadable(f"PDF が大きすぎます: 上限 {MAX_PDF_BYTES / 1e6:.1f} MB")
+        if size > files.MAX_PDF_BYTES:
+            raise Unreadable(f"PDF が大きすぎます: {size / 1e6:.1f} MB、上限 {files.MAX_PDF_BYTES / 1e6:.1f} MB")
+        if self.documents >= files.MAX_DOCUMENTS:
+            raise Unreadable(f"PDF は 1 回に {files.MAX_DOCUMENTS} 件までです")
+        data = self._download(file, files.MAX_PDF_BYTES)
+        if len(data) > files.MAX_PDF_BYTES:
+            raise Unreadable(f"PDF が大きすぎます: 上限 {files.MAX_PDF_BYTES / 1e6:.1f} MB")
         try:
             pages = pdf_pages(data) if data.startswith(b"%PDF-") else 0
         except ValueError:
@@ -256,10 +232,10 @@ class _Reader:
         if pages > room:
             raise Unreadable(f"PDF が長すぎます: {pages} ページ、この質問で読めるのはあと {max(room, 0)} "
                              "ページまで。必要なページだけを貼ってください")
-        if self.media_bytes + base64_size(len(data)) > MEDIA_BYTES:
+        if self.media_bytes + files.base64_size(len(data)) > files.MEDIA_BYTES:
             raise Unreadable("画像と PDF の合計が 1 回の上限を超えるため省略しました")
         self.media_tokens += pages * PDF_PAGE_TOKENS
-        self.media_bytes += base64_size(len(data))
+        self.media_bytes += files.base64_size(len(data))
         self.documents += 1
         label = f"[添付 PDF {self.documents}]"
         out.blocks += [{"type": "text", "text": label},
@@ -273,9 +249,9 @@ class _Reader:
             raise Unreadable("テキスト添付の合計が上限に達したため省略しました")
         data = self._download(file, MAX_TEXT_BYTES)
         truncated = len(data) > MAX_TEXT_BYTES
-        if is_binary(data[:MAX_TEXT_BYTES]):
+        if files.is_binary(data[:MAX_TEXT_BYTES]):
             raise Unreadable("テキストではありません（バイナリ）")
-        text, left_out = keep_start_and_end(decode_text(data[:MAX_TEXT_BYTES]).replace("\r\n", "\n"), room)
+        text, left_out = keep_start_and_end(files.decode_text(data[:MAX_TEXT_BYTES]).replace("\r\n", "\n"), room)
         self.text_chars += len(text)
         notes = []
         if left_out:
@@ -292,11 +268,9 @@ class _Reader:
         from mcp_lib.core import ToolError
         from mcp_lib.platforms.slack import call
 
-        mode = file.get("mode")
-        if mode == "tombstone":
-            raise Unreadable("削除されています")
-        if mode == "hidden_by_limit":
-            raise Unreadable("ワークスペースのプランの表示制限により見えません")
+        gone = {"tombstone": "削除されています", "hidden_by_limit": "ワークスペースのプランの表示制限により見えません"}
+        if file.get("mode") in gone:
+            raise Unreadable(gone[file["mode"]])
         if not file.get("id"):
             raise Unreadable("ファイルの情報がありません")
         try:
@@ -338,17 +312,13 @@ class _Reader:
                 if "text/html" in response.headers.get("content-type", "") and not str(file.get("mimetype") or
                                                                                          "").startswith("text/html"):
                     raise Unreadable("Slack がサインインページを返しました（ボットトークンに files:read が必要です）")
-                return _read_at_most(response.iter_bytes(), limit + 1)  # one byte more: "larger than the limit"
+                data = bytearray()
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) > limit:  # one byte more than the limit says "larger than the limit"
+                        break
+                return bytes(data[:limit + 1])
         except Refused:  # the client's door hook (a hop the check above did not see): nothing was sent
             raise Unreadable("Slack のファイルホスト以外の URL からは読みません") from None
         except httpx2.HTTPError as exc:
             raise Unreadable(f"ダウンロードできません（{type(exc).__name__}）") from None
-
-
-def _read_at_most(chunks: Iterable[bytes], limit: int) -> bytes:
-    data = bytearray()
-    for chunk in chunks:
-        data += chunk
-        if len(data) >= limit:
-            break
-    return bytes(data[:limit])
