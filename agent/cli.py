@@ -138,29 +138,24 @@ def _print_progress(progress: Progress) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from agent.errors import UsageError
+    from agent import guard
+    from agent.build import build_agent
+    from agent.errors import ModelRequestError, TranscriptError, UsageError
+    from agent.saved import load_transcript, save_transcript
+    from mcp_lib import Registry
 
     question = args.question.strip()
     if not question:
         raise UsageError("helpbot ask: the question is empty")
-    from agent.errors import ModelRequestError, TranscriptError
-    from agent.saved import load_transcript, save_transcript
-
     try:
         history = load_transcript(args.continue_from) if args.continue_from else []
     except TranscriptError as exc:
         raise UsageError(f"helpbot ask: --continue: {exc}") from None
-    from agent import guard
-
     if args.save and (problem := guard.unwritable(args.save)):  # before the run: its answer is paid for
         raise UsageError(f"helpbot ask: --save: cannot write {args.save!r}: {problem}")
-    from agent.build import build_agent
-    from mcp_lib import Registry
-
     registry = Registry(dict(os.environ), server_log=guard.server_err)
     guard.narrow(names=guard.registry_names(registry))
-    agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, registry=registry,
-                        on_progress=_print_progress)
+    agent = build_agent(dict(os.environ), max_rounds=args.max_rounds, registry=registry, on_progress=_print_progress)
     try:
         answer = agent.run(question, history)
     except ModelRequestError as exc:

@@ -44,11 +44,6 @@ class Attachments:
     lines: list[str] = field(default_factory=list)  # one per file: what it is, or why it was not read
     texts: list[str] = field(default_factory=list)  # text files' contents, each with its header
 
-    def context(self) -> list[str]:
-        if not self.lines:
-            return []
-        return ["添付ファイル:", *self.lines, *self.texts]
-
 
 MediaKind = Literal["image", "document"]
 

@@ -18,7 +18,6 @@ from agent import guard
 from agent.build import build_agent, check_configuration
 from agent.config import env_bool, env_float
 from agent.errors import BadInput, ConfigError, RunFailed, Terminated, sigterm_raises
-from agent.guard import WITHHELD as WITHHELD  # the tests and the docs name it here too
 from agent.guard import Guard, host_of
 from agent.report import Trace, progress_line
 from agent.slack import admission, markers
@@ -220,8 +219,7 @@ class Front:
         registry: Registry | None = None
 
         def on_progress(progress: Progress) -> None:
-            line = progress_line(progress)  # registered names; nothing in a private run
-            if line:
+            if line := progress_line(progress):  # registered names; nothing in a private run
                 log(line)
             progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names
             if reply is not None:

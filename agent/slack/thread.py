@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.slack import markers
@@ -88,10 +88,10 @@ def slack_links(text: str) -> list[tuple[str, str]]:
 class QuestionParts:
     text: str  # the reacted message, as plain text
     attachments: Attachments  # the files as read (blocks, context lines)
-    where: str = ""
-    files: list[str] = field(default_factory=list)
-    links: list[str] = field(default_factory=list)  # "[n] url — content" or "[n] url — (not readable: why)"
-    around: list[str] = field(default_factory=list)  # thread messages around it, oldest first
+    where: str
+    files: list[str]
+    links: list[str]  # "[n] url — content" or "[n] url — (not readable: why)"
+    around: list[str]  # thread messages around it, oldest first
 
     def question(self) -> str:
         """The reacted message alone: what the model answers, degraded mode searches and the summary shows."""
@@ -99,11 +99,9 @@ class QuestionParts:
 
     def context(self) -> str:
         """What helpbot adds around the question (the loop marks it as untrusted context); empty when nothing."""
-        lines: list[str] = []
-        if self.where:
-            lines.append(f"質問の場所: {self.where}")
+        lines = [f"質問の場所: {self.where}"]
         if self.attachments.lines:
-            lines += self.attachments.context()
+            lines += ["添付ファイル:", *self.attachments.lines, *self.attachments.texts]
         elif self.files:
             lines.append("添付ファイル: " + ", ".join(self.files))
         if self.links:
@@ -136,10 +134,9 @@ def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> Qu
         for hit in linked:
             links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
                          f"{shorten_at_word(str(hit.get('text') or ''), LINK_CHARS)}")
-    around = _around(slack, info, thread, skip=subject)
-    return QuestionParts(text=text, attachments=read_attachments(slack, thread), files=list(item.get("files") or []),
-                         where=f"{item['channel']}{how} / 投稿者 @{item['author']} / {item['time']}", links=links,
-                         around=around)
+    return QuestionParts(text=text, where=f"{item['channel']}{how} / 投稿者 @{item['author']} / {item['time']}",
+                         files=list(item.get("files") or []), links=links,
+                         around=_around(slack, info, thread, skip=subject), attachments=read_attachments(slack, thread))
 
 
 def _mention_question(slack: Slack, thread: Thread, is_reply: bool) -> tuple[str, str | None]:
@@ -172,8 +169,7 @@ def _around(slack: Slack, info: Mapping[str, Any], thread: Thread, *, skip: str 
               and not slack.me.wrote(m) and m.get("subtype") not in _UNANSWERABLE]
     before = [m for m in others if float(m["ts"]) < float(target)]
     after = [m for m in others if float(m["ts"]) > float(target)]
-    chosen = before[:1] + before[1:][-CONTEXT_BEFORE:] if before else []
-    chosen += after[:CONTEXT_AFTER]
+    chosen = before[:1] + before[1:][-CONTEXT_BEFORE:] + after[:CONTEXT_AFTER]
     lines: list[str] = []
     used = 0
     for message in chosen:
