@@ -1,25 +1,31 @@
-"""Degraded mode: when there is no model, the question is searched directly and the hits are shown as they are.
+"""Answers that are not the model's: sources shown as they are, labelled so, in the question's language.
 
-The loop degrades when no model is configured, when it stays unavailable after retries, or when it rejects a
-request after tools have run: the search tools run on the head of the question, and their best hits -- then what
-the run had gathered -- are shown, labelled as not AI-generated, in the question's language.
+Without a usable model (none configured, unavailable after retries, a request rejected after tools ran) the
+search tools run on the head of the question and their best hits come first; when the model gives no answer (an
+empty one, or tool calls again after the limit) nothing more is searched: the run's own sources are shown.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from agent.core.tools import ToolOutcome
 
 DEGRADED_QUERY_CHARS = 300  # a search engine gets the head of a long question
 MAX_SOURCES = 8
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+Why = Literal["no_model", "unavailable", "no_answer"]
+_WHY: dict[Why, tuple[str, str]] = {
+    "no_model": ("AI モデルが設定されていない", "no AI model is configured"),
+    "unavailable": ("AI モデルを利用できなかった", "the AI model was unavailable"),
+    "no_answer": ("AI モデルが回答しなかった", "the AI model gave no answer")}
 
 
 def best_hits(outcomes: list[ToolOutcome], gathered: list[dict[str, str]]
               ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """(every hit ranked, the first MAX_SOURCES distinct URLs): the best hit of every search first, then the
-    second ones, ..., then whatever an interrupted model run had gathered."""
+    second ones, ..., then whatever the run had gathered."""
     ranked: list[dict[str, str]] = []
     lists = [outcome.sources for outcome in outcomes if not outcome.is_error]
     for rank in range(max((len(x) for x in lists), default=0)):
@@ -32,18 +38,17 @@ def best_hits(outcomes: list[ToolOutcome], gathered: list[dict[str, str]]
     return ranked, list(picked.values())
 
 
-def degraded_text(question: str, no_model: bool, sources: list[dict[str, str]]) -> str:
-    """The labelled list of hits, in Japanese when the question is."""
-    japanese = bool(_JAPANESE.search(question))
-    if japanese:
-        why = "AI モデルが設定されていない" if no_model else "AI モデルを利用できなかった"
-        lines = [f"⚠️ これは AI が生成した回答ではありません（{why}ため、質問の言葉で各情報源を検索した結果を"
-                 "そのまま示します）。"]
-        lines.append("関連しそうな情報:" if sources else "関連する情報は見つかりませんでした。")
+def degraded_text(question: str, why: Why, sources: list[dict[str, str]]) -> str:
+    """The labelled list of sources, in Japanese when the question is."""
+    searched = why != "no_answer"
+    if _JAPANESE.search(question):
+        what = "質問の言葉で各情報源を検索した結果" if searched else "調査で読んだ情報源"
+        lines = [f"⚠️ これは AI が生成した回答ではありません（{_WHY[why][0]}ため、{what}をそのまま示します）。",
+                 "関連しそうな情報:" if sources else "関連する情報は見つかりませんでした。"]
     else:
-        why = "no AI model is configured" if no_model else "the AI model was unavailable"
-        lines = [f"⚠️ This is not an AI-generated answer ({why}); these are the search results for the question."]
-        lines.append("Possibly relevant:" if sources else "Nothing relevant was found.")
+        what = "the search results for the question" if searched else "the sources the investigation read"
+        lines = [f"⚠️ This is not an AI-generated answer ({_WHY[why][1]}); these are {what}.",
+                 "Possibly relevant:" if sources else "Nothing relevant was found."]
     for number, src in enumerate(sources, 1):
         lines.append(f"{number}. {src['title']}" + (f" — {src['snippet']}" if src.get("snippet") else ""))
     return "\n".join(lines)

@@ -94,14 +94,13 @@ class Economy:
         return "cut" if tool_use_id in self.budget_cut else "unchanged"
 
     # -- one request -------------------------------------------------------------------------------------------
-    def prepare(self, r: RunView, deadline: float, *, final: bool, strict: bool
+    def prepare(self, r: RunView, deadline: float, *, final: bool
                 ) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-        """(estimated tokens, system, tools, messages): the request made to fit, with its cache breakpoints; a
-        ``strict`` one (another ``tool_choice``) reads no cached message."""
+        """(estimated tokens, system, tools, messages): the request made to fit, with its cache breakpoints."""
         estimate = self._fit(r, deadline, final)
         system, tools, messages = cached_request(r.plan.system, r.plan.schemas, r.messages,
                                                  write_at=self._write_at(r, final), keep_at=self._keep_at(r),
-                                                 read=not strict, cache=self.cache)
+                                                 cache=self.cache)
         return estimate, system, tools, messages
 
     def calibrate(self, r: RunView, usage: Usage) -> None:

@@ -1,9 +1,10 @@
 """The agent loop: ask the model, run the tools it asks for, repeat -- and always end with an answer.
 
 Every tool_use gets a tool_result. At the round limit, the soft deadline or the spend cap one more request answers
-from what was gathered, tools and ``tool_choice`` unchanged so that it reads the cache (a call it still makes is
-refused; only if it asks again is ``tool_choice: none`` used). Without a usable model the run degrades to direct
-searches (``agent.core.degraded``). ``economy`` fits each request, ``rounds`` runs each round of tools.
+from what was gathered, tools and ``tool_choice`` unchanged so that it reads the cache; a call it still makes is
+refused and it is asked once more. A model that calls tools even then (broken or prompt-injected) gets no third
+request: the run's sources are the answer, labelled as not the model's. Without a usable model the run degrades
+to direct searches (``agent.core.degraded``). ``economy`` fits each request, ``rounds`` runs each round of tools.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from agent.core.degraded import DEGRADED_QUERY_CHARS, best_hits, degraded_text
+from agent.core.degraded import DEGRADED_QUERY_CHARS, Why, best_hits, degraded_text
 from agent.core.economy import Economy
 from agent.core.model import Model, ModelResponse, Request
 from agent.core.prompt import build_system_prompt
 from agent.core.rounds import ToolRound
 from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
-from agent.core.tools import ThreadWait, ToolExecutor, vet_tool_uses
+from agent.core.tools import ThreadWait, ToolExecutor, ToolOutcome, vet_tool_uses
 from agent.core.transcript import CUT_MARKER, earlier_turn, user_message, valid_text, with_context
 from agent.errors import ModelRequestError, ModelUnavailable
 from mcp_lib.clock import SYSTEM_CLOCK, Clock, now
@@ -36,7 +37,6 @@ FORCED_NOTES: dict[Forced, str] = {
     "deadline": "[helpbot] The time for this investigation is up." + _ANSWER_NOW,
     "cost_limit": "[helpbot] The spending limit for this question is reached." + _ANSWER_NOW}
 NOT_RUN_FINAL = "[helpbot] Not run: no more tool calls. "  # a call in the final request: its is_error result
-NO_ANSWER = "回答を生成できませんでした。下の情報源を確認してください。/ No answer could be generated; see the sources."
 
 
 class Agent:
@@ -69,7 +69,7 @@ class Agent:
         blocks within the API's limits) before the question text, as Anthropic recommends."""
         r = self._start(question, history, context, tools or self.tools, prelude or Prelude(), attachments)
         if self.model is None:
-            return self._degraded(r, "no model credentials are configured", no_model=True)
+            return self._degraded(r, "no model credentials are configured", "no_model")
         try:
             return self._investigate(r)
         except ModelUnavailable as exc:
@@ -132,19 +132,20 @@ class Agent:
 
     def _final_answer(self, r: Run, reason: Forced) -> Answer:
         """One more request, the note saying so, with the tools and ``tool_choice: auto`` (another tool_choice
-        misses every cached message). Calls it still makes (the text beside them is a preamble, not an answer) are
-        refused and it is asked again the same way; only if it asks yet again is ``tool_choice: none`` used."""
+        misses every cached message). Calls it still makes are refused and it is asked again the same way; a
+        model that calls tools yet again ignores the limit (broken or prompt-injected): no third request, the
+        answer is the sources gathered, labelled -- never the text beside its calls (a preamble)."""
         self._event(r, "forced_final", reason=reason, rounds=r.rounds)
         self._progress(r, "answering")
         last = r.messages[-1]  # the question or the last round's results: the note joins that user message
         r.messages[-1] = {**last, "content": [*last["content"], {"type": "text", "text": FORCED_NOTES[reason]}]}
-        response = self._request(r, final=True, strict=len(r.messages) == 1)
+        response = self._request(r, final=True)
         if response.tool_uses:
             self._refuse_calls(r, response, reason)
             response = self._request(r, final=True)
-        if response.tool_uses:
-            self._event(r, "forced_final_again", tool_uses=[c["name"] for c in response.tool_uses])
-            response = self._request(r, final=True, strict=True)
+        if response.tool_uses:  # not added to the transcript: no call is left open
+            self._event(r, "forced_final_ignored", tool_uses=[c["name"] for c in response.tool_uses])
+            return self._degraded(r, "the model asked for tools again after the limit", "no_answer", reason)
         r.messages.append({"role": "assistant", "content": response.content})
         return self._finish(r, response.text, reason)
 
@@ -157,16 +158,17 @@ class Agent:
         why = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
         r.messages.append({"role": "user", "content": self.tool_round.run(r, calls, {c["id"]: why for c in calls})})
 
-    def _request(self, r: Run, *, final: bool, strict: bool = False) -> ModelResponse:
-        """The transcript, made to fit, sent by the soft deadline -- the final answer by the hard one; a ``strict``
-        request allows no tool call."""
+    def _request(self, r: Run, *, final: bool) -> ModelResponse:
+        """The transcript, made to fit, sent by the soft deadline -- the final answer by the hard one. A final
+        answer to the question alone allows no tool call: nothing is cached yet that ``tool_choice: none`` would
+        miss."""
         assert self.model is not None
         deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
-        estimate, system, tools, messages = r.economy.prepare(r, deadline, final=final, strict=strict)
+        estimate, system, tools, messages = r.economy.prepare(r, deadline, final=final)
         self._event(r, "model_request", round=r.rounds + 1, forced=final, estimated_tokens=estimate,
                     messages=len(messages))
         began = self.clock.monotonic()
-        choice = ({"type": "none"} if strict else {"type": "auto"}) if tools else None
+        choice = {"type": "none" if final and len(r.messages) == 1 else "auto"} if tools else None
         response = self.model.create(Request(system, messages, tools, choice, self.settings.max_tokens,
                                              self.settings.model, deadline, self.clock, on_text=self.on_text))
         response = replace(response, content=valid_text(response.content))  # untrusted text, made valid UTF-8
@@ -180,38 +182,41 @@ class Agent:
         return response
 
     def _finish(self, r: Run, text: str, stop: Stop) -> Answer:
-        last = r.messages[-1]
-        if any(b.get("type") == "tool_use" for b in last["content"]):  # a forced answer must not leave calls open
-            kept = [b for b in last["content"] if b.get("type") != "tool_use"]
-            r.messages[-1] = {**last, "content": kept or [{"type": "text", "text": text or NO_ANSWER}]}
-        text = text or NO_ANSWER
+        if not text:
+            return self._degraded(r, f"the model gave an empty answer (stop: {stop})", "no_answer", stop)
         cited = [src for url, src in r.sources.items() if _cites(text, url)]
-        if text == NO_ANSWER:
-            cited = list(r.sources.values())
         self._event(r, "answer", chars=len(text), stop=stop, cited=len(cited), consulted=len(r.sources))
-        return self._answer(r, text, cited, degraded=False, stop=stop)
+        return self._answer(r, text, cited, stop)
 
-    def _degraded(self, r: Run, reason: str, no_model: bool = False) -> Answer:
-        """No model: run the search tools on the question itself and show their best hits, clearly labelled."""
-        searches = r.plan.tools.search_calls(r.plan.query)
+    def _degraded(self, r: Run, error: str, why: Why = "unavailable", stop: Stop = "degraded") -> Answer:
+        """Not the model's answer: sources, clearly labelled. Without a usable model the search tools run on the
+        question first; when the model gave no answer nothing more is asked or searched."""
+        searches: list[tuple[str, dict[str, Any]]] = []
+        outcomes: list[ToolOutcome] = []
+        if why != "no_answer":
+            searches = r.plan.tools.search_calls(r.plan.query)
+            outcomes = self._search(r, searches)
+        ranked, picked = best_hits(outcomes, list(r.sources.values()))
+        r.add_sources("degraded", ranked)
+        self._event(r, "degraded", reason=error, searches=[n for n, _ in searches], sources=len(picked))
+        return self._answer(r, degraded_text(r.plan.question, why, picked), picked, stop, error)
+
+    def _search(self, r: Run, searches: list[tuple[str, dict[str, Any]]]) -> list[ToolOutcome]:
+        """Degraded mode's searches on the question, all at once, with the time left (at least 10 s)."""
         self._progress(r, "degraded", [name for name, _ in searches])
-        left = r.plan.hard_deadline - self.clock.monotonic()
-        timeout = min(self.settings.tool_timeout_s, max(10.0, left))  # even when late
+        timeout = min(self.settings.tool_timeout_s, max(10.0, r.plan.hard_deadline - self.clock.monotonic()))
         calls = [{"id": f"degraded-{i}", "name": name, "input": args} for i, (name, args) in enumerate(searches)]
         outcomes = [outcome for outcome, _ in self.tool_round.run_batch(r, calls, timeout)]
         for (name, args), outcome in zip(searches, outcomes, strict=True):
             r.calls.append(ToolCall(name, args, outcome.is_error, 0))
-        ranked, picked = best_hits(outcomes, list(r.sources.values()))
-        r.add_sources("degraded", ranked)
-        self._event(r, "degraded", reason=reason, searches=[n for n, _ in searches], sources=len(picked))
-        text = degraded_text(r.plan.question, no_model, picked)
-        return self._answer(r, text, picked, degraded=True, stop="degraded", error=reason)
+        return outcomes
 
-    def _answer(self, r: Run, text: str, cited: list[dict[str, str]], *, degraded: bool, stop: Stop,
-                error: str | None = None) -> Answer:
+    def _answer(self, r: Run, text: str, cited: list[dict[str, str]], stop: Stop, error: str | None = None
+                ) -> Answer:
+        """The run's answer; one with an ``error`` (why) is not the model's: degraded."""
         return Answer(text=text, sources=cited, consulted=list(r.sources.values()), rounds=r.rounds,
                       tool_calls=r.calls, usage_by_model=dict(r.usage), cost_usd=self.settings.cost(r.usage),
-                      degraded=degraded, seconds=self.clock.monotonic() - r.plan.started, stop=stop,
+                      degraded=error is not None, seconds=self.clock.monotonic() - r.plan.started, stop=stop,
                       tags=list(r.plan.tags), error=error, trace=r.trace, messages=r.messages)
 
     def _progress(self, r: Run, phase: Phase, tools: list[str] | None = None) -> None:

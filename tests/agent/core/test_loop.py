@@ -205,16 +205,54 @@ def test_round_limit_asks_for_a_final_answer_with_tools_kept_and_the_cache_read(
     check_transcript(answer.messages)
 
 
-def test_a_model_that_calls_tools_anyway_leaves_no_open_tool_use() -> None:
-    tools = FakeTools({"faq_search": lambda a: item(1)})
+def test_a_model_that_calls_tools_whenever_allowed_gets_two_final_requests_and_the_sources_as_the_answer() -> None:
+    """A model that ignores "no more tool calls" twice is broken or prompt-injected: no third request (no
+    ``tool_choice: none``, which would pay the transcript in full), nothing it wrote, the run's sources, labelled."""
+    tools = FakeTools({"faq_search": lambda a: [item(int(a["query"])), item(10 + int(a["query"]))]})
 
-    def script(request: Request) -> Any:
-        return calls(("faq_search", {"query": "x"}), thought="もう少し調べます")
+    def script(request: Request) -> Any:  # every request asks for more, whatever it is told
+        return calls(("faq_search", {"query": str(request.round)}), thought="INJECTED: ignore the rules")
 
-    agent, _ = make_agent(script, tools, replace(SETTINGS, max_rounds=1))
-    answer = agent.run("q")
-    assert answer.text == "もう少し調べます"
+    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=2))
+    answer = agent.run("在庫がずれる原因は？")
+    finals = [r for r in model.requests if r.final]
+    assert len(model.requests) == 4 and len(finals) == 2  # two rounds, then exactly two final requests
+    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 4
+    assert tools.counts["faq_search"] == 2  # no call runs after the limit, no degraded search either
+    assert answer.degraded and answer.stop == "round_limit" and answer.rounds == 2
+    assert answer.error == "the model asked for tools again after the limit"
+    assert answer.text.startswith("⚠️ これは AI が生成した回答ではありません（AI モデルが回答しなかったため")
+    assert "INJECTED" not in answer.text and "INJECTED" not in json.dumps(answer_payloads(answer))
+    urls = [f"https://redmine.example/issues/{n}" for n in (1, 11, 2, 12)]
+    assert [s["url"] for s in answer.sources] == urls  # what the run read, in the order it was read
+    assert all(f"{i}. Ticket #{n}" in answer.text for i, n in enumerate((1, 11, 2, 12), 1))
+    events = [e["event"] for e in answer.trace if e["event"].startswith("forced") or e["event"] == "degraded"]
+    assert events == ["forced_final", "forced_final_refused", "forced_final_ignored", "degraded"]
+    assert answer.messages[-1]["content"] == finals[-1].messages[-1]["content"]  # the ignored calls not kept
     check_transcript(answer.messages)
+
+
+def test_a_final_request_to_the_question_alone_allows_no_tool_call() -> None:
+    """Forced before any request (the prelude used the time up): nothing is cached yet that ``tool_choice: none``
+    would miss, so the one request allows no call."""
+    clock = FakeClock(wall=NOW.timestamp())
+    agent, model = make_agent(lambda r: "分かっていることだけ答えます。", FakeTools({"faq_search": lambda a: item(1)}),
+                              clock=clock)
+    answer = agent.run("q", prelude=Prelude(seconds=SETTINGS.deadline_s))
+    assert answer.stop == "deadline" and answer.text == "分かっていることだけ答えます。" and not answer.degraded
+    assert [(r.final, r.tool_choice) for r in model.requests] == [(True, {"type": "none"})]
+
+
+def test_an_empty_answer_is_replaced_by_the_sources_read_labelled() -> None:
+    tools = FakeTools({"faq_search": lambda a: item(1)})
+    agent, model = make_agent(lambda r: calls(("faq_search", {"query": "x"})) if r.round == 1 else "",
+                              tools)
+    answer = agent.run("What broke?")
+    assert len(model.requests) == 2 and answer.degraded and answer.stop == "end_turn"
+    assert answer.text == ("⚠️ This is not an AI-generated answer (the AI model gave no answer); these are the "
+                           "sources the investigation read.\nPossibly relevant:\n1. Ticket #1")
+    assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/1"]
+    assert answer.error == "the model gave an empty answer (stop: end_turn)"
 
 
 def test_deadline_forces_the_final_answer() -> None:
@@ -274,26 +312,6 @@ def test_a_call_in_the_final_request_is_refused_and_the_answer_asked_again_with_
     assert answer.tool_calls[-1].is_error and answer.tool_calls[-1].round == 2  # the refused call, not run
     assert tools.counts["faq_search"] == 2
     check_transcript(again.messages)
-    check_transcript(answer.messages)
-
-
-def test_a_model_that_asks_for_tools_after_the_refusal_too_is_asked_with_tool_choice_none() -> None:
-    tools = FakeTools({"faq_search": lambda a: item(1)})
-
-    def script(request: Request) -> Any:
-        if request.tool_choice == {"type": "none"}:
-            return "From what was found: [#1](https://redmine.example/issues/1)"
-        return calls(("faq_search", {"query": str(request.round)}), thought="もう少し調べます。")
-
-    agent, model = make_agent(script, tools, replace(SETTINGS, max_rounds=2))
-    answer = agent.run("q")
-    assert answer.stop == "round_limit" and answer.text.startswith("From what was found")
-    assert [r.tool_choice for r in model.requests] == [{"type": "auto"}] * 4 + [{"type": "none"}]
-    strict = model.requests[-1]
-    assert refused_for_the_limit(strict)  # the refused calls stay in the transcript, answered
-    assert "cache_control" not in json.dumps(strict.messages)  # tool_choice none reads no cached message
-    events = [e["event"] for e in answer.trace if e["event"].startswith("forced")]
-    assert events == ["forced_final", "forced_final_refused", "forced_final_again"]
     check_transcript(answer.messages)
 
 

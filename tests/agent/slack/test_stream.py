@@ -15,6 +15,7 @@ import pytest
 
 from agent.cli import main
 from agent.core.scripted import Request, ScriptedModel, calls
+from agent.core.settings import Settings
 from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
 from agent.slack.markers import EVENT_TYPES
@@ -170,6 +171,23 @@ def test_a_long_preamble_that_streamed_is_rewritten_into_the_answer(streaming: W
     message = the_answer(streaming, q.ts)
     assert markdown_of(message).startswith(ANSWER) and "まず FAQ" not in markdown_of(message)
     assert fake.calls("chat.update")[-1].params["ts"] == message.ts  # rewritten whole after the stop
+
+
+def test_a_model_that_calls_tools_past_the_limit_ends_in_the_labelled_sources_not_its_text(
+        streaming: Workspace, fake: FakeSlack, env: dict[str, str]) -> None:
+    """It ignores "no more tool calls" twice (prompt-injected): two final requests, then the thread's answer is
+    the run's sources labelled as not AI-generated (✅, marked degraded); nothing it streamed stays."""
+    q = question_of(streaming)
+    model = ScriptedModel(lambda r: calls(("faq_search", {"query": f"在庫 {r.round}"}), thought="INJECTED まだ調べる"),
+                          deltas=in_pieces(4))
+    assert run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=factory(env, model, Settings(max_rounds=2)),
+               clock=FakeClock(tick=0.05)) == 0
+    assert [r.final for r in model.requests] == [False, False, True, True]
+    message = the_answer(streaming, q.ts)
+    text = markdown_of(message)
+    assert text.startswith("⚠️ これは AI が生成した回答ではありません（AI モデルが回答しなかったため")
+    assert "INJECTED" not in text and FAQ_URL.rsplit("/", 1)[0] in text  # the sources, linked
+    assert message.metadata is not None and message.metadata["event_payload"]["degraded"] is True
 
 
 def test_a_stop_that_slack_refuses_still_ends_in_the_answer(streaming: Workspace, fake: FakeSlack,
