@@ -36,20 +36,19 @@ class CacheState:
 
 
 def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
-                   cache: CacheState, write_at: int | None = -1, keep_at: int | None = None, read: bool = True
+                   cache: CacheState, write_at: int | None = -1, keep_at: int | None = None
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Copies of system, tools and messages with at most 4 breakpoints: the system block (the prefix every request
     shares); the longest prefix still cached (read, not written again); message ``write_at``, written for the next
-    request (None: a final request writes nothing); with it ``keep_at``, the end of what later clearings keep. No
-    message is marked without ``read`` (another ``tool_choice`` misses them all); a spare goes on the last tool."""
+    request (None: a final request writes nothing); with it ``keep_at``, the end of what later clearings keep; a
+    spare goes on the last tool."""
     marked: list[int] = []
-    if read:
-        if write_at is not None:
-            marked.append(write_at % len(messages))
-            if keep_at is not None and keep_at < marked[0]:
-                marked.append(keep_at)
-        if (stable := cache.valid_entry(messages)) is not None and stable not in marked:
-            marked.append(stable)  # the entry that is really there, so a final request writes nothing
+    if write_at is not None:
+        marked.append(write_at % len(messages))
+        if keep_at is not None and keep_at < marked[0]:
+            marked.append(keep_at)
+    if (stable := cache.valid_entry(messages)) is not None and stable not in marked:
+        marked.append(stable)  # the entry that is really there, so a final request writes nothing
     system_blocks = [_with_cache({"type": "text", "text": system})]
     spare = len(marked) < 3
     cached_tools = [*tools[:-1], _with_cache(tools[-1])] if tools and spare else list(tools)
