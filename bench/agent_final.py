@@ -6,8 +6,9 @@ with three scripted models at the limit:
 
 - *follows the note*: answers the first final request (the note in the last user message asks for it);
 - *follows the refusal*: asks for tools once more in the final request, then answers when those calls come back
-  refused (``is_error`` results that say no more tools will run) or when ``tool_choice`` is ``none``;
-- *ignores it*: asks for tools whenever ``tool_choice`` allows them (the worst case).
+  refused (``is_error`` results that say no more tools will run);
+- *ignores it*: asks for tools whenever ``tool_choice`` allows them (the worst case: broken or prompt-injected);
+  after its second final request the run ends with its sources, labelled, and no further request.
 
 Per model: the requests of the final answer (from the first forced one), what they bill (Sonnet-equivalent input:
 uncached 1x, cache reads 0.1x, writes 1.25x), their share of the run's bill, and the run's bill against the run of
@@ -63,7 +64,7 @@ def refused(body: dict[str, Any]) -> bool:
 def script_for(model: str, rounds: list[list[tuple[str, dict[str, Any]]]]) -> Any:
     def script(model_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         n = main_rounds(body)
-        if forced(body):
+        if forced(body):  # tool_choice none (never sent after a cached request): no call can come back
             return ANSWER
         if n <= len(rounds):
             return calls(n, rounds[n - 1])
@@ -79,7 +80,11 @@ def run(kb: int, model: str) -> tuple[PerRequest, Any]:
     rounds = plan(k)
     with PerRequest(script_for(model, rounds), 0.0) as stub, real_tools(k, 0.0) as tools:
         answer = Agent(stub.model(), tools, Settings()).run(QUESTION)
-    assert answer.rounds == len(rounds) and answer.text == ANSWER[0]["text"], (answer.rounds, answer.text)
+    assert answer.rounds == len(rounds), answer.rounds
+    if model == "ignores it":  # the sources it read, labelled; none of its text
+        assert answer.degraded and answer.text.startswith("⚠️") and "もう少し" not in answer.text, answer.text
+    else:
+        assert answer.text == ANSWER[0]["text"], answer.text
     return stub, answer
 
 
@@ -104,7 +109,8 @@ def main() -> None:
             print(f"{kb:>3}KB {model:<20} {len(bills):>8} {shape:<58} {final_billed:>12,.0f} "
                   f"{final_billed / run_billed:>6.1%} {run_billed:>10,.0f} {run_billed / floor:>7.2f}x")
             events = [e["event"] for e in answer.trace if e["event"].startswith("forced")]
-            print(f"{'':>26}events: {json.dumps(events)}")
+            said = f"its {len(answer.sources)} sources, labelled" if answer.degraded else "the model's"
+            print(f"{'':>26}events: {json.dumps(events)}; the answer: {said}")
 
 
 if __name__ == "__main__":
