@@ -80,11 +80,6 @@ class Answer:
     def usage(self) -> Usage:
         return sum(self.usage_by_model.values(), Usage())
 
-    @property
-    def cost_limited(self) -> bool:
-        """The spend cap ended the investigation: the answer is from what was gathered until then."""
-        return self.stop == "cost_limit"
-
     def to_json(self) -> dict[str, Any]:
         return {"answer": self.text, "sources": [{"title": s["title"], "url": s["url"]} for s in self.sources],
                 "rounds": self.rounds,

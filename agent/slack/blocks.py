@@ -249,7 +249,7 @@ def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: 
     sources = sources_markdown(answer.sources)
     footer = footer_text(rounds=answer.rounds, tool_names=[call.name for call in answer.tool_calls],
                          cost_usd=answer.cost_usd, degraded=answer.degraded, run_link=run_link, tags=answer.tags,
-                         cost_limited=answer.cost_limited)
+                         cost_limited=answer.stop == "cost_limit")
 
     block_lists: list[list[dict[str, Any]]] = [[_markdown_block(c)] for c in chunks]
     if sources:
