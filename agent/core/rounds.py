@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from agent.core.digest import digest
@@ -21,15 +21,7 @@ from mcp_lib.media import MAX_RUN_IMAGE_BYTES, MAX_RUN_IMAGES
 NOT_RUN_LATE = "[helpbot] Not run: the time for tools is up."
 NOT_RUN_AFTER_WRITE_TIMEOUT = "[helpbot] Not run: an earlier write in this round timed out (it may still be running)."
 Outcomes = dict[str, tuple[ToolOutcome, float]]  # call id -> (outcome, seconds)
-
-
-@dataclass
-class _Schedule:
-    """Which of a round's calls run, and which are answered from an identical earlier read."""
-
-    fresh: list[dict[str, Any]] = field(default_factory=list)
-    reused: dict[str, tuple[int, str]] = field(default_factory=dict)  # call id -> (round, id) of the call it reuses
-    writes: bool = False  # the round contains a write: its calls run one after another
+Reused = dict[str, tuple[int, str]]  # call id -> (round, id) of the identical earlier call it is answered from
 
 
 class ToolRound:
@@ -42,44 +34,47 @@ class ToolRound:
 
     def run(self, r: Run, calls: list[dict[str, Any]], refused: dict[str, str]) -> list[dict[str, Any]]:
         """A tool_result for every call, in the model's order; a ``refused`` one says why it was not run."""
-        schedule = self._schedule(r, [call for call in calls if call["id"] not in refused])
-        outcomes = self._execute(r, schedule)
+        fresh, reused, writes = self._schedule(r, [call for call in calls if call["id"] not in refused])
+        outcomes = self._execute(r, fresh, writes)
         outcomes.update({i: (ToolOutcome.error(why), 0.0) for i, why in refused.items()})
-        return [self._result_block(r, call, schedule, outcomes) for call in calls]
+        return [self._result_block(r, call, reused, outcomes) for call in calls]
 
-    def _schedule(self, r: Run, calls: list[dict[str, Any]]) -> _Schedule:
-        """An identical earlier read is reused, not run again. A write (a tool not marked read-only) makes every
-        earlier read stale: no read is reused across it, and its round runs in order."""
-        schedule = _Schedule()
+    def _schedule(self, r: Run, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Reused, bool]:
+        """(the calls to run, those answered from an identical earlier read, whether the round writes). A write
+        (a tool not marked read-only) makes every earlier read stale: no read is reused across it, and its round
+        runs in order."""
+        fresh: list[dict[str, Any]] = []
+        reused: Reused = {}
+        writes = False
         first: dict[str, str] = {}  # call key -> the id of the call that runs it in this round
         for call in calls:
             key = _call_key(call)
-            writes = not r.plan.tools.is_read_only(call["name"])
-            if writes:
-                schedule.writes, first = True, {}
+            write = not r.plan.tools.is_read_only(call["name"])
+            if write:
+                writes, first = True, {}
             if key in first:
                 earlier: tuple[int, str] | None = (r.rounds, first[key])  # the same call, earlier in this round
-            elif schedule.writes:
+            elif writes:
                 earlier = None  # after a write, what was read before may be stale
             else:
                 earlier = r.seen.get(key)
-            if earlier is None or writes:
+            if earlier is None or write:
                 first[key] = call["id"]
-                schedule.fresh.append(call)
+                fresh.append(call)
             else:
-                schedule.reused[call["id"]] = earlier
+                reused[call["id"]] = earlier
                 if r.economy.bring_back(earlier[1]):  # the whole copy is back: later repeats point to this call,
                     first[key] = call["id"]  # and it is never cleared again (no digest): back once per result
                     r.seen[key] = (r.rounds, call["id"])
                     r.add_sources(call["id"], r.sources_by_id.get(earlier[1], []))
             self.event(r, "tool_call", round=r.rounds, id=call["id"], name=call["name"], input=call.get("input"),
-                       reused=call["id"] in schedule.reused)
-        return schedule
+                       reused=call["id"] in reused)
+        return fresh, reused, writes
 
-    def _execute(self, r: Run, schedule: _Schedule) -> Outcomes:
+    def _execute(self, r: Run, fresh: list[dict[str, Any]], writes: bool) -> Outcomes:
         """The fresh calls all at once, or one by one when the round writes, each batch with the time left; once
         the time is up, or after a write that timed out (it may still be running), nothing more starts."""
-        batches = [[call] for call in schedule.fresh] if schedule.writes else [schedule.fresh]
+        batches = [[call] for call in fresh] if writes else [fresh]
         done: list[tuple[ToolOutcome, float]] = []
         stopped: str | None = None
         for batch in batches:
@@ -91,15 +86,18 @@ class ToolRound:
                 continue
             ran = self.run_batch(r, batch, timeout)
             done += ran
-            for call, (outcome, _) in zip(batch, ran, strict=True):
-                if outcome.timed_out and not r.plan.tools.is_read_only(call["name"]):
-                    stopped = NOT_RUN_AFTER_WRITE_TIMEOUT
-        return dict(zip([c["id"] for c in schedule.fresh], done, strict=True))
+            if any(outcome.timed_out and not r.plan.tools.is_read_only(call["name"])
+                   for call, (outcome, _) in zip(batch, ran, strict=True)):
+                stopped = NOT_RUN_AFTER_WRITE_TIMEOUT
+        return dict(zip([c["id"] for c in fresh], done, strict=True))
 
     def run_batch(self, r: Run, batch: list[dict[str, Any]], timeout: float) -> list[tuple[ToolOutcome, float]]:
         """The calls at once, each (outcome, seconds); one still running after ``timeout`` has timed out."""
+        def timed_out(i: int) -> tuple[ToolOutcome, float]:
+            return ToolOutcome.timeout(f"{batch[i]['name']} timed out after {timeout:.1f} s"), timeout
+
         return run_concurrently([functools.partial(self.call_tool, r, call) for call in batch], timeout,
-                                on_timeout=lambda i: _timed_out(batch[i], timeout), wait=self.wait)
+                                on_timeout=timed_out, wait=self.wait)
 
     def call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
         began = self.clock.monotonic()
@@ -110,20 +108,21 @@ class ToolRound:
         outcome = replace(outcome, content=valid_text(outcome.content), sources=valid_text(outcome.sources))
         return outcome, self.clock.monotonic() - began
 
-    def _result_block(self, r: Run, call: dict[str, Any], schedule: _Schedule, outcomes: Outcomes) -> dict[str, Any]:
+    def _result_block(self, r: Run, call: dict[str, Any], reused: Reused, outcomes: Outcomes) -> dict[str, Any]:
         """The call's tool_result: its own outcome, or a note pointing to the identical call it reuses."""
         images: list[dict[str, Any]] = []
         if call["id"] in outcomes:
             outcome, seconds = outcomes[call["id"]]
             content = self._record_outcome(r, call, outcome)
-            is_error, reused = outcome.is_error, False
+            is_error = outcome.is_error
             images, content = _admit_images(r, outcome.images, content)
         else:
-            content, is_error = self._reuse_note(r, schedule.reused[call["id"]], outcomes)
-            seconds, reused = 0.0, True
-        r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, reused))
+            content, is_error = self._reuse_note(r, reused[call["id"]], outcomes)
+            seconds = 0.0
+        again = call["id"] not in outcomes
+        r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, again))
         self.event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
-                   reused=reused, chars=len(content), seconds=round(seconds, 3), preview=content[:300],
+                   reused=again, chars=len(content), seconds=round(seconds, 3), preview=content[:300],
                    sources=[{"title": s.get("title", ""), "url": s["url"]}  # the task view's (agent.slack.stream)
                             for s in r.sources_by_id.get(call["id"], [])[:5] if s.get("url")])
         shown = [{"type": "text", "text": content}, *images] if images else content
@@ -170,10 +169,6 @@ def _admit_images(r: Run, images: list[dict[str, Any]], content: str) -> tuple[l
         content += (f"\n[helpbot] {left} image(s) of this result not shown: the run's room for tool images "
                     f"({MAX_RUN_IMAGES} images, {MAX_RUN_IMAGE_BYTES / 1e6:.2f} MB) is used up.")
     return shown, content
-
-
-def _timed_out(call: dict[str, Any], timeout: float) -> tuple[ToolOutcome, float]:
-    return ToolOutcome.timeout(f"{call['name']} timed out after {timeout:.1f} s"), timeout
 
 
 def _call_key(call: dict[str, Any]) -> str:
