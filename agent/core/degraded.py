@@ -8,6 +8,7 @@ empty one, or tool calls again after the limit) nothing more is searched: the ru
 from __future__ import annotations
 
 import re
+from itertools import zip_longest
 from typing import Literal
 
 from agent.core.tools import ToolOutcome
@@ -26,16 +27,12 @@ def best_hits(outcomes: list[ToolOutcome], gathered: list[dict[str, str]]
               ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """(every hit ranked, the first MAX_SOURCES distinct URLs): the best hit of every search first, then the
     second ones, ..., then whatever the run had gathered."""
-    ranked: list[dict[str, str]] = []
     lists = [outcome.sources for outcome in outcomes if not outcome.is_error]
-    for rank in range(max((len(x) for x in lists), default=0)):
-        ranked += [x[rank] for x in lists if rank < len(x)]
-    ranked += gathered
+    ranked = [src for row in zip_longest(*lists) for src in row if src is not None] + gathered
     picked: dict[str, dict[str, str]] = {}
     for src in ranked:
-        if len(picked) < MAX_SOURCES:
-            picked.setdefault(src["url"], src)
-    return ranked, list(picked.values())
+        picked.setdefault(src["url"], src)
+    return ranked, list(picked.values())[:MAX_SOURCES]
 
 
 def degraded_text(question: str, why: Why, sources: list[dict[str, str]]) -> str:
