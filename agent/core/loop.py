@@ -40,18 +40,10 @@ NOT_RUN_FINAL = "[helpbot] Not run: no more tool calls. "  # a call in the final
 
 
 class Agent:
-    def __init__(
-        self,
-        model: Model | None,
-        tools: ToolExecutor,
-        settings: Settings | None = None,
-        *,
-        clock: Clock = SYSTEM_CLOCK,
-        on_progress: Callable[[Progress], None] | None = None,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
-        tool_wait: ThreadWait | None = None,
-        on_text: Callable[[str], None] | None = None,
-    ):
+    def __init__(self, model: Model | None, tools: ToolExecutor, settings: Settings | None = None, *,
+                 clock: Clock = SYSTEM_CLOCK, on_progress: Callable[[Progress], None] | None = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None, tool_wait: ThreadWait | None = None,
+                 on_text: Callable[[str], None] | None = None):
         self.model = model
         self.tools = tools
         self.settings = settings or Settings()
@@ -72,13 +64,11 @@ class Agent:
             return self._degraded(r, "no model credentials are configured", "no_model")
         try:
             return self._investigate(r)
-        except ModelUnavailable as exc:
-            self._event(r, "model_unavailable", error=str(exc))
-            return self._degraded(r, str(exc))
-        except ModelRequestError as exc:
-            if not r.rounds:  # nothing gathered yet: a rejected first request is a failure (usually configuration)
+        except (ModelUnavailable, ModelRequestError) as exc:
+            rejected = isinstance(exc, ModelRequestError)
+            if rejected and not r.rounds:  # a rejected first request is a failure (usually configuration)
                 raise
-            self._event(r, "model_rejected", error=str(exc))
+            self._event(r, "model_rejected" if rejected else "model_unavailable", error=str(exc))
             return self._degraded(r, str(exc))
 
     def _investigate(self, r: Run) -> Answer:
@@ -93,9 +83,7 @@ class Agent:
                 if not exc.out_of_time:
                     raise
                 return self._final_answer(r, "deadline")  # its retries ran into the time kept for the answer
-            content, refused = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas}, r.tool_use_ids)
-            r.messages.append({"role": "assistant", "content": content})
-            calls = [block for block in content if block.get("type") == "tool_use"]
+            calls, refused = self._calls(r, response)
             if not calls:
                 return self._finish(r, response.text, model_stop(response.stop_reason))
             r.rounds += 1
@@ -104,8 +92,11 @@ class Agent:
 
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
                prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
-        s = self.settings
-        question, context, history, attachments = _masked(tools.mask, question, context, history, attachments)
+        s, mask = self.settings, tools.mask  # the question, its thread or an attached log is anyone's text
+        question, context = mask(valid_text(question)), mask(valid_text(context))
+        history = [Turn(mask(valid_text(t.question)), mask(valid_text(t.answer)), valid_text(t.sources))
+                   for t in history]
+        attachments = [{**b, "text": mask(b["text"])} if isinstance(b.get("text"), str) else b for b in attachments]
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = keep_start(question.strip(), s.max_question_chars, CUT_MARKER)
         context = keep_start(context.strip(), s.max_question_chars, CUT_MARKER)
@@ -120,10 +111,8 @@ class Agent:
                     soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
                     system=system, tools=tools, schemas=schemas, tags=prelude.tags)
         economy = Economy(self.model, s, self.clock, len(messages) - 1, event=self._event, progress=self._progress)
-        r = Run(plan, messages=messages, economy=economy)
-        for model, usage in prelude.usage.items():
-            r.tally(model, usage)
-        r.trace += [self._publish({"t": 0.0, **event}) for event in prelude.events]  # at the start
+        r = Run(plan, messages=messages, economy=economy, usage=dict(prelude.usage),
+                trace=[self._publish({"t": 0.0, **event}) for event in prelude.events])  # the prelude's, first
         r.add_sources("history", [src for turn in history for src in turn.sources])
         self._event(r, "run_start", question=question[:500], model=s.model if self.model else None,
                     max_rounds=s.max_rounds, deadline_s=s.deadline_s, tools=[t["name"] for t in schemas],
@@ -140,8 +129,11 @@ class Agent:
         last = r.messages[-1]  # the question or the last round's results: the note joins that user message
         r.messages[-1] = {**last, "content": [*last["content"], {"type": "text", "text": FORCED_NOTES[reason]}]}
         response = self._request(r, final=True)
-        if response.tool_uses:
-            self._refuse_calls(r, response, reason)
+        if response.tool_uses:  # each answered with the note again as an ``is_error`` result; none runs
+            calls, _ = self._calls(r, response)
+            self._event(r, "forced_final_refused", tool_uses=[c["name"] for c in calls])
+            why = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
+            r.messages.append({"role": "user", "content": self.tool_round.run(r, calls, {c["id"]: why for c in calls})})
             response = self._request(r, final=True)
         if response.tool_uses:  # not added to the transcript: no call is left open
             self._event(r, "forced_final_ignored", tool_uses=[c["name"] for c in response.tool_uses])
@@ -149,14 +141,11 @@ class Agent:
         r.messages.append({"role": "assistant", "content": response.content})
         return self._finish(r, response.text, reason)
 
-    def _refuse_calls(self, r: Run, response: ModelResponse, reason: Forced) -> None:
-        """The final request's calls, each answered with the note as an ``is_error`` result (none runs)."""
-        content, _ = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas}, r.tool_use_ids)
-        calls = [block for block in content if block.get("type") == "tool_use"]
-        self._event(r, "forced_final_refused", tool_uses=[c["name"] for c in calls])
+    def _calls(self, r: Run, response: ModelResponse) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """The response joins the transcript with its calls vetted: (the calls, why those that must not run)."""
+        content, refused = vet_tool_uses(response.content, {t["name"] for t in r.plan.schemas}, r.tool_use_ids)
         r.messages.append({"role": "assistant", "content": content})
-        why = NOT_RUN_FINAL + FORCED_NOTES[reason].removeprefix("[helpbot] ")
-        r.messages.append({"role": "user", "content": self.tool_round.run(r, calls, {c["id"]: why for c in calls})})
+        return [block for block in content if block.get("type") == "tool_use"], refused
 
     def _request(self, r: Run, *, final: bool) -> ModelResponse:
         """The transcript, made to fit, sent by the soft deadline -- the final answer by the hard one. A final
@@ -191,25 +180,18 @@ class Agent:
     def _degraded(self, r: Run, error: str, why: Why = "unavailable", stop: Stop = "degraded") -> Answer:
         """Not the model's answer: sources, clearly labelled. Without a usable model the search tools run on the
         question first; when the model gave no answer nothing more is asked or searched."""
-        searches: list[tuple[str, dict[str, Any]]] = []
+        searches = [] if why == "no_answer" else r.plan.tools.search_calls(r.plan.query)
         outcomes: list[ToolOutcome] = []
-        if why != "no_answer":
-            searches = r.plan.tools.search_calls(r.plan.query)
-            outcomes = self._search(r, searches)
+        if why != "no_answer":  # all at once, with the time left (at least 10 s)
+            self._progress(r, "degraded", [name for name, _ in searches])
+            timeout = min(self.settings.tool_timeout_s, max(10.0, r.plan.hard_deadline - self.clock.monotonic()))
+            calls = [{"id": f"degraded-{i}", "name": name, "input": args} for i, (name, args) in enumerate(searches)]
+            outcomes = [outcome for outcome, _ in self.tool_round.run_batch(r, calls, timeout)]
+            r.calls += [ToolCall(n, args, o.is_error, 0) for (n, args), o in zip(searches, outcomes, strict=True)]
         ranked, picked = best_hits(outcomes, list(r.sources.values()))
         r.add_sources("degraded", ranked)
         self._event(r, "degraded", reason=error, searches=[n for n, _ in searches], sources=len(picked))
         return self._answer(r, degraded_text(r.plan.question, why, picked), picked, stop, error)
-
-    def _search(self, r: Run, searches: list[tuple[str, dict[str, Any]]]) -> list[ToolOutcome]:
-        """Degraded mode's searches on the question, all at once, with the time left (at least 10 s)."""
-        self._progress(r, "degraded", [name for name, _ in searches])
-        timeout = min(self.settings.tool_timeout_s, max(10.0, r.plan.hard_deadline - self.clock.monotonic()))
-        calls = [{"id": f"degraded-{i}", "name": name, "input": args} for i, (name, args) in enumerate(searches)]
-        outcomes = [outcome for outcome, _ in self.tool_round.run_batch(r, calls, timeout)]
-        for (name, args), outcome in zip(searches, outcomes, strict=True):
-            r.calls.append(ToolCall(name, args, outcome.is_error, 0))
-        return outcomes
 
     def _answer(self, r: Run, text: str, cited: list[dict[str, str]], stop: Stop, error: str | None = None
                 ) -> Answer:
@@ -250,15 +232,6 @@ def must_answer(s: Settings, now: float, r: Run) -> Forced | None:
     if s.max_cost_usd is not None and s.cost(r.usage) >= s.max_cost_usd:
         return "cost_limit"
     return None
-
-
-def _masked(mask: Callable[[str], str], question: str, context: str, history: Sequence[Turn],
-            attachments: Sequence[dict[str, Any]]) -> tuple[str, str, list[Turn], list[dict[str, Any]]]:
-    """The opening messages through the tools' mask: a question, its thread or an attached log is anyone's text."""
-    return (mask(valid_text(question)), mask(valid_text(context)),
-            [Turn(mask(valid_text(t.question)), mask(valid_text(t.answer)), valid_text(t.sources))
-             for t in history],
-            [{**b, "text": mask(b["text"])} if isinstance(b.get("text"), str) else b for b in attachments])
 
 
 def _cites(text: str, url: str) -> bool:
