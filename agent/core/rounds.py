@@ -96,10 +96,10 @@ class ToolRound:
         def timed_out(i: int) -> tuple[ToolOutcome, float]:
             return ToolOutcome.timeout(f"{batch[i]['name']} timed out after {timeout:.1f} s"), timeout
 
-        return run_concurrently([functools.partial(self.call_tool, r, call) for call in batch], timeout,
+        return run_concurrently([functools.partial(self._call_tool, r, call) for call in batch], timeout,
                                 on_timeout=timed_out, wait=self.wait)
 
-    def call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
+    def _call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
         began = self.clock.monotonic()
         try:
             outcome = r.plan.tools.call(call["name"], dict(call.get("input") or {}))
@@ -110,15 +110,13 @@ class ToolRound:
 
     def _result_block(self, r: Run, call: dict[str, Any], reused: Reused, outcomes: Outcomes) -> dict[str, Any]:
         """The call's tool_result: its own outcome, or a note pointing to the identical call it reuses."""
-        images: list[dict[str, Any]] = []
         if call["id"] in outcomes:
             outcome, seconds = outcomes[call["id"]]
-            content = self._record_outcome(r, call, outcome)
+            images, content = _admit_images(r, outcome.images, self._record_outcome(r, call, outcome))
             is_error = outcome.is_error
-            images, content = _admit_images(r, outcome.images, content)
         else:
+            images, seconds = [], 0.0
             content, is_error = self._reuse_note(r, reused[call["id"]], outcomes)
-            seconds = 0.0
         again = call["id"] not in outcomes
         r.calls.append(ToolCall(call["name"], call.get("input") or {}, is_error, r.rounds, again))
         self.event(r, "tool_result", round=r.rounds, id=call["id"], name=call["name"], is_error=is_error,
