@@ -40,9 +40,7 @@ class Passed(Variable):
         return f"${{{{ {'secrets' if self.secret else 'vars'}.{self.source or self.name} }}}}"
 
 
-def _v(name: str, meaning: str, default: str = "", *, secret: bool = False, where: tuple[Where, ...] = ("help",),
-       source: str = "", value: str = "") -> Passed:
-    return Passed(name, meaning, default, secret, where=where, source=source, value=value)
+_v = Passed  # name, meaning, default, secret, then by keyword: where, source, value
 
 
 def _tools(*names: str, where: tuple[Where, ...] = ("help",), source: str = "", value: str = "") -> list[Passed]:

@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from mcp_lib.config import ConfigError, env_str
 
@@ -33,9 +33,6 @@ class Part:
     lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
@@ -46,8 +43,8 @@ def main(args: argparse.Namespace) -> int:
 
     parts = diagnose(dict(os.environ))
     if args.json:
-        guard.out(json.dumps({"ok": healthy(parts), "parts": [p.to_json() for p in parts]}, ensure_ascii=False,
-                             indent=2))
+        guard.out(json.dumps({"ok": healthy(parts), "parts": [dataclasses.asdict(p) for p in parts]},
+                             ensure_ascii=False, indent=2))
     else:
         guard.out("\n".join(report_lines(parts)))
     return 0 if healthy(parts) else 2
@@ -153,12 +150,9 @@ def _platform(registry: Registry, name: str) -> Part:
     part = Part(name, "ok")
     try:
         part.lines += platform.check(_context(registry, name)) if platform.check is not None else ["configured"]
-    except ToolError as exc:  # CredentialsError too
+    except Exception as exc:  # a ToolError (CredentialsError too) says what; a client that cannot even be built
         part.state = "failed"
-        part.lines.append(str(exc))
-    except Exception as exc:  # a client that cannot even be built
-        part.state = "failed"
-        part.lines.append(f"{type(exc).__name__}: {exc}")
+        part.lines.append(str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}")
     part.warnings += registry.unoffered(name)
     return part
 

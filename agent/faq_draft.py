@@ -13,7 +13,6 @@ import argparse
 import hashlib
 import os
 import re
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -48,6 +47,7 @@ _ADDRESSED = re.compile(r"^\s*[^\s、,。]{1,12}(?:さん|様|くん|君|ちゃ�
 # Honorifics and titles a name is written with (田中部長, 鈴木さん); removed with the name.
 _HONORIFICS = ("さん", "様", "さま", "くん", "君", "ちゃん", "氏", "殿", "先生", "先輩", "部長", "課長", "係長", "次長",
                "主任", "室長", "所長", "店長", "社長", "専務", "常務", "マネージャー", "リーダー", "san", "-san")
+_HONORIFIC = "|".join(map(re.escape, _HONORIFICS))
 _USER_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 _MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")
 _LINK_LINE = re.compile(r"\s*[-*•]\s*\[[^\]\n]*\]\((?P<url>[^)\s]+)\)\s*")  # a line that is only a link
@@ -97,11 +97,8 @@ def names_of(user: Mapping[str, Any]) -> set[str]:
 def _without_names(text: str, names: Iterable[str], gap: str = " ") -> str:
     """Every known name, with its honorific, out of ``text`` (longest first; an ASCII name only as a whole word)."""
     for name in sorted(set(names), key=len, reverse=True):
-        body = re.escape(name)
-        if name.isascii():
-            body = rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])"
-        honorific = "|".join(re.escape(h) for h in _HONORIFICS)
-        text = re.sub(rf"[@＠]?{body}(?:\s?(?:{honorific}))?", gap, text, flags=re.IGNORECASE)
+        body = rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])" if name.isascii() else re.escape(name)
+        text = re.sub(rf"[@＠]?{body}(?:\s?(?:{_HONORIFIC}))?", gap, text, flags=re.IGNORECASE)
     return text
 
 
@@ -128,10 +125,6 @@ def clean_question(text: str, names: Iterable[str] = ()) -> str:
     text = squash_whitespace(_AT_NAME.sub(" ", text))
     text = _ADDRESSED.sub("", text).strip()
     return shorten_at_word(text, QUESTION_CHARS)
-
-
-def qualifies(answer: RatedAnswer, min_up: int) -> bool:
-    return answer.positive >= min_up and answer.negative <= answer.positive
 
 
 def _valid(draft: Draft) -> bool:
@@ -250,18 +243,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                          "GITHUB_REPOSITORY)")
 
 
-def _summary(drafter: Drafter, candidates: int, answers: int, min_up: int) -> str:
-    skipped = ", ".join(f"{n} {why}" for why, n in drafter.skipped.most_common())
-    return (f"helpbot faq-draft: {len(drafter.drafts)} drafts from {answers} answers ({candidates} with ≥ {min_up} 👍 "
-            f"and no 👎 majority)" + (f"; skipped: {skipped}" if skipped else ""))
-
-
 def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK, out: IO[str] | None = None,
         github_transport: httpx2.BaseTransport | None = None) -> int:
     """The command with its seams: environment, clock (the retries sleep on it), output, GitHub's transport."""
     from agent import faq_pr
 
-    out = out or sys.stdout
     if args.min_up < 1:
         raise UsageError(f"helpbot faq-draft: --min-up must be at least 1, got {args.min_up}")
     if args.pr and guard.records_public(env):  # anyone reads it, before anyone reviewed it: as the artifact
@@ -278,12 +264,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
     def draft() -> int:
         scanner = Scanner.connect(env, "faq-draft", sleep=clock.sleep)
         found = [pair for channel in channels for pair in scanner.scan(channel, since)]
-        candidates = [(a, parts) for a, parts in found if qualifies(a, args.min_up)]
+        candidates = [(a, parts) for a, parts in found if a.positive >= args.min_up and a.negative <= a.positive]
         scanner.add_permalinks(a for a, _ in candidates)
         drafter = Drafter(scanner, index, private_ok=private_ok, now=now)
         for answer, parts in candidates:
             drafter.add(answer, parts)
-        summary = _summary(drafter, len(candidates), len(found), args.min_up)
+        skipped = ", ".join(f"{n} {why}" for why, n in drafter.skipped.most_common())
+        summary = (f"helpbot faq-draft: {len(drafter.drafts)} drafts from {len(found)} answers ({len(candidates)} "
+                   f"with ≥ {args.min_up} 👍 and no 👎 majority)" + (f"; skipped: {skipped}" if skipped else ""))
         if not drafter.drafts:
             guard.err(summary.replace("0 drafts", "nothing to draft: 0 drafts", 1))
             return 0

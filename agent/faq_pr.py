@@ -87,7 +87,7 @@ class PullRequestWriter:
         """The JSON answer of a call answered with one of ``expect`` (None for an empty 204, and for a 404 when
         ``missing_ok``); any other answer is the error that explains it."""
         if "json" in kwargs:  # what goes to GitHub passes the egress guard like any other write
-            kwargs["json"] = guard.current().deep(kwargs["json"])
+            kwargs["json"] = guard.current().masker.deep(kwargs["json"])
         try:
             response = send(self.ctx, "GitHub", method, f"{self.repo}{path}", **kwargs)
         except ToolError as exc:
@@ -115,39 +115,33 @@ class PullRequestWriter:
         return dict(info)
 
     def open(self, branch: str, files: Mapping[str, str], title: str, body: str) -> str:
-        """Branch, files (name -> text, under the FAQ folder), pull request; returns the pull request's URL."""
+        """Branch, files (name -> text, under the FAQ folder), pull request; returns the pull request's URL. A step
+        failing after the branch exists deletes the branch again."""
         info = self.check()
         base = str(info.get("default_branch") or "main")
-        head = self._call("GET", f"/git/ref/heads/{quote(base, safe='/')}", f"read the branch {base}", (200,))
+        head = self._call("GET", f"/git/ref/heads/{quote(base)}", f"read the branch {base}", (200,))
         paths = {name: f"{self.config.faq_dir}/{name}" if self.config.faq_dir else name for name in files}
         shas = {name: self._blob_sha(path, base) for name, path in paths.items()}  # all reads before any write
         self._call("POST", "/git/refs", f"create the branch {branch}", (201,),
                    json={"ref": f"refs/heads/{branch}", "sha": head["object"]["sha"]})
+        github = guard.current().github  # every text GitHub renders: @mentions there notify, so they are defused
         try:
-            return self._fill(branch, base, {paths[name]: (name, text, shas[name]) for name, text in files.items()},
-                              title, body)
+            for name, text in files.items():
+                content = base64.b64encode(github(guard.markdown(text)).encode()).decode()  # no door reads base64
+                self._call("PUT", f"/contents/{quote(paths[name])}", f"write {paths[name]}", (200, 201),
+                           json={"message": github(f"FAQ draft: {name}"), "branch": branch, "content": content,
+                                 **({"sha": shas[name]} if shas[name] else {})})  # an update names the blob it replaces
+            pull = self._call("POST", "/pulls", "open the pull request", (201,),
+                              json={"title": github(title), "head": branch, "base": base, "body": github(body),
+                                    "draft": True})
         except (ExitError, ToolError) as exc:
             exc.args = (f"{exc}; {self._delete_branch(branch)}",)
             raise
-
-    def _fill(self, branch: str, base: str, files: Mapping[str, tuple[str, str, str | None]], title: str,
-              body: str) -> str:
-        """The commits (path -> name, text, the blob sha it replaces) and the pull request, on a branch of ours."""
-        github = guard.current().github  # every text GitHub renders: @mentions there notify, so they are defused
-        for path, (name, text, sha) in files.items():
-            content = base64.b64encode(github(guard.markdown(text)).encode()).decode()  # the door cannot read base64
-            replaced = {"sha": sha} if sha else {}  # updating a path needs the blob it replaces
-            self._call("PUT", f"/contents/{quote(path, safe='/')}", f"write {path}", (200, 201),
-                       json={"message": github(f"FAQ draft: {name}"), "branch": branch, "content": content,
-                             **replaced})
-        pull = self._call("POST", "/pulls", "open the pull request", (201,),
-                          json={"title": github(title), "head": branch, "base": base, "body": github(body),
-                                "draft": True})
         return str(pull.get("html_url") or "")
 
     def _blob_sha(self, path: str, ref: str) -> str | None:
         """The blob ``sha`` of ``path`` on ``ref`` when it exists (the contents API needs it to update a file)."""
-        found = self._call("GET", f"/contents/{quote(path, safe='/')}", f"read {path}", (200,), missing_ok=True,
+        found = self._call("GET", f"/contents/{quote(path)}", f"read {path}", (200,), missing_ok=True,
                            params={"ref": ref})
         if found is None:
             return None
@@ -159,8 +153,7 @@ class PullRequestWriter:
     def _delete_branch(self, branch: str) -> str:
         """Remove the branch this run created (its commits go with it); what happened, as the end of a line."""
         try:
-            self._call("DELETE", f"/git/refs/heads/{quote(branch, safe='/')}", f"delete the branch {branch}",
-                       (204,))
+            self._call("DELETE", f"/git/refs/heads/{quote(branch)}", f"delete the branch {branch}", (204,))
         except (ExitError, ToolError) as exc:
             return f"the branch {branch} it created could not be deleted ({exc}): delete it by hand"
         return f"the branch {branch} it created was deleted again: nothing is left in {self.config.repository}"

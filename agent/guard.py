@@ -167,12 +167,8 @@ class Guard:
             elif key == "stop_reason":
                 out[key] = value if value is None or value in _STOP_REASONS else "other"
             else:
-                out[key] = self.deep(value)
+                out[key] = self.masker.deep(value)
         return out
-
-    def deep(self, value: Any) -> Any:
-        """Every string inside a JSON-like value masked."""
-        return self.masker.deep(value)
 
     def metadata(self, value: Any) -> Any:
         """Slack message metadata (or any record): names checked wherever a name field is, every string masked."""
@@ -181,7 +177,7 @@ class Guard:
                     for key, inner in value.items()}
         if isinstance(value, list | tuple):
             return [self.metadata(inner) for inner in value]
-        return self.deep(value)
+        return self.masker.deep(value)
 
     def payload(self, payload: Any) -> Any:
         """A Slack payload (``text``, blocks, metadata): every ``text`` as rendered markdown, links in blocks
@@ -222,7 +218,7 @@ class Guard:
         if value == "":  # no names (an answer that used no tool), not an unknown one
             return value
         if isinstance(value, str):  # metadata joins names with commas
-            return ",".join(self.name(part) for part in value.split(",")) if "," in value else self.name(value)
+            return ",".join(self.name(part) for part in value.split(","))
         if isinstance(value, Sequence):
             return [self._names(v) for v in value]
         if isinstance(value, Mapping):  # e.g. {"tool": count}
@@ -295,10 +291,7 @@ def installed(guard: Guard) -> Iterator[Guard]:
 def narrow(**changes: Any) -> Guard:
     """Replace the guard in effect by a narrower one (more names or hosts, private) until its block ends."""
     guard = current().for_run(**changes)
-    if _installed:
-        _installed[-1] = guard
-    else:
-        _installed.append(guard)
+    _installed[-1:] = [guard]  # the innermost replaced, or the first installed
     return guard
 
 

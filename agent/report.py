@@ -122,12 +122,11 @@ def summary_markdown(*, status: str, question: str | None, where: str | None, an
                      link: str | None = None, detail: str | None = None, show_answer: bool = False) -> str:
     """The job summary: what was asked, what happened and what it took; for a private run where and how it ended."""
     lines = [f"## helpbot: {status}", ""]
-    if guard.current().private:
-        lines += [f"- **Where:** {where}"] if where else []
-        lines.append(f"- **Details:** {guard.PRIVATE_RUN}")
-        return "\n".join([*lines, f"- **Answer:** [{link}]({link})"] if link else lines)
     if where:
         lines.append(f"- **Where:** {where}")
+    if guard.current().private:
+        question = detail = answer = None
+        lines.append(f"- **Details:** {guard.PRIVATE_RUN}")
     if question is not None:
         lines.append(f"- **Question:** {_md_quote(guard.markdown(question), SUMMARY_QUESTION_CHARS)}")
     if detail:

@@ -3,6 +3,7 @@ variables and never values; exit 0 only when every configured part works."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 
@@ -76,7 +77,7 @@ def test_a_token_missing_a_scope_is_named_with_the_scope(ws: Workspace, slack_en
     slack = part(diagnose({**slack_env, "SLACK_BOT_TOKEN": "xoxb-narrow"}), "slack")
     assert slack.state == "failed"
     assert "the token in SLACK_BOT_TOKEN lacks" in slack.lines[0] and "reactions:write" in slack.lines[0]
-    assert "xoxb-narrow" not in json.dumps(slack.to_json())
+    assert "xoxb-narrow" not in json.dumps(dataclasses.asdict(slack))
 
 
 def test_a_channel_the_bot_is_not_in_fails(ws: Workspace, slack_env: dict[str, str]) -> None:
