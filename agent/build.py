@@ -1,7 +1,5 @@
 """The one composition root: the agent as the environment configures it (``helpbot ask``, ``answer``, ``eval``).
-
-Heavy SDKs are imported inside :func:`build_agent`, so importing this module stays cheap for ``--help``.
-"""
+Heavy SDKs are imported inside :func:`build_agent`, so importing this module stays cheap for ``--help``."""
 
 from __future__ import annotations
 
@@ -46,11 +44,8 @@ def check_configuration(env: Mapping[str, str]) -> None:
 def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, registry: Registry | None = None,
                 on_progress: Callable[[Progress], None] | None = None,
                 on_event: Callable[[dict[str, Any]], None] | None = None) -> Agent:
-    """The agent: its model (None without credentials: degraded mode) and the enabled platforms' tools.
-
-    ``registry``: the tools' registry when the caller already holds one (``helpbot answer`` passes its own, with
-    the Slack clients it reads the thread with); otherwise one is built from ``env``.
-    """
+    """The agent: its model (None without credentials: degraded mode) and the enabled platforms' tools, from
+    ``registry`` when the caller holds one (``helpbot answer``'s, with the Slack clients it reads the thread with)."""
     from dataclasses import replace
 
     from agent import guard

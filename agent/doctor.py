@@ -10,18 +10,22 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from agent import faq_pr, guard
+from agent.core.claude import build_model
+from agent.core.model import Model, Request
+from agent.core.model_config import TURN_ON, ModelConfig
+from agent.errors import ExitError, ModelError
+from agent.slack.trigger import env_channels
+from mcp_lib import Registry, ToolContext
 from mcp_lib.config import ConfigError, env_str
-
-if TYPE_CHECKING:
-    from agent.core.model import Model
-    from agent.core.model_config import ModelConfig
-    from mcp_lib import Registry, ToolContext
+from mcp_lib.core import ToolError
+from mcp_lib.platforms.slack import call
 
 PartState = Literal["ok", "failed", "half-configured", "not configured"]
 _MARK: Mapping[PartState, str] = {"ok": "✓", "failed": "✗", "half-configured": "!", "not configured": "–"}
-ModelFactory = Callable[["ModelConfig"], "Model"]
+ModelFactory = Callable[[ModelConfig], Model]
 
 
 @dataclass
@@ -39,8 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from agent import guard
-
     parts = diagnose(dict(os.environ))
     if args.json:
         guard.out(json.dumps({"ok": healthy(parts), "parts": [dataclasses.asdict(p) for p in parts]},
@@ -68,9 +70,6 @@ def report_lines(parts: list[Part]) -> list[str]:
 def diagnose(env: Mapping[str, str], *, registry: Registry | None = None,
              make_model: ModelFactory | None = None) -> list[Part]:
     """Every part, in the order a setup goes: the model, then each platform (Slack with the bot's channels)."""
-    from agent import guard
-    from mcp_lib import Registry
-
     parts = [_model(env, make_model)]
     try:
         registry = registry or Registry(dict(env), server_log=guard.server_err)
@@ -92,9 +91,6 @@ def diagnose(env: Mapping[str, str], *, registry: Registry | None = None,
 
 def _faq_pull_requests(env: Mapping[str, str]) -> Part:
     """faq-draft --pr: the token reads GITHUB_REPOSITORY and may push to it."""
-    from agent import faq_pr
-    from agent.errors import ExitError
-
     try:
         config = faq_pr.load_config(env)
         with faq_pr.make_client(config) as client:
@@ -107,11 +103,6 @@ def _faq_pull_requests(env: Mapping[str, str]) -> Part:
 
 def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
     """Each of HELPBOT_MODEL and HELPBOT_SUMMARY_MODEL answers a one-token request."""
-    from agent.core.claude import build_model
-    from agent.core.model import Request
-    from agent.core.model_config import TURN_ON, ModelConfig
-    from agent.errors import ModelError
-
     try:
         config = ModelConfig.from_env(env)
     except ConfigError as exc:
@@ -135,8 +126,6 @@ def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
 
 
 def _platform(registry: Registry, name: str) -> Part:
-    from mcp_lib.core import ToolError
-
     platform = registry.platforms()[name]
     try:
         config = registry.config(name)
@@ -165,10 +154,6 @@ def _context(registry: Registry, name: str) -> ToolContext:
 
 def _channels(registry: Registry, env: Mapping[str, str], part: Part) -> None:
     """The bot is a member of every channel of HELPBOT_CHANNELS (else it can read and answer none there)."""
-    from agent.slack.trigger import env_channels
-    from mcp_lib.core import ToolError
-    from mcp_lib.platforms.slack import call
-
     channels = env_channels(env, "HELPBOT_CHANNELS")
     if not channels:
         part.warnings.append("HELPBOT_CHANNELS is not set: helpbot answers in every channel it is invited to")

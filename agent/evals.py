@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -22,9 +23,11 @@ from urllib.parse import unquote
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent import guard
-from agent.build import parse_rounds
+from agent.build import MAX_ROUNDS_LIMIT, build_agent, parse_rounds
+from agent.core.model import Usage
 from agent.core.settings import validation_problem
 from agent.errors import UsageError, describe_error
+from mcp_lib import Registry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_datetime
 
@@ -42,7 +45,7 @@ class Case(BaseModel):
     question: str = Field(min_length=1)
     expect_sources: list[str] = []
     expect_phrases: list[str] = []
-    max_rounds: int | None = Field(None, ge=1, le=50)
+    max_rounds: int | None = Field(None, ge=1, le=MAX_ROUNDS_LIMIT)
     now: str | None = None  # ISO 8601, read as HELPBOT_NOW is (mcp_lib.config.env_datetime)
 
     @field_validator("id")
@@ -113,11 +116,9 @@ def load_cases(path: str | Path) -> list[Case]:
         raise UsageError(f"helpbot eval: {where}: expected a non-empty list of cases (or `cases:` with one)")
     cases: list[Case] = []
     for number, item in enumerate(raw, 1):
-        name = f"case #{number}"
-        if isinstance(item, dict) and isinstance(item.get("id"), str | int):
-            name = f"case {str(item['id'])!r} (#{number})"
         if not isinstance(item, dict):
-            raise UsageError(f"helpbot eval: {where}: {name}: must be a mapping (id, question, expect_...)")
+            raise UsageError(f"helpbot eval: {where}: case #{number}: must be a mapping (id, question, expect_...)")
+        name = f"case {str(item['id'])!r} (#{number})" if isinstance(item.get("id"), str | int) else f"case #{number}"
         try:
             case = Case.model_validate(item)
         except ValidationError as exc:
@@ -195,8 +196,6 @@ def score(case: Case, answer: Answer, seconds: float) -> CaseResult:
 
 def failed_case(case: Case, error: str, seconds: float) -> CaseResult:
     """A case whose run raised (e.g. the model rejected the request): it fails, the others still run."""
-    from agent.core.model import Usage
-
     return _scored(case, [], [], "", rounds=0, tokens={**Usage().to_dict(), "total": 0}, cost_usd=0.0,
                    seconds=seconds, degraded=False, stop="error", error=error)
 
@@ -245,10 +244,6 @@ def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: in
     return results
 
 
-def report_json(path: str, results: Sequence[CaseResult]) -> dict[str, Any]:
-    return {"file": path, "cases": [asdict(r) for r in results], "total": totals(results)}
-
-
 def _tokens(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
 
@@ -285,10 +280,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import os
-
-    from agent.build import build_agent
-
     cases = load_cases(args.cases)
     if args.case:
         unknown = sorted(set(args.case) - {c.id for c in cases})
@@ -296,8 +287,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise UsageError(f"helpbot eval: {args.cases}: no case with id {', '.join(unknown)}")
         cases = [c for c in cases if c.id in args.case]
     env = dict(os.environ)
-    from mcp_lib import Registry
-
     registry = Registry(env, server_log=guard.server_err)
     try:
         guard.narrow(names=guard.registry_names(registry))  # the report names only these tools
@@ -313,7 +302,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     results = run_cases(cases, make_agent, max_rounds=args.max_rounds, on_result=progress)
     if args.json:
-        guard.out(json.dumps(report_json(args.cases, results), ensure_ascii=False, indent=2))
+        report = {"file": args.cases, "cases": [asdict(r) for r in results], "total": totals(results)}
+        guard.out(json.dumps(report, ensure_ascii=False, indent=2))
     else:
         guard.out(report_text(results))
     return 0 if all(r.passed for r in results) else 1

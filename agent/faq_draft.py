@@ -25,7 +25,7 @@ from urllib.parse import unquote
 import httpx2
 import yaml
 
-from agent import guard
+from agent import faq_pr, guard
 from agent.config import env_bool
 from agent.errors import BadInput, UsageError
 from agent.slack import ratings
@@ -246,8 +246,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK, out: IO[str] | None = None,
         github_transport: httpx2.BaseTransport | None = None) -> int:
     """The command with its seams: environment, clock (the retries sleep on it), output, GitHub's transport."""
-    from agent import faq_pr
-
     if args.min_up < 1:
         raise UsageError(f"helpbot faq-draft: --min-up must be at least 1, got {args.min_up}")
     if args.pr and guard.records_public(env):  # anyone reads it, before anyone reviewed it: as the artifact

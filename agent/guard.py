@@ -117,8 +117,7 @@ class Guard:
     private: bool = False  # records keep nothing private: a private channel's run, or public records
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = (),
-                 private: bool = False) -> Guard:
+    def from_env(cls, env: Mapping[str, str], *, names: Iterable[str] = (), hosts: Iterable[str] = ()) -> Guard:
         """Masking as configured (``HELPBOT_MASK_PERSONAL``), with the credentials of ``env``."""
         from mcp_lib.external import credential_values  # the tool results' list too
 
@@ -127,13 +126,12 @@ class Guard:
         configured = [h for name in _PLATFORM_URLS if (h := host_of(env.get(name, "")))]
         if any(h == "api.github.com" for h in configured) or env.get("GITHUB_TOKEN"):
             configured.append("github.com")
-        return cls(masker, frozenset(names), frozenset(h.lower() for h in [*hosts, *configured]),
-                   private or records_public(env))
+        return cls(masker, frozenset(names), frozenset(h.lower() for h in [*hosts, *configured]), records_public(env))
 
-    def for_run(self, *, names: Iterable[str] = (), hosts: Iterable[str] = (), private: bool | None = None) -> Guard:
+    def for_run(self, *, names: Iterable[str] = (), hosts: Iterable[str] = (), private: bool = False) -> Guard:
         """This guard knowing more names and hosts, and private when asked (a run only ever becomes more private)."""
         return replace(self, names=self.names | frozenset(names),
-                       hosts=self.hosts | {h.lower() for h in hosts if h}, private=self.private or bool(private))
+                       hosts=self.hosts | {h.lower() for h in hosts if h}, private=self.private or private)
 
     def text(self, text: str) -> str:
         """Any outward text: secrets, credentials, cards and (unless configured otherwise) personal data masked."""
