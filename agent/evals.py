@@ -170,13 +170,9 @@ class CaseResult:
 
 def _scored(case: Case, cited: list[str], consulted: list[str], text: str, **run: Any) -> CaseResult:
     """The case against what the answer cited, what the tools returned and the answer's text."""
-    ranks: dict[str, int | None] = {}
-    missing_sources = []
-    for pattern in case.expect_sources:
-        ranks[pattern] = next((i for i, url in enumerate(cited, 1) if url_matches(pattern, url)), None)
-        if ranks[pattern] is None:
-            seen = any(url_matches(pattern, url) for url in consulted)
-            missing_sources.append(pattern + (" (consulted, not cited)" if seen else ""))
+    ranks = {p: next((i for i, url in enumerate(cited, 1) if url_matches(p, url)), None) for p in case.expect_sources}
+    missing_sources = [p + (" (consulted, not cited)" if any(url_matches(p, url) for url in consulted) else "")
+                       for p in case.expect_sources if ranks[p] is None]
     missing_phrases = [p for p in case.expect_phrases if _comparable(p) not in _comparable(text)]
     return CaseResult(
         id=case.id, question=case.question, passed=not missing_sources and not missing_phrases and not run["error"],
@@ -256,12 +252,9 @@ def report_text(results: Sequence[CaseResult]) -> str:
                      f"{f'{r.sources_found}/{r.sources_expected}':<7}  {f'{r.phrases_found}/{r.phrases_expected}':<7}  "
                      f"{r.rounds:<6}  {_tokens(r.tokens['total']):<8}  ${r.cost_usd:<8.4f} {r.seconds:.1f}"
                      + ("  (degraded)" if r.degraded else "") + (f"  tags: {', '.join(r.tags)}" if r.tags else ""))
-        for pattern in r.missing_sources:
-            lines.append(f"{'':<{width}}    missing source: {pattern}")
-        for phrase in r.missing_phrases:
-            lines.append(f"{'':<{width}}    missing phrase: {phrase}")
-        if r.error:
-            lines.append(f"{'':<{width}}    error: {r.error}")
+        notes = [*(f"missing source: {p}" for p in r.missing_sources),
+                 *(f"missing phrase: {p}" for p in r.missing_phrases), *([f"error: {r.error}"] if r.error else [])]
+        lines += [f"{'':<{width}}    {note}" for note in notes]
     t = totals(results)
     mrr = f" (MRR {t['source_mrr']:.3f})" if t["source_mrr"] is not None else ""
     lines.append(f"\ntotal: {t['passed']}/{t['cases']} passed · sources {t['sources_found']}/{t['sources_expected']}"

@@ -115,8 +115,7 @@ class PullRequestWriter:
         return dict(info)
 
     def open(self, branch: str, files: Mapping[str, str], title: str, body: str) -> str:
-        """Branch, files (name -> text, under the FAQ folder), pull request; returns the pull request's URL. A step
-        failing after the branch exists deletes the branch again."""
+        """Branch, files (name -> text, under the FAQ folder), pull request; returns the pull request's URL."""
         info = self.check()
         base = str(info.get("default_branch") or "main")
         head = self._call("GET", f"/git/ref/heads/{quote(base)}", f"read the branch {base}", (200,))

@@ -79,9 +79,7 @@ SURFACES: tuple[tuple[str, str], ...] = (
 
 def render(path: str, text: str, root: Path = ROOT) -> str:
     """``text`` with its marked blocks regenerated; a ValueError when a block is missing or there twice."""
-    for surface, what in SURFACES:
-        if surface != path:
-            continue
+    for what in (block for surface, block in SURFACES if surface == path):
         begin, end = ("scopes:begin", "scopes:end") if what == "scopes" else (BEGIN, END)
         blocks = list(re.finditer(rf"^(?P<indent>[ \t]*)(?:<!--|#) {begin}\b.*?\n.*?^(?P=indent)(?:<!--|#) {end}\b.*?$",
                                   text, re.S | re.M))
@@ -91,12 +89,12 @@ def render(path: str, text: str, root: Path = ROOT) -> str:
         if what in WORKFLOWS:
             lines = [f"{indent}# {begin}: {NOTE}", *(f"{indent}{v.name}: {v.expression()}" for v in passed_by(what)),
                      f"{indent}# {end}"]
+        elif what == "scopes":
+            lines = [f"<!-- {begin}: {NOTE.replace('agent/config.py', f'{MANIFEST} and mcp_lib/slack_scopes.py')} -->",
+                     *scope_table((root / MANIFEST).read_text(encoding="utf-8")), f"<!-- {end} -->"]
         else:
-            note = NOTE.replace("agent/config.py", f"{MANIFEST} and mcp_lib/slack_scopes.py") if what == "scopes" \
-                else NOTE
-            body = (scope_table((root / MANIFEST).read_text(encoding="utf-8")) if what == "scopes"
-                    else readme_table() if what == "readme" else setup_table())
-            lines = [f"<!-- {begin}: {note} -->", *body, f"<!-- {end} -->"]
+            lines = [f"<!-- {begin}: {NOTE} -->", *(readme_table() if what == "readme" else setup_table()),
+                     f"<!-- {end} -->"]
         text = text[:block.start()] + "\n".join(lines) + text[block.end():]
     return text
 

@@ -178,8 +178,8 @@ class Guard:
         return self.masker.deep(value)
 
     def payload(self, payload: Any) -> Any:
-        """A Slack payload (``text``, blocks, metadata): every ``text`` as rendered markdown, links in blocks
-        cleaned, the metadata through :meth:`metadata`."""
+        """A Slack payload (``text``, blocks, metadata): every string (``text`` too) as rendered markdown, links in
+        blocks cleaned, the metadata through :meth:`metadata`."""
         if isinstance(payload, dict):
             out: dict[str, Any] = {}
             for key, value in payload.items():
@@ -187,8 +187,6 @@ class Guard:
                     out[key] = value
                 elif key == "metadata" and isinstance(value, Mapping):
                     out[key] = self.metadata(value)
-                elif key == "text" and isinstance(value, str):
-                    out[key] = self.markdown(value)
                 elif key in ("url", "image_url") and isinstance(value, str):
                     out[key] = self._url(value) or ""
                 else:

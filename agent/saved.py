@@ -41,18 +41,17 @@ def _turn(data: Any, where: str) -> Turn:
 
 def load_transcript(path: str | os.PathLike[str]) -> list[Turn]:
     """The conversation so far from a file written by ``helpbot ask --save``: earlier turns, then the last one."""
+    name = repr(os.fspath(path))
     try:
-        raw = Path(path).read_text(encoding="utf-8")
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise TranscriptError(f"cannot read {os.fspath(path)!r}: {exc.strerror or exc}") from None
+        raise TranscriptError(f"cannot read {name}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise TranscriptError(f"{os.fspath(path)!r} is not UTF-8 text") from None
-    try:
-        data = json.loads(raw)
+        raise TranscriptError(f"{name} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise TranscriptError(f"{os.fspath(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        raise TranscriptError(f"{name} is not JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(data, dict) or data.get("helpbot_transcript") != TRANSCRIPT_VERSION:
-        raise TranscriptError(f"{os.fspath(path)!r} is not a helpbot transcript (written by helpbot ask --save)")
+        raise TranscriptError(f"{name} is not a helpbot transcript (written by helpbot ask --save)")
     history = data.get("history", [])
     if not isinstance(history, list):
         raise TranscriptError("history must be a list of turns")
