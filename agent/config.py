@@ -35,9 +35,7 @@ class Passed(Variable):
 
     def expression(self) -> str:
         """What the workflows put in ``env:`` for it."""
-        if self.value:
-            return self.value
-        return f"${{{{ {'secrets' if self.secret else 'vars'}.{self.source or self.name} }}}}"
+        return self.value or f"${{{{ {'secrets' if self.secret else 'vars'}.{self.source or self.name} }}}}"
 
 
 _v = Passed  # name, meaning, default, secret, then by keyword: where, source, value

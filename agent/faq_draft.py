@@ -102,18 +102,15 @@ def _without_names(text: str, names: Iterable[str], gap: str = " ") -> str:
     return text
 
 
-_URL_OR_TARGET = re.compile(r"https?://[^\s<>()]+|\]\([^)\s]*\)")
+_URL_OR_TARGET = re.compile(r"(https?://[^\s<>()]+|\]\([^)\s]*\))")  # captured: re.split keeps them
 
 
 def answer_without_names(markdown: str, names: Iterable[str]) -> str:
     """The answer's markdown without the participants' names (as :func:`_without_names`), its URLs and link
     targets left whole (an ASCII name may be part of one)."""
     names = list(names)
-    kept, at = [], 0
-    for match in _URL_OR_TARGET.finditer(markdown):
-        kept += [_without_names(markdown[at:match.start()], names, ""), match.group(0)]
-        at = match.end()
-    return "".join([*kept, _without_names(markdown[at:], names, "")])
+    parts = _URL_OR_TARGET.split(markdown)  # the URLs and link targets at the odd places
+    return "".join(part if i % 2 else _without_names(part, names, "") for i, part in enumerate(parts))
 
 
 def clean_question(text: str, names: Iterable[str] = ()) -> str:
@@ -159,10 +156,9 @@ class Drafter:
         return message, messages[0] if message and messages[0].get("ts") == (root or ts) else message or {}
 
     def _question(self, answer: RatedAnswer) -> str:
-        asked = answer.question_ts
-        if not asked:
+        if not answer.question_ts:
             return ""
-        message, root = self._read(answer.channel, asked, answer.thread_ts)
+        message, root = self._read(answer.channel, answer.question_ts, answer.thread_ts)
         if not message:
             return ""
         text = str(message.get("text") or "")

@@ -52,9 +52,7 @@ def progress_line(progress: Progress) -> str | None:
     """A step in the log: the round and the registered tool names; nothing in a private run (the model's choice
     of rounds and tools is a channel it could write bits into)."""
     g = guard.current()
-    if g.private:
-        return None
-    return replace(progress, tools=[g.name(t) for t in progress.tools]).line()
+    return None if g.private else replace(progress, tools=[g.name(t) for t in progress.tools]).line()
 
 
 def failure_line(what: str) -> str:
