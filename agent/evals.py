@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from agent import guard
 from agent.build import MAX_ROUNDS_LIMIT, build_agent, parse_rounds
@@ -38,61 +38,49 @@ if TYPE_CHECKING:
 _ID = re.compile(r"^[\w.-]{1,80}$")
 
 
+def _check(ok: Callable[[str], object], problem: str) -> AfterValidator:
+    """A value ``ok`` accepts, else the case's error ``problem``."""
+    def check(value: str) -> str:
+        if not ok(value):
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(check)
+
+
+def _compiles(pattern: str) -> str:
+    if pattern.startswith("re:"):
+        try:
+            re.compile(pattern[3:])
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
+    return pattern
+
+
+_NOT_BLANK = _check(str.strip, "is blank")
+
+
+def _now(value: Any) -> Any:
+    """``now`` read exactly as HELPBOT_NOW is (YAML reads an unquoted 2026-11-30T09:00:00+09:00 as a datetime)."""
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    if isinstance(value, str):
+        try:
+            env_datetime({"HELPBOT_NOW": value}, "HELPBOT_NOW")
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("HELPBOT_NOW: ")) from None
+    return value
+
+
 class Case(BaseModel):
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
-    id: str
-    question: str = Field(min_length=1)
-    expect_sources: list[str] = []
-    expect_phrases: list[str] = []
+    id: Annotated[str, _check(_ID.match, "must be 1-80 letters, digits, '.', '_' or '-'")]
+    question: Annotated[str, Field(min_length=1), _NOT_BLANK, AfterValidator(str.strip)]
+    expect_sources: list[Annotated[str, _NOT_BLANK, AfterValidator(_compiles)]] = []
+    expect_phrases: list[Annotated[str, _NOT_BLANK]] = []
     max_rounds: int | None = Field(None, ge=1, le=MAX_ROUNDS_LIMIT)
-    now: str | None = None  # ISO 8601, read as HELPBOT_NOW is (mcp_lib.config.env_datetime)
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, value: str) -> str:
-        if not _ID.match(value):
-            raise ValueError("must be 1-80 letters, digits, '.', '_' or '-'")
-        return value
-
-    @field_validator("question")
-    @classmethod
-    def _question(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("is blank")
-        return value.strip()
-
-    @field_validator("now", mode="before")
-    @classmethod
-    def _now(cls, value: Any) -> Any:
-        if isinstance(value, datetime):  # YAML reads an unquoted 2026-11-30T09:00:00+09:00 as a datetime
-            value = value.isoformat()
-        if isinstance(value, str):
-            try:
-                env_datetime({"HELPBOT_NOW": value}, "HELPBOT_NOW")  # read exactly as HELPBOT_NOW is
-            except ConfigError as exc:
-                raise ValueError(str(exc).removeprefix("HELPBOT_NOW: ")) from None
-        return value
-
-    @field_validator("expect_sources")
-    @classmethod
-    def _sources(cls, value: list[str]) -> list[str]:
-        for index, pattern in enumerate(value):
-            if not pattern.strip():
-                raise ValueError(f"pattern {index} is blank")
-            if pattern.startswith("re:"):
-                try:
-                    re.compile(pattern[3:])
-                except re.error as exc:
-                    raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
-        return value
-
-    @field_validator("expect_phrases")
-    @classmethod
-    def _phrases(cls, value: list[str]) -> list[str]:
-        if any(not phrase.strip() for phrase in value):
-            raise ValueError("a phrase is blank")
-        return value
+    now: Annotated[str | None, BeforeValidator(_now)] = None  # ISO 8601
 
 
 def load_cases(path: str | Path) -> list[Case]:
