@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, regist
                 on_event: Callable[[dict[str, Any]], None] | None = None) -> Agent:
     """The agent: its model (None without credentials: degraded mode) and the enabled platforms' tools, from
     ``registry`` when the caller holds one (``helpbot answer``'s, with the Slack clients it reads the thread with)."""
-    from dataclasses import replace
-
     from agent import guard
     from agent.core.claude import build_model
     from agent.core.loop import Agent

@@ -30,7 +30,6 @@ from mcp_lib.retry import Paired
 DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
 DIR_VARIABLE = "HELPBOT_FAQ_REPO_DIR"
-DEFAULT_DIR = DECLARED[DIR_VARIABLE].default
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class PrConfig:
 def repo_dir(env: Mapping[str, str]) -> str:
     """``HELPBOT_FAQ_REPO_DIR`` as a folder inside the repository (``faq/`` -> ``faq``; ``.`` -> the top); an
     absolute path, ``..``, a backslash or a control character is a configuration error."""
-    raw = env_str(env, DIR_VARIABLE) or DEFAULT_DIR
+    raw = env_str(env, DIR_VARIABLE) or DECLARED[DIR_VARIABLE].default
     if raw.startswith(("/", "~")) or re.match(r"[A-Za-z]:", raw):
         raise ConfigError(DIR_VARIABLE, f"{raw!r} is absolute: give a folder inside the repository, like faq/")
     if "\\" in raw or re.search(r"[\x00-\x1f\x7f]", raw):

@@ -12,7 +12,9 @@ import argparse
 import re
 from pathlib import Path
 
+from agent import guard
 from agent.config import VARIABLES, WORKFLOWS, passed_by
+from agent.errors import UsageError
 from mcp_lib import slack_scopes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,9 +132,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from agent import guard
-    from agent.errors import UsageError
-
     try:
         if args.write:
             for path in write():
