@@ -29,11 +29,6 @@ def entry_names(path: Path) -> list[str]:
     return sorted(found, key=lambda name: name.split("/"))
 
 
-def entry_files(path: Path) -> list[Path]:
-    """Every ``*.md`` under the folder, except README and files or folders starting with ``_`` or ``.``."""
-    return [path / name for name in entry_names(path)]
-
-
 @dataclass
 class Entry:
     id: str

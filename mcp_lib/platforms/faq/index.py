@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ...config import ConfigError
-from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_files, load_glossary, load_synonyms, parse_entry
+from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names, load_glossary, load_synonyms, parse_entry
 from .semantic import CANDIDATES, MIN_COSINE, SemanticLeg, fuse
 from .text import (
     FUZZY_CANDIDATES,
@@ -224,13 +224,13 @@ class FaqIndex:
         return words, counts
 
     @classmethod
-    def load(cls, path: Path, base_url: str | None = None, files: list[Path] | None = None) -> FaqIndex:
-        """Built from the folder (``files``: its entry files, when the caller has listed them already)."""
+    def load(cls, path: Path, base_url: str | None = None, names: list[str] | None = None) -> FaqIndex:
+        """Built from the folder (``names``: its entry files, when the caller has listed them already)."""
         synonyms_path = path / SYNONYMS_FILE
         synonyms = load_synonyms(synonyms_path) if synonyms_path.exists() else []
         glossary_path = path / GLOSSARY_FILE
         glossary = load_glossary(glossary_path) if glossary_path.exists() else {}
-        entries = [parse_entry(p, root=path) for p in (entry_files(path) if files is None else files)]
+        entries = [parse_entry(path / name, root=path) for name in (entry_names(path) if names is None else names)]
         return cls(entries, synonyms=synonyms, glossary=glossary, base_url=base_url)
 
     def similar_words(self, word: str) -> list[tuple[str, float]]:

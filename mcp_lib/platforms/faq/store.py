@@ -8,7 +8,9 @@ rebuilt or gives wrong text, never an error. Files are only renamed over, never 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import json
 import mmap
 import os
@@ -16,7 +18,7 @@ import re
 import sys
 import tempfile
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -48,10 +50,11 @@ def cache_dir(env: Mapping[str, str]) -> Path | None:
     return Path(home) / ".cache" / "helpbot" / "faq" if home else None
 
 
-def _depends(root: Path, names: list[str]) -> list[str]:
-    """Every file the index depends on: the indexing code, the synonym table and glossary, the entries."""
-    tables = [os.path.join(root, SYNONYMS_FILE), os.path.join(root, GLOSSARY_FILE)]
-    return [*map(str, _CODE), *tables, *(os.path.join(root, n) for n in names)]
+def _depends(root: Path, names: list[str]) -> list[tuple[str, str]]:
+    """(name, path) of every file the index depends on: the synonym table and glossary (either may be missing),
+    the indexing code, the entries."""
+    tables = [(name, os.path.join(root, name)) for name in (SYNONYMS_FILE, GLOSSARY_FILE)]
+    return [*tables, *((p.name, str(p)) for p in _CODE), *((n, os.path.join(root, n)) for n in names)]
 
 
 def _stat_row(path: str, st: os.stat_result | None) -> bytes:
@@ -60,66 +63,36 @@ def _stat_row(path: str, st: os.stat_result | None) -> bytes:
     return b"\0%s\0%d %d %d %d" % (path.encode(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def stat_key(root: Path, names: list[str]) -> tuple[str, float]:
-    """A digest of what ``os.stat`` says of every file the index depends on (size, mtime, ctime, inode), and
-    the newest ctime among them. Any write changes a file's ctime, which no one can set back."""
-    digest, newest = hashlib.sha256(FORMAT), 0
-    for path in _depends(root, names):
+def stat_key(root: Path, names: list[str]) -> str:
+    """A digest of what ``os.stat`` says of every file the index depends on (size, mtime, ctime, inode). Any
+    write changes a file's ctime, which no one can set back."""
+    digest = hashlib.sha256(FORMAT)
+    for _, path in _depends(root, names):
         try:
             st: os.stat_result | None = os.stat(path)
         except FileNotFoundError:
             st = None
         digest.update(_stat_row(path, st))
-        newest = max(newest, st.st_ctime_ns, st.st_mtime_ns) if st else newest
-    return digest.hexdigest(), newest / 1e9
-
-
-def _read_with_stat(path: str) -> tuple[bytes, os.stat_result]:
-    """The file's bytes and its stat, from one open: a regular file's one read of its size returns it all."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        data = os.read(fd, st.st_size + 1)
-        if len(data) == st.st_size:
-            return data, st
-        chunks = [data]  # it changed size since: read up to its end
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)
+    return digest.hexdigest()
 
 
 def hash_files(root: Path, names: list[str]) -> tuple[str, str, float]:
-    """The content key (each file's path and bytes, the synonym table and glossary, the code), and the stat
-    digest and newest ctime of :func:`stat_key`, in one pass over the files."""
+    """The content key (each file's name and bytes), the :func:`stat_key` digest and the newest ctime, in one
+    pass; each file's stat and bytes come from one open, so a write in between cannot pair old stats with it."""
     content, stats, newest = hashlib.sha256(FORMAT + sys.byteorder.encode()), hashlib.sha256(FORMAT), 0
-    paths = _depends(root, names)
-    for number, path in enumerate(paths):
+    for number, (name, path) in enumerate(_depends(root, names)):
         try:
-            data, st = _read_with_stat(path)
+            with open(path, "rb") as file:
+                st: os.stat_result | None = os.fstat(file.fileno())
+                data = file.read()
         except FileNotFoundError:
-            if number < len(_CODE) or number >= len(_CODE) + 2:
+            if number >= 2:  # only the tables are optional
                 raise
-            data, found = b"", None
-        else:
-            found = st
-            newest = max(newest, st.st_ctime_ns, st.st_mtime_ns)
-        stats.update(_stat_row(path, found))
-        if number < len(_CODE):
-            content.update(data)
-        elif number < len(_CODE) + 2:  # the synonym table, the glossary: present or not
-            content.update(b"\0%d\0" % (found is not None))
-            content.update(data)
-        else:
-            content.update(b"\0%s\0%d\0" % (names[number - len(_CODE) - 2].encode(), len(data)))
-            content.update(data)
+            st, data = None, b""
+        stats.update(_stat_row(path, st))
+        newest = max(newest, st.st_ctime_ns, st.st_mtime_ns) if st else newest
+        content.update(b"\0%s\0%d\0%s" % (name.encode(), len(data) if st else -1, data))
     return content.hexdigest(), stats.hexdigest(), newest / 1e9
-
-
-def content_key(root: Path, names: list[str]) -> str:
-    """What the index depends on: each file's path and bytes, the synonym table and the glossary, the code."""
-    return hash_files(root, names)[0]
 
 
 def _known_keys(cache: Path) -> dict[str, str]:
@@ -145,7 +118,7 @@ def index_key(root: Path, names: list[str], cache: Path, clock: Clock = SYSTEM_C
     recorded -- unless a file changed within the last ``SETTLED_S`` seconds."""
     known = _known_keys(cache)
     if known and not _moved_since_recorded(root, cache):
-        key = known.get(stat_key(root, names)[0])
+        key = known.get(stat_key(root, names))
         if key is not None and len(key) == 64:
             return key
     key, stats, newest = hash_files(root, names)
@@ -169,14 +142,8 @@ class PackedPostings(Mapping[str, Posting]):
         if not isinstance(term, str):
             return -1
         wanted, terms, at = term.encode(), self._terms, self._at
-        low, high = 0, len(at) - 1
-        while low < high:
-            middle = (low + high) // 2
-            if terms[at[middle] : at[middle + 1]] < wanted:
-                low = middle + 1
-            else:
-                high = middle
-        return low if low < len(at) - 1 and terms[at[low] : at[low + 1]] == wanted else -1
+        i = bisect.bisect_left(range(len(at) - 1), wanted, key=lambda n: terms[at[n] : at[n + 1]])
+        return i if i < len(at) - 1 and terms[at[i] : at[i + 1]] == wanted else -1
 
     def __getitem__(self, term: str) -> Posting:
         i = self._slot(term)
@@ -233,6 +200,11 @@ class PackedEntries(Sequence[Entry]):
         return self._entry(range(len(self))[n])
 
 
+def _sums(lengths: Iterable[int]) -> bytes:
+    """Offsets of items of these lengths laid back to back, from 0 to the total, as an int64 section."""
+    return array("q", itertools.accumulate(lengths, initial=0)).tobytes()
+
+
 def _padded(data: bytes) -> bytes:
     """Sections start at multiples of 8, so each array view is aligned."""
     return data + b"\0" * (-len(data) % 8)
@@ -247,24 +219,15 @@ def dump(index: FaqIndex) -> bytes:
     offsets, the posting arrays. Nothing has to be decoded or copied to load it (faq.store.undump)."""
     terms = sorted(index.postings, key=str.encode)
     encoded = [term.encode() for term in terms]
-    term_at = array("q", [0])
-    for term_bytes in encoded:
-        term_at.append(term_at[-1] + len(term_bytes))
-    bounds, docs, impacts = array("q", [0]), array("i"), array("f")
+    docs, impacts = array("i"), array("f")
     for term in terms:
-        term_docs, term_impacts = index.postings[term]
-        docs.extend(term_docs)
-        impacts.extend(term_impacts)
-        bounds.append(len(docs))
-    chunks: list[bytes] = []
-    firsts, offsets = array("q", [0]), array("q", [0])
-    for e in index.entries:
-        for text in (e.id, e.question, e.body, e.file, e.url or "", *e.tags):
-            chunks.append(text.encode())
-            offsets.append(offsets[-1] + len(chunks[-1]))
-        firsts.append(len(offsets) - 1)
-    sections = [firsts.tobytes(), offsets.tobytes(), b"".join(chunks), "\n".join(e.id for e in index.entries).encode(),
-                term_at.tobytes(), b"".join(encoded), bounds.tobytes(), docs.tobytes(), impacts.tobytes()]
+        docs.extend(index.postings[term][0])
+        impacts.extend(index.postings[term][1])
+    strings = [[e.id, e.question, e.body, e.file, e.url or "", *e.tags] for e in index.entries]
+    chunks = [text.encode() for texts in strings for text in texts]
+    sections = [_sums(map(len, strings)), _sums(map(len, chunks)), b"".join(chunks),
+                "\n".join(e.id for e in index.entries).encode(), _sums(map(len, encoded)), b"".join(encoded),
+                _sums(len(index.postings[term][0]) for term in terms), docs.tobytes(), impacts.tobytes()]
     header = json.dumps({
         "synonyms": index.synonyms, "glossary": index.glossary, "k1": index.k1, "b": index.b,
         "entries": len(index.entries), "terms": len(terms), "postings": len(docs), "sizes": [len(s) for s in sections],
@@ -353,23 +316,18 @@ def load_index(path: Path, base_url: str | None = None, cache: Path | None = Non
                clock: Clock = SYSTEM_CLOCK, given: str | None = None) -> FaqIndex:
     """The FAQ folder's index: from the cache when it holds this content, else built (and then cached).
     ``given``: the content's key from the workflow (:func:`given_key`), trusted instead of hashing the files."""
-    names = None
-    if cache and given:
-        key: str | None = hashlib.sha256(b"%s%s\0given\0%s" % (FORMAT, sys.byteorder.encode(),
-                                                                given.encode())).hexdigest()
+    if not cache:
+        return FaqIndex.load(path, base_url)
+    names: list[str] | None = None
+    if given:
+        key = hashlib.sha256(b"%s%s\0given\0%s" % (FORMAT, sys.byteorder.encode(), given.encode())).hexdigest()
     else:
         names = entry_names(path)
-        key = index_key(path, names, cache, clock) if cache else None
-    name = f"index-{key}.bin"
-    if cache:
-        data = _mapped(cache / name)
-        cached = undump(data, base_url) if data is not None else None
-        if cached is not None:
-            cached.key = key
-            return cached
-    names = entry_names(path) if names is None else names
-    index = FaqIndex.load(path, base_url, files=[path / n for n in names])
-    if cache:
-        _save(cache, name, dump(index))
-        index.key = key
+        key = index_key(path, names, cache, clock)
+    data = _mapped(cache / f"index-{key}.bin")
+    index = undump(data, base_url) if data is not None else None
+    if index is None:
+        index = FaqIndex.load(path, base_url, names)
+        _save(cache, f"index-{key}.bin", dump(index))
+    index.key = key
     return index

@@ -25,6 +25,10 @@ def copy_faq(target: Path) -> Path:
     return target
 
 
+def content_key(folder: Path) -> str:
+    return store.hash_files(folder, store.entry_names(folder))[0]
+
+
 def ranking(index: faq.FaqIndex) -> list[list[tuple[str, float]]]:
     return [[(entry.id, round(score, 6)) for entry, score in index.search(q, 5)] for q in QUERIES]
 
@@ -62,9 +66,9 @@ def test_changed_content_is_a_new_index(tmp_path: Path) -> None:
 
 def test_same_content_elsewhere_has_the_same_key(tmp_path: Path) -> None:
     first, second = copy_faq(tmp_path / "a"), copy_faq(tmp_path / "b")
-    assert store.content_key(first, store.entry_names(first)) == store.content_key(second, store.entry_names(second))
+    assert content_key(first) == content_key(second)
     (second / "job-rerun.md").write_bytes((second / "job-rerun.md").read_bytes() + b"\n")
-    assert store.content_key(first, store.entry_names(first)) != store.content_key(second, store.entry_names(second))
+    assert content_key(first) != content_key(second)
 
 
 @pytest.mark.parametrize("damage", [
@@ -128,8 +132,8 @@ def test_settled_files_are_recognised_by_their_stats(tmp_path: Path) -> None:
     store.load_index(folder, cache=cache, clock=FakeClock(wall=0.0))  # files written "just now": hashed, not recorded
     assert not (cache / store.KEYS_FILE).exists()
     expected = ranking(store.load_index(folder, cache=cache, clock=LATER))
-    stats, _ = store.stat_key(folder, names)
-    assert store._known_keys(cache) == {stats: store.content_key(folder, names)}
+    stats = store.stat_key(folder, names)
+    assert store._known_keys(cache) == {stats: content_key(folder)}
     # the record is trusted without reading a file: pointed at another key, that key's index is built
     (cache / store.KEYS_FILE).write_text(json.dumps({stats: "0" * 64}))
     assert ranking(store.load_index(folder, cache=cache, clock=LATER)) == expected
@@ -147,7 +151,7 @@ def test_a_write_that_keeps_the_size_is_seen(tmp_path: Path) -> None:
     assert entry.stat().st_size == before.st_size
     index = store.load_index(folder, cache=cache, clock=LATER)
     assert index.by_id["job-rerun"].body == faq.parse_entry(entry).body
-    assert index.key == store.content_key(folder, store.entry_names(folder)) and len(index_files(cache)) == 2
+    assert index.key == content_key(folder) and len(index_files(cache)) == 2
 
 
 def test_the_key_file_damaged_is_no_error(tmp_path: Path) -> None:
@@ -164,8 +168,8 @@ def test_an_entry_added_after_the_record_is_indexed(tmp_path: Path) -> None:
     assert store._known_keys(cache)
     (folder / "gift.md").write_text("---\nid: gift\nquestion: ギフト包装\n---\nのし欄で指定。\n", encoding="utf-8")
     assert [e.id for e, _ in store.load_index(folder, cache=cache, clock=LATER).search("ギフト包装")][:1] == ["gift"]
-    stats, _ = store.stat_key(folder, store.entry_names(folder))
-    assert store._known_keys(cache)[stats] == store.content_key(folder, store.entry_names(folder))
+    stats = store.stat_key(folder, store.entry_names(folder))
+    assert store._known_keys(cache)[stats] == content_key(folder)
 
 
 def test_a_key_given_by_the_workflow_finds_the_index_without_the_folder(tmp_path: Path) -> None:
