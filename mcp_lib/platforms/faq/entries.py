@@ -1,9 +1,11 @@
-"""faq.entries: the FAQ folder's files -- entries with front matter, and the synonym table."""
+"""faq.entries: the FAQ folder's files -- entries with front matter, the synonym table, the glossary -- and the one
+way a cache file (faq.store, faq.semantic) is written."""
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,3 +120,20 @@ def load_glossary(path: Path) -> dict[str, list[str]]:
         if not _scalar(word) or not isinstance(english, list) or not english or not all(_scalar(w) for w in english):
             raise ConfigError(str(path), f"each word needs a list of English words, got {word!r}: {english!r}")
     return {str(word): [str(w) for w in english] for word, english in raw.items()}
+
+
+def save(path: Path, data: bytes, keep: int = 0) -> None:
+    """A cache file written under a temporary name and renamed over ``path``, so a concurrent reader sees the old
+    file or the new one; with ``keep``, only the ``keep`` newest of its kind (its name up to the last ``-``) stay.
+    A folder that cannot be written only means computing again next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as out:
+            out.write(data)
+        os.replace(out.name, path)
+        if keep:
+            others = [p for p in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*{path.suffix}") if p != path]
+            for stale in sorted(others, key=lambda p: p.stat().st_mtime_ns, reverse=True)[keep - 1 :]:
+                stale.unlink(missing_ok=True)
+    except OSError:
+        return

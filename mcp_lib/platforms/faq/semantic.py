@@ -12,18 +12,16 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ...config import DECLARED, ConfigError, env_str
 from ...cutting import squash_whitespace
-
-if TYPE_CHECKING:
-    from .entries import Entry
+from .entries import Entry, save
 
 SEMANTIC_VARIABLE = "HELPBOT_FAQ_SEMANTIC"
 Mode = Literal["auto", "on", "off"]
@@ -168,13 +166,7 @@ def _write_vectors(path: Path, name: str, vectors: dict[str, Any]) -> None:
     keys = list(vectors)
     matrix = np.asarray([vectors[k] for k in keys], dtype="<f4")
     header = json.dumps({"model": name, "dim": int(matrix.shape[1]) if keys else 0, "keys": keys}).encode()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-        temporary.write_bytes(VECTORS_FORMAT + len(header).to_bytes(8, "little") + header + matrix.tobytes())
-        os.replace(temporary, path)
-    except OSError:
-        return  # a cache that cannot be written only means computing again next time
+    save(path, VECTORS_FORMAT + len(header).to_bytes(8, "little") + header + matrix.tobytes())
 
 
 def _read_matrix(path: Path, rows: int) -> Any:
@@ -193,17 +185,9 @@ def _read_matrix(path: Path, rows: int) -> Any:
 def _write_matrix(path: Path, matrix: Any) -> None:
     import numpy as np
 
-    try:
-        temporary = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-        with temporary.open("wb") as out:
-            np.save(out, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
-        os.replace(temporary, path)
-        prefix = path.name.rsplit("-", 1)[0]
-        others = [p for p in path.parent.glob(f"{prefix}-*.npy") if p != path]
-        for stale in sorted(others, key=lambda p: p.stat().st_mtime_ns, reverse=True)[KEEP_MATRICES - 1 :]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        return
+    out = io.BytesIO()
+    np.save(out, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
+    save(path, out.getvalue(), keep=KEEP_MATRICES)
 
 
 class SemanticLeg:

@@ -16,7 +16,6 @@ import mmap
 import os
 import re
 import sys
-import tempfile
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, overload
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...config import ConfigError, env_str
-from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names
+from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names, save
 from .index import FaqIndex, Posting
 
 CACHE_VARIABLE = "HELPBOT_FAQ_CACHE_DIR"
@@ -124,7 +123,7 @@ def index_key(root: Path, names: list[str], cache: Path, clock: Clock = SYSTEM_C
     key, stats, newest = hash_files(root, names)
     if newest < clock.wall() - SETTLED_S:
         known = {stats: key, **{k: v for k, v in known.items() if k != stats}}
-        _save(cache, KEYS_FILE, json.dumps(dict(list(known.items())[:KEEP_KEYS])).encode())
+        save(cache / KEYS_FILE, json.dumps(dict(list(known.items())[:KEEP_KEYS])).encode())
     return key
 
 
@@ -285,23 +284,6 @@ def _mapped(path: Path) -> mmap.mmap | None:
         return None
 
 
-def _save(folder: Path, name: str, data: bytes) -> None:
-    """Written under a temporary name and renamed, so a concurrent reader sees the old file or the new one.
-    A folder that cannot be written only means the next run builds again."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".tmp-", delete=False) as out:
-            out.write(data)
-        os.replace(out.name, folder / name)
-        if not name.startswith("index-"):
-            return
-        others = [p for p in folder.glob("index-*.bin") if p.name != name]
-        for stale in sorted(others, key=lambda p: p.stat().st_mtime_ns, reverse=True)[KEEP_FILES - 1 :]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        return
-
-
 def given_key(env: Mapping[str, str]) -> str | None:
     """``HELPBOT_FAQ_CACHE_KEY``: the key of the FAQ's content as the workflow computed it (hashFiles of the FAQ
     folder and of this package, and the encoder's version), so a run on a fresh checkout neither lists nor
@@ -328,6 +310,6 @@ def load_index(path: Path, base_url: str | None = None, cache: Path | None = Non
     index = undump(data, base_url) if data is not None else None
     if index is None:
         index = FaqIndex.load(path, base_url, names)
-        _save(cache, f"index-{key}.bin", dump(index))
+        save(cache / f"index-{key}.bin", dump(index), keep=KEEP_FILES)
     index.key = key
     return index
