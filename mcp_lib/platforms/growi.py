@@ -45,16 +45,12 @@ class GrowiConfig:
 
 def _prefixes(env: Mapping[str, str]) -> tuple[str, ...]:
     """``HELPBOT_GROWI_PATHS``: comma-separated page path prefixes (paths may contain spaces)."""
-    raw = env_str(env, "HELPBOT_GROWI_PATHS") or ""
-    prefixes = []
-    for part in (p.strip() for p in raw.split(",")):
-        if not part:
-            continue
+    parts = [p.strip() for p in (env_str(env, "HELPBOT_GROWI_PATHS") or "").split(",") if p.strip()]
+    for part in parts:
         if not part.startswith("/"):
             raise ConfigError("HELPBOT_GROWI_PATHS", f"{part!r} is not a page path; prefixes start with '/', "
                                                      "e.g. /手順,/FAQ")
-        prefixes.append(part.rstrip("/") or "/")
-    return tuple(prefixes)
+    return tuple(part.rstrip("/") or "/" for part in parts)
 
 
 def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
@@ -111,7 +107,7 @@ def _json(response: httpx2.Response, what: str) -> Any:
     """The JSON answer, or a ToolError that says what to check (token, URL, the page)."""
     status = response.status_code
     if 300 <= status < 400:
-        where = _without_query(response.headers.get("location", ""))
+        where = re.split(r"[?#]", response.headers.get("location", ""), maxsplit=1)[0]  # a proxy's repeats the token
         if "login" in where:
             raise CredentialsError(f"Growi redirected {what} to its login page (HTTP {status}): "
                                    "GROWI_ACCESS_TOKEN was not accepted")
@@ -127,11 +123,6 @@ def _json(response: httpx2.Response, what: str) -> Any:
     if status >= 400:
         raise ToolError(f"Growi answered HTTP {status} for {what}{detail}")
     return json_answer(response, "Growi", what, "GROWI_URL")
-
-
-def _without_query(location: str) -> str:
-    """A redirect target as shown in an error: no query or fragment (a proxy's redirect repeats the token)."""
-    return re.split(r"[?#]", location, maxsplit=1)[0]
 
 
 def _forbidden_page(response: httpx2.Response) -> bool:
@@ -151,23 +142,26 @@ def _not_found(what: str) -> ToolError:
     return ToolError(f"{what} was not found in Growi; find pages with growi_searchPages")
 
 
-def _title(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1] or path
+def _search(ctx: ToolContext, query: str, limit: int) -> dict[str, Any]:
+    """Growi's search answer; one it answers ``ok: false`` (its search engine down) is an error."""
+    # Growi 7 runs decodeURIComponent on q after the query string is parsed: escape '%' once more.
+    params = {"q": query.replace("%", "%25"), "limit": limit, "offset": 0}
+    data = _json(send(ctx, "Growi", "GET", "/_api/search", params=params), "the search")
+    if not isinstance(data, dict) or data.get("ok") is not True:
+        error = data.get("error") if isinstance(data, dict) else None
+        raise ToolError(f"Growi search failed: {error or 'ok is not true'} (the wiki's search engine may be "
+                        "down; try again later or use another source)")
+    return data
 
 
-def _snippet(text: str | None) -> str | None:
-    """Elasticsearch's highlight, as plain text (no <em> tags, entities unescaped)."""
-    if not text:
-        return None
-    return squash_whitespace(html.unescape(_TAG_RE.sub("", text)))
+def _item(config: GrowiConfig, page: dict[str, Any], path: str) -> dict[str, Any]:
+    return {"title": path.rstrip("/").rsplit("/", 1)[-1] or path, "url": f"{config.url}/{page.get('_id')}",
+            "pageId": page.get("_id"), "path": path, "updatedAt": page.get("updatedAt")}
 
 
 def check(ctx: ToolContext) -> list[str]:
     """``helpbot doctor``: Growi answers a one-hit search with the token (the route growi_searchPages uses)."""
-    data = _json(send(ctx, "Growi", "GET", "/_api/search", params={"q": "helpbot", "limit": 1, "offset": 0}),
-                 "the search")
-    if not isinstance(data, dict) or data.get("ok") is not True:
-        raise ToolError("Growi's search answered but not ok: its search engine (Elasticsearch) may be down")
+    _search(ctx, "helpbot", 1)
     return ["GROWI_ACCESS_TOKEN accepted by the search"]
 
 
@@ -213,23 +207,16 @@ def searchPages(
     with growi_getPage (pageId from the hit).
     """
     config: GrowiConfig = ctx.config
-    fetch = min(50, limit * 3) if config.paths else limit  # room for hits the path allowlist drops
-    # Growi 7 runs decodeURIComponent on q after the query string is parsed: escape '%' once more.
-    params = {"q": query.replace("%", "%25"), "limit": fetch, "offset": 0}
-    data = _json(send(ctx, "Growi", "GET", "/_api/search", params=params), "the search")
-    if not isinstance(data, dict) or data.get("ok") is not True:
-        error = data.get("error") if isinstance(data, dict) else None
-        raise ToolError(f"Growi search failed: {error or 'ok is not true'} (the wiki's search engine may be "
-                        "down; try again later or use another source)")
+    data = _search(ctx, query, min(50, limit * 3) if config.paths else limit)  # room for hits the allowlist drops
     items = []
     for hit in data.get("data") or []:
         page, meta = hit.get("data") or {}, hit.get("meta") or {}
         path = str(page.get("path") or "")
         if not config.allows(path):
             continue  # no note, not counted: only-hidden hits read exactly like no hits
-        es = meta.get("elasticSearchResult") or {}
-        items.append({"title": _title(path), "url": f"{config.url}/{page.get('_id')}", "pageId": page.get("_id"),
-                      "path": path, "snippet": _snippet(es.get("snippet")), "updatedAt": page.get("updatedAt")})
+        highlight = (meta.get("elasticSearchResult") or {}).get("snippet")  # as plain text: no <em>, no entities
+        snippet = squash_whitespace(html.unescape(_TAG_RE.sub("", highlight))) if highlight else None
+        items.append({**_item(config, page, path), "snippet": snippet})
     total = (data.get("meta") or {}).get("total")  # counts the pages outside the allowed paths too
     if config.paths or not isinstance(total, int):
         total = len(items)
@@ -271,8 +258,6 @@ def getPage(
     body = revision.get("body") if isinstance(revision, dict) else None
     text, truncated = keep_start_masked(body or "", config.max_body_chars)
     author = page.get("lastUpdateUser")
-    item = {"title": _title(page_path), "url": f"{config.url}/{page.get('_id')}", "pageId": page.get("_id"),
-            "path": page_path, "updatedAt": page.get("updatedAt"),
-            "author": author.get("username") if isinstance(author, dict) else None,
+    item = {**_item(config, page, page_path), "author": author.get("username") if isinstance(author, dict) else None,
             "body": text, "truncated": truncated}
     return Result(item=item, notes=[] if body is not None else ["the page has no readable body"])
