@@ -16,12 +16,12 @@ from ...config import ConfigError, env_str, env_url
 from ...core import Platform, Result, ToolContext, ToolError
 from ...redact import redact_secrets
 from . import semantic, store
-from .entries import SYNONYMS_FILE, Entry, entry_names, load_synonyms, parse_entry
-from .index import FaqIndex, QueryPlan
-from .text import TAG_BOOST, analyze, normalize, query_weights, trigrams
+from .entries import Entry, entry_names, parse_entry
+from .index import TAG_BOOST, FaqIndex
+from .text import analyze, normalize
 
-__all__ = ["PLATFORM", "SYNONYMS_FILE", "TAG_BOOST", "Entry", "FaqConfig", "FaqIndex", "QueryPlan", "analyze",
-           "load_config", "load_synonyms", "normalize", "parse_entry", "query_weights", "trigrams"]
+__all__ = ["PLATFORM", "TAG_BOOST", "Entry", "FaqConfig", "FaqIndex", "analyze", "load_config", "normalize",
+           "parse_entry"]
 
 _REPO_FAQ = Path(__file__).resolve().parents[3] / "faq"
 _BUNDLED_FAQ = Path(__file__).resolve().parents[2] / "_bundled_faq"

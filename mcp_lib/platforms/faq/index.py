@@ -15,21 +15,16 @@ from urllib.parse import quote
 from ...config import ConfigError
 from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names, load_glossary, load_synonyms, parse_entry
 from .semantic import CANDIDATES, MIN_COSINE, SemanticLeg, fuse
-from .text import (
-    FUZZY_CANDIDATES,
-    FUZZY_MIN_SIMILARITY,
-    TAG_BOOST,
-    UNIGRAM,
-    analyze,
-    best_window,
-    fuzzy_candidate,
-    normalize,
-    query_weights,
-    stem_text,
-    trigrams,
-)
+from .text import UNIGRAM, analyze, best_window, fuzzy_candidate, normalize, query_weights, stem_text, trigrams
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+# A misspelt word is replaced by up to FUZZY_CANDIDATES known words whose trigrams overlap (Dice coefficient) by
+# at least FUZZY_MIN_SIMILARITY.
+FUZZY_MIN_SIMILARITY = 0.5
+FUZZY_CANDIDATES = 3
+# An entry carrying one of the caller's boost tags (the question's tags) scores this much more. Multiplied, not
+# added: a boost reorders entries that match the query but never brings in one that does not.
+TAG_BOOST = 1.3
 
 
 @dataclass

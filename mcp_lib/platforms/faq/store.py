@@ -137,22 +137,13 @@ class PackedPostings(Mapping[str, Posting]):
         self._terms, self._at = bytes(terms), term_at  # one copy of a few MB: bytes compare, views do not
         self._bounds, self._docs, self._impacts = bounds, docs, impacts
 
-    def _slot(self, term: object) -> int:
-        if not isinstance(term, str):
-            return -1
+    def __getitem__(self, term: str) -> Posting:
         wanted, terms, at = term.encode(), self._terms, self._at
         i = bisect.bisect_left(range(len(at) - 1), wanted, key=lambda n: terms[at[n] : at[n + 1]])
-        return i if i < len(at) - 1 and terms[at[i] : at[i + 1]] == wanted else -1
-
-    def __getitem__(self, term: str) -> Posting:
-        i = self._slot(term)
-        if i < 0:
+        if i == len(at) - 1 or terms[at[i] : at[i + 1]] != wanted:
             raise KeyError(term)
         start, end = self._bounds[i], self._bounds[i + 1]
         return self._docs[start:end], self._impacts[start:end]
-
-    def __contains__(self, term: object) -> bool:
-        return self._slot(term) >= 0
 
     def __iter__(self) -> Iterator[str]:
         terms, at = self._terms, self._at

@@ -22,18 +22,11 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ー"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
 _KATAKANA_WORD_RE = re.compile(r"[ァ-ヺー]{3,}")
 
-# A Latin word weighs as much as one CJK bigram in a query; a misspelt word is replaced by up to
-# FUZZY_CANDIDATES known words whose trigrams overlap (Dice coefficient) by at least FUZZY_MIN_SIMILARITY.
-LATIN_WEIGHT = 2.0
+LATIN_WEIGHT = 2.0  # a Latin word weighs as much as one CJK bigram in a query
 # A kanji's own term (UNIGRAM + the kanji) weighs as much as a bigram in a query: chosen on
 # bench/faq_recall_queries.yml (0.8-1.2 within a query of each other; plain BM25's ja recall@3 0.76 -> 0.90).
 UNIGRAM, UNIGRAM_WEIGHT = "^", 1.0
 _KANJI_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-FUZZY_MIN_SIMILARITY = 0.5
-FUZZY_CANDIDATES = 3
-# An entry carrying one of the caller's boost tags (the question's tags) scores this much more. Multiplied, not
-# added: a boost reorders entries that match the query but never brings in one that does not.
-TAG_BOOST = 1.3
 
 # Words that say nothing about the topic (English ones would look rare, so important, in a Japanese FAQ).
 _STOP_WORDS = frozenset((
