@@ -76,9 +76,7 @@ def parse_entry(path: Path, root: Path | None = None) -> Entry:
     entry_id = str(meta["id"]).strip()
     if re.search(r"\s", entry_id):
         raise ConfigError(where, f"id {entry_id!r} must not contain spaces")
-    tags = meta.get("tags")
-    if tags is None:
-        tags = []
+    tags = [] if meta.get("tags") is None else meta["tags"]
     if not isinstance(tags, list) or not all(_scalar(tag) for tag in tags):
         raise ConfigError(where, "'tags' must be a list of words, e.g. tags: [在庫, Shopify]")
     url = meta.get("url")
@@ -92,15 +90,20 @@ def parse_entry(path: Path, root: Path | None = None) -> Entry:
                  file=name, url=url.strip() if url else None)
 
 
-def load_synonyms(path: Path) -> list[list[str]]:
-    """``_synonyms.yml``: a list of groups, each a list of words meaning the same thing for searching."""
+def _table(path: Path, empty: list[Any] | dict[str, Any], example: str) -> Any:
+    """A table of the FAQ folder: its YAML, empty when the file is, else of the type of ``empty``."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), f"not valid YAML ({str(exc).splitlines()[0]})") from None
-    groups = raw or []
-    if not isinstance(groups, list):
-        raise ConfigError(str(path), "expected a list of synonym groups, e.g. - [在庫, stock, inventory]")
+    if not isinstance(raw or empty, type(empty)):
+        raise ConfigError(str(path), f"expected {example}")
+    return raw or empty
+
+
+def load_synonyms(path: Path) -> list[list[str]]:
+    """``_synonyms.yml``: a list of groups, each a list of words meaning the same thing for searching."""
+    groups = _table(path, [], "a list of synonym groups, e.g. - [在庫, stock, inventory]")
     for group in groups:
         if not isinstance(group, list) or len(group) < 2 or not all(_scalar(w) for w in group):
             raise ConfigError(str(path), f"each synonym group must be a list of two or more words, got {group!r}")
@@ -109,13 +112,7 @@ def load_synonyms(path: Path) -> list[list[str]]:
 
 def load_glossary(path: Path) -> dict[str, list[str]]:
     """``_glossary.yml``: per Japanese word of the FAQ, the English words that ask for it (query time only)."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), f"not valid YAML ({str(exc).splitlines()[0]})") from None
-    raw = raw or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(str(path), "expected 日本語: [english, ...] lines, e.g. 在庫: [stock, inventory]")
+    raw = _table(path, {}, "日本語: [english, ...] lines, e.g. 在庫: [stock, inventory]")
     for word, english in raw.items():
         if not _scalar(word) or not isinstance(english, list) or not english or not all(_scalar(w) for w in english):
             raise ConfigError(str(path), f"each word needs a list of English words, got {word!r}: {english!r}")

@@ -20,7 +20,7 @@ from ...cutting import excerpt, squash_whitespace
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ー"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
-_KATAKANA_WORD_RE = re.compile(r"[ァ-ヺー]{3,}")
+_LONG_VOWEL_RE = re.compile(r"(?<=[ァ-ヺー]{2})ー(?![ァ-ヺー])")  # ending a katakana word of 3 or more
 
 LATIN_WEIGHT = 2.0  # a Latin word weighs as much as one CJK bigram in a query
 # A kanji's own term (UNIGRAM + the kanji) weighs as much as a bigram in a query: chosen on
@@ -49,14 +49,9 @@ _STOP_PHRASES = (
 _STOP_BIGRAMS = frozenset(p[i : i + 2] for p in _STOP_PHRASES for i in range(len(p) - 1))
 
 
-def _drop_long_vowel(match: re.Match[str]) -> str:
-    word = match.group()
-    return word[:-1] if word.endswith("ー") else word
-
-
 def normalize(text: str) -> str:
     """NFKC (full/half width), lower case, サーバー -> サーバ."""
-    return _KATAKANA_WORD_RE.sub(_drop_long_vowel, unicodedata.normalize("NFKC", text).lower())
+    return _LONG_VOWEL_RE.sub("", unicodedata.normalize("NFKC", text).lower())
 
 
 _VOWELS = frozenset("aeiou")
@@ -73,10 +68,6 @@ def _measure(stem: str) -> int:
     """Porter's m: how many vowel-consonant sequences the stem has (tr=0, trouble=1, troubles=2)."""
     kinds = "".join("c" if _consonant(stem, i) else "v" for i in range(len(stem)))
     return kinds.lstrip("c").replace("vv", "v").count("vc") if kinds else 0
-
-
-def _has_vowel(stem: str) -> bool:
-    return any(not _consonant(stem, i) for i in range(len(stem)))
 
 
 def _cvc(stem: str) -> bool:
@@ -104,7 +95,7 @@ def _stem(word: str) -> str:
     else:
         for suffix in ("ed", "ing"):
             stem = word[: -len(suffix)]
-            if word.endswith(suffix) and len(stem) >= 3 and _has_vowel(stem):
+            if word.endswith(suffix) and len(stem) >= 3 and not all(_consonant(stem, i) for i in range(len(stem))):
                 if stem.endswith(("at", "bl", "iz")):
                     stem += "e"
                 elif stem[-1] == stem[-2] and _consonant(stem, -1) and stem[-1] not in "lsz":
