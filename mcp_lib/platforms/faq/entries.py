@@ -1,8 +1,10 @@
-"""faq.entries: the FAQ folder's files -- entries with front matter, the synonym table, the glossary -- and the one
-way a cache file (faq.store, faq.semantic) is written."""
+"""faq.entries: the FAQ folder's files -- entries with front matter, the synonym table, the glossary -- and the
+cache files' one container (faq.store's index, faq.semantic's vectors), written only by renaming over."""
 
 from __future__ import annotations
 
+import json
+import mmap
 import os
 import re
 import tempfile
@@ -117,6 +119,47 @@ def load_glossary(path: Path) -> dict[str, list[str]]:
         if not _scalar(word) or not isinstance(english, list) or not english or not all(_scalar(w) for w in english):
             raise ConfigError(str(path), f"each word needs a list of English words, got {word!r}: {english!r}")
     return {str(word): [str(w) for w in english] for word, english in raw.items()}
+
+
+def _padded(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 8)
+
+
+def pack(kind: bytes, header: dict[str, Any], sections: list[bytes]) -> bytes:
+    """A cache file: ``kind`` (its format's line), a JSON header, then raw sections, each at a multiple of 8 bytes
+    so that an array view of it is aligned."""
+    head = json.dumps({**header, "sizes": [len(s) for s in sections]}, ensure_ascii=False).encode()
+    return b"".join(map(_padded, [kind + len(head).to_bytes(8, "little"), head, *sections]))
+
+
+def unpack(data: bytes | mmap.mmap, kind: bytes) -> tuple[dict[str, Any], list[memoryview]]:
+    """The header and the sections (views of ``data``) of a :func:`pack` file of that kind; ValueError, KeyError or
+    TypeError when it is not one, or not whole."""
+    view = memoryview(data)
+    if bytes(view[: len(kind)]) != kind:
+        raise ValueError("not a file of this kind")
+    at = len(kind) + 8
+    size, at = int.from_bytes(view[len(kind) : at], "little"), at + -at % 8
+    header = json.loads(bytes(view[at : at + size]))
+    at += size + (-size % 8)
+    sections = []
+    for length in header["sizes"]:
+        if not isinstance(length, int) or length < 0 or at + length > len(view):
+            raise ValueError("a section runs past the end of the file")
+        sections.append(view[at : at + length])
+        at += length + (-length % 8)
+    if at != len(view):
+        raise ValueError("not the sections the header lists")
+    return header, sections
+
+
+def mapped(path: Path) -> mmap.mmap | None:
+    """The file mapped read-only (the pages are read as they are touched), or None when it cannot be."""
+    try:
+        with path.open("rb") as file:
+            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # missing, or empty (an empty file cannot be mapped)
+        return None
 
 
 def save(path: Path, data: bytes, keep: int = 0) -> None:

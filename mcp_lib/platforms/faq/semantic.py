@@ -12,8 +12,6 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
-import io
-import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -21,11 +19,11 @@ from typing import Any, Literal, Protocol
 
 from ...config import DECLARED, ConfigError, env_str
 from ...cutting import squash_whitespace
-from .entries import Entry, save
+from .entries import Entry, mapped, pack, save, unpack
 
 SEMANTIC_VARIABLE = "HELPBOT_FAQ_SEMANTIC"
 Mode = Literal["auto", "on", "off"]
-VECTORS_FORMAT = b"helpbot-faq-vectors/1\n"
+VECTORS_FORMAT = b"helpbot-faq-vectors/2\n"
 KEEP_MATRICES = 4  # matrix files kept per model: a few FAQ versions (branches) side by side
 # Reciprocal-rank fusion: an entry scores sum(1 / (RRF_K + rank)) over the legs that rank it (rank from 1).
 RRF_K = 10
@@ -134,54 +132,25 @@ def _key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _read_vectors(path: Path, name: str) -> tuple[dict[str, int], Any]:
-    """One model's cached vectors (row by passage key, the matrix); nothing when missing or not whole."""
+def _read(path: Path, rows: int | None = None) -> tuple[list[str], Any]:
+    """A vectors file: its passage keys and matrix (a view of the mapped file), or one FAQ content's whole matrix
+    (no keys; ``rows`` rows); ([], None) when it is missing, not whole or not of that shape."""
     import numpy as np
 
+    data = mapped(path)
+    if data is None:
+        return [], None
     try:
-        data = path.read_bytes()
-        if not data.startswith(VECTORS_FORMAT):
-            return {}, None
-        at = len(VECTORS_FORMAT) + 8
-        size = int.from_bytes(data[len(VECTORS_FORMAT):at], "little")
-        header = json.loads(data[at : at + size])
-        keys, dim = header["keys"], int(header["dim"])
-        matrix = np.frombuffer(data, dtype="<f4", offset=at + size)
-        if header["model"] != name or matrix.size != len(keys) * dim:
-            return {}, None
-        return {key: row for row, key in enumerate(keys)}, matrix.reshape(len(keys), dim)
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}, None
+        header, [raw] = unpack(data, VECTORS_FORMAT)
+        keys, matrix = header["keys"], np.frombuffer(raw, dtype="<f4").reshape(-1, header["dim"])
+    except (ValueError, KeyError, TypeError):
+        return [], None
+    return (keys, matrix) if len(matrix) == (len(keys) if rows is None else rows) else ([], None)
 
 
-def _write_vectors(path: Path, name: str, vectors: dict[str, Any]) -> None:
-    import numpy as np
-
-    keys = list(vectors)
-    matrix = np.asarray([vectors[k] for k in keys], dtype="<f4")
-    header = json.dumps({"model": name, "dim": int(matrix.shape[1]) if keys else 0, "keys": keys}).encode()
-    save(path, VECTORS_FORMAT + len(header).to_bytes(8, "little") + header + matrix.tobytes())
-
-
-def _read_matrix(path: Path, rows: int) -> Any:
-    """The memory-mapped matrix of one FAQ content, or None when the file is missing or not of that shape."""
-    import numpy as np
-
-    try:
-        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError):
-        return None
-    if matrix.ndim != 2 or matrix.shape[0] != rows or matrix.dtype != np.float32:
-        return None
-    return np.asarray(matrix)
-
-
-def _write_matrix(path: Path, matrix: Any) -> None:
-    import numpy as np
-
-    out = io.BytesIO()
-    np.save(out, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
-    save(path, out.getvalue(), keep=KEEP_MATRICES)
+def _write(path: Path, matrix: Any, keys: list[str], keep: int = 0) -> None:
+    header = {"dim": int(matrix.shape[1]) if len(matrix) else 0, "keys": keys}
+    save(path, pack(VECTORS_FORMAT, header, [matrix.astype("<f4").tobytes()]), keep)
 
 
 class SemanticLeg:
@@ -193,16 +162,17 @@ class SemanticLeg:
         import numpy as np
 
         self.encoder = encoder
-        whole = cache / f"matrix-{encoder.name}-{key}.npy" if cache and key else None
+        whole = cache / f"matrix-{encoder.name}-{key}.bin" if cache and key else None
         if whole is not None:
-            matrix = _read_matrix(whole, len(entries))
+            matrix = _read(whole, len(entries))[1]
             if matrix is not None:
                 self.matrix = matrix
                 return
         texts = [passage_text(e) for e in entries]
         keys = [_key(t) for t in texts]
         path = cache / f"vectors-{encoder.name}.bin" if cache else None
-        rows, cached = _read_vectors(path, encoder.name) if path else ({}, None)  # cached: None when rows is {}
+        cached_keys, cached = _read(path) if path else ([], None)
+        rows = {k: row for row, k in enumerate(cached_keys)}
         missing = list({k: i for i, k in enumerate(keys) if k not in rows}.values())  # each text encoded once
         if not missing and cached is not None:
             self.matrix = np.ascontiguousarray(cached[[rows[k] for k in keys]], dtype=np.float32)
@@ -212,11 +182,11 @@ class SemanticLeg:
                 chunk = missing[start : start + BATCH]
                 for i, vector in zip(chunk, encoder.passages([texts[i] for i in chunk]), strict=True):
                     known[keys[i]] = vector
-            if path:
-                _write_vectors(path, encoder.name, {k: known[k] for k in keys})
             self.matrix = np.asarray([known[k] for k in keys], dtype=np.float32).reshape(len(keys), -1)
+            if path:
+                _write(path, self.matrix, keys)
         if whole is not None and len(keys):
-            _write_matrix(whole, self.matrix)
+            _write(whole, self.matrix, [], keep=KEEP_MATRICES)
 
     def rank(self, query: str, limit: int = CANDIDATES) -> list[tuple[int, float]]:
         """(entry number, cosine) of the ``limit`` entries nearest the query, nearest first."""

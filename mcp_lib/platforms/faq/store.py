@@ -19,16 +19,16 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...config import ConfigError, env_str
-from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names, save
+from .entries import GLOSSARY_FILE, SYNONYMS_FILE, Entry, entry_names, mapped, pack, save, unpack
 from .index import FaqIndex, Posting
 
 CACHE_VARIABLE = "HELPBOT_FAQ_CACHE_DIR"
 KEY_VARIABLE = "HELPBOT_FAQ_CACHE_KEY"
-FORMAT = b"helpbot-faq-index/3\n"
+FORMAT = b"helpbot-faq-index/4\n"
 KEEP_FILES = 4  # index files kept in the cache folder: a few FAQ versions (branches) side by side
 _CODE = [Path(__file__).with_name(name) for name in ("text.py", "index.py", "store.py", "semantic.py")]
 KEYS_FILE = "keys.json"  # file stats -> content key: the fast path that reads no FAQ file
@@ -195,14 +195,6 @@ def _sums(lengths: Iterable[int]) -> bytes:
     return array("q", itertools.accumulate(lengths, initial=0)).tobytes()
 
 
-def _padded(data: bytes) -> bytes:
-    """Sections start at multiples of 8, so each array view is aligned."""
-    return data + b"\0" * (-len(data) % 8)
-
-
-_SECTIONS = 9
-
-
 def dump(index: FaqIndex) -> bytes:
     """The index as one file: a small JSON header, then sections -- every entry string as UTF-8 with byte
     offsets (and per entry its first string), the ids joined by newlines, the terms sorted by their bytes with
@@ -218,21 +210,15 @@ def dump(index: FaqIndex) -> bytes:
     sections = [_sums(map(len, strings)), _sums(map(len, chunks)), b"".join(chunks),
                 "\n".join(e.id for e in index.entries).encode(), _sums(map(len, encoded)), b"".join(encoded),
                 _sums(len(index.postings[term][0]) for term in terms), docs.tobytes(), impacts.tobytes()]
-    header = json.dumps({
-        "synonyms": index.synonyms, "glossary": index.glossary, "k1": index.k1, "b": index.b,
-        "entries": len(index.entries), "terms": len(terms), "postings": len(docs), "sizes": [len(s) for s in sections],
-    }, ensure_ascii=False).encode()
-    return b"".join([FORMAT, len(header).to_bytes(8, "little"), _padded(header), *map(_padded, sections)])
+    return pack(FORMAT, {"synonyms": index.synonyms, "glossary": index.glossary, "k1": index.k1, "b": index.b,
+                         "entries": len(index.entries), "terms": len(terms), "postings": len(docs)}, sections)
 
 
-def undump(data: bytes | memoryview | mmap.mmap, base_url: str | None) -> FaqIndex | None:
+def undump(data: bytes | mmap.mmap, base_url: str | None) -> FaqIndex | None:
     """The index in ``data`` (kept referenced: the index is views of it), or None when it is not a complete
     index of this format."""
-    view = memoryview(data)
-    if bytes(view[: len(FORMAT)]) != FORMAT:
-        return None
     try:
-        header, (firsts, offsets, text, ids, term_at, terms, bounds, docs, impacts) = _sections(view)
+        header, (firsts, offsets, text, ids, term_at, terms, bounds, docs, impacts) = unpack(data, FORMAT)
         n_entries, n_terms = header["entries"], header["terms"]
         firsts_, at = firsts.cast("q"), offsets.cast("q")
         names = str(ids, "utf-8").split("\n") if n_entries else []
@@ -247,31 +233,6 @@ def undump(data: bytes | memoryview | mmap.mmap, base_url: str | None) -> FaqInd
                         glossary=header["glossary"], base_url=base_url, k1=header["k1"], b=header["b"],
                         postings=PackedPostings(terms, term_at_, bounds_, docs_, impacts_))
     except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
-        return None
-
-
-def _sections(view: memoryview) -> tuple[dict[str, Any], list[memoryview]]:
-    at = len(FORMAT) + 8
-    size = int.from_bytes(view[len(FORMAT):at], "little")
-    header = json.loads(bytes(view[at : at + size]))
-    at += size + (-size % 8)
-    sections = []
-    for length in header["sizes"]:
-        if not isinstance(length, int) or length < 0 or at + length > len(view):
-            raise ValueError("a section runs past the end of the file")
-        sections.append(view[at : at + length])
-        at += length + (-length % 8)
-    if at != len(view) or len(sections) != _SECTIONS:
-        raise ValueError("not the sections of this format")
-    return header, sections
-
-
-def _mapped(path: Path) -> mmap.mmap | None:
-    """The file mapped read-only (the pages are read as they are touched), or None when it cannot be."""
-    try:
-        with path.open("rb") as file:
-            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # missing, or empty (an empty file cannot be mapped)
         return None
 
 
@@ -297,7 +258,7 @@ def load_index(path: Path, base_url: str | None = None, cache: Path | None = Non
     else:
         names = entry_names(path)
         key = index_key(path, names, cache, clock)
-    data = _mapped(cache / f"index-{key}.bin")
+    data = mapped(cache / f"index-{key}.bin")
     index = undump(data, base_url) if data is not None else None
     if index is None:
         index = FaqIndex.load(path, base_url, names)

@@ -160,7 +160,7 @@ def test_the_real_encoder_bridges_english_to_the_bundled_faq(tmp_path: Path) -> 
 def test_the_whole_matrix_is_kept_per_content_key(tmp_path: Path) -> None:
     encoder = ConceptEncoder()
     first = SemanticLeg(encoder, ENTRIES, cache=tmp_path, key="k1")
-    [whole] = tmp_path.glob("matrix-*.npy")
+    [whole] = tmp_path.glob("matrix-*.bin")
     (tmp_path / f"vectors-{encoder.name}.bin").unlink()  # the per-passage cache is not needed for this key
     again = SemanticLeg(encoder, ENTRIES, cache=tmp_path, key="k1")
     assert len(encoder.encoded) == len(ENTRIES) and np.array_equal(first.matrix, again.matrix)
