@@ -137,7 +137,7 @@ def getEntry(
     Use it after faq_search when a hit's snippet looks relevant; cite the entry's url as the source.
     """
     index: FaqIndex = ctx.client
-    entry = index.by_id.get(id.strip())
+    entry = index.entry(id.strip())
     if entry is None:
         raise ToolError(f"no FAQ entry with id {id!r}; use faq_search to find ids")
     return {"id": entry.id, "title": entry.question, "url": index.url_of(entry), "tags": entry.tags,

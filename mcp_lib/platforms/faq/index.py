@@ -7,7 +7,7 @@ import heapq
 import math
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -33,11 +33,6 @@ class _SynonymGroup:
     words: list[str]
     stemmed: list[str]  # each word with its English words stemmed (rate limited -> rate limit)
     terms: list[list[str]]  # the index terms of each word
-
-    def matches(self, text: str, stemmed: str) -> list[int]:
-        """The numbers of the group's words found in ``text`` (normalised), or stemmed in ``stemmed`` (the
-        text stemmed: "imported" finds the word "import")."""
-        return [i for i, word in enumerate(self.words) if _occurs(word, text) or _occurs(self.stemmed[i], stemmed)]
 
 
 def _occurs(word: str, text: str) -> bool:
@@ -86,30 +81,6 @@ def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict
     return total
 
 
-class _ById(Mapping[str, Entry]):
-    """The entries by id, each made only when asked for (the cached index decodes an entry on first use)."""
-
-    def __init__(self, entries: Sequence[Entry]) -> None:
-        ids: Sequence[str] | None = getattr(entries, "ids", None)  # faq.store's entries: checked when built
-        if ids is None:
-            seen: dict[str, str] = {}
-            for entry in entries:
-                if entry.id in seen:
-                    raise ConfigError(entry.file, f"duplicate FAQ id {entry.id!r} (also in {seen[entry.id]})")
-                seen[entry.id] = entry.file
-            ids = list(seen)
-        self._entries, self._numbers = entries, {entry_id: n for n, entry_id in enumerate(ids)}
-
-    def __getitem__(self, entry_id: str) -> Entry:
-        return self._entries[self._numbers[entry_id]]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._numbers)
-
-    def __len__(self) -> int:
-        return len(self._numbers)
-
-
 @dataclass
 class QueryPlan:
     """What a query looks for: index terms with weights (a synonym group is one term), the known words that
@@ -137,9 +108,6 @@ class FaqIndex:
     # The glossary (faq/_glossary.yml): per Japanese word, English words that also search for it.
     glossary: dict[str, list[str]] = field(default_factory=dict)
     base_url: str | None = None
-    k1: float = 2.0
-    b: float = 0.6
-    min_relative_score: float = 0.15
     # The BM25 weights when they come from the on-disk cache (faq.store); computed from the entries otherwise.
     postings: Mapping[str, Posting] = field(default_factory=dict, repr=False)
     # Sentence vectors of the entries (faq.semantic), fused with BM25 when the semantic extra is installed.
@@ -148,9 +116,19 @@ class FaqIndex:
     key: str | None = field(default=None, repr=False, compare=False)
 
     FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
+    K1, B = 2.0, 0.6  # BM25's, applied when the weights are computed (a cached index holds them computed)
+    MIN_RELATIVE_SCORE = 0.15  # of the best score: entries below it matched only noise
 
     def __post_init__(self) -> None:
-        self.by_id = _ById(self.entries)
+        ids: Sequence[str] | None = getattr(self.entries, "ids", None)  # faq.store's entries: checked when built
+        if ids is None:
+            seen: dict[str, str] = {}
+            for entry in self.entries:
+                if entry.id in seen:
+                    raise ConfigError(entry.file, f"duplicate FAQ id {entry.id!r} (also in {seen[entry.id]})")
+                seen[entry.id] = entry.file
+            ids = list(seen)
+        self._numbers = {entry_id: n for n, entry_id in enumerate(ids)}
         self._tag_sets: dict[int, frozenset[str]] = {}
         self._groups = _compile_synonyms(self.synonyms)
         self._english = [(stem_text(normalize(english).strip()), normalize(word))
@@ -186,9 +164,9 @@ class FaqIndex:
     def _bm25(self, postings: dict[str, _Counts], lengths: list[float]) -> dict[str, Posting]:
         """Replace each count by the term's BM25 weight in that entry, so that a query only adds numbers up."""
         average = sum(lengths) / len(lengths) if lengths else 1.0
-        norms = [self.k1 * (1 - self.b + self.b * length / average) for length in lengths]
+        norms = [self.K1 * (1 - self.B + self.B * length / average) for length in lengths]
         n_docs = len(self.entries)
-        k1_plus_1 = self.k1 + 1
+        k1_plus_1 = self.K1 + 1
         weighted: dict[str, Posting] = {}
         for term, (docs, counts) in postings.items():
             idf = math.log(1 + (n_docs - len(docs) + 0.5) / (len(docs) + 0.5))
@@ -262,7 +240,8 @@ class FaqIndex:
         if not kanji:  # sameness (same_question) is a matter of words and bigrams
             weights = {term: weight for term, weight in weights.items() if term[0] != UNIGRAM}
         for group in self._groups:
-            matched = group.matches(text, stemmed)
+            # its words found in the text, or stemmed in the text stemmed ("imported" finds the word "import")
+            matched = [i for i, w in enumerate(group.words) if _occurs(w, text) or _occurs(group.stemmed[i], stemmed)]
             if not matched or group.key not in self.postings:
                 continue
             # the group replaces the words that matched it, with the weight of the heaviest of them
@@ -304,7 +283,7 @@ class FaqIndex:
         top = heapq.nlargest(limit, self._boosted(list(scores.items()), boost_tags), key=lambda pair: pair[1])
         if not top:
             return []
-        floor = top[0][1] * self.min_relative_score
+        floor = top[0][1] * self.MIN_RELATIVE_SCORE
         return [(doc, score) for doc, score in top if score >= floor]
 
     def _boosted(self, scored: list[tuple[int, float]], boost_tags: Iterable[str]) -> list[tuple[int, float]]:
@@ -326,6 +305,11 @@ class FaqIndex:
             if total and sum(w for t, w in asked.terms.items() if t in own) >= min_share * total:
                 return entry
         return None
+
+    def entry(self, entry_id: str) -> Entry | None:
+        """The entry with that id (a cached index decodes it now), or None."""
+        number = self._numbers.get(entry_id)
+        return None if number is None else self.entries[number]
 
     def url_of(self, entry: Entry) -> str:
         """The entry's own url; else the file under HELPBOT_FAQ_BASE_URL (or on GitHub in Actions); else faq://id."""

@@ -210,8 +210,8 @@ def dump(index: FaqIndex) -> bytes:
     sections = [_sums(map(len, strings)), _sums(map(len, chunks)), b"".join(chunks),
                 "\n".join(e.id for e in index.entries).encode(), _sums(map(len, encoded)), b"".join(encoded),
                 _sums(len(index.postings[term][0]) for term in terms), docs.tobytes(), impacts.tobytes()]
-    return pack(FORMAT, {"synonyms": index.synonyms, "glossary": index.glossary, "k1": index.k1, "b": index.b,
-                         "entries": len(index.entries), "terms": len(terms), "postings": len(docs)}, sections)
+    return pack(FORMAT, {"synonyms": index.synonyms, "glossary": index.glossary, "entries": len(index.entries),
+                         "terms": len(terms), "postings": len(docs)}, sections)
 
 
 def undump(data: bytes | mmap.mmap, base_url: str | None) -> FaqIndex | None:
@@ -230,7 +230,7 @@ def undump(data: bytes | mmap.mmap, base_url: str | None) -> FaqIndex | None:
                 or bounds_[-1] != len(docs_) or len(docs_) != header["postings"] or len(impacts_) != len(docs_)):
             return None
         return FaqIndex(PackedEntries(firsts_, at, text, names), synonyms=header["synonyms"],
-                        glossary=header["glossary"], base_url=base_url, k1=header["k1"], b=header["b"],
+                        glossary=header["glossary"], base_url=base_url,
                         postings=PackedPostings(terms, term_at_, bounds_, docs_, impacts_))
     except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError):
         return None

@@ -33,7 +33,7 @@ FAQ = FaqIndex.load(Path(__file__).resolve().parents[3] / "faq", base_url=FAQ_UR
 
 def link_to(entry_id: str) -> str:
     """The markdown link to an entry, as the FAQ tool gives its title and url (its own url, or the file's)."""
-    entry = FAQ.by_id[entry_id]
+    entry = FAQ.entry(entry_id)
     return f"[{entry.question}]({FAQ.url_of(entry)})"
 
 

@@ -99,7 +99,7 @@ def entry_text(entry_id: str, question: str = "質問", body: str = "回答", ex
 # -- search quality -----------------------------------------------------------------------------------------
 def test_labelled_queries_recall_at_3(bundled: FaqIndex) -> None:
     assert len(LABELLED) >= 30
-    known = set(bundled.by_id)
+    known = {e.id for e in bundled.entries}
     for _, expected in LABELLED:
         assert expected <= known, f"labelled id not in the FAQ: {expected - known}"
     misses = []
@@ -175,14 +175,14 @@ def test_no_match_is_an_empty_result_with_a_note() -> None:
 def test_weak_tail_is_cut(bundled: FaqIndex) -> None:
     hits = bundled.search("RMS ライセンスキー 更新", 20)
     assert len(hits) < 20
-    assert all(score >= hits[0][1] * bundled.min_relative_score for _, score in hits)
+    assert all(score >= hits[0][1] * bundled.MIN_RELATIVE_SCORE for _, score in hits)
 
 
 def test_snippet_shows_where_the_query_matches(bundled: FaqIndex) -> None:
-    entry = bundled.by_id["csv-leading-zero"]
+    entry = bundled.entry("csv-leading-zero")
     snippet = bundled.snippet(entry.body, "JANコード 指数表記")
     assert "指数表記" in snippet or "JAN" in snippet
-    far = bundled.by_id["rakuten-license-key"]
+    far = bundled.entry("rakuten-license-key")
     assert "ESA" in bundled.snippet(far.body, "Authorization ヘッダー ESA")
 
 
@@ -400,7 +400,7 @@ def test_a_boost_by_the_expected_entrys_tag_never_lowers_its_rank(bundled: FaqIn
 
     for query, expected in LABELLED:
         wanted = sorted(expected)[0]
-        tags = bundled.by_id[wanted].tags[:1]
+        tags = bundled.entry(wanted).tags[:1]
         before = rank([e.id for e, _ in bundled.search(query, limit=10)], wanted)
         after = rank([e.id for e, _ in bundled.search(query, limit=10, boost_tags=tags)], wanted)
         assert after <= before, (query, tags, before, after)

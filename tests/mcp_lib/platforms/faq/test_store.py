@@ -48,8 +48,8 @@ def test_second_load_comes_from_the_cache_and_ranks_the_same(tmp_path: Path) -> 
     assert loaded.similar_words("shopfy") == built.similar_words("shopfy")
     assert list(loaded.postings) == sorted(built.postings, key=str.encode)  # every term, as the typo search sees
     assert loaded.similar_words("throtling") == built.similar_words("throtling") != []  # a word of an entry only
-    assert loaded.snippet(loaded.by_id["stock-mismatch"].body, "在庫がずれる") == \
-        built.snippet(built.by_id["stock-mismatch"].body, "在庫がずれる")
+    assert loaded.snippet(loaded.entry("stock-mismatch").body, "在庫がずれる") == \
+        built.snippet(built.entry("stock-mismatch").body, "在庫がずれる")
 
 
 def test_changed_content_is_a_new_index(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_a_write_that_keeps_the_size_is_seen(tmp_path: Path) -> None:
     os.utime(entry, ns=(before.st_atime_ns, before.st_mtime_ns))  # even with the old mtime put back
     assert entry.stat().st_size == before.st_size
     index = store.load_index(folder, cache=cache, clock=LATER)
-    assert index.by_id["job-rerun"].body == faq.parse_entry(entry).body
+    assert index.entry("job-rerun").body == faq.parse_entry(entry).body
     assert index.key == content_key(folder) and len(index_files(cache)) == 2
 
 
@@ -201,13 +201,13 @@ def test_entries_are_decoded_when_first_asked_for_and_damage_is_only_wrong_text(
     expected = ranking(store.load_index(folder, cache=cache))
     loaded = store.load_index(folder, cache=cache)
     assert isinstance(loaded.entries, store.PackedEntries)
-    assert ranking(loaded) == expected and len(loaded.by_id) == len(loaded.entries)
+    assert ranking(loaded) == expected and len(set(loaded.entries.ids)) == len(loaded.entries)
     assert sum(made is not None for made in loaded.entries._made) < len(loaded.entries)  # only the hits were made
     [path] = index_files(cache)
-    body = loaded.by_id["stock-mismatch"].body.encode()
+    body = loaded.entry("stock-mismatch").body.encode()
     data = path.read_bytes()
     at = data.index(body)
     damaged = data[:at] + b"\xff\xfe" + data[at + 2 :]  # the same size: the sections still line up
     index = store.undump(damaged, None)
-    assert index is not None and index.by_id["stock-mismatch"].body.startswith("\ufffd")
+    assert index is not None and index.entry("stock-mismatch").body.startswith("\ufffd")
     assert [e.id for e, _ in index.search("在庫がずれる", 3)]
