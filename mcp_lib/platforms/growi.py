@@ -84,8 +84,7 @@ class _NoTokenInLogs(logging.Filter):
     """httpx2 logs each request's URL at INFO (a host such as an MCPServer turns INFO on): without the token."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and any(isinstance(a, httpx2.URL) and "access_token" in a.params
-                                                  for a in record.args):
+        if isinstance(record.args, tuple):
             record.args = tuple(a.copy_remove_param("access_token") if isinstance(a, httpx2.URL) else a
                                 for a in record.args)
         return True

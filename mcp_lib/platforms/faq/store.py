@@ -39,14 +39,11 @@ SETTLED_S = 2.0  # a file changed this recently may change again within the same
 def cache_dir(env: Mapping[str, str]) -> Path | None:
     """``HELPBOT_FAQ_CACHE_DIR``; else ``$XDG_CACHE_HOME/helpbot/faq``; else ``~/.cache/helpbot/faq`` from
     ``$HOME``; with none of them (a bare test environment) the index is kept in memory only."""
-    configured = env_str(env, CACHE_VARIABLE)
+    configured, xdg, home = (env_str(env, name) for name in (CACHE_VARIABLE, "XDG_CACHE_HOME", "HOME"))
     if configured:
         return Path(configured).expanduser()
-    xdg = env_str(env, "XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg) / "helpbot" / "faq"
-    home = env_str(env, "HOME")
-    return Path(home) / ".cache" / "helpbot" / "faq" if home else None
+    base = Path(xdg) if xdg else Path(home) / ".cache" if home else None
+    return base / "helpbot" / "faq" if base else None
 
 
 def _depends(root: Path, names: list[str]) -> list[tuple[str, str]]:
