@@ -94,7 +94,7 @@ def _faq_pull_requests(env: Mapping[str, str]) -> Part:
     try:
         config = faq_pr.load_config(env)
         with faq_pr.make_client(config) as client:
-            faq_pr.PullRequestWriter(config, client, lambda _: None).check()
+            faq_pr.PullRequestWriter(config, client).check()
     except ExitError as exc:  # ConfigError too
         return Part("faq-draft pull requests", "failed", [str(exc)])
     return Part("faq-draft pull requests", "ok", [f"{config.token_name} may push to {config.repository} (pull-requests "

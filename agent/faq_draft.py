@@ -256,7 +256,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
     index = faq.make_client(faq.load_config(env))
 
     def draft() -> int:
-        scanner = Scanner.connect(env, "faq-draft", sleep=clock.sleep)
+        scanner = Scanner.connect(env, "faq-draft", clock=clock)
         found = [pair for channel in channels for pair in scanner.scan(channel, since)]
         candidates = [(a, parts) for a, parts in found if a.positive >= args.min_up and a.negative <= a.positive]
         scanner.add_permalinks(a for a, _ in candidates)
@@ -272,7 +272,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
         files = {d.file_name: d.render() for d in drafter.drafts}
         if pr_config is not None:
             with faq_pr.make_client(pr_config, github_transport) as client:
-                url = faq_pr.PullRequestWriter(pr_config, client, clock.sleep).open(
+                url = faq_pr.PullRequestWriter(pr_config, client, clock).open(
                     f"helpbot/faq-drafts-{now:%Y%m%d-%H%M%S}", files,
                     f"FAQ drafts from helpbot answers ({len(files)})", _pr_body(drafter.drafts, summary))
             guard.out(f"{summary}\nhelpbot faq-draft: opened {url}", file=out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -20,12 +20,11 @@ import httpx2
 from agent import guard
 from agent.config import DECLARED
 from agent.errors import ConfigError, ExitError, RunFailed
-from mcp_lib.clock import SYSTEM_CLOCK
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.http import error_detail, json_answer, send
 from mcp_lib.platforms.github.api import github_client
-from mcp_lib.retry import Paired
 
 DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
@@ -76,9 +75,9 @@ def make_client(config: PrConfig, transport: httpx2.BaseTransport | None = None)
 class PullRequestWriter:
     """The calls, in order; every answer checked, every refusal explained."""
 
-    def __init__(self, config: PrConfig, client: httpx2.Client, sleep: Callable[[float], None]):
+    def __init__(self, config: PrConfig, client: httpx2.Client, clock: Clock = SYSTEM_CLOCK):
         self.config = config
-        self.ctx = ToolContext(client=client, config=config, clock=Paired(sleep, SYSTEM_CLOCK.wall))
+        self.ctx = ToolContext(client=client, config=config, clock=clock)
         self.repo = f"/repos/{config.repository}"
 
     def _call(self, method: str, path: str, what: str, expect: Sequence[int], *, missing_ok: bool = False,

@@ -44,14 +44,6 @@ class Budget:
         return math.inf if self.deadline is None else self.deadline - self.clock.monotonic()
 
 
-class Paired:
-    """A :class:`~mcp_lib.clock.Clock` from a ``(sleep, now)`` pair: for callers that still hold one (the model's
-    Request, faq_pr's writer) until they carry a Clock; ``now`` serves as both clocks, as it did there."""
-
-    def __init__(self, sleep: Callable[[float], None], now: Callable[[], float]):
-        self.sleep, self.monotonic, self.wall = sleep, now, now
-
-
 def tool_budget(ctx: Any, budget_s: float = math.inf) -> Budget:
     """A tool call's retry budget: ``ctx.deadline``, and at most ``budget_s`` from now, on its clock."""
     end = ctx.clock.monotonic() + budget_s

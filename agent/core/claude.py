@@ -22,10 +22,10 @@ from agent.core.model import ModelResponse, Request, Usage
 from agent.core.model_config import BEDROCK_ANTHROPIC_VERSION, ModelConfig, Provider
 from agent.errors import ModelRequestError, ModelUnavailable, StatusError, Truncated
 from mcp_lib import doors
-from mcp_lib.clock import SYSTEM_CLOCK
+from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError
 from mcp_lib.errors import GaveUp
-from mcp_lib.retry import Budget, Paired, Policy, call, server_wait
+from mcp_lib.retry import Budget, Policy, call, server_wait
 
 if TYPE_CHECKING:
     from mcp_lib.http import NameResolution
@@ -81,11 +81,9 @@ class Claude:
     the retries are :mod:`mcp_lib.retry`'s, on the request's clock (else this one)."""
 
     def __init__(self, http: httpx2.Client, provider: Provider, base_url: str, sign: Sign, *,
-                 policy: Policy = DEFAULT_POLICY, request_timeout_s: float = 120.0,
-                 sleep: Callable[[float], None] = SYSTEM_CLOCK.sleep,
-                 clock: Callable[[], float] = SYSTEM_CLOCK.monotonic):
+                 policy: Policy = DEFAULT_POLICY, request_timeout_s: float = 120.0, clock: Clock = SYSTEM_CLOCK):
         self.http, self.provider, self.base_url, self.sign = http, provider, base_url.rstrip("/"), sign
-        self.policy, self.request_timeout_s, self.sleep, self.clock = policy, request_timeout_s, sleep, clock
+        self.policy, self.request_timeout_s, self.clock = policy, request_timeout_s, clock
 
     def create(self, request: Request) -> ModelResponse:
         body: dict[str, Any] = {"max_tokens": request.max_tokens, "messages": request.messages}
@@ -108,10 +106,9 @@ class Claude:
         def on_retry(attempt: int, failure: BaseException, wait: float) -> None:
             retries.append(f"attempt {attempt} failed ({failure_text(failure)}); retrying in {wait:.1f} s")
 
-        clock = request.clock or Paired(self.sleep, self.clock)
         try:
             return call(attempt, retry=self._retryable, policy=self._policy, asked=_asked,
-                        budget=Budget(request.deadline, clock, MIN_ATTEMPT_S), on_retry=on_retry)
+                        budget=Budget(request.deadline, request.clock or self.clock, MIN_ATTEMPT_S), on_retry=on_retry)
         except GaveUp as exc:
             raise self._gave_up(exc, request.model, retries) from None
         except Exception as exc:
@@ -223,8 +220,7 @@ def _sigv4(config: ModelConfig) -> Sign:
     return sign
 
 
-def build_model(config: ModelConfig, *, sleep: Callable[[float], None] = SYSTEM_CLOCK.sleep,
-                clock: Callable[[], float] = SYSTEM_CLOCK.monotonic, http_client: httpx2.Client | None = None,
+def build_model(config: ModelConfig, *, clock: Clock = SYSTEM_CLOCK, http_client: httpx2.Client | None = None,
                 names: NameResolution | None = None) -> Claude:
     """The client of the configured provider. Its own HTTP client (none handed in) sends the credential through its
     door (:mod:`mcp_lib.doors`) to the configured origin only, follows no redirect, and resolves the endpoint's
@@ -247,4 +243,4 @@ def build_model(config: ModelConfig, *, sleep: Callable[[float], None] = SYSTEM_
         hooks = [door.hook(), (names or NameResolution.shared()).hook()]
         http_client = httpx2.Client(event_hooks={"request": hooks}, follow_redirects=False)
     return Claude(http_client, config.provider, base_url, sign, policy=replace(DEFAULT_POLICY,
-                  attempts=config.max_attempts), request_timeout_s=config.request_timeout_s, sleep=sleep, clock=clock)
+                  attempts=config.max_attempts), request_timeout_s=config.request_timeout_s, clock=clock)

@@ -200,7 +200,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
         post_to = _post_channel(args, env)
 
         def scan_and_report() -> int:
-            scanner = Scanner.connect(env, "feedback", sleep=clock.sleep, page_size=page_size)
+            scanner = Scanner.connect(env, "feedback", clock=clock, page_size=page_size)
             guard.narrow(hosts=[guard.host_of(scanner.workspace_url) or ""])  # permalinks keep their thread
             answers = [answer for channel in channels for answer, _ in scanner.scan(channel, since)]
             full = Report(since=since, until=now, channels=channels, answers=answers)

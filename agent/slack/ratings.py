@@ -31,7 +31,6 @@ from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
 from mcp_lib.ids import is_channel_id, is_user_id
 from mcp_lib.platforms import slack as slack_platform
-from mcp_lib.retry import Paired
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
 SCAN_MAX_RETRIES = 5  # a weekly batch can wait out rate limits longer than an answer can
@@ -153,7 +152,7 @@ class Scanner:
         self._public: dict[str, bool] = {}
 
     @classmethod
-    def connect(cls, env: Mapping[str, str], command: str, *, sleep: Callable[[float], None],
+    def connect(cls, env: Mapping[str, str], command: str, *, clock: Clock = SYSTEM_CLOCK,
                 page_size: int = PAGE_SIZE) -> Scanner:
         """A scan as the bot (never a person's token); who helpbot is, from ``auth.test`` and HELPBOT_BOT_USER_ID.
         A Slack failure is a ToolError (CredentialsError for a refused token), bad configuration a ConfigError."""
@@ -164,8 +163,7 @@ class Scanner:
         if config is None or config.bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", f"not set: helpbot {command} reads the channels as the bot (xoxb-…)")
         config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
-        ctx = ToolContext(client=slack_platform.make_client(config), config=config,
-                          clock=Paired(sleep, SYSTEM_CLOCK.wall))
+        ctx = ToolContext(client=slack_platform.make_client(config), config=config, clock=clock)
         me = slack_platform.call(ctx, "auth.test")
         return cls(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"), page_size=page_size,
                    configured_user_id=configured, workspace_url=str(me.get("url") or ""), home=Home.from_auth(me))

@@ -143,7 +143,7 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
 
     def keep() -> int:
         nonlocal named
-        scanner = Scanner.connect(env, "vote", sleep=clock.sleep)
+        scanner = Scanner.connect(env, "vote", clock=clock)
         named = not guard.current().private and scanner.is_public(vote.channel)
         if not scanner.home.has(vote.team):
             return ignored(f"team {vote.team} is not this workspace's")

@@ -50,7 +50,7 @@ def test_a_model_endpoint_redirect_is_not_followed(provider: str, elsewhere: Rec
         config = ModelConfig.from_env({**MODEL_ENVS[provider], variable: endpoint.url,
                                        "HELPBOT_MODEL_MAX_ATTEMPTS": "1"})
         assert config is not None and config.provider == provider
-        model = build_model(config, sleep=FakeClock().sleep)
+        model = build_model(config, clock=FakeClock())
         hello = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]
         with pytest.raises(ModelRequestError, match="307"):
             model.create(Request([{"type": "text", "text": "test"}], hello, [], None, 64, config.model, None))
@@ -70,7 +70,7 @@ def test_the_client_uses_the_configured_endpoint_not_its_own_reading_of_the_envi
         return httpx2.Response(400, json={"message": "stop here"})
 
     client = httpx2.Client(transport=httpx2.MockTransport(answer))
-    model = build_model(config, sleep=FakeClock().sleep, http_client=client)
+    model = build_model(config, clock=FakeClock(), http_client=client)
     with pytest.raises(ModelRequestError):
         model.create(Request([{"type": "text", "text": "t"}], [{"role": "user", "content": "hi"}], [], None, 8,
                              config.model, None))

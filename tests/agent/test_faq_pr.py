@@ -13,6 +13,7 @@ import pytest
 from agent import guard
 from agent.errors import ConfigError, RunFailed
 from agent.faq_pr import PrConfig, PullRequestWriter, make_client
+from tests.fakes.clock import FakeClock
 from tests.fakes.github import FakeGitHub, TokenKind, blob_sha, respond, server_error
 
 REPO = "acme/helpdesk"
@@ -27,7 +28,7 @@ def test_mentions_in_the_title_and_body_are_defused() -> None:
     body = ("質問: @octocat さんと @acme/ops-team に聞いた件。担当@suzuki-h (cc:@Hubot) `@in-code` "
             "メール a.b@example.com\n- @x")
     with guard.installed(guard.Guard.from_env({})), make_client(config, hub.transport()) as client:
-        PullRequestWriter(config, client, lambda s: None).open("helpbot/x", {"a.md": "本文 @octocat"},
+        PullRequestWriter(config, client, FakeClock()).open("helpbot/x", {"a.md": "本文 @octocat"},
                                                                 "FAQ drafts for @octocat", body)
     pull = hub.repos[REPO].pulls[1]
     for text in (pull["title"], pull["body"]):
@@ -43,7 +44,7 @@ def test_a_draft_file_is_guarded_before_it_is_encoded() -> None:
     hub.add_repo(REPO)
     config = PrConfig(REPO, hub.token, "https://api.github.com", "faq")
     with guard.installed(guard.Guard.from_env({})), make_client(config, hub.transport()) as client:
-        PullRequestWriter(config, client, lambda s: None).open(
+        PullRequestWriter(config, client, FakeClock()).open(
             "helpbot/y", {"b.md": "連絡は taro@example.com、トークン xoxb-1234567890-abcdefghij"}, "t", "b")
     written = hub.repos[REPO].files["helpbot/y"]["faq/b.md"].decode()
     assert "taro@example.com" not in written and "xoxb-1234567890" not in written
@@ -59,7 +60,7 @@ def test_an_at_sign_written_as_a_character_reference_is_no_mention() -> None:
 def _open(hub: FakeGitHub, files: dict[str, str], branch: str = "helpbot/x") -> str:
     config = PrConfig(REPO, hub.token, "https://api.github.com", "faq")
     with guard.installed(guard.Guard.from_env({})), make_client(config, hub.transport()) as client:
-        return PullRequestWriter(config, client, lambda s: None).open(branch, files, "FAQ drafts", "body")
+        return PullRequestWriter(config, client, FakeClock()).open(branch, files, "FAQ drafts", "body")
 
 
 def test_an_existing_path_is_updated_with_its_blob_sha() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from agent import guard
 from agent.faq_pr import PrConfig, PullRequestWriter, make_client
+from tests.fakes.clock import FakeClock
 from tests.fakes.github import FakeGitHub
 
 DEFUSED = [  # (text, what GitHub may be sent)
@@ -54,7 +55,7 @@ def test_the_pull_requests_title_body_and_files_all_pass_it() -> None:
     hub.add_repo("acme/helpbot")
     config = PrConfig("acme/helpbot", hub.token, "https://api.github.com", "faq")
     with guard.installed(guard.Guard.from_env({})), make_client(config, hub.transport()) as client:
-        PullRequestWriter(config, client, lambda s: None).open(
+        PullRequestWriter(config, client, FakeClock()).open(
             "helpbot/z", {"c.md": "question: _@octocat_ の件\n"}, "*@acme/security-team* FAQ", "_@octocat_ より")
     pull = hub.repos["acme/helpbot"].pulls[1]
     written = hub.repos["acme/helpbot"].files["helpbot/z"]["faq/c.md"].decode()

@@ -43,7 +43,7 @@ def bedrock(stub: BedrockStub, clock: FakeClock, **env: str) -> Claude:
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url, **env})
     assert config is not None
-    return build_model(config, sleep=clock.sleep, clock=clock)
+    return build_model(config, clock=clock)
 
 
 def through_transport(handler: Callable[[httpx2.Request], httpx2.Response], clock: FakeClock) -> Claude:
@@ -51,7 +51,7 @@ def through_transport(handler: Callable[[httpx2.Request], httpx2.Response], cloc
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key"})
     assert config is not None
     client = httpx2.Client(transport=httpx2.MockTransport(handler))
-    return build_model(config, sleep=clock.sleep, clock=clock, http_client=client)
+    return build_model(config, clock=clock, http_client=client)
 
 
 def ok(request: httpx2.Request) -> httpx2.Response:
@@ -265,7 +265,7 @@ def test_local_credential_problems_are_configuration_errors(stub: BedrockStub, p
     config = ModelConfig.from_env({"AWS_PROFILE": profile, "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
     assert config is not None
     with pytest.raises(ConfigError) as caught:
-        ask(build_model(config, sleep=FakeClock().sleep))
+        ask(build_model(config, clock=FakeClock()))
     assert caught.value.variable == variable and words in str(caught.value)
     assert stub.requests == []  # nothing reached Bedrock: it rejected nothing
 
@@ -280,7 +280,7 @@ def test_botocore_network_errors_are_retried(stub: BedrockStub) -> None:
         return {"authorization": "Bearer k"}
 
     clock = FakeClock()
-    model = Claude(httpx2.Client(), "bedrock", stub.url, sign, sleep=clock.sleep, clock=clock)
+    model = Claude(httpx2.Client(), "bedrock", stub.url, sign, clock=clock)
     response = ask(model)
     assert response.text == "ok" and len(clock.sleeps) == 1 and clock.sleeps[0] <= 1.25  # unreachable: quick
     assert "EndpointConnectionError" in response.retries[0] and len(stub.requests) == 1
@@ -310,7 +310,7 @@ def test_aws_credentials_are_signed_with_sigv4(stub: BedrockStub) -> None:
                                    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
                                    "AWS_SESSION_TOKEN": "session-token", "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
     assert config is not None
-    assert ask(build_model(config, sleep=FakeClock().sleep)).text == "ok"  # the model id's ":" signed as sent
+    assert ask(build_model(config, clock=FakeClock())).text == "ok"  # the model id's ":" signed as sent
     sent = stub.requests[0].headers
     assert sent["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
     assert "/ap-northeast-1/bedrock/aws4_request" in sent["authorization"]
@@ -323,14 +323,14 @@ def test_a_signature_bedrock_would_not_accept_is_refused_not_retried(stub: Bedro
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
     assert config is not None
     with pytest.raises(ModelRequestError, match="403 InvalidSignatureException"):
-        ask(build_model(config, sleep=FakeClock().sleep))
+        ask(build_model(config, clock=FakeClock()))
     assert len(stub.requests) == 1
 
 
 def test_the_direct_anthropic_api_behind_the_same_interface(stub: BedrockStub) -> None:
     config = ModelConfig.from_env({"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": stub.url})
     assert config is not None
-    model = build_model(config, sleep=FakeClock().sleep)
+    model = build_model(config, clock=FakeClock())
     response = model.create(Request(SYSTEM, HELLO, [], None, 64, config.model))
     assert response.text == "ok"
     request = stub.requests[0]
@@ -375,7 +375,7 @@ def test_a_model_host_whose_name_does_not_resolve_degrades_within_15_s() -> None
 
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key"})
     assert config is not None
-    model = build_model(config, sleep=clock.sleep, clock=clock, names=NameResolution(resolver, wait=wait))
+    model = build_model(config, clock=clock, names=NameResolution(resolver, wait=wait))
     agent = Agent(model, RegistryTools(Registry(env={})), Settings(), clock=clock)
     answer = agent.run("Shopifyの在庫同期が遅れているときの確認手順は？")
     assert answer.degraded and "not resolved within 5 s" in (answer.error or "")
@@ -403,7 +403,7 @@ def test_an_empty_bedrock_api_key_in_the_environment_means_unset(stub: BedrockSt
            "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ANTHROPIC_BEDROCK_BASE_URL": stub.url}
     config = ModelConfig.from_env(env)
     assert config is not None and config.bearer_token is None
-    assert ask(build_model(config, sleep=FakeClock().sleep)).text == "ok"
+    assert ask(build_model(config, clock=FakeClock())).text == "ok"
     assert stub.requests[0].headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
 
 

@@ -29,7 +29,7 @@ def bedrock(stub: BedrockStub, clock: FakeClock) -> Claude:
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key",
                                    "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
     assert config is not None
-    return build_model(config, sleep=clock.sleep, clock=clock.monotonic)
+    return build_model(config, clock=clock)
 
 
 def request(on_text: object = None, clock: FakeClock | None = None) -> Request:
@@ -113,7 +113,7 @@ def test_the_direct_api_streams_server_sent_events(stub: BedrockStub) -> None:
     stub.script(stub_lib.tool_use("faq_search", {"query": "在庫"}))
     stub.delta_chars = 2
     deltas: list[str] = []
-    response = build_model(config, sleep=FakeClock().sleep).create(
+    response = build_model(config, clock=FakeClock()).create(
         Request([], HELLO, [], None, 1024, config.model, None, on_text=deltas.append))
     sent = stub.requests[-1]
     assert sent.path == "/v1/messages" and sent.body["stream"] is True and sent.body["model"] == config.model

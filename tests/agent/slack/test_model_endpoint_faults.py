@@ -107,7 +107,7 @@ def test_a_hostile_model_endpoint_ends_the_run_in_one_answer_or_notice(
 
     config = ModelConfig.from_env({"AWS_BEARER_TOKEN_BEDROCK": "test-bedrock-key"})
     assert config is not None
-    model = build_model(config, sleep=clock.sleep, clock=clock,
+    model = build_model(config, clock=clock,
                         http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
 
     def make(registry: Any, on_progress: Any, on_event: Any) -> Agent:
