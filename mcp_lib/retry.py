@@ -1,8 +1,7 @@
-"""Retries as tenacity strategies, kept apart: what is retryable (``retry=``, the caller's), how long to wait
-(``wait=``: what the server asked, else exponential backoff with jitter) and when to stop (``stop=``: the attempts,
-a server wait not worth sitting out, the call's :class:`Budget`). :func:`call` composes them with tenacity's
-operators; each transport has one adapter (mcp_lib.http, the Slack handler, the Redmine engine, the relay's worker,
-the model client). Waits are slept on the budget's :class:`~mcp_lib.clock.Clock`, so tests never wait.
+"""Retries on tenacity's loop: what is retryable is the caller's; the wait is what the server asked for, else
+exponential backoff with jitter; the retries stop after the :class:`Policy`'s attempts, at a server wait not worth
+sitting out, or when the call's :class:`Budget` would leave the next attempt too little time. Waits are slept on the
+budget's :class:`~mcp_lib.clock.Clock`, so tests never wait.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import tenacity
-from tenacity.stop import stop_base
-from tenacity.wait import wait_base
 
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import GaveUp, Why
@@ -50,64 +47,6 @@ def tool_budget(ctx: Any, budget_s: float = math.inf) -> Budget:
     return Budget(end if ctx.deadline is None else min(ctx.deadline, end), ctx.clock)
 
 
-def failure(state: tenacity.RetryCallState) -> BaseException | None:
-    return state.outcome.exception() if state.outcome is not None and state.outcome.failed else None
-
-
-# -- wait ------------------------------------------------------------------------------------------------------
-@dataclass
-class wait_backoff(wait_base):
-    """Our own wait: ``base_s * 2^(n-1)`` capped at ``max_s``, +-25 % jitter."""
-
-    base_s: float
-    max_s: float
-
-    def __call__(self, state: tenacity.RetryCallState) -> float:
-        return min(self.base_s * 2 ** (state.attempt_number - 1), self.max_s) * random.uniform(0.75, 1.25)
-
-
-@dataclass
-class wait_server(wait_base):
-    """The wait the server asked for (plus up to ``jitter_s``, so that clients do not stampede), else ``fallback``."""
-
-    asked: Asked
-    fallback: wait_base
-    jitter_s: float = 0.0
-
-    def __call__(self, state: tenacity.RetryCallState) -> float:
-        seconds = _asked(self.asked, state)
-        return self.fallback(state) if seconds is None else seconds + random.uniform(0, self.jitter_s)
-
-
-# -- stop ------------------------------------------------------------------------------------------------------
-@dataclass
-class stop_server_wait(stop_base):
-    """A server wait longer than ``max_s`` or than the time left: an earlier retry would only be refused again."""
-
-    asked: Asked
-    max_s: float
-    budget: Budget
-
-    def __call__(self, state: tenacity.RetryCallState) -> bool:
-        seconds = _asked(self.asked, state)
-        return seconds is not None and (seconds > self.max_s or seconds > self.budget.left())
-
-
-@dataclass
-class stop_at_deadline(stop_base):
-    """No wait after which the budget would leave the next attempt less than its ``min_attempt_s``."""
-
-    budget: Budget
-
-    def __call__(self, state: tenacity.RetryCallState) -> bool:
-        return self.budget.left() - state.upcoming_sleep <= self.budget.min_attempt_s
-
-
-def _asked(asked: Asked, state: tenacity.RetryCallState) -> float | None:
-    exc = failure(state)
-    return asked(exc) if exc is not None else None
-
-
 @dataclass(frozen=True)
 class Policy:
     """How often and how long one kind of failure is retried."""
@@ -116,19 +55,24 @@ class Policy:
     base_s: float = 0.5
     max_backoff_s: float = 30.0
     max_server_wait_s: float = 30.0  # a longer server-stated wait is not sat out
-    server_jitter_s: float = 0.0
+    server_jitter_s: float = 0.0  # added to a server-stated wait, so that clients do not stampede
 
-    def wait(self, asked: Asked) -> wait_base:
-        return wait_server(asked, wait_backoff(self.base_s, self.max_backoff_s), self.server_jitter_s)
+    def backoff(self, attempt: int) -> float:
+        """``base_s * 2^(attempt-1)`` capped at ``max_backoff_s``, +-25 % jitter."""
+        return min(self.base_s * 2 ** (attempt - 1), self.max_backoff_s) * random.uniform(0.75, 1.25)
 
-    def stops(self, budget: Budget, asked: Asked) -> dict[Why, stop_base]:
-        return {"attempts": tenacity.stop_after_attempt(self.attempts),
-                "server_wait": stop_server_wait(asked, self.max_server_wait_s, budget),
-                "deadline": stop_at_deadline(budget)}
+    def wait(self, attempt: int, asked: float | None) -> float:
+        return self.backoff(attempt) if asked is None else asked + random.uniform(0, self.server_jitter_s)
 
-    def stop(self, budget: Budget, asked: Asked) -> stop_base:
-        attempts, server_wait, deadline = self.stops(budget, asked).values()
-        return attempts | server_wait | deadline
+    def stop(self, budget: Budget, attempt: int, asked: float | None, wait: float) -> Why | None:
+        """Why no retry follows the ``attempt``-th failure (waiting ``wait``), or None."""
+        if attempt >= self.attempts:
+            return "attempts"
+        if asked is not None and (asked > self.max_server_wait_s or asked > budget.left()):
+            return "server_wait"  # an earlier retry would only be refused again
+        if budget.left() - wait <= budget.min_attempt_s:
+            return "deadline"
+        return None
 
 
 def call(fn: Callable[[float], T], *, retry: Callable[[BaseException], bool],
@@ -138,12 +82,18 @@ def call(fn: Callable[[float], T], *, retry: Callable[[BaseException], bool],
     policy (which may depend on the failure) or the budget raises :class:`GaveUp` from it. ``on_retry(attempt,
     failure, wait)`` hears of each wait, e.g. for a trace."""
 
-    def policy_of(state: tenacity.RetryCallState) -> Policy:
-        if isinstance(policy, Policy):
-            return policy
-        exc = failure(state)
-        assert exc is not None  # asked only after a failure
-        return policy(exc)
+    def failed(state: tenacity.RetryCallState) -> tuple[BaseException, Policy, float | None]:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        assert isinstance(exc, BaseException)  # asked only after a failure
+        return exc, policy if isinstance(policy, Policy) else policy(exc), asked(exc)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        _, chosen, seconds = failed(state)
+        return chosen.wait(state.attempt_number, seconds)
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        _, chosen, seconds = failed(state)
+        return chosen.stop(budget, state.attempt_number, seconds, state.upcoming_sleep) is not None
 
     def before(state: tenacity.RetryCallState) -> None:
         left = budget.left()
@@ -151,21 +101,17 @@ def call(fn: Callable[[float], T], *, retry: Callable[[BaseException], bool],
             raise GaveUp("deadline", state.attempt_number - 1, None, None, left)
 
     def gave_up(state: tenacity.RetryCallState) -> NoReturn:
-        exc = failure(state)
-        assert exc is not None
-        fired: list[Why] = [why for why, stop in policy_of(state).stops(budget, asked).items() if stop(state)]
-        why = fired[0] if fired else "deadline"  # the clock may have moved since the stop fired
-        raise GaveUp(why, state.attempt_number, exc, asked(exc), budget.left()) from exc
+        exc, chosen, seconds = failed(state)
+        why = chosen.stop(budget, state.attempt_number, seconds, state.upcoming_sleep) or "deadline"  # time moved
+        raise GaveUp(why, state.attempt_number, exc, seconds, budget.left()) from exc
 
     def waited(state: tenacity.RetryCallState) -> None:
-        exc = failure(state)
-        if on_retry is not None and exc is not None:
-            on_retry(state.attempt_number, exc, state.upcoming_sleep)
+        if on_retry is not None:
+            on_retry(state.attempt_number, failed(state)[0], state.upcoming_sleep)
 
-    retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_exception(retry), wait=lambda state: policy_of(state).wait(asked)(state),
-        stop=lambda state: policy_of(state).stop(budget, asked)(state), sleep=budget.clock.sleep, before=before,
-        before_sleep=waited, retry_error_callback=gave_up)
+    retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(retry), wait=wait, stop=stop,
+                                 sleep=budget.clock.sleep, before=before, before_sleep=waited,
+                                 retry_error_callback=gave_up)
     return retrying(lambda: fn(budget.left()))
 
 
@@ -173,11 +119,9 @@ def next_wait(policy: Policy, budget: Budget, attempt: int, failed: BaseExceptio
               asked: Asked = asked_by) -> float | None:
     """For a loop another library runs (slack-sdk's): the wait after the ``attempt``-th attempt failed with
     ``failed``, or None when the retries end."""
-    state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
-    state.attempt_number = attempt
-    state.set_exception((type(failed), failed, failed.__traceback__))
-    state.upcoming_sleep = policy.wait(asked)(state)
-    return None if policy.stop(budget, asked)(state) else state.upcoming_sleep
+    seconds = asked(failed)
+    wait = policy.wait(attempt, seconds)
+    return None if policy.stop(budget, attempt, seconds, wait) else wait
 
 
 # -- what the server asked for ---------------------------------------------------------------------------------

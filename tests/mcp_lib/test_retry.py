@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-import tenacity
 
 from mcp_lib.errors import GaveUp, Retryable
-from mcp_lib.retry import Budget, Policy, asked_by, call, next_wait, server_wait, wait_backoff
+from mcp_lib.retry import Budget, Policy, asked_by, call, next_wait, server_wait
 from tests.fakes.clock import FakeClock
 
 NOW = 1_800_000_000.0  # wall-clock epoch seconds, for HTTP dates and x-ratelimit-reset
@@ -32,13 +31,7 @@ def test_server_wait_reads_what_it_can_and_never_raises(headers: dict[str, objec
 
 
 def test_backoff_doubles_with_jitter_and_is_capped() -> None:
-    backoff = wait_backoff(2.0, 10.0)
-
-    def nth(n: int) -> float:
-        state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
-        state.attempt_number = n
-        return backoff(state)
-
+    nth = Policy(base_s=2.0, max_backoff_s=10.0).backoff
     assert 1.5 <= nth(1) <= 2.5 and 3.0 <= nth(2) <= 5.0
     assert 7.5 <= nth(5) <= 12.5  # 32 s capped at 10 s, then jittered
 
