@@ -1,6 +1,5 @@
-"""The Result envelope every tool returns, and the limits it is held to before it reaches the model: every
-string masked as it is cut (:func:`mcp_lib.cutting.keep_start_masked`), so masking costs what is kept, not what
-was read. Also an MCP server's ``tools/call`` result as a Result (:func:`from_call_result`).
+"""The Result envelope every tool returns, and the limits it is held to before it reaches the model (every string
+masked as it is cut, so masking costs what is kept); an MCP server's ``tools/call`` result as a Result.
 """
 
 from __future__ import annotations
@@ -53,14 +52,10 @@ class Limits:
             mask=mask,
         )
 
-    def merged(self, **overrides: int | None) -> Limits:
+    def merged(self, **overrides: int) -> Limits:
         """A tool's own limits over these; a limit set explicitly in the environment stays the upper bound."""
-        values: dict[str, Any] = {}
-        for name, value in overrides.items():
-            if value is not None:
-                values[name] = min(value, getattr(self, name)) if name in self.explicit else value
-        return dataclasses.replace(self, **values)
-
+        return dataclasses.replace(self, **{name: min(value, getattr(self, name)) if name in self.explicit else value
+                                            for name, value in overrides.items()})
 
 
 class Image(BaseModel):
@@ -95,16 +90,6 @@ class Result(BaseModel):
     @property
     def is_error(self) -> bool:
         return self.status == "error"
-
-    def sources(self) -> list[dict[str, str]]:
-        """``{"url", "title"}`` of every item that came from a source, in order."""
-        found = [self.item] if self.item else []
-        found += self.items
-        return [
-            {"url": str(entry["url"]), "title": str(entry.get("title") or entry["url"])}
-            for entry in found
-            if entry.get("url")
-        ]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form every surface shows: ``status`` first, defaults left out."""
@@ -196,46 +181,42 @@ def apply_limits(result: Result, limits: Limits) -> Result:
     cap = limits.max_result_chars
     memo: dict[tuple[int, int], tuple[str, bool]] = {}
 
-    def shrinker(field_limit: int, list_limit: int, whole_only: bool = False) -> _Shrink:
-        return _Shrink(field_limit, list_limit, whole_only, limits.mask, memo=memo)
-
-    def build(count: int, shrink: _Shrink, extra: list[str]) -> Result:
+    def build(count: int, field_limit: int, list_limit: int, whole_only: bool = False) -> Result:
+        shrink = _Shrink(field_limit, list_limit, whole_only, limits.mask, memo=memo)
         shown = [shrink.value(item, "items[]") for item in items[:count]]
         one = shrink.value(result.item, "item")
-        return result.model_copy(update={"items": shown, "item": one,
-                                         "notes": capped_notes(notes + shrink.notes() + extra, limits.mask)})
-
-    def dropped_note(count: int) -> list[str]:
         left = len(items) - count
-        return [f"{left} more items left out to stay within {cap} characters"] if left else []
+        dropped = [f"{left} more items left out to stay within {cap} characters"] if left else []
+        return result.model_copy(update={"items": shown, "item": one,
+                                         "notes": capped_notes(notes + shrink.notes() + dropped, limits.mask)})
 
     def fits(out: Result) -> bool:
         return len(out.to_json()) <= cap
 
     field_limit, list_limit = limits.max_field_chars, limits.max_items
-    out = build(len(items), shrinker(field_limit, list_limit), [])
+    out = build(len(items), field_limit, list_limit)
     if fits(out):
         return out
     # 1. fewer items, keeping the best-ranked ones: the largest count that fits (binary search, sizes are monotone)
     low, high = 1, len(items)
     while low < high:
         middle = (low + high + 1) // 2
-        if fits(build(middle, shrinker(field_limit, list_limit), dropped_note(middle))):
+        if fits(build(middle, field_limit, list_limit)):
             low = middle
         else:
             high = middle - 1
     count = low if items else 0
-    out = build(count, shrinker(field_limit, list_limit), dropped_note(count))
+    out = build(count, field_limit, list_limit)
     # 2. shorter fields and nested lists, from the originals
     while not fits(out) and (field_limit > 100 or list_limit > 1):
         if field_limit > 100:
             field_limit = max(100, field_limit // 2)
         if list_limit > 1 and field_limit <= 400:
             list_limit = max(1, list_limit // 2)
-        out = build(count, shrinker(field_limit, list_limit), dropped_note(count))
+        out = build(count, field_limit, list_limit)
     # 3. only what identifies each item; 4. nothing but the notes
     if not fits(out):
-        out = build(count, shrinker(field_limit, list_limit, whole_only=True), dropped_note(count))
+        out = build(count, field_limit, list_limit, whole_only=True)
     if not fits(out):
         out = result.model_copy(update={"items": [], "item": None, "notes": capped_notes(
             [*notes, f"the result was too large to show within {cap} characters; ask for less"], limits.mask)[:3]})
@@ -320,14 +301,11 @@ def from_call_result(name: str, called: Any) -> Result:
             payload = json.loads(text)
         except json.JSONDecodeError:
             payload = {"text": text}
-    if isinstance(payload, list):
-        result = Result(items=[p if isinstance(p, dict) else {"value": p} for p in payload])
-        item = {"embedded_resources": resources} if resources else None
-    else:
-        if isinstance(payload, dict):
-            item = payload
-        else:  # a bare value; nothing at all beside images or resources is no value
-            item = {} if payload is None and (images or resources) else {"value": payload}
-        item = {**item, "embedded_resources": resources} if resources else item
-        result = Result()
-    return result.model_copy(update={"item": item, "images": images, "notes": notes})
+    items = [p if isinstance(p, dict) else {"value": p} for p in payload] if isinstance(payload, list) else []
+    if isinstance(payload, list | dict):
+        item = payload if isinstance(payload, dict) else None
+    else:  # a bare value; nothing at all beside images or resources is no value
+        item = {} if payload is None and (images or resources) else {"value": payload}
+    if resources:
+        item = {**(item or {}), "embedded_resources": resources}
+    return Result(items=items, item=item, images=images, notes=notes)

@@ -194,7 +194,6 @@ def test_search_envelope_on_the_bundled_faq() -> None:
     first = result.items[0]
     assert set(first) == {"id", "title", "url", "tags", "score", "snippet"}
     assert first["id"] == "stock-mismatch" and first["url"] == "faq://stock-mismatch"
-    assert result.sources()[0] == {"url": "faq://stock-mismatch", "title": first["title"]}
     json.loads(result.to_json())
 
 

@@ -71,7 +71,7 @@ def test_search_finds_japanese_issues_and_wiki_pages(rm: Registry, redmine_serve
     assert wiki[0]["url"].startswith(f"{redmine_server.url}/projects/ec-sync/wiki/")
     # the closed issue that mentions 在庫 only in a comment is found too
     assert f"{redmine_server.url}/issues/{ids['order_import']}" in by_url
-    assert all(source["url"] and source["title"] for source in result.sources())
+    assert all(item["title"] for item in result.items if item.get("url"))
     assert result.total is not None and result.total >= len(result.items)
 
 

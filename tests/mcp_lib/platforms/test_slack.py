@@ -189,7 +189,6 @@ def test_search_returns_linked_items_with_channel_author_and_tokyo_time(fake: Fa
     assert (item["channel"], item["author"], item["time"]) == ("#ec-support", "鈴木", "2025-01-02T11:00:00+09:00")
     assert item["text"] == "楽天の注文取込は15分ごとです"
     assert [c.kind for c in fake.calls("search.messages")] == ["user"]
-    assert result.sources() == [{"url": item["url"], "title": item["title"]}]
 
 
 def test_search_reply_carries_its_thread(fake: FakeSlack, sleeps: list[float]) -> None:
