@@ -54,8 +54,9 @@ class Limits:
 
     def merged(self, **overrides: int) -> Limits:
         """A tool's own limits over these; a limit set explicitly in the environment stays the upper bound."""
-        return dataclasses.replace(self, **{name: min(value, getattr(self, name)) if name in self.explicit else value
-                                            for name, value in overrides.items()})
+        values: dict[str, Any] = {name: min(value, getattr(self, name)) if name in self.explicit else value
+                                  for name, value in overrides.items()}
+        return dataclasses.replace(self, **values)
 
 
 class Image(BaseModel):
