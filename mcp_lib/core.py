@@ -19,14 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from .clock import SYSTEM_CLOCK, Clock
 from .cutting import keep_start_masked
 from .errors import ArgumentError, CredentialsError, ToolError
-from .result import (
-    MAX_MESSAGE_CHARS,
-    Limits,
-    Result,
-    apply_limits,
-    as_result,
-    capped_notes,
-)
+from .result import MAX_MESSAGE_CHARS, Limits, Result, apply_limits, as_result, capped_notes
 
 __all__ = [  # the declaration model, and the envelope a platform returns (defined in mcp_lib.result)
     "MAX_MESSAGE_CHARS", "ArgumentError", "Caller", "CredentialsError", "Limits", "Param",
@@ -66,10 +59,8 @@ def _pydantic_validator(model: type[BaseModel]) -> Callable[[Mapping[str, Any]],
         try:
             parsed = model.model_validate(dict(arguments))
         except ValidationError as exc:
-            problems = []
-            for err in exc.errors():
-                where = ".".join(str(p) for p in err["loc"]) or "arguments"
-                problems.append(f"{where}: {err['msg'].lower()}")
+            problems = (f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg'].lower()}"
+                        for err in exc.errors())
             raise ArgumentError("; ".join(problems)) from None
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
 
@@ -135,10 +126,8 @@ class Tool:
     @property
     def params(self) -> list[Param]:
         required = set(self.input_schema.get("required", []))
-        return [
-            Param(name, prop, name in required, prop.get("description", ""))
-            for name, prop in self.input_schema.get("properties", {}).items()
-        ]
+        return [Param(name, prop, name in required, prop.get("description", ""))
+                for name, prop in self.input_schema.get("properties", {}).items()]
 
     @classmethod
     def from_function(cls, platform: str, fn: Callable[..., Any], **options: Any) -> Tool:
@@ -254,16 +243,9 @@ class Platform:
                         self.load_tools, self._loader = None, None
         return self._tools
 
-    def tool(
-        self,
-        *,
-        read_only: bool = True,
-        example: str = "",
-        max_items: int | None = None,
-        max_field_chars: int | None = None,
-        max_result_chars: int | None = None,
-        needs: tuple[str, ...] = (),
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def tool(self, *, read_only: bool = True, example: str = "", max_items: int | None = None,
+             max_field_chars: int | None = None, max_result_chars: int | None = None,
+             needs: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a function as a tool of this platform (``needs``: see :attr:`Tool.needs`)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:

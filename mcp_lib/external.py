@@ -1,8 +1,6 @@
-"""In-house MCP servers from ``helpbot.toml`` (``[[mcp_servers]]``, docs/configuration.md): their allowlisted
-tools join the catalog as ordinary :class:`Tool`\\ s, run through the same ``Tool.invoke`` (schema, limits,
-masking, errors as values). A server is contacted only when its tools are first needed, listed once per run
-(bounded: ``list_timeout_s``, :data:`MAX_LIST_PAGES`, :data:`MAX_LISTED_TOOLS`), and held in one session
-(:mod:`mcp_lib.sessions`). ``./helpbot.toml`` is read only for the process environment itself.
+"""In-house MCP servers from ``helpbot.toml`` (``[[mcp_servers]]``): their allowlisted tools join the catalog as
+ordinary :class:`Tool`\\ s (same invoke: schema, limits, masking, errors as values). A server is contacted when its
+tools are first needed, listed once per run within bounds, and held in one session (:mod:`mcp_lib.sessions`).
 """
 
 from __future__ import annotations
@@ -87,11 +85,6 @@ class ServerEntry(BaseModel):
         return self
 
 
-def is_process_env(env: Mapping[str, str]) -> bool:
-    """Whether ``env`` is this process's environment (``os.environ`` itself or an unchanged copy)."""
-    return env is os.environ or dict(env) == dict(os.environ)
-
-
 def config_path(env: Mapping[str, str]) -> Path | None:
     """``HELPBOT_CONFIG``, else -- for the process environment only -- ``./helpbot.toml`` when it exists."""
     configured = env_str(env, "HELPBOT_CONFIG")
@@ -99,7 +92,7 @@ def config_path(env: Mapping[str, str]) -> Path | None:
         if not Path(configured).is_file():
             raise ConfigError("HELPBOT_CONFIG", f"{configured!r} is not a file")
         return Path(configured)
-    if not is_process_env(env):
+    if env is not os.environ and dict(env) != dict(os.environ):  # not this process's environment
         return None
     default = Path.cwd() / CONFIG_FILE
     return default if default.is_file() else None
@@ -182,17 +175,6 @@ def _check_command(entry: ServerEntry, env: Mapping[str, str]) -> None:
         raise FileNotFoundError(f"command {entry.command!r} not found")
 
 
-def _session(entry: ServerEntry, env: Mapping[str, str], log: ServerLog) -> ServerSession:
-    """The server's one session for the run; the calls bound their own time (``timeout_s``, ``list_timeout_s``);
-    its stderr lines go to ``log``."""
-    from mcp import Client
-
-    def connect(pidfile: Path, errlog: TextIO) -> AbstractAsyncContextManager[Any]:
-        return Client(_transport(entry, env, pidfile, errlog))
-
-    return ServerSession(entry.name, connect, log=log)
-
-
 def _is_read_only(tool: Any) -> bool:
     """Only a tool that says it is read-only counts as read-only; silence counts as writing."""
     return bool(tool.annotations and tool.annotations.read_only_hint)
@@ -215,7 +197,12 @@ def _schema_validator(schema: dict[str, Any]) -> Any:
 def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog = masked_stderr) -> Platform:
     """The server as a platform whose tools are listed on first use; one that cannot be reached in time yields no
     tools and its overview says why. Its stderr lines go to ``log``."""
-    session = _session(entry, env, log)
+    from mcp import Client
+
+    def connect(pidfile: Path, errlog: TextIO) -> AbstractAsyncContextManager[Any]:
+        return Client(_transport(entry, env, pidfile, errlog))
+
+    session = ServerSession(entry.name, connect, log=log)  # the calls bound their own time
     platform = Platform(
         name=entry.platform_name,
         overview=entry.description or f"In-house MCP server {entry.name!r}.",

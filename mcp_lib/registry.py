@@ -6,7 +6,6 @@ helpbot.toml join as platforms. ``get_mcp("faq").functions["search"]("在庫 同
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -22,13 +21,6 @@ if TYPE_CHECKING:
     from .sessions import ServerLog
 
 PLATFORM_NAMES = ("faq", "slack", "redmine", "github", "growi")
-
-
-def load_platform(name: str) -> Platform:
-    if name not in PLATFORM_NAMES:
-        raise KeyError(name)
-    module = importlib.import_module(f"mcp_lib.platforms.{name}")
-    return module.PLATFORM
 
 
 @dataclass
@@ -73,26 +65,23 @@ class Registry:
     # -- platforms ---------------------------------------------------------------------------------------
     def builtin_platforms(self) -> dict[str, Platform]:
         """The platforms declared in this package, enabled or not (``tools_docs/`` describes exactly these)."""
-        return {name: load_platform(name) for name in PLATFORM_NAMES}
+        return {name: importlib.import_module(f"mcp_lib.platforms.{name}").PLATFORM for name in PLATFORM_NAMES}
 
     def platforms(self) -> dict[str, Platform]:
         """Built-in platforms plus the in-house MCP servers listed in helpbot.toml (not contacted here), built
         once: two first tool calls at the same time must share one server session, not start two."""
         with self._lock:
-            return self._platforms_once()
+            if self._platforms is None:
+                from .external import external_platforms
+                from .sessions import masked_stderr
 
-    def _platforms_once(self) -> dict[str, Platform]:
-        if self._platforms is None:
-            from .external import external_platforms
-            from .sessions import masked_stderr
-
-            platforms = self.builtin_platforms()
-            for name, platform in external_platforms(self.env, self.server_log or masked_stderr).items():
-                if name in platforms:
-                    raise ConfigError("helpbot.toml mcp_servers", f"name {name!r} is taken by a built-in platform")
-                platforms[name] = platform
-            self._platforms = platforms
-        return self._platforms
+                platforms = self.builtin_platforms()
+                for name, platform in external_platforms(self.env, self.server_log or masked_stderr).items():
+                    if name in platforms:
+                        raise ConfigError("helpbot.toml mcp_servers", f"name {name!r} is taken by a built-in platform")
+                    platforms[name] = platform
+                self._platforms = platforms
+            return self._platforms
 
     def narrowed(self, names: Iterable[str]) -> Registry:
         """The same registry (clients, caller, limits) offering only the platforms in ``names``."""
@@ -155,10 +144,7 @@ class Registry:
             if name not in self._clients:
                 if config is None:
                     raise UnknownTool(f"platform {name!r} is not configured; see `mcp-lib all-commands`")
-                make_client = self.platforms()[name].make_client
-                wants_sleep = "sleep" in inspect.signature(make_client).parameters  # clients with own retries
-                self._clients[name] = (make_client(config, sleep=self.clock.sleep) if wants_sleep
-                                       else make_client(config))
+                self._clients[name] = self.platforms()[name].make_client(config)
         return ToolContext(client=self._clients[name], config=config, caller=self.caller, limits=self.limits,
                            clock=self.clock)
 

@@ -1,9 +1,8 @@
 """One MCP session per in-house server per run, on a thread of its own, and the server's processes ended with it.
 
-The SDK does not say a stdio server's pid, and kills its group only when the server did not exit by itself (a
-grandchild lives on), so the server starts through ``/bin/sh`` writing ``$$`` (its group's id) to a file; the
-group is ended after every close and at once when a call times out. Its stderr reaches only the session's
-``log`` (:data:`ServerLog`), every line in before ``close`` returns. Closed by ``Registry.close``, else at exit.
+The SDK neither says a stdio server's pid nor ends a grandchild, so the server starts through ``/bin/sh`` writing
+``$$`` (its group's id) to a file, and the group is ended after every close and at once when a call times out.
+Its stderr goes only to the session's ``log``. Closed by ``Registry.close``, else at exit.
 """
 
 from __future__ import annotations
@@ -65,13 +64,13 @@ def group_command(command: str, args: list[str], pidfile: Path) -> tuple[str, li
     return "/bin/sh", ["-c", _PRELUDE, "helpbot-mcp", str(pidfile), command, *args]
 
 
-async def end_group(pgid: int, grace_s: float = KILL_GRACE_S) -> None:
-    """SIGTERM to the whole process group, SIGKILL to what is left of it after ``grace_s``."""
+async def end_group(pgid: int) -> None:
+    """SIGTERM to the whole process group, SIGKILL to what is left of it after :data:`KILL_GRACE_S`."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return
-    await _until(lambda: not _group_alive(pgid), grace_s, 0.02)
+    await _until(lambda: not _group_alive(pgid), KILL_GRACE_S, 0.02)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
@@ -106,12 +105,10 @@ def _group_alive(pgid: int) -> bool:
 class ServerSession:
     """One server's connection for the run: ``call(work, timeout)`` runs ``work(client)`` on it."""
 
-    def __init__(self, name: str, connect: Connect, *, kill_grace_s: float = KILL_GRACE_S,
-                 log: ServerLog = masked_stderr):
+    def __init__(self, name: str, connect: Connect, *, log: ServerLog = masked_stderr):
         self.name = name
         self._connect = connect
         self._log = log
-        self._grace = kill_grace_s
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dir: Path | None = None
@@ -122,17 +119,12 @@ class ServerSession:
         self._stop: asyncio.Event | None = None
         self._pidfile: Path | None = None
 
-    @property
-    def pid(self) -> int | None:
-        """The current stdio server's pid (its process group), None when none was started or it is gone."""
-        return None if self._pidfile is None else _read_pid(self._pidfile)
-
     def call(self, work: Callable[[Any], Awaitable[T]], timeout: float, connect_timeout: float) -> T:
         """``work(client)`` within ``timeout`` seconds (connecting first within ``connect_timeout``); TimeoutError
         once the server's processes were ended."""
         future = asyncio.run_coroutine_threadsafe(self._call(work, timeout, connect_timeout), self._running_loop())
         with contextlib.suppress(TimeoutError):  # concurrent.futures' is the builtin
-            future.result(connect_timeout + timeout + 2 * self._grace + CLOSE_WAIT_S)
+            future.result(connect_timeout + timeout + 2 * KILL_GRACE_S + CLOSE_WAIT_S)
         if not future.done():  # the loop itself is stuck: end the server from here
             future.cancel()
             self._kill_now()
@@ -147,7 +139,7 @@ class ServerSession:
             return
         future = asyncio.run_coroutine_threadsafe(self._end(kill_first=False), loop)
         with contextlib.suppress(TimeoutError):
-            future.result(CLOSE_WAIT_S + 2 * self._grace)
+            future.result(CLOSE_WAIT_S + 2 * KILL_GRACE_S)
         if not future.done():
             self._kill_now()
 
@@ -217,7 +209,7 @@ class ServerSession:
     async def _end_group(self, pidfile: Path) -> None:
         pgid = _read_pid(pidfile)
         if pgid is not None:
-            await end_group(pgid, self._grace)
+            await end_group(pgid)
             with contextlib.suppress(OSError):
                 pidfile.unlink()
 
@@ -234,7 +226,7 @@ class ServerSession:
 
     def _kill_now(self) -> None:
         if self._pidfile is not None and (pgid := _read_pid(self._pidfile)) is not None:
-            asyncio.run(end_group(pgid, self._grace))
+            asyncio.run(end_group(pgid))
 
     def _discard(self) -> None:
         """At exit: the connection closed, the loop stopped, the pid files removed."""
