@@ -136,12 +136,10 @@ class Declaration(dict[str, V]):
 
     def env_bool(self, env: Mapping[str, str], name: str, default: bool | None = None) -> bool:
         raw = env_str(env, name)
-        if raw is not None:
-            return _bool(name, raw)
-        if default is None:
-            declared = self[name].default
-            return _bool(name, declared) if declared else False
-        return default
+        if raw is None and default is not None:
+            return default
+        raw = raw or self[name].default
+        return _bool(name, raw) if raw else False
 
     def env_timezone(self, env: Mapping[str, str], name: str) -> str:
         """An IANA time zone name (``Asia/Tokyo``), checked."""

@@ -102,10 +102,7 @@ def write(platforms: list[Platform], directory: Path) -> list[str]:
 def check(platforms: list[Platform], directory: Path) -> list[str]:
     """The names of files that are missing, stale or extra; empty when the docs are current."""
     wanted = render(platforms)
-    problems = []
-    for name, content in wanted.items():
-        path = directory / name
-        if not path.exists() or path.read_text(encoding="utf-8") != content:
-            problems.append(name)
+    problems = [name for name, content in wanted.items()
+                if not (directory / name).exists() or (directory / name).read_text(encoding="utf-8") != content]
     problems += [p.name for p in directory.glob("*.md") if p.name not in wanted]
     return sorted(problems)

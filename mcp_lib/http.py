@@ -29,16 +29,12 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 POLICY = Policy(attempts=4, base_s=0.5, max_backoff_s=30.0, max_server_wait_s=30.0)
 
 
-def is_rate_limited(status: int, headers: Mapping[str, str]) -> bool:
-    """GitHub answers 403 (not only 429) when the rate limit is exhausted."""
-    return status == 429 or (status == 403 and (header(headers, "x-ratelimit-remaining") == "0"
-                                                 or header(headers, "retry-after") is not None))
-
-
 def check_answer(status: int, headers: Mapping[str, str], clock: Clock = SYSTEM_CLOCK, detail: str = "") -> None:
     """Raise :class:`~mcp_lib.errors.Retryable` for an answer worth another try (429, 5xx, a rate-limit 403), with
-    the wait the server asked for; else return."""
-    if status in RETRYABLE_STATUS or is_rate_limited(status, headers):
+    the wait the server asked for; else return. GitHub answers 403 (not only 429) when the rate limit is spent."""
+    spent = status == 403 and (header(headers, "x-ratelimit-remaining") == "0"
+                               or header(headers, "retry-after") is not None)
+    if status in RETRYABLE_STATUS or spent:
         raise Retryable(f"HTTP {status}{detail}", server_wait(headers, clock))
 
 

@@ -18,22 +18,16 @@ from .registry import Registry
 
 
 def _mcp_tool(tool: Tool) -> types.Tool:
-    return types.Tool(
-        name=tool.wire_name,
-        description=tool.description,
-        input_schema=tool.input_schema,
-        annotations=types.ToolAnnotations(read_only_hint=tool.read_only, open_world_hint=tool.platform != "faq"),
-    )
+    annotations = types.ToolAnnotations(read_only_hint=tool.read_only, open_world_hint=tool.platform != "faq")
+    return types.Tool(name=tool.wire_name, description=tool.description, input_schema=tool.input_schema,
+                      annotations=annotations)
 
 
 def _call_result(result: Result) -> types.CallToolResult:
     payload = result.to_dict()
     images = [types.ImageContent(type="image", data=image.data, mime_type=image.media_type) for image in result.images]
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False)), *images],
-        structured_content=payload,
-        is_error=result.is_error,
-    )
+    text = types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))
+    return types.CallToolResult(content=[text, *images], structured_content=payload, is_error=result.is_error)
 
 
 def build_server(registry: Registry, only: list[str] | None = None) -> Server[Any]:
@@ -49,13 +43,8 @@ def build_server(registry: Registry, only: list[str] | None = None) -> Server[An
         result = await anyio.to_thread.run_sync(registry.call, tool.wire_name, params.arguments or {})
         return _call_result(result)
 
-    return Server(
-        "helpbot-mcp-lib",
-        version="0.1.0",
-        instructions="helpbot's read-only tools over the team's FAQ, Slack, Redmine, GitHub and Growi.",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    return Server("helpbot-mcp-lib", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool,
+                  instructions="helpbot's read-only tools over the team's FAQ, Slack, Redmine, GitHub and Growi.")
 
 
 def serve_stdio(registry: Registry, only: list[str] | None = None) -> None:
