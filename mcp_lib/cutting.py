@@ -26,7 +26,6 @@ def squash_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
-# -- at a character budget, with a marker ----------------------------------------------------------------------
 def keep_start(text: str, limit: int, marker: str = TRUNCATION_MARKER, left_out: int = 0) -> str:
     """The first ``limit`` characters and, when any were left out (or ``left_out`` were before), ``marker``
     counting them all (its ``{n}``)."""
@@ -80,7 +79,6 @@ def keep_start_and_end(text: str, limit: int) -> tuple[str, int]:
     return f"{text[:head]}\n…[helpbot: 中略 {left_out} 文字]…\n{text[len(text) - tail:]}", left_out
 
 
-# -- with "…" ------------------------------------------------------------------------------------------------
 def excerpt(text: str, width: int, start: int = 0) -> str:
     """``width`` characters of ``text`` from ``start``, with "…" on each side where text was left out: a
     snippet or a title (a field that is too long gets :func:`keep_start_masked`'s marker)."""
@@ -97,7 +95,6 @@ def shorten_at_word(text: str, limit: int) -> str:
     return split_line(text, max(1, limit - 1))[0] + ELLIPSIS
 
 
-# -- Slack's limits ------------------------------------------------------------------------------------------
 def slack_len(text: str) -> int:
     """Length as Slack counts it (UTF-16 code units): one per Japanese character, two per emoji."""
     return len(text.encode("utf-16-le")) // 2
@@ -132,34 +129,25 @@ def _segments(text: str) -> list[_Segment]:
                 segments.append(_Segment(list(para)))
             para.clear()
 
-    lines = text.replace("\r\n", "\n").split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    lines = iter(text.replace("\r\n", "\n").split("\n"))
+    for line in lines:
         opener = _FENCE_OPEN.match(line)
         if opener and not (opener.group(1)[0] == "`" and "`" in opener.group(2)):
             flush()
-            fence = opener.group(1)
-            body: list[str] = []
-            i += 1
-            closing = None
-            while i < len(lines):
-                stripped = lines[i].strip()
-                if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
-                    closing = lines[i]
-                    break
-                body.append(lines[i])
-                i += 1
+            fence, body = opener.group(1), []
             # An unterminated fence (the model stopped mid-block) is closed, so every part stays balanced.
-            indent = line[: len(line) - len(line.lstrip())]
-            segments.append(_Segment(body, head=[line], tail=[closing if closing is not None else indent + fence]))
-            i += 1
-            continue
-        if line.strip():
+            closing = line[: len(line) - len(line.lstrip())] + fence
+            for inner in lines:
+                stripped = inner.strip()
+                if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+                    closing = inner
+                    break
+                body.append(inner)
+            segments.append(_Segment(body, head=[line], tail=[closing]))
+        elif line.strip():
             para.append(line)
         else:
             flush()
-        i += 1
     flush()
     return segments
 

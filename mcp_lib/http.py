@@ -125,7 +125,6 @@ def error_detail(response: httpx2.Response) -> str:
     return f" ({'; '.join(messages)[:300]})" if messages else ""
 
 
-# -- name resolution --------------------------------------------------------------------------------------------------
 Resolver = Callable[[str, int], object]  # socket.getaddrinfo's shape; raises OSError when the name does not resolve
 Wait = Callable[["Future[object]", float], object]  # Future.result(timeout)'s shape
 RESOLVED_FOR_S = 60.0  # a name that resolved is not looked up again for this long

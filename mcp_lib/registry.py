@@ -62,7 +62,6 @@ class Registry:
         self.server_log = server_log  # in-house stdio servers' stderr lines (None: masked on this stderr)
         self._lock = threading.RLock()  # platforms() under context()'s hold
 
-    # -- platforms ---------------------------------------------------------------------------------------
     def builtin_platforms(self) -> dict[str, Platform]:
         """The platforms declared in this package, enabled or not (``tools_docs/`` describes exactly these)."""
         return {name: importlib.import_module(f"mcp_lib.platforms.{name}").PLATFORM for name in PLATFORM_NAMES}
@@ -148,17 +147,12 @@ class Registry:
         return ToolContext(client=self._clients[name], config=config, caller=self.caller, limits=self.limits,
                            clock=self.clock)
 
-    # -- tools -------------------------------------------------------------------------------------------
-    def tools(self, only: list[str] | None = None, enabled_only: bool = True) -> list[Tool]:
-        """Tools of the enabled platforms; ``only`` picks platforms or tools by name (``faq``, ``faq_search``)."""
-        chosen = []
-        for platform in self.enabled() if enabled_only else self.platforms().values():
-            for tool in platform.tools.values():
-                if enabled_only and self.missing(tool):
-                    continue
-                if only is None or platform.name in only or tool.wire_name in only or tool.cli_name in only:
-                    chosen.append(tool)
-        return chosen
+    def tools(self, only: list[str] | None = None) -> list[Tool]:
+        """The offered tools of the enabled platforms; ``only`` picks platforms or tools by name (``faq``,
+        ``faq_search``)."""
+        return [tool for platform in self.enabled() for tool in platform.tools.values()
+                if not self.missing(tool)
+                and (only is None or platform.name in only or tool.wire_name in only or tool.cli_name in only)]
 
     def resolve_only(self, names: Iterable[str]) -> list[str]:
         """``--only`` names, stripped and checked against the enabled platforms and their tools; an unknown or

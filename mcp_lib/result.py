@@ -235,7 +235,6 @@ def as_result(tool: str, value: Any) -> Result:
     raise TypeError(f"tool {tool} returned {type(value).__name__}; expected list, dict or Result")
 
 
-# -- from an MCP server (mcp_lib.external) ------------------------------------------------------------------------
 def _error_message(called: Any, text: str) -> str:
     """The server's own words: ``message`` or ``data.error`` of a structured error, else its text."""
     payload = called.structured_content

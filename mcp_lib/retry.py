@@ -124,7 +124,6 @@ def next_wait(policy: Policy, budget: Budget, attempt: int, failed: BaseExceptio
     return None if policy.stop(budget, attempt, seconds, wait) else wait
 
 
-# -- what the server asked for ---------------------------------------------------------------------------------
 def header(headers: Mapping[str, Any], name: str) -> str | None:
     """A header by name in any case; slack-sdk hands a list of values."""
     for key, value in headers.items():

@@ -143,7 +143,6 @@ class ServerSession:
         if not future.done():
             self._kill_now()
 
-    # -- on the session's own loop ----------------------------------------------------------------------------------
     async def _call(self, work: Callable[[Any], Awaitable[T]], timeout: float, connect_timeout: float) -> T:
         bound = connect_timeout
         try:
@@ -213,7 +212,6 @@ class ServerSession:
             with contextlib.suppress(OSError):
                 pidfile.unlink()
 
-    # -- plumbing ---------------------------------------------------------------------------------------------------
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
