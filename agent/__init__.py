@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from .core.loop import Agent
     from .core.model import Request, Usage
     from .core.run import Answer, Progress, Turn
-    from .core.scripted import ScriptedModel
     from .errors import ExitError
 
 _WHERE = {
@@ -24,12 +23,11 @@ _WHERE = {
     "ExitError": "agent.errors",
     "Progress": "agent.core.run",
     "Request": "agent.core.model",
-    "ScriptedModel": "agent.core.scripted",
     "Turn": "agent.core.run",
     "Usage": "agent.core.model",
     "build_agent": "agent.build",
 }
-__all__ = ["Agent", "Answer", "ExitError", "Progress", "Request", "ScriptedModel", "Turn", "Usage", "build_agent"]
+__all__ = ["Agent", "Answer", "ExitError", "Progress", "Request", "Turn", "Usage", "build_agent"]
 
 
 def __getattr__(name: str) -> Any:

@@ -30,13 +30,13 @@ from typing import Any
 
 from agent.build import build_agent
 from agent.core.loop import Agent
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tags import TAGGER_SYSTEM, TaggingAgent, load_tag_config, tag_question
 from agent.core.tools import RegistryTools
 from agent.evals import CaseResult, load_cases, run_cases, totals
 from mcp_lib import Registry
 from mcp_lib.clock import SYSTEM_CLOCK
+from tests.fakes.model import Request, ScriptedModel, calls
 
 REPO = Path(__file__).resolve().parents[1]
 _PASS_TAGS = re.compile(r"pass tags=(\[.*?\])")

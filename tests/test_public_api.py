@@ -11,7 +11,7 @@ import pytest
 import agent
 import mcp_lib
 
-AGENT = ["Agent", "Answer", "ExitError", "Progress", "Request", "ScriptedModel", "Turn", "Usage", "build_agent"]
+AGENT = ["Agent", "Answer", "ExitError", "Progress", "Request", "Turn", "Usage", "build_agent"]
 MCP_LIB = ["ArgumentError", "Caller", "Limits", "Platform", "Registry", "Result", "Tool", "ToolContext", "ToolError",
            "default_registry", "get_mcp"]
 

@@ -1,7 +1,7 @@
 """The model seam: the one request the loop sends, the response it gets back (its errors: agent.errors).
 
 Content blocks are the Messages API's JSON dicts, so a transcript can be saved, traced and replayed. Models:
-``agent.core.claude`` (Claude on Bedrock or the direct API) and ``agent.core.scripted`` (tests and benches).
+``agent.core.claude`` (Claude on Bedrock or the direct API) and, for tests and benches, ``tests.fakes.model``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ import pytest
 
 from agent.cli import main
 from agent.core.loop import Agent
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.errors import ModelRequestError
 from agent.evals import load_cases, run_cases, totals, url_matches
@@ -19,6 +18,7 @@ from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import one_line_error
 from tests.fakes.loop import FakeTools
+from tests.fakes.model import Request, ScriptedModel, calls
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "evals" / "faq.yaml"

@@ -248,8 +248,8 @@ def test_a_draft_of_a_real_answer_lists_each_source_once_and_none_of_helpbots_ow
     """#21: an answer as `helpbot answer` streams it -- the model's text with its own list of links, the 参照元 block
     of the stop under it -- that cites helpbot's own earlier answer (found by Slack search) is drafted with each
     source once, helpbot's messages are no source of an FAQ entry, and no participant's name is left in a title."""
-    from agent.core.scripted import Request, calls
     from tests.fakes.front import answer_scripted
+    from tests.fakes.model import Request, calls
     from tests.fakes.slack import USER_TOKEN, sample_workspace
 
     def script(request: Request) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent.core.model import Request
-from agent.core.scripted import calls
+from tests.fakes.model import calls
 from tests.fakes.outward import outward_env, public_view, run
 from tests.fakes.slack import FakeSlack, Workspace
 

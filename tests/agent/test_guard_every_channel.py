@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agent.core.model import Request
-from agent.core.scripted import calls
+from tests.fakes.model import calls
 from tests.fakes.outward import Out, outward_env, run
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 

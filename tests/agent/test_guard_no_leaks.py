@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from agent.core.model import ModelResponse, Request, Usage
-from agent.core.scripted import calls
 from agent.guard import Guard
 from mcp_lib.redact import Masker
+from tests.fakes.model import calls
 from tests.fakes.outward import PUBLIC_ARTIFACTS, Out, outward_env, public_view, run
 from tests.fakes.slack import FakeSlack, Workspace
 

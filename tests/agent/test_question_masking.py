@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from agent.core.model import Request
-from agent.core.scripted import calls
 from tests.fakes.front import answer_scripted
+from tests.fakes.model import calls
 from tests.fakes.outward import outward_env
 from tests.fakes.slack import FakeSlack, Workspace
 from tests.fakes.slack_files import add_file

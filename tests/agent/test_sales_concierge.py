@@ -28,7 +28,6 @@ import pytest
 from agent.build import build_agent
 from agent.core.loop import Agent
 from agent.core.run import Answer, Turn
-from agent.core.scripted import Reply, Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tools import ToolExecutor
 from examples.sales_db import store
@@ -36,6 +35,7 @@ from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import check_transcript
+from tests.fakes.model import Reply, Request, ScriptedModel, calls
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "examples" / "sales_db" / "server.py"

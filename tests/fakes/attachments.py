@@ -9,8 +9,8 @@ from typing import Any
 
 from pypdf import PdfWriter
 
-from agent.core.scripted import Request
 from tests.fakes.front import answer_scripted
+from tests.fakes.model import Request
 from tests.fakes.slack import Workspace
 
 

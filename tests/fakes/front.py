@@ -12,7 +12,6 @@ import pytest
 
 from agent.core.loop import Agent
 from agent.core.run import Progress
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from agent.slack import front
@@ -22,6 +21,7 @@ from agent.slack.markers import EVENT_TYPES
 from agent.slack.post import MAX_WAIT_S, WRITE_BUDGET_S
 from mcp_lib import Caller, Registry
 from tests.fakes.clock import FakeClock
+from tests.fakes.model import Request, ScriptedModel, calls
 from tests.fakes.slack import FakeSlack, Message, Workspace
 
 REPO = Path(__file__).resolve().parents[2]

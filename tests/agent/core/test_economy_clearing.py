@@ -12,13 +12,13 @@ import pytest
 
 from agent.core.digest import CLEARED_HEADER, digest
 from agent.core.loop import Agent
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens
 from agent.core.tools import ToolOutcome
 from agent.core.transcript import CUT_MARKER, tool_results
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools, check_transcript
+from tests.fakes.model import Request, ScriptedModel, calls
 
 SETTINGS = Settings(tool_timeout_s=5.0, max_rounds=10)
 BODY = "在庫同期の遅延は 429 のレート制限による再実行待ち。確認手順: 連携ログを見る。" * 40  # ~1,600 characters

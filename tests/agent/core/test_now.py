@@ -6,10 +6,10 @@ import pytest
 
 from agent.core.loop import Agent
 from agent.core.model import Request
-from agent.core.scripted import ScriptedModel, text
 from agent.core.settings import Settings
 from mcp_lib.config import ConfigError
 from tests.fakes.loop import FakeTools
+from tests.fakes.model import ScriptedModel, text
 
 
 def test_an_iso_date_time_without_offset_is_in_the_team_time_zone() -> None:

@@ -7,10 +7,10 @@ from zoneinfo import ZoneInfo
 
 from agent.core.loop import Agent
 from agent.core.prompt import build_system_prompt, date_context
-from agent.core.scripted import Request, ScriptedModel
 from agent.core.settings import Settings
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools
+from tests.fakes.model import Request, ScriptedModel
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 

@@ -12,7 +12,6 @@ import pytest
 
 from agent.cli import main
 from agent.core.loop import Agent
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.core.tags import (
     TAGGER_SYSTEM,
@@ -31,6 +30,7 @@ from mcp_lib.platforms.faq import FaqIndex
 from tests.fakes.answers import make_answer
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools
+from tests.fakes.model import Request, ScriptedModel, calls
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "helpbot.example.toml"

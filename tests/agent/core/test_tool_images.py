@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.core.loop import Agent
-from agent.core.scripted import Request, ScriptedModel, calls, text
 from agent.core.settings import Settings
 from agent.core.tokens import IMAGE_TOKENS, request_tokens
 from agent.core.tools import RegistryTools
@@ -18,6 +17,7 @@ from mcp_lib.result import Image
 from tests.fakes.attachments import png
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import check_transcript
+from tests.fakes.model import Request, ScriptedModel, calls, text
 
 BIG = base64.b64encode(png(2, 2) + b"\x00" * 600_000).decode()  # 800 kB of base64: ~230k tokens read as text
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agent.core.scripted import Request
 from agent.slack.admission import Home, TriggerSettings, check_ignore, shared_with_others, user_asker
 from agent.slack.trigger import Trigger, parse_event_data
 from mcp_lib.config import ConfigError
 from tests.fakes.front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
+from tests.fakes.model import Request
 from tests.fakes.relay import GitHub, post, relay_for
 from tests.fakes.slack import FakeSlack, Workspace
 from tests.fakes.slack_files import add_file

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from agent.core.scripted import Request, calls
 from mcp_lib.platforms.faq import FaqIndex
 from tests.fakes.attachments import media, question_text
 from tests.fakes.front import BOT, FAQ_URL, answer_scripted, bot_messages, envelope_file, markdown_of
+from tests.fakes.model import Request, calls
 from tests.fakes.relay import mention_envelope
 from tests.fakes.slack import FakeSlack, Workspace
 from tests.fakes.slack_files import add_file

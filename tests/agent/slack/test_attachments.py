@@ -13,7 +13,6 @@ import httpx2
 import pytest
 
 from agent.cli import main
-from agent.core.scripted import Request
 from agent.core.tokens import IMAGE_TOKENS, request_tokens
 from agent.slack.attachments import TEXT_CHARS
 from agent.slack.files import decode_text, file_kind
@@ -23,6 +22,7 @@ from tests.fakes import slack_scopes
 from tests.fakes.attachments import ask, blocks_of, media, pdf, png, question_text
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.front import answer_scripted, bot_messages, event_file, markdown_of
+from tests.fakes.model import Request
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Token, Workspace
 from tests.fakes.slack_files import add_file
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack import markers
 from agent.slack.blocks import PLACEHOLDER, placeholder_payload
 from agent.slack.front import Options, run
@@ -30,6 +29,7 @@ from tests.fakes.front import (
     question_of,
     thread_state,
 )
+from tests.fakes.model import Request, ScriptedModel, calls
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Message, Workspace
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from agent.core.model import ModelResponse, Usage
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.slack.front import Options, run
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import (
@@ -30,6 +29,7 @@ from tests.fakes.front import (
     then,
     thread_state,
 )
+from tests.fakes.model import Request, ScriptedModel, calls
 from tests.fakes.slack import FakeSlack, Workspace
 
 FAULTS: dict[str, dict[str, Any]] = {

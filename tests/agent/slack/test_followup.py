@@ -10,7 +10,6 @@ import pytest
 
 from agent.cli import main
 from agent.core.run import Turn
-from agent.core.scripted import Request
 from agent.saved import load_transcript
 from agent.slack.blocks import answer_payloads, failure_payload
 from agent.slack.handle import Thread
@@ -31,6 +30,7 @@ from tests.fakes.front import (
     one_line,
     question_of,
 )
+from tests.fakes.model import Request
 from tests.fakes.slack import FakeSlack, Workspace
 
 FOLLOW_UP = "手順どおりにしても直りません。次に何を確認すればいいですか？"

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from agent.cli import main
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.errors import sigterm_raises
 from agent.guard import WITHHELD
 from agent.slack import front
@@ -45,6 +44,7 @@ from tests.fakes.front import (
     question_of,
     writes,
 )
+from tests.fakes.model import Request, ScriptedModel, calls
 from tests.fakes.slack import FakeSlack, Message, Workspace
 
 # -- fixtures and helpers ---------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.errors import ModelUnavailable
 from agent.slack.front import Options, run
 from tests.fakes.clock import FakeClock
@@ -34,6 +33,7 @@ from tests.fakes.front import (
     placeholders,
     question_of,
 )
+from tests.fakes.model import Request, ScriptedModel, calls
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
 
 STORM = 1000  # longer than any budget

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from agent.core.scripted import Request
 from agent.errors import BadInput
 from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.markers import EVENT_TYPES
@@ -17,6 +16,7 @@ from agent.slack.relay import handle
 from agent.slack.trigger import parse_event_data
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import BOT, WRITES, answer_scripted, bot_messages, envelope_file, event_file, markdown_of
+from tests.fakes.model import Request
 from tests.fakes.relay import NOW, SECRET, mention_envelope, signed
 from tests.fakes.slack import FakeSlack, Workspace
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent.core.scripted import Request
 from agent.slack.blocks import PLACEHOLDER
 from tests.fakes.front import BOT, answer_scripted, cites_first_faq_hit, question_of, then, thread_state
+from tests.fakes.model import Request
 from tests.fakes.slack import FakeSlack, Workspace
 
 

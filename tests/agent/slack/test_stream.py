@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from agent.cli import main
-from agent.core.scripted import Request, ScriptedModel, calls
 from agent.core.settings import Settings
 from agent.slack.blocks import PLACEHOLDER
 from agent.slack.front import Options, run
@@ -22,6 +21,7 @@ from agent.slack.markers import EVENT_TYPES
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import BOT, FAQ_URL, bot_messages, event_file, factory, markdown_of, question_of
+from tests.fakes.model import Request, ScriptedModel, calls
 from tests.fakes.slack import FakeSlack, Workspace
 
 ANSWER = ("在庫同期が遅れるときは、まず連携ログを確認してください。ジョブは15分ごとに走り、失敗すると次の回で"

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from agent.core.scripted import Request, ScriptedModel
 from agent.slack import markers
 from agent.slack.blocks import PLACEHOLDER, placeholder_payload
 from agent.slack.front import Options, run
 from agent.slack.post import FINAL_RESERVE_S, WRITE_BUDGET_S
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import BOT, STORM, answer_scripted, cites_first_faq_hit, factory, question_of, then, thread_state
+from tests.fakes.model import Request, ScriptedModel
 from tests.fakes.slack import FakeSlack, Workspace
 
 WRITES = ("chat.postMessage", "chat.update", "chat.delete", "reactions.add", "reactions.remove")

@@ -15,7 +15,6 @@ import pytest
 
 from agent.cli import build_parser
 from agent.cli import main as helpbot_main
-from agent.core.scripted import Request, calls
 from agent.slack import feedback, markers
 from agent.slack.admission import TriggerSettings
 from agent.slack.blocks import BUTTONS_LINE, FEEDBACK_ACTION, FEEDBACK_LINE, answer_payloads
@@ -24,6 +23,7 @@ from agent.slack.vote import click_vote, load_vote
 from tests.fakes.answers import make_answer
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import BOT, answer_scripted, bot_messages, question_of
+from tests.fakes.model import Request, calls
 from tests.fakes.slack import FakeSlack, Message, Workspace, interaction_request
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
