@@ -12,9 +12,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, field_validator
 
 from agent.core.loop import Agent
 from agent.core.model import Model, Request, Usage
@@ -43,21 +43,14 @@ class Tag(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1)
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     keywords: list[str] = Field(min_length=1)  # as written, for the prompt and the trace
     patterns: list[str] = []
-    description: str = ""
-    hints: list[str] = []
+    description: Annotated[str, StringConstraints(strip_whitespace=True)] = ""
+    hints: list[Annotated[str, StringConstraints(strip_whitespace=True)]] = []
     search_first: list[str] = []
     faq_tags: list[str] = []
     _matchers: tuple[tuple[str, re.Pattern[str]], ...] = PrivateAttr(default=())
-
-    @field_validator("name", "description")
-    @classmethod
-    def _stripped(cls, value: str, info: Any) -> str:
-        if info.field_name == "name" and not value.strip():
-            raise ValueError("must not be blank")
-        return value.strip()
 
     @field_validator("keywords")
     @classmethod
@@ -70,11 +63,6 @@ class Tag(BaseModel):
     @classmethod
     def _one_hint(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value  # one hint may be written as a plain string
-
-    @field_validator("hints")
-    @classmethod
-    def _hints(cls, value: list[str]) -> list[str]:
-        return [hint.strip() for hint in value if hint.strip()]
 
     @field_validator("patterns")
     @classmethod
@@ -95,13 +83,6 @@ class Tag(BaseModel):
         return [written for written, matcher in self._matchers if matcher.search(normalized)]
 
 
-class TaggingOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_tags: int = Field(3, ge=1, le=20)
-    ask_model: bool = True
-
-
 def _keyword_matcher(word: str) -> re.Pattern[str]:
     """A Latin keyword as a whole word (``api`` is not in ``rapid``; ``sp-api`` is in ``sp-api``), a Japanese one
     anywhere."""
@@ -114,15 +95,15 @@ def _keyword_matcher(word: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-@dataclass(frozen=True)
-class TagConfig:
-    tags: tuple[Tag, ...]
-    max_tags: int = 3
+class TaggingOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_tags: int = Field(3, ge=1, le=20)
     ask_model: bool = True
 
-    def by_name(self, name: str) -> Tag | None:
-        wanted = normalize(name).strip()
-        return next((t for t in self.tags if normalize(t.name).strip() == wanted), None)
+
+class TagConfig(TaggingOptions):
+    tags: tuple[Tag, ...]
 
 
 def parse_tag_config(raw: Mapping[str, Any], where: str = "helpbot.toml") -> TagConfig | None:
@@ -145,14 +126,14 @@ def parse_tag_config(raw: Mapping[str, Any], where: str = "helpbot.toml") -> Tag
     duplicate = next((t.name for t, n in zip(tags, names, strict=True) if names.count(n) > 1), None)
     if duplicate:
         raise ConfigError(f"{where} tags", f"two tags are named {duplicate!r}")
-    options_raw = raw.get("tagging", {})
-    if not isinstance(options_raw, dict):
+    options = raw.get("tagging", {})
+    if not isinstance(options, dict):
         raise ConfigError(f"{where} tagging", "must be a table ([tagging])")
     try:
-        options = TaggingOptions.model_validate(options_raw)
+        checked = TaggingOptions.model_validate(options)
     except ValidationError as exc:
         raise ConfigError(f"{where} tagging", validation_problem(exc, "tagging")) from None
-    return TagConfig(tuple(tags), options.max_tags, options.ask_model) if tags else None
+    return TagConfig(tags=tuple(tags), **checked.model_dump()) if tags else None
 
 
 def load_tag_config(env: Mapping[str, str]) -> TagConfig | None:
@@ -195,7 +176,7 @@ class Tagging:
             lines.append(f"\n### {tag.name}")
             if tag.description:
                 lines.append(tag.description)
-            lines += [f"- {hint}" for hint in tag.hints]
+            lines += [f"- {hint}" for hint in tag.hints if hint]
             if tag.search_first:
                 lines.append(f"- Search these first: {'; '.join(tag.search_first)}")
         if self.faq_tags and FAQ_SEARCH in tool_names:
@@ -218,9 +199,7 @@ def keyword_matches(config: TagConfig, text: str) -> dict[str, list[str]]:
 
 def _best(config: TagConfig, matched: Mapping[str, list[str]]) -> list[Tag]:
     """The matched tags with the most keywords found, config order breaking ties, at most ``max_tags``."""
-    order = {tag.name: i for i, tag in enumerate(config.tags)}
-    ranked = sorted(matched, key=lambda name: (-len(matched[name]), order[name]))
-    return [t for name in ranked[: config.max_tags] if (t := config.by_name(name))]
+    return sorted((t for t in config.tags if t.name in matched), key=lambda t: -len(matched[t.name]))[: config.max_tags]
 
 
 def tagger_request(candidates: Sequence[Tag], question: str, max_tags: int) -> str:
