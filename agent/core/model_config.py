@@ -27,10 +27,10 @@ _BEDROCK_ARN = re.compile(r"^arn:aws[a-z-]*:bedrock:[a-z0-9-]+:\d{12}:"
                           r"(?:inference-profile|application-inference-profile|foundation-model)/\S+$")
 _ANTHROPIC_ID = re.compile(r"^claude-[a-z0-9.-]+$")
 _REGION = re.compile(r"^[a-z]{2}(?:-gov)?-[a-z]+-\d$")
-# A cross-region profile is only callable from regions of its geography.
-# A value ending in "-" is a prefix; otherwise a whole region name (jp. routes only to Tokyo and Osaka).
-_PROFILE_REGIONS = {"jp": ("ap-northeast-1", "ap-northeast-3"), "apac": ("ap-",), "au": ("ap-southeast-",),
-                    "us": ("us-",), "us-gov": ("us-gov-",), "eu": ("eu-",), "ca": ("ca-",)}
+# A cross-region profile is only callable from the regions of its geography (jp. routes only to Tokyo and Osaka).
+_PROFILE_REGIONS = {"jp": "ap-northeast-[13]", "apac": "ap-.+", "au": "ap-southeast-.+", "us": "us-.+",
+                    "us-gov": "us-gov-.+", "eu": "eu-.+", "ca": "ca-.+"}
+_KIND = {"bedrock": "a Bedrock", "anthropic": "an Anthropic API", None: "a Claude"}
 
 
 # -- configuration ---------------------------------------------------------------------------------------------
@@ -114,15 +114,10 @@ def _model_ids(env: Mapping[str, str], provider: str | None) -> tuple[str, str]:
     ids = []
     for variable, default in zip(("HELPBOT_MODEL", "HELPBOT_SUMMARY_MODEL"), defaults, strict=True):
         value = env_str(env, variable) or default
-        bedrock_ok = bool(_BEDROCK_ID.match(value) or _BEDROCK_ARN.match(value))
-        anthropic_ok = bool(_ANTHROPIC_ID.match(value))
-        if provider == "bedrock" and not bedrock_ok:
-            raise ConfigError(variable, f"{value!r} is not a Bedrock model id; expected e.g. {defaults[0]}")
-        if provider == "anthropic" and not anthropic_ok:
-            raise ConfigError(variable, f"{value!r} is not an Anthropic API model id; expected e.g. "
-                                        f"{DEFAULT_MODELS['anthropic'][0]}")
-        if provider is None and not (bedrock_ok or anthropic_ok):
-            raise ConfigError(variable, f"{value!r} is not a Claude model id; expected e.g. {defaults[0]}")
+        valid = {"bedrock": bool(_BEDROCK_ID.match(value) or _BEDROCK_ARN.match(value)),
+                 "anthropic": bool(_ANTHROPIC_ID.match(value))}
+        if not (valid[provider] if provider else any(valid.values())):
+            raise ConfigError(variable, f"{value!r} is not {_KIND[provider]} model id; expected e.g. {defaults[0]}")
         ids.append(value)
     return ids[0], ids[1]
 
@@ -136,11 +131,7 @@ def _region(env: Mapping[str, str], model_ids: tuple[str, ...]) -> str:
     for model_id in model_ids:
         match = _BEDROCK_ID.match(model_id)
         geography = match.group(1) if match else None
-        if geography in _PROFILE_REGIONS and not _in_geography(region, _PROFILE_REGIONS[geography]):
+        if geography in _PROFILE_REGIONS and not re.fullmatch(_PROFILE_REGIONS[geography], region):
             raise ConfigError(variable, f"{region!r} cannot call the {geography}. inference profile {model_id}; "
                                         f"use a region of that geography (e.g. {DEFAULT_REGION} for jp.)")
     return region
-
-
-def _in_geography(region: str, allowed: tuple[str, ...]) -> bool:
-    return any(region.startswith(a) if a.endswith("-") else region == a for a in allowed)
