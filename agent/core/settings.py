@@ -46,30 +46,22 @@ def list_price(model: str) -> Price:
     return LIST_PRICES[family]
 
 
-def _int(name: str) -> int:
-    return DECLARED.value(name, int)
-
-
-def _float(name: str) -> float:
-    return DECLARED.value(name, float)
-
-
 @dataclass(frozen=True)
 class Settings:
-    """The loop's knobs; each default is its variable's declared one (agent/config.py)."""
+    """The loop's knobs; each default is its variable's declared one (agent/config.py says what each means)."""
 
     model: str = DEFAULT_MODELS["bedrock"][0]
     summary_model: str = DEFAULT_MODELS["bedrock"][1]
-    max_rounds: int = _int("HELPBOT_MAX_ROUNDS")
-    deadline_s: float = _float("HELPBOT_DEADLINE_S")
-    tool_timeout_s: float = _float("HELPBOT_TOOL_TIMEOUT_S")
-    max_tokens: int = _int("HELPBOT_MAX_TOKENS")  # the answer's length limit
-    request_budget_tokens: int = _int("HELPBOT_REQUEST_BUDGET_TOKENS")  # no request to the model is larger
-    summary_threshold_tokens: int = _int("HELPBOT_SUMMARY_THRESHOLD_TOKENS")  # older results summarized past it
+    max_rounds: int = DECLARED.value("HELPBOT_MAX_ROUNDS", int)
+    deadline_s: float = DECLARED.value("HELPBOT_DEADLINE_S", float)
+    tool_timeout_s: float = DECLARED.value("HELPBOT_TOOL_TIMEOUT_S", float)
+    max_tokens: int = DECLARED.value("HELPBOT_MAX_TOKENS", int)
+    request_budget_tokens: int = DECLARED.value("HELPBOT_REQUEST_BUDGET_TOKENS", int)
+    summary_threshold_tokens: int = DECLARED.value("HELPBOT_SUMMARY_THRESHOLD_TOKENS", int)
     summary_max_tokens: int = 2048
-    clear_after_reads: int | None = _int("HELPBOT_CLEAR_AFTER_READS")  # then a read result is cleared; None: never
-    summary_timeout_s: float = _float("HELPBOT_SUMMARY_TIMEOUT_S")  # a slow summary gives up (notes fall back)
-    tool_result_max_chars: int = _int("HELPBOT_TOOL_RESULT_MAX_CHARS")  # last line of defence after mcp_lib's
+    clear_after_reads: int | None = DECLARED.value("HELPBOT_CLEAR_AFTER_READS", int)  # None: never
+    summary_timeout_s: float = DECLARED.value("HELPBOT_SUMMARY_TIMEOUT_S", float)
+    tool_result_max_chars: int = DECLARED.value("HELPBOT_TOOL_RESULT_MAX_CHARS", int)
     # One result's cap in (calibrated) estimated tokens: an eighth of the summary threshold at most, so one round
     # of a few results does not fill it and summaries stay rare.
     tool_result_max_tokens: int = 7_500
