@@ -77,8 +77,3 @@ def set_notes(messages: list[dict[str, Any]], index: int, text: str) -> None:
 def _is_notes(block: dict[str, Any]) -> bool:
     return block.get("type") == "text" and str(block.get("text", "")).startswith(NOTES_HEADER)
 
-
-def notes_of(messages: list[dict[str, Any]]) -> str:
-    """The current notes block's text ("" when nothing was summarized yet)."""
-    return next((b["text"] for m in messages if isinstance(m["content"], list) for b in m["content"]
-                 if _is_notes(b)), "")

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.core.loop import FORCED_NOTES
 from agent.core.model import ModelResponse, Request, Usage
+from agent.core.notes import NOTES_HEADER
 from agent.core.tokens import estimate_tokens, request_tokens
 
 Reply = ModelResponse | str | list[dict[str, Any]]
@@ -74,6 +75,12 @@ class ScriptedRequest(Request):
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message["content"]
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def notes_of(messages: list[dict[str, Any]]) -> str:
+    """The current notes block's text ("" when nothing was summarized yet)."""
+    return next((b["text"] for m in messages for b in _blocks(m)
+                 if b.get("type") == "text" and b.get("text", "").startswith(NOTES_HEADER)), "")
 
 
 def text(answer: str) -> ModelResponse:

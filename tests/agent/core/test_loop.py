@@ -12,7 +12,7 @@ import pytest
 
 from agent.core.loop import FORCED_NOTES, NOT_RUN_FINAL, Agent
 from agent.core.model import ModelResponse, Usage
-from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_of
+from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB
 from agent.core.run import Prelude, Progress, Turn
 from agent.core.settings import Settings
 from agent.core.tokens import estimate_tokens, request_tokens
@@ -21,7 +21,7 @@ from agent.errors import ModelRequestError, ModelUnavailable
 from agent.slack.blocks import answer_payloads
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import FakeTools, Hangs, check_transcript
-from tests.fakes.model import Request, ScriptedModel, calls, text
+from tests.fakes.model import Request, ScriptedModel, calls, notes_of, text
 
 SETTINGS = Settings(tool_timeout_s=5.0)
 NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)

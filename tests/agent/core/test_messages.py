@@ -8,10 +8,11 @@ from typing import Any
 
 from agent.core import tokens as tk
 from agent.core.economy import fit_budget
-from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_of, notes_text, set_notes
+from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB, notes_text, set_notes
 from agent.core.prompt_cache import CacheState, cached_request
 from agent.core.transcript import CUT_MARKER, MIN_CUT_CHARS, replace_result, tool_results, user_message
 from mcp_lib.cutting import keep_start_within_tokens, without_marker
+from tests.fakes.model import notes_of
 
 
 def _transcript(rounds: int, chars: int = 2_000) -> list[dict[str, Any]]:
