@@ -193,13 +193,7 @@ class Tagging:
 
 def keyword_matches(config: TagConfig, text: str) -> dict[str, list[str]]:
     normalized = normalize(text)
-    found = {tag.name: tag.matches(normalized) for tag in config.tags}
-    return {name: words for name, words in found.items() if words}
-
-
-def _best(config: TagConfig, matched: Mapping[str, list[str]]) -> list[Tag]:
-    """The matched tags with the most keywords found, config order breaking ties, at most ``max_tags``."""
-    return sorted((t for t in config.tags if t.name in matched), key=lambda t: -len(matched[t.name]))[: config.max_tags]
+    return {tag.name: words for tag in config.tags if (words := tag.matches(normalized))}
 
 
 def tagger_request(candidates: Sequence[Tag], question: str, max_tags: int) -> str:
@@ -242,7 +236,9 @@ def tag_question(config: TagConfig, question: str, *, model: Model | None, setti
         candidates = [t for t in config.tags if t.name in matched]
     else:
         ambiguous, candidates = None, []
-    fallback = _best(config, matched)
+    # the matched tags with the most keywords found, config order breaking ties (a stable sort), at most max_tags
+    fallback = sorted((t for t in config.tags if t.name in matched), key=lambda t: -len(matched[t.name]))
+    fallback = fallback[: config.max_tags]
     result = Tagging(fallback, matched, "keywords" if fallback else "none", ambiguous)
     if ambiguous and config.ask_model and model is not None:
         result.consulted, result.model = True, settings.summary_model
@@ -278,7 +274,7 @@ class BoostedTools:
         takes_tags = {s["name"] for s in self.inner.schemas()
                       if "tags" in (s.get("input_schema") or {}).get("properties", {})}
         return [(name, {**args, "tags": self.faq_tags} if name == FAQ_SEARCH and name in takes_tags
-                 and self.faq_tags and "tags" not in args else args)
+                 and "tags" not in args else args)
                 for name, args in self.inner.search_calls(question)]
 
 
