@@ -1,9 +1,7 @@
-"""Claude behind the model seam: one Messages request over httpx2 to Amazon Bedrock (InvokeModel, with response
-stream) or the direct Anthropic API (:mod:`agent.core.model_config`), its body built here. Credentials: a Bedrock
-API key, AWS credentials signed by botocore's SigV4 (keys, profile, OIDC), or the Anthropic key; no SDK (its import
-was most of the start-up). Retries are :mod:`mcp_lib.retry`'s, within the attempts and the deadline (then
-:class:`ModelUnavailable`); a refusal is :class:`ModelRequestError` saying what to check; local AWS credentials
-botocore cannot find are ``ConfigError`` (exit 2).
+"""Claude behind the model seam: one Messages request over httpx2 to Amazon Bedrock (InvokeModel, streamed or not)
+or the direct Anthropic API (:mod:`agent.core.model_config`), signed with a Bedrock API key, botocore's SigV4 (keys,
+profile, OIDC) or the Anthropic key -- no SDK (its import was most of the start-up). Retries are :mod:`mcp_lib.retry`'s
+(then :class:`ModelUnavailable`); what retrying cannot help is :class:`ModelRequestError` or ``ConfigError``.
 """
 
 from __future__ import annotations
