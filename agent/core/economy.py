@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.core import tokens as tk
@@ -80,10 +81,8 @@ class Economy:
                 ) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(estimated tokens, system, tools, messages): the request made to fit, with its cache breakpoints."""
         estimate = self._fit(r, deadline, final)
-        system, tools, messages = cached_request(r.plan.system, r.plan.schemas, r.messages,
-                                                 write_at=self._write_at(r, final), keep_at=self._keep_at(r),
-                                                 cache=self.cache)
-        return estimate, system, tools, messages
+        return estimate, *cached_request(r.plan.system, r.plan.schemas, r.messages, write_at=self._write_at(r, final),
+                                         keep_at=self._keep_at(r), cache=self.cache)
 
     def calibrate(self, r: Run, usage: Usage) -> None:
         """Scale later estimates to what the model counted for the transcript just sent, within bounds."""
@@ -260,8 +259,7 @@ def fit_budget(messages: list[dict[str, Any]], budget: int, estimate: Callable[[
             cut_ids.append(largest.tool_use_id)
             current -= int((_json_tokens(largest.content) - _json_tokens(shorter)) * scale)
             if len(shorter) > MIN_CUT_CHARS * 2:
-                refs[key] = ResultRef(largest.message, largest.block, largest.tool_use_id, largest.name,
-                                      largest.input, shorter)
+                refs[key] = replace(largest, content=shorter)
         current = estimate()
     return cut_ids
 

@@ -46,11 +46,8 @@ def _summary_prompt(question: str, earlier_notes: str, refs: list[ResultRef], pe
 
 def mechanical_summary(refs: list[ResultRef], chars_each: int = 300) -> str:
     """The fallback when the summary model is unavailable: the head of each result."""
-    lines = []
-    for ref in refs:
-        head = squash_whitespace(ref.content)[:chars_each]
-        lines.append(f"- {ref.name} {json.dumps(ref.input, ensure_ascii=False)}: {head}…")
-    return "\n".join(lines)
+    return "\n".join(f"- {ref.name} {json.dumps(ref.input, ensure_ascii=False)}: "
+                     f"{squash_whitespace(ref.content)[:chars_each]}…" for ref in refs)
 
 
 def notes_text(summary: str, sources: list[dict[str, str]]) -> str:

@@ -6,6 +6,7 @@ told today's date, the weekday, the time zone and that weeks start on Monday -- 
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 
@@ -52,9 +53,7 @@ they matter for the answer."""
 
 
 def month_range(day: date) -> tuple[date, date]:
-    first = day.replace(day=1)
-    next_first = (first + timedelta(days=32)).replace(day=1)
-    return first, next_first - timedelta(days=1)
+    return day.replace(day=1), day.replace(day=calendar.monthrange(day.year, day.month)[1])
 
 
 def _d(day: date) -> str:

@@ -45,10 +45,7 @@ class ToolExecutor(Protocol):
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
     def is_read_only(self, name: str) -> bool: ...  # False: it may write, no earlier read is reused across it
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]: ...  # degraded mode's, best first
-
-    def mask(self, text: str) -> str:
-        """What tool results pass (secret patterns, held credentials' values); the question and thread too."""
-        ...
+    def mask(self, text: str) -> str: ...  # what tool results pass (secrets, held credentials); the question too
 
 
 def _snippet(item: dict[str, Any]) -> str:
@@ -172,8 +169,7 @@ def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeo
     """The jobs in daemon threads (a stuck tool blocks neither the answer nor the exit), ``max_in_flight`` at a
     time; one not finished when ``wait`` returns is ``on_timeout(index)``, one still waiting for a slot never
     starts. ``wait`` is the tests' seam: their timeout passes when they say."""
-    results: list[Any] = [None] * len(jobs)
-    finished = [False] * len(jobs)
+    results: dict[int, T] = {}
     slots = threading.Semaphore(max_in_flight)
     expired = threading.Event()
 
@@ -182,7 +178,6 @@ def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeo
             if expired.is_set():
                 return
             results[index] = jobs[index]()
-            finished[index] = True
 
     threads = [threading.Thread(target=runner, args=(i,), daemon=True, name=f"helpbot-tool-{i}")
                for i in range(len(jobs))]
@@ -190,4 +185,4 @@ def run_concurrently(jobs: Sequence[Callable[[], T]], timeout_s: float, on_timeo
         thread.start()
     wait(threads, timeout_s)
     expired.set()
-    return [results[i] if finished[i] else on_timeout(i) for i in range(len(jobs))]
+    return [results[i] if i in results else on_timeout(i) for i in range(len(jobs))]
