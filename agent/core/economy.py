@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 MAX_CALIBRATION, MIN_CALIBRATION = 4.0, 0.5  # the bounds of reported usage / our estimate
 ClearMode = Literal["schedule", "due", "threshold"]
 Fate = Literal["cleared", "summarized", "cut", "unchanged"]
+REPLACED: tuple[Fate, ...] = ("cleared", "summarized")  # by a digest or the notes: never cleared or summarized again
 HISTORY_TURN_SHORT_CHARS = 1_000  # an earlier turn's question or answer, when the request needs the room
 
 
@@ -44,9 +45,7 @@ class Economy:
         self.question_index = question_index  # moves up when earlier turns are dropped
         self.digests: dict[str, str] = {}  # tool_use id -> what clearing leaves of its result
         self.copies: dict[str, str] = {}  # tool_use id -> the content first shown, for a repeat of the call
-        self.cleared: set[str] = set()
-        self.summarized: set[str] = set()
-        self.budget_cut: set[str] = set()  # shortened to fit the budget
+        self.fates: dict[str, Fate] = {}  # tool_use id -> cleared, summarized or (only) cut to fit the budget
         self.read_again = False  # a cleared result was asked for again: no more scheduled clearings
         self.clear_due = False  # the last request withheld its cache write for a clearing: the next one clears
         self.notes = ""  # the summary so far (the notes block adds notes_sources)
@@ -66,15 +65,11 @@ class Economy:
 
     def bring_back(self, tool_use_id: str) -> bool:
         """Whether a repeat brings a cleared result back; after one, no scheduled clearing (more may be needed)."""
-        self.read_again |= tool_use_id in self.cleared
-        return tool_use_id in self.cleared
+        self.read_again |= self.fate(tool_use_id) == "cleared"
+        return self.fate(tool_use_id) == "cleared"
 
     def fate(self, tool_use_id: str) -> Fate:
-        if tool_use_id in self.cleared:
-            return "cleared"
-        if tool_use_id in self.summarized:
-            return "summarized"
-        return "cut" if tool_use_id in self.budget_cut else "unchanged"
+        return self.fates.get(tool_use_id, "unchanged")
 
     # -- one request -------------------------------------------------------------------------------------------
     def prepare(self, r: Run, deadline: float, *, final: bool
@@ -113,7 +108,8 @@ class Economy:
                 self._summarize(r, deadline)
         if not self._fits(r):
             cut_ids = fit_budget(r.messages, s.request_budget_tokens, lambda: self.estimate(r), self.calibration)
-            self.budget_cut.update(cut_ids)
+            for tool_use_id in cut_ids:
+                self.fates.setdefault(tool_use_id, "cut")  # a cleared or summarized one stays what it was
             self.event(r, "budget_cut", tool_use_ids=cut_ids, estimated_tokens=self.estimate(r))
         if not self._fits(r):
             shortened, dropped = trim_history(r.messages, self.question_index, lambda: self._fits(r))
@@ -143,8 +139,7 @@ class Economy:
 
     def _keep_at(self, r: Run) -> int | None:
         """The message of the last result cleared or summarized, when no cache entry ends there or later yet."""
-        kept = [ref.message for ref in tool_results(r.messages)
-                if ref.tool_use_id in self.cleared or ref.tool_use_id in self.summarized]
+        kept = [ref.message for ref in tool_results(r.messages) if self.fate(ref.tool_use_id) in REPLACED]
         entry = self.cache.valid_entry(r.messages)
         return max(kept) if kept and (entry is None or max(kept) > entry) else None
 
@@ -154,7 +149,7 @@ class Economy:
             return
         before = self.estimate(r)
         for ref in refs:
-            self.cleared.add(ref.tool_use_id)
+            self.fates[ref.tool_use_id] = "cleared"
             replace_result(r.messages, ref, self.digests[ref.tool_use_id])
         self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r), why=mode)
 
@@ -169,8 +164,8 @@ class Economy:
             return None
         end = len(r.messages) - 1 + ahead
         refs = [ref for ref in tool_results(r.messages, before=end)
-                if ref.tool_use_id in self.digests and ref.tool_use_id not in self.cleared
-                and ref.tool_use_id not in self.summarized and len(self.digests[ref.tool_use_id]) < len(ref.content)]
+                if ref.tool_use_id in self.digests and self.fate(ref.tool_use_id) not in REPLACED
+                and len(self.digests[ref.tool_use_id]) < len(ref.content)]
         if not refs or mode == "threshold":
             return refs or None
         if (len(r.messages) - 1 + 2 * ahead - refs[0].message) // 2 < reads:
@@ -189,7 +184,7 @@ class Economy:
         """Every read result becomes the notes at the end of the newest message -- all, not just enough: one kept
         after the first summarized would be written to the cache again, and the next summary is rounds away."""
         read = tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
-        refs = [ref for ref in read if ref.tool_use_id not in self.summarized and ref.tool_use_id not in self.cleared]
+        refs = [ref for ref in read if self.fate(ref.tool_use_id) not in REPLACED]
         if sum(tk.estimate_tokens(ref.content) for ref in refs) < self.settings.summary_threshold_tokens // 4:
             return  # too little to gain: the budget cut handles one oversized round
         before = self.estimate(r)
@@ -197,7 +192,7 @@ class Economy:
         summary, fallback = self._new_notes(r, refs, deadline)
         for ref in refs:
             replace_result(r.messages, ref, SUMMARIZED_STUB)
-            self.summarized.add(ref.tool_use_id)
+            self.fates[ref.tool_use_id] = "summarized"
             self.notes_sources += [src for src in r.sources_by_id.get(ref.tool_use_id, [])
                                    if src not in self.notes_sources]
         self.notes = summary
