@@ -172,8 +172,7 @@ class Economy:
             return None
         digests = {ref.tool_use_id: self.digests[ref.tool_use_id] for ref in refs}
         saved = sum(tk.estimate_tokens(ref.content) - tk.estimate_tokens(digests[ref.tool_use_id]) for ref in refs)
-        tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end]
-                   for block in (m["content"] if isinstance(m["content"], list) else []))
+        tail = sum(_tokens(block, digests) for m in r.messages[refs[0].message:end] for block in m["content"])
         if mode == "schedule" and CACHE_READ_FACTOR * saved * (later + 1) <= (
                 CACHE_WRITE_FACTOR - CACHE_READ_FACTOR) * tail:
             return None  # the reads saved do not pay for writing the rest of the transcript again (the tail)
@@ -280,11 +279,10 @@ def trim_history(messages: list[dict[str, Any]], question_index: int, fits: Call
 
 def _shorten_text(messages: list[dict[str, Any]], index: int, limit: int) -> bool:
     message = messages[index]
-    blocks = message["content"] if isinstance(message["content"], list) else [{"type": "text",
-                                                                                "text": message["content"]}]
-    if not any(b.get("type") == "text" and len(without_marker(b["text"], CUT_MARKER)) > limit for b in blocks):
+    if not any(b.get("type") == "text" and len(without_marker(b["text"], CUT_MARKER)) > limit
+               for b in message["content"]):
         return False
     shorter = [{**b, "text": keep_start(without_marker(b["text"], CUT_MARKER), limit, CUT_MARKER)}
-               if b.get("type") == "text" else b for b in blocks]
+               if b.get("type") == "text" else b for b in message["content"]]
     messages[index] = {**message, "content": shorter}
     return True

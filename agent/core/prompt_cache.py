@@ -55,8 +55,6 @@ def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict
     out = list(messages)
     for index in marked:
         content = out[index]["content"]
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
         if content:
             out[index] = {**out[index], "content": [*content[:-1], _with_cache(content[-1])]}
     cache.record(messages, [i for i in marked if out[i] is not messages[i]])
