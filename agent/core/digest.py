@@ -36,8 +36,7 @@ def _head(content: str) -> str:
         value = json.loads(content)
     except (ValueError, RecursionError):  # plain text, or nested deeper than the parser goes
         return squash_whitespace(content)
-    text = _first_text(value)
-    return squash_whitespace(text) if text else ""
+    return squash_whitespace(_first_text(value))
 
 
 def _first_text(value: Any) -> str:

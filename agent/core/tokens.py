@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import functools
+import io
 import json
+import logging
 from typing import Any
 
 # Estimates, not measured: English runs at 3.5-4 characters a token, Japanese at 1-1.5 tokens a character (kanji
@@ -36,9 +38,6 @@ UNREADABLE_PDF_PAGES = 100  # a document block whose PDF cannot be parsed counts
 def pdf_pages(data: bytes) -> int:
     """Pages in a PDF by its page tree (pypdf: object streams and incremental updates included); ValueError when
     it cannot be read (broken, or encrypted). pypdf's warnings about a broken file are not logged."""
-    import io
-    import logging
-
     from pypdf import PdfReader
 
     quiet = logging.getLogger("pypdf")

@@ -57,12 +57,11 @@ def _snippet(item: dict[str, Any]) -> str:
 
 
 class RegistryTools:
-    """The mcp_lib tools of the enabled platforms (or the subset ``only``)."""
+    """The mcp_lib tools of the enabled platforms."""
 
-    def __init__(self, registry: Registry, only: list[str] | None = None):
+    def __init__(self, registry: Registry):
         self.registry = registry
-        self.only = only
-        self._schemas = claude_tools(registry, only=only)
+        self._schemas = claude_tools(registry)
         self._names = {entry["name"] for entry in self._schemas}
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -93,7 +92,7 @@ class RegistryTools:
 
     def search_calls(self, question: str) -> list[tuple[str, dict[str, Any]]]:
         """Every tool whose function is a search taking a ``query`` (faq_search, redmine_search, ...)."""
-        return [(tool.wire_name, {"query": question}) for tool in self.registry.tools(only=self.only)
+        return [(tool.wire_name, {"query": question}) for tool in self.registry.tools()
                 if tool.function.lower().startswith("search") and any(p.name == "query" for p in tool.params)]
 
 
