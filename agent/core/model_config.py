@@ -57,12 +57,9 @@ class ModelConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ModelConfig | None:
         """The configured provider; None when no credentials are set at all (helpbot then degrades)."""
-        bearer = env_str(env, "AWS_BEARER_TOKEN_BEDROCK")
-        access_key = env_str(env, "AWS_ACCESS_KEY_ID")
-        secret_key = env_str(env, "AWS_SECRET_ACCESS_KEY")
-        profile = env_str(env, "AWS_PROFILE")
-        web_identity = env_str(env, "AWS_WEB_IDENTITY_TOKEN_FILE")
-        api_key = env_str(env, "ANTHROPIC_API_KEY")
+        bearer, access_key, secret_key, profile, web_identity, api_key = (env_str(env, name) for name in (
+            "AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE",
+            "AWS_WEB_IDENTITY_TOKEN_FILE", "ANTHROPIC_API_KEY"))
         aws_keys = access_key or secret_key or profile
         if web_identity and not env_str(env, "AWS_ROLE_ARN"):
             raise ConfigError("AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not; OIDC "

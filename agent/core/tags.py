@@ -209,10 +209,8 @@ def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> 
     """The tags named in the model's reply (only candidates, at most ``max_tags``); None when it is not the
     JSON asked for. Tolerates prose or a code fence around the JSON, and a bare list."""
     match = re.search(r"\{.*\}|\[.*\]", reply, re.S)
-    if not match:
-        return None
     try:
-        data = json.loads(match.group())
+        data = json.loads(match.group()) if match else None
     except json.JSONDecodeError:
         return None
     names = data.get("tags") if isinstance(data, dict) else data
