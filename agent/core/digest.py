@@ -19,13 +19,11 @@ _NOT_TEXT = ("url", "status", "tool")  # envelope fields, never the head
 
 def digest(name: str, content: str, sources: list[dict[str, str]]) -> str:
     """The cleared form of the result of tool ``name``: the header, its sources and the head of its text."""
-    lines = [CLEARED_HEADER.format(name=name)]
-    for src in sources[:MAX_SOURCES]:
-        lines.append(f"- {excerpt(src['title'], TITLE_CHARS)} <{src['url']}>")
+    lines = [CLEARED_HEADER.format(name=name),
+             *(f"- {excerpt(src['title'], TITLE_CHARS)} <{src['url']}>" for src in sources[:MAX_SOURCES])]
     if len(sources) > MAX_SOURCES:
         lines.append(f"- … {len(sources) - MAX_SOURCES} more sources")
-    head = _head(content)
-    if head:
+    if head := _head(content):
         lines.append(excerpt(head, HEAD_CHARS))
     return "\n".join(lines)
 

@@ -197,12 +197,8 @@ def keyword_matches(config: TagConfig, text: str) -> dict[str, list[str]]:
 
 
 def tagger_request(candidates: Sequence[Tag], question: str, max_tags: int) -> str:
-    lines = [f"Tags (choose at most {max_tags}):"]
-    for tag in candidates:
-        about = tag.description or ", ".join(tag.keywords[:8])
-        lines.append(f"- {tag.name}: {about}")
-    lines += ["", "Question:", question[:2000]]
-    return "\n".join(lines)
+    listed = [f"- {tag.name}: {tag.description or ', '.join(tag.keywords[:8])}" for tag in candidates]
+    return "\n".join([f"Tags (choose at most {max_tags}):", *listed, "", "Question:", question[:2000]])
 
 
 def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> list[Tag] | None:
