@@ -173,7 +173,8 @@ env_int, env_float, env_bool, env_timezone = (DECLARED.env_int, DECLARED.env_flo
 
 def passed_by(workflow: Workflow) -> list[Passed]:
     """The variables a workflow passes to helpbot, in declaration order. doctor.yml checks what the others pass
-    (but their own expressions, such as an input of theirs)."""
+    (but their own expressions, such as an input or a step of theirs; the repository's are every event's)."""
     if workflow == "doctor":
-        return [v for v in VARIABLES if set(v.where) & set(CHANNELS) and not v.value]
+        return [v for v in VARIABLES if set(v.where) & set(CHANNELS)
+                and (not v.value or v.value.startswith("${{ github.event.repository."))]
     return [variable for variable in VARIABLES if workflow in variable.where]

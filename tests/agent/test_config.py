@@ -194,6 +194,15 @@ def test_the_workflow_passes_every_declared_variable_not_marked_local(workflow: 
     assert all(name in DECLARED or not name.startswith(PREFIXES) for name in env)
 
 
+def test_doctor_counts_records_as_the_workflows_it_checks_do() -> None:
+    """doctor.yml passes the repository's visibility, so its records are public or private as the others' are."""
+    doctor = next(s["env"] for job in yaml.safe_load((ROOT / ".github/workflows/doctor.yml").read_text(
+        encoding="utf-8"))["jobs"].values() for s in job["steps"] if "helpbot doctor" in s.get("run", ""))
+    for workflow, step in (("help", "answer"), ("feedback", "Report and post"), ("faq-draft", "Draft")):
+        assert doctor["HELPBOT_REPOSITORY_VISIBILITY"] == _step_env(workflow, step)["HELPBOT_REPOSITORY_VISIBILITY"]
+    assert not any("inputs." in value or "steps." in value for value in doctor.values())
+
+
 def test_the_surfaces_are_current() -> None:
     assert generate.stale() == [], "run `uv run helpbot config --write`"
 
