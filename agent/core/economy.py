@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from agent.core import tokens as tk
 from agent.core.model import Model, Request, Usage
@@ -23,14 +23,32 @@ from agent.errors import ModelError, ModelRequestError
 from mcp_lib.clock import Clock
 from mcp_lib.cutting import keep_start, keep_start_within_tokens, without_marker
 
-if TYPE_CHECKING:
-    from agent.core.run import Run
-
 MAX_CALIBRATION, MIN_CALIBRATION = 4.0, 0.5  # the bounds of reported usage / our estimate
 ClearMode = Literal["schedule", "due", "threshold"]
 Fate = Literal["cleared", "summarized", "cut", "unchanged"]
 REPLACED: tuple[Fate, ...] = ("cleared", "summarized")  # by a digest or the notes: never cleared or summarized again
 HISTORY_TURN_SHORT_CHARS = 1_000  # an earlier turn's question or answer, when the request needs the room
+
+
+class PlanView(Protocol):
+    @property
+    def system(self) -> str: ...
+    @property
+    def schemas(self) -> list[dict[str, Any]]: ...
+    @property
+    def question(self) -> str: ...
+
+
+class RunView(Protocol):
+    """What the economy reads of its run (``agent.core.run.Run``, which holds the economy)."""
+
+    messages: list[dict[str, Any]]
+    rounds: int
+    sources_by_id: dict[str, list[dict[str, str]]]
+
+    @property
+    def plan(self) -> PlanView: ...
+    def tally(self, model: str, usage: Usage) -> None: ...
 
 
 class Economy:
@@ -72,29 +90,29 @@ class Economy:
         return self.fates.get(tool_use_id, "unchanged")
 
     # -- one request -------------------------------------------------------------------------------------------
-    def prepare(self, r: Run, deadline: float, *, final: bool
+    def prepare(self, r: RunView, deadline: float, *, final: bool
                 ) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(estimated tokens, system, tools, messages): the request made to fit, with its cache breakpoints."""
         estimate = self._fit(r, deadline, final)
         return estimate, *cached_request(r.plan.system, r.plan.schemas, r.messages, write_at=self._write_at(r, final),
                                          keep_at=self._keep_at(r), cache=self.cache)
 
-    def calibrate(self, r: Run, usage: Usage) -> None:
+    def calibrate(self, r: RunView, usage: Usage) -> None:
         """Scale later estimates to what the model counted for the transcript just sent, within bounds."""
         estimated = self._raw_estimate(r)
         if usage.prompt_tokens > 0 and estimated > 0:
             self.calibration = min(MAX_CALIBRATION, max(MIN_CALIBRATION, usage.prompt_tokens / estimated))
 
-    def estimate(self, r: Run) -> int:
+    def estimate(self, r: RunView) -> int:
         return int(self._raw_estimate(r) * self.calibration)
 
-    def _raw_estimate(self, r: Run) -> int:
+    def _raw_estimate(self, r: RunView) -> int:
         return tk.request_tokens(r.plan.system, r.plan.schemas, r.messages, self.token_memo)
 
-    def _fits(self, r: Run) -> bool:
+    def _fits(self, r: RunView) -> bool:
         return self.estimate(r) <= self.settings.request_budget_tokens
 
-    def _fit(self, r: Run, deadline: float, final: bool) -> int:
+    def _fit(self, r: RunView, deadline: float, final: bool) -> int:
         """Clear what is due; past the threshold clear every read result, then summarize -- not before the final
         answer (no later request pays it back) unless the request before it counted on the clearing. Past the
         budget cut the largest results, then the earliest turns. Returns the estimate."""
@@ -124,7 +142,7 @@ class Economy:
         return estimate
 
     # -- clearing ----------------------------------------------------------------------------------------------
-    def _write_at(self, r: Run, final: bool) -> int | None:
+    def _write_at(self, r: RunView, final: bool) -> int | None:
         """Where this request writes the cache (None: nowhere): the end, or, when the next request clears, the
         end of what that one keeps (a write it would discard costs 1.25x for nothing)."""
         if final:
@@ -137,13 +155,13 @@ class Economy:
         entry = self.cache.valid_entry(r.messages)
         return first if entry is None or first > entry else None
 
-    def _keep_at(self, r: Run) -> int | None:
+    def _keep_at(self, r: RunView) -> int | None:
         """The message of the last result cleared or summarized, when no cache entry ends there or later yet."""
         kept = [ref.message for ref in tool_results(r.messages) if self.fate(ref.tool_use_id) in REPLACED]
         entry = self.cache.valid_entry(r.messages)
         return max(kept) if kept and (entry is None or max(kept) > entry) else None
 
-    def _clear(self, r: Run, mode: ClearMode) -> None:
+    def _clear(self, r: RunView, mode: ClearMode) -> None:
         refs = self._batch(r, ahead=0, mode=mode)
         if not refs:
             return
@@ -153,7 +171,7 @@ class Economy:
             replace_result(r.messages, ref, self.digests[ref.tool_use_id])
         self.event(r, "cleared", cleared=len(refs), before_tokens=before, after_tokens=self.estimate(r), why=mode)
 
-    def _batch(self, r: Run, ahead: int, mode: ClearMode) -> list[ResultRef] | None:
+    def _batch(self, r: RunView, ahead: int, mode: ClearMode) -> list[ResultRef] | None:
         """The results to clear ``ahead`` requests from now (0: this one), None when none is due: the read ones
         with a digest shorter than them. On ``schedule`` the oldest must have been sent ``clear_after_reads``
         times, in the first half of the rounds, none read again, and the reads saved must pay for the rewrite;
@@ -179,7 +197,7 @@ class Economy:
         return refs
 
     # -- summaries ---------------------------------------------------------------------------------------------
-    def _summarize(self, r: Run, deadline: float) -> None:
+    def _summarize(self, r: RunView, deadline: float) -> None:
         """Every read result becomes the notes at the end of the newest message -- all, not just enough: one kept
         after the first summarized would be written to the cache again, and the next summary is rounds away."""
         read = tool_results(r.messages, before=len(r.messages) - 1)  # the last message is not read yet
@@ -199,7 +217,7 @@ class Economy:
         self.event(r, "summary", summarized=len(refs), before_tokens=before, after_tokens=self.estimate(r),
                    fallback=fallback)
 
-    def _new_notes(self, r: Run, refs: list[ResultRef], deadline: float) -> tuple[str, str | None]:
+    def _new_notes(self, r: RunView, refs: list[ResultRef], deadline: float) -> tuple[str, str | None]:
         """(notes, why the fallback was used): the summary model's, within the budget and its own deadline, or
         the notes so far plus each result's head -- the notes never depend on the cheap model being up."""
         assert self.model is not None
