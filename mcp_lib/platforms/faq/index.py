@@ -96,6 +96,10 @@ Posting = tuple[Sequence[int], Sequence[float]]  # entry numbers, and the term's
 _Counts = tuple["array[int]", "array[float]"]  # the same while the index is built
 
 
+FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
+K1, B = 2.0, 0.6  # BM25's, applied when the weights are computed (a cached index holds them computed)
+
+
 @dataclass
 class FaqIndex:
     """BM25 over CJK bigrams, kanji and Latin words, each (term, entry) weight computed at load. A term's count is
@@ -115,8 +119,6 @@ class FaqIndex:
     # The key of the content it was built from, when it came through the on-disk cache (faq.store).
     key: str | None = field(default=None, repr=False, compare=False)
 
-    FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
-    K1, B = 2.0, 0.6  # BM25's, applied when the weights are computed (a cached index holds them computed)
     MIN_RELATIVE_SCORE = 0.15  # of the best score: entries below it matched only noise
 
     def __post_init__(self) -> None:
@@ -134,45 +136,13 @@ class FaqIndex:
         self._english = [(stem_text(normalize(english).strip()), normalize(word))
                          for word, words in self.glossary.items() for english in words if english.strip()]
         if not self.postings:
-            postings, lengths = self._count_terms()
+            postings, lengths = _count_terms(self.entries)
             for group in self._groups:
                 counts = _group_counts(group, postings)
                 if counts:
                     ordered = sorted(counts)
                     postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
-            self.postings = self._bm25(postings, lengths)
-
-    def _count_terms(self) -> tuple[dict[str, _Counts], list[float]]:
-        """Per term, the entries containing it and its field-weighted count there; and each entry's length."""
-        postings: dict[str, _Counts] = {}
-        lengths: list[float] = []
-        for doc, entry in enumerate(self.entries):
-            weighted: dict[str, float] = {}
-            texts = {"question": entry.question, "tags": " ".join(entry.tags), "body": entry.body}
-            for name, weight in self.FIELD_WEIGHTS:
-                for term in analyze(texts[name]):
-                    weighted[term] = weighted.get(term, 0.0) + weight
-            for term, count in weighted.items():
-                posting = postings.get(term)
-                if posting is None:
-                    posting = postings[term] = (array("i"), array("f"))
-                posting[0].append(doc)
-                posting[1].append(count)
-            lengths.append(sum(weighted.values()))
-        return postings, lengths
-
-    def _bm25(self, postings: dict[str, _Counts], lengths: list[float]) -> dict[str, Posting]:
-        """Replace each count by the term's BM25 weight in that entry, so that a query only adds numbers up."""
-        average = sum(lengths) / len(lengths) if lengths else 1.0
-        norms = [self.K1 * (1 - self.B + self.B * length / average) for length in lengths]
-        n_docs = len(self.entries)
-        k1_plus_1 = self.K1 + 1
-        weighted: dict[str, Posting] = {}
-        for term, (docs, counts) in postings.items():
-            idf = math.log(1 + (n_docs - len(docs) + 0.5) / (len(docs) + 0.5))
-            impacts = [idf * c * k1_plus_1 / (c + norms[d]) for d, c in zip(docs, counts, strict=True)]
-            weighted[term] = (docs, array("f", impacts))
-        return weighted
+            self.postings = _bm25(postings, lengths)
 
     def _tag_set(self, doc: int) -> frozenset[str]:
         """The entry's tags, normalised; made when a search with boost tags first scores it."""
@@ -325,3 +295,35 @@ class FaqIndex:
         words = (self.plan(query) if isinstance(query, str) else query).words
         return best_window(body, words, width)
 
+
+def _count_terms(entries: Sequence[Entry]) -> tuple[dict[str, _Counts], list[float]]:
+    """Per term, the entries containing it and its field-weighted count there; and each entry's length."""
+    postings: dict[str, _Counts] = {}
+    lengths: list[float] = []
+    for doc, entry in enumerate(entries):
+        weighted: dict[str, float] = {}
+        texts = {"question": entry.question, "tags": " ".join(entry.tags), "body": entry.body}
+        for name, weight in FIELD_WEIGHTS:
+            for term in analyze(texts[name]):
+                weighted[term] = weighted.get(term, 0.0) + weight
+        for term, count in weighted.items():
+            posting = postings.get(term)
+            if posting is None:
+                posting = postings[term] = (array("i"), array("f"))
+            posting[0].append(doc)
+            posting[1].append(count)
+        lengths.append(sum(weighted.values()))
+    return postings, lengths
+
+def _bm25(postings: dict[str, _Counts], lengths: list[float]) -> dict[str, Posting]:
+    """Replace each count by the term's BM25 weight in that entry, so that a query only adds numbers up."""
+    average = sum(lengths) / len(lengths) if lengths else 1.0
+    norms = [K1 * (1 - B + B * length / average) for length in lengths]
+    n_docs = len(lengths)
+    k1_plus_1 = K1 + 1
+    weighted: dict[str, Posting] = {}
+    for term, (docs, counts) in postings.items():
+        idf = math.log(1 + (n_docs - len(docs) + 0.5) / (len(docs) + 0.5))
+        impacts = [idf * c * k1_plus_1 / (c + norms[d]) for d, c in zip(docs, counts, strict=True)]
+        weighted[term] = (docs, array("f", impacts))
+    return weighted
