@@ -1,10 +1,9 @@
 """How helpbot marks its own messages in a thread (Slack message metadata): written and read here only.
 
-An ``answer``, ``progress`` (the placeholder) or ``failure`` marker names its question and the ``run`` that posted
-it; an answer's also carries its numbers and its feedback buttons' ``votes``. A marker counts only on a message
-helpbot wrote (any app can attach any metadata). A reader accepts every ``version`` and tolerates garbage. Stdlib
-only: the workflow runs ``python -m agent.slack.markers failure --channel C --ts TS`` for its notice's metadata
-when the run broke before helpbot was installed.
+A marker names its question and the ``run`` that posted it; an answer's also carries its numbers and its buttons'
+``votes``. It counts only on a message helpbot wrote (any app can attach any metadata); readers accept every
+``version`` and tolerate garbage. Stdlib only: help.yml runs ``python -m agent.slack.markers failure --channel C
+--ts TS`` for a notice's metadata when the run broke before helpbot was installed.
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ MAX_VOTES = 500  # voters one answer keeps: a message's metadata is bounded
 
 @dataclass(frozen=True)
 class Me:
-    """Who helpbot is: ``auth.test``'s user and bot id, plus HELPBOT_BOT_USER_ID (a dry run may have no bot
-    token to ask). The one answer to "did helpbot write this?"."""
+    """Who helpbot is (``auth.test``'s ids, HELPBOT_BOT_USER_ID): the one answer to "did helpbot write this?"."""
 
     user_id: str | None = None
     bot_id: str | None = None
@@ -46,8 +44,7 @@ class Me:
 
 @dataclass(frozen=True)
 class AnswerStats:
-    """An answer's numbers in its marker, read by ``helpbot feedback`` and ``faq-draft`` (tool names as written:
-    a reader shows only registered ones)."""
+    """An answer's numbers in its marker (tool names as written: a reader shows only registered ones)."""
 
     rounds: int = 0
     tool_calls: int = 0
@@ -70,13 +67,14 @@ class AnswerStats:
             value = payload.get(key)
             return tuple(n for n in value.split(",") if n) if isinstance(value, str) else ()
 
-        return cls(rounds=_count(payload.get("rounds")), tool_calls=_count(payload.get("tool_calls")),
-                   tools=names("tools"), sources=_count(payload.get("sources")),
+        return cls(rounds=count(payload.get("rounds")), tool_calls=count(payload.get("tool_calls")),
+                   tools=names("tools"), sources=count(payload.get("sources")),
                    cost_usd=_number(payload.get("cost_usd")), degraded=payload.get("degraded") is True,
                    tags=names("tags"), parts=parts)
 
 
-def _count(value: Any) -> int:
+def count(value: Any) -> int:
+    """A non-negative count from what a payload says (0 for garbage)."""
     try:
         return max(0, int(value))
     except (TypeError, ValueError, OverflowError):
@@ -103,7 +101,7 @@ class Marker:
     @property
     def parts(self) -> int:
         """How many messages make up the answer (at least its first)."""
-        return max(1, _count(self.payload.get("parts") or 1))
+        return max(1, count(self.payload.get("parts") or 1))
 
     @property
     def run(self) -> str | None:
@@ -118,11 +116,7 @@ class Marker:
 
     @property
     def stats(self) -> AnswerStats:
-        """An answer's numbers as its marker tells them (zeros where they are missing or garbage)."""
         return AnswerStats.from_payload(self.payload, self.parts)
-
-    def is_for(self, question_ts: str, channel: str | None = None) -> bool:
-        return self.question_ts == question_ts and (channel is None or self.question_channel in (None, channel))
 
 
 def metadata(kind: MarkerKind, *, channel: str | None, question_ts: str | None, **fields: Any) -> dict[str, Any]:
@@ -169,7 +163,8 @@ def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str, channel
     """helpbot's answer to ``question_ts`` among thread messages (fetched with include_all_metadata)."""
     for message in messages:
         marker = ours(message, me)
-        if marker is not None and marker.kind == "answer" and marker.is_for(question_ts, channel):
+        if (marker is not None and marker.kind == "answer" and marker.question_ts == question_ts
+                and (channel is None or marker.question_channel in (None, channel))):
             return message
     return None
 
@@ -182,10 +177,8 @@ def of_run(messages: Iterable[Mapping[str, Any]], question_ts: str, run: str, ki
 
 def answers_in_sequence(messages: Sequence[Mapping[str, Any]], me: Me
                         ) -> list[tuple[Marker, Mapping[str, Any], list[Mapping[str, Any]]]]:
-    """helpbot's answers among thread messages: (marker, first message, the messages that make it up).
-
-    The further parts are helpbot's next messages without a marker (people may reply in between), up to the
-    ``parts`` the marker names."""
+    """helpbot's answers among thread messages: (marker, first message, its parts -- helpbot's next messages
+    without a marker, people's replies in between skipped, up to the ``parts`` the marker names)."""
     found = []
     for index, message in enumerate(messages):
         marker = ours(message, me)
@@ -216,31 +209,30 @@ class Claim:
     reason: str = ""  # why the run lost
 
 
-def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me: Me, *,
-          count_answers: bool = True, stale_after_s: float = STALE_AFTER_S, run: str | None = None) -> Claim:
+def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me: Me, *, run: str,
+          count_answers: bool = True) -> Claim:
     """Whether the run whose placeholder is ``mine`` answers ``question_ts``: the oldest live placeholder wins
-    (Slack's ts order is the same for every reader); an answer posted meanwhile wins too (unless ``--force``).
-    Placeholders older than ``stale_after_s`` before ours are a dead run's; they and failure notices are the
-    ``earlier`` messages the winner cleans up. A placeholder of this very ``run`` is no rival: a post of ours
-    whose answer was lost (a reset after Slack took it) and then retried -- cleaned up too."""
-    live: list[float] = []
+    (Slack's ts order is the same for every reader), and an answer posted meanwhile (unless ``--force``). The
+    winner cleans up the ``earlier`` ones: dead runs' placeholders (older than STALE_AFTER_S), failure notices,
+    and this ``run``'s own placeholders whose post was retried after Slack took it."""
+    rival = False
     earlier: list[str] = []
     for message in messages:
         marker = ours(message, me)
         ts = str(message.get("ts") or "")
         if marker is None or marker.question_ts != question_ts or ts == mine:
             continue
-        if marker.kind == "progress" and run is not None and marker.run == run:
+        if marker.kind == "progress" and marker.run == run:
             earlier.append(ts)
             continue
         age = float(mine) - float(ts)
         if marker.kind == "answer" and count_answers and age > 0:
             return Claim(False, [], f"message {question_ts} was answered meanwhile (answer {ts})")
-        if marker.kind == "progress" and age < stale_after_s:
-            live.append(float(ts))
+        if marker.kind == "progress" and age < STALE_AFTER_S:
+            rival = rival or age > 0
         elif marker.kind in ("progress", "failure") and age > 0:
             earlier.append(ts)
-    if any(ts < float(mine) for ts in live):
+    if rival:
         return Claim(False, [], "another run is answering")
     return Claim(True, earlier)
 

@@ -1,9 +1,8 @@
 """Every write ``helpbot answer`` makes to Slack goes through :class:`SlackOut`: guarded, traced, retried.
 
-Each payload passes the egress guard's Slack door. A patient write (the answer, the notice, reactions, deleting a
-placeholder) is retried on 429, 5xx and resets within the run's :class:`WriteBudget`, whose last
-:data:`FINAL_RESERVE_S` only the final transitions may spend; an impatient one (a progress update) is tried once.
-A post that may have gone through is looked for in the thread before it is tried again; reactions never fail a run.
+A patient write (the answer, the notice, reactions, deleting a placeholder) is retried on 429, 5xx and resets
+within the run's :class:`WriteBudget`; an impatient one (a progress update) is tried once. A post that may have
+gone through is looked for in the thread before it is tried again; reactions never fail a run.
 """
 
 from __future__ import annotations
@@ -44,13 +43,12 @@ FINAL_POLICY = replace(WRITE_POLICY, attempts=3 * MAX_ATTEMPTS)
 
 
 class WriteBudget:
-    """The clock of one run's writes: only their waits move it (slept on the run's ``clock``), so each write's
-    :class:`~mcp_lib.retry.Budget` is "what is left of the run's waiting". The last ``reserve`` seconds are the
-    final transitions': a storm on the answer cannot leave the thread without ✅."""
+    """The clock of one run's writes: only their waits move it, so each write's :class:`~mcp_lib.retry.Budget` is
+    what is left of the run's waiting. The last FINAL_RESERVE_S are the final transitions': a storm on the answer
+    cannot leave the thread without ✅."""
 
-    def __init__(self, clock: Clock = SYSTEM_CLOCK, seconds: float = WRITE_BUDGET_S, reserve: float = FINAL_RESERVE_S):
-        self.clock, self.seconds, self.reserve = clock, seconds, min(reserve, seconds)
-        self.waited = 0.0
+    def __init__(self, clock: Clock):
+        self.clock, self.waited = clock, 0.0
 
     def monotonic(self) -> float:
         return self.waited
@@ -62,8 +60,8 @@ class WriteBudget:
         self.clock.sleep(seconds)
         self.waited += seconds
 
-    def for_write(self, final: bool = False) -> Budget:
-        return Budget(deadline=self.seconds if final else self.seconds - self.reserve, clock=self)
+    def for_write(self, final: bool) -> Budget:
+        return Budget(deadline=WRITE_BUDGET_S if final else WRITE_BUDGET_S - FINAL_RESERVE_S, clock=self)
 
 
 def retry_after(exc: BaseException) -> float | None:
@@ -75,20 +73,9 @@ def retry_after(exc: BaseException) -> float | None:
     return 1.0 if asked is None else asked
 
 
-def retryable(exc: BaseException) -> bool:
-    """What is worth another try: a 429 (after its Retry-After), a 5xx, a reset, a timeout, a refused connection."""
-    from slack_sdk.errors import SlackApiError
-
-    if retry_after(exc) is not None:
-        return True
-    if isinstance(exc, SlackApiError):
-        return exc.response.status_code >= 500
-    return isinstance(exc, OSError)
-
-
 def may_have_succeeded(exc: BaseException) -> bool:
     """A failure after which Slack may have done the work all the same: a 5xx, a reset, a timeout (not a 429, not
-    an ``ok: false`` refusal)."""
+    an ``ok: false`` refusal). These and a 429 are worth another try."""
     from slack_sdk.errors import SlackApiError
 
     if isinstance(exc, SlackApiError):
@@ -126,7 +113,8 @@ class SlackOut:
             self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
 
         try:
-            return retry.call(write, retry=retryable, policy=FINAL_POLICY if final else WRITE_POLICY,
+            return retry.call(write, retry=lambda exc: retry_after(exc) is not None or may_have_succeeded(exc),
+                              policy=FINAL_POLICY if final else WRITE_POLICY,
                               asked=retry_after, budget=budget, on_retry=waited)
         except GaveUp as gave_up:
             if gave_up.last is None:
@@ -150,27 +138,24 @@ class SlackOut:
         return ts
 
     def update(self, channel: str, ts: str, payload: Mapping[str, Any], *, patient: bool = True) -> None:
-        body = dict(payload)
-        self._call("chat.update", patient=patient, channel=channel, ts=ts, **body)
-        self.trace.front("update", channel=channel, ts=ts, chars=len(json.dumps(body)))
+        self._call("chat.update", patient=patient, channel=channel, ts=ts, **payload)
+        self.trace.front("update", channel=channel, ts=ts, chars=len(json.dumps(payload)))
 
-    # -- the streamed reply (agent.slack.stream): the same door, budget and retries ------------------------------
     def stream_start(self, channel: str, thread_ts: str, *, recipient_user_id: str, recipient_team_id: str) -> Any:
-        """``chat.startStream`` in the thread, tried once: any failure (a refusal, a 429, a timeout) leaves the run
-        unstreamed -- a retry after a timeout could start a second stream."""
+        """``chat.startStream``, tried once: any failure leaves the run unstreamed (a retry after a timeout could
+        start a second stream)."""
         response = self._call("chat.startStream", patient=False, channel=channel, thread_ts=thread_ts,
                               recipient_user_id=recipient_user_id, recipient_team_id=recipient_team_id)
         self.trace.front("stream_start", channel=channel, thread_ts=thread_ts, ts=str(response["ts"]))
         return response
 
     def stream_append(self, channel: str, ts: str, chunks: list[dict[str, Any]]) -> None:
-        """``chat.appendStream``: best effort like a progress update (one try, no waiting)."""
+        """``chat.appendStream``: best effort, like a progress update."""
         self._call("chat.appendStream", patient=False, channel=channel, ts=ts, chunks=chunks)
         self.trace.front("stream_append", channel=channel, ts=ts, chunks=len(chunks),
                          chars=len(json.dumps(chunks)))
 
-    def stream_stop(self, channel: str, ts: str, **params: Any) -> None:
-        """``chat.stopStream``: the answer's own write, patient."""
+    def stream_stop(self, channel: str, ts: str, **params: Any) -> None:  # the answer's own write: patient
         self._call("chat.stopStream", channel=channel, ts=ts, **params)
         self.trace.front("stream_stop", channel=channel, ts=ts, chars=len(json.dumps(params)))
 
@@ -186,8 +171,8 @@ class SlackOut:
         return True
 
     def react(self, channel: str, ts: str, name: str, *, remove: bool = False, final: bool = False) -> bool:
-        """Reactions are a courtesy: no failure of theirs (scope missing, already there, Slack down, a bug in the
-        client) ever fails the run or hides the real outcome. True when the reaction is (or was) as asked."""
+        """A courtesy: no failure of a reaction ever fails the run or hides its outcome. True when the reaction is
+        (or was) as asked."""
         try:
             self._call("reactions.remove" if remove else "reactions.add", final=final, channel=channel,
                        timestamp=ts, name=name)

@@ -1,10 +1,9 @@
-"""The Events relay: Slack's ``reaction_added`` and ``app_mention`` in, GitHub ``repository_dispatch`` out.
+"""The Events relay: Slack's ``reaction_added``, ``app_mention`` and button clicks in, ``repository_dispatch`` out.
 
-One core, :func:`handle`, serves ``helpbot relay`` (:mod:`agent.slack.relay_server`: it acknowledges at once and
-dispatches on a worker, so Slack's 3 s never wait on GitHub) and :func:`lambda_handler` (Lambda freezes the process
-after the answer, so the dispatch runs first, within :data:`DISPATCH_DEADLINE_S`, and a failure is a 502 that Slack
-retries). Only signed requests count; each event is dispatched once per process (the workflow side is idempotent
-for the rest); who may start a run is :mod:`agent.slack.admission`'s, and ``helpbot answer`` re-checks it all.
+One core, :class:`Relay`, serves ``helpbot relay`` (:mod:`agent.slack.relay_server` acks at once and dispatches on
+a worker, so Slack's 3 s never wait on GitHub) and :func:`lambda_handler` (Lambda freezes the process after the
+answer: the dispatch runs first, within :data:`DISPATCH_DEADLINE_S`, a failure is a 502 that Slack retries). Only
+signed requests count; each event is dispatched once per process; ``helpbot answer`` re-checks it all.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from agent.config import DECLARED
 from agent.errors import BadInput, DispatchError, describe_error
 from agent.slack import vote
 from agent.slack.admission import TriggerSettings, check_ignore
-from agent.slack.trigger import TRIGGER_EVENTS, parse_event_data
+from agent.slack.trigger import TRIGGER_EVENTS, Ignore, parse_event_data
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import door
@@ -195,108 +194,23 @@ def log(message: str) -> None:
     guard.err(f"helpbot relay: {message}")
 
 
-def handle(headers: Mapping[str, str], raw_body: bytes, *, signing_secret: str, dispatch: Dispatch,
-           clock: Clock = SYSTEM_CLOCK, settings: TriggerSettings | None = None,
-           seen: Seen | None = None, defer: Callable[[dict[str, str]], bool] | None = None) -> Response:
-    """One Slack Events API request -> (status, headers, body). Dispatches each event at most once, only when
-    signed: now (``dispatch``), or after the answer (``defer``, the server's worker)."""
-    settings = settings or TriggerSettings()
-    seen = seen if seen is not None else Seen()
-    if len(raw_body) > MAX_BODY_BYTES:
-        return reply(413, "too large")
-    lower = {str(k).lower(): str(v) for k, v in headers.items()}
-    verifier = SignatureVerifier(signing_secret, clock=_Wall(clock))
-    try:
-        # hmac.compare_digest raises TypeError on a non-ASCII signature; int() ValueError on a bad timestamp
-        valid = verifier.is_valid_request(raw_body, lower)
-    except (ValueError, TypeError, UnicodeError, OverflowError):
-        valid = False
-    if not valid:
-        log("rejected a request with a missing, invalid or stale Slack signature")
-        return reply(401, "invalid signature")
-    if vote.is_interaction(lower):  # a click of an answer's feedback buttons (the section at the end)
-        return handle_interaction(raw_body, settings, seen, dispatch, defer)
-    try:
-        envelope = json.loads(raw_body)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        return reply(400, "body is not JSON")
-    if not isinstance(envelope, dict):
-        return reply(400, "body is not a JSON object")
-    if envelope.get("type") == "url_verification":
-        return reply(200, {"challenge": str(envelope.get("challenge", ""))})
-    retry = lower.get("x-slack-retry-num")
-    event_id = envelope.get("event_id") if isinstance(envelope.get("event_id"), str) else None
-    if event_id and event_id in seen:
-        log(f"ignored {'Slack retry ' + retry if retry else 'a replay'} of {event_id} (already accepted)")
-        return reply(200, "ignored: retry" if retry else "ignored: duplicate")
-    if retry and lower.get("x-slack-retry-reason") == RETRY_ALREADY_DELIVERED:
-        log(f"ignored Slack retry {retry} ({RETRY_ALREADY_DELIVERED}: the first delivery arrived)")
-        return reply(200, "ignored: retry")
-    event = envelope.get("event")
-    if (envelope.get("type") != "event_callback" or not isinstance(event, dict)
-            or event.get("type") not in TRIGGER_EVENTS):
-        return reply(200, "ignored: not a reaction_added or app_mention event")
-    try:
-        trigger = parse_event_data(envelope)
-    except BadInput as exc:
-        log(f"ignored: {exc}")
-        return reply(200, f"ignored: {exc}")
-    ignore = check_ignore(trigger, settings)
-    if ignore:
-        log(f"ignored: {ignore.reason}")
-        return reply(200, f"ignored: {ignore.reason}")
-    fields = {"channel": trigger.channel, "ts": trigger.ts, "thread_ts": trigger.thread_ts, "user": trigger.user,
-              "reaction": trigger.reaction, "item_user": trigger.item_user, "event_id": trigger.event_id,
-              "mention": "true" if trigger.mention else None}
-    payload = {k: v for k, v in fields.items() if v}
-    by = f"{'mention' if trigger.mention else 'reaction'} by {trigger.user}"
-    return _dispatch_once(payload, trigger.event_id, f"{trigger.channel}/{trigger.ts}", by, "ok", seen, dispatch,
-                          defer)
-
-
-def _dispatch_once(payload: dict[str, str], key: str | None, what: str, by: str, ok: str, seen: Seen,
-                   dispatch: Dispatch, defer: Callable[[dict[str, str]], bool] | None) -> Response:
-    """Dispatch ``payload`` once per ``key``: now, or after the answer (``defer``); a key whose dispatch was not
-    accepted is forgotten, so Slack's retry (or the next click) may dispatch it."""
-    if key and not seen.add(key):  # a concurrent copy won the race
-        return reply(200, "ignored: duplicate" if ok else "")
-    if defer is not None:
-        if not defer(payload):
-            if key:
-                seen.forget(key)
-            return reply(503, "busy")  # Slack retries later
-        return reply(200, ok)
-    try:
-        dispatch(payload)
-    except DispatchError as exc:
-        if key:
-            seen.forget(key)
-        log(f"dispatch failed for {what}: {exc}")
-        return reply(502, "dispatch failed")
-    log(f"dispatched {what} ({by})")
-    return reply(200, ok)
-
-
-# -- hosts --------------------------------------------------------------------------------------------------------
 class Relay:
-    """Configuration, dispatcher and the accepted event ids, built once per process (or Lambda container).
-    ``worker``: makes the server's worker, which dispatches after the answer (:mod:`agent.slack.relay_server`);
-    without one (Lambda) the dispatch happens before the answer."""
+    """The relay of one process (or Lambda container): configuration, dispatcher and the accepted event ids. With
+    a ``worker`` (the server's, :mod:`agent.slack.relay_server`) a dispatch runs after the answer; without one
+    (Lambda), before it."""
 
     def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None, *, clock: Clock = SYSTEM_CLOCK,
                  worker: Callable[..., Any] | None = None):
         self.config = config
         self.dispatch = dispatch or github_dispatcher(config, deadline=WORKER_DEADLINE_S if worker is not None
                                                       else DISPATCH_DEADLINE_S)
-        self.clock = clock
+        self.verifier = SignatureVerifier(config.signing_secret, clock=_Wall(clock))
         self.seen = Seen()
         self.worker = worker(self.dispatch, clock=clock) if worker is not None else None
 
     def __call__(self, headers: Mapping[str, str], raw_body: bytes) -> Response:
         try:
-            return handle(headers, raw_body, signing_secret=self.config.signing_secret, dispatch=self.dispatch,
-                          clock=self.clock, settings=self.config.settings, seen=self.seen,
-                          defer=self.worker.submit if self.worker is not None else None)
+            return self._handle({str(k).lower(): str(v) for k, v in headers.items()}, raw_body)
         except Exception as exc:  # a bug must be one log line and a 500 (Slack retries), never a traceback
             log(f"internal error: {describe_error(exc)[:200]}")
             return reply(500, "internal error")
@@ -304,6 +218,88 @@ class Relay:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close(timeout=WORKER_DEADLINE_S * DISPATCH_ATTEMPTS)
+
+    def _handle(self, headers: Mapping[str, str], raw_body: bytes) -> Response:
+        """One Slack request (``headers`` lower-cased) -> (status, headers, body); only a signed one counts."""
+        if len(raw_body) > MAX_BODY_BYTES:
+            return reply(413, "too large")
+        try:
+            # hmac.compare_digest raises TypeError on a non-ASCII signature; int() ValueError on a bad timestamp
+            valid = self.verifier.is_valid_request(raw_body, headers)
+        except (ValueError, TypeError, UnicodeError, OverflowError):
+            valid = False
+        if not valid:
+            log("rejected a request with a missing, invalid or stale Slack signature")
+            return reply(401, "invalid signature")
+        if vote.is_interaction(headers):
+            return self._interaction(raw_body)
+        try:
+            envelope = json.loads(raw_body)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            return reply(400, "body is not JSON")
+        if not isinstance(envelope, dict):
+            return reply(400, "body is not a JSON object")
+        if envelope.get("type") == "url_verification":
+            return reply(200, {"challenge": str(envelope.get("challenge", ""))})
+        retry = headers.get("x-slack-retry-num")
+        event_id = envelope.get("event_id") if isinstance(envelope.get("event_id"), str) else None
+        if event_id and event_id in self.seen:
+            log(f"ignored {'Slack retry ' + retry if retry else 'a replay'} of {event_id} (already accepted)")
+            return reply(200, "ignored: retry" if retry else "ignored: duplicate")
+        if retry and headers.get("x-slack-retry-reason") == RETRY_ALREADY_DELIVERED:
+            log(f"ignored Slack retry {retry} ({RETRY_ALREADY_DELIVERED}: the first delivery arrived)")
+            return reply(200, "ignored: retry")
+        event = envelope.get("event")
+        if (envelope.get("type") != "event_callback" or not isinstance(event, dict)
+                or event.get("type") not in TRIGGER_EVENTS):
+            return reply(200, "ignored: not a reaction_added or app_mention event")
+        try:
+            trigger = parse_event_data(envelope)
+            ignore = check_ignore(trigger, self.config.settings)
+        except BadInput as exc:
+            ignore = Ignore(str(exc))
+        if ignore:
+            log(f"ignored: {ignore.reason}")
+            return reply(200, f"ignored: {ignore.reason}")
+        fields = {"channel": trigger.channel, "ts": trigger.ts, "thread_ts": trigger.thread_ts, "user": trigger.user,
+                  "reaction": trigger.reaction, "item_user": trigger.item_user, "event_id": trigger.event_id,
+                  "mention": "true" if trigger.mention else None}
+        by = f"{'mention' if trigger.mention else 'reaction'} by {trigger.user}"
+        return self._dispatch_once({k: v for k, v in fields.items() if v}, trigger.event_id,
+                                   f"{trigger.channel}/{trigger.ts}", by, "ok")
+
+    def _interaction(self, raw_body: bytes) -> Response:
+        """A signed interaction (form-encoded ``payload=``) -> a ``slack-vote`` dispatched once per click
+        (:func:`agent.slack.vote.click_vote` decides what it is), acked with an empty 200 as Slack wants."""
+        found = vote.click_vote(raw_body, self.config.settings)
+        if isinstance(found, str):
+            log(f"ignored an interaction: {found}")
+            return reply(200, "")
+        click, action_ts = found
+        return self._dispatch_once(click.payload, f"vote-{click.user}-{action_ts}",
+                                   f"the vote on {click.channel}/{click.ts}", f"by {click.user}", "")
+
+    def _dispatch_once(self, payload: dict[str, str], key: str | None, what: str, by: str, ok: str) -> Response:
+        """Dispatch ``payload`` once per ``key``: now, or after the answer (the worker); a key whose dispatch was not
+        accepted is forgotten, so Slack's retry (or the next click) may dispatch it."""
+        if key and not self.seen.add(key):  # a concurrent copy won the race
+            return reply(200, "ignored: duplicate" if ok else "")
+        if self.worker is not None:
+            if self.worker.submit(payload):
+                return reply(200, ok)
+            failed = reply(503, "busy")  # Slack retries later
+        else:
+            try:
+                self.dispatch(payload)
+            except DispatchError as exc:
+                log(f"dispatch failed for {what}: {exc}")
+                failed = reply(502, "dispatch failed")
+            else:
+                log(f"dispatched {what} ({by})")
+                return reply(200, ok)
+        if key:
+            self.seen.forget(key)
+        return failed
 
 
 _LAMBDA_RELAY: Relay | None = None
@@ -331,22 +327,5 @@ def _lambda(event: Mapping[str, Any], relay: Relay | None) -> dict[str, Any]:
         body = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else str(raw).encode()
     except (binascii.Error, ValueError):
         return {"statusCode": 400, "headers": {"Content-Type": "text/plain"}, "body": "body is not base64"}
-    if len(body) > MAX_BODY_BYTES:
-        return {"statusCode": 413, "headers": {"Content-Type": "text/plain"}, "body": "too large"}
     status, headers, out = relay(event.get("headers") or {}, body)
     return {"statusCode": status, "headers": headers, "body": out.decode("utf-8"), "isBase64Encoded": False}
-
-
-# -- interactions: the answers' feedback buttons -------------------------------------------------------------------
-def handle_interaction(raw_body: bytes, settings: TriggerSettings, seen: Seen, dispatch: Dispatch,
-                       defer: Callable[[dict[str, str]], bool] | None) -> Response:
-    """A signed interaction (``payload=``, form-encoded: https://docs.slack.dev/interactivity/handling-user-interaction)
-    -> a ``slack-vote`` dispatched once per click (:func:`agent.slack.vote.click_vote` decides what it is), acked
-    with an empty 200 as Slack wants within 3 s; anything else is one log line and the same ack."""
-    found = vote.click_vote(raw_body, settings)
-    if isinstance(found, str):
-        log(f"ignored an interaction: {found}")
-        return reply(200, "")
-    click, action_ts = found
-    return _dispatch_once(click.payload, f"vote-{click.user}-{action_ts}", f"the vote on {click.channel}/{click.ts}",
-                          f"by {click.user}", "", seen, dispatch, defer)

@@ -4,11 +4,9 @@
                                                                  --fail-----> failed (a notice + ❌)
                     --start, another run is older--> yielded (our placeholder removed, nothing else touched)
 
-The final state is reached even when writes keep failing (posted anew, the placeholder deleted, 👀 removed on the
-way out); progress updates are best effort and never wait on Slack. The thread is the lock between racing runs:
-the older placeholder wins (:func:`agent.slack.markers.claim`), and every message carries its ``run``, so a write
-whose answer was lost is found again and adopted, never made twice. A streamed answer (:mod:`agent.slack.stream`)
-is a reply of its own beside the placeholder, which stays the lock until the stream stops.
+The final state is reached even when writes keep failing; progress updates never wait on Slack. The thread is the
+lock between racing runs (:func:`agent.slack.markers.claim`), and every message names its ``run``, so a write whose
+answer was lost is adopted, never made twice. A streamed answer is a reply beside the placeholder, the lock.
 """
 
 from __future__ import annotations
@@ -56,39 +54,7 @@ class ProgressThrottle:
         return True
 
 
-class OwnMessages:
-    """This run's own messages found in the thread again (a write whose answer was lost is adopted, not made twice).
-    The state is :class:`ThreadReply`'s."""
-
-    reread: Callable[[], Sequence[Mapping[str, Any]]] | None
-    me: markers.Me
-    question_ts: str
-    run: str
-
-    def _own(self, kind: markers.MarkerKind) -> str | None:
-        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
-        return next(iter(self._all_own(kind)), None)
-
-    def _all_own(self, kind: markers.MarkerKind) -> list[str]:
-        if self.reread is None:
-            return []
-        try:
-            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
-        except Exception as exc:
-            log(f"could not read the thread back ({describe_error(exc)})")
-            return []
-
-    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
-        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
-        if self.reread is None:
-            return None
-        for message in self.reread():
-            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
-                return str(message.get("ts"))
-        return None
-
-
-class ThreadReply(OwnMessages):
+class ThreadReply:
     """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌. ``reread`` reads the
     thread again for the claim (None: no race, helpbot posted the root); ``force``: an earlier answer does not win."""
 
@@ -242,8 +208,7 @@ class ThreadReply(OwnMessages):
                 raise
             log(f"could not read the thread back for the claim ({describe_error(exc)})")
             return True
-        verdict = markers.claim(messages, self.question_ts, mine, self.me, count_answers=not self.force,
-                                run=self.run)
+        verdict = markers.claim(messages, self.question_ts, mine, self.me, run=self.run, count_answers=not self.force)
         if not verdict.won:
             self.out.delete(self.channel, mine, final=True)
             if mine == self.placeholder:
@@ -297,3 +262,25 @@ class ThreadReply(OwnMessages):
 
     def _marker(self) -> dict[str, Any]:
         return markers.metadata("progress", channel=self.channel, question_ts=self.question_ts, run=self.run)
+
+    def _own(self, kind: markers.MarkerKind) -> str | None:
+        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
+        return next(iter(self._all_own(kind)), None)
+
+    def _all_own(self, kind: markers.MarkerKind) -> list[str]:
+        if self.reread is None:
+            return []
+        try:
+            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
+        except Exception as exc:
+            log(f"could not read the thread back ({describe_error(exc)})")
+            return []
+
+    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
+        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
+        if self.reread is None:
+            return None
+        for message in self.reread():
+            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
+                return str(message.get("ts"))
+        return None

@@ -1,9 +1,7 @@
 """The answer streamed into the thread (``chat.startStream`` / ``appendStream`` / ``stopStream``): each tool call a
-task (in progress, then complete or error, with its sources), the final answer's text appended in batches, the stop
-adding the rest, sources, footer and marker. Whether the run streams is decided once, at :meth:`AnswerStream.start`:
-any refusal leaves it on the placeholder path (:mod:`agent.slack.reply`). The text passes the egress guard over the
-whole text so far (:class:`GuardedText`: a secret split across deltas is caught) and again at the door; appends are
-best effort (one try; a 429 pauses them) and batched well within ``appendStream``'s Tier 4.
+task, the answer's text appended in batches, the stop adding the rest, sources, footer and marker. A refused start
+leaves the run on the placeholder path (:mod:`agent.slack.reply`). The text is guarded as a whole so far
+(:class:`GuardedText`: a secret split across deltas is caught) and again at the door; appends are best effort.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from agent import guard
 from agent.errors import describe_error, slack_error_code
 from agent.slack.blocks import task_title
 from agent.slack.post import SlackOut, log, retry_after
-from mcp_lib.cutting import MARKDOWN_LIMIT, slack_len, squash_whitespace
+from mcp_lib.cutting import MARKDOWN_LIMIT, shorten_at_word, slack_len, squash_whitespace
 
 HOLD_CHARS = 48  # a cut is made only this far behind the text received: what could still become a secret
 APPEND_INTERVAL_S = 1.0
@@ -30,14 +28,12 @@ _BOUNDARY = re.compile(r"(?<=[\s。、！？」』）])(?=\S)")
 
 
 class GuardedText:
-    """The answer's text as the model streams it, released only as it reads in the whole text guarded: a prefix of
-    the guarded text so far, cut at a word start (or after 。、！？) ``hold`` characters back, outside ``<…>`` and
-    ``[…]``, and only while the text after it does not change how it reads (a card number still arriving).
-    ``broken``: the guarded whole no longer begins with what was released (the message is then rewritten)."""
+    """The answer's text as the model streams it, released only as it reads in the whole text guarded: a prefix
+    cut at a word start (or after 。、！？) ``hold`` characters back, outside ``<…>`` and ``[…]``, while what follows
+    does not change how it reads (a card number still arriving). ``broken``: the guarded whole no longer begins
+    with what was released (the message is then rewritten)."""
 
-    def __init__(self, clean: Callable[[str], str] | None = None, *, hold: int = HOLD_CHARS,
-                 limit: int = MARKDOWN_LIMIT):
-        self.clean = clean or (lambda text: guard.current().markdown(text))
+    def __init__(self, *, hold: int = HOLD_CHARS, limit: int = MARKDOWN_LIMIT):
         self.hold, self.limit = hold, limit
         self.raw = ""
         self.sent = ""
@@ -46,23 +42,19 @@ class GuardedText:
     def feed(self, delta: str) -> None:
         self.raw += delta if self.raw else delta.lstrip()  # the answer is shown stripped
 
-    @property
-    def full(self) -> bool:
-        """More text than one message holds: the rest comes with the answer as posted."""
-        return slack_len(self.raw) > self.limit
-
     def take(self) -> str:
-        """What may be shown now (maybe nothing); two guard passes over the text so far, so once per batch."""
+        """What may be shown now (maybe nothing); two guard passes over the text so far, so once per batch. More
+        text than one message holds is not shown: the rest comes with the answer as posted."""
         cut = self._cut()
-        if cut is None or self.broken or self.full:
+        if cut is None or self.broken or slack_len(self.raw) > self.limit:
             return ""
-        guarded = self.clean(self.raw[:cut])
-        if not self.clean(self.raw).startswith(guarded):
+        guarded = guard.markdown(self.raw[:cut])
+        if not guard.markdown(self.raw).startswith(guarded):
             return ""  # what follows still changes how this reads: wait for more
         return self._release(guarded)
 
     def finish(self) -> str:
-        return "" if self.broken else self._release(self.clean(self.raw))
+        return "" if self.broken else self._release(guard.markdown(self.raw))
 
     def _cut(self) -> int | None:
         end = len(self.raw) - self.hold
@@ -79,7 +71,7 @@ class GuardedText:
         if not guarded.startswith(self.sent):
             self.broken = True
             return ""
-        if slack_len(guarded) > self.limit:  # one message's markdown: the rest arrives with the canonical answer
+        if slack_len(guarded) > self.limit:
             return ""
         new, self.sent = guarded[len(self.sent):], guarded
         return new
@@ -103,7 +95,6 @@ class AnswerStream:
         self.last_append = float("-inf")
         self.paused_until = float("-inf")
         self.stopped = False
-        self.discarded = False
         self.lock = threading.RLock()
 
     def start(self) -> bool:
@@ -118,8 +109,8 @@ class AnswerStream:
         self.last_append = self.clock()
         return True
 
-    def stop(self, *, markdown_text: str, blocks: Sequence[Mapping[str, Any]],
-             metadata: Mapping[str, Any] | None) -> bool:
+    def stop(self, *, markdown_text: str = "", blocks: Sequence[Mapping[str, Any]] = (),
+             metadata: Mapping[str, Any] | None = None) -> bool:
         """The reply finalized: the rest of the text, ``blocks`` under it, the marker. False when Slack would not
         (the stream expired, an outage): the caller rewrites or replaces the message."""
         with self.lock:
@@ -206,11 +197,13 @@ class AnswerStream:
         if self.ts is None:
             return None
         blocks = list(payload["blocks"])
-        rest = self.answer_rest(blocks[0]["text"] if blocks[0]["type"] == "markdown" else "")
-        if rest is not None and self.stop(markdown_text=rest, blocks=blocks[1:], metadata=payload["metadata"]):
-            return self.ts
-        if rest is None:
-            self.stop(markdown_text="", blocks=[], metadata=None)
+        first = blocks[0]["text"]  # every part starts with its markdown block
+        with self.lock:  # the stop adds the rest, when what streamed is how the answer begins
+            if not (self.dirty or self.text.broken) and first.startswith(self.shown):
+                if self.stop(markdown_text=first[len(self.shown):], blocks=blocks[1:], metadata=payload["metadata"]):
+                    return self.ts
+            else:
+                self.stop()
         try:
             self.out.update(self.channel, self.ts, payload)
         except Exception as exc:
@@ -221,20 +214,11 @@ class AnswerStream:
 
     def discard(self) -> None:
         """A reply that will not be the answer (a failure, a cancel, an exit on the way): stopped and removed."""
-        if self.ts is not None and not self.discarded:
-            self.discarded = True
+        if self.ts is not None:
             if not self.stopped:
-                self.stop(markdown_text="", blocks=[], metadata=None)
+                self.stop()
             self.out.delete(self.channel, self.ts, final=True)
-
-    def answer_rest(self, answer_markdown: str) -> str | None:
-        """What the stop must add so the message reads ``answer_markdown`` (the first part of the answer as
-        :func:`agent.slack.blocks.answer_payloads` made it); None when the streamed text is not its beginning."""
-        with self.lock:
-            if self.dirty or self.text.broken or not answer_markdown.startswith(self.shown):
-                return None
-            self.pending_text = ""
-            return answer_markdown[len(self.shown):]
+            self.ts = None
 
 
 def _result_chunk(task_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,5 +232,4 @@ def _result_chunk(task_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _short(text: str) -> str:
-    text = squash_whitespace(text)
-    return text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS - 1] + "…"
+    return shorten_at_word(squash_whitespace(text), TITLE_CHARS)

@@ -4,6 +4,7 @@ relay (signed event in, dispatch out, that dispatch answered) and ``helpbot answ
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,13 @@ import pytest
 from agent.errors import BadInput
 from agent.slack.admission import TriggerSettings, check_ignore
 from agent.slack.markers import EVENT_TYPES
-from agent.slack.relay import handle
+from agent.slack.relay import Relay, RelayConfig
 from agent.slack.trigger import parse_event_data
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import BOT, WRITES, answer_scripted, bot_messages, envelope_file, event_file, markdown_of
 from tests.fakes.model import Request
-from tests.fakes.relay import NOW, SECRET, mention_envelope, signed
+from tests.fakes.relay import ENV as RELAY_ENV
+from tests.fakes.relay import NOW, mention_envelope, signed
 from tests.fakes.slack import FakeSlack, Workspace
 
 
@@ -113,8 +115,8 @@ def test_mentions_that_must_not_be_answered_write_nothing(
 def relay(data: dict[str, Any], settings: TriggerSettings | None = None) -> tuple[int, bytes, list[dict[str, str]]]:
     sent: list[dict[str, str]] = []
     body = json.dumps(data).encode()
-    status, _, out = handle(signed(body), body, signing_secret=SECRET, dispatch=sent.append, clock=FakeClock(wall=NOW),
-                            settings=settings)
+    config = replace(RelayConfig.from_env(RELAY_ENV), settings=settings or TriggerSettings())
+    status, _, out = Relay(config, sent.append, clock=FakeClock(wall=NOW))(signed(body), body)
     return status, out, sent
 
 

@@ -14,7 +14,6 @@ import anyio
 import httpx2
 import pytest
 
-from agent.slack.admission import TriggerSettings
 from agent.slack.relay import (
     MAX_BODY_BYTES,
     DispatchError,
@@ -23,13 +22,12 @@ from agent.slack.relay import (
     Seen,
     check_dispatch_token,
     github_dispatcher,
-    handle,
     lambda_handler,
 )
 from agent.slack.relay_server import Dispatcher, make_server
 from mcp_lib.config import ConfigError
 from tests.fakes.clock import FakeClock
-from tests.fakes.relay import BODY, ENV, NOW, SECRET, GitHub, address, envelope, post, relay_for, serving, signed
+from tests.fakes.relay import BODY, ENV, NOW, GitHub, address, envelope, post, relay_for, serving, signed
 
 
 @pytest.fixture
@@ -172,8 +170,8 @@ ODD_BODIES = {
 
 @pytest.mark.parametrize("body", ODD_BODIES.values(), ids=ODD_BODIES.keys())
 def test_odd_but_signed_json_is_answered_not_crashed_on(github: GitHub, body: dict[str, object]) -> None:
-    status, _, _ = handle(signed(json.dumps(body).encode()), json.dumps(body).encode(), signing_secret=SECRET,
-                          dispatch=lambda p: None, clock=FakeClock(wall=NOW))
+    relay = Relay(RelayConfig.from_env(ENV), lambda p: None, clock=FakeClock(wall=NOW))
+    status, _, _ = relay(signed(json.dumps(body).encode()), json.dumps(body).encode())
     assert status in (200, 400)
 
 
@@ -244,10 +242,9 @@ def test_signed_garbage_is_400(github: GitHub) -> None:
     assert github.requests == []
 
 
-def test_handle_is_usable_with_a_plain_dispatch_function() -> None:
+def test_the_relay_is_usable_with_a_plain_dispatch_function() -> None:
     sent: list[dict[str, str]] = []
-    status, _, _ = handle(signed(BODY), BODY, signing_secret=SECRET, dispatch=sent.append, clock=FakeClock(wall=NOW),
-                          settings=TriggerSettings())
+    status, _, _ = Relay(RelayConfig.from_env(ENV), sent.append, clock=FakeClock(wall=NOW))(signed(BODY), BODY)
     assert status == 200 and sent[0]["ts"] == "1700000000.123456"
 
 
