@@ -76,6 +76,14 @@ class TriggerSettings:
                    shared_channels=frozenset(env_channels(env, "HELPBOT_SHARED_CHANNELS")),
                    shared_sources=tuple(s for s in sources if s != "faq"))
 
+    def refuses(self, channel: str) -> str | None:
+        """Why helpbot does not work in ``channel`` (a DM, or one outside HELPBOT_CHANNELS when it is set)."""
+        if ids.is_dm_id(channel):
+            return f"{channel} is a direct message; helpbot answers in channels only"
+        if self.channels and channel not in self.channels:
+            return f"channel {channel} is not in HELPBOT_CHANNELS"
+        return None
+
 
 def sender_is_bot(sender: Sender) -> bool:
     """A bot, app or integration posted the event's message: its own fields say so."""
@@ -87,10 +95,8 @@ def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
     what = "mention" if trigger.mention else "reaction"
     if trigger.reaction is not None and trigger.reaction != settings.reaction:
         return Ignore(f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
-    if trigger.channel and ids.is_dm_id(trigger.channel):
-        return Ignore(f"{trigger.channel} is a direct message; helpbot answers in channels only")
-    if trigger.channel and settings.channels and trigger.channel not in settings.channels:
-        return Ignore(f"channel {trigger.channel} is not in HELPBOT_CHANNELS")
+    if trigger.channel and (refused := settings.refuses(trigger.channel)):
+        return Ignore(refused)
     if settings.bot_user_id and trigger.item_user == settings.bot_user_id:
         return Ignore("the message was written by helpbot itself")
     if settings.bot_user_id and trigger.user == settings.bot_user_id:

@@ -1,10 +1,7 @@
-"""Everything helpbot posts to Slack as ready payloads, ``{"text": fallback, "blocks": [...], "metadata"?}`` for
-``chat.postMessage`` (with :data:`POST_OPTIONS`) or ``chat.update``: placeholder, progress, answer, notices.
-
-An answer over Slack's 12,000 markdown characters (UTF-16 units, cumulative per payload) is split into parts
-(:func:`mcp_lib.cutting.split_markdown`); the first carries its marker (:mod:`agent.slack.markers`), the last its
-sources, footer and buttons. Text cut here is guarded before the cut, so that no secret straddles one (the
-door's pass is idempotent).
+"""Everything helpbot posts to Slack as ready payloads, ``{"text": fallback, "blocks": [...], "metadata"?}``:
+placeholder, progress, answer, notices. An answer over Slack's 12,000 markdown characters is split into parts, the
+first with its marker (:mod:`agent.slack.markers`), the last with its sources, footer and buttons. Text cut here
+is guarded before the cut, so that no secret straddles one.
 """
 
 from __future__ import annotations
@@ -149,15 +146,15 @@ def footer_text(*, rounds: int, tool_names: Sequence[str], cost_usd: float | Non
     return mrkdwn_escape(" ・ ".join(parts)) + (f" ・ <{safe}|実行ログ>" if safe else "")
 
 
-def placeholder_payload() -> dict[str, Any]:
-    return {"text": PLACEHOLDER, "blocks": [_context_block(f":hourglass_flowing_sand: {PLACEHOLDER}")]}
+def placeholder_payload(text: str = PLACEHOLDER) -> dict[str, Any]:
+    return {"text": mrkdwn_escape(text), "blocks": [_context_block(f":hourglass_flowing_sand: {mrkdwn_escape(text)}")]}
 
 
-def progress_text(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> str:
+def progress_payload(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> dict[str, Any]:
     """「調べています…（ラウンド 2/10：Slack・Redmine を検索中）」."""
     platforms = _unique(platform_label(n) for n in tool_names)
     detail = f"ラウンド {round_no}/{max_rounds}" + (f"：{'・'.join(platforms)} を検索中" if platforms else "")
-    return f"{PLACEHOLDER}（{detail}）"
+    return placeholder_payload(f"{PLACEHOLDER}（{detail}）")
 
 
 _TASK_VERBS = (("search", "を検索"), ("list", "を一覧"), ("get", "を参照"), ("read", "を参照"), ("fetch", "を参照"))
@@ -176,12 +173,6 @@ def task_title(tool_name: str, arguments: Mapping[str, Any]) -> str:
                   and not isinstance(arguments.get(k), bool) and str(arguments[k]).strip()), None)
     title = f"{label}{verb or 'を実行'}"
     return f"{title}: {squash_whitespace(str(value))}" if value is not None else title
-
-
-def progress_payload(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> dict[str, Any]:
-    text = progress_text(round_no, max_rounds, tool_names)
-    return {"text": mrkdwn_escape(text),
-            "blocks": [_context_block(f":hourglass_flowing_sand: {mrkdwn_escape(text)}")]}
 
 
 _URL = re.compile(r"\(?(?:url: )?https?://\S+")
@@ -203,7 +194,7 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
 
 def question_payload(question: str, actor: str | None = None, *, limit: int = SECTION_LIMIT) -> dict[str, Any]:
     """A free question (workflow_dispatch) as the thread's root: escaped (no disguised ``<url|label>`` link or
-    broadcast), in section blocks of at most ``limit`` characters (Slack's 3,000; a question may have 4,000)."""
+    broadcast), in section blocks of at most ``limit`` characters."""
     head = f"❓ *質問*（GitHub Actions から{f'・{mrkdwn_escape(actor)}' if actor else ''}）"
     lines = [mrkdwn_escape(line) for line in question.strip().splitlines() if line.strip()] or ["（本文なし）"]
     quoted = "\n".join(f">{line}" for line in lines)
@@ -215,8 +206,7 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
 
 
 def feedback_block() -> dict[str, Any]:
-    """👍/👎 buttons, Slack's ``feedback_buttons`` in a ``context_actions`` block (a click is a vote:
-    https://docs.slack.dev/reference/block-kit/block-elements/feedback-buttons-element)."""
+    """👍/👎 buttons, Slack's ``feedback_buttons`` in a ``context_actions`` block (a click is a vote)."""
     from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement
 
     up, down = (FeedbackButtonObject(text=emoji, value=vote, accessibility_label=label) for emoji, vote, label in
@@ -237,8 +227,8 @@ def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | N
 def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: str | None = None,
                     run_link: str | None = None, limit: int = MARKDOWN_LIMIT,
                     buttons: bool = False) -> list[dict[str, Any]]:
-    """The answer as one or more payloads: the first with its marker, the last with the sources it relied on, the
-    footer and, with ``buttons``, the 👍/👎 buttons."""
+    """The answer as one or more payloads: the first with its marker, the last with its sources, the footer and,
+    with ``buttons``, the 👍/👎 buttons."""
     text = answer.text.strip() or "（回答を生成できませんでした）"
     if answer.degraded and not text.startswith("⚠️"):  # the loop labels its own degraded answers
         text = f"{DEGRADED_LABEL}\n\n{text}"

@@ -54,33 +54,29 @@ class Outcomes:
 
     def rejected(self, why: str) -> int:
         log(why)
-        self.trace.front("rejected", reason=why)
-        self.summary("rejected the trigger (nothing posted)", detail=why)
-        return EXIT_BAD_INPUT
+        return self._ended("rejected", "rejected the trigger (nothing posted)", EXIT_BAD_INPUT, why, reason=why)
 
     def ignored(self, why: str, where: str | None = None) -> int:
         log(f"ignored: {why}")
-        self.trace.front("ignored", reason=why)
-        self.summary("ignored (nothing posted)", where=where, detail=why)
-        return EXIT_OK
+        return self._ended("ignored", "ignored (nothing posted)", EXIT_OK, why, where, reason=why)
 
     def config_error(self, exc: ConfigError) -> int:
         guard.err(exit_line(exc))
-        self.trace.front("config_error", error=str(exc))
-        self.summary("configuration error", detail=str(exc))
-        return exit_code(exc)
+        return self._ended("config_error", "configuration error", exit_code(exc), str(exc), error=str(exc))
 
     def interrupted(self) -> int:
         log("interrupted")
-        self.trace.front("interrupted")
-        self.summary("interrupted (nothing posted)")
-        return exit_code(Terminated())
+        return self._ended("interrupted", "interrupted (nothing posted)", exit_code(Terminated()))
 
     def failed_before_reply(self, what: str, where: str | None) -> int:
         log(what)
-        self.trace.front("error", error=what)
-        self.summary("failed (nothing posted)", where=where, detail=what)
-        return EXIT_FAILED
+        return self._ended("error", "failed (nothing posted)", EXIT_FAILED, what, where, error=what)
+
+    def _ended(self, event: str, status: str, code: int, detail: str | None = None, where: str | None = None,
+               **fields: str) -> int:
+        self.trace.front(event, **fields)
+        self.summary(status, where=where, detail=detail)
+        return code
 
     def failed(self, exc: BaseException, what: str, target: Target, asked: str | None) -> None:
         """A run that met ``exc`` after its thread was known (the notice is the reply's)."""

@@ -1,6 +1,6 @@
-"""``helpbot relay``'s HTTP server and dispatch worker (Lambda never imports this module): it acknowledges Slack at
-once and dispatches after. The stdlib server, not uvicorn: the relay needs a total deadline for a request's headers
-and body (uvicorn's timeouts are for idle keep-alive connections), and it keeps the Lambda package small.
+"""``helpbot relay``'s HTTP server and dispatch worker (Lambda never imports this module): it acks Slack at once
+and dispatches after. The stdlib server, not uvicorn: the relay needs a total deadline for a request's headers and
+body (uvicorn's timeouts are for idle keep-alive connections), and it keeps the Lambda package small.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import queue
 import socket
 import sys
 import threading
-from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -168,27 +167,6 @@ def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_T
     return _Server((host, port), Handler)
 
 
-def serve_forever(relay: Relay, host: str, port: int) -> None:
-    """Serve until interrupted; the dispatches already accepted are finished first."""
-    server = make_server(host, port, relay)
-    log(f"listening on http://{host}:{server.server_address[1]}/ (dispatching to {relay.config.repository})")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        relay.close()
-
-
-def serve(host: str = "127.0.0.1", port: int = 3000, *, env: Mapping[str, str] | None = None) -> None:
-    """``helpbot relay``: serve until interrupted."""
-    config = RelayConfig.from_env(os.environ if env is None else env)
-    log(check_dispatch_token(config))  # a token GitHub refuses is exit 2 here, before any event
-    serve_forever(Relay(config, worker=Dispatcher), host, port)
-
-
-# -- CLI wiring -----------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``helpbot relay [--host] [--port]``; needs SLACK_SIGNING_SECRET, GITHUB_REPOSITORY and
     HELPBOT_DISPATCH_TOKEN (or GITHUB_TOKEN)."""
@@ -197,9 +175,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_relay_command(args: argparse.Namespace) -> int:
-    """0 when stopped; bad configuration and an address it cannot listen on are exit 2 (:mod:`agent.errors`)."""
+    """``helpbot relay``: serves until interrupted, then finishes the dispatches already accepted (exit 0). Bad
+    configuration and an address it cannot listen on are exit 2 (:mod:`agent.errors`)."""
+    config = RelayConfig.from_env(os.environ)
+    log(check_dispatch_token(config))  # a token GitHub refuses is exit 2 here, before any event
+    relay = Relay(config, worker=Dispatcher)
     try:
-        serve(args.host, args.port)
+        server = make_server(args.host, args.port, relay)
     except OSError as exc:
         raise BadInput(f"helpbot relay: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    log(f"listening on http://{args.host}:{server.server_address[1]}/ (dispatching to {config.repository})")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        relay.close()
     return 0

@@ -1,8 +1,6 @@
-"""What started this run: one strictly validated :class:`Trigger`, whatever the input looked like -- a
-``repository_dispatch`` or ``workflow_dispatch`` event, a bare payload, or a Slack Events API envelope
-(``reaction_added``, ``app_mention``). Anything malformed is one :class:`BadInput` line (exit 2, nothing posted): a
-typo'd key or a float ``ts`` must not become a half-right answer in the wrong thread. Whether to answer is
-:mod:`agent.slack.admission`'s.
+"""What started this run: one strictly validated :class:`Trigger`, from a ``repository_dispatch`` or
+``workflow_dispatch`` event, a bare payload or a Slack Events API envelope. Anything malformed is one
+:class:`BadInput` line (exit 2, nothing posted): a typo'd key or a float ``ts`` must not answer in the wrong thread.
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ Source = Literal["repository_dispatch", "workflow_dispatch", "payload", "slack_e
 
 @dataclass(frozen=True)
 class Sender:
-    """What a Slack event itself says about who acted, as Slack sends it (https://api.slack.com/events/app_mention,
-    https://api.slack.com/events/message/bot_message, https://api.slack.com/events/reaction_added, and for Slack
+    """What a Slack event itself says about who acted (https://api.slack.com/events/app_mention, and for Slack
     Connect https://api.slack.com/apis/connect); :mod:`agent.slack.admission` decides on it."""
 
     bot_id: str | None = None  # the message's bot_id, or its bot_profile's id
@@ -71,7 +68,6 @@ class Trigger:
     item_user: str | None = None
     event_id: str | None = None
     question: str | None = None
-    url: str | None = None
     dry_run: bool = False
     mention: bool = False
     sender: Sender | None = None  # a Slack envelope's facts about who acted (None: a dispatched payload or by hand)
@@ -86,13 +82,12 @@ class Ignore:
 
 
 def load_event(path: str | os.PathLike[str]) -> Trigger:
-    """Read and parse an event file (:func:`read_event`)."""
     return parse_event(read_event(path))
 
 
 def read_event(path: str | os.PathLike[str]) -> bytes:
-    """An event file's bytes: a regular file of at most MAX_EVENT_BYTES (a FIFO, a device or /dev/zero is
-    refused before a byte is read); anything else is BadInput, not a traceback or a hang."""
+    """An event file's bytes: a regular file of at most MAX_EVENT_BYTES (a FIFO or /dev/zero is refused before a
+    byte is read); anything else is BadInput, not a traceback or a hang."""
     name = os.fspath(path)
     try:
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not block
@@ -113,7 +108,6 @@ def read_event(path: str | os.PathLike[str]) -> bytes:
 
 
 def parse_event(raw: str | bytes) -> Trigger:
-    """Parse event JSON in any of the accepted shapes into a Trigger."""
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8-sig")
@@ -192,15 +186,16 @@ def _from_workflow_dispatch(data: Mapping[str, Any]) -> Trigger:
         raise BadInput("workflow_dispatch needs inputs.url (a Slack message link) or inputs.question")
     link = ids.parse_permalink(url, "inputs.url")
     return Trigger(source="workflow_dispatch", channel=link.channel, ts=link.ts, thread_ts=link.thread_ts,
-                   url=url, dry_run=dry_run)
+                   dry_run=dry_run)
 
 
 def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
     event = data.get("event")
     if not isinstance(event, dict):
         raise BadInput("Slack envelope has no 'event' object")
-    if event.get("type") == "app_mention":
-        return _from_mention(data, event)
+    if event.get("type") == "app_mention":  # {type, user, text, ts, channel, event_ts, thread_ts?}
+        return _from_event(data, event, message=True, channel=event.get("channel"), ts=event.get("ts"),
+                           thread_ts=event.get("thread_ts"), item_user=event.get("user"), mention=True)
     if event.get("type") != "reaction_added":
         raise BadInput(f"Slack event type is {event.get('type')!r}; helpbot handles "
                        f"{' and '.join(repr(t) for t in sorted(TRIGGER_EVENTS))}")
@@ -211,12 +206,6 @@ def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
         raise BadInput(f"reaction_added on a {item.get('type')!r}; helpbot answers messages only")
     return _from_event(data, event, message=False, channel=item.get("channel"), ts=item.get("ts"),
                        reaction=event.get("reaction"), item_user=event.get("item_user"))
-
-
-def _from_mention(data: Mapping[str, Any], event: Mapping[str, Any]) -> Trigger:
-    """``app_mention`` (``{type, user, text, ts, channel, event_ts, thread_ts?}``): the message is answered."""
-    return _from_event(data, event, message=True, channel=event.get("channel"), ts=event.get("ts"),
-                       thread_ts=event.get("thread_ts"), item_user=event.get("user"), mention=True)
 
 
 def _from_event(data: Mapping[str, Any], event: Mapping[str, Any], *, message: bool, **keys: Any) -> Trigger:
@@ -275,8 +264,8 @@ def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -
         raise BadInput(f"{where} has both a reaction and mention; a trigger is one or the other")
     _check(values["event_id"], EVENT_ID_RE, f"{where}.event_id", "a Slack event ID like Ev0123ABC")
     return Trigger(source=source, channel=channel, ts=ts, thread_ts=thread_ts, user=values["user"],
-                   reaction=reaction, item_user=values["item_user"], event_id=values["event_id"], url=url,
-                   mention=mention, ignored=ignored)
+                   reaction=reaction, item_user=values["item_user"], event_id=values["event_id"], mention=mention,
+                   ignored=ignored)
 
 
 _KEY_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
@@ -291,8 +280,8 @@ def _key_names(keys: set[str]) -> tuple[str, ...]:
 
 
 def canonical_reaction(name: str) -> str:
-    """A reaction's name as Slack reports it: ``:help:`` (as Zapier may send it) and skin tones are ``help``,
-    ``thumbsup::skin-tone-3`` is ``+1``. The one place reaction names are compared (triggers and ratings)."""
+    """A reaction's name as Slack reports it (``:help:``, skin tones, ``thumbsup`` is ``+1``): the one place
+    reaction names are compared."""
     name = _SKIN_TONE_RE.sub("", name.strip().strip(":")).lower()
     return _REACTION_ALIASES.get(name, name)
 
@@ -332,24 +321,17 @@ def _check(value: str | None, pattern: re.Pattern[str], where: str, expected: st
         raise BadInput(f"{where} {value[:80]!r} is not {expected}")
 
 
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]+|\\.)*"|[\[\]{}]')  # a string, or a bracket outside strings
+
+
 def _nesting(text: str) -> int:
-    """How deep ``[`` and ``{`` nest in JSON text (outside strings), counted without recursion."""
+    """How deep ``[`` and ``{`` nest in JSON text, counted without recursion."""
     depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
+    for token in _JSON_TOKENS.findall(text):
+        if token in ("[", "{"):
             depth += 1
             deepest = max(deepest, depth)
-        elif char in "]}":
+        elif token in ("]", "}"):
             depth -= 1
     return deepest
 

@@ -1,12 +1,8 @@
 """A click on an answer's 👍/👎 buttons, kept in the answer's marker: one vote per person, the last click counts.
 
-The relay holds no Slack token: it checks what the signed ``block_actions`` payload alone says
-(:func:`click_vote`) and dispatches a ``slack-vote``. ``helpbot vote`` (vote.yml, with the bot token) checks it all
-again with Slack's word (:func:`record`): the workspace, the channel, a person of the team, a message of helpbot's
-answer. The vote goes into the answer's first message (:func:`agent.slack.markers.voted`) by ``chat.update``,
-which re-sends that message's own text (Slack keeps its blocks) through the egress guard, narrowed to the tool
-names and link hosts helpbot's own message carries (they passed the guard when it was posted). Anything else:
-one line, exit 0.
+The relay, with no Slack token, checks what the signed payload alone says (:func:`click_vote`) and dispatches a
+``slack-vote``; ``helpbot vote`` (vote.yml) checks it all again with Slack's word (:func:`record`) and re-sends the
+answer's own text with the new marker, through the guard narrowed to what helpbot's message already carries.
 """
 
 from __future__ import annotations
@@ -84,8 +80,8 @@ def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] |
     if (container.get("type") != "message" or container.get("is_ephemeral") is not False or not channel or not ts
             or _obj(data, "channel").get("id") != channel or message.get("ts") != ts):
         return "not a click on a message"
-    if ids.is_dm_id(channel) or (settings.channels and channel not in settings.channels):
-        return f"channel {channel} is not in HELPBOT_CHANNELS"
+    if refused := settings.refuses(channel):
+        return refused
     if not message.get("bot_id") or (settings.bot_user_id and message.get("user") != settings.bot_user_id):
         return f"message {ts} is not helpbot's"
     who, team_id = _text(user.get("id"), ids.USER_RE), _text(team.get("id"), TEAM_RE)
@@ -173,8 +169,8 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
 
     settings = TriggerSettings.from_env(env)
     with guard.installed(guard.Guard.from_env(env)):
-        if ids.is_dm_id(vote.channel) or (settings.channels and vote.channel not in settings.channels):
-            return ignored(f"channel {vote.channel} is not in HELPBOT_CHANNELS")
+        if refused := settings.refuses(vote.channel):
+            return ignored(refused)
         return slack_command("vote", keep)
 
 

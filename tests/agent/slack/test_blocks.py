@@ -24,7 +24,6 @@ from agent.slack.blocks import (
     failure_payload,
     placeholder_payload,
     progress_payload,
-    progress_text,
     question_payload,
     run_url,
     sources_markdown,
@@ -300,9 +299,9 @@ def test_sources_markdown_dedupes_escapes_and_bounds() -> None:
 # -- small messages -----------------------------------------------------------------------------------------------
 def test_placeholder_and_progress() -> None:
     assert placeholder_payload()["text"] == PLACEHOLDER == "調べています…"
-    assert progress_text(1, 10) == "調べています…（ラウンド 1/10）"
-    text = progress_text(2, 10, ["slack_searchMessages", "redmine_search", "slack_getThreadMessages", "sales_x"])
-    assert text == "調べています…（ラウンド 2/10：Slack・Redmine・sales を検索中）"
+    assert progress_payload(1, 10)["text"] == "調べています…（ラウンド 1/10）"
+    text = progress_payload(2, 10, ["slack_searchMessages", "redmine_search", "slack_getThreadMessages", "sales_x"])
+    assert text["text"] == "調べています…（ラウンド 2/10：Slack・Redmine・sales を検索中）"
     assert progress_payload(2, 10, ["growi_searchPages"])["text"].endswith("Growi を検索中）")
 
 
