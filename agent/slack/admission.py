@@ -59,9 +59,7 @@ class TriggerSettings:
         if reaction in RESERVED_REACTIONS:
             raise ConfigError("HELPBOT_REACTION", f":{reaction}: is a reaction helpbot adds itself (working, done, "
                                                   "failed); choose another, like help")
-        bot = env_str(env, "HELPBOT_BOT_USER_ID")
-        if bot and not USER_RE.fullmatch(bot):
-            raise ConfigError("HELPBOT_BOT_USER_ID", f"{bot!r} is not a Slack user ID (like U0123456789)")
+        bot = configured_bot_user(env)
         allowed = env_list(env, "HELPBOT_ALLOWED_BOTS")
         for bot_id in allowed:
             if not BOT_ID_RE.fullmatch(bot_id):
@@ -83,6 +81,14 @@ class TriggerSettings:
         if self.channels and channel not in self.channels:
             return f"channel {channel} is not in HELPBOT_CHANNELS"
         return None
+
+
+def configured_bot_user(env: Mapping[str, str]) -> str | None:
+    """HELPBOT_BOT_USER_ID, helpbot's own user id when a run cannot ask ``auth.test`` (ConfigError when malformed)."""
+    bot = env_str(env, "HELPBOT_BOT_USER_ID")
+    if bot and not USER_RE.fullmatch(bot):
+        raise ConfigError("HELPBOT_BOT_USER_ID", f"{bot!r} is not a Slack user ID (like U0123456789)")
+    return bot
 
 
 def sender_is_bot(sender: Sender) -> bool:
@@ -117,8 +123,7 @@ def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
 
 @dataclass(frozen=True)
 class Asker:
-    """Who asked, as far as the policy cares. ``notify``: the Slack user told when refused (None for bots and manual
-    runs, which have nobody to tell in Slack)."""
+    """Who asked, as far as the policy cares; ``notify``: the Slack user told when refused (None: nobody to tell)."""
 
     who: str  # for the log: a user id, a bot id, or the GitHub actor
     bot_id: str | None = None
@@ -174,8 +179,7 @@ def user_asker(user: Mapping[str, Any], home: Home, sender: Sender | None = None
 
 
 def shared_with_others(info: Mapping[str, Any], sender: Sender | None = None) -> bool:
-    """The channel is (or is being) shared with another organization (https://api.slack.com/types/conversation);
-    a channel whose info could not be read counts as shared."""
+    """The channel is (or is being) shared with another organization; unreadable info counts as shared."""
     if sender is not None and sender.shared:
         return True
     if "is_ext_shared" not in info:
@@ -221,8 +225,7 @@ def admit(asker: Asker, channel: str, info: Mapping[str, Any], settings: Trigger
 
 def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Mapping[str, Any],
            settings: TriggerSettings, actor: str | None) -> Decision:
-    """:func:`admit` on who asked: whoever ran it by hand (``actor``: GITHUB_ACTOR), a mention's author (the message
-    as Slack has it), or who reacted -- a person looked up with ``users.info``, the home team with ``auth.test``."""
+    """:func:`admit` on who asked: whoever ran it by hand (``actor``), a mention's author, or who reacted."""
     channel = str(trigger.channel)
     if trigger.source in MANUAL_SOURCES:
         return admit(manual_asker(actor), channel, info, settings, trigger.sender)
@@ -238,9 +241,8 @@ def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Map
 
 
 def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:
-    """Whether the payload's ``user`` really reacted with its reaction, per the message's ``reactions`` as Slack
-    reads it back (``conversations.replies``; ``reactions.get`` with ``full`` when Slack listed only some users):
-    whoever holds the dispatch token, or writes a zap, can name anyone as the reactor."""
+    """Whether the payload's ``user`` really reacted, per the message as Slack reads it back: whoever holds the
+    dispatch token, or writes a zap, can name anyone as the reactor."""
     def users(of: Mapping[str, Any]) -> tuple[list[str], bool]:
         """Who reacted with it (every skin tone is its own entry) and whether Slack listed only some of them."""
         listed: list[str] = []

@@ -114,8 +114,7 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
 
 
 def platform_label(tool_name: str) -> str:
-    """``slack_searchMessages`` -> ``Slack``; prefixes of other registered tools (external MCP servers) are shown as
-    they are; a name helpbot did not define is ``unknown_tool`` (:meth:`agent.guard.Guard.name`)."""
+    """``slack_searchMessages`` -> ``Slack``; other registered prefixes as they are, else ``unknown_tool``."""
     tool_name = guard.current().name(tool_name)
     if tool_name == guard.UNKNOWN_TOOL:
         return tool_name
@@ -162,8 +161,7 @@ _TASK_ARGUMENTS = ("query", "q", "keywords", "path", "url", "id", "issue_id", "n
 
 
 def task_title(tool_name: str, arguments: Mapping[str, Any]) -> str:
-    """A tool call as a task of the streamed reply, 「FAQを検索: 在庫同期」: the platform, a verb from the tool's name
-    and its main argument (the model's: guarded at the door like every byte)."""
+    """A tool call as a task of the streamed reply, 「FAQを検索: 在庫同期」 (the argument is guarded at the door)."""
     label = platform_label(tool_name)
     name = guard.current().name(tool_name).lower()
     verb = next((v for word, v in _TASK_VERBS if word in name), "")

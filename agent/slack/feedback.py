@@ -1,10 +1,8 @@
 """``helpbot feedback``: how helpbot's answers were received -- 👍/👎 per answer and in total, what they cost.
 
-The scan and the counting are :mod:`agent.slack.ratings`'s; this is the report and the command. The text report and
-the ``--post`` summary hold counts, tool names and permalinks, never message text or source titles (the feedback
-channel and the Actions log may be wider audiences); ``--json`` and ``--csv`` add the sources. A private channel's
-answers (their numbers are the choices of a model that read private text) count in a post only into that channel,
-and the printed report leaves them out in Actions (in a public repository, every channel's).
+The text report and the ``--post`` summary hold counts, tool names and permalinks, never message text or source
+titles; ``--json`` and ``--csv`` add the sources. A private channel's answers count in a post only into that
+channel, and the printed report leaves them out in Actions (in a public repository, every channel's).
 """
 
 from __future__ import annotations
@@ -98,7 +96,8 @@ def _cell(value: Any) -> Any:
     return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
-def write_csv(report: Report, out: IO[str], tz: tzinfo) -> None:
+def csv_text(report: Report, tz: tzinfo) -> str:
+    out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for a in report.answers:
@@ -109,6 +108,7 @@ def write_csv(report: Report, out: IO[str], tz: tzinfo) -> None:
                "" if a.cost_usd is None else f"{a.cost_usd:.6f}", str(a.degraded).lower(), a.parts,
                a.permalink or ""]
         writer.writerow([_cell(v) for v in row])
+    return out.getvalue().removesuffix("\n")
 
 
 def render_text(report: Report, tz: tzinfo) -> str:
@@ -213,12 +213,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
             if args.json:
                 guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out},
                                      ensure_ascii=False, indent=2), file=file)
-            elif args.csv:
-                rows = io.StringIO()
-                write_csv(report, rows, tz)
-                guard.out(rows.getvalue().removesuffix("\n"), file=file)
             else:
-                guard.out(render_text(report, tz), file=file)
+                guard.out(csv_text(report, tz) if args.csv else render_text(report, tz), file=file)
             if left_out and not args.json:
                 guard.err(("helpbot feedback: answers left out of the Actions log (a public repository; "
                            "HELPBOT_PUBLIC_RECORDS=true keeps them): " if public_log else

@@ -43,9 +43,8 @@ FINAL_POLICY = replace(WRITE_POLICY, attempts=3 * MAX_ATTEMPTS)
 
 
 class WriteBudget:
-    """The clock of one run's writes: only their waits move it, so each write's :class:`~mcp_lib.retry.Budget` is
-    what is left of the run's waiting. The last FINAL_RESERVE_S are the final transitions': a storm on the answer
-    cannot leave the thread without ✅."""
+    """The clock of one run's writes: only their waits move it, so a write's Budget is what is left of the run's
+    waiting; the last FINAL_RESERVE_S are the final transitions' (a storm cannot leave the thread without ✅)."""
 
     def __init__(self, clock: Clock):
         self.clock, self.waited = clock, 0.0
@@ -93,9 +92,8 @@ class SlackOut:
 
     def _call(self, api: str, *, patient: bool = True, final: bool = False,
               adopt: Callable[[], str | None] | None = None, **params: Any) -> Any:
-        """One write through the egress guard's Slack door, retried within the write budget (a ``final`` one also
-        within its reserve). ``adopt``, before a retry: the message an earlier attempt posted after all (its
-        answer was lost), which is then the result. A failure is raised as Slack gave it."""
+        """One write through the guard's Slack door, retried within the budget (a ``final`` one also its reserve);
+        ``adopt``, before a retry: the message a lost attempt posted after all. Raises what Slack gave."""
         uncertain = False  # the last attempt may have done its work (a timeout, a 5xx), not been refused
 
         def write(_left: float) -> Any:
@@ -123,8 +121,8 @@ class SlackOut:
 
     def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None, *,
              adopt: Callable[[], str | None] | None = None) -> str:
-        """A new message; its ts. ``adopt`` finds it in the thread when an attempt that seemed to fail (a timeout,
-        a 5xx) did post it: read before each retry and after the last failure, so a retry never posts twice."""
+        """A new message; its ts. ``adopt`` finds it when an attempt that seemed to fail did post it (before each retry
+        and after the last failure), so a retry never posts twice."""
         body = {**payload, **POST_OPTIONS}
         try:
             response = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, adopt=adopt, **body)
@@ -171,8 +169,7 @@ class SlackOut:
         return True
 
     def react(self, channel: str, ts: str, name: str, *, remove: bool = False, final: bool = False) -> bool:
-        """A courtesy: no failure of a reaction ever fails the run or hides its outcome. True when the reaction is
-        (or was) as asked."""
+        """A courtesy that never fails the run; True when the reaction is (or was) as asked."""
         try:
             self._call("reactions.remove" if remove else "reactions.add", final=final, channel=channel,
                        timestamp=ts, name=name)

@@ -1,9 +1,8 @@
 """helpbot's answers in Slack and how people rated them: the scan of ``helpbot feedback``, faq-draft and vote.
 
-Answers are found by their marker (:mod:`agent.slack.markers`), only when helpbot wrote them. One
-``conversations.history`` pass per channel, all of it (an answer in the window may be in the thread of a question of
-any age), then ``conversations.replies`` only for threads helpbot may have replied in since; ``reactions.get`` only
-for a user list Slack cut short. Each person counts once per emoji over all of an answer's parts, helpbot never.
+One ``conversations.history`` pass per channel, all of it (an answer in the window may be in the thread of a
+question of any age), then ``conversations.replies`` only for threads helpbot may have replied in since. Each
+person counts once per emoji over all of an answer's parts, helpbot never.
 """
 
 from __future__ import annotations
@@ -19,17 +18,17 @@ from zoneinfo import ZoneInfo
 
 from agent import guard
 from agent.errors import UsageError
-from agent.slack.admission import Home
+from agent.slack.admission import Home, configured_bot_user
 from agent.slack.handle import is_public
-from agent.slack.markers import VOTES, Me, answers_in_sequence
+from agent.slack.markers import VOTES, Me, answers_in_sequence, count
 from agent.slack.markers import read as read_marker
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.clock import now as clock_now
-from mcp_lib.config import ConfigError, env_str
+from mcp_lib.config import ConfigError
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
-from mcp_lib.ids import is_channel_id, is_user_id
+from mcp_lib.ids import is_channel_id
 from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies
@@ -79,17 +78,9 @@ def local_time(ts: str, tz: tzinfo) -> str:
     return datetime.fromtimestamp(float(ts), tz).isoformat(timespec="seconds")
 
 
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
-
-
 def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: float,
                me: Me) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
-    """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with its messages;
-    the sources read back as follow-ups read them (:func:`agent.slack.readback.read_answer`)."""
+    """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with its messages."""
     found = []
     for marker, message, parts in answers_in_sequence(sequence, me):
         if float(message.get("ts") or 0) < since_ts:
@@ -116,13 +107,13 @@ def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], exc
     hidden: Counter[str] = Counter()
     for message in parts:
         reactions = message.get("reactions") or []
-        if any(_int(r.get("count")) > len(r.get("users") or []) for r in reactions):
+        if any(count(r.get("count")) > len(r.get("users") or []) for r in reactions):
             reactions = refetch(message).get("reactions") or reactions
         for reaction in reactions:
             name = canonical_reaction(str(reaction.get("name") or ""))
             users = [str(u) for u in reaction.get("users") or []]
             people.setdefault(name, set()).update(u for u in users if u not in excluded)
-            hidden[name] += max(0, _int(reaction.get("count")) - len(users))  # still cut short: count them
+            hidden[name] += max(0, count(reaction.get("count")) - len(users))  # still cut short: count them
     marker = read_marker(parts[0]) if parts else None
     for user, vote in (marker.votes if marker else {}).items():
         if user not in excluded:
@@ -139,14 +130,13 @@ def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], exc
 class Scanner:
     """Reads channels through the Slack platform's client (its retry handlers, its error messages)."""
 
-    def __init__(self, ctx: ToolContext, *, bot_user_id: str, bot_id: str | None, excluded: Iterable[str] = (),
-                 page_size: int = PAGE_SIZE, configured_user_id: str | None = None, workspace_url: str = "",
-                 home: Home | None = None):
+    def __init__(self, ctx: ToolContext, *, bot_user_id: str, bot_id: str | None, page_size: int = PAGE_SIZE,
+                 configured_user_id: str | None = None, workspace_url: str = "", home: Home | None = None):
         self.ctx = ctx
         self.home = home or Home()  # auth.test's team (and organization)
         self.bot_user_id = bot_user_id
         self.me = Me(bot_user_id or None, bot_id, configured_user_id)
-        self.excluded = {bot_user_id, *excluded, *([configured_user_id] if configured_user_id else [])}
+        self.excluded = {bot_user_id, *([configured_user_id] if configured_user_id else [])}
         self.page_size = page_size
         self.workspace_url = workspace_url
         self._public: dict[str, bool] = {}
@@ -154,11 +144,9 @@ class Scanner:
     @classmethod
     def connect(cls, env: Mapping[str, str], command: str, *, clock: Clock = SYSTEM_CLOCK,
                 page_size: int = PAGE_SIZE) -> Scanner:
-        """A scan as the bot (never a person's token); who helpbot is, from ``auth.test`` and HELPBOT_BOT_USER_ID.
-        A Slack failure is a ToolError (CredentialsError for a refused token), bad configuration a ConfigError."""
-        configured = env_str(env, "HELPBOT_BOT_USER_ID")
-        if configured and not is_user_id(configured):
-            raise ConfigError("HELPBOT_BOT_USER_ID", f"{configured!r} is not a Slack user ID (like U0123456789)")
+        """A scan as the bot (never a person's token); a Slack failure is a ToolError, bad configuration a
+        ConfigError."""
+        configured = configured_bot_user(env)
         config = slack_platform.load_config(env)
         if config is None or config.bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", f"not set: helpbot {command} reads the channels as the bot (xoxb-…)")
@@ -191,10 +179,10 @@ class Scanner:
                 return
 
     def _may_hold_answer(self, root: Mapping[str, Any], since_ts: float) -> bool:
-        if not _int(root.get("reply_count")) or float(root.get("latest_reply") or 0) < since_ts:
+        if not count(root.get("reply_count")) or float(root.get("latest_reply") or 0) < since_ts:
             return False
         users = root.get("reply_users")
-        if self.me.wrote(root) or not isinstance(users, list) or len(users) < _int(root.get("reply_users_count")):
+        if self.me.wrote(root) or not isinstance(users, list) or len(users) < count(root.get("reply_users_count")):
             return True  # Slack did not list every replier: look
         return self.bot_user_id in users
 
@@ -227,10 +215,10 @@ class Scanner:
 
 
 # -- a scan's arguments -------------------------------------------------------------------------------------------
-def scan_arguments(parser: argparse.ArgumentParser, since: str = "30d") -> argparse._MutuallyExclusiveGroup:
+def scan_arguments(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
     """``--since`` and ``--channel``; the group for the command's output options."""
-    parser.add_argument("--since", default=since, help=f"window: 7d, 30d, 12h, 2w or a date like 2025-01-31 "
-                                                       f"(default {since})")
+    parser.add_argument("--since", default="30d", help="window: 7d, 30d, 12h, 2w or a date like 2025-01-31 "
+                                                       "(default 30d)")
     parser.add_argument("--channel", action="append", metavar="C", help="channel ID to scan (repeatable; default "
                                                                         "HELPBOT_CHANNELS)")
     return parser.add_mutually_exclusive_group()
@@ -262,7 +250,7 @@ def parse_since(value: str, now: datetime, command: str = "helpbot feedback") ->
     return when
 
 
-def scan_channels(args: argparse.Namespace, env: Mapping[str, str], command: str = "feedback") -> list[str]:
+def scan_channels(args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[str]:
     if args.channel:
         channels = list(dict.fromkeys(c.strip() for c in args.channel))
         bad = next((c for c in channels if not is_channel_id(c)), None)

@@ -81,8 +81,7 @@ class RelayConfig:
 
 def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTransport | None = None,
                       deadline: float = DISPATCH_DEADLINE_S) -> Dispatch:
-    """``POST {GITHUB_API_URL}/repos/{repo}/dispatches`` with ``event_type: slack-help`` (204 expected), all of it
-    within ``deadline`` seconds (a cancel scope around the whole request, not a timeout per phase)."""
+    """``POST /repos/{repo}/dispatches`` (204 expected), all of it within ``deadline`` s (not a timeout per phase)."""
     headers = _github_headers(config)
     url = f"/repos/{config.repository}/dispatches"
 
@@ -121,9 +120,8 @@ def _github_headers(config: RelayConfig) -> dict[str, str]:
 
 
 def check_dispatch_token(config: RelayConfig, transport: httpx2.BaseTransport | None = None) -> str:
-    """At the relay's start: the dispatch token sees GITHUB_REPOSITORY and may push to it, so a token GitHub would
-    refuse shows when the relay starts, not at the first :help: (the relay holds no Slack token to tell the asker).
-    ConfigError when GitHub refuses it; a line saying so when GitHub cannot be asked (the relay serves anyway)."""
+    """At the start: the dispatch token may push to GITHUB_REPOSITORY, so a refused token shows now, not at the first
+    :help: (nobody could be told). ConfigError when GitHub refuses it; a line when GitHub cannot be asked."""
     repository = config.repository
     with door_client(door("HELPBOT_DISPATCH_TOKEN", config.api_url, config.token), base_url=config.api_url,
                      transport=transport, timeout=10.0, headers=_github_headers(config)) as client:

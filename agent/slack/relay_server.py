@@ -91,8 +91,8 @@ class _Server(ThreadingHTTPServer):
 
 def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_TIMEOUT_S,
                 deadline: float = REQUEST_DEADLINE_S) -> ThreadingHTTPServer:
-    """A stdlib HTTP server answering POSTs (any path) with the relay; port 0 picks a free port. A client that
-    sends nothing for ``timeout`` seconds, or has not sent its whole request after ``deadline``, is dropped."""
+    """A stdlib HTTP server answering POSTs (any path) with the relay; a client silent for ``timeout`` s, or whose
+    request is not complete after ``deadline``, is dropped."""
 
     socket_timeout, request_deadline = timeout, deadline
 

@@ -30,8 +30,7 @@ ReplyState = Literal["none", "working", "done", "failed", "yielded"]
 
 
 class ProgressThrottle:
-    """chat.update is rate limited, and nobody reads faster: a progress text is shown when it is new, ``interval``
-    seconds after the last one, and not while Slack asked to wait (:meth:`pause`)."""
+    """A progress text is shown when new, ``interval`` s after the last, and not while Slack asked to wait."""
 
     def __init__(self, clock: Clock, interval: float):
         self.clock = clock
@@ -113,9 +112,8 @@ class ThreadReply:
                 self.throttle.pause(wait)
 
     def deliver(self, answer: Answer) -> str | None:
-        """The answer replaces the placeholder (or is posted anew, the placeholder deleted); further parts follow;
-        ✅ replaces 👀. Returns the answer's permalink (None when Slack would not give it, or when another run
-        turned out to answer: then ours is removed and the state is ``yielded``)."""
+        """The answer replaces the placeholder (or is posted anew), further parts follow, ✅ replaces 👀. Its
+        permalink; None also when another run turned out to answer (ours removed, ``yielded``)."""
         payloads = answer_payloads(answer, channel=self.channel, question_ts=self.question_ts,
                                    run_link=self.run_link, buttons=self.buttons)
         self.parts = len(payloads)
@@ -244,8 +242,7 @@ class ThreadReply:
         return replaced
 
     def _find_own_placeholder(self) -> None:
-        """A placeholder of ours whose post's answer was lost (a cancel, a reset) is ours again: the notice replaces
-        it."""
+        """A placeholder of ours whose post's answer was lost is ours again: the notice replaces it."""
         found = self._all_own("progress")
         for ts in found[1:]:
             self.out.delete(self.channel, ts)

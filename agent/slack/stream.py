@@ -43,8 +43,7 @@ class GuardedText:
         self.raw += delta if self.raw else delta.lstrip()  # the answer is shown stripped
 
     def take(self) -> str:
-        """What may be shown now (maybe nothing); two guard passes over the text so far, so once per batch. More
-        text than one message holds is not shown: the rest comes with the answer as posted."""
+        """What may be shown now (maybe nothing; never past one message): two guard passes, so once per batch."""
         cut = self._cut()
         if cut is None or self.broken or slack_len(self.raw) > self.limit:
             return ""
@@ -111,8 +110,7 @@ class AnswerStream:
 
     def stop(self, *, markdown_text: str = "", blocks: Sequence[Mapping[str, Any]] = (),
              metadata: Mapping[str, Any] | None = None) -> bool:
-        """The reply finalized: the rest of the text, ``blocks`` under it, the marker. False when Slack would not
-        (the stream expired, an outage): the caller rewrites or replaces the message."""
+        """The reply finalized with the rest of the text, ``blocks`` and the marker; False when Slack would not."""
         with self.lock:
             self.stopped = True
             chunks, self.chunks = self.chunks, []
@@ -191,9 +189,8 @@ class AnswerStream:
         self.chunks, self.pending_text, self.last_append = [], "", now
 
     def deliver(self, payload: Mapping[str, Any]) -> str | None:
-        """The reply stopped as the answer's first message ``payload`` (:func:`agent.slack.blocks.answer_payloads`),
-        or stopped and rewritten whole when what streamed is not how the answer begins (a preamble, a lost append,
-        a longer answer). Its ts; None (the reply removed) when Slack would do neither."""
+        """The reply stopped as the answer's first message ``payload``, or rewritten whole when what streamed is not
+        how it begins (a preamble, a lost append). Its ts; None (the reply removed) when Slack would do neither."""
         if self.ts is None:
             return None
         blocks = list(payload["blocks"])

@@ -215,8 +215,7 @@ def _from_event(data: Mapping[str, Any], event: Mapping[str, Any], *, message: b
 
 
 def sender_of(envelope: Mapping[str, Any], event: Mapping[str, Any], *, message: bool) -> Sender:
-    """The envelope's facts about who acted; ``message``: the event is a message's (app_mention), whose bot
-    fields describe its author (a reaction's describe nobody: reaction_added has none)."""
+    """The envelope's facts about who acted; ``message``: the event's bot fields describe its author (app_mention)."""
 
     def text(value: Any) -> str | None:
         return value if isinstance(value, str) and value else None

@@ -60,9 +60,7 @@ def is_interaction(headers: Mapping[str, str]) -> bool:
 
 
 def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] | str:
-    """A feedback-button click (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload) ->
-    (the vote, its ``action_ts``), or why it is not one: another action, a channel outside HELPBOT_CHANNELS or a
-    DM, not helpbot's message, helpbot or Slackbot clicking, a person of another team than the payload's."""
+    """A feedback-button click (a ``block_actions`` payload) -> (the vote, its ``action_ts``), or why it is not one."""
     try:
         data = json.loads(parse_qs(raw_body.decode(), strict_parsing=True, max_num_fields=1)["payload"][0])
     except (UnicodeDecodeError, ValueError, KeyError, RecursionError):  # a JSONDecodeError is a ValueError
