@@ -305,25 +305,20 @@ _LAMBDA_RELAY: Relay | None = None
 
 def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Relay | None = None) -> dict[str, Any]:
     """AWS Lambda entry point (function URL / API Gateway v2): ``agent.slack.relay.lambda_handler``."""
+    global _LAMBDA_RELAY
     from agent import guard
 
     with guard.logging_installed(os.environ):  # the runtime's own root handler would print libraries' records
-        return _lambda(event, relay)
-
-
-def _lambda(event: Mapping[str, Any], relay: Relay | None) -> dict[str, Any]:
-    global _LAMBDA_RELAY
-    if relay is None:
-        if _LAMBDA_RELAY is None:
-            _LAMBDA_RELAY = Relay(RelayConfig.from_env(os.environ))
-        relay = _LAMBDA_RELAY
-    method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "POST")
-    if method != "POST":
-        return {"statusCode": 405, "headers": {"Allow": "POST"}, "body": "POST Slack events here"}
-    raw = event.get("body") or ""
-    try:
-        body = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else str(raw).encode()
-    except (binascii.Error, ValueError):
-        return {"statusCode": 400, "headers": {"Content-Type": "text/plain"}, "body": "body is not base64"}
-    status, headers, out = relay(event.get("headers") or {}, body)
+        if relay is None:
+            _LAMBDA_RELAY = _LAMBDA_RELAY or Relay(RelayConfig.from_env(os.environ))
+            relay = _LAMBDA_RELAY
+        method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "POST")
+        if method != "POST":
+            return {"statusCode": 405, "headers": {"Allow": "POST"}, "body": "POST Slack events here"}
+        raw = event.get("body") or ""
+        try:
+            body = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else str(raw).encode()
+        except (binascii.Error, ValueError):
+            return {"statusCode": 400, "headers": {"Content-Type": "text/plain"}, "body": "body is not base64"}
+        status, headers, out = relay(event.get("headers") or {}, body)
     return {"statusCode": status, "headers": headers, "body": out.decode("utf-8"), "isBase64Encoded": False}

@@ -133,8 +133,13 @@ def parse_event_data(data: Mapping[str, Any]) -> Trigger:
     from agent.core.transcript import valid_text
 
     data = valid_text(dict(data))  # JSON may carry lone surrogates ("\\ud800"): U+FFFD, not a crash when printed
-    if "client_payload" in data:
-        return _from_repository_dispatch(data)
+    if "client_payload" in data:  # a repository_dispatch
+        if data.get("action") not in (None, DISPATCH_EVENT_TYPE):
+            raise BadInput(f"repository_dispatch event_type is {data.get('action')!r}; helpbot handles "
+                           f"{DISPATCH_EVENT_TYPE!r}")
+        if not isinstance(payload := data["client_payload"], dict):
+            raise BadInput(f"client_payload must be a JSON object, got {_json_type(payload)}")
+        return payload_trigger(payload, source="repository_dispatch", where="client_payload")
     if "inputs" in data and ("workflow" in data or "ref" in data or "repository" in data):
         return _from_workflow_dispatch(data)
     kind = data.get("type")
@@ -151,16 +156,6 @@ def from_options(*, url: str | None = None, channel: str | None = None, ts: str 
     """The ``--url PERMALINK`` / ``--channel C --ts TS`` forms of ``helpbot answer``, validated alike."""
     payload = {k: v for k, v in {"url": url, "channel": channel, "ts": ts}.items() if v is not None}
     return payload_trigger(payload, source="cli", where="options")
-
-
-def _from_repository_dispatch(data: Mapping[str, Any]) -> Trigger:
-    action = data.get("action")
-    if action is not None and action != DISPATCH_EVENT_TYPE:
-        raise BadInput(f"repository_dispatch event_type is {action!r}; helpbot handles {DISPATCH_EVENT_TYPE!r}")
-    payload = data["client_payload"]
-    if not isinstance(payload, dict):
-        raise BadInput(f"client_payload must be a JSON object, got {_json_type(payload)}")
-    return payload_trigger(payload, source="repository_dispatch", where="client_payload")
 
 
 def _from_workflow_dispatch(data: Mapping[str, Any]) -> Trigger:
