@@ -53,7 +53,39 @@ class ProgressThrottle:
         return True
 
 
-class ThreadReply:
+class OwnMessages:
+    """This run's own messages found in the thread again (a write whose answer was lost is adopted, not made twice);
+    the state is :class:`ThreadReply`'s."""
+
+    reread: Callable[[], Sequence[Mapping[str, Any]]] | None
+    me: markers.Me
+    question_ts: str
+    run: str
+
+    def _own(self, kind: markers.MarkerKind) -> str | None:
+        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
+        return next(iter(self._all_own(kind)), None)
+
+    def _all_own(self, kind: markers.MarkerKind) -> list[str]:
+        if self.reread is None:
+            return []
+        try:
+            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
+        except Exception as exc:
+            log(f"could not read the thread back ({describe_error(exc)})")
+            return []
+
+    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
+        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
+        if self.reread is None:
+            return None
+        for message in self.reread():
+            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
+                return str(message.get("ts"))
+        return None
+
+
+class ThreadReply(OwnMessages):
     """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌. ``reread`` reads the
     thread again for the claim (None: no race, helpbot posted the root); ``force``: an earlier answer does not win."""
 
@@ -259,25 +291,3 @@ class ThreadReply:
 
     def _marker(self) -> dict[str, Any]:
         return markers.metadata("progress", channel=self.channel, question_ts=self.question_ts, run=self.run)
-
-    def _own(self, kind: markers.MarkerKind) -> str | None:
-        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
-        return next(iter(self._all_own(kind)), None)
-
-    def _all_own(self, kind: markers.MarkerKind) -> list[str]:
-        if self.reread is None:
-            return []
-        try:
-            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
-        except Exception as exc:
-            log(f"could not read the thread back ({describe_error(exc)})")
-            return []
-
-    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
-        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
-        if self.reread is None:
-            return None
-        for message in self.reread():
-            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
-                return str(message.get("ts"))
-        return None
