@@ -52,7 +52,8 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, regist
     from agent.core.loop import Agent
     from agent.core.model_config import TURN_ON, ModelConfig
     from agent.core.settings import Settings
-    from agent.core.tags import TaggingAgent, load_tag_config
+    from agent.core.tagging_agent import TaggingAgent
+    from agent.core.tags import load_tag_config
     from agent.core.tools import RegistryTools
     from mcp_lib import Registry
 

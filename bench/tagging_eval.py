@@ -31,7 +31,8 @@ from typing import Any
 from agent.build import build_agent
 from agent.core.loop import Agent
 from agent.core.settings import Settings
-from agent.core.tags import TAGGER_SYSTEM, TaggingAgent, load_tag_config, tag_question
+from agent.core.tagging_agent import TaggingAgent
+from agent.core.tags import TAGGER_SYSTEM, load_tag_config, tag_question
 from agent.core.tools import RegistryTools
 from agent.evals import CaseResult, load_cases, run_cases, totals
 from mcp_lib import Registry

@@ -13,10 +13,10 @@ import pytest
 from agent.cli import main
 from agent.core.loop import Agent
 from agent.core.settings import Settings
+from agent.core.tagging_agent import TaggingAgent
 from agent.core.tags import (
     TAGGER_SYSTEM,
     TagConfig,
-    TaggingAgent,
     keyword_matches,
     parse_tag_config,
     parse_tagger_reply,
