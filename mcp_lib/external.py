@@ -197,9 +197,10 @@ def _schema_validator(schema: dict[str, Any]) -> Any:
 def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog = masked_stderr) -> Platform:
     """The server as a platform whose tools are listed on first use; one that cannot be reached in time yields no
     tools and its overview says why. Its stderr lines go to ``log``."""
-    from mcp import Client
 
     def connect(pidfile: Path, errlog: TextIO) -> AbstractAsyncContextManager[Any]:
+        from mcp import Client  # on first use: the mcp SDK's import is ~300 modules, none of the check's
+
         return Client(_transport(entry, env, pidfile, errlog))
 
     session = ServerSession(entry.name, connect, log=log)  # the calls bound their own time

@@ -12,15 +12,16 @@ import threading
 import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any, TypeVar
-
-import httpx2
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .clock import SYSTEM_CLOCK, Clock
 from .core import ToolContext, ToolError
 from .doors import Door
 from .errors import GaveUp, Retryable
 from .retry import Budget, Policy, call, header, server_wait, tool_budget
+
+if TYPE_CHECKING:  # httpx2 itself is imported where a client is built or a request sent: the checks need none
+    import httpx2
 
 T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -57,6 +58,8 @@ def retried(what: str, fn: Callable[[], T], budget: Budget) -> T:
 def send(ctx: ToolContext, what: str, method: str, url: str, **kwargs: Any) -> httpx2.Response:
     """One request on ``ctx.client`` (an ``httpx2.Client``), :func:`retried` on timeouts, connection failures and
     the answers :func:`check_answer` retries; the caller interprets the response."""
+    import httpx2
+
     client: httpx2.Client = ctx.client
     clock = ctx.clock
 
@@ -82,6 +85,8 @@ def refuse_writes(request: httpx2.Request) -> None:
 def door_client(door: Door, *, read_only: bool = True, **kwargs: Any) -> httpx2.Client:
     """The ``httpx2.Client`` for a credential: every request passes ``door`` and (unless ``read_only=False``)
     :func:`refuse_writes`, follows no redirect, and on the network resolves within its connect timeout."""
+    import httpx2
+
     hooks: list[Callable[[httpx2.Request], None]] = [door.hook()]
     if read_only:
         hooks.append(refuse_writes)
@@ -92,6 +97,8 @@ def door_client(door: Door, *, read_only: bool = True, **kwargs: Any) -> httpx2.
 
 def door_async_client(door: Door, **kwargs: Any) -> httpx2.AsyncClient:
     """:func:`door_client` for asyncio (the relay's dispatch): the door on every request, no redirects."""
+    import httpx2
+
     return httpx2.AsyncClient(event_hooks={"request": [door.async_hook()]}, follow_redirects=False, **kwargs)
 
 
@@ -165,6 +172,7 @@ class NameResolution:
 
     def hook(self) -> Callable[[Any], None]:
         """The request hook (httpx2 clients: the model's and the platforms')."""
+        import httpx2
 
         def check(request: Any) -> None:
             url = request.url

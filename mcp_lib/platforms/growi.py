@@ -11,11 +11,10 @@ from __future__ import annotations
 import html
 import logging
 import re
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx2
 from pydantic import Field
 
 from ..config import DECLARED, ConfigError, env_float, env_int, env_str, env_url
@@ -23,6 +22,9 @@ from ..core import CredentialsError, Platform, Result, ToolContext, ToolError
 from ..cutting import keep_start_masked, squash_whitespace
 from ..doors import door
 from ..http import door_client, error_detail, json_answer, send
+
+if TYPE_CHECKING:  # the client is mcp_lib.http's: httpx2 is imported when one is built
+    import httpx2
 
 _PAGE_ID_RE = re.compile(r"^[0-9a-fA-F]{24}$")
 _TAG_RE = re.compile(r"</?em\b[^>]*>", re.I)
@@ -66,24 +68,27 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
-class Token(httpx2.Auth):
+class Token:
     """The one place GROWI_ACCESS_TOKEN is put on a request, both ways Growi reads it
     (``apps/app/src/server/middlewares/access-token-parser``): 7.0-7.2.4 only ``req.query.access_token``, 7.2.5 and
-    later ``Authorization: Bearer`` first (the parameter, holding the same token, is then never read)."""
+    later ``Authorization: Bearer`` first (the parameter, holding the same token, is then never read). An httpx2
+    ``auth`` callable (the client's ``FunctionAuth``)."""
 
     def __init__(self, token: str):
         self._token = token
 
-    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
+    def __call__(self, request: httpx2.Request) -> httpx2.Request:
         request.headers["Authorization"] = f"Bearer {self._token}"
         request.url = request.url.copy_set_param("access_token", self._token)
-        yield request
+        return request
 
 
 class _NoTokenInLogs(logging.Filter):
     """httpx2 logs each request's URL at INFO (a host such as an MCPServer turns INFO on): without the token."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        import httpx2  # loaded: only httpx2 logs to its logger
+
         if isinstance(record.args, tuple):
             record.args = tuple(a.copy_remove_param("access_token") if isinstance(a, httpx2.URL) else a
                                 for a in record.args)

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ...config import ConfigError
 
 SYNONYMS_FILE = "_synonyms.yml"
@@ -43,7 +41,6 @@ class Entry:
     url: str | None = None
 
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster on big FAQs
 _FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n(.*))?\Z", re.S)
 
 
@@ -54,6 +51,9 @@ def _scalar(value: Any) -> bool:
 def parse_entry(path: Path, root: Path | None = None) -> Entry:
     """One FAQ file: a ``---`` front matter block (id, question, tags, optional url), then the markdown answer.
     Anything malformed is a ConfigError that names the file and says what to fix."""
+    import yaml  # not at the top: the configuration check, on the way to 👀, parses no entry
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster on big FAQs
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
@@ -64,7 +64,7 @@ def parse_entry(path: Path, root: Path | None = None) -> Entry:
         raise ConfigError(where, "no front matter: the file must start with a '---' line, then id/question/tags, "
                                  "then a closing '---' line")
     try:
-        meta = yaml.load(match.group(1), Loader=_YAML_LOADER)
+        meta = yaml.load(match.group(1), Loader=loader)
     except yaml.YAMLError as exc:
         raise ConfigError(where, f"front matter is not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(meta, dict):
@@ -94,6 +94,8 @@ def parse_entry(path: Path, root: Path | None = None) -> Entry:
 
 def _table(path: Path, empty: list[Any] | dict[str, Any], example: str) -> Any:
     """A table of the FAQ folder: its YAML, empty when the file is, else of the type of ``empty``."""
+    import yaml
+
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:

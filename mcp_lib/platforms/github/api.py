@@ -5,15 +5,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import httpx2
 
 from ...config import DECLARED, ConfigError, env_float, env_int, env_list, env_str, env_url
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import door
 from ...http import door_client, error_detail, json_answer, send
+
+if TYPE_CHECKING:  # the client is mcp_lib.http's: httpx2 is imported when one is built
+    import httpx2
 
 DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 API_VERSION = "2022-11-28"
