@@ -130,8 +130,10 @@ class Tool:
                 for name, prop in self.input_schema.get("properties", {}).items()]
 
     @classmethod
-    def from_function(cls, platform: str, fn: Callable[..., Any], **options: Any) -> Tool:
-        """Derive the arguments model from the signature: ``Annotated[int, Field(description=...)]``."""
+    def declared(cls, platform: str, fn: Callable[..., Any], **options: Any) -> Callable[[], Tool]:
+        """The tool of a function, its arguments model derived from the signature (``Annotated[int,
+        Field(description=...)]``), in two steps: a function that cannot be a tool is refused now; the model and
+        its schema (pydantic's, the costly part) are built by the callable returned."""
         signature = inspect.signature(fn)
         hints = get_type_hints(fn, include_extras=True)
         context = _context_parameter(fn, hints)
@@ -144,13 +146,17 @@ class Tool:
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[name] = (hints.get(name, Any), default)
-        model = create_model(f"{platform}_{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
         description = inspect.cleandoc(fn.__doc__ or "").strip()
         if not description:
             raise ValueError(f"tool {platform}:{fn.__name__} needs a docstring: it is what the model reads")
-        return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
-                   input_schema=_schema_of(model), validate=_pydantic_validator(model), context_param=context,
-                   **options)
+
+        def build() -> Tool:
+            model = create_model(f"{platform}_{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
+            return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
+                       input_schema=_schema_of(model), validate=_pydantic_validator(model), context_param=context,
+                       **options)
+
+        return build
 
     def invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
         """Run the tool: validated, masked, limited, within its time budget. Never raises (also not while masking
@@ -228,11 +234,19 @@ class Platform:
     load_tools: Callable[[Platform], None] | None = field(default=None, repr=False, compare=False)
     close: Callable[[], None] | None = field(default=None, repr=False, compare=False)  # ends what it holds open
     _tools: dict[str, Tool] = field(default_factory=dict, repr=False)
+    # the tools declared with :meth:`tool`, built on the first use of .tools: checking the configuration, on the way
+    # to helpbot's 👀, builds no pydantic model
+    _declared: dict[str, Callable[[], Tool]] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _loader: int | None = field(default=None, repr=False, compare=False)  # the thread running load_tools
 
     @property
     def tools(self) -> dict[str, Tool]:
+        if self._declared:
+            with self._lock:  # built once, in the order declared; a concurrent first use waits for them
+                for name, build in self._declared.items():
+                    self._tools[name] = build()
+                self._declared = {}
         if self.load_tools is not None and self._loader != threading.get_ident():  # the loader sees its own work
             with self._lock:  # a second first use waits here for the one loading, never sees half of it
                 if (load := self.load_tools) is not None:
@@ -251,7 +265,7 @@ class Platform:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             overrides = {"max_items": max_items, "max_field_chars": max_field_chars,
                          "max_result_chars": max_result_chars}
-            self.tools[fn.__name__] = Tool.from_function(
+            self._declared[fn.__name__] = Tool.declared(
                 self.name, fn, read_only=read_only, example=example, needs=needs,
                 limit_overrides={k: v for k, v in overrides.items() if v is not None},
             )
