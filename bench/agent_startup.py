@@ -10,9 +10,10 @@ real client). Times are taken from just before the process is spawned to the mom
 
 Also timed: the last Slack call (the answer delivered: ✅ and its permalink) to the exit, which is what the process
 does after the answer (before ``helpbot`` skipped the interpreter's teardown, about a second of runner CPU), and
-the CPU the process used (user + system, from ``getrusage`` of the children). Every time is printed beside the
-yardstick (``yardstick.py``: a fixed CPU loop sampled before each run) as a ratio to it, and judged at the
-yardstick's reference speed.
+the CPU the process used (user + system, from ``getrusage`` of the children), and what it had used by 👀 and by
+the first request (``/proc/PID/task/*/schedstat``, read when the call arrives: steadier than the ratios). Every
+time is printed beside the yardstick (``yardstick.py``: a fixed CPU loop sampled before each run) as a ratio to
+it, and judged at the yardstick's reference speed.
 
 Two cases: *no bytecode* (``PYTHONDONTWRITEBYTECODE=1`` and every ``__pycache__`` of the venv removed first: each
 run compiles everything, as the first run on a new runner does) and *bytecode* (``compileall`` once, as
@@ -114,6 +115,16 @@ def last_time(items: list[Any], stop: threading.Event, began: float) -> float | 
     return last
 
 
+def process_cpu(pid: int) -> float | None:
+    """Seconds of CPU a running process has used so far, all its threads (``/proc/PID/task/*/schedstat``, in
+    nanoseconds: ``getrusage`` counts a child only once it has exited); None where there is no such file."""
+    try:
+        tasks = Path(f"/proc/{pid}/task").iterdir()
+        return sum(int((task / "schedstat").read_text().split()[0]) for task in tasks) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def one_run(helpbot: Path, bytecode: bool, slack_rtt: float = 0.0) -> dict[str, float | None]:
     ws = sample_workspace()
     question = ws.history("C0ECSUP")[0]
@@ -131,9 +142,12 @@ def one_run(helpbot: Path, bytecode: bool, slack_rtt: float = 0.0) -> dict[str, 
             env["PYTHONDONTWRITEBYTECODE"] = "1"
         stop = threading.Event()
         marks: dict[str, float | None] = {}
+        child: list[subprocess.Popen[str]] = []
 
         def watch(name: str, items: list[Any], predicate: Any) -> None:
             marks[name] = first_time(items, predicate, stop, began)
+            if marks[name] is not None and child:  # what the process had used by then (it waits for the answer)
+                marks[f"{name}_cpu"] = process_cpu(child[0].pid)
 
         def watch_last() -> None:
             marks["answered"] = last_time(fake.requests, stop, began)
@@ -148,16 +162,17 @@ def one_run(helpbot: Path, bytecode: bool, slack_rtt: float = 0.0) -> dict[str, 
         began = time.perf_counter()
         for w in watchers:
             w.start()
-        done = subprocess.run([str(helpbot), "answer", "--channel", "C0ECSUP", "--ts", question.ts],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        child.append(subprocess.Popen([str(helpbot), "answer", "--channel", "C0ECSUP", "--ts", question.ts],
+                                      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        _, stderr = child[0].communicate(timeout=120)
         marks["exit"] = time.perf_counter() - began
         cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         marks["cpu"] = cpu.ru_utime + cpu.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime
         stop.set()
         for w in watchers:
             w.join()
-        if done.returncode != 0:
-            raise SystemExit(f"helpbot answer failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        if child[0].returncode != 0:
+            raise SystemExit(f"helpbot answer failed ({child[0].returncode}): {stderr.strip()[-500:]}")
     return marks
 
 
@@ -185,8 +200,8 @@ def clients(venv: Path, runs: int) -> None:
 
 def report(case: str, runs: list[dict[str, float | None]], ys: Yardstick) -> bool:
     def med(key: str) -> float:
-        values = [r[key] for r in runs if r[key] is not None]
-        return statistics.median(values) if values else float("nan")  # type: ignore[type-var]
+        values = [value for r in runs if (value := r.get(key)) is not None]
+        return statistics.median(values) if values else float("nan")
 
     eyes_target, model_target = TARGETS[case]
     eyes, model, end = med("eyes"), med("model"), med("exit")
@@ -195,7 +210,9 @@ def report(case: str, runs: list[dict[str, float | None]], ys: Yardstick) -> boo
     print(f"{case}, median of {len(runs)} (at the reference speed in brackets):\n"
           f"  👀 {ys.show(eyes)} ({ys.at_reference(eyes):.2f} s; target ≤ {eyes_target} s) · first model request "
           f"{ys.show(model)} ({ys.at_reference(model):.2f} s; ≤ {model_target} s) -> {'PASS' if ok else 'FAIL'}\n"
-          f"  exit {ys.show(end)} · last Slack call to exit {ys.show(after)} · CPU {ys.show(med('cpu'))}")
+          f"  exit {ys.show(end)} · last Slack call to exit {ys.show(after)} · CPU {ys.show(med('cpu'))}\n"
+          f"  the process's CPU up to 👀 {ys.show(med('eyes_cpu'))}, up to the first model request "
+          f"{ys.show(med('model_cpu'))}")
     return ok
 
 
