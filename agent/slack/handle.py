@@ -5,9 +5,11 @@ who helpbot is, and the one read path (the Slack platform's retries and error me
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent.errors import ConfigError, RunFailed
 from agent.slack.markers import Me
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from mcp_lib import Registry, ToolContext
     from mcp_lib.platforms.slack import SlackClients
 
+T = TypeVar("T")
 THREAD_PAGES = 5  # x 200 messages: enough for any real thread, bounded for a runaway one
 
 
@@ -58,18 +61,38 @@ class Slack:
         self._configured_user_id = configured_user_id
         self._me: Me | None = None
         self._auth: dict[str, Any] | None = None
+        self._ahead: dict[object, Future[Any]] = {}
 
     def call(self, api: str, **params: Any) -> dict[str, Any]:
         """One read; rejected credentials are ConfigError (exit 2), anything else a one-line RunFailed (exit 1)."""
-        from mcp_lib.core import CredentialsError, ToolError
         from mcp_lib.platforms import slack
 
+        return self._read(lambda: slack.call(self.ctx, api, **params))
+
+    def _read(self, read: Callable[[], T]) -> T:
+        from mcp_lib.core import CredentialsError, ToolError
+
         try:
-            return slack.call(self.ctx, api, **params)
+            return read()
         except CredentialsError as exc:
             raise ConfigError(self.clients.reader().variable, str(exc)) from None
         except ToolError as exc:
             raise RunFailed(str(exc)) from None
+
+    def read_ahead(self, channel: str, ts: str | None) -> None:
+        """Who helpbot is, the channel's info and (given ``ts``) the thread, asked at once: one round trip to Slack
+        before 👀, not three. :attr:`me`, :meth:`channel` and :meth:`thread` then take them, each raising its own
+        error when it is asked for, in the order the front asks."""
+        if self.bot is not None and self._auth is None:
+            self._ahead["auth"] = _in_background(self._whoami)
+        self._ahead[("channel", channel)] = _in_background(lambda: self._channel(channel))
+        if ts is not None:
+            self._ahead[("thread", channel, ts)] = _in_background(lambda: self._thread(channel, ts))
+
+    def _taken(self, key: object, read: Callable[[], T]) -> T:
+        """``read()``, or what :meth:`read_ahead` started for ``key`` (taken once: a later read asks anew)."""
+        ahead = self._ahead.pop(key, None)
+        return read() if ahead is None else ahead.result()
 
     @property
     def me(self) -> Me:
@@ -85,11 +108,19 @@ class Slack:
     def auth(self) -> dict[str, Any]:
         """``auth.test`` (once): who helpbot is, and its home team (``team_id``, ``enterprise_id``)."""
         if self._auth is None:
-            self._auth = self.call("auth.test")
+            self._auth = self._taken("auth", self._whoami)
         return self._auth
+
+    def _whoami(self) -> dict[str, Any]:
+        from mcp_lib.platforms import slack
+
+        return self._read(lambda: slack.whoami(self.ctx))
 
     def channel(self, channel: str) -> dict[str, Any]:
         """The channel's info (name, privacy); only its id when it cannot be looked up -- the message still can."""
+        return self._taken(("channel", channel), lambda: self._channel(channel))
+
+    def _channel(self, channel: str) -> dict[str, Any]:
         from mcp_lib.core import ToolError
         from mcp_lib.platforms import slack
 
@@ -100,6 +131,9 @@ class Slack:
 
     def thread(self, channel: str, ts: str) -> Thread:
         """The message and its whole thread (parent first), metadata included, pagination bounded."""
+        return self._taken(("thread", channel, ts), lambda: self._thread(channel, ts))
+
+    def _thread(self, channel: str, ts: str) -> Thread:
 
         def replies(of: str) -> list[dict[str, Any]]:
             messages: list[dict[str, Any]] = []
@@ -134,3 +168,17 @@ def is_public(info: Mapping[str, Any]) -> bool:
     from mcp_lib.platforms import slack
 
     return "is_private" in info and not (slack.is_dm(info) or slack.is_private(info))
+
+
+def _in_background(read: Callable[[], T]) -> Future[T]:
+    """``read()`` on a daemon thread (a cancelled run does not wait for it), its outcome in the future."""
+    future: Future[T] = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(read())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="helpbot-slack-read", daemon=True).start()
+    return future

@@ -152,7 +152,7 @@ class Scanner:
             raise ConfigError("SLACK_BOT_TOKEN", f"not set: helpbot {command} reads the channels as the bot (xoxb-…)")
         config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
         ctx = ToolContext(client=slack_platform.make_client(config), config=config, clock=clock)
-        me = slack_platform.call(ctx, "auth.test")
+        me = slack_platform.whoami(ctx)
         return cls(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"), page_size=page_size,
                    configured_user_id=configured, workspace_url=str(me.get("url") or ""), home=Home.from_auth(me))
 

@@ -1027,6 +1027,8 @@ class Fault:
     delay: float = 0.0
     body: str | None = None
     lost: bool = False  # the call takes effect, but its answer is the failure (a 5xx or timeout after the work)
+    until: Callable[[], object] | None = None  # held until this is true (at most ``delay`` seconds)
+    released: list[bool] = field(default_factory=list)  # for each held answer: whether ``until`` released it
 
 
 class FakeSlack:
@@ -1038,6 +1040,7 @@ class FakeSlack:
         self.requests: list[Request] = []
         self._faults: dict[str, list[Fault]] = {}
         self._stopping = threading.Event()
+        self._arrived = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -1062,6 +1065,13 @@ class FakeSlack:
     def slow(self, method: str, seconds: float, *, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` answer after ``seconds`` (normally)."""
         self._faults.setdefault(method, []).append(Fault(status=200, times=times, delay=seconds))
+
+    def hold(self, method: str, until: Callable[[], object], *, at_most_s: float = 30.0) -> list[bool]:
+        """The next call of ``method`` answers once ``until()`` is true (checked as requests arrive), or after
+        ``at_most_s``; the list returned gets whether ``until`` released it (to prove calls were in flight together)."""
+        fault = Fault(status=200, delay=at_most_s, until=until)
+        self._faults.setdefault(method, []).append(fault)
+        return fault.released
 
     def calls(self, method: str | None = None) -> list[Request]:
         return [r for r in self.requests if method is None or r.method == method]
@@ -1104,7 +1114,9 @@ class FakeSlack:
         return self
 
     def stop(self) -> None:
-        self._stopping.set()  # wakes slow answers
+        self._stopping.set()  # wakes slow and held answers
+        with self._arrived:
+            self._arrived.notify_all()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -1143,9 +1155,17 @@ class FakeSlack:
         token = self.workspace.tokens.get(token_value or "")
         record = Request(method, params, token_value, token.kind if token else None)
         self.requests.append(record)
+        with self._arrived:
+            self._arrived.notify_all()  # a held answer may be waiting for this request
 
         fault = self._take_fault(method)
-        if fault and fault.delay and self._stopping.wait(fault.delay):
+        if fault and fault.until is not None:
+            with self._arrived:
+                self._arrived.notify_all()
+                until = fault.until
+                self._arrived.wait_for(lambda: self._stopping.is_set() or until(), timeout=fault.delay)
+                fault.released.append(bool(until()))
+        elif fault and fault.delay and self._stopping.wait(fault.delay):
             return  # the server is stopping
         if fault and fault.status != 200:
             implementation = self.api.methods.get(method)
@@ -1206,6 +1226,8 @@ class FakeSlack:
         record = Request("files.download", {"path": urlparse(handler.path).path}, token_value,
                          token.kind if token else None)
         self.requests.append(record)
+        with self._arrived:
+            self._arrived.notify_all()  # a held answer may be waiting for this request
         with self.workspace.lock:
             status, headers, body = slack_files.download(self.workspace, urlparse(handler.path).path, token)
         record.status = status

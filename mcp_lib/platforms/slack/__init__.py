@@ -28,12 +28,13 @@ from .reading import (
     plain,
     readable_channel,
     visible_matches,
+    whoami,
     workspace_url,
 )
 
 __all__ = [  # what the Slack front uses
     "DEFAULT_API_URL", "DEFAULT_TIMEZONE", "PLATFORM", "SlackClients", "SlackConfig", "allowed", "call",
-    "channel_info", "is_dm", "is_private", "load_config", "make_client", "message_item", "plain",
+    "channel_info", "is_dm", "is_private", "load_config", "make_client", "message_item", "plain", "whoami",
 ]
 
 # -- the platform -------------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ class Token(NamedTuple):
 
 @dataclass
 class SlackClients:
-    """The bot and user WebClients plus per-client caches (channel privacy, user names, workspace URL)."""
+    """The bot and user WebClients plus per-client caches (channel privacy, user names, who the reader is)."""
 
     config: SlackConfig
     bot: WebClient | None
@@ -147,7 +147,7 @@ class SlackClients:
     unknown_users: set[str] = field(default_factory=set)  # lookups that failed: not asked again
     user_lookups_paused_until: float = 0.0  # users.info was rate limited: no lookups until then
     channel_ids: dict[str, str] = field(default_factory=dict)
-    workspace_url: str | None = None
+    auth: dict[str, Any] | None = None  # auth.test of the reading token (reading.whoami)
 
     def reader(self) -> Token:
         """Reads go through the bot token when there is one (narrower access than a person's token)."""

@@ -29,12 +29,17 @@ def _unreadable(channel: str) -> ToolError:
                      "the answer goes to, are never read); list channels with slack_getChannels")
 
 
-def workspace_url(ctx: ToolContext) -> str:
+def whoami(ctx: ToolContext) -> dict[str, Any]:
+    """``auth.test`` of the reading token, asked once per client: who it is, its team, the workspace URL."""
     clients: SlackClients = ctx.client
-    if clients.workspace_url is None:
-        url = str(call(ctx, "auth.test").get("url") or "https://slack.com/")
-        clients.workspace_url = url if url.endswith("/") else url + "/"
-    return clients.workspace_url
+    if clients.auth is None:
+        clients.auth = call(ctx, "auth.test")
+    return clients.auth
+
+
+def workspace_url(ctx: ToolContext) -> str:
+    url = str(whoami(ctx).get("url") or "https://slack.com/")
+    return url if url.endswith("/") else url + "/"
 
 
 def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:

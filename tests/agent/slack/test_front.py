@@ -682,6 +682,21 @@ def test_a_public_repository_keeps_questions_and_answers_out_of_its_records(
     assert "## helpbot: answered" in records
 
 
+def test_who_helpbot_is_the_channel_and_the_thread_are_read_at_once(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path) -> None:
+    """Before 👀 each round trip to Slack is a wait: the three reads that need nothing from each other are in
+    flight together (auth.test answers only once the other two have arrived), and each is asked once."""
+    stub.responder = answering_with_the_first_faq_hit
+    q = question_of(ws)
+    released = fake.hold("auth.test", until=lambda: fake.calls("conversations.info")
+                         and fake.calls("conversations.replies"))
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"}))
+    assert main(["answer", "--event", path]) == 0
+    assert released == [True]
+    assert len(fake.calls("auth.test")) == 1  # the tools' permalinks take the front's answer
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1
+
+
 def test_a_message_link_to_a_private_channel_from_workflow_dispatch_is_refused(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
