@@ -235,7 +235,7 @@ def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Map
     asker = message_asker(message) if trigger.mention else None
     if asker is None:
         user = str(message.get("user")) if trigger.mention else str(trigger.user)
-        found = slack.call("users.info", user=user).get("user") or {}
+        found = slack.user(user)
         asker = user_asker(found, Home.from_auth(slack.auth()), trigger.sender)
     return admit(asker, channel, info, settings, trigger.sender)
 

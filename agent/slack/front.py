@@ -178,6 +178,7 @@ class Front:
             if found is not None:
                 return self.tell.ignored(f"message {ts} was already answered (answer {found.get('ts')}; --force "
                                      "answers again)", channel)
+        slack.names_ahead(thread.messages)  # the question's names come while the placeholder and 👀 are posted
         where = f"#{info.get('name') or channel} ({channel})" if public else f"private channel {channel}"
         reply = None if dry_run else self._reply(slack, channel, thread.root, ts,
                                                  reread=lambda: slack.thread(channel, ts).messages,

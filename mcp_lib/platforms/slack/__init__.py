@@ -25,8 +25,10 @@ from .reading import (
     is_private,
     list_channels,
     message_item,
+    names_ahead,
     plain,
     readable_channel,
+    user_info,
     visible_matches,
     whoami,
     workspace_url,
@@ -34,7 +36,8 @@ from .reading import (
 
 __all__ = [  # what the Slack front uses
     "DEFAULT_API_URL", "DEFAULT_TIMEZONE", "PLATFORM", "SlackClients", "SlackConfig", "allowed", "call",
-    "channel_info", "is_dm", "is_private", "load_config", "make_client", "message_item", "plain", "whoami",
+    "channel_info", "is_dm", "is_private", "load_config", "make_client", "message_item", "names_ahead", "plain",
+    "user_info", "whoami",
 ]
 
 # -- the platform -------------------------------------------------------------------------------------------

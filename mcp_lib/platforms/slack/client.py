@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -137,14 +138,15 @@ class Token(NamedTuple):
 
 @dataclass
 class SlackClients:
-    """The bot and user WebClients plus per-client caches (channel privacy, user names, who the reader is)."""
+    """The bot and user WebClients plus per-client caches (channel privacy, people, who the reader is)."""
 
     config: SlackConfig
     bot: WebClient | None
     user: WebClient | None
     channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
-    user_names: dict[str, str] = field(default_factory=dict)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)  # users.info's, by id (reading.user_info)
     unknown_users: set[str] = field(default_factory=set)  # lookups that failed: not asked again
+    names_pending: dict[str, threading.Event] = field(default_factory=dict)  # set once looked up (names_ahead)
     user_lookups_paused_until: float = 0.0  # users.info was rate limited: no lookups until then
     channel_ids: dict[str, str] = field(default_factory=dict)
     auth: dict[str, Any] | None = None  # auth.test of the reading token (reading.whoami)

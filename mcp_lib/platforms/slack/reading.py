@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -21,6 +22,7 @@ from .client import SlackClients, call
 SEARCH_PAGE = 100  # search.messages' largest page
 SEARCH_PAGES = 5  # how far a search pages on past hidden matches
 CHANNEL_PAGES = 5  # x 200 channels
+NAMES_AHEAD = 20  # people of one thread whose names are looked up at once
 
 
 def _unreadable(channel: str) -> ToolError:
@@ -42,26 +44,58 @@ def workspace_url(ctx: ToolContext) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]], *, at_most: int = NAMES_AHEAD) -> None:
+    """The display names of the messages' authors and mentioned people (the first ``at_most``) looked up at once,
+    on daemon threads, while the caller goes on (the front posts its placeholder meanwhile): a later
+    :func:`message_item` or :func:`plain` takes them instead of asking one after another."""
+    clients: SlackClients = ctx.client
+    wanted = dict.fromkeys(user for m in messages for user in (
+        [str(m["user"])] if m.get("user") else []) + _MENTION.findall(str(m.get("text") or "")))
+    for user in [u for u in wanted if u not in clients.users and u not in clients.names_pending][:at_most]:
+        pending = clients.names_pending[user] = threading.Event()
+
+        def look_up(user: str = user, pending: threading.Event = pending) -> None:
+            try:
+                _look_up_name(ctx, user)
+            finally:
+                pending.set()
+
+        threading.Thread(target=look_up, name="slack-name", daemon=True).start()
+
+
+def user_info(ctx: ToolContext, user_id: str, *, patient: bool = True) -> dict[str, Any]:
+    """users.info's user, asked once per client: the names the tools show, and who may ask (the front's)."""
+    clients: SlackClients = ctx.client
+    if user_id not in clients.users:
+        clients.users[user_id] = call(ctx, "users.info", patient=patient, user=user_id).get("user") or {}
+    return clients.users[user_id]
+
+
 def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:
-    """Display name via users.info, cached; ``fallback`` (or the id) when the lookup fails, which never fails the
+    """Display name via :func:`user_info`; ``fallback`` (or the id) when the lookup fails, which never fails the
     tool, never waits, and is not tried again (for anyone, while users.info is rate limited)."""
     clients: SlackClients = ctx.client
-    if user_id in clients.user_names:
-        return clients.user_names[user_id]
-    if user_id in clients.unknown_users or ctx.clock.monotonic() < clients.user_lookups_paused_until:
-        return fallback or user_id
+    pending = clients.names_pending.get(user_id)
+    if pending is not None:  # looked up ahead: its answer (or its failure) is the one
+        pending.wait()
+    else:
+        _look_up_name(ctx, user_id)
+    user = clients.users.get(user_id) or {}
+    profile = user.get("profile") or {}
+    return str(profile.get("display_name") or user.get("real_name") or user.get("name") or fallback or user_id)
+
+
+def _look_up_name(ctx: ToolContext, user_id: str) -> None:
+    clients: SlackClients = ctx.client
+    if (user_id in clients.users or user_id in clients.unknown_users
+            or ctx.clock.monotonic() < clients.user_lookups_paused_until):
+        return
     try:
-        user = call(ctx, "users.info", patient=False, user=user_id).get("user") or {}
+        user_info(ctx, user_id, patient=False)
     except RateLimited as exc:
         clients.user_lookups_paused_until = ctx.clock.monotonic() + (exc.retry_after or 30.0)
-        return fallback or user_id
     except ToolError:
         clients.unknown_users.add(user_id)
-        return fallback or user_id
-    profile = user.get("profile") or {}
-    clients.user_names[user_id] = (profile.get("display_name") or user.get("real_name") or user.get("name")
-                                   or fallback or user_id)
-    return clients.user_names[user_id]
 
 
 def channel_info(ctx: ToolContext, channel_id: str) -> dict[str, Any]:

@@ -697,6 +697,24 @@ def test_who_helpbot_is_the_channel_and_the_thread_are_read_at_once(
     assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1
 
 
+def test_the_names_in_the_question_are_looked_up_while_helpbot_posts(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path) -> None:
+    """users.info one person after another would delay the first model request: the thread's people are looked up
+    while the placeholder and 👀 are posted (👀 answers only once both lookups have arrived), each once."""
+    stub.responder = answering_with_the_first_faq_hit
+    q = question_of(ws)
+    people = {m.user for m in ws.thread("C0ECSUP", q.ts) if m.user}
+    assert len(people) >= 2
+    released = fake.hold("reactions.add", until=lambda: {r.params.get("user") for r in fake.calls("users.info")}
+                         >= people)
+    path = event_file(tmp_path, ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0SUZUKI", "reaction": "help"}))
+    assert main(["answer", "--event", path]) == 0
+    assert released == [True]
+    looked_up = [r.params.get("user") for r in fake.calls("users.info")]
+    assert sorted(looked_up) == sorted(set(looked_up))  # who asked (admission) and the names: one lookup each
+    assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1
+
+
 def test_a_message_link_to_a_private_channel_from_workflow_dispatch_is_refused(
         ws: Workspace, fake: FakeSlack, env: dict[str, str], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
