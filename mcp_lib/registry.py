@@ -82,8 +82,11 @@ class Registry:
                 self._platforms = platforms
             return self._platforms
 
-    def narrowed(self, names: Iterable[str]) -> Registry:
-        """The same registry (clients, caller, limits) offering only the platforms in ``names``."""
+    def narrowed(self, names: Iterable[str] | None) -> Registry:
+        """The same registry (clients, caller, limits) offering only the platforms in ``names``; all of them (this
+        registry itself) when ``names`` is None."""
+        if names is None:
+            return self
         keep = set(names)
         return Registry(self.env, clients=self._clients, caller=self.caller, limits=self.limits, clock=self.clock,
                         platforms={n: p for n, p in self.platforms().items() if n in keep},

@@ -8,7 +8,7 @@ one of ``HELPBOT_SHARED_CHANNELS``. The relay holds no Slack token and decides f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,7 +30,6 @@ from mcp_lib.ids import USER_RE
 
 if TYPE_CHECKING:
     from agent.slack.handle import Slack
-    from mcp_lib import Registry
 
 SLACKBOT = "USLACKBOT"
 BOT_ID_RE = re.compile(r"B[A-Z0-9]{2,20}")
@@ -262,7 +261,3 @@ def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:
     full = slack.call("reactions.get", channel=trigger.channel, timestamp=trigger.ts, full=True).get("message") or {}
     return trigger.user in users(full)[0]
 
-
-def narrowed(registry: Registry, sources: Iterable[str] | None) -> Registry:
-    """The registry the model is offered: all of it, or only ``sources`` (a shared channel's)."""
-    return registry if sources is None else registry.narrowed(sources)

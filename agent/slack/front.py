@@ -169,7 +169,7 @@ class Front:
             if decision.notify and not dry_run and slack.writer is not None:
                 self._out(slack).ephemeral(channel, decision.notify, admission.NOTICE, thread_ts=thread.root)
             return self.tell.ignored(decision.reason, channel)
-        slack.registry = admission.narrowed(slack.registry, decision.sources)  # the question's links read it too
+        slack.registry = slack.registry.narrowed(decision.sources)  # the question's links read it too
         if not answerable(message, mention_of(slack.me) if trigger.mention and ts == thread.root else None):
             return self.tell.ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
                                  channel)
@@ -208,7 +208,7 @@ class Front:
         decision = admission.admit(admission.manual_asker(env_str(self.env, "GITHUB_ACTOR")), channel, info, settings)
         if decision.verdict != "answer":
             return self.tell.ignored(decision.reason, channel)
-        slack.registry = admission.narrowed(slack.registry, decision.sources)
+        slack.registry = slack.registry.narrowed(decision.sources)
         public = is_public(info)
         root = self._out(slack).post_question(channel, text, env_str(self.env, "GITHUB_ACTOR"))
         where = f"{channel} (question channel)" if public else f"private channel {channel} (question channel)"
