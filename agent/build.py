@@ -61,7 +61,7 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, regist
     settings = Settings.from_env(env)
     config = ModelConfig.from_env(env)
     if config is not None:
-        settings = settings.with_models(config.model, config.summary_model)
+        settings = replace(settings, model=config.model, summary_model=config.summary_model)
     if max_rounds is not None:
         settings = replace(settings, max_rounds=max_rounds)
     model = build_model(config) if config is not None else None

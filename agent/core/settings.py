@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -97,9 +97,6 @@ class Settings:
 
     def tz(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
-
-    def with_models(self, model: str, summary_model: str) -> Settings:
-        return replace(self, model=model, summary_model=summary_model)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,11 +124,12 @@ def test_prices_follow_the_model_family_and_the_environment_overrides() -> None:
     assert list_price("jp.anthropic.claude-haiku-4-5-20251001-v1:0") == Price(1.0, 5.0)
     assert list_price("claude-opus-4-5") == Price(5.0, 25.0)
     assert list_price("arn:aws:bedrock:ap-northeast-1:123456789012:application-inference-profile/x") == Price(3, 15)
-    haiku_main = Settings().with_models("jp.anthropic.claude-haiku-4-5-20251001-v1:0",
-                                        "jp.anthropic.claude-haiku-4-5-20251001-v1:0")
+    haiku_main = Settings(model="jp.anthropic.claude-haiku-4-5-20251001-v1:0",
+                          summary_model="jp.anthropic.claude-haiku-4-5-20251001-v1:0")
     assert haiku_main.price_of(haiku_main.model) == Price(1.0, 5.0)  # not Sonnet's price for a Haiku run
-    env = Settings.from_env({"HELPBOT_PRICE_OUTPUT": "20", "HELPBOT_SUMMARY_PRICE_INPUT": "0.5"}).with_models(
-        "global.anthropic.claude-opus-4-5-20251101-v1:0", "jp.anthropic.claude-haiku-4-5-20251001-v1:0")
+    env = replace(Settings.from_env({"HELPBOT_PRICE_OUTPUT": "20", "HELPBOT_SUMMARY_PRICE_INPUT": "0.5"}),
+                  model="global.anthropic.claude-opus-4-5-20251101-v1:0",
+                  summary_model="jp.anthropic.claude-haiku-4-5-20251001-v1:0")
     assert env.price_of(env.model) == Price(5.0, 20.0)
     assert env.price_of(env.summary_model) == Price(0.5, 5.0)
 
