@@ -71,12 +71,6 @@ class Trace:
         self._broken = False
         self._withheld = False
 
-    def __enter__(self) -> Trace:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
     def front(self, kind: str, **data: Any) -> None:
         self.write({"t": round(self.clock() - self.started, 3), "event": f"front.{kind}", **data})
 

@@ -85,7 +85,7 @@ def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | 
         clock: Clock = SYSTEM_CLOCK) -> int:
     """The whole command; returns the exit code. ``make_agent`` and ``clock`` are the test seams."""
     front = Front(options, env, make_agent=make_agent, clock=clock)
-    with guard.installed(Guard.from_env(env)), front.trace, sigterm_raises():
+    with guard.installed(Guard.from_env(env)), sigterm_raises():
         return front.run()
 
 
