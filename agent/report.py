@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from mcp_lib.cutting import shorten_at_word, squash_whitespace
 
 if TYPE_CHECKING:
     from agent.core.run import Answer, Progress
+    from mcp_lib.clock import Clock
 
 SUMMARY_QUESTION_CHARS = 300
 
@@ -64,15 +65,15 @@ class Trace:
     """JSON lines to ``HELPBOT_TRACE_FILE`` as they happen, each through :meth:`agent.guard.Guard.event` (in a
     private run one ``withheld`` event, then only how it ended)."""
 
-    def __init__(self, path: str | None, clock: Callable[[], float]):
+    def __init__(self, path: str | None, clock: Clock):
         self.path = path
         self.clock = clock
-        self.started = clock()
+        self.started = clock.monotonic()
         self._broken = False
         self._withheld = False
 
     def front(self, kind: str, **data: Any) -> None:
-        self.write({"t": round(self.clock() - self.started, 3), "event": f"front.{kind}", **data})
+        self.write({"t": round(self.clock.monotonic() - self.started, 3), "event": f"front.{kind}", **data})
 
     def write(self, event: Mapping[str, Any]) -> None:
         if not self.path or self._broken:

@@ -96,7 +96,7 @@ class Front:
         self.options = options
         self.env = dict(env)
         self.clock = clock
-        self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock.monotonic)
+        self.trace = Trace(env_str(env, "HELPBOT_TRACE_FILE"), clock)
         self.make_agent = make_agent or (lambda registry, on_progress, on_event: build_agent(
             self.env, registry=registry, on_progress=on_progress, on_event=on_event))
         self.run_link, self.buttons = run_url(env), env_bool(env, "HELPBOT_FEEDBACK_BUTTONS")
@@ -287,7 +287,7 @@ class Front:
         stream = None
         if asker and slack.me.team_id:
             stream = AnswerStream(self._out(slack), channel=channel, thread_ts=root, recipient_user=asker,
-                                  recipient_team=slack.me.team_id, clock=self.clock.monotonic)
+                                  recipient_team=slack.me.team_id, clock=self.clock)
         return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts, run=self.run_id,
                            throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link, me=slack.me,
                            reread=reread, force=self.options.force, stream=stream, buttons=self.buttons)

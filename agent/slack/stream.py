@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from agent import guard
 from agent.errors import describe_error, slack_error_code
 from agent.slack.blocks import task_title
 from agent.slack.post import SlackOut, log, retry_after
 from mcp_lib.cutting import MARKDOWN_LIMIT, shorten_at_word, slack_len, squash_whitespace
+
+if TYPE_CHECKING:
+    from mcp_lib.clock import Clock
 
 HOLD_CHARS = 48  # a cut is made only this far behind the text received: what could still become a secret
 APPEND_INTERVAL_S = 1.0
@@ -80,7 +83,7 @@ class AnswerStream:
     """One streamed reply in a thread, best effort until :meth:`stop`; the model's and the tools' threads call it."""
 
     def __init__(self, out: SlackOut, *, channel: str, thread_ts: str, recipient_user: str, recipient_team: str,
-                 clock: Callable[[], float]):
+                 clock: Clock):
         self.out, self.channel, self.thread_ts = out, channel, thread_ts
         self.recipient_user, self.recipient_team = recipient_user, recipient_team
         self.clock = clock
@@ -105,7 +108,7 @@ class AnswerStream:
             log(f"not streaming the answer ({describe_error(exc)}); updating the placeholder instead")
             return False
         self.ts = str(response["ts"])
-        self.last_append = self.clock()
+        self.last_append = self.clock.monotonic()
         return True
 
     def stop(self, *, markdown_text: str = "", blocks: Sequence[Mapping[str, Any]] = (),
@@ -160,7 +163,7 @@ class AnswerStream:
                 self._flush()
 
     def _flush(self, *, force: bool = False) -> None:
-        now = self.clock()
+        now = self.clock.monotonic()
         if self.ts is None or self.stopped or now < self.paused_until:
             return
         due = now - self.last_append >= APPEND_INTERVAL_S

@@ -22,10 +22,6 @@ class FakeClock:
         self.advance(self.tick)
         return self._monotonic
 
-    def __call__(self) -> float:
-        """``monotonic()``, for the code that still takes a bare callable clock."""
-        return self.monotonic()
-
     def wall(self) -> float:
         return self._wall
 

@@ -196,14 +196,14 @@ def test_a_request_never_outlives_the_deadline() -> None:
         return ok(request)
 
     clock = FakeClock()
-    ask(through_transport(handler, clock), deadline=clock() + 3)
+    ask(through_transport(handler, clock), deadline=clock.monotonic() + 3)
     assert timeouts[0]["read"] == 3.0  # not the 120 s request timeout, and no floor above the time left
 
 
 def test_no_request_is_sent_once_the_deadline_leaves_no_time(stub: BedrockStub) -> None:
     clock = FakeClock()
     with pytest.raises(ModelUnavailable, match="no time left") as caught:
-        ask(bedrock(stub, clock), deadline=clock() + 0.5)
+        ask(bedrock(stub, clock), deadline=clock.monotonic() + 0.5)
     assert caught.value.out_of_time and stub.requests == [] and clock.sleeps == []
 
 
@@ -211,7 +211,7 @@ def test_retries_stop_at_the_deadline(stub: BedrockStub) -> None:
     stub.script(stub_lib.error(503, "ServiceUnavailableException", "Bedrock is unable to process your request."))
     clock = FakeClock()
     with pytest.raises(ModelUnavailable, match="503 ServiceUnavailableException") as caught:
-        ask(bedrock(stub, clock), deadline=clock() + 10)
+        ask(bedrock(stub, clock), deadline=clock.monotonic() + 10)
     # 2 s, 4 s (+-25 %), then no wait that would leave less than the second an attempt needs
     assert sum(clock.sleeps) <= 10 - MIN_ATTEMPT_S and len(clock.sleeps) == 2 and len(stub.requests) == 3
     assert caught.value.out_of_time  # the loop then still asks for the final answer
@@ -221,7 +221,7 @@ def test_a_retry_after_beyond_the_deadline_is_not_waited_for(stub: BedrockStub) 
     stub.script(stub_lib.throttled(retry_after="60"))
     clock = FakeClock()
     with pytest.raises(ModelUnavailable):
-        ask(bedrock(stub, clock), deadline=clock() + 30)
+        ask(bedrock(stub, clock), deadline=clock.monotonic() + 30)
     assert len(stub.requests) == 1 and clock.sleeps == []
 
 
@@ -347,7 +347,7 @@ def test_an_unreachable_endpoint_gets_one_quick_retry_then_the_run_degrades() ->
     clock = FakeClock()
     model = through_transport(refused, clock)
     with pytest.raises(ModelUnavailable, match=r"after 2 attempt.*ConnectError") as caught:
-        ask(model, deadline=clock() + 480)
+        ask(model, deadline=clock.monotonic() + 480)
     assert len(clock.sleeps) == 1 and clock.sleeps[0] <= 1.25 and not caught.value.out_of_time
 
     clock = FakeClock()

@@ -163,7 +163,7 @@ def reply_for(ws: Workspace, fake: FakeSlack, question: Message, run_name: str, 
     from agent.report import Trace
 
     out = SlackOut(WebClient(token=BOT_TOKEN, base_url=fake.url, retry_handlers=[]),
-                   trace=Trace(None, lambda: 0.0), clock=FakeClock())
+                   trace=Trace(None, FakeClock()), clock=FakeClock())
     me = markers.Me(ws.bot_user_id, ws.bot_id)
 
     def thread() -> list[dict[str, Any]]:

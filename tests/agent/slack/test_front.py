@@ -839,7 +839,7 @@ def test_a_reaction_that_blows_up_never_hides_the_outcome(tmp_path: Path) -> Non
 
     from agent.report import Trace
 
-    out = SlackOut(Broken(), trace=Trace(None, lambda: 0.0), clock=FakeClock())  # type: ignore[arg-type]
+    out = SlackOut(Broken(), trace=Trace(None, FakeClock()), clock=FakeClock())  # type: ignore[arg-type]
     out.react("C0ECSUP", "1735779660.000001", "eyes")
     out.react("C0ECSUP", "1735779660.000001", "eyes", remove=True)
 

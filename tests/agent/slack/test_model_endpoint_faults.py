@@ -114,13 +114,13 @@ def test_a_hostile_model_endpoint_ends_the_run_in_one_answer_or_notice(
         return Agent(model, RegistryTools(registry), Settings(), clock=clock, on_progress=on_progress,
                      on_event=on_event)
 
-    start = clock()
+    start = clock.monotonic()
     code = run(Options(channel="C0ECSUP", ts=q.ts), env, make_agent=make, clock=clock)
     kinds, placeholders, reactions = thread_state(ws, q.ts)
     assert code in (0, 1), code
     assert placeholders == [] and "eyes" not in reactions
     assert kinds in (["answer"], ["failure"]), kinds
     assert reactions == {("white_check_mark" if kinds == ["answer"] else "x"): [BOT]}
-    assert clock() - start <= DEADLINE_S + 60, (clock() - start, count["n"])
+    assert clock.monotonic() - start <= DEADLINE_S + 60, (clock.monotonic() - start, count["n"])
     if endpoint in ("refused",):
-        assert clock() - start <= 15, clock() - start  # degraded within 15 s
+        assert clock.monotonic() - start <= 15, clock.monotonic() - start  # degraded within 15 s
