@@ -149,8 +149,3 @@ def slack_door(api_url: str, *tokens: str | None) -> Door:
     if api is not None and api.scheme == "https" and api.port == 443:
         origins |= {Origin("https", host, 443) for host in SLACK_FILE_HOSTS.get(api.host, ())}
     return Door("SLACK_BOT_TOKEN/SLACK_USER_TOKEN", frozenset(origins), _secrets(tokens))
-
-
-def bedrock_url(region: str) -> str:
-    """The Bedrock runtime endpoint of a region (the model client's default, so the door is it)."""
-    return BEDROCK_URL.format(region=region)

@@ -230,7 +230,7 @@ def build_model(config: ModelConfig, *, clock: Clock = SYSTEM_CLOCK, http_client
         key = config.anthropic_api_key or ""
         sign = lambda url, data: {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}  # noqa: E731
     else:
-        base_url = config.base_url or doors.bedrock_url(config.region or "")
+        base_url = config.base_url or doors.BEDROCK_URL.format(region=config.region or "")
         door = doors.door("AWS_BEARER_TOKEN_BEDROCK/AWS_ACCESS_KEY_ID", base_url, config.bearer_token,
                           config.aws_access_key, config.aws_session_token)
         bearer = f"Bearer {config.bearer_token}"  # a Bedrock API key
