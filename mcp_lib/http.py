@@ -141,10 +141,6 @@ def _getaddrinfo(host: str, port: int) -> object:
     return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
 
 
-def _result(future: Future[object], timeout: float) -> object:
-    return future.result(timeout)
-
-
 class NameResolution:
     """Each request's host looked up within its connect timeout, as a request hook: ``getaddrinfo`` runs before
     any httpx2 timeout and can block for half a minute when no name server answers. A slow lookup is a
@@ -153,8 +149,8 @@ class NameResolution:
 
     _shared: NameResolution | None = None
 
-    def __init__(self, resolver: Resolver = _getaddrinfo, *, wait: Wait = _result, default_timeout_s: float = 10.0,
-                 clock: Clock = SYSTEM_CLOCK):
+    def __init__(self, resolver: Resolver = _getaddrinfo, *, wait: Wait = Future.result,
+                 default_timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK):
         self.resolver = resolver
         self.wait = wait
         self.default_timeout_s = default_timeout_s
