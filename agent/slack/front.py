@@ -146,7 +146,6 @@ class Front:
         channel, ts = trigger.channel, trigger.ts
         slack = Slack(self.env, answer_channel=channel, need_bot=not dry_run, clock=self.clock,
                       configured_user_id=settings.bot_user_id)
-        # a link given by hand may point into a private channel: its thread is read only once that is ruled out
         slack.read_ahead(channel, None if trigger.source == "workflow_dispatch" else ts)
         if slack.me.is_me(trigger.user):
             return self.tell.ignored(f"the {'mention' if trigger.mention else 'reaction'} was added by helpbot itself",

@@ -82,7 +82,8 @@ class Slack:
     def read_ahead(self, channel: str, ts: str | None) -> None:
         """Who helpbot is, the channel's info and (given ``ts``) the thread, asked at once: one round trip to Slack
         before 👀, not three. :attr:`me`, :meth:`channel` and :meth:`thread` then take them, each raising its own
-        error when it is asked for, in the order the front asks."""
+        error when it is asked for, in the order the front asks. A link given by hand passes no ``ts``: it may
+        point into a private channel, whose thread is read only once the front has ruled that out."""
         if self.bot is not None and self._auth is None:
             self._ahead["auth"] = _in_background(self._whoami)
         self._ahead[("channel", channel)] = _in_background(lambda: self._channel(channel))
