@@ -26,6 +26,7 @@ from agent import guard
 from agent.build import MAX_ROUNDS_LIMIT, build_agent, parse_rounds
 from agent.core.model import Usage
 from agent.core.settings import validation_problem
+from agent.core.tags import regex
 from agent.errors import UsageError, describe_error
 from mcp_lib import Registry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
@@ -49,12 +50,7 @@ def _check(ok: Callable[[str], object], problem: str) -> AfterValidator:
 
 
 def _compiles(pattern: str) -> str:
-    if pattern.startswith("re:"):
-        try:
-            re.compile(pattern[3:])
-        except re.error as exc:
-            raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
-    return pattern
+    return regex(pattern, "re:") if pattern.startswith("re:") else pattern
 
 
 _NOT_BLANK = _check(str.strip, "is blank")

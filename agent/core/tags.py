@@ -35,6 +35,16 @@ list that fit the question; choose none when none fits. Reply with JSON only, no
 
 
 # -- configuration ---------------------------------------------------------------------------------------------
+def regex(pattern: str, prefix: str = "") -> str:
+    """A configured regular expression (after ``prefix``) as written, or the validator's error saying why it is none
+    (tags, evals)."""
+    try:
+        re.compile(pattern.removeprefix(prefix))
+    except re.error as exc:
+        raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
+    return pattern
+
+
 class Tag(BaseModel):
     """One ``[[tags]]`` entry, its keywords and patterns compiled."""
 
@@ -64,12 +74,7 @@ class Tag(BaseModel):
     @field_validator("patterns")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a regular expression ({exc})") from None
-        return value
+        return [regex(pattern) for pattern in value]
 
     def model_post_init(self, context: Any) -> None:
         self._matchers = (*((word, _keyword_matcher(word)) for word in self.keywords),

@@ -32,7 +32,7 @@ from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import door
 from mcp_lib.errors import Refused
-from mcp_lib.http import door_async_client, door_client
+from mcp_lib.http import door_async_client
 from mcp_lib.retry import server_wait
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
@@ -82,7 +82,8 @@ class RelayConfig:
 def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTransport | None = None,
                       deadline: float = DISPATCH_DEADLINE_S) -> Dispatch:
     """``POST /repos/{repo}/dispatches`` (204 expected), all of it within ``deadline`` s (not a timeout per phase)."""
-    headers = _github_headers(config)
+    headers = {"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
+               "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"}  # as github_client's
     url = f"/repos/{config.repository}/dispatches"
 
     async def post(body: dict[str, Any]) -> httpx2.Response:
@@ -114,17 +115,14 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTranspo
 NEEDS = "contents: write on {repository} (what repository_dispatch needs)"
 
 
-def _github_headers(config: RelayConfig) -> dict[str, str]:
-    return {"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"}
-
-
 def check_dispatch_token(config: RelayConfig, transport: httpx2.BaseTransport | None = None) -> str:
     """At the start: the dispatch token may push to GITHUB_REPOSITORY, so a refused token shows now, not at the first
     :help: (nobody could be told). ConfigError when GitHub refuses it; a line when GitHub cannot be asked."""
+    from mcp_lib.platforms.github.api import github_client  # the server's start only: Lambda never imports it
+
     repository = config.repository
-    with door_client(door("HELPBOT_DISPATCH_TOKEN", config.api_url, config.token), base_url=config.api_url,
-                     transport=transport, timeout=10.0, headers=_github_headers(config)) as client:
+    with github_client("HELPBOT_DISPATCH_TOKEN", config.api_url, config.token, "helpbot-relay", transport=transport,
+                       timeout=10.0) as client:
         try:
             response = client.get(f"/repos/{repository}")
         except (httpx2.HTTPError, Refused) as exc:
@@ -178,6 +176,9 @@ class _Wall(SignatureClock):
 
     def now(self) -> float:
         return self.clock.wall()
+
+
+NOT_POST: Response = (405, {"Content-Type": "text/plain", "Allow": "POST"}, b"POST Slack events here")
 
 
 def reply(status: int, body: str | dict[str, Any]) -> Response:
@@ -313,12 +314,11 @@ def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Rela
             _LAMBDA_RELAY = _LAMBDA_RELAY or Relay(RelayConfig.from_env(os.environ))
             relay = _LAMBDA_RELAY
         method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "POST")
-        if method != "POST":
-            return {"statusCode": 405, "headers": {"Allow": "POST"}, "body": "POST Slack events here"}
         raw = event.get("body") or ""
         try:
             body = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else str(raw).encode()
         except (binascii.Error, ValueError):
-            return {"statusCode": 400, "headers": {"Content-Type": "text/plain"}, "body": "body is not base64"}
-        status, headers, out = relay(event.get("headers") or {}, body)
+            body = None
+        status, headers, out = (NOT_POST if method != "POST" else reply(400, "body is not base64") if body is None
+                                else relay(event.get("headers") or {}, body))
     return {"statusCode": status, "headers": headers, "body": out.decode("utf-8"), "isBase64Encoded": False}

@@ -19,6 +19,7 @@ from agent.errors import BadInput, DispatchError, describe_error
 from agent.slack.relay import (
     DISPATCH_ATTEMPTS,
     MAX_BODY_BYTES,
+    NOT_POST,
     REQUEST_DEADLINE_S,
     SOCKET_TIMEOUT_S,
     Dispatch,
@@ -149,7 +150,7 @@ def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_T
 
         def do_GET(self) -> None:
             self._read.set()
-            self._send((405, {"Content-Type": "text/plain", "Allow": "POST"}, b"POST Slack events here"))
+            self._send(NOT_POST)
 
         def _send(self, response: Response) -> None:
             status, headers, body = response

@@ -91,17 +91,15 @@ def read_event(path: str | os.PathLike[str]) -> bytes:
     name = os.fspath(path)
     try:
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not block
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise BadInput(f"event file {name!r} is not a regular file")
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                raw = file.read(MAX_EVENT_BYTES + 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise BadInput(f"cannot read event file {name!r}: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BadInput(f"event file {name!r} is not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            raw = file.read(MAX_EVENT_BYTES + 1)
-    except OSError as exc:
-        raise BadInput(f"cannot read event file {name!r}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
     if len(raw) > MAX_EVENT_BYTES:
         raise BadInput(f"event file {name!r} is larger than {MAX_EVENT_BYTES // 1024 // 1024} MB")
     return raw

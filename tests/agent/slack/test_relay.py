@@ -357,8 +357,7 @@ def test_relay_command_without_configuration_exits_2(monkeypatch: pytest.MonkeyP
 
 def raw_request(server_url: str, data: bytes, timeout: float = 5) -> bytes:
     """Send raw bytes; whatever the server answers before it closes (a client timeout fails the test)."""
-    host, port = server_url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+    with socket.create_connection(address(server_url), timeout=timeout) as sock:
         sock.sendall(data)
         received = b""
         while chunk := sock.recv(4096):
@@ -504,24 +503,35 @@ def test_the_worker_does_not_retry_what_cannot_succeed() -> None:
 
 
 # -- slow and rude clients ------------------------------------------------------------------------------------------
+def signed_request(body: bytes) -> bytes:
+    """A whole signed POST of ``body`` as it goes on the wire."""
+    return ("POST / HTTP/1.1\r\nHost: relay\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed(body).items())
+            + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def trickle(sock: socket.socket, data: bytes) -> int:
+    """``data`` one byte every 0.1 s (each send well inside the socket timeout) until the server closes the
+    connection; how many bytes were sent."""
+    sent = 0
+    for byte in data:
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            break
+        sent += 1
+        readable, _, _ = select.select([sock], [], [], 0.1)
+        if readable and sock.recv(1) == b"":
+            break  # the server closed the connection
+    return sent
+
+
 def test_a_client_trickling_its_headers_is_cut_off_at_the_request_deadline(
         github: GitHub, capsys: pytest.CaptureFixture[str]) -> None:
     # 45 bytes, one every 0.1 s (4.5 s in all), against a 1 s deadline for the whole request; the socket timeout
     # (30 s) cannot be what cuts the client off, however slowly this machine runs.
     head = b"POST / HTTP/1.1\r\nHost: relay\r\nX-Padding: " + b"a" * 40
-    sent = 0
-    with serving(github, timeout=30.0, deadline=1.0) as url:
-        host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=5) as sock:
-            for byte in head:  # one byte every 0.1 s: each recv is well inside the socket timeout
-                try:
-                    sock.sendall(bytes([byte]))
-                except OSError:
-                    break
-                sent += 1
-                readable, _, _ = select.select([sock], [], [], 0.1)
-                if readable and sock.recv(1) == b"":
-                    break  # the server closed the connection
+    with serving(github, timeout=30.0, deadline=1.0) as url, socket.create_connection(address(url), timeout=5) as sock:
+        sent = trickle(sock, head)
     assert sent < len(head)  # cut off before the client was done
     assert "request not complete after 1 s" in capsys.readouterr().err  # by the deadline
     assert github.requests == []
@@ -531,8 +541,7 @@ def test_a_client_that_resets_the_connection_is_one_log_line(github: GitHub,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     err = ""
     with serving(github, timeout=30.0) as url:  # on the way out, the handler has ended: its lines are all out
-        host, port = url.removeprefix("http://").split(":")
-        sock = socket.create_connection((host, int(port)), timeout=5)
+        sock = socket.create_connection(address(url), timeout=5)
         sock.sendall(b"POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 500\r\n\r\n" + BODY[:10])
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()  # RST instead of FIN
@@ -550,20 +559,9 @@ def test_a_body_trickling_past_the_request_deadline_is_cut_off_in_one_line(
         github: GitHub, capsys: pytest.CaptureFixture[str]) -> None:
     """The headers at once, then the body one byte every 0.1 s against a 1 s deadline (a 30 s socket timeout):
     cut off, nothing dispatched, one log line -- not the access line of a 400 nobody reads and a BrokenPipeError."""
-    head = ("POST / HTTP/1.1\r\nHost: relay\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed(BODY).items())
-            + f"Content-Length: {len(BODY)}\r\n\r\n").encode()
-    sent = 0
     with serving(github, timeout=30.0, deadline=1.0) as url, socket.create_connection(address(url), timeout=5) as sock:
-        sock.sendall(head)
-        for byte in BODY:
-            try:
-                sock.sendall(bytes([byte]))
-            except OSError:
-                break
-            sent += 1
-            readable, _, _ = select.select([sock], [], [], 0.1)
-            if readable and sock.recv(1) == b"":
-                break  # the server closed the connection
+        sock.sendall(signed_request(BODY).removesuffix(BODY))
+        sent = trickle(sock, BODY)
     assert sent < len(BODY) and github.requests == []
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line]
@@ -581,11 +579,9 @@ def test_a_client_that_resets_after_its_request_still_gets_its_event_dispatched_
     server = make_server("127.0.0.1", 0, relay, timeout=5)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    request = ("POST / HTTP/1.1\r\nHost: relay\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed(BODY).items())
-               + f"Content-Length: {len(BODY)}\r\n\r\n").encode() + BODY
     try:
         sock = socket.create_connection(server.server_address[:2], timeout=5)
-        sock.sendall(request)
+        sock.sendall(signed_request(BODY))
         assert slow.arrived.wait(5)  # accepted: the worker is at GitHub
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
