@@ -1,10 +1,7 @@
-"""``helpbot faq-draft``: helpbot's well-received answers become draft FAQ entries.
-
-An answer qualifies with at least ``--min-up`` 👍 and no 👎 majority, rated as ``helpbot feedback`` rates it. Its
-draft, in the ``faq/`` format: the asker's question and the answer without mentions, links to people or the
-names the workspace knows for the thread's participants; each source once, none of helpbot's own messages; its
-tags; through the egress guard, and parsed as an FAQ entry. Skipped and counted: private channels (unless
-``HELPBOT_FAQ_PRIVATE``) and questions the FAQ or an earlier draft already asks. Printed, ``--out DIR`` or ``--pr``.
+"""``helpbot faq-draft``: helpbot's well-received answers (at least ``--min-up`` 👍 and no 👎 majority, rated as
+``helpbot feedback`` rates them) become draft FAQ entries in the ``faq/`` format, without the participants' names,
+through the egress guard; printed, written to ``--out DIR`` or opened as one ``--pr``. Private channels (unless
+``HELPBOT_FAQ_PRIVATE``) and questions the FAQ or an earlier draft already asks are skipped and counted.
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ from agent import faq_pr, guard
 from agent.config import env_bool
 from agent.errors import BadInput, UsageError
 from agent.slack import ratings
+from agent.slack.blocks import MD_LINK, SOURCES_TITLE
 from agent.slack.markers import read as read_marker
 from agent.slack.ratings import RatedAnswer, Scanner
 from agent.slack.readback import message_markdown, read_answer
@@ -49,7 +47,6 @@ _HONORIFICS = ("さん", "様", "さま", "くん", "君", "ちゃん", "氏", "
                "主任", "室長", "所長", "店長", "社長", "専務", "常務", "マネージャー", "リーダー", "san", "-san")
 _HONORIFIC = "|".join(map(re.escape, _HONORIFICS))
 _USER_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
-_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")
 _LINK_LINE = re.compile(r"\s*[-*•]\s*\[[^\]\n]*\]\((?P<url>[^)\s]+)\)\s*")  # a line that is only a link
 _AT_NAME = re.compile(r"(?<![A-Za-z0-9@＠])[@＠][\w.\-]+")  # also in _@taro_ or 「@鈴木」; not in an address
 
@@ -76,7 +73,7 @@ class Draft:
         origin = f"# draft from a helpbot answer with 👍 {self.positive} / 👎 {self.negative}"
         lines = [self.answer.strip()]
         if self.sources:
-            lines += ["", "## 参照元", *(f"- [{s['title']}]({s['url']})" for s in self.sources)]
+            lines += ["", f"## {SOURCES_TITLE}", *(f"- [{s['title']}]({s['url']})" for s in self.sources)]
         return guard.markdown(f"---\n{origin}\n{meta}\n---\n" + "\n".join(lines) + "\n")
 
 
@@ -194,7 +191,7 @@ class Drafter:
         kept = [line for line in text.split("\n")
                 if not ((link := _LINK_LINE.fullmatch(line)) and unquote(link["url"]) in listed)]
         text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
-        text = _MD_LINK.sub(lambda m: m[1] if self._helpbots(m[2]) else m[0], text)
+        text = MD_LINK.sub(lambda m: m[1] if self._helpbots(m[2]) else m[0], text)
         unique = {unquote(s["url"]): s for s in sources if s.get("url") and not self._helpbots(s["url"])}
         return text.strip(), [{"title": squash_whitespace(_without_names(s["title"], self._known, "")) or s["url"],
                                "url": s["url"]} for s in unique.values()]

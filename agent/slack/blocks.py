@@ -70,13 +70,13 @@ def mrkdwn_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")
+MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")  # [label](url), also read by faq_draft
 _MD_NOISE = re.compile(r"(\*\*|__|^#{1,6}\s+|^>\s?|^\s*(```|~~~)\S*\s*$)", re.M)
 
 
 def plain_fallback(markdown: str, limit: int = FALLBACK_CHARS) -> str:
     """The ``text`` that notifications and screen readers use: roughly de-marked-up, escaped, short."""
-    text = _MD_NOISE.sub("", _MD_LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", markdown))
+    text = _MD_NOISE.sub("", MD_LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", markdown))
     return mrkdwn_escape(shorten_at_word(re.sub(r"\n{3,}", "\n\n", text).strip(), limit))
 
 

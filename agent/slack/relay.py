@@ -43,7 +43,6 @@ SEEN_EVENTS = 10_000  # accepted event ids remembered (Slack retries within minu
 DISPATCH_ATTEMPTS = 3  # the server's worker: GitHub 5xx and timeouts are tried again
 WORKER_DEADLINE_S = 10.0  # one dispatch attempt on the worker (nobody is waiting for it)
 RETRY_ALREADY_DELIVERED = "http_timeout"  # the only retry reason after which the first delivery surely arrived
-DEFAULT_GITHUB_API_URL = DECLARED["GITHUB_API_URL"].default
 
 Response = tuple[int, dict[str, str], bytes]
 Dispatch = Callable[[dict[str, str]], None]
@@ -73,10 +72,8 @@ class RelayConfig:
         if not token:
             raise ConfigError("HELPBOT_DISPATCH_TOKEN",
                               "not set (nor GITHUB_TOKEN); a token with contents:write on the repository")
-        api_url = env_url(env, "GITHUB_API_URL", DEFAULT_GITHUB_API_URL)
-        assert api_url is not None
-        return cls(signing_secret=secret, api_url=api_url, repository=repository, token=token,
-                   settings=TriggerSettings.from_env(env))
+        return cls(signing_secret=secret, api_url=env_url(env, "GITHUB_API_URL") or DECLARED["GITHUB_API_URL"].default,
+                   repository=repository, token=token, settings=TriggerSettings.from_env(env))
 
 
 def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTransport | None = None,
