@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import select
 import socket
@@ -436,30 +437,36 @@ class GatedGitHub(GitHub):
         return super().handler(request)
 
 
-def test_the_server_acks_before_github_answers_and_dispatches_once(capsys: pytest.CaptureFixture[str]) -> None:
+@contextlib.contextmanager
+def gated_serving(timeout: float) -> Iterator[tuple[GatedGitHub, Relay, str]]:
+    """The relay's server with its dispatch worker, GitHub answering when the test opens the gate; yields both and
+    the server's URL. On the way out the worker has finished what was submitted."""
     slow = GatedGitHub()
     config = RelayConfig.from_env(ENV)
     relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), clock=FakeClock(wall=NOW),
                   worker=Dispatcher)
-    server = make_server("127.0.0.1", 0, relay, timeout=2)
+    server = make_server("127.0.0.1", 0, relay, timeout=timeout)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        with httpx2.Client(base_url=url, timeout=5) as client:
-            first = client.post("/", content=BODY, headers=signed(BODY))
-            assert (first.status_code, first.text) == (200, "ok")  # GitHub has not answered yet
-            assert slow.arrived.wait(5) and not slow.gate.is_set()
-            for reason in ("http_timeout", "http_error"):
-                retry = client.post("/", content=BODY, headers=signed(
-                    BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": reason}))
-                assert retry.text == "ignored: retry"
-        slow.gate.set()
+        yield slow, relay, f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
         relay.close()
+
+
+def test_the_server_acks_before_github_answers_and_dispatches_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with gated_serving(timeout=2) as (slow, _, url), httpx2.Client(base_url=url, timeout=5) as client:
+        first = client.post("/", content=BODY, headers=signed(BODY))
+        assert (first.status_code, first.text) == (200, "ok")  # GitHub has not answered yet
+        assert slow.arrived.wait(5) and not slow.gate.is_set()
+        for reason in ("http_timeout", "http_error"):
+            retry = client.post("/", content=BODY, headers=signed(
+                BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": reason}))
+            assert retry.text == "ignored: retry"
+        slow.gate.set()
     assert len(slow.requests) == 1
     assert "dispatched C0123ABCD/1700000000.123456" in capsys.readouterr().err
 
@@ -572,15 +579,8 @@ def test_a_client_that_resets_after_its_request_still_gets_its_event_dispatched_
         capsys: pytest.CaptureFixture[str]) -> None:
     """The whole signed request, then a reset before the answer is read: the event was accepted (the ack was
     sent), so it is dispatched -- once -- and Slack's retry of it is ignored."""
-    slow = GatedGitHub()
-    config = RelayConfig.from_env(ENV)
-    relay = Relay(config, github_dispatcher(config, transport=slow.transport, deadline=30), clock=FakeClock(wall=NOW),
-                  worker=Dispatcher)
-    server = make_server("127.0.0.1", 0, relay, timeout=5)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        sock = socket.create_connection(server.server_address[:2], timeout=5)
+    with gated_serving(timeout=5) as (slow, relay, url):
+        sock = socket.create_connection(address(url), timeout=5)
         sock.sendall(signed_request(BODY))
         assert slow.arrived.wait(5)  # accepted: the worker is at GitHub
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -588,11 +588,6 @@ def test_a_client_that_resets_after_its_request_still_gets_its_event_dispatched_
         retry = signed(BODY, extra={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"})
         assert post(relay, BODY, retry) == (200, b"ignored: retry")
         slow.gate.set()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-        relay.close()
     assert len(slow.requests) == 1
     assert "Traceback" not in capsys.readouterr().err
 
