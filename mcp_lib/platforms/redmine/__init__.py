@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import quote, unquote
@@ -43,6 +42,10 @@ class RedmineConfig:
     max_note_chars: int = DECLARED.value("HELPBOT_REDMINE_MAX_NOTE_CHARS", int)
     timeout_s: float = DECLARED.value("HELPBOT_REDMINE_TIMEOUT", float)
     retry_budget_s: float = DECLARED.value("HELPBOT_REDMINE_RETRY_BUDGET", float)
+
+    def allows(self, project: str) -> bool:
+        """True when no allowlist is set, or ``project`` (an identifier) is on it."""
+        return not self.projects or project in self.projects
 
 
 def load_config(env: Mapping[str, str]) -> RedmineConfig | None:
@@ -171,8 +174,7 @@ def search(
         path = f"/projects/{quote(scope, safe='')}/search.json" if scope else "/search.json"
         params = {"q": query, "issues": 1, "wiki_pages": 1, "limit": fetch}
         try:
-            answer = session.call(partial(session.api.engine.request, "get", f"{session.api.url}{path}",
-                                          params=params), not_found=f"no project {scope!r}")
+            answer = session.get_json(path, f"no project {scope!r}", params)
         except NotFound:
             if project:
                 raise
@@ -203,7 +205,7 @@ def _matches_visibly(session: Session, raw: Mapping[str, Any], query: str) -> bo
     missing = [word for word in _search_words(query) if word not in seen]
     if not missing:
         return True
-    full = session.call(lambda: session.api.issue.get(raw["id"], include=["journals"]).raw())
+    full = session.issue(raw["id"], ["journals"])
     notes = " ".join(str(j.get("notes") or "") for j in full.get("journals") or []
                      if not j.get("private_notes")).lower()
     return all(word in notes for word in missing)
@@ -226,7 +228,7 @@ def _hit(session: Session, hit: Mapping[str, Any], query: str,
             return None
         return {"type": hit.get("type"), "url": hit.get("url"), **base}
     project, title = unquote(match.group(1)), unquote(match.group(2))
-    if session.config.projects and project not in session.config.projects:
+    if not session.config.allows(project):
         return None
     return {"type": "wiki-page", "url": session.wiki_url(project, title), **base, "project": project,
             "wikiTitle": title}
@@ -257,8 +259,7 @@ def getIssues(
     found: list[dict[str, Any]] = []
     for scope in session.projects_to_search(project):
         scoped = {**filters, "project_id": scope} if scope else filters
-        found += session.call(partial(session.raw_issues, scoped),
-                              not_found=f"no project {scope!r}; use the identifier from /projects/IDENT")
+        found += session.issues(scoped, not_found=f"no project {scope!r}; use the identifier from /projects/IDENT")
     kept = [raw for raw in found if not session.hidden(raw)]  # dropped without a note
     kept.sort(key=lambda raw: str(raw.get("updated_on") or ""), reverse=True)
     return Result(items=[_summary(session, raw) for raw in kept[:limit]])
@@ -278,8 +279,7 @@ def getIssue(
     """
     session = _session(ctx)
     missing = f"no issue #{issueId} (or the API key may not see it)"
-    raw = session.call(lambda: session.api.issue.get(
-        issueId, include=["journals", "children", "relations", "attachments"]).raw(), not_found=missing)
+    raw = session.issue(issueId, ["journals", "children", "relations", "attachments"], not_found=missing)
     if session.hidden(raw):  # private, or outside the allowed projects: the words a missing issue gets
         raise ToolError(missing)
     config: RedmineConfig = session.config
@@ -366,8 +366,7 @@ def getWikiPage(
     missing = f"no wiki page {title!r} in project {project!r}"
 
     def fetch(project: str, title: str) -> Any:
-        url = f"{session.base}/projects/{quote(project, safe='')}/wiki/{quote(title, safe='')}.json"
-        return session.call(partial(session.api.engine.request, "get", url), not_found=missing)
+        return session.get_json(f"/projects/{quote(project, safe='')}/wiki/{quote(title, safe='')}.json", missing)
 
     try:
         answer = fetch(project, title)
@@ -378,8 +377,7 @@ def getWikiPage(
             raise ToolError(f"Redmine redirected wiki page {title!r} to {moved.path}, which is not a wiki page") \
                 from None
         project, title = unquote(found.group(1)), unquote(found.group(2))
-        if not PROJECT_IDENT.match(project) or (session.config.projects
-                                                  and project not in session.config.projects):
+        if not PROJECT_IDENT.match(project) or not session.config.allows(project):
             raise ToolError(missing) from None  # moved out of the allowed projects: as if it were not there
         answer = fetch(project, title)
     raw = answer.get("wiki_page") if isinstance(answer, dict) else None

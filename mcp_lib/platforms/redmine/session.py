@@ -135,7 +135,7 @@ class Session:
     def check_project(self, project: str) -> None:
         if not PROJECT_IDENT.match(project):
             raise ToolError(f"project {project!r} is not a project identifier (as in /projects/IDENT, e.g. ec-sync)")
-        if self.config.projects and project not in self.config.projects:
+        if not self.config.allows(project):
             raise ToolError(f"project {project!r} is outside HELPBOT_REDMINE_PROJECTS; allowed: "
                             + ", ".join(self.config.projects))
 
@@ -173,13 +173,20 @@ class Session:
         if not ids:
             return {}
         unique = sorted(set(ids))[:100]
-        found = self.call(partial(self.raw_issues, {"issue_id": ",".join(map(str, unique)), "status_id": "*",
-                                                    "limit": len(unique)}))
+        found = self.issues({"issue_id": ",".join(map(str, unique)), "status_id": "*", "limit": len(unique)})
         return {int(raw["id"]): raw for raw in found}
 
-    def raw_issues(self, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def issues(self, filters: Mapping[str, Any], not_found: str = "not found in Redmine") -> list[dict[str, Any]]:
         """The issues of one filter request, as the JSON Redmine sent (forcing python-redmine's lazy set)."""
-        return [issue.raw() for issue in self.api.issue.filter(**filters)]
+        return self.call(lambda: [issue.raw() for issue in self.api.issue.filter(**filters)], not_found)
+
+    def issue(self, issue_id: int, include: list[str], not_found: str = "not found in Redmine") -> dict[str, Any]:
+        """One issue with the associations named in ``include``, as the JSON Redmine sent."""
+        return self.call(lambda: self.api.issue.get(issue_id, include=include).raw(), not_found)
+
+    def get_json(self, path: str, not_found: str, params: Mapping[str, Any] | None = None) -> Any:
+        """A GET under REDMINE_URL that python-redmine has no resource for (search, a wiki page by title)."""
+        return self.call(partial(self.api.engine.request, "get", f"{self.base}{path}", params=params), not_found)
 
     def issue_url(self, issue_id: int) -> str:
         return f"{self.base}/issues/{issue_id}"
