@@ -173,13 +173,18 @@ def searchIssues(
         incomplete |= bool(data.get("incomplete_results"))
     hits.sort(key=lambda hit: -float(hit.get("score") or 0))
     items = [{
-        "title": hit.get("title"), "url": hit.get("html_url"), "repo": name, "number": hit.get("number"),
-        "kind": "pull_request" if "pull_request" in hit else "issue", "state": hit.get("state"),
-        "author": login(hit.get("user")), "labels": [lb.get("name") for lb in hit.get("labels") or []],
-        "comments": hit.get("comments"), "updated_at": hit.get("updated_at"),
+        **_issue_fields(hit, name, hit.get("number")), "comments": hit.get("comments"),
+        "updated_at": hit.get("updated_at"),
         "snippet": snippet(hit, prefer="body") or keep_start_masked(hit.get("body") or "", 300)[0] or None,
     } for name, hit in _visible(ctx, hits)]
     return _search_result({"total_count": total, "incomplete_results": incomplete}, items, len(hits) - len(items))
+
+
+def _issue_fields(raw: Mapping[str, Any], repo: str, number: Any) -> dict[str, Any]:
+    """What a search hit and github_getIssue both show of an issue or pull request (the issues API's form)."""
+    return {"title": raw.get("title"), "url": raw.get("html_url"), "repo": repo, "number": number,
+            "kind": "pull_request" if "pull_request" in raw else "issue", "state": raw.get("state"),
+            "author": login(raw.get("user")), "labels": [lb.get("name") for lb in raw.get("labels") or []]}
 
 
 def _contents_path(path: str) -> str:
@@ -243,15 +248,13 @@ def _comments(ctx: ToolContext, name: str, number: int, total: int) -> tuple[lis
     config: GitHubConfig = ctx.config
     if total <= 0:
         return [], 0
-    per_page = 100
-    last_page = max(1, math.ceil(total / per_page))
-    path = f"{repo_path(name)}/issues/{number}/comments"
-    fetched: list[Mapping[str, Any]] = api_get(ctx, path, f"comments of {name}#{number}",
-                                            params={"per_page": per_page, "page": last_page}) or []
-    if len(fetched) < config.max_comments and last_page > 1:
-        earlier = api_get(ctx, path, f"comments of {name}#{number}",
-                       params={"per_page": per_page, "page": last_page - 1}) or []
-        fetched = [*earlier, *fetched]
+    path, what = f"{repo_path(name)}/issues/{number}/comments", f"comments of {name}#{number}"
+    fetched: list[Mapping[str, Any]] = []
+    last_page = math.ceil(total / 100)
+    for page in range(last_page, max(0, last_page - 2), -1):  # the last page; the one before it when short
+        if len(fetched) >= config.max_comments:
+            break
+        fetched = [*(api_get(ctx, path, what, params={"per_page": 100, "page": page}) or []), *fetched]
     kept = fetched[-config.max_comments:]
     comments = [{"author": login(c.get("user")), "created_at": c.get("created_at"), "url": c.get("html_url"),
                  "body": keep_start_masked(c.get("body") or "", config.max_comment_chars)[0]} for c in kept]
@@ -269,19 +272,17 @@ def getIssue(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result:
     config: GitHubConfig = ctx.config
     issue = api_get(ctx, f"{repo_path(name)}/issues/{number}", f"{name}#{number}")
     body, body_cut = keep_start_masked(issue.get("body") or "", config.max_body_chars)
-    comments, left_out = _comments(ctx, name, number, int(issue.get("comments") or 0))
-    kind = "pull_request" if "pull_request" in issue else "issue"
+    total = int(issue.get("comments") or 0)
+    comments, left_out = _comments(ctx, name, number, total)
     item = {
-        "title": issue.get("title"), "url": issue.get("html_url"), "repo": name, "number": number, "kind": kind,
-        "state": issue.get("state"), "state_reason": issue.get("state_reason"),
-        "author": login(issue.get("user")), "labels": [lb.get("name") for lb in issue.get("labels") or []],
+        **_issue_fields(issue, name, number), "state_reason": issue.get("state_reason"),
         "assignees": [login(a) for a in issue.get("assignees") or []],
         "created_at": issue.get("created_at"), "updated_at": issue.get("updated_at"),
         "closed_at": issue.get("closed_at"), "body": body, "body_truncated": body_cut,
-        "comments_total": int(issue.get("comments") or 0), "comments": comments,
+        "comments_total": total, "comments": comments,
     }
     notes = [f"{left_out} earlier comments left out; the latest {len(comments)} are shown"] if left_out else []
-    if kind == "pull_request":
+    if item["kind"] == "pull_request":
         notes.append("this is a pull request: github_getPullRequest shows its changed files")
     return Result(item=item, notes=notes)
 
