@@ -175,11 +175,6 @@ def _check_command(entry: ServerEntry, env: Mapping[str, str]) -> None:
         raise FileNotFoundError(f"command {entry.command!r} not found")
 
 
-def _is_read_only(tool: Any) -> bool:
-    """Only a tool that says it is read-only counts as read-only; silence counts as writing."""
-    return bool(tool.annotations and tool.annotations.read_only_hint)
-
-
 def _schema_validator(schema: dict[str, Any]) -> Any:
     import jsonschema  # here: the guard reads helpbot.toml through this module, also in the Lambda relay's package
 
@@ -275,7 +270,7 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
         if not WIRE_NAME.match(f"{entry.platform_name}_{remote.name}"):
             badly_named.append(remote.name)
             continue
-        read_only = _is_read_only(remote)
+        read_only = bool(remote.annotations and remote.annotations.read_only_hint)  # silence counts as writing
         if not read_only and not entry.allow_writes:
             continue
         platform.tools[remote.name] = Tool(

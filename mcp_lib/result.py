@@ -4,7 +4,6 @@ masked as it is cut, so masking costs what is kept); an MCP server's ``tools/cal
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from collections import Counter
@@ -235,12 +234,8 @@ def as_result(tool: str, value: Any) -> Result:
     raise TypeError(f"tool {tool} returned {type(value).__name__}; expected list, dict or Result")
 
 
-def _error_message(called: Any, text: str) -> str:
+def _error_message(payload: Any, text: str) -> str:
     """The server's own words: ``message`` or ``data.error`` of a structured error, else its text."""
-    payload = called.structured_content
-    if payload is None:
-        with contextlib.suppress(json.JSONDecodeError):
-            payload = json.loads(text)
     if isinstance(payload, dict):
         data = payload.get("data")
         found = data.get("error") if isinstance(data, dict) else None
@@ -293,14 +288,14 @@ def from_call_result(name: str, called: Any) -> Result:
     """An MCP ``CallToolResult`` as a Result: the error's own words, or the structured content (else the text as
     JSON, else as text) with its images, embedded text resources and notes."""
     text, images, resources, notes = _content(called)
-    if called.is_error:
-        return Result.error(name, _error_message(called, text))
     payload = called.structured_content
     if payload is None and text:
         try:
             payload = json.loads(text)
         except json.JSONDecodeError:
             payload = {"text": text}
+    if called.is_error:
+        return Result.error(name, _error_message(payload, text))
     items = [p if isinstance(p, dict) else {"value": p} for p in payload] if isinstance(payload, list) else []
     if isinstance(payload, list | dict):
         item = payload if isinstance(payload, dict) else None
