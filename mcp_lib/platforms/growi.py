@@ -107,8 +107,9 @@ def make_client(config: GrowiConfig, transport: httpx2.BaseTransport | None = No
                        timeout=config.timeout_s, transport=transport)
 
 
-def _json(response: httpx2.Response, what: str) -> Any:
-    """The JSON answer, or a ToolError that says what to check (token, URL, the page)."""
+def _get(ctx: ToolContext, path: str, params: Mapping[str, Any], what: str) -> Any:
+    """GET under retries: the JSON answer, or a ToolError that says what to check (token, URL, the page)."""
+    response = send(ctx, "Growi", "GET", path, params=params)
     status = response.status_code
     if 300 <= status < 400:
         where = re.split(r"[?#]", response.headers.get("location", ""), maxsplit=1)[0]  # a proxy's repeats the token
@@ -150,7 +151,7 @@ def _search(ctx: ToolContext, query: str, limit: int) -> dict[str, Any]:
     """Growi's search answer; one it answers ``ok: false`` (its search engine down) is an error."""
     # Growi 7 runs decodeURIComponent on q after the query string is parsed: escape '%' once more.
     params = {"q": query.replace("%", "%25"), "limit": limit, "offset": 0}
-    data = _json(send(ctx, "Growi", "GET", "/_api/search", params=params), "the search")
+    data = _get(ctx, "/_api/search", params, "the search")
     if not isinstance(data, dict) or data.get("ok") is not True:
         error = data.get("error") if isinstance(data, dict) else None
         raise ToolError(f"Growi search failed: {error or 'ok is not true'} (the wiki's search engine may be "
@@ -253,7 +254,7 @@ def getPage(
             raise ToolError(f"page {wanted!r} is outside the allowed wiki paths (HELPBOT_GROWI_PATHS): "
                             f"{', '.join(config.paths)}")
         params, what = {"path": wanted}, f"page {wanted}"
-    data = _json(send(ctx, "Growi", "GET", "/_api/v3/page", params=params), what)
+    data = _get(ctx, "/_api/v3/page", params, what)
     page = data.get("page") if isinstance(data, dict) else None
     page_path = str(page.get("path") or "") if isinstance(page, dict) else ""
     if not isinstance(page, dict) or not config.allows(page_path):
