@@ -323,7 +323,10 @@ _CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|A
 def credential_values(env: Mapping[str, str]) -> list[str]:
     """The values of every credential in ``env`` (declared secrets, variables named like one, in-house servers'
     ``header_env``): masked by their exact values in tool results and by helpbot's egress guard."""
-    tokens = _header_envs(env)
+    try:
+        tokens = {entry.header_env for entry in server_entries(env) if entry.header_env}
+    except ConfigError:  # the registry reports a bad helpbot.toml; the rest is still masked
+        tokens = set()
     values = []
     for name, value in env.items():
         declared = DECLARED.get(name)
@@ -332,10 +335,3 @@ def credential_values(env: Mapping[str, str]) -> list[str]:
         if secret and value.strip():
             values.append(value.strip())
     return values
-
-
-def _header_envs(env: Mapping[str, str]) -> set[str]:
-    try:
-        return {entry.header_env for entry in server_entries(env) if entry.header_env}
-    except ConfigError:  # the registry reports a bad helpbot.toml; the rest is still masked
-        return set()

@@ -283,21 +283,17 @@ def getIssue(
     if session.hidden(raw):  # private, or outside the allowed projects: the words a missing issue gets
         raise ToolError(missing)
     config: RedmineConfig = session.config
-    notes: list[str] = []
 
     # private notes: dropped without a trace -- and the comments carry no #note-N link, whose numbers count the
     # private notes too (a gap would say one is there): the output is an issue's without them
     journals = [j for j in raw.get("journals") or [] if j.get("notes") and not j.get("private_notes")]
     omitted = max(0, len(journals) - config.max_journals)
-    if omitted:
-        notes.append(f"{omitted} older comments left out (showing the last {config.max_journals} of "
-                     f"{len(journals)}; set HELPBOT_REDMINE_MAX_JOURNALS for more)")
-
-    related = _related(session, raw)
+    notes = [f"{omitted} older comments left out (showing the last {config.max_journals} of {len(journals)}; "
+             "set HELPBOT_REDMINE_MAX_JOURNALS for more)"] if omitted else []
     item = {
         **_summary(session, raw), "author": _name(raw.get("author")), "priority": _name(raw.get("priority")),
         "created_on": raw.get("created_on"), "closed_on": raw.get("closed_on"),
-        "description": raw.get("description") or "", **related,
+        "description": raw.get("description") or "", **_related(session, raw),
         "attachments": [{"filename": a.get("filename"), "size": a.get("filesize"),
                          "url": f"{session.base}/attachments/{a.get('id')}"} for a in raw.get("attachments") or []],
         "journals_omitted": omitted,
