@@ -63,7 +63,8 @@ def run(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path, cap
     exit code the run must end with."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     summary, trace = tmp_path / "summary.md", tmp_path / "trace.jsonl"
-    env = {**env, "GITHUB_ACTIONS": "true", "HELPBOT_REPOSITORY_VISIBILITY": "private",
+    # Actions names the run (GITHUB_RUN_ID): a random id of ours could spell a needle (it once held "4711")
+    env = {**env, "GITHUB_ACTIONS": "true", "GITHUB_RUN_ID": "1000000001", "HELPBOT_REPOSITORY_VISIBILITY": "private",
            "GITHUB_STEP_SUMMARY": str(summary), "HELPBOT_TRACE_FILE": str(trace)}
     asked = ws.post(channel, question, user="U0TANAKA")
     before = len(fake.requests)
