@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from botocore.exceptions import EndpointConnectionError
 
 from agent.core.claude import CONNECT_TIMEOUT_S, MIN_ATTEMPT_S, Claude, build_model
 from agent.core.loop import Agent
@@ -21,7 +20,6 @@ from agent.core.settings import Settings
 from agent.core.tools import RegistryTools
 from agent.errors import ModelRequestError, ModelUnavailable
 from mcp_lib import Registry
-from mcp_lib.config import ConfigError
 from mcp_lib.http import NameResolution
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
@@ -255,37 +253,6 @@ def test_a_401_is_not_retried(stub: BedrockStub) -> None:
     assert caught.value.status == 401 and len(stub.requests) == 1 and clock.sleeps == []
 
 
-@pytest.mark.usefixtures("aws_files")
-@pytest.mark.parametrize(("profile", "variable", "words"), [
-    ("nope", "AWS_PROFILE", "The config profile (nope) could not be found"),
-    ("empty", "AWS credentials", "Could not resolve AWS credentials"),
-])
-def test_local_credential_problems_are_configuration_errors(stub: BedrockStub, profile: str, variable: str,
-                                                            words: str) -> None:
-    config = ModelConfig.from_env({"AWS_PROFILE": profile, "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
-    assert config is not None
-    with pytest.raises(ConfigError) as caught:
-        ask(build_model(config, clock=FakeClock()))
-    assert caught.value.variable == variable and words in str(caught.value)
-    assert stub.requests == []  # nothing reached Bedrock: it rejected nothing
-
-
-def test_botocore_network_errors_are_retried(stub: BedrockStub) -> None:
-    """STS unreachable while botocore resolves OIDC credentials: the signer fails the way botocore does."""
-    failures = [EndpointConnectionError(endpoint_url="https://sts.ap-northeast-1.amazonaws.com")]
-
-    def sign(url: str, data: bytes) -> dict[str, str]:
-        if failures:
-            raise failures.pop(0)
-        return {"authorization": "Bearer k"}
-
-    clock = FakeClock()
-    model = Claude(httpx2.Client(), "bedrock", stub.url, sign, clock=clock)
-    response = ask(model)
-    assert response.text == "ok" and len(clock.sleeps) == 1 and clock.sleeps[0] <= 1.25  # unreachable: quick
-    assert "EndpointConnectionError" in response.retries[0] and len(stub.requests) == 1
-
-
 def test_access_denied_carries_a_hint(stub: BedrockStub) -> None:
     stub.script(stub_lib.error(403, "AccessDeniedException", "You don't have access to the model"))
     with pytest.raises(ModelRequestError, match=r"403 AccessDeniedException.*model access"):
@@ -302,29 +269,6 @@ def test_a_model_that_stays_down_degrades_to_faq_sources(stub: BedrockStub) -> N
     assert answer.degraded and "503" in (answer.error or "")
     assert answer.sources and all(s["url"] for s in answer.sources)
     assert "AI モデルを利用できなかった" in answer.text
-
-
-def test_aws_credentials_are_signed_with_sigv4(stub: BedrockStub) -> None:
-    stub.aws_secrets["AKIAIOSFODNN7EXAMPLE"] = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # the stub checks it
-    config = ModelConfig.from_env({"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
-                                   "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                                   "AWS_SESSION_TOKEN": "session-token", "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
-    assert config is not None
-    assert ask(build_model(config, clock=FakeClock())).text == "ok"  # the model id's ":" signed as sent
-    sent = stub.requests[0].headers
-    assert sent["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/")
-    assert "/ap-northeast-1/bedrock/aws4_request" in sent["authorization"]
-    assert sent["x-amz-security-token"] == "session-token"
-
-
-def test_a_signature_bedrock_would_not_accept_is_refused_not_retried(stub: BedrockStub) -> None:
-    stub.aws_secrets["AKIAIOSFODNN7EXAMPLE"] = "another secret"
-    config = ModelConfig.from_env({"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_SECRET_ACCESS_KEY": "wrong",
-                                   "ANTHROPIC_BEDROCK_BASE_URL": stub.url})
-    assert config is not None
-    with pytest.raises(ModelRequestError, match="403 InvalidSignatureException"):
-        ask(build_model(config, clock=FakeClock()))
-    assert len(stub.requests) == 1
 
 
 def test_the_direct_anthropic_api_behind_the_same_interface(stub: BedrockStub) -> None:
