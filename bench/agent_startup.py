@@ -25,7 +25,14 @@ depends on, is installed into the venv for it at the version it last had, and th
 Targets (issue 24, with bytecode): 👀 ≤ 0.5 s and the first model request ≤ 1.5 s after the process starts;
 without bytecode (informative) 👀 ≤ 0.8 s and the first request ≤ 2 s.
 
+``--credentials`` chooses how the Bedrock request is signed, a comma list run interleaved (one run of each in
+turn): ``api-key`` (``AWS_BEARER_TOKEN_BEDROCK``, the default), ``oidc-keys`` (the session keys help.yml's OIDC
+step exports: SigV4 with keys given; that step's STS call is before the process) or ``web-identity``
+(``AWS_ROLE_ARN`` + ``AWS_WEB_IDENTITY_TOKEN_FILE``: botocore asks the local STS, ``tests/fakes/sts.py``, through
+its ``AWS_ENDPOINT_URL_STS``, on the first request; ``--sts-rtt S`` delays its answer).
+
     uv run python bench/agent_startup.py [--runs 5] [--slack-rtt 0.1] [--venv /tmp/helpbot-startup-venv]
+    uv run python bench/agent_startup.py --cases bytecode --credentials api-key,web-identity [--sts-rtt 0.05]
     uv run python bench/agent_startup.py --clients [--runs 5]
 """
 
@@ -38,10 +45,11 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -50,6 +58,9 @@ from yardstick import Yardstick  # noqa: E402
 
 from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit  # noqa: E402
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, sample_workspace  # noqa: E402
+from tests.fakes.sts import StsStub  # noqa: E402
+
+Credentials = Literal["api-key", "oidc-keys", "web-identity"]
 
 TARGETS = {"no bytecode": (0.8, 2.0), "bytecode": (0.5, 1.5)}
 SDK = "anthropic[bedrock]==2.14.0"  # the version helpbot last depended on
@@ -125,19 +136,49 @@ def process_cpu(pid: int) -> float | None:
         return None
 
 
-def one_run(helpbot: Path, bytecode: bool, slack_rtt: float = 0.0) -> dict[str, float | None]:
+def credential_env(credentials: Credentials, stub: BedrockStub, sts: StsStub, token: Path) -> dict[str, str]:
+    """The environment that signs the Bedrock request this way; the stub checks every SigV4 signature."""
+    if credentials == "api-key":
+        return {"AWS_BEARER_TOKEN_BEDROCK": "bench-key"}
+    aws_files = {"AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                 "AWS_EC2_METADATA_DISABLED": "true"}
+    if credentials == "oidc-keys":  # what aws-actions/configure-aws-credentials exports after its STS call
+        stub.aws_secrets["ASIABENCHOIDCKEYS001"] = "bench-secret"
+        return {**aws_files, "AWS_ACCESS_KEY_ID": "ASIABENCHOIDCKEYS001", "AWS_SECRET_ACCESS_KEY": "bench-secret",
+                "AWS_SESSION_TOKEN": "bench-session-token"}
+    token.write_text("eyJhbGciOiJSUzI1NiJ9.bench-oidc-token.signature")
+    return {**aws_files, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/helpbot-bedrock",
+            "AWS_WEB_IDENTITY_TOKEN_FILE": str(token), "AWS_ENDPOINT_URL_STS": sts.url}
+
+
+def signed_as_asked(credentials: Credentials, stub: BedrockStub, sts: StsStub) -> str | None:
+    """Why the run did not use the credentials it was given (None when it did)."""
+    sent = stub.requests[0].headers if stub.requests else {}
+    if credentials == "api-key":
+        return None if sent.get("authorization") == "Bearer bench-key" else "no API key on the first request"
+    if credentials == "oidc-keys":
+        return None if sent.get("x-amz-security-token") == "bench-session-token" else "not the session keys"
+    if len(sts.calls) != 1:
+        return f"{len(sts.calls)} AssumeRoleWithWebIdentity calls, not 1"
+    return None if sent.get("x-amz-security-token") == sts.calls[0].session_token else "not STS's keys"
+
+
+def one_run(helpbot: Path, bytecode: bool, slack_rtt: float = 0.0, credentials: Credentials = "api-key",
+            sts_rtt: float = 0.0) -> dict[str, float | None]:
     ws = sample_workspace()
     question = ws.history("C0ECSUP")[0]
-    with FakeSlack(ws) as fake, BedrockStub() as stub:
+    with FakeSlack(ws) as fake, BedrockStub() as stub, StsStub(stub.aws_secrets) as sts, \
+            tempfile.TemporaryDirectory() as tmp:
         stub.responder = answering_with_the_first_faq_hit
+        sts.delay_s = sts_rtt
         if slack_rtt:
             fake.slow("*", seconds=slack_rtt, times=10_000)
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("AWS_", "ANTHROPIC_", "HELPBOT_", "SLACK_", "REDMINE_", "GITHUB_", "GROWI_",
                                     "VIRTUAL_ENV", "UV_"))}
         env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_USER_TOKEN=USER_TOKEN, SLACK_API_URL=fake.url,
-                   AWS_BEARER_TOKEN_BEDROCK="bench-key", ANTHROPIC_BEDROCK_BASE_URL=stub.url,
-                   AWS_REGION="ap-northeast-1")
+                   ANTHROPIC_BEDROCK_BASE_URL=stub.url, AWS_REGION="ap-northeast-1",
+                   **credential_env(credentials, stub, sts, Path(tmp) / "web-identity-token"))
         if not bytecode:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
         stop = threading.Event()
@@ -173,6 +214,9 @@ def one_run(helpbot: Path, bytecode: bool, slack_rtt: float = 0.0) -> dict[str, 
             w.join()
         if child[0].returncode != 0:
             raise SystemExit(f"helpbot answer failed ({child[0].returncode}): {stderr.strip()[-500:]}")
+        wrong = signed_as_asked(credentials, stub, sts)
+        if wrong:
+            raise SystemExit(f"{credentials}: {wrong}: {stderr.strip()[-500:]}")
     return marks
 
 
@@ -198,7 +242,7 @@ def clients(venv: Path, runs: int) -> None:
     print(ys.line())
 
 
-def report(case: str, runs: list[dict[str, float | None]], ys: Yardstick) -> bool:
+def report(case: str, runs: list[dict[str, float | None]], ys: Yardstick, label: str = "") -> bool:
     def med(key: str) -> float:
         values = [value for r in runs if (value := r.get(key)) is not None]
         return statistics.median(values) if values else float("nan")
@@ -207,7 +251,7 @@ def report(case: str, runs: list[dict[str, float | None]], ys: Yardstick) -> boo
     eyes, model, end = med("eyes"), med("model"), med("exit")
     after = statistics.median([r["exit"] - r["answered"] for r in runs if r["exit"] and r["answered"]])
     ok = ys.at_reference(eyes) <= eyes_target and ys.at_reference(model) <= model_target
-    print(f"{case}, median of {len(runs)} (at the reference speed in brackets):\n"
+    print(f"{case}{label}, median of {len(runs)} (at the reference speed in brackets):\n"
           f"  👀 {ys.show(eyes)} ({ys.at_reference(eyes):.2f} s; target ≤ {eyes_target} s) · first model request "
           f"{ys.show(model)} ({ys.at_reference(model):.2f} s; ≤ {model_target} s) -> {'PASS' if ok else 'FAIL'}\n"
           f"  exit {ys.show(end)} · last Slack call to exit {ys.show(after)} · CPU {ys.show(med('cpu'))}\n"
@@ -223,7 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slack-rtt", type=float, default=0.0, help="seconds added to every Slack answer")
     parser.add_argument("--cases", default="no bytecode,bytecode", help="which of: no bytecode, bytecode")
     parser.add_argument("--clients", action="store_true", help="time the ways of making the Bedrock request")
+    parser.add_argument("--credentials", default="api-key",
+                        help=f"how the Bedrock request is signed, interleaved: of {', '.join(get_args(Credentials))}")
+    parser.add_argument("--sts-rtt", type=float, default=0.0, help="seconds before the local STS answers")
     args = parser.parse_args(argv)
+    ways: list[Credentials] = [way for way in get_args(Credentials) if way in args.credentials.split(",")]
+    if not ways or len(ways) != len(args.credentials.split(",")):
+        parser.error(f"--credentials: a comma list of {', '.join(get_args(Credentials))}")
     helpbot = build_venv(args.venv)
     if args.clients:
         clients(args.venv, args.runs)
@@ -243,11 +293,14 @@ def main(argv: list[str] | None = None) -> int:
             one_run(helpbot, bytecode=True)  # warm the file cache
         else:
             drop_bytecode(args.venv)
-        runs = []
+        runs: dict[Credentials, list[dict[str, float | None]]] = {way: [] for way in ways}
         for _ in range(args.runs):
-            ys.sample()
-            runs.append(one_run(helpbot, bytecode=bytecode, slack_rtt=rtt))
-        ok &= report(case, runs, ys)
+            for way in ways:
+                ys.sample()
+                runs[way].append(one_run(helpbot, bytecode=bytecode, slack_rtt=rtt, credentials=way,
+                                         sts_rtt=args.sts_rtt))
+        for way in ways:
+            ok &= report(case, runs[way], ys, "" if ways == ["api-key"] else f", {way}")
     print(ys.line())
     return 0 if ok else 1
 
