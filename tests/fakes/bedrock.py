@@ -33,6 +33,10 @@ from typing import Any
 from urllib.parse import unquote
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
+# What the client tests send: a model id as Bedrock names it, a system prompt, one user turn.
+MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
+SYSTEM = [{"type": "text", "text": "You are a test."}]
+HELLO = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]
 Reply = tuple[int, dict[str, str], dict[str, Any]]
 
 

@@ -18,19 +18,9 @@ from agent.core.model import Request
 from agent.core.model_config import ModelConfig
 from agent.errors import ModelRequestError
 from mcp_lib.config import ConfigError
-from tests.fakes.bedrock import BedrockStub
+from tests.fakes.bedrock import HELLO, MODEL, SYSTEM, BedrockStub
 from tests.fakes.clock import FakeClock
 from tests.fakes.sts import StsStub
-
-MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
-SYSTEM = [{"type": "text", "text": "You are a test."}]
-HELLO = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]
-
-
-@pytest.fixture
-def stub() -> Iterator[BedrockStub]:
-    with BedrockStub() as running:
-        yield running
 
 
 def ask(model: Claude) -> Any:

@@ -4,7 +4,7 @@ HTTP stub."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
@@ -22,19 +22,9 @@ from agent.errors import ModelRequestError, ModelUnavailable
 from mcp_lib import Registry
 from mcp_lib.http import NameResolution
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.bedrock import BedrockStub, answering_with_the_first_faq_hit
+from tests.fakes.bedrock import HELLO, MODEL, SYSTEM, BedrockStub, answering_with_the_first_faq_hit
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import check_transcript
-
-MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
-SYSTEM = [{"type": "text", "text": "You are a test."}]
-HELLO = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]
-
-
-@pytest.fixture
-def stub() -> Iterator[BedrockStub]:
-    with BedrockStub() as running:
-        yield running
 
 
 def bedrock(stub: BedrockStub, clock: FakeClock, **env: str) -> Claude:

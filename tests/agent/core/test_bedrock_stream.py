@@ -4,25 +4,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agent.core.claude import Claude, ModelConfig, build_model
 from agent.core.model import Request
 from agent.errors import ModelRequestError
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.bedrock import BedrockStub
+from tests.fakes.bedrock import HELLO, MODEL, BedrockStub
 from tests.fakes.clock import FakeClock
-
-MODEL = "jp.anthropic.claude-sonnet-4-5-20250929-v1:0"
-HELLO = [{"role": "user", "content": [{"type": "text", "text": "こんにちは"}]}]
-
-
-@pytest.fixture
-def stub() -> Iterator[BedrockStub]:
-    with BedrockStub() as running:
-        yield running
 
 
 def bedrock(stub: BedrockStub, clock: FakeClock) -> Claude:
