@@ -118,8 +118,10 @@ def test_oidc_credentials_come_from_sts_once_and_sign_the_requests(stub: Bedrock
 
 def test_a_role_sts_will_not_assume_for_the_token_reaches_no_model(stub: BedrockStub, sts: StsStub) -> None:
     sts.accepts = lambda role_arn, token: False  # the role's trust policy names another repository
-    with pytest.raises(ModelRequestError, match=r"AccessDenied.*sts:AssumeRoleWithWebIdentity"):
+    with pytest.raises(ConfigError, match=r"AWS STS refused the credentials \(AccessDenied: .*"
+                                          r"sts:AssumeRoleWithWebIdentity.*trust policy") as refused:
         ask(oidc_model(stub))
+    assert refused.value.variable == "AWS_ROLE_ARN" and "bedrock" not in str(refused.value)
     assert sts.refused == [(403, "AccessDenied")] and stub.requests == []
 
 
