@@ -187,13 +187,13 @@ def shared_with_others(info: Mapping[str, Any], sender: Sender | None = None) ->
                 or (info.get("is_shared") and not info.get("is_org_shared")))
 
 
-Verdict = Literal["answer", "notice", "ignore"]
+Verdict = Literal["answer", "notice", "ignore", "refuse"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    """``answer`` (from every platform, or only ``sources``), ``notice`` (tell ``notify``, then end as ignored) or
-    ``ignore``; ``reason`` is the log line."""
+    """``answer`` (from every platform, or only ``sources``), ``notice`` (tell ``notify``, then end as ignored),
+    ``ignore``, or ``refuse`` (bad input: exit 2); ``reason`` is the log line."""
 
     verdict: Verdict
     reason: str = ""
@@ -220,6 +220,22 @@ def admit(asker: Asker, channel: str, info: Mapping[str, Any], settings: Trigger
     else:
         return Decision("answer")
     return Decision("notice", why, notify=asker.notify) if asker.notify else Decision("ignore", why)
+
+
+def unread(trigger: Trigger, info: Mapping[str, Any], settings: TriggerSettings) -> Decision | None:
+    """Why the message is not read at all (None: it may be). A group DM is ignored (a DM already was, by its D id).
+    A private channel that a link given by hand points into is refused unless HELPBOT_CHANNELS lists it: anyone
+    who may run the workflow could otherwise have helpbot read it into Actions."""
+    from agent.slack.handle import is_public
+    from mcp_lib.platforms.slack import is_dm
+
+    channel = str(trigger.channel)
+    if is_dm(info):
+        return Decision("ignore", f"{channel} is a group DM; helpbot answers in channels only")
+    if trigger.source == "workflow_dispatch" and not is_public(info) and channel not in settings.channels:
+        return Decision("refuse", f"{channel} is a private channel (or its privacy cannot be read); a message link "
+                                  "given by hand is answered there only when HELPBOT_CHANNELS lists it")
+    return None
 
 
 def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Mapping[str, Any],

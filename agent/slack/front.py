@@ -140,23 +140,19 @@ class Front:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
-        from mcp_lib.platforms.slack import is_dm
-
         assert trigger.channel and trigger.ts
         channel, ts = trigger.channel, trigger.ts
         slack = Slack(self.env, answer_channel=channel, need_bot=not dry_run, clock=self.clock,
                       configured_user_id=settings.bot_user_id)
-        slack.read_ahead(channel, None if trigger.source == "workflow_dispatch" else ts)
+        slack.read_ahead(channel, ts, thread_if=lambda info: admission.unread(trigger, info, settings) is None)
         if slack.me.is_me(trigger.user):
             return self.tell.ignored(f"the {'mention' if trigger.mention else 'reaction'} was added by helpbot itself",
                                  channel)
         info = slack.channel(channel)
-        if is_dm(info):  # a group DM (a DM is already ignored by its D id): no history scope, no answers
-            return self.tell.ignored(f"{channel} is a group DM; helpbot answers in channels only", channel)
+        if (unread := admission.unread(trigger, info, settings)) is not None:
+            return (self.tell.rejected(unread.reason) if unread.verdict == "refuse"
+                    else self.tell.ignored(unread.reason, channel))
         public = is_public(info)
-        if trigger.source == "workflow_dispatch" and not public and channel not in settings.channels:
-            return self.tell.rejected(f"{channel} is a private channel (or its privacy cannot be read); a message link "
-                                  "given by hand is answered there only when HELPBOT_CHANNELS lists it")
         thread = slack.thread(channel, ts)
         message = thread.target
         if slack.me.wrote(message):

@@ -79,21 +79,21 @@ class Slack:
         except ToolError as exc:
             raise RunFailed(str(exc)) from None
 
-    def read_ahead(self, channel: str, ts: str | None) -> None:
-        """Who helpbot is, the channel's info and (given ``ts``) the thread, asked at once: one round trip to Slack
-        before 👀, not three. :attr:`me`, :meth:`channel` and :meth:`thread` then take them, each raising its own
-        error when it is asked for, in the order the front asks. A link given by hand passes no ``ts``: it may
-        point into a private channel, whose thread is read only once the front has ruled that out."""
+    def read_ahead(self, channel: str, ts: str, *, thread_if: Callable[[Mapping[str, Any]], bool]) -> None:
+        """Who helpbot is and the channel's info asked at once, the thread as soon as the info says ``thread_if``
+        (two round trips to Slack before 👀, not three; a thread that may not be read is not). :attr:`me`,
+        :meth:`channel` and :meth:`thread` then take them, each raising its own error in the order the front asks."""
         if self.bot is not None and self._auth is None:
             self._ahead["auth"] = _in_background(self._whoami)
-        self._ahead[("channel", channel)] = _in_background(lambda: self._channel(channel))
-        if ts is not None:
-            self._ahead[("thread", channel, ts)] = _in_background(lambda: self._thread(channel, ts))
+        info = self._ahead[("channel", channel)] = _in_background(lambda: self._channel(channel))
+        self._ahead[("thread", channel, ts)] = _in_background(
+            lambda: self._thread(channel, ts) if thread_if(info.result()) else None)
 
     def _taken(self, key: object, read: Callable[[], T]) -> T:
-        """``read()``, or what :meth:`read_ahead` started for ``key`` (taken once: a later read asks anew)."""
+        """What :meth:`read_ahead` started for ``key`` (taken once: a later read asks anew), else ``read()``."""
         ahead = self._ahead.pop(key, None)
-        return read() if ahead is None else ahead.result()
+        found = None if ahead is None else ahead.result()
+        return read() if found is None else found
 
     @property
     def me(self) -> Me:

@@ -744,6 +744,20 @@ def test_direct_messages_are_ignored(channel: str, ws: Workspace, fake: FakeSlac
     assert code == 0 and model.requests == [] and writes(fake) == []
     err = one_line(capsys.readouterr().err)
     assert "ignored:" in err and "DM" in err.replace("direct message", "DM")
+    assert not fake.calls("conversations.replies")  # ignored before the message was read
+
+
+def test_a_reaction_in_a_group_dm_is_ignored_before_its_thread_is_read(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The thread is read ahead only once the channel's info allows it: even a token granted mpim:history by
+    mistake reads no group DM (the info's answer waits 2 s for a thread read that must not come)."""
+    asked = ws.history("C0MPIM")[0]
+    released = fake.hold("conversations.info", until=lambda: fake.calls("conversations.replies"), at_most_s=2.0)
+    path = event_file(tmp_path, ws.reacted({"channel": "C0MPIM", "ts": asked.ts, "user": "U0SUZUKI",
+                                            "reaction": "help"}))
+    assert main(["answer", "--event", path]) == 0
+    assert "group DM" in capsys.readouterr().err
+    assert released == [False] and not fake.calls("conversations.replies") and writes(fake) == []
 
 
 # -- helpbot's own messages are recognised by their author, not by metadata alone -----------------------------------
