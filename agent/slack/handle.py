@@ -86,14 +86,17 @@ class Slack:
         if self.bot is not None and self._auth is None:
             self._ahead["auth"] = _in_background(self._whoami)
         info = self._ahead[("channel", channel)] = _in_background(lambda: self._channel(channel))
-        self._ahead[("thread", channel, ts)] = _in_background(
-            lambda: self._thread(channel, ts) if thread_if(info.result()) else None)
+        def thread() -> Thread:
+            if not thread_if(info.result()):  # fails closed: a caller that asks anyway reads nothing
+                raise RunFailed(f"the thread of {channel}/{ts} may not be read")
+            return self._thread(channel, ts)
+
+        self._ahead[("thread", channel, ts)] = _in_background(thread)
 
     def _taken(self, key: object, read: Callable[[], T]) -> T:
         """What :meth:`read_ahead` started for ``key`` (taken once: a later read asks anew), else ``read()``."""
         ahead = self._ahead.pop(key, None)
-        found = None if ahead is None else ahead.result()
-        return read() if found is None else found
+        return read() if ahead is None else ahead.result()
 
     @property
     def me(self) -> Me:

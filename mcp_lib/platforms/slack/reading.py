@@ -57,10 +57,16 @@ def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]], *, at_m
         def look_up(user: str = user, pending: threading.Event = pending) -> None:
             try:
                 _look_up_name(ctx, user)
+            except Exception:  # a name that cannot be looked up falls back to the id
+                clients.unknown_users.add(user)
             finally:
                 pending.set()
 
-        threading.Thread(target=look_up, name="slack-name", daemon=True).start()
+        try:
+            threading.Thread(target=look_up, name="slack-name", daemon=True).start()
+        except RuntimeError:  # no thread to be had: looked up when needed
+            del clients.names_pending[user]
+            pending.set()
 
 
 def user_info(ctx: ToolContext, user_id: str, *, patient: bool = True) -> dict[str, Any]:
