@@ -11,8 +11,9 @@ import inspect
 import json
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -272,3 +273,21 @@ class Platform:
             return fn
 
         return register
+
+
+T = TypeVar("T")
+
+
+def in_background(work: Callable[[], T], name: str) -> Future[T]:
+    """``work()`` on a daemon thread (a run that ends or is cancelled does not wait for it), its outcome -- a
+    value or any exception -- in the future: reads started ahead of their use (Slack's, a name lookup)."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .clock import SYSTEM_CLOCK, Clock
-from .core import ToolContext, ToolError
+from .core import ToolContext, ToolError, in_background
 from .doors import Door
 from .errors import GaveUp, Retryable
 from .retry import Budget, Policy, call, header, server_wait, tool_budget
@@ -194,23 +194,18 @@ class NameResolution:
                 return done
             future = self._pending.get(key)
             if future is None:
-                future = self._pending[key] = Future()
-                threading.Thread(target=self._resolve, args=(key, future), name=f"resolve-{key[0]}",
-                                 daemon=True).start()
+                future = self._pending[key] = in_background(lambda: self._resolve(key), f"resolve-{key[0]}")
             return future
 
-    def _resolve(self, key: tuple[str, int], future: Future[object]) -> None:
+    def _resolve(self, key: tuple[str, int]) -> object:
         try:
             result = self.resolver(*key)
-        except BaseException as exc:
+        finally:
             with self._lock:
                 self._pending.pop(key, None)
-            future.set_exception(exc)
-            return
         with self._lock:
-            self._pending.pop(key, None)
             self._resolved[key] = self.clock.monotonic() + RESOLVED_FOR_S
-        future.set_result(result)
+        return result
 
 
 def _is_ip(host: str) -> bool:

@@ -160,6 +160,14 @@ class Claude:
             return ConfigError("AWS_PROFILE", f"{exc} (check AWS_PROFILE and AWS_CONFIG_FILE)")
         if boto is not None and isinstance(exc, boto.BotoCoreError):
             return ConfigError("AWS credentials", f"{type(exc).__name__}: {exc}")
+        if boto is not None and isinstance(exc, boto.ClientError):  # AWS refused the credentials, not Bedrock
+            error, operation = exc.response.get("Error") or {}, exc.operation_name
+            if operation == "AssumeRoleWithWebIdentity":  # STS, for OIDC
+                return ConfigError("AWS_ROLE_ARN", f"AWS STS refused the credentials ({error.get('Code')}: "
+                                                   f"{error.get('Message')}); check the role's trust policy for "
+                                                   "this repository and the OIDC token")
+            return ConfigError("AWS credentials", f"AWS refused the credentials ({operation}: {error.get('Code')}: "
+                                                  f"{error.get('Message')})")
         status = exc.status if isinstance(exc, StatusError) else None
         hint = {401: " (check the API key / AWS credentials)",
                 403: " (check the credentials' permissions and the model access for this region)",
@@ -199,7 +207,6 @@ def _sigv4(config: ModelConfig) -> Sign:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
-        from botocore.exceptions import ClientError
 
         if not resolved and config.aws_access_key:
             resolved.append(Credentials(config.aws_access_key, config.aws_secret_key, config.aws_session_token))
@@ -212,15 +219,8 @@ def _sigv4(config: ModelConfig) -> Sign:
                                                      "AWS keys, AWS_PROFILE or OIDC (AWS_WEB_IDENTITY_TOKEN_FILE + "
                                                      "AWS_ROLE_ARN)")
             resolved.append(found)
-        try:  # a web identity's keys come from STS here, on the first request and when they expire
-            frozen = resolved[0].get_frozen_credentials()
-        except ClientError as exc:  # STS refused (the role's trust policy, the token): not Bedrock, not retried
-            error = exc.response.get("Error") or {}
-            raise ConfigError("AWS_ROLE_ARN", f"AWS STS refused the credentials ({error.get('Code')}: "
-                                              f"{error.get('Message')}); check the role's trust policy for this "
-                                              "repository and the OIDC token") from None
         signed = AWSRequest("POST", url, data=data, headers={"content-type": "application/json"})
-        SigV4Auth(frozen, "bedrock", config.region).add_auth(signed)
+        SigV4Auth(resolved[0].get_frozen_credentials(), "bedrock", config.region).add_auth(signed)
         return dict(signed.headers.items())
 
     return sign

@@ -5,7 +5,6 @@ who helpbot is, and the one read path (the Slack platform's retries and error me
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -83,15 +82,18 @@ class Slack:
         """Who helpbot is and the channel's info asked at once, the thread as soon as the info says ``thread_if``
         (two round trips to Slack before 👀, not three; a thread that may not be read is not). :attr:`me`,
         :meth:`channel` and :meth:`thread` then take them, each raising its own error in the order the front asks."""
+        from mcp_lib.core import in_background
+
         if self.bot is not None and self._auth is None:
-            self._ahead["auth"] = _in_background(self._whoami)
-        info = self._ahead[("channel", channel)] = _in_background(lambda: self._channel(channel))
+            self._ahead["auth"] = in_background(self._whoami, "helpbot-slack-read")
+        info = self._ahead[("channel", channel)] = in_background(lambda: self._channel(channel), "helpbot-slack-read")
+
         def thread() -> Thread:
             if not thread_if(info.result()):  # fails closed: a caller that asks anyway reads nothing
                 raise RunFailed(f"the thread of {channel}/{ts} may not be read")
             return self._thread(channel, ts)
 
-        self._ahead[("thread", channel, ts)] = _in_background(thread)
+        self._ahead[("thread", channel, ts)] = in_background(thread, "helpbot-slack-read")
 
     def _taken(self, key: object, read: Callable[[], T]) -> T:
         """What :meth:`read_ahead` started for ``key`` (taken once: a later read asks anew), else ``read()``."""
@@ -185,16 +187,3 @@ def is_public(info: Mapping[str, Any]) -> bool:
 
     return "is_private" in info and not (slack.is_dm(info) or slack.is_private(info))
 
-
-def _in_background(read: Callable[[], T]) -> Future[T]:
-    """``read()`` on a daemon thread (a cancelled run does not wait for it), its outcome in the future."""
-    future: Future[T] = Future()
-
-    def work() -> None:
-        try:
-            future.set_result(read())
-        except BaseException as exc:
-            future.set_exception(exc)
-
-    threading.Thread(target=work, name="helpbot-slack-read", daemon=True).start()
-    return future

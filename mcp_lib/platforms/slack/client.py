@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from collections.abc import Mapping
+from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
@@ -146,7 +146,7 @@ class SlackClients:
     channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
     users: dict[str, dict[str, Any]] = field(default_factory=dict)  # users.info's, by id (reading.user_info)
     unknown_users: set[str] = field(default_factory=set)  # lookups that failed: not asked again
-    names_pending: dict[str, threading.Event] = field(default_factory=dict)  # set once looked up (names_ahead)
+    names_pending: dict[str, Future[None]] = field(default_factory=dict)  # lookups started ahead (names_ahead)
     user_lookups_paused_until: float = 0.0  # users.info was rate limited: no lookups until then
     channel_ids: dict[str, str] = field(default_factory=dict)
     auth: dict[str, Any] | None = None  # auth.test of the reading token (reading.whoami)

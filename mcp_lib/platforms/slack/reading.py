@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import html
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from ... import ids
-from ...core import ToolContext, ToolError
+from ...core import ToolContext, ToolError, in_background
 from ...cutting import excerpt, squash_whitespace
 from ...errors import ChannelNotFound, RateLimited
 from ...redact import redact_secrets
@@ -52,21 +52,7 @@ def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]], *, at_m
     wanted = dict.fromkeys(user for m in messages for user in (
         [str(m["user"])] if m.get("user") else []) + _MENTION.findall(str(m.get("text") or "")))
     for user in [u for u in wanted if u not in clients.users and u not in clients.names_pending][:at_most]:
-        pending = clients.names_pending[user] = threading.Event()
-
-        def look_up(user: str = user, pending: threading.Event = pending) -> None:
-            try:
-                _look_up_name(ctx, user)
-            except Exception:  # a name that cannot be looked up falls back to the id
-                clients.unknown_users.add(user)
-            finally:
-                pending.set()
-
-        try:
-            threading.Thread(target=look_up, name="slack-name", daemon=True).start()
-        except RuntimeError:  # no thread to be had: looked up when needed
-            del clients.names_pending[user]
-            pending.set()
+        clients.names_pending[user] = in_background(partial(_look_up_name, ctx, user), "slack-name")
 
 
 def user_info(ctx: ToolContext, user_id: str, *, patient: bool = True) -> dict[str, Any]:
@@ -82,10 +68,10 @@ def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> s
     tool, never waits, and is not tried again (for anyone, while users.info is rate limited)."""
     clients: SlackClients = ctx.client
     pending = clients.names_pending.get(user_id)
-    if pending is not None:  # looked up ahead: its answer (or its failure) is the one
-        pending.wait()
-    else:
+    if pending is None:
         _look_up_name(ctx, user_id)
+    elif pending.exception() is not None:  # looked up ahead, and failed unexpectedly: the fallback, not again
+        clients.unknown_users.add(user_id)
     user = clients.users.get(user_id) or {}
     profile = user.get("profile") or {}
     return str(profile.get("display_name") or user.get("real_name") or user.get("name") or fallback or user_id)
