@@ -56,7 +56,9 @@ _SECRETS = [
              r"[A-Za-z0-9._~+/-]{16,}=*"),
     # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
     # (not a sentence going on: ``SLACK_BOT_TOKEN: Slack rejected the token`` is helpbot naming a variable)
-    ("kv", rf"(?<![A-Za-z0-9])(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
+    # (the lookahead first: a run of key characters then a separator, before trying every key word along it)
+    ("kv", rf"(?<![A-Za-z0-9])(?=[A-Za-z0-9_.-]*+[\"']?\s*[:=])"
+           rf"(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
            rf"(?P<kv_q>[\"']?)(?:(?<=:\s)(?![A-Z][A-Za-z]*[a-z] [a-z])|(?<!:\s)){_CHARS}{{5,}}+(?![(\[])"),
     # ``password hunter2x``: a key word, spaces, then a value with a letter and a digit (``password reset``,
     # ``token expired`` and ``secret 42`` stay prose)
@@ -78,6 +80,10 @@ _PHONES = [
     ("phone4", r"(?<![\w.+-])(?:0[5789]0\.\d{4}|0\d\.\d{4}|0\d{2}\.\d{3}|0\d{3}\.\d{2}|0\d{4}\.\d)\.\d{4}"
                r"(?![\w-]|\.\d)"),
 ]
+# Where a match can begin (every branch above starts with printable ASCII or a Japanese key word; an exact value
+# anywhere): ``(?=[…])`` in front lets the engine pass over other text, such as Japanese prose, in one test a
+# character instead of trying every branch there. It changes no match, only where none can start.
+_LEADS = "!-~" + "".join(sorted({word[0] for word in _JA_KEY_WORDS.split("|")}))
 _LABELS = {"card": "[card]", "email": "[email]", "phone": "[phone]", "phone2": "[phone]", "phone3": "[phone]",
            "phone4": "[phone]"}
 
@@ -111,7 +117,10 @@ class Masker:
         if personal:
             parts += [_EMAIL, *_PHONES]
         self.values = tuple(exact)
-        self._pattern = re.compile("|".join(f"(?P<{name}>{body})" for name, body in parts), re.ASCII)
+        leads = _LEADS + "".join(re.escape(c) for c in sorted({v[0] for v in exact}))
+        branches = "|".join(f"(?P<{name}>{body})" for name, body in parts)
+        self._pattern = re.compile(f"(?=[{leads}])(?:{branches})", re.ASCII)
+        self._keyed = {name for name, _ in parts if f"{name}_k" in self._pattern.groupindex}
 
     def mask(self, text: str) -> str:
         """``text`` with every match replaced: matched on the folded copy, replaced in the original."""
@@ -123,7 +132,13 @@ class Masker:
             name = match.lastgroup or ""
             if name == "card" and not luhn(re.sub(r"\D", "", match.group())):
                 continue
-            pieces += [text[last : match.start()], self._replacement(name, match, text)]
+            if name in _LABELS:
+                replacement = _LABELS[name]
+            elif name in self._keyed:  # keep key, separator and quote: the reader knows what was there
+                replacement = text[match.start(f"{name}_k") : match.end(f"{name}_q")] + MASK
+            else:
+                replacement = MASK
+            pieces += [text[last : match.start()], replacement]
             last = match.end()
         if not pieces:
             return text
@@ -139,14 +154,6 @@ class Masker:
         if isinstance(value, list | tuple):
             return [self.deep(v) for v in value]
         return value
-
-    @staticmethod
-    def _replacement(name: str, match: re.Match[str], original: str) -> str:
-        if name in _LABELS:
-            return _LABELS[name]
-        if f"{name}_k" in match.groupdict():  # keep key, separator and quote: the reader knows what was there
-            return original[match.start(f"{name}_k") : match.end(f"{name}_q")] + MASK
-        return MASK
 
 
 SECRETS = Masker()

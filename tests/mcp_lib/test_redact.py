@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
-from mcp_lib.redact import Masker, luhn, redact_deep, redact_personal, redact_secrets
+from mcp_lib.redact import _FOLD, Masker, luhn, redact_deep, redact_personal, redact_secrets
 
 SLACK = "xoxb-" + "1234567890-abcdefghijkl"
 GITHUB = "ghp_" + "a" * 36
@@ -207,3 +210,30 @@ def test_helpbot_naming_a_variable_is_prose_not_a_secret() -> None:
     for secret in ("password=Hunter rejected", "token:Secretword rejected", "TOKEN: GitHubPAT rejected",
                    "token: Abcdef12345 rejected"):
         assert "[REDACTED]" in redact_secrets(secret), secret
+
+
+def test_exact_values_that_begin_outside_ascii_are_masked() -> None:
+    masker = Masker(values=["秘密の合言葉xyz", "ésame-42"])
+    assert masker.mask("答えは秘密の合言葉xyz、またはésame-42。") == "答えは[REDACTED]、または[REDACTED]。"
+
+
+_FRAGMENTS = [SLACK, GITHUB, AWS, "pw=hunter2", "パスワード：Hunter2", "暗証番号は 4711", "ﾄｰｸﾝは abcd1234",
+              "postgres://ユーザー:pw9x@db", "taro@example.com", "090-1234-5678", "+81 90 1234 5678",
+              "4111 1111 1111 1111", "-----BEGIN RSA PRIVATE KEY-----\nMII\n-----END RSA PRIVATE KEY-----",
+              "eyJhbGciOiJI.eyJzdWIiOiIx.c2lnbmF0dXJl", "Bearer abcdefghijklmnop1234", "ｐｗ９", "秘密の合言葉xyz",
+              "hooks.slack.com/services/T000/B000/XXXXXXXX", "sk-ant-abcdefgh12", "password hunter2x",
+              "在庫同期が失敗したときは", "トークン", "アクセスキー", "、", "。", " ", "\n", "(", "0", "_", "x"]
+
+
+def test_the_lead_guard_changes_no_match() -> None:
+    """The ``(?=[…])`` in front of the scan only skips text where no branch can begin: over random mixtures of
+    every kind of match, Japanese prose and punctuation, the guarded scan finds exactly what the bare one does."""
+    rng = random.Random(20261202)
+    for masker in (Masker(), Masker(personal=True, cards=True, values=["pw9", "秘密の合言葉xyz", "]x"])):
+        guarded = masker._pattern
+        bare = re.compile(re.sub(r"^\(\?=\[.*?[^\\]\]\)", "", guarded.pattern, count=1, flags=re.S), re.ASCII)
+        assert bare.pattern != guarded.pattern
+        for _ in range(3000):
+            text = "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(1, 8))).translate(_FOLD)
+            found = [(m.span(), m.lastgroup) for m in guarded.finditer(text)]
+            assert found == [(m.span(), m.lastgroup) for m in bare.finditer(text)], text
