@@ -1,6 +1,6 @@
 """growi: the team wiki (Growi 7.0 to 8.0), read-only: full-text search and page bodies (markdown), over httpx2.
 
-The access token travels both ways Growi releases read it (:class:`Token`), to GROWI_URL's origin only, and
+The access token travels both ways Growi releases read it, to GROWI_URL's origin only, and
 never further: no redirect is followed or shown with its query, and httpx2's request log leaves it out. A page the
 token may not read reads like a missing one; a search Growi answers ``ok: false`` (Elasticsearch down) is an error,
 never an empty result; the path allowlist (``HELPBOT_GROWI_PATHS``) is enforced on every hit and page.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -45,42 +45,37 @@ class GrowiConfig:
         return any(p == "/" or path == p or path.startswith(p + "/") for p in self.paths)
 
 
-def _prefixes(env: Mapping[str, str]) -> tuple[str, ...]:
-    """``HELPBOT_GROWI_PATHS``: comma-separated page path prefixes (paths may contain spaces)."""
-    parts = [p.strip() for p in (env_str(env, "HELPBOT_GROWI_PATHS") or "").split(",") if p.strip()]
-    for part in parts:
-        if not part.startswith("/"):
-            raise ConfigError("HELPBOT_GROWI_PATHS", f"{part!r} is not a page path; prefixes start with '/', "
-                                                     "e.g. /手順,/FAQ")
-    return tuple(part.rstrip("/") or "/" for part in parts)
-
-
 def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
-    """Enabled when both ``GROWI_URL`` and ``GROWI_ACCESS_TOKEN`` are set."""
-    if not (env_str(env, "GROWI_URL") and env_str(env, "GROWI_ACCESS_TOKEN")):
+    """Enabled when both ``GROWI_URL`` and ``GROWI_ACCESS_TOKEN`` are set; ``HELPBOT_GROWI_PATHS``: comma-separated
+    page path prefixes (paths may contain spaces)."""
+    token = env_str(env, "GROWI_ACCESS_TOKEN")
+    if not (env_str(env, "GROWI_URL") and token):
         return None
+    paths = [p.strip() for p in (env_str(env, "HELPBOT_GROWI_PATHS") or "").split(",") if p.strip()]
+    for path in paths:
+        if not path.startswith("/"):
+            raise ConfigError("HELPBOT_GROWI_PATHS", f"{path!r} is not a page path; prefixes start with '/', "
+                                                     "e.g. /手順,/FAQ")
     return GrowiConfig(
         url=env_url(env, "GROWI_URL") or "",
-        token=env_str(env, "GROWI_ACCESS_TOKEN") or "",
-        paths=_prefixes(env),
+        token=token,
+        paths=tuple(path.rstrip("/") or "/" for path in paths),
         timeout_s=env_float(env, "HELPBOT_HTTP_TIMEOUT_S", minimum=0.1),
         max_body_chars=env_int(env, "HELPBOT_GROWI_MAX_BODY_CHARS", minimum=200),
     )
 
 
-class Token:
-    """The one place GROWI_ACCESS_TOKEN is put on a request, both ways Growi reads it
+def _token_auth(token: str) -> Callable[[httpx2.Request], httpx2.Request]:
+    """The httpx2 ``auth`` that puts GROWI_ACCESS_TOKEN on a request both ways Growi reads it
     (``apps/app/src/server/middlewares/access-token-parser``): 7.0-7.2.4 only ``req.query.access_token``, 7.2.5 and
-    later ``Authorization: Bearer`` first (the parameter, holding the same token, is then never read). An httpx2
-    ``auth`` callable (the client's ``FunctionAuth``)."""
+    later ``Authorization: Bearer`` first (the parameter, holding the same token, is then never read)."""
 
-    def __init__(self, token: str):
-        self._token = token
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Request:
-        request.headers["Authorization"] = f"Bearer {self._token}"
-        request.url = request.url.copy_set_param("access_token", self._token)
+    def auth(request: httpx2.Request) -> httpx2.Request:
+        request.headers["Authorization"] = f"Bearer {token}"
+        request.url = request.url.copy_set_param("access_token", token)
         return request
+
+    return auth
 
 
 class _NoTokenInLogs(logging.Filter):
@@ -96,13 +91,12 @@ class _NoTokenInLogs(logging.Filter):
 
 
 def make_client(config: GrowiConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
-    """The client: the token by :class:`Token` through its door, GET only, no redirect followed (httpx2
-    would keep the query, and the token, on one), the request log without the token."""
+    """The client: GET only, no redirect followed (httpx2 would keep the query, and the token, on one)."""
     httpx_log = logging.getLogger("httpx2")
     if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
         httpx_log.addFilter(_NoTokenInLogs())
     return door_client(door("GROWI_ACCESS_TOKEN", config.url, config.token), base_url=config.url,
-                       auth=Token(config.token),
+                       auth=_token_auth(config.token),
                        headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
                        timeout=config.timeout_s, transport=transport)
 

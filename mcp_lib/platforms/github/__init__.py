@@ -73,14 +73,6 @@ def scoped_query(ctx: ToolContext, query: str, repo: str | None) -> str:
     return " ".join([query.strip(), *(f"repo:{name}" for name in scope)])
 
 
-def repo_of_search_item(item: Mapping[str, Any]) -> str:
-    full_name = (item.get("repository") or {}).get("full_name")
-    if full_name:
-        return str(full_name)
-    # search/issues items carry repository_url (".../repos/owner/name") instead of a repository object
-    return "/".join(str(item.get("repository_url", "")).rstrip("/").split("/")[-2:])
-
-
 def snippet(item: Mapping[str, Any], prefer: str | None = None) -> str | None:
     """The fragments GitHub matched (text_matches), the one for ``prefer`` first."""
     matches = [m for m in item.get("text_matches") or [] if m.get("fragment")]
@@ -128,10 +120,13 @@ def searchCode(
 
 
 def _visible(ctx: ToolContext, hits: list[Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """The hits in allowlisted repositories, each with the allowlist's spelling of its repo."""
+    """The hits in allowlisted repositories, each with the allowlist's spelling of its repo (search/issues items
+    carry repository_url, ".../repos/owner/name", instead of a repository object)."""
     config: GitHubConfig = ctx.config
     for hit in hits:
-        if (name := config.allowed(repo_of_search_item(hit))) is not None:
+        repo = (hit.get("repository") or {}).get("full_name") or "/".join(
+            str(hit.get("repository_url", "")).rstrip("/").split("/")[-2:])
+        if (name := config.allowed(str(repo))) is not None:
             yield name, hit
 
 
@@ -246,8 +241,6 @@ def getFileContent(
 def _comments(ctx: ToolContext, name: str, number: int, total: int) -> tuple[list[dict[str, Any]], int]:
     """The latest ``max_comments`` comments (most recent matter most), each cut; and how many were left out."""
     config: GitHubConfig = ctx.config
-    if total <= 0:
-        return [], 0
     path, what = f"{repo_path(name)}/issues/{number}/comments", f"comments of {name}#{number}"
     fetched: list[Mapping[str, Any]] = []
     last_page = math.ceil(total / 100)

@@ -117,22 +117,6 @@ def list_channels(ctx: ToolContext) -> list[dict[str, Any]]:
     return channels
 
 
-def resolve_channel(ctx: ToolContext, channel: str) -> str:
-    """A channel id (C…/G…/D…), ``<#C…|name>``, ``#name`` or ``name`` -> the id."""
-    value = channel.strip()
-    if value.startswith("<#"):
-        value = value[2:].rstrip(">").split("|", 1)[0]
-    if ids.is_channel_id(value):
-        return value
-    name = value.lstrip("#")
-    clients: SlackClients = ctx.client
-    if name not in clients.channel_ids:
-        list_channels(ctx)
-    if name not in clients.channel_ids:
-        raise _unreadable(channel)
-    return clients.channel_ids[name]
-
-
 # -- the security rules -------------------------------------------------------------------------------------
 def is_dm(channel: Mapping[str, Any]) -> bool:
     """A DM or group DM (a group DM may have a C id: ``is_mpim`` or its ``mpdm-`` name tells)."""
@@ -153,9 +137,18 @@ def allowed(ctx: ToolContext, channel: Mapping[str, Any]) -> bool:
 
 
 def readable_channel(ctx: ToolContext, channel: str) -> dict[str, Any]:
-    """The channel's info when the rules allow reading it; else the refusal an unknown channel gets."""
-    channel_id = resolve_channel(ctx, channel)
-    if ids.is_dm_id(channel_id):  # refuse before any call
+    """The info of a channel given by id (C…/G…/D…), ``<#C…|name>``, ``#name`` or ``name`` when the rules allow
+    reading it; else the refusal an unknown channel gets."""
+    clients: SlackClients = ctx.client
+    channel_id = channel.strip()
+    if channel_id.startswith("<#"):
+        channel_id = channel_id[2:].rstrip(">").split("|", 1)[0]
+    if not ids.is_channel_id(channel_id):
+        name = channel_id.lstrip("#")
+        if name not in clients.channel_ids:
+            list_channels(ctx)
+        channel_id = clients.channel_ids.get(name, "")
+    if not channel_id or ids.is_dm_id(channel_id):  # refuse before any call
         raise _unreadable(channel)
     try:
         info = channel_info(ctx, channel_id)
@@ -180,10 +173,8 @@ def visible_matches(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
             break
         messages = data.get("messages") or {}
         matches = messages.get("matches") or []
-        for match in matches:
-            channel = match.get("channel") or {}
-            if channel.get("id") and allowed(ctx, channel):  # no count, no note: hidden ones leave no trace
-                visible.append(match)
+        # no count, no note: hidden ones leave no trace
+        visible += [m for m in matches if (m.get("channel") or {}).get("id") and allowed(ctx, m["channel"])]
         pages = (messages.get("paging") or {}).get("pages")
         last = len(matches) < SEARCH_PAGE or (isinstance(pages, int) and page >= pages)
         if len(visible) >= SEARCH_PAGE or last:
@@ -207,21 +198,17 @@ def plain(ctx: ToolContext, text: str) -> str:
     return html.unescape(text)
 
 
-def _author(ctx: ToolContext, message: Mapping[str, Any]) -> str:
-    username = str(message.get("username") or "") or None
-    if message.get("user"):
-        return _user_name(ctx, str(message["user"]), fallback=username)
-    profile = message.get("bot_profile") or {}
-    return str(username or profile.get("name") or message.get("bot_id") or "unknown")
-
-
 def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
     """A message (or a search match, with its own ``permalink``) as the tools and the front show it: link, title,
     author, local time, plain text, file names."""
     clients: SlackClients = ctx.client
     ts = str(message["ts"])
     when = datetime.fromtimestamp(float(ts), clients.config.tz)
-    author = _author(ctx, message)
+    username = str(message.get("username") or "") or None
+    if message.get("user"):
+        author = _user_name(ctx, str(message["user"]), fallback=username)
+    else:
+        author = str(username or (message.get("bot_profile") or {}).get("name") or message.get("bot_id") or "unknown")
     text = plain(ctx, str(message.get("text") or ""))
     channel_id, name = str(channel["id"]), str(channel.get("name") or channel["id"])
     permalink = str(message.get("permalink") or "")
@@ -245,9 +232,9 @@ def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[
 
 def epoch(ctx: ToolContext, value: str | None, name: str) -> str | None:
     """A Slack ts, Unix seconds, or an ISO date/time (in the configured zone) -> a Slack ts string."""
-    if value is None or not value.strip():
+    raw = (value or "").strip()
+    if not raw:
         return None
-    raw = value.strip()
     if re.fullmatch(r"\d+(\.\d+)?", raw):
         return raw
     try:
