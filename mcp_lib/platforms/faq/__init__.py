@@ -1,7 +1,5 @@
 """faq: the bundled, always-enabled knowledge base -- markdown files with front matter, ranked with BM25 (with
-the synonym table, the glossary and typo tolerance) and, with the semantic extra, a sentence encoder. The package:
-text.py (terms), entries.py (files), index.py (BM25), store.py (the cache), semantic.py; here the tools.
-"""
+the synonym table, the glossary and typo tolerance) and, with the semantic extra, a sentence encoder."""
 
 from __future__ import annotations
 

@@ -93,9 +93,11 @@ def parse_entry(path: Path, root: Path | None = None) -> Entry:
 
 
 def _table(path: Path, empty: list[Any] | dict[str, Any], example: str) -> Any:
-    """A table of the FAQ folder: its YAML, empty when the file is, else of the type of ``empty``."""
+    """A table of the FAQ folder: its YAML, empty when the file is (or is missing), else of the type of ``empty``."""
     import yaml
 
+    if not path.exists():
+        return empty
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:

@@ -55,15 +55,6 @@ def _shown(term: str) -> bool:
     return len(term) > 1 and term[0] != UNIGRAM
 
 
-def _compile_synonyms(groups: Iterable[list[str]]) -> list[_SynonymGroup]:
-    compiled = []
-    for number, group in enumerate(groups):
-        words = list(dict.fromkeys(w for w in (normalize(str(w)).strip() for w in group) if w))
-        terms = [list(dict.fromkeys(analyze(word, normalized=True))) for word in words]
-        compiled.append(_SynonymGroup(f"={number}", words, [stem_text(w) for w in words], terms))
-    return compiled
-
-
 def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict[int, float]:
     """Per entry, the summed counts of the group's words. A word of several bigrams is counted as often as
     its rarest bigram occurs there (an upper bound: the bigrams need not be adjacent)."""
@@ -132,7 +123,11 @@ class FaqIndex:
             ids = list(seen)
         self._numbers = {entry_id: n for n, entry_id in enumerate(ids)}
         self._tag_sets: dict[int, frozenset[str]] = {}
-        self._groups = _compile_synonyms(self.synonyms)
+        self._groups: list[_SynonymGroup] = []
+        for number, synonyms in enumerate(self.synonyms):
+            words = list(dict.fromkeys(w for w in (normalize(str(w)).strip() for w in synonyms) if w))
+            terms = [list(dict.fromkeys(analyze(word, normalized=True))) for word in words]
+            self._groups.append(_SynonymGroup(f"={number}", words, [stem_text(w) for w in words], terms))
         self._english = [(stem_text(normalize(english).strip()), normalize(word))
                          for word, words in self.glossary.items() for english in words if english.strip()]
         if not self.postings:
@@ -169,12 +164,9 @@ class FaqIndex:
     @classmethod
     def load(cls, path: Path, base_url: str | None = None, names: list[str] | None = None) -> FaqIndex:
         """Built from the folder (``names``: its entry files, when the caller has listed them already)."""
-        synonyms_path = path / SYNONYMS_FILE
-        synonyms = load_synonyms(synonyms_path) if synonyms_path.exists() else []
-        glossary_path = path / GLOSSARY_FILE
-        glossary = load_glossary(glossary_path) if glossary_path.exists() else {}
         entries = [parse_entry(path / name, root=path) for name in (entry_names(path) if names is None else names)]
-        return cls(entries, synonyms=synonyms, glossary=glossary, base_url=base_url)
+        return cls(entries, synonyms=load_synonyms(path / SYNONYMS_FILE), glossary=load_glossary(path / GLOSSARY_FILE),
+                   base_url=base_url)
 
     def similar_words(self, word: str) -> list[tuple[str, float]]:
         """Known words whose trigrams overlap the word's the most (Dice coefficient), best first."""
@@ -289,11 +281,10 @@ class FaqIndex:
             return f"{self.base_url}/{quote(entry.file)}"
         return f"faq://{entry.id}"
 
-    def snippet(self, body: str, query: str | QueryPlan, width: int = 200) -> str:
+    def snippet(self, body: str, query: str | QueryPlan) -> str:
         """The part of the body where the most query words (or their synonyms) meet, so the model sees why
         the entry matched."""
-        words = (self.plan(query) if isinstance(query, str) else query).words
-        return best_window(body, words, width)
+        return best_window(body, (self.plan(query) if isinstance(query, str) else query).words)
 
 
 def _count_terms(entries: Sequence[Entry]) -> tuple[dict[str, _Counts], list[float]]:

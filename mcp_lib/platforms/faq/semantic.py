@@ -128,10 +128,6 @@ def passage_text(entry: Entry) -> str:
     return f"{entry.question}\n{' '.join(entry.tags)}\n{body}"[:PASSAGE_CHARS]
 
 
-def _key(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 def _read(path: Path, rows: int | None = None) -> tuple[list[str], Any]:
     """A vectors file: its passage keys and matrix (a view of the mapped file), or one FAQ content's whole matrix
     (no keys; ``rows`` rows); ([], None) when it is missing, not whole or not of that shape."""
@@ -169,7 +165,7 @@ class SemanticLeg:
                 self.matrix = matrix
                 return
         texts = [passage_text(e) for e in entries]
-        keys = [_key(t) for t in texts]
+        keys = [hashlib.sha256(t.encode()).hexdigest()[:32] for t in texts]
         path = cache / f"vectors-{encoder.name}.bin" if cache else None
         cached_keys, cached = _read(path) if path else ([], None)
         rows = {k: row for row, k in enumerate(cached_keys)}

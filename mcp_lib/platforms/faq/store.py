@@ -109,24 +109,20 @@ def _known_keys(cache: Path) -> dict[str, str]:
     return {k: v for k, v in known.items() if isinstance(v, str)} if isinstance(known, dict) else {}
 
 
-def _moved_since_recorded(root: Path, cache: Path) -> bool:
-    """The folder's entries were added, removed or renamed (as a checkout does) after the record was last
-    written: no recorded stats can match, so they are not worth a stat of every file."""
-    try:
-        return os.stat(root).st_ctime_ns > os.stat(cache / KEYS_FILE).st_mtime_ns
-    except OSError:
-        return True
-
-
 def index_key(root: Path, names: list[str], cache: Path, clock: Clock = SYSTEM_CLOCK) -> str:
     """The content key, from the cache's record of the files' stats when none changed since (a local checkout
     run again: no file read), else by hashing the content (a fresh checkout: new stats, same key) and then
-    recorded -- unless a file changed within the last ``SETTLED_S`` seconds."""
+    recorded -- unless a file changed within the last ``SETTLED_S`` seconds. Entries added, removed or renamed
+    (as a checkout does) after the record was written change the folder's ctime: no recorded stats can match then,
+    so they are not worth a stat of every file."""
     known = _known_keys(cache)
-    if known and not _moved_since_recorded(root, cache):
-        key = known.get(stat_key(root, names))
-        if key is not None and len(key) == 64:
-            return key
+    try:
+        recorded = bool(known) and os.stat(root).st_ctime_ns <= os.stat(cache / KEYS_FILE).st_mtime_ns
+    except OSError:
+        recorded = False
+    key = known.get(stat_key(root, names)) if recorded else None
+    if key is not None and len(key) == 64:
+        return key
     key, stats, newest = hash_files(root, names)
     if newest < clock.wall() - SETTLED_S:
         known = {stats: key, **{k: v for k, v in known.items() if k != stats}}

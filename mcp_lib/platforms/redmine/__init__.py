@@ -184,25 +184,20 @@ def search(
     # per-project lists merged in turns, each keeping its own ranking
     hits = [hit for row in zip_longest(*per_project) for hit in row if hit is not None][:fetch]
     issues = session.issues_by_id([h["id"] for h in hits if str(h.get("type", "")).startswith("issue")])
-    visible = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None
-               and (item.get("type") != "issue" or _matches_visibly(session, issues[int(hit["id"])], query))]
+    visible = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None]
     # Redmine's total_count counts the hidden hits too: only what may be shown is counted, nothing is noted.
     return Result(items=visible[:limit], total=len(visible))
-
-
-def _search_words(query: str) -> list[str]:
-    """The words Redmine's search requires, each somewhere in an issue (quoted phrases whole; words of one
-    character ignored, five at most, as Redmine does), lower-cased."""
-    words = [m.group(1) or m.group(2) for m in re.finditer(r'"([^"]+)"|(\S+)', query)]
-    return [w.lower() for w in dict.fromkeys(words) if len(w) > 1][:5]
 
 
 def _matches_visibly(session: Session, raw: Mapping[str, Any], query: str) -> bool:
     """Whether an issue hit matches in what may be shown -- subject, description, public comments. Redmine
     searches the private notes the API key may read too: a public issue found only through one would answer a
-    question about its text (word by word, a private note read out), so it is dropped like any hidden hit."""
+    question about its text (word by word, a private note read out), so it is dropped like any hidden hit. The
+    words are those Redmine requires, each somewhere in the issue: quoted phrases whole, words of one character
+    ignored, five at most."""
+    words = [m.group(1) or m.group(2) for m in re.finditer(r'"([^"]+)"|(\S+)', query)]
     seen = f"{raw.get('subject') or ''} {raw.get('description') or ''}".lower()
-    missing = [word for word in _search_words(query) if word not in seen]
+    missing = [w for w in [w.lower() for w in dict.fromkeys(words) if len(w) > 1][:5] if w not in seen]
     if not missing:
         return True
     full = session.issue(raw["id"], ["journals"])
@@ -218,7 +213,7 @@ def _hit(session: Session, hit: Mapping[str, Any], query: str,
             "datetime": hit.get("datetime")}
     if str(hit.get("type", "")).startswith("issue"):
         raw = issues.get(int(hit["id"]))
-        if raw is None or session.hidden(raw):
+        if raw is None or session.hidden(raw) or not _matches_visibly(session, raw, query):
             return None
         return {"type": "issue", "issueId": hit["id"], "url": session.issue_url(hit["id"]), **base,
                 "project": _name(raw.get("project")), "status": _name(raw.get("status"))}
