@@ -16,23 +16,9 @@ from ... import ids
 from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError
 from ...errors import BadInput
+from . import reading
 from .client import DEFAULT_API_URL, DEFAULT_TIMEZONE, SlackClients, SlackConfig, call, check, load_config, make_client
-from .reading import (
-    allowed,
-    channel_info,
-    epoch,
-    is_dm,
-    is_private,
-    list_channels,
-    message_item,
-    names_ahead,
-    plain,
-    readable_channel,
-    user_info,
-    visible_matches,
-    whoami,
-    workspace_url,
-)
+from .reading import allowed, channel_info, is_dm, is_private, message_item, names_ahead, plain, user_info, whoami
 
 __all__ = [  # what the Slack front uses
     "DEFAULT_API_URL", "DEFAULT_TIMEZONE", "PLATFORM", "SlackClients", "SlackConfig", "allowed", "call",
@@ -86,7 +72,7 @@ def searchMessages(
     Matches in DMs or group DMs are never returned; private channels only when answering in that channel.
     """
     visible, malformed = [], 0
-    for match in visible_matches(ctx, query):  # hidden ones take no place (see the module doc)
+    for match in reading.visible_matches(ctx, query):  # hidden ones take no place (see the module doc)
         channel = match["channel"]
         try:
             item = message_item(ctx, channel, match)
@@ -128,16 +114,15 @@ def getThreadMessages(
             raise ToolError(str(exc)) from None
         # A channel given beside the url is checked like any read first: a private channel's name must not be
         # told apart from a missing one by the mismatch message.
-        if (channel and readable_channel(ctx, channel)["id"] != link.channel) or (ts and ts != link.ts):
+        if (channel and reading.readable_channel(ctx, channel)["id"] != link.channel) or (ts and ts != link.ts):
             raise ToolError("url and channel/ts point to different messages; give just the url")
         channel, ts, thread_ts = link.channel, link.ts, link.thread_ts
     if not channel or not ts:
         raise ToolError("give a message link (url), or both channel and ts")
     if not ids.is_ts(ts):
         raise ToolError(f"ts {ts!r} is not a Slack timestamp like 1735779660.000001")
-    info = readable_channel(ctx, channel)
-    root = thread_ts or ts
-    data = call(ctx, "conversations.replies", channel=info["id"], ts=root, limit=200)
+    info = reading.readable_channel(ctx, channel)
+    data = call(ctx, "conversations.replies", channel=info["id"], ts=thread_ts or ts, limit=200)
     messages = data.get("messages") or []
     notes = []
     keep = max(2, ctx.limits.max_items)
@@ -167,16 +152,15 @@ def getConversationHistory(
     messages call again with latest set to the oldest ts you saw. DMs are never read; a private channel only
     when the answer is posted in that channel.
     """
-    info = readable_channel(ctx, channel)
-    oldest_ts, latest_ts = epoch(ctx, oldest, "oldest"), epoch(ctx, latest, "latest")
+    info = reading.readable_channel(ctx, channel)
+    oldest_ts, latest_ts = reading.epoch(ctx, oldest, "oldest"), reading.epoch(ctx, latest, "latest")
     data = call(ctx, "conversations.history", channel=info["id"], limit=limit, oldest=oldest_ts,
                  latest=latest_ts, inclusive=True if (oldest_ts or latest_ts) else None)
     noise = {"channel_join", "channel_leave"}
     messages = [m for m in data.get("messages") or [] if m.get("subtype") not in noise][:limit]
     items = [message_item(ctx, info, m) for m in messages]
-    notes = []
-    if data.get("has_more") and items:
-        notes.append(f"older messages exist: call again with latest={items[-1]['ts']}")
+    older = data.get("has_more") and items
+    notes = [f"older messages exist: call again with latest={items[-1]['ts']}"] if older else []
     return Result(items=items, total=len(items), notes=notes)
 
 
@@ -191,7 +175,7 @@ def getChannels(
     private channels are not listed; the one exception is the private channel the answer is posted in (marked
     private), since only its messages may be read.
     """
-    channels = [c for c in list_channels(ctx) if allowed(ctx, c)]
+    channels = [c for c in reading.list_channels(ctx) if allowed(ctx, c)]
     needle = (query or "").strip().lower().lstrip("#")
     items = []
     for channel in sorted(channels, key=lambda c: str(c.get("name"))):
@@ -200,7 +184,7 @@ def getChannels(
         if needle and needle not in name.lower() and needle not in purpose.lower():
             continue
         item: dict[str, Any] = {
-            "url": f"{workspace_url(ctx)}archives/{channel['id']}", "title": f"#{name}", "id": channel["id"],
+            "url": f"{reading.workspace_url(ctx)}archives/{channel['id']}", "title": f"#{name}", "id": channel["id"],
             "name": name, "purpose": purpose[:200], "members": channel.get("num_members"),
         }
         if is_private(channel):
