@@ -238,22 +238,6 @@ def getFileContent(
     return Result(item=item)
 
 
-def _comments(ctx: ToolContext, name: str, number: int, total: int) -> tuple[list[dict[str, Any]], int]:
-    """The latest ``max_comments`` comments (most recent matter most), each cut; and how many were left out."""
-    config: GitHubConfig = ctx.config
-    path, what = f"{repo_path(name)}/issues/{number}/comments", f"comments of {name}#{number}"
-    fetched: list[Mapping[str, Any]] = []
-    last_page = math.ceil(total / 100)
-    for page in range(last_page, max(0, last_page - 2), -1):  # the last page; the one before it when short
-        if len(fetched) >= config.max_comments:
-            break
-        fetched = [*(api_get(ctx, path, what, params={"per_page": 100, "page": page}) or []), *fetched]
-    kept = fetched[-config.max_comments:]
-    comments = [{"author": login(c.get("user")), "created_at": c.get("created_at"), "url": c.get("html_url"),
-                 "body": keep_start_masked(c.get("body") or "", config.max_comment_chars)[0]} for c in kept]
-    return comments, max(0, total - len(kept))
-
-
 @PLATFORM.tool(example="github:getIssue acme/shop-sync 42", max_field_chars=20000)
 def getIssue(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result:
     """Read one issue (or the conversation of a pull request) with its latest comments.
@@ -266,7 +250,18 @@ def getIssue(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result:
     issue = api_get(ctx, f"{repo_path(name)}/issues/{number}", f"{name}#{number}")
     body, body_cut = keep_start_masked(issue.get("body") or "", config.max_body_chars)
     total = int(issue.get("comments") or 0)
-    comments, left_out = _comments(ctx, name, number, total)
+    # the latest max_comments comments (most recent matter most): the last page, the one before it when short
+    fetched: list[Mapping[str, Any]] = []
+    last_page = math.ceil(total / 100)
+    for page in range(last_page, max(0, last_page - 2), -1):
+        if len(fetched) >= config.max_comments:
+            break
+        fetched = [*(api_get(ctx, f"{repo_path(name)}/issues/{number}/comments", f"comments of {name}#{number}",
+                             params={"per_page": 100, "page": page}) or []), *fetched]
+    comments = [{"author": login(c.get("user")), "created_at": c.get("created_at"), "url": c.get("html_url"),
+                 "body": keep_start_masked(c.get("body") or "", config.max_comment_chars)[0]}
+                for c in fetched[-config.max_comments:]]
+    left_out = max(0, total - len(comments))
     item = {
         **_issue_fields(issue, name, number), "state_reason": issue.get("state_reason"),
         "assignees": [login(a) for a in issue.get("assignees") or []],

@@ -56,20 +56,21 @@ class SlackConfig:
         return ZoneInfo(self.timezone)
 
 
+_WRONG_KIND = {
+    "xoxp-": "holds a user token (xoxp-); put it in SLACK_USER_TOKEN and give SLACK_BOT_TOKEN the bot token (xoxb-)",
+    "xoxb-": "holds a bot token (xoxb-); search.messages needs a user token (xoxp-, scope search:read)",
+}
+
+
 def _check_token(variable: str, value: str | None, kind: Literal["bot", "user"]) -> str | None:
     """Reject what cannot work before the first call, naming the variable but never echoing the secret."""
     prefix = "xoxb-" if kind == "bot" else "xoxp-"
     found = _TOKEN.fullmatch(value or "")
     if value is None or (found and found[1] == prefix):
         return value
-    if found and found[1] == "xoxp-":
-        raise ConfigError(variable, "holds a user token (xoxp-); put it in SLACK_USER_TOKEN and give "
-                                    "SLACK_BOT_TOKEN the bot token (xoxb-)")
-    if found and found[1] == "xoxb-":
-        raise ConfigError(variable, "holds a bot token (xoxb-); search.messages needs a user token "
-                                    "(xoxp-, scope search:read)")
     if found:
-        raise ConfigError(variable, f"is a Slack token of the wrong kind; expected a {kind} token ({prefix}...)")
+        raise ConfigError(variable, _WRONG_KIND.get(found[1], f"is a Slack token of the wrong kind; expected a "
+                                                               f"{kind} token ({prefix}...)"))
     raise ConfigError(variable, f"does not look like a Slack {kind} token (expected {prefix}...; check for "
                                 "quotes or spaces)")
 
