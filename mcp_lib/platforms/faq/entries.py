@@ -125,15 +125,11 @@ def load_glossary(path: Path) -> dict[str, list[str]]:
     return {str(word): [str(w) for w in english] for word, english in raw.items()}
 
 
-def _padded(data: bytes) -> bytes:
-    return data + b"\0" * (-len(data) % 8)
-
-
 def pack(kind: bytes, header: dict[str, Any], sections: list[bytes]) -> bytes:
     """A cache file: ``kind`` (its format's line), a JSON header, then raw sections, each at a multiple of 8 bytes
     so that an array view of it is aligned."""
     head = json.dumps({**header, "sizes": [len(s) for s in sections]}, ensure_ascii=False).encode()
-    return b"".join(map(_padded, [kind + len(head).to_bytes(8, "little"), head, *sections]))
+    return b"".join(s + b"\0" * (-len(s) % 8) for s in [kind + len(head).to_bytes(8, "little"), head, *sections])
 
 
 def unpack(data: bytes | mmap.mmap, kind: bytes) -> tuple[dict[str, Any], list[memoryview]]:

@@ -106,15 +106,6 @@ def _summary(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
             "assignee": _name(raw.get("assigned_to")), "updated_on": raw.get("updated_on")}
 
 
-def snippet(text: str, query: str) -> str:
-    """The part of the text around the first query word found, so the model sees why it matched (masked before
-    it is cut, so that no piece of a secret is left at an edge)."""
-    flat = squash_whitespace(redact_secrets(text))
-    lower = flat.lower()
-    positions = [p for word in query.lower().split() if (p := lower.find(word)) >= 0]
-    return excerpt(flat, SNIPPET_CHARS, max(0, min(positions) - SNIPPET_CHARS // 4) if positions else 0)
-
-
 # -- metadata -----------------------------------------------------------------------------------------------
 PLATFORM = Platform(
     name="redmine",
@@ -208,9 +199,12 @@ def _matches_visibly(session: Session, raw: Mapping[str, Any], query: str) -> bo
 
 def _hit(session: Session, hit: Mapping[str, Any], query: str,
          issues: Mapping[int, dict[str, Any]]) -> dict[str, Any] | None:
-    """One search result as an item; or None when it must not be shown."""
-    base = {"title": hit.get("title"), "snippet": snippet(hit.get("description") or "", query),
-            "datetime": hit.get("datetime")}
+    """One search result as an item, its snippet the text around the first query word found (masked before it is
+    cut: no piece of a secret is left at an edge); or None when it must not be shown."""
+    flat = squash_whitespace(redact_secrets(hit.get("description") or ""))
+    found = [p for word in query.lower().split() if (p := flat.lower().find(word)) >= 0]
+    start = max(0, min(found) - SNIPPET_CHARS // 4) if found else 0
+    base = {"title": hit.get("title"), "snippet": excerpt(flat, SNIPPET_CHARS, start), "datetime": hit.get("datetime")}
     if str(hit.get("type", "")).startswith("issue"):
         raw = issues.get(int(hit["id"]))
         if raw is None or session.hidden(raw) or not _matches_visibly(session, raw, query):
