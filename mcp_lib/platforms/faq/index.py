@@ -181,7 +181,7 @@ class FaqIndex:
 
     def plan(self, query: str, kanji: bool = True) -> QueryPlan:
         norm = normalize(query)
-        weights: dict[str, float] = dict(query_weights(norm, normalized=True))
+        weights = query_weights(norm)
         corrections: dict[str, str] = {}
         for word in [w for w in weights if w not in self.postings and fuzzy_candidate(w)]:
             similar = self.similar_words(word)
@@ -194,7 +194,7 @@ class FaqIndex:
         stemmed = stem_text(text)
         # English words of the glossary bring their Japanese word into the query, with a Japanese word's weight
         japanese = list(dict.fromkeys(word for english, word in self._english if _occurs(english, stemmed)))
-        for term, weight in query_weights(" ".join(japanese), normalized=True).items():
+        for term, weight in query_weights(" ".join(japanese)).items():
             weights[term] = max(weights.get(term, 0.0), weight)
             if _shown(term):
                 words.add(term)

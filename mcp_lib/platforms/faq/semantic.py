@@ -159,11 +159,9 @@ class SemanticLeg:
 
         self.encoder = encoder
         whole = cache / f"matrix-{encoder.name}-{key}.bin" if cache and key else None
-        if whole is not None:
-            matrix = _read(whole, len(entries))[1]
-            if matrix is not None:
-                self.matrix = matrix
-                return
+        if whole is not None and (matrix := _read(whole, len(entries))[1]) is not None:
+            self.matrix = matrix
+            return
         texts = [passage_text(e) for e in entries]
         keys = [hashlib.sha256(t.encode()).hexdigest()[:32] for t in texts]
         path = cache / f"vectors-{encoder.name}.bin" if cache else None

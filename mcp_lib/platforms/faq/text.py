@@ -164,9 +164,10 @@ def analyze(text: str, normalized: bool = False) -> list[str]:
     return terms
 
 
-def query_weights(text: str, normalized: bool = False) -> dict[str, float]:
+def query_weights(text: str) -> dict[str, float]:
+    """The terms of a query (text already through :func:`normalize`), each with its weight."""
     weights: dict[str, float] = {}
-    for term in analyze(text, normalized):
+    for term in analyze(text, normalized=True):
         weight = UNIGRAM_WEIGHT if term[0] == UNIGRAM else LATIN_WEIGHT if term[0].isascii() else 1.0
         weights[term] = weights.get(term, 0.0) + weight
     return weights

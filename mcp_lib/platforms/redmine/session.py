@@ -74,13 +74,12 @@ class Engine(SyncEngine):
 
     def process_response(self, response: requests.Response) -> Any:
         check_answer(response.status_code, response.headers)
-        if response.history and not self.door.allows(str(response.url)):  # its answer is not Redmine's
-            raise ToolError(f"Redmine redirected the request to another origin ({origin(str(response.url))}); "
-                            "the answer is not used: check REDMINE_URL (scheme, host and port)")
-        if response.history:  # a wiki redirect (a moved page) changes the path
-            asked = urlparse(str(response.history[0].request.url)).path
+        if response.history:
+            if not self.door.allows(str(response.url)):  # its answer is not Redmine's
+                raise ToolError(f"Redmine redirected the request to another origin ({origin(str(response.url))}); "
+                                "the answer is not used: check REDMINE_URL (scheme, host and port)")
             landed = urlparse(str(response.url)).path
-            if asked != landed:
+            if urlparse(str(response.history[0].request.url)).path != landed:  # a wiki redirect: a moved page
                 raise Redirected(landed)
         return super().process_response(response)
 

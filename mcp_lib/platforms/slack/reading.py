@@ -44,14 +44,14 @@ def workspace_url(ctx: ToolContext) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]], *, at_most: int = NAMES_AHEAD) -> None:
-    """The display names of the messages' authors and mentioned people (the first ``at_most``) looked up at once,
+def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]]) -> None:
+    """The display names of the messages' authors and mentioned people (the first NAMES_AHEAD) looked up at once,
     on daemon threads, while the caller goes on (the front posts its placeholder meanwhile): a later
     :func:`message_item` or :func:`plain` takes them instead of asking one after another."""
     clients: SlackClients = ctx.client
     wanted = dict.fromkeys(user for m in messages for user in (
         [str(m["user"])] if m.get("user") else []) + _MENTION.findall(str(m.get("text") or "")))
-    for user in [u for u in wanted if u not in clients.users and u not in clients.names_pending][:at_most]:
+    for user in [u for u in wanted if u not in clients.users and u not in clients.names_pending][:NAMES_AHEAD]:
         clients.names_pending[user] = in_background(partial(_look_up_name, ctx, user), "slack-name")
 
 
