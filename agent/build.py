@@ -52,7 +52,6 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, regist
     from agent.core.loop import Agent
     from agent.core.model_config import TURN_ON, ModelConfig
     from agent.core.settings import Settings
-    from agent.core.tagging_agent import TaggingAgent
     from agent.core.tags import load_tag_config
     from agent.core.tools import RegistryTools
     from mcp_lib import Registry
@@ -73,6 +72,4 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, regist
         guard.err(f"helpbot: warning: {warning}")
     if model is None:
         guard.err(f"helpbot: no AI model is configured ({TURN_ON} to use Claude)")
-    if tag_config is not None:
-        return TaggingAgent(tag_config, model, tools, settings, on_progress=on_progress, on_event=on_event)
-    return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event)
+    return Agent(model, tools, settings, on_progress=on_progress, on_event=on_event, tags=tag_config)

@@ -31,7 +31,6 @@ from typing import Any
 from agent.build import build_agent
 from agent.core.loop import Agent
 from agent.core.settings import Settings
-from agent.core.tagging_agent import TaggingAgent
 from agent.core.tags import TAGGER_SYSTEM, load_tag_config, tag_question
 from agent.core.tools import RegistryTools
 from agent.evals import CaseResult, load_cases, run_cases, totals
@@ -67,10 +66,7 @@ def _short(urls: list[str]) -> str:
 def scripted_agent(env: dict[str, str], tagged: bool) -> Agent:
     tools = RegistryTools(Registry(env))
     model = ScriptedModel(follows_the_prompt, record=False)
-    config = load_tag_config(env) if tagged else None
-    if config is None:
-        return Agent(model, tools, Settings(max_rounds=2))
-    return TaggingAgent(config, model, tools, Settings(max_rounds=2))
+    return Agent(model, tools, Settings(max_rounds=2), tags=load_tag_config(env) if tagged else None)
 
 
 def main() -> int:

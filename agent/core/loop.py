@@ -1,9 +1,6 @@
-"""The agent loop: ask the model, run the tools it asks for, repeat -- and always end with an answer.
-
-Every tool_use gets a tool_result. At the round limit, the soft deadline or the spend cap one more request answers
-from what was gathered, tools and ``tool_choice`` unchanged so that it reads the cache; a call it still makes is
-refused and it is asked once more. A model that calls tools even then (broken or prompt-injected) gets no third
-request: the run's sources are the answer, labelled as not the model's. Without a usable model the run degrades
+"""The agent loop: tag the question, ask the model, run the tools it asks for, repeat -- and always end with an
+answer. Every tool_use gets a tool_result. At the round limit, the soft deadline or the spend cap a final request
+answers from what was gathered, asked once more if it still calls tools; without a usable model the run degrades
 to direct searches (``agent.core.degraded``). ``economy`` fits each request, ``rounds`` runs each round of tools.
 """
 
@@ -21,8 +18,9 @@ from agent.core.economy import Economy
 from agent.core.model import Model, ModelResponse, Request
 from agent.core.prompt import build_system_prompt
 from agent.core.rounds import ToolRound
-from agent.core.run import Answer, Phase, Plan, Prelude, Progress, Run, Stop, ToolCall, Turn, model_stop
+from agent.core.run import Answer, Phase, Plan, Progress, Run, Stop, ToolCall, Turn, model_stop
 from agent.core.settings import Settings
+from agent.core.tags import TagConfig, Tagging, tag_question, with_faq_tags
 from agent.core.tools import ThreadWait, ToolExecutor, ToolOutcome, vet_tool_uses
 from agent.core.transcript import CUT_MARKER, earlier_turn, user_message, valid_text, with_context
 from agent.errors import ModelRequestError, ModelUnavailable
@@ -43,7 +41,7 @@ class Agent:
     def __init__(self, model: Model | None, tools: ToolExecutor, settings: Settings | None = None, *,
                  clock: Clock = SYSTEM_CLOCK, on_progress: Callable[[Progress], None] | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None, tool_wait: ThreadWait | None = None,
-                 on_text: Callable[[str], None] | None = None):
+                 on_text: Callable[[str], None] | None = None, tags: TagConfig | None = None):
         self.model = model
         self.tools = tools
         self.settings = settings or Settings()
@@ -51,15 +49,15 @@ class Agent:
         self.on_progress = on_progress
         self.on_event = on_event
         self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
+        self.tags = tags  # helpbot.toml's [[tags]]: each question is tagged before its run (agent.core.tags)
         self.tool_round = ToolRound(self.settings, clock, self._event, tool_wait)
 
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
-            tools: ToolExecutor | None = None, prelude: Prelude | None = None,
-            attachments: Sequence[dict[str, Any]] = ()) -> Answer:
+            tools: ToolExecutor | None = None, attachments: Sequence[dict[str, Any]] = ()) -> Answer:
         """Answer ``question``, building on ``history``; ``context`` is shown to the model only. Per run: ``tools``
-        instead of the agent's, the ``prelude``'s work counted in it, and ``attachments`` (image and document
-        blocks within the API's limits) before the question text, as Anthropic recommends."""
-        r = self._start(question, history, context, tools or self.tools, prelude or Prelude(), attachments)
+        instead of the agent's, and ``attachments`` (image and document blocks within the API's limits) before the
+        question text, as Anthropic recommends."""
+        r = self._start(question, history, context, tools or self.tools, attachments)
         if self.model is None:
             return self._degraded(r, "no model credentials are configured", "no_model")
         try:
@@ -91,8 +89,12 @@ class Agent:
             r.messages.append({"role": "user", "content": self.tool_round.run(r, calls, refused)})
 
     def _start(self, question: str, history: Sequence[Turn], context: str, tools: ToolExecutor,
-               prelude: Prelude, attachments: Sequence[dict[str, Any]] = ()) -> Run:
+               attachments: Sequence[dict[str, Any]]) -> Run:
         s, mask = self.settings, tools.mask  # the question, its thread or an attached log is anyone's text
+        started, tagging = self.clock.monotonic(), Tagging([], {}, "none")  # the tagging's time counts in the run
+        if self.tags is not None:  # a follow-up inherits its thread's topic: the earlier questions and the context
+            text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
+            tagging = tag_question(self.tags, text, model=self.model, settings=s, clock=self.clock)
         question, context = mask(valid_text(question)), mask(valid_text(context))
         history = [Turn(mask(valid_text(t.question)), mask(valid_text(t.answer)), valid_text(t.sources))
                    for t in history]
@@ -100,19 +102,21 @@ class Agent:
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = keep_start(question.strip(), s.max_question_chars, CUT_MARKER)
         context = keep_start(context.strip(), s.max_question_chars, CUT_MARKER)
-        started = self.clock.monotonic() - prelude.seconds
         schemas = tools.schemas()
         system = build_system_prompt(now=(s.now or now(self.clock, s.tz())).astimezone(s.tz()), guide=tools.guide(),
-                                     max_rounds=s.max_rounds, extra=prelude.prompt_parts)
+                                     max_rounds=s.max_rounds, extra=[tagging.prompt_part([t["name"] for t in schemas])])
         messages = [m for turn in history for m in earlier_turn(turn.question, turn.answer, turn.sources)]
         opening = user_message(with_context(question, context))
         messages.append({**opening, "content": [*attachments, *opening["content"]]})
         plan = Plan(question=question, query=query, started=started,
                     soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
-                    system=system, tools=tools, schemas=schemas, tags=prelude.tags)
+                    system=system, tools=tools, schemas=schemas, tags=tuple(tagging.names),
+                    faq_tags=tuple(tagging.faq_tags))
         economy = Economy(self.model, s, self.clock, len(messages) - 1, event=self._event, progress=self._progress)
-        r = Run(plan, messages=messages, economy=economy, usage=dict(prelude.usage),
-                trace=[self._publish({"t": 0.0, **event}) for event in prelude.events])  # the prelude's, first
+        r = Run(plan, messages=messages, economy=economy,
+                trace=[self._publish({"t": 0.0, **tagging.event()})] if self.tags is not None else [])
+        if tagging.consulted:  # the tagging request counts in the run's usage and cost
+            r.tally(tagging.model, tagging.usage)
         r.add_sources("history", [src for turn in history for src in turn.sources])
         self._event(r, "run_start", question=question[:500], model=s.model if self.model else None,
                     max_rounds=s.max_rounds, deadline_s=s.deadline_s, tools=[t["name"] for t in schemas],
@@ -180,7 +184,8 @@ class Agent:
     def _degraded(self, r: Run, error: str, why: Why = "unavailable", stop: Stop = "degraded") -> Answer:
         """Not the model's answer: sources, clearly labelled. Without a usable model the search tools run on the
         question first; when the model gave no answer nothing more is asked or searched."""
-        searches = [] if why == "no_answer" else r.plan.tools.search_calls(r.plan.query)
+        searches = [] if why == "no_answer" else with_faq_tags(r.plan.tools.search_calls(r.plan.query),
+                                                              r.plan.schemas, r.plan.faq_tags)
         outcomes: list[ToolOutcome] = []
         if why != "no_answer":  # all at once, with the time left (at least 10 s)
             self._progress(r, "degraded", [name for name, _ in searches])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
@@ -89,29 +88,19 @@ class Answer:
 
 
 @dataclass(frozen=True)
-class Prelude:
-    """Work done before a run's loop (question tagging): what it found and spent counts in the run like its own."""
-
-    prompt_parts: tuple[str, ...] = ()  # of the system prompt, before the tools' guide
-    tags: tuple[str, ...] = ()
-    events: tuple[dict[str, Any], ...] = ()
-    usage: Mapping[str, Usage] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
 class Plan:
     """What a run is given and never changes."""
 
     question: str  # as the model sees it (cut to max_question_chars)
     query: str  # what degraded mode searches for: the head of the question, without any cut marker
-    started: float  # on the run's clock (including the prelude's time)
+    started: float  # on the run's clock (including the question's tagging)
     soft_deadline: float  # no tool round starts, no tool runs and no request for more tools waits past this
     hard_deadline: float  # the final answer's request ends here
     system: str
     tools: ToolExecutor  # this run's tools (Agent.run(tools=...) or the agent's)
     schemas: list[dict[str, Any]]  # their Claude tool entries
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # the question's (agent.core.tags)
+    faq_tags: tuple[str, ...] = ()  # their FAQ tags: degraded mode's faq_search boosts
 
 
 @dataclass

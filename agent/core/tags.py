@@ -193,6 +193,14 @@ class Tagging:
                 "seconds": round(self.seconds, 3)}
 
 
+def with_faq_tags(searches: list[tuple[str, dict[str, Any]]], schemas: list[dict[str, Any]],
+                  faq_tags: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Degraded mode's searches with the FAQ tags as faq_search's boosts, when its schema takes ``tags``."""
+    takes_tags = {s["name"] for s in schemas if "tags" in (s.get("input_schema") or {}).get("properties", {})}
+    return [(name, {**args, "tags": list(faq_tags)} if faq_tags and name == FAQ_SEARCH and name in takes_tags
+             and "tags" not in args else args) for name, args in searches]
+
+
 def keyword_matches(config: TagConfig, text: str) -> dict[str, list[str]]:
     normalized = normalize(text)
     return {tag.name: words for tag in config.tags if (words := tag.matches(normalized))}

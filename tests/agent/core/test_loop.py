@@ -13,8 +13,9 @@ import pytest
 from agent.core.loop import FORCED_NOTES, NOT_RUN_FINAL, Agent
 from agent.core.model import ModelResponse, Usage
 from agent.core.notes import NOTES_HEADER, SUMMARIZED_STUB
-from agent.core.run import Prelude, Progress, Turn
+from agent.core.run import Progress, Turn
 from agent.core.settings import Settings
+from agent.core.tags import TAGGER_SYSTEM, parse_tag_config
 from agent.core.tokens import estimate_tokens, request_tokens
 from agent.core.tools import ToolOutcome
 from agent.errors import ModelRequestError, ModelUnavailable
@@ -24,6 +25,7 @@ from tests.fakes.loop import FakeTools, Hangs, check_transcript
 from tests.fakes.model import Request, ScriptedModel, calls, notes_of, text
 
 SETTINGS = Settings(tool_timeout_s=5.0)
+TAGS = parse_tag_config({"tags": [{"name": "在庫", "keywords": ["zaiko"], "hints": "RUN PART"}]})  # the model tags
 NOW = datetime(2026, 11, 18, 1, 0, tzinfo=UTC)
 
 
@@ -233,14 +235,20 @@ def test_a_model_that_calls_tools_whenever_allowed_gets_two_final_requests_and_t
 
 
 def test_a_final_request_to_the_question_alone_allows_no_tool_call() -> None:
-    """Forced before any request (the prelude used the time up): nothing is cached yet that ``tool_choice: none``
-    would miss, so the one request allows no call."""
+    """Forced before any request (the question's tagging used the time up): nothing is cached yet that
+    ``tool_choice: none`` would miss, so the one request allows no call."""
     clock = FakeClock(wall=NOW.timestamp())
-    agent, model = make_agent(lambda r: "分かっていることだけ答えます。", FakeTools({"faq_search": lambda a: item(1)}),
-                              clock=clock)
-    answer = agent.run("q", prelude=Prelude(seconds=SETTINGS.deadline_s))
+
+    def script(request: Request) -> Any:
+        if request.system_text == TAGGER_SYSTEM:
+            clock.advance(SETTINGS.deadline_s)
+            return '{"tags": []}'
+        return "分かっていることだけ答えます。"
+
+    agent, model = make_agent(script, FakeTools({"faq_search": lambda a: item(1)}), clock=clock, tags=TAGS)
+    answer = agent.run("q")
     assert answer.stop == "deadline" and answer.text == "分かっていることだけ答えます。" and not answer.degraded
-    assert [(r.final, r.tool_choice) for r in model.requests] == [(True, {"type": "none"})]
+    assert [(r.final, r.tool_choice) for r in model.requests[1:]] == [(True, {"type": "none"})]
 
 
 def test_an_empty_answer_is_replaced_by_the_sources_read_labelled() -> None:
@@ -893,27 +901,30 @@ def test_a_request_rejected_mid_run_degrades_and_keeps_what_was_gathered() -> No
     assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/5", "https://redmine.example/issues/7"]
 
 
-def test_per_run_tools_prompt_and_prelude_leave_the_agent_as_it_was() -> None:
+def test_per_run_tools_and_tags_leave_the_agent_as_it_was() -> None:
     own = FakeTools({"own_search": lambda args: item(1)})
     other = FakeTools({"other_search": lambda args: item(2)})
+    clock = FakeClock(wall=NOW.timestamp())
 
     def script(request: Request) -> Any:
+        if request.system_text == TAGGER_SYSTEM:  # takes 2 s; tags the first question only
+            clock.advance(2.0)
+            first = request.messages[0]["content"][0]["text"].endswith("first")
+            return '{"tags": ["在庫"]}' if first else '{"tags": []}'
         if request.round == 1:
             return calls((request.tools[0]["name"], {"query": "x"}))
         return "done"
 
-    agent, model = make_agent(script, own)
-    prelude = Prelude(prompt_parts=("RUN PART",), tags=("在庫",), events=({"event": "tags", "tags": ["在庫"]},),
-                      usage={"haiku": Usage(100, 10)}, seconds=2.0)
-    answer = agent.run("x", tools=other, prelude=prelude)
-    assert [t["name"] for t in model.requests[0].tools] == ["other_search"] and other.counts["other_search"] == 1
-    assert "RUN PART" in model.requests[0].system_text
-    assert answer.tags == ["在庫"] and answer.trace[0] == {"t": 0.0, "event": "tags", "tags": ["在庫"]}
-    assert answer.usage_by_model["haiku"] == Usage(100, 10) and answer.seconds >= 2.0
+    agent, model = make_agent(script, own, clock=clock, tags=TAGS)
+    answer = agent.run("first", tools=other)
+    assert [t["name"] for t in model.requests[1].tools] == ["other_search"] and other.counts["other_search"] == 1
+    assert "RUN PART" in model.requests[1].system_text
+    assert answer.tags == ["在庫"] and answer.trace[0]["t"] == 0.0 and answer.trace[0]["tags"] == ["在庫"]
+    assert answer.usage_by_model[SETTINGS.summary_model].input_tokens > 0 and answer.seconds >= 2.0
 
-    plain = agent.run("x")  # the next run: the agent's own tools and prompt, no tags
+    plain = agent.run("second")  # the next run: the agent's own tools and prompt, its own tags
     assert [t["name"] for t in model.requests[-1].tools] == ["own_search"] and own.counts["own_search"] == 1
-    assert "RUN PART" not in model.requests[-1].system_text and plain.tags == [] and "haiku" not in plain.usage_by_model
+    assert "RUN PART" not in model.requests[-1].system_text and plain.tags == []
 
 
 # -- the model's output is untrusted input --------------------------------------------------------------------

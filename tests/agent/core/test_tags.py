@@ -13,7 +13,6 @@ import pytest
 from agent.cli import main
 from agent.core.loop import Agent
 from agent.core.settings import Settings
-from agent.core.tagging_agent import TaggingAgent
 from agent.core.tags import (
     TAGGER_SYSTEM,
     TagConfig,
@@ -173,7 +172,7 @@ def answering(request: Request) -> Any:
 def test_hints_search_first_and_faq_tags_reach_the_system_prompt() -> None:
     model = ScriptedModel(answering)
     events: list[dict[str, Any]] = []
-    agent = TaggingAgent(config(), model, faq_tools(), Settings(), clock=FakeClock(), on_event=events.append)
+    agent = Agent(model, faq_tools(), Settings(), clock=FakeClock(), on_event=events.append, tags=config())
     answer = agent.run("Shopifyの在庫が反映されない")
     system = model.requests[0].system_text
     assert "## Question tags" in system and "Shopify, 在庫" in system
@@ -190,7 +189,7 @@ def test_hints_search_first_and_faq_tags_reach_the_system_prompt() -> None:
 
 def test_the_next_question_gets_its_own_tags_not_the_previous_ones() -> None:
     model = ScriptedModel(answering)
-    agent = TaggingAgent(config(), model, faq_tools(), Settings(), clock=FakeClock())
+    agent = Agent(model, faq_tools(), Settings(), clock=FakeClock(), tags=config())
     agent.run("Shopifyの在庫が反映されない")
     second = agent.run("RMSのキーが切れた")
     system = model.requests[-1].system_text
@@ -200,7 +199,7 @@ def test_the_next_question_gets_its_own_tags_not_the_previous_ones() -> None:
 
 def test_without_a_matching_tag_the_prompt_has_no_tag_part() -> None:
     model = ScriptedModel(answering)
-    answer = TaggingAgent(config(ask_model=False), model, faq_tools(), Settings(), clock=FakeClock()).run("こんにちは")
+    answer = Agent(model, faq_tools(), Settings(), clock=FakeClock(), tags=config(ask_model=False)).run("こんにちは")
     assert "## Question tags" not in model.requests[0].system_text and answer.tags == []
     assert answer.trace[0]["event"] == "tags" and answer.trace[0]["method"] == "none"
 
@@ -208,7 +207,7 @@ def test_without_a_matching_tag_the_prompt_has_no_tag_part() -> None:
 def test_the_tagging_request_is_counted_in_usage_and_cost() -> None:
     model = ScriptedModel(answering)
     settings = Settings()
-    tagged = TaggingAgent(config(), model, faq_tools(), settings, clock=FakeClock()).run("数が合わない")
+    tagged = Agent(model, faq_tools(), settings, clock=FakeClock(), tags=config()).run("数が合わない")
     plain = Agent(ScriptedModel(answering), faq_tools(), settings, clock=FakeClock()).run("数が合わない")
     assert tagged.usage_by_model[settings.summary_model].input_tokens > 0
     assert settings.summary_model not in plain.usage_by_model
@@ -218,7 +217,7 @@ def test_the_tagging_request_is_counted_in_usage_and_cost() -> None:
 
 def test_degraded_mode_passes_the_faq_tags_to_faq_search() -> None:
     tools = faq_tools()
-    answer = TaggingAgent(config(), None, tools, Settings(), clock=FakeClock()).run("Shopifyの在庫")
+    answer = Agent(None, tools, Settings(), clock=FakeClock(), tags=config()).run("Shopifyの在庫")
     assert answer.degraded and tools.seen == [("faq_search", {"query": "Shopifyの在庫"})]  # FakeTools: no tags param
 
     class TagAwareTools(FakeTools):
@@ -227,7 +226,7 @@ def test_degraded_mode_passes_the_faq_tags_to_faq_search() -> None:
                 "query": {"type": "string"}, "tags": {"type": "array"}}}}]
 
     aware = TagAwareTools(tools.functions)
-    TaggingAgent(config(), None, aware, Settings(), clock=FakeClock()).run("Shopifyの在庫")
+    Agent(None, aware, Settings(), clock=FakeClock(), tags=config()).run("Shopifyの在庫")
     assert aware.seen == [("faq_search", {"query": "Shopifyの在庫", "tags": ["Shopify", "在庫"]})]
 
 
@@ -235,7 +234,7 @@ def test_a_follow_up_inherits_its_threads_tags() -> None:
     from agent.core.run import Turn
 
     model = ScriptedModel(answering)
-    agent = TaggingAgent(config(ask_model=False), model, faq_tools(), Settings(), clock=FakeClock())
+    agent = Agent(model, faq_tools(), Settings(), clock=FakeClock(), tags=config(ask_model=False))
     answer = agent.run("それはいつ直りますか？", history=[Turn("Shopifyの在庫がずれる", "差分チェックを…")])
     assert answer.tags == ["Shopify", "在庫"]
 
@@ -243,13 +242,13 @@ def test_a_follow_up_inherits_its_threads_tags() -> None:
 def test_the_thread_context_counts_for_the_tags_and_still_reaches_the_model_apart() -> None:
     model = ScriptedModel(answering)
     tools = faq_tools()
-    agent = TaggingAgent(config(ask_model=False), model, tools, Settings(), clock=FakeClock())
+    agent = Agent(model, tools, Settings(), clock=FakeClock(), tags=config(ask_model=False))
     answer = agent.run("それはいつ直りますか？", context="- @suzuki: Shopifyの在庫がずれています")
     assert answer.tags == ["Shopify", "在庫"]
     first = model.requests[0].messages[0]["content"][0]["text"]
     assert first.startswith("それはいつ直りますか？\n\n<context>") and "Shopifyの在庫がずれています" in first
 
-    degraded = TaggingAgent(config(ask_model=False), None, tools, Settings(), clock=FakeClock())
+    degraded = Agent(None, tools, Settings(), clock=FakeClock(), tags=config(ask_model=False))
     degraded.run("それはいつ直りますか？", context="- @suzuki: Shopifyの在庫がずれています")
     assert tools.seen[-1] == ("faq_search", {"query": "それはいつ直りますか？"})  # the question alone
 
