@@ -52,10 +52,6 @@ def _is_unreachable(exc: BaseException) -> bool:
     return isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout)
 
 
-def _asked(exc: BaseException) -> float | None:
-    return server_wait(exc.headers) if isinstance(exc, StatusError) else None
-
-
 def failure_text(exc: BaseException) -> str:
     """One line: HTTP status, the error type and the service's message, or the exception itself."""
     return str(exc) if isinstance(exc, StatusError) else f"{type(exc).__name__}: {exc}".strip()
@@ -105,8 +101,10 @@ class Claude:
             retries.append(f"attempt {attempt} failed ({failure_text(failure)}); retrying in {wait:.1f} s")
 
         try:
-            return call(attempt, retry=self._retryable, policy=self._policy, asked=_asked,
-                        budget=Budget(request.deadline, request.clock or self.clock, MIN_ATTEMPT_S), on_retry=on_retry)
+            return call(attempt, retry=self._retryable, on_retry=on_retry,
+                        policy=lambda exc: UNREACHABLE_POLICY if _is_unreachable(exc) else self.policy,
+                        asked=lambda exc: server_wait(exc.headers) if isinstance(exc, StatusError) else None,
+                        budget=Budget(request.deadline, request.clock or self.clock, MIN_ATTEMPT_S))
         except GaveUp as exc:
             raise self._gave_up(exc, request.model, retries) from None
         except Exception as exc:
@@ -138,9 +136,6 @@ class Claude:
     def _retryable(self, exc: BaseException) -> bool:
         return (_is_unreachable(exc) or isinstance(exc, httpx2.TransportError | Truncated)  # timeouts, resets, cuts
                 or (isinstance(exc, StatusError) and (exc.status in RETRYABLE_STATUS or exc.status >= 500)))
-
-    def _policy(self, exc: BaseException) -> Policy:
-        return UNREACHABLE_POLICY if _is_unreachable(exc) else self.policy
 
     def _gave_up(self, exc: GaveUp, model: str, retries: list[str]) -> ModelUnavailable:
         """Out of retries: ``out_of_time`` when the deadline, not the number of attempts, ended them."""

@@ -283,24 +283,19 @@ def _json_tokens(text: str) -> int:
 def trim_history(messages: list[dict[str, Any]], question_index: int, fits: Callable[[], bool]) -> tuple[int, int]:
     """Room in the earlier turns, oldest first, until ``fits()``: each cut to HISTORY_TURN_SHORT_CHARS, then whole
     turns dropped. Returns (messages shortened, messages dropped)."""
-    shortened = 0
+    shortened, limit = 0, HISTORY_TURN_SHORT_CHARS
     for index in range(question_index):
         if fits():
             return shortened, 0
-        shortened += _shorten_text(messages, index, HISTORY_TURN_SHORT_CHARS)
+        message = messages[index]
+        if any(b.get("type") == "text" and len(without_marker(b["text"], CUT_MARKER)) > limit
+               for b in message["content"]):
+            messages[index] = {**message, "content": [
+                {**b, "text": keep_start(without_marker(b["text"], CUT_MARKER), limit, CUT_MARKER)}
+                if b.get("type") == "text" else b for b in message["content"]]}
+            shortened += 1
     dropped = 0
     while not fits() and question_index - dropped >= 2:
         del messages[0:2]
         dropped += 2
     return shortened, dropped
-
-
-def _shorten_text(messages: list[dict[str, Any]], index: int, limit: int) -> bool:
-    message = messages[index]
-    if not any(b.get("type") == "text" and len(without_marker(b["text"], CUT_MARKER)) > limit
-               for b in message["content"]):
-        return False
-    shorter = [{**b, "text": keep_start(without_marker(b["text"], CUT_MARKER), limit, CUT_MARKER)}
-               if b.get("type") == "text" else b for b in message["content"]]
-    messages[index] = {**message, "content": shorter}
-    return True

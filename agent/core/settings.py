@@ -38,12 +38,10 @@ class Price:
 # Older generations and regional endpoints may be priced differently: HELPBOT_PRICE_* / HELPBOT_SUMMARY_PRICE_*
 # override. An id naming no family (an application inference profile ARN) is priced as Sonnet.
 LIST_PRICES = {"haiku": Price(1.0, 5.0), "sonnet": Price(3.0, 15.0), "opus": Price(5.0, 25.0)}
-DEFAULT_FAMILY = "sonnet"
 
 
 def list_price(model: str) -> Price:
-    family = next((name for name in LIST_PRICES if name in model.lower()), DEFAULT_FAMILY)
-    return LIST_PRICES[family]
+    return LIST_PRICES[next((name for name in LIST_PRICES if name in model.lower()), "sonnet")]
 
 
 @dataclass(frozen=True)
