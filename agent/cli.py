@@ -1,8 +1,6 @@
-"""``helpbot``: the subcommand table (:data:`SUBCOMMANDS`) and ``helpbot ask``.
-
-A subcommand is two ``"module:function"`` strings, its arguments and its run, so a module is imported only when
-its subcommand is used: ``helpbot --help`` imports no SDK. Exit codes (:mod:`agent.errors`): 0 done, 1 the run
-failed, 2 bad input or configuration (one line), 130 interrupted; a traceback only with HELPBOT_DEBUG=1.
+"""``helpbot``: the subcommand table (:data:`SUBCOMMANDS`) and ``helpbot ask``. A subcommand names its functions
+as ``"module:function"`` strings, so a module is imported only when its subcommand runs (``helpbot --help`` imports
+no SDK). Exit codes are :mod:`agent.errors`'; a traceback only with HELPBOT_DEBUG=1.
 """
 
 from __future__ import annotations

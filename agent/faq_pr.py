@@ -2,8 +2,7 @@
 default branch, one commit per file, then the pull request), the only GitHub writes besides the relay's dispatch.
 
 A token that may not push is a configuration error (exit 2) naming what it needs; whether it may open pull requests
-no read tells, so a step failing after the branch exists deletes the branch again. Paths and branch names are
-URL-encoded; the drafts go to ``HELPBOT_FAQ_REPO_DIR`` (default ``faq/``), a folder inside the repository.
+no read tells, so a step failing after the branch exists deletes the branch again.
 """
 
 from __future__ import annotations

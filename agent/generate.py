@@ -1,9 +1,6 @@
-"""``helpbot config --write | --check``: the surfaces of the configuration declaration (:mod:`agent.config`).
-
-It rewrites the marked blocks: the table of every variable in docs/configuration.md, the table of secrets and
-variables in docs/slack-setup.md, the ``env:`` of the step that runs helpbot in each workflow, and the scope table
-of docs/slack-setup.md (from docs/slack-app-manifest.yml and :mod:`mcp_lib.slack_scopes`). ``--check`` fails when
-a block is stale, so a variable or scope added reaches the workflows and the docs, or CI says so.
+"""``helpbot config --write | --check``: the marked blocks generated from the configuration declaration
+(:mod:`agent.config`) -- the docs' variable tables, each workflow's ``env:``, the Slack scope table -- rewritten,
+or checked in CI, so a variable or scope added reaches the workflows and the docs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Answers that are not the model's: sources shown as they are, labelled so, in the question's language.
-
-Without a usable model (none configured, unavailable after retries, a request rejected after tools ran) the
-search tools run on the head of the question and their best hits come first; when the model gives no answer (an
-empty one, or tool calls again after the limit) nothing more is searched: the run's own sources are shown.
-"""
+"""Answers that are not the model's: sources shown as they are, labelled so, in the question's language -- the
+searches' best hits first when there was no usable model, the run's own sources when the model gave no answer."""
 
 from __future__ import annotations
 

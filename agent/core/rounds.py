@@ -94,7 +94,8 @@ class ToolRound:
     def run_batch(self, r: Run, batch: list[dict[str, Any]], timeout: float) -> list[tuple[ToolOutcome, float]]:
         """The calls at once, each (outcome, seconds); one still running after ``timeout`` has timed out."""
         def timed_out(i: int) -> tuple[ToolOutcome, float]:
-            return ToolOutcome.timeout(f"{batch[i]['name']} timed out after {timeout:.1f} s"), timeout
+            message = f"{batch[i]['name']} timed out after {timeout:.1f} s"
+            return ToolOutcome(message, is_error=True, timed_out=True), timeout
 
         return run_concurrently([functools.partial(self._call_tool, r, call) for call in batch], timeout,
                                 on_timeout=timed_out, wait=self.wait)

@@ -206,11 +206,6 @@ def keyword_matches(config: TagConfig, text: str) -> dict[str, list[str]]:
     return {tag.name: words for tag in config.tags if (words := tag.matches(normalized))}
 
 
-def tagger_request(candidates: Sequence[Tag], question: str, max_tags: int) -> str:
-    listed = [f"- {tag.name}: {tag.description or ', '.join(tag.keywords[:8])}" for tag in candidates]
-    return "\n".join([f"Tags (choose at most {max_tags}):", *listed, "", "Question:", question[:2000]])
-
-
 def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> list[Tag] | None:
     """The tags named in the model's reply (only candidates, at most ``max_tags``); None when it is not the
     JSON asked for. Tolerates prose or a code fence around the JSON, and a bare list."""
@@ -247,7 +242,8 @@ def tag_question(config: TagConfig, question: str, *, model: Model | None, setti
     if ambiguous and config.ask_model and model is not None:
         result.consulted, result.model = True, settings.summary_model
         try:
-            prompt = tagger_request(candidates, question, config.max_tags)
+            listed = [f"- {tag.name}: {tag.description or ', '.join(tag.keywords[:8])}" for tag in candidates]
+            prompt = "\n".join([f"Tags (choose at most {config.max_tags}):", *listed, "", "Question:", question[:2000]])
             response = model.create(Request(
                 [{"type": "text", "text": TAGGER_SYSTEM}], [user_message(prompt)], [], None, TAGGER_MAX_TOKENS,
                 settings.summary_model, clock.monotonic() + TAGGER_TIMEOUT_S, clock))

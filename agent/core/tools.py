@@ -1,7 +1,6 @@
-"""The tool seam: what the loop needs from "the tools", and how a batch of calls runs in threads.
-
-:class:`RegistryTools` serves mcp_lib's registry (in-house MCP servers included). An executor never raises for a
-failed call: it returns a :class:`ToolOutcome` with ``is_error`` -- and the loop still guards against one that does.
+"""The tool seam: what the loop needs from "the tools" (:class:`RegistryTools`: mcp_lib's registry), and how a
+batch of calls runs in threads. A failed call is a :class:`ToolOutcome` with ``is_error``, not an exception -- and
+the loop still guards against an executor that raises.
 """
 
 from __future__ import annotations
@@ -31,10 +30,6 @@ class ToolOutcome:
     @classmethod
     def error(cls, message: str) -> ToolOutcome:
         return cls(content=message, is_error=True)
-
-    @classmethod
-    def timeout(cls, message: str) -> ToolOutcome:
-        return cls(content=message, is_error=True, timed_out=True)
 
 
 class ToolExecutor(Protocol):

@@ -1,7 +1,5 @@
-"""The transcript: how a run's messages start, valid text in them, and the tool results found and replaced in it.
-
-Blocks are replaced, never mutated, so a request already sent (or recorded by a test) stays as it was; a
-``tool_use`` and its ``tool_result`` always stay together.
+"""The transcript: how a run's messages start, valid text in them, and the tool results found and replaced in it
+-- replaced, never mutated, so a request already sent stays as it was; a tool_use keeps its tool_result.
 """
 
 from __future__ import annotations
