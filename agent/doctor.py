@@ -114,10 +114,8 @@ def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
     where = f"{config.provider}" + (f", region {config.region}" if config.region else "")
     part = Part("model", "ok", [where])
     for variable, model_id in (("HELPBOT_MODEL", config.model), ("HELPBOT_SUMMARY_MODEL", config.summary_model)):
-        request = Request(system=[], messages=[{"role": "user", "content": "ping"}], tools=[], tool_choice=None,
-                          max_tokens=1, model=model_id)
         try:
-            model.create(request)
+            model.create(Request([], [{"role": "user", "content": "ping"}], [], None, max_tokens=1, model=model_id))
             part.lines.append(f"{variable} answers")
         except (ModelError, ConfigError) as exc:
             part.state = "failed"

@@ -47,11 +47,8 @@ def _check(ok: Callable[[str], object], problem: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _compiles(pattern: str) -> str:
-    return regex(pattern, "re:") if pattern.startswith("re:") else pattern
-
-
 _NOT_BLANK = _check(str.strip, "is blank")
+_PATTERN = AfterValidator(lambda p: regex(p, "re:") if p.startswith("re:") else p)  # a regular expression compiles
 
 
 def _now(value: Any) -> Any:
@@ -71,7 +68,7 @@ class Case(BaseModel):
 
     id: Annotated[str, _check(_ID.match, "must be 1-80 letters, digits, '.', '_' or '-'")]
     question: Annotated[str, Field(min_length=1), _NOT_BLANK, AfterValidator(str.strip)]
-    expect_sources: list[Annotated[str, _NOT_BLANK, AfterValidator(_compiles)]] = []
+    expect_sources: list[Annotated[str, _NOT_BLANK, _PATTERN]] = []
     expect_phrases: list[Annotated[str, _NOT_BLANK]] = []
     max_rounds: int | None = Field(None, ge=1, le=MAX_ROUNDS_LIMIT)
     now: Annotated[str | None, BeforeValidator(_now)] = None  # ISO 8601
