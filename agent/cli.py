@@ -81,22 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     parser = build_parser(next((a for a in args_list if not a.startswith("-")), None))
     try:
-        return _main(parser, args_list)
+        from agent import guard  # after --help: the guard's patterns need not load for it
+        from agent.errors import sigterm_raises
+
+        with guard.installed(guard.Guard.from_env(os.environ)), guard.logging_installed(os.environ), sigterm_raises():
+            args = parser.parse_args(args_list)  # --help exits here, before anything heavy is imported
+            command = getattr(args, "_subcommand", None)
+            if command is None:
+                guard.err(parser.format_help().rstrip())
+                return 2
+            return _resolve(command.run)(args)
     except BaseException as exc:
         return _exit(exc)
-
-
-def _main(parser: argparse.ArgumentParser, args_list: list[str]) -> int:
-    from agent import guard  # after --help: the guard's patterns need not load for it
-    from agent.errors import sigterm_raises
-
-    with guard.installed(guard.Guard.from_env(os.environ)), guard.logging_installed(os.environ), sigterm_raises():
-        args = parser.parse_args(args_list)  # --help exits here, before anything heavy is imported
-        command = getattr(args, "_subcommand", None)
-        if command is None:
-            guard.err(parser.format_help().rstrip())
-            return 2
-        return _resolve(command.run)(args)
 
 
 def _exit(exc: BaseException) -> int:

@@ -114,7 +114,7 @@ def test_every_registry_that_may_start_a_server_logs_through_the_guard() -> None
 
 # Python logging is an outward writer too: one handler (mcp_lib/logs.py), installed by every entry point, renders
 # every record -- ours and every library's -- through the guard in effect (helpbot) or mcp_lib's Masker (mcp-lib).
-ENTRY_POINTS = {("agent/cli.py", "_main"): "guard.logging_installed",
+ENTRY_POINTS = {("agent/cli.py", "main"): "guard.logging_installed",
                 ("agent/slack/relay.py", "lambda_handler"): "guard.logging_installed",
                 ("mcp_lib/cli.py", "main"): "logs.installed"}
 LOGGING_DOOR = "mcp_lib/logs.py"
