@@ -222,13 +222,9 @@ class Economy:
         the notes so far plus each result's head -- the notes never depend on the cheap model being up."""
         assert self.model is not None
         s = self.settings
-
-        def fits(prompt: str) -> bool:
-            tokens = tk.request_tokens(SUMMARY_SYSTEM, [], [user_message(prompt)])
-            return tokens * self.calibration <= s.request_budget_tokens
-
         fallback = "\n".join(part for part in (self.notes, mechanical_summary(refs)) if part)
-        prompt = summary_request(r.plan.question, self.notes, refs, fits)
+        prompt = summary_request(r.plan.question, self.notes, refs, lambda text: tk.request_tokens(
+            SUMMARY_SYSTEM, [], [user_message(text)]) * self.calibration <= s.request_budget_tokens)
         if prompt is None:
             return fallback, "the results do not fit the request budget even when cut"
         try:

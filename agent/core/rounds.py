@@ -93,12 +93,9 @@ class ToolRound:
 
     def run_batch(self, r: Run, batch: list[dict[str, Any]], timeout: float) -> list[tuple[ToolOutcome, float]]:
         """The calls at once, each (outcome, seconds); one still running after ``timeout`` has timed out."""
-        def timed_out(i: int) -> tuple[ToolOutcome, float]:
-            message = f"{batch[i]['name']} timed out after {timeout:.1f} s"
-            return ToolOutcome(message, is_error=True, timed_out=True), timeout
-
-        return run_concurrently([functools.partial(self._call_tool, r, call) for call in batch], timeout,
-                                on_timeout=timed_out, wait=self.wait)
+        jobs = [functools.partial(self._call_tool, r, call) for call in batch]
+        return run_concurrently(jobs, timeout, wait=self.wait, on_timeout=lambda i: (ToolOutcome(
+            f"{batch[i]['name']} timed out after {timeout:.1f} s", is_error=True, timed_out=True), timeout))
 
     def _call_tool(self, r: Run, call: dict[str, Any]) -> tuple[ToolOutcome, float]:
         began = self.clock.monotonic()
