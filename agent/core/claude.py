@@ -188,8 +188,7 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
         else:  # thinking and server-tool blocks are passed back as they came
             content.append({key: value for key, value in block.items() if value is not None})
     u: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}
-    usage = Usage(*(int(u.get(key) or 0) for key in ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                                                     "cache_creation_input_tokens")))
+    usage = Usage(**{key: int(u.get(key) or 0) for key in Usage().to_dict()})
     return ModelResponse(content=content, stop_reason=message.get("stop_reason"), usage=usage, retries=retries)
 
 
