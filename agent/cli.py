@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from agent.build import parse_rounds
@@ -123,8 +123,6 @@ def _ask_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _print_progress(progress: Progress) -> None:
-    from dataclasses import replace
-
     from agent import guard
 
     progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names only

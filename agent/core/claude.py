@@ -80,10 +80,8 @@ class Claude:
         self.policy, self.request_timeout_s, self.clock = policy, request_timeout_s, clock
 
     def create(self, request: Request) -> ModelResponse:
-        body: dict[str, Any] = {"max_tokens": request.max_tokens, "messages": request.messages}
-        for key in ("system", "tools", "tool_choice"):
-            if getattr(request, key):
-                body[key] = getattr(request, key)
+        given = {key: value for key in ("system", "tools", "tool_choice") if (value := getattr(request, key))}
+        body: dict[str, Any] = {"max_tokens": request.max_tokens, "messages": request.messages, **given}
         retries: list[str] = []  # one line per failed attempt that was retried, for the trace
         streamed = False  # text reached ``on_text``: a retried attempt must not send it again
 

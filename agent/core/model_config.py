@@ -31,11 +31,10 @@ _REGION = re.compile(r"^[a-z]{2}(?:-gov)?-[a-z]+-\d$")
 _PROFILE_REGIONS = {"jp": "ap-northeast-[13]", "apac": "ap-.+", "au": "ap-southeast-.+", "us": "us-.+",
                     "us-gov": "us-gov-.+", "eu": "eu-.+", "ca": "ca-.+"}
 _KIND = {"bedrock": "a Bedrock", "anthropic": "an Anthropic API", None: "a Claude"}
-
-
-# -- configuration ---------------------------------------------------------------------------------------------
 # What turns the model on, for the lines that say it is off (degraded `ask`, `doctor`).
 TURN_ON = "set AWS_BEARER_TOKEN_BEDROCK, or AWS_ROLE_ARN (OIDC) or AWS keys, or ANTHROPIC_API_KEY"
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Which provider, which models, and how to reach and authenticate to them (all from the environment)."""
