@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from agent.build import parse_rounds
@@ -124,9 +124,10 @@ def _ask_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _print_progress(progress: Progress) -> None:
     from agent import guard
+    from agent.report import progress_line
 
-    progress = replace(progress, tools=[guard.current().name(t) for t in progress.tools])  # defined names only
-    guard.err(f"helpbot: {progress.line()}")
+    if line := progress_line(progress):  # the one form of a step: defined names only, nothing in a private run
+        guard.err(f"helpbot: {line}")
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
