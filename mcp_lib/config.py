@@ -1,8 +1,5 @@
-"""Reading configuration from the environment, with one clear error per bad variable; the tools' variables.
-
-Each variable is declared once (:class:`Variable`, with its default as documented), and the typed readers of a
-:class:`Declaration` fall back on that default, so it lives nowhere else. An application declares its own
-variables beside these (helpbot: agent/config.py).
+"""Reading configuration from the environment, one clear error per bad variable; the tools' variables, each
+declared once with its documented default, which the typed readers fall back on (helpbot's: agent/config.py).
 """
 
 from __future__ import annotations
@@ -10,10 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlparse
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 def env_str(env: Mapping[str, str], name: str) -> str | None:
@@ -22,27 +22,21 @@ def env_str(env: Mapping[str, str], name: str) -> str | None:
 
 
 def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
-    """A base URL without a trailing slash; a value without http(s):// is a ConfigError, not a late crash.
-
-    A URL may carry no credentials (``http://admin:pass@host``): every source link built from it would carry
-    them into the answer. Credentials go in their own variables. The error names the variable, never the value.
-    """
+    """A base URL (:func:`check_url`) without a trailing slash; a bad one is a ConfigError, not a late crash."""
     value = env_str(env, name) or default
-    if value is None:
-        return None
-    return check_url(name, value).rstrip("/")
+    return None if value is None else check_url(name, value).rstrip("/")
 
 
 def check_url(name: str, value: str) -> str:
-    """``value`` when it is an http(s) URL without credentials, else a ConfigError naming ``name`` (a variable,
-    or a setting such as ``helpbot.toml mcp_servers[0].url``) and never the value: the one URL check."""
+    """``value`` when it is an http(s) URL without credentials (every source link built from it would carry them
+    into the answer), else a ConfigError naming ``name`` (a variable or a helpbot.toml setting), never the value."""
     try:
         parsed = urlparse(value.strip())
         _ = parsed.port  # raises on a port that is not a number
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(name)
     except ValueError:
         raise ConfigError(name, "is not a URL; expected something like https://host/path") from None
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(name, "is not a URL; expected something like https://host/path")
     if "@" in parsed.netloc:
         raise ConfigError(name, "must not carry a user name or password (user:pass@host); give the credentials "
                                 "in their own variable (the token or API key) and the URL without them")
@@ -53,30 +47,15 @@ N = TypeVar("N", int, float)
 T = TypeVar("T")
 
 
-def _number(name: str, raw: str, parse: Callable[[str], N], kind: str, minimum: N) -> N:
-    try:
-        value = parse(raw)
-    except ValueError:
-        raise ConfigError(name, f"{raw!r} is not {kind}") from None
-    if value != value:  # NaN passes every "at least" check and then disables the limit it sets
-        raise ConfigError(name, f"{raw!r} is not {kind}")
-    if value < minimum:
-        raise ConfigError(name, f"must be at least {minimum}, got {value}")
-    return value
-
-
-def _bool(name: str, raw: str) -> bool:
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(name, f"{raw!r} is not a boolean (use true or false)")
+def validation_problem(exc: ValidationError, whole: str) -> str:
+    """A pydantic error as one line, ``field.path: message`` (``whole`` names the object when no field does)."""
+    error = exc.errors()[0]
+    return f"{'.'.join(str(part) for part in error['loc']) or whole}: {error['msg']}"
 
 
 def env_list(env: Mapping[str, str], name: str) -> list[str]:
     """Comma- or space-separated list; empty when unset."""
-    raw = env_str(env, name) or ""
-    return [part for part in raw.replace(",", " ").split() if part]
+    return (env_str(env, name) or "").replace(",", " ").split()
 
 
 def env_datetime(env: Mapping[str, str], name: str) -> datetime | None:
@@ -121,25 +100,38 @@ class Declaration(dict[str, V]):
         """``text`` with each ``{NAME}`` replaced by that variable's declared default (a tool's setup text)."""
         return text.format_map({name: variable.default for name, variable in self.items()})
 
-    def env_int(self, env: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int:
+    def _number(self, env: Mapping[str, str], name: str, parse: Callable[[str], N], kind: str, default: N | None,
+                minimum: N) -> N:
         raw = env_str(env, name)
         if raw is None:
-            return self.value(name, int) if default is None else default
-        return _number(name, raw, int, "a whole number", minimum)
+            return self.value(name, parse) if default is None else default
+        try:
+            value = parse(raw)
+        except ValueError:
+            raise ConfigError(name, f"{raw!r} is not {kind}") from None
+        if value != value:  # NaN passes every "at least" check and then disables the limit it sets
+            raise ConfigError(name, f"{raw!r} is not {kind}")
+        if value < minimum:
+            raise ConfigError(name, f"must be at least {minimum}, got {value}")
+        return value
+
+    def env_int(self, env: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int:
+        return self._number(env, name, int, "a whole number", default, minimum)
 
     def env_float(self, env: Mapping[str, str], name: str, default: float | None = None,
                   minimum: float = 0.0) -> float:
-        raw = env_str(env, name)
-        if raw is None:
-            return self.value(name, float) if default is None else default
-        return _number(name, raw, float, "a number", minimum)
+        return self._number(env, name, float, "a number", default, minimum)
 
     def env_bool(self, env: Mapping[str, str], name: str, default: bool | None = None) -> bool:
         raw = env_str(env, name)
         if raw is None and default is not None:
             return default
         raw = raw or self[name].default
-        return _bool(name, raw) if raw else False
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("", "0", "false", "no", "off"):
+            return False
+        raise ConfigError(name, f"{raw!r} is not a boolean (use true or false)")
 
     def env_timezone(self, env: Mapping[str, str], name: str) -> str:
         """An IANA time zone name (``Asia/Tokyo``), checked."""

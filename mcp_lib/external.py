@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from .config import DECLARED, ConfigError, check_url, env_str
+from .config import DECLARED, ConfigError, check_url, env_str, validation_problem
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
 from .doors import NEVER_SENT, WHERE, door
 from .result import from_call_result
@@ -122,9 +122,7 @@ def server_entries(env: Mapping[str, str]) -> list[ServerEntry]:
         try:
             entries.append(ServerEntry.model_validate(item))
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"]) or "entry"
-            raise ConfigError(f"helpbot.toml mcp_servers[{index}]", f"{where}: {err['msg']}") from None
+            raise ConfigError(f"helpbot.toml mcp_servers[{index}]", validation_problem(exc, "entry")) from None
         if entries[-1].url is not None:  # the platform URLs' check: no user:pass@ (the error names the setting)
             check_url(f"helpbot.toml mcp_servers[{index}].url", entries[-1].url)
     names = [e.platform_name for e in entries]
@@ -138,8 +136,15 @@ def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path, errlog
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
+        # A command that does not exist is named as such (through /bin/sh, it would only be a closed connection).
+        if "/" in entry.command:
+            found = os.access(Path(entry.cwd or ".") / entry.command, os.X_OK)
+        else:
+            path = env["PATH"] if "PATH" in entry.env and "PATH" in env else None  # None: this process's PATH
+            found = shutil.which(entry.command, path=path) is not None
+        if not found:
+            raise FileNotFoundError(f"command {entry.command!r} not found")
         passed = {name: env[name] for name in entry.env if name in env}
-        _check_command(entry, env)
         command, args = group_command(entry.command, entry.args, pidfile)
         return stdio_client(StdioServerParameters(command=command, args=args, env=passed, cwd=entry.cwd),
                             errlog=errlog)
@@ -160,19 +165,6 @@ def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path, errlog
     client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), follow_redirects=False,
                                 event_hooks={"request": hooks})
     return streamable_http_client(entry.url, http_client=client)
-
-
-def _check_command(entry: ServerEntry, env: Mapping[str, str]) -> None:
-    """A command that does not exist is named as such (started through ``/bin/sh``, it would only be a closed
-    connection)."""
-    assert entry.command is not None
-    if "/" in entry.command:
-        found = os.access(Path(entry.cwd or ".") / entry.command, os.X_OK)
-    else:
-        path = env["PATH"] if "PATH" in entry.env and "PATH" in env else None  # None: this process's PATH
-        found = shutil.which(entry.command, path=path) is not None
-    if not found:
-        raise FileNotFoundError(f"command {entry.command!r} not found")
 
 
 def _schema_validator(schema: dict[str, Any]) -> Any:
@@ -256,11 +248,10 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
         listed, cut_short = session.call(_list_pages, entry.list_timeout_s, entry.list_timeout_s)
     except ConfigError:
         raise
-    except TimeoutError:
-        platform.overview += f" (unavailable: no tool list within {entry.list_timeout_s:g} s)"
-        return
     except Exception as exc:
-        platform.overview += f" (unavailable: {type(exc).__name__}: {exc})"
+        why = (f"no tool list within {entry.list_timeout_s:g} s" if isinstance(exc, TimeoutError)
+               else f"{type(exc).__name__}: {exc}")
+        platform.overview += f" (unavailable: {why})"
         return
 
     badly_named = []
