@@ -115,10 +115,6 @@ class Tool:
         return f"{self.platform}:{self.function}"
 
     @property
-    def summary(self) -> str:
-        return self.description.split("\n\n")[0].replace("\n", " ").strip()
-
-    @property
     def usage(self) -> str:
         """``mcp-lib platform:function <required> [optional=…]``: the CLI form, for usage messages and the docs."""
         args = " ".join(f"<{p.name}>" if p.required else f"[{p.name}=…]" for p in self.params)

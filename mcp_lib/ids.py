@@ -1,8 +1,5 @@
 """Slack ids, message timestamps and message links (permalinks), defined once; every check a whole-value
-``fullmatch``. Ids: C/G/D (conversations) or U/W/B (users) and 2 to 20 upper-case letters or digits; a ts is
-10 digits, a dot, 6 digits; a link is https on slack.com or slack-gov.com (or a subdomain),
-``/archives/CHANNEL/pDIGITS`` with an optional ``thread_ts`` and a ``cid`` that agrees.
-"""
+``fullmatch``."""
 
 from __future__ import annotations
 
@@ -29,18 +26,9 @@ def is_dm_id(channel: str) -> bool:
     return channel.startswith("D")
 
 
-def is_user_id(value: str) -> bool:
-    return USER_RE.fullmatch(value) is not None
-
-
 def is_ts(value: str) -> bool:
     """A Slack message timestamp like ``1700000000.123456``."""
     return TS_RE.fullmatch(value) is not None
-
-
-def is_slack_host(host: str) -> bool:
-    host = host.lower().rstrip(".")
-    return any(host == base or host.endswith("." + base) for base in SLACK_HOSTS)
 
 
 @dataclass(frozen=True)
@@ -61,7 +49,8 @@ def parse_permalink(url: str, where: str = "url") -> Permalink:
         parsed = urlparse(url.strip())
     except ValueError:  # an unclosed [ in the host
         raise bad("is not a URL") from None
-    if parsed.scheme != "https" or not is_slack_host(parsed.hostname or ""):
+    host = (parsed.hostname or "").rstrip(".")  # lower-case already
+    if parsed.scheme != "https" or not any(host == base or host.endswith("." + base) for base in SLACK_HOSTS):
         raise bad("is not a Slack message link (https://WORKSPACE.slack.com/archives/...)")
     match = _PERMALINK_PATH_RE.fullmatch(parsed.path)
     if not match:

@@ -71,7 +71,6 @@ def test_schema_is_derived_from_the_signature(registry: Registry) -> None:
     assert schema["additionalProperties"] is False
     assert "ctx" not in schema["properties"]
     assert tool.wire_name == "demo_find" and tool.cli_name == "demo:find"
-    assert tool.summary == "Find things."
     assert registry.find("demo_find") is tool
 
 
