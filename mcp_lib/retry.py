@@ -1,7 +1,5 @@
-"""Retries on tenacity's loop: what is retryable is the caller's; the wait is what the server asked for, else
-exponential backoff with jitter; the retries stop after the :class:`Policy`'s attempts, at a server wait not worth
-sitting out, or when the call's :class:`Budget` would leave the next attempt too little time. Waits are slept on the
-budget's :class:`~mcp_lib.clock.Clock`, so tests never wait.
+"""Retries on tenacity's loop: what is retryable is the caller's; how long and how often, a :class:`Policy`'s
+within the call's :class:`Budget`, whose :class:`~mcp_lib.clock.Clock` the waits are slept on (tests never wait).
 """
 
 from __future__ import annotations
@@ -137,26 +135,25 @@ def server_wait(headers: Mapping[str, Any], clock: Clock = SYSTEM_CLOCK) -> floa
     """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP date,
     ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0, on the clock's wall); None when it did not say, or
     said something unreadable (``Retry-After: soon``)."""
-    millis = header(headers, "retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
+    if (millis := _number(header(headers, "retry-after-ms"))) is not None:
+        return max(0.0, millis / 1000)
     retry_after = header(headers, "retry-after")
     if retry_after:
-        try:
-            return max(0.0, float(retry_after))
-        except ValueError:
-            pass
+        if (seconds := _number(retry_after)) is not None:
+            return max(0.0, seconds)
         try:
             return max(0.0, email.utils.parsedate_to_datetime(retry_after).timestamp() - clock.wall())
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
-    reset = header(headers, "x-ratelimit-reset")
-    if header(headers, "x-ratelimit-remaining") == "0" and reset:
-        try:
-            return max(0.0, float(reset) - clock.wall())
-        except ValueError:
-            return None
+    reset = _number(header(headers, "x-ratelimit-reset"))
+    if header(headers, "x-ratelimit-remaining") == "0" and reset is not None:
+        return max(0.0, reset - clock.wall())
     return None
+
+
+def _number(value: str | None) -> float | None:
+    """A header's number; None when it is absent or not a number."""
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None

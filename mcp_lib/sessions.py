@@ -195,8 +195,9 @@ class ServerSession:
         self._ready = self._holder = self._stop = None
         if holder is None or ready is None or stop is None:
             return
-        if kill_first and pidfile is not None:
-            _signal_group(pidfile, signal.SIGTERM)
+        if kill_first and pidfile is not None and (pgid := _read_pid(pidfile)) is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
         if ready.done():
             stop.set()  # the SDK's own shutdown, in the task that opened it
         else:
@@ -241,13 +242,6 @@ def _read_pid(pidfile: Path) -> int | None:
     with contextlib.suppress(OSError, ValueError):
         return int(pidfile.read_text().strip())
     return None
-
-
-def _signal_group(pidfile: Path, signum: signal.Signals) -> None:
-    pgid = _read_pid(pidfile)
-    if pgid is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signum)
 
 
 @atexit.register
