@@ -1,7 +1,5 @@
-"""The one clock: monotonic seconds for deadlines and budgets, the wall for dates and ``Retry-After``, and a sleep
-that passes both by. Every module that reads or waits on time takes a :class:`Clock` (:data:`SYSTEM_CLOCK` by
-default) and no other module imports ``time`` for it; tests inject ``tests.fakes.clock.FakeClock``, so no test
-waits for real or depends on the machine's uptime."""
+"""The one clock: every module that reads or waits on time takes a :class:`Clock` (:data:`SYSTEM_CLOCK` by
+default), so tests inject ``tests.fakes.clock.FakeClock`` and none waits for real or depends on the uptime."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """Every way a text is cut, shortened, split or squashed onto one line, each under a name that says what it keeps.
-
-``keep_*`` cut to a budget with a marker counting what was left out (the model is told); ``excerpt`` and
-``shorten_at_word`` end in "…" (for titles, snippets and people); ``split_markdown`` splits an answer into
-Slack's parts. Lengths are characters, except where Slack's limits count UTF-16 code units (:func:`slack_len`).
+Lengths are characters, except where Slack's limits count UTF-16 code units (:func:`slack_len`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The one door for Python logging: every record, ours and every library's (httpx, slack_sdk, botocore, mcp --
-which log what they were handed: URLs, a model's argument), is rendered through an egress policy onto stderr:
-helpbot's guard, or mcp-lib's :class:`Masking`. A record keeps its logger's name, level and masked one-line
-message; in a private run only the name, level and ``withheld``, once each. Tracebacks only with
-``HELPBOT_DEBUG``; library records below WARNING are dropped; warnings and thread exceptions pass the same door.
+"""The one door for Python logging: every record, ours and every library's (httpx, slack_sdk, botocore, mcp log
+what they were handed: URLs, a model's argument), warnings and thread exceptions too, is rendered onto stderr
+through an egress policy (helpbot's guard, or mcp-lib's :class:`Masking`).
 """
 
 from __future__ import annotations

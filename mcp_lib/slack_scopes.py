@@ -1,8 +1,5 @@
 """Slack's OAuth scopes as helpbot uses them: which scope each Slack method and event needs, and which token calls.
-
-Declared once here. The tests check docs/slack-app-manifest.yml grants these scopes to the right token (and
-nothing more), the fake Slack answers ``missing_scope`` from them, and the scope table of docs/slack-setup.md is
-generated from the manifest and this map (``helpbot config --write``; ``--check`` in CI).
+Declared once: the tests check the manifest and the fake Slack by it; docs/slack-setup.md's table derives from it.
 """
 
 from __future__ import annotations
