@@ -69,12 +69,11 @@ def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
     params = {p.name: p for p in tool.params}
     order = list(params)
     arguments: dict[str, Any] = {}
-    positional = 0
     for token in argv:
         key, sep, value = token.partition("=")
         if sep and key in params:
             name = key
-        elif token.startswith("{") and positional == 0 and not arguments:
+        elif token.startswith("{") and not arguments:
             loaded = _json(token)  # the old library's JSON form: mcp-lib redmine:getIssues '{"subject": "~在庫"}'
             if not isinstance(loaded, dict):
                 raise BadInput(f"{token[:80]!r} is not a JSON object of arguments")
@@ -85,7 +84,6 @@ def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
             if not unfilled:
                 raise BadInput(f"too many arguments: {token!r}")
             name, value = unfilled[0], token
-            positional += 1
         if name in arguments:
             raise BadInput(f"{name} given twice")
         arguments[name] = coerce(value, params[name].schema)
