@@ -115,20 +115,15 @@ class Door:
 
     def hook(self) -> Callable[[Any], None]:
         """An httpx2 request hook: every request the client sends, redirect hops included."""
-
-        def check(request: Any) -> None:
-            self.guard(str(request.url), request.headers.items())
-
-        return check
+        return lambda request: self.guard(str(request.url), request.headers.items())
 
     def async_hook(self) -> Callable[[Any], Any]:
         """:meth:`hook` for an ``AsyncClient``, whose hooks are awaited."""
-        check = self.hook()
 
-        async def checked(request: Any) -> None:
-            check(request)
+        async def check(request: Any) -> None:
+            self.guard(str(request.url), request.headers.items())
 
-        return checked
+        return check
 
 
 def _secrets(values: Iterable[str | None]) -> tuple[str, ...]:

@@ -285,11 +285,9 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
 
 def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:
     def call(ctx: ToolContext, **arguments: Any) -> Result:
-        async def run(client: Any) -> Any:
-            return await client.call_tool(tool_name, arguments)
-
         try:
-            called = session.call(run, entry.timeout_s, entry.list_timeout_s)
+            called = session.call(lambda client: client.call_tool(tool_name, arguments), entry.timeout_s,
+                                  entry.list_timeout_s)
         except TimeoutError:
             raise ToolError(f"MCP server {entry.name!r} did not answer within {entry.timeout_s:g} s "
                             "(it was stopped; the next call starts it again)") from None
