@@ -137,12 +137,10 @@ class Tool:
         if context is None:
             raise TypeError(f"tool {platform}:{fn.__name__} takes no parameter annotated ToolContext: every tool "
                             "gets its clients, limits and deadline from one (e.g. ``ctx: ToolContext``)")
-        fields: dict[str, Any] = {}
-        for name, param in signature.parameters.items():
-            if name == context:  # injected, not an argument
-                continue
-            default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[name] = (hints.get(name, Any), default)
+        fields: dict[str, Any] = {
+            name: (hints.get(name, Any), ... if param.default is inspect.Parameter.empty else param.default)
+            for name, param in signature.parameters.items() if name != context  # the context is injected
+        }
         description = inspect.cleandoc(fn.__doc__ or "").strip()
         if not description:
             raise ValueError(f"tool {platform}:{fn.__name__} needs a docstring: it is what the model reads")

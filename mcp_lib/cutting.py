@@ -172,11 +172,9 @@ def split_line(line: str, budget: int) -> list[str]:
         while end < len(line) and used + slack_len(line[end]) <= budget:
             used += slack_len(line[end])
             end += 1
-        window_start = max(1, end * 6 // 10)
-        best = None
-        for match in _SENTENCE_END.finditer(line, window_start, end):
-            best = match.end()
-        cut = best if best and best > 0 else end
+        # the last sentence end or space in the window's last 40 %, else the window's end
+        best = max((match.end() for match in _SENTENCE_END.finditer(line, max(1, end * 6 // 10), end)), default=0)
+        cut = best or end
         while cut > 1 and _unbreakable_before(line, cut):
             cut -= 1
         pieces.append(line[:cut].rstrip())

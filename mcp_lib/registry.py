@@ -5,6 +5,7 @@ helpbot.toml join as platforms. ``get_mcp("faq").functions["search"]("在庫 同
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
@@ -216,14 +217,9 @@ class Registry:
         return BoundPlatform(platform, {fname: bind(tool) for fname, tool in platform.tools.items()})
 
 
-_default: Registry | None = None
-
-
+@functools.cache
 def default_registry() -> Registry:
-    global _default
-    if _default is None:
-        _default = Registry()
-    return _default
+    return Registry()
 
 
 def get_mcp(name: str) -> BoundPlatform:

@@ -4,6 +4,7 @@ masked as it is cut, so masking costs what is kept); an MCP server's ``tools/cal
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections import Counter
@@ -197,15 +198,10 @@ def apply_limits(result: Result, limits: Limits) -> Result:
     out = build(len(items), field_limit, list_limit)
     if fits(out):
         return out
-    # 1. fewer items, keeping the best-ranked ones: the largest count that fits (binary search, sizes are monotone)
-    low, high = 1, len(items)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(build(middle, field_limit, list_limit)):
-            low = middle
-        else:
-            high = middle - 1
-    count = low if items else 0
+    # 1. fewer items, keeping the best-ranked ones: the largest count that fits (bisected: sizes are monotone)
+    fitting = bisect.bisect(range(1, len(items) + 1), False,
+                            key=lambda count: not fits(build(count, field_limit, list_limit)))
+    count = max(1, fitting) if items else 0
     out = build(count, field_limit, list_limit)
     # 2. shorter fields and nested lists, from the originals
     while not fits(out) and (field_limit > 100 or list_limit > 1):
