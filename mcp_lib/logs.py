@@ -98,18 +98,12 @@ class GuardedHandler(logging.Handler):
         return "\n".join([line, *(policy.text(text).rstrip("\n") for text in extra)])
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
+        with contextlib.suppress(Exception):  # not logging's handleError: it prints the record unguarded
             line = self.render(record)
-            if line is None:
-                return
-            stream = self._stream()
-            stream.write(line + "\n")  # type: ignore[attr-defined]
-            stream.flush()  # type: ignore[attr-defined]
-        except Exception:
-            self.handleError(record)
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        """Nothing: logging's default prints the record (unguarded) and a traceback to stderr."""
+            if line is not None:
+                stream = self._stream()
+                stream.write(line + "\n")  # type: ignore[attr-defined]
+                stream.flush()  # type: ignore[attr-defined]
 
 
 def _thread_exception(hook: threading.ExceptHookArgs) -> None:
