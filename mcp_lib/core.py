@@ -68,16 +68,6 @@ def _pydantic_validator(model: type[BaseModel]) -> Callable[[Mapping[str, Any]],
     return validate
 
 
-def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-    schema.setdefault("required", [])
-    schema["additionalProperties"] = False
-    return schema
-
-
 def _context_parameter(fn: Callable[..., Any], hints: Mapping[str, Any]) -> str | None:
     """The name of ``fn``'s parameter annotated :class:`ToolContext` (as FastMCP finds its ``Context``)."""
     for name in inspect.signature(fn).parameters:
@@ -147,8 +137,14 @@ class Tool:
 
         def build() -> Tool:
             model = create_model(f"{platform}_{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
+            schema = model.model_json_schema()
+            schema.pop("title", None)
+            for prop in schema.get("properties", {}).values():
+                prop.pop("title", None)
+            schema.setdefault("required", [])
+            schema["additionalProperties"] = False
             return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
-                       input_schema=_schema_of(model), validate=_pydantic_validator(model), context_param=context,
+                       input_schema=schema, validate=_pydantic_validator(model), context_param=context,
                        **options)
 
         return build

@@ -13,35 +13,28 @@ from mcp import MCPError, types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
-from .core import Result, Tool
 from .registry import Registry
-
-
-def _mcp_tool(tool: Tool) -> types.Tool:
-    annotations = types.ToolAnnotations(read_only_hint=tool.read_only, open_world_hint=tool.platform != "faq")
-    return types.Tool(name=tool.wire_name, description=tool.description, input_schema=tool.input_schema,
-                      annotations=annotations)
-
-
-def _call_result(result: Result) -> types.CallToolResult:
-    payload = result.to_dict()
-    images = [types.ImageContent(type="image", data=image.data, mime_type=image.media_type) for image in result.images]
-    text = types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))
-    return types.CallToolResult(content=[text, *images], structured_content=payload, is_error=result.is_error)
 
 
 def build_server(registry: Registry, only: list[str] | None = None) -> Server[Any]:
     tools = {tool.wire_name: tool for tool in registry.tools(only=only)}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_mcp_tool(tool) for tool in tools.values()])
+        return types.ListToolsResult(tools=[types.Tool(
+            name=tool.wire_name, description=tool.description, input_schema=tool.input_schema,
+            annotations=types.ToolAnnotations(read_only_hint=tool.read_only, open_world_hint=tool.platform != "faq"),
+        ) for tool in tools.values()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = tools.get(params.name)
         if tool is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name[:100]}")
         result = await anyio.to_thread.run_sync(registry.call, tool.wire_name, params.arguments or {})
-        return _call_result(result)
+        payload = result.to_dict()
+        text = types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))
+        images = [types.ImageContent(type="image", data=image.data, mime_type=image.media_type)
+                  for image in result.images]
+        return types.CallToolResult(content=[text, *images], structured_content=payload, is_error=result.is_error)
 
     return Server("helpbot-mcp-lib", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool,
                   instructions="helpbot's read-only tools over the team's FAQ, Slack, Redmine, GitHub and Growi.")
