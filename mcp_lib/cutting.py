@@ -190,9 +190,8 @@ def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None
         return [whole]
     frame = slack_len("\n".join([*segment.head, ""])) + slack_len("\n".join(["", *segment.tail]))
     budget = max(limit - frame, 1)
-    lines: list[str] = []
-    for line in segment.lines:
-        lines += split_line(line, budget) if slack_len(line) > budget else [line]
+    lines = [piece for line in segment.lines
+             for piece in (split_line(line, budget) if slack_len(line) > budget else [line])]
     pieces: list[str] = []
     current: list[str] = []
     used = 0

@@ -127,13 +127,11 @@ def installed(egress: Callable[[], Egress], *, withheld: str = WITHHELD, env: Ma
                              stream=stream)
     root = logging.getLogger()
     saved = (root.handlers[:], root.level, threading.excepthook, sys.unraisablehook)
-    removed: list[tuple[logging.Logger, logging.Handler]] = []
-    for logger in list(logging.Logger.manager.loggerDict.values()):
-        if isinstance(logger, logging.Logger):
-            for own in logger.handlers[:]:
-                if not isinstance(own, logging.NullHandler):  # e.g. boto3.set_stream_logger's: writes around us
-                    logger.removeHandler(own)
-                    removed.append((logger, own))
+    removed = [(logger, own) for logger in list(logging.Logger.manager.loggerDict.values())
+               if isinstance(logger, logging.Logger) for own in logger.handlers
+               if not isinstance(own, logging.NullHandler)]  # e.g. boto3.set_stream_logger's: writes around us
+    for logger, own in removed:
+        logger.removeHandler(own)
     root.handlers = [handler]
     root.setLevel(LEVEL)
     threading.excepthook, sys.unraisablehook = _thread_exception, _unraisable

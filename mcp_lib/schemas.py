@@ -23,10 +23,8 @@ def claude_tools(registry: Registry, only: list[str] | None = None) -> list[dict
 def platform_guide(registry: Registry) -> str:
     """Each enabled platform's overview, usage scenes and security rules: the tool part of the system prompt."""
     parts = []
-    for platform in registry.enabled():
-        lines = [f"## {platform.name}", platform.overview, "使用場面 (when to use):"]
-        lines += [f"- {scene}" for scene in platform.scenes]
-        lines.append("セキュリティルール (enforced):")
-        lines += [f"- {rule}" for rule in platform.security_rules]
+    for p in registry.enabled():
+        lines = [f"## {p.name}", p.overview, "使用場面 (when to use):", *(f"- {scene}" for scene in p.scenes),
+                 "セキュリティルール (enforced):", *(f"- {rule}" for rule in p.security_rules)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)

@@ -247,8 +247,7 @@ def _read_pid(pidfile: Path) -> int | None:
 @atexit.register
 def close_all() -> None:
     """Every session of this process, closed (in parallel: each may wait out its server's shutdown)."""
-    sessions = list(_live)
-    threads = [threading.Thread(target=s._discard, daemon=True) for s in sessions]
+    threads = [threading.Thread(target=s._discard, daemon=True) for s in list(_live)]
     for thread in threads:
         thread.start()
     for thread in threads:
