@@ -64,11 +64,12 @@ def group_command(command: str, args: list[str], pidfile: Path) -> tuple[str, li
     return "/bin/sh", ["-c", _PRELUDE, "helpbot-mcp", str(pidfile), command, *args]
 
 
-async def end_group(pgid: int) -> None:
-    """SIGTERM to the whole process group, SIGKILL to what is left of it after :data:`KILL_GRACE_S`."""
+async def end_group(pidfile: Path) -> None:
+    """SIGTERM to the process group ``pidfile`` names, SIGKILL to what is left of it after :data:`KILL_GRACE_S`."""
     try:
+        pgid = int(pidfile.read_text().strip())
         os.killpg(pgid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
+    except (OSError, ValueError):  # no pid (yet), or no such group (ProcessLookupError, PermissionError)
         return
     await _until(lambda: not _group_alive(pgid), KILL_GRACE_S, 0.02)
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -195,9 +196,9 @@ class ServerSession:
         self._ready = self._holder = self._stop = None
         if holder is None or ready is None or stop is None:
             return
-        if kill_first and pidfile is not None and (pgid := _read_pid(pidfile)) is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGTERM)
+        if kill_first and pidfile is not None:
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(pidfile.read_text().strip()), signal.SIGTERM)
         if ready.done():
             stop.set()  # the SDK's own shutdown, in the task that opened it
         else:
@@ -207,11 +208,9 @@ class ServerSession:
             await self._end_group(pidfile)
 
     async def _end_group(self, pidfile: Path) -> None:
-        pgid = _read_pid(pidfile)
-        if pgid is not None:
-            await end_group(pgid)
-            with contextlib.suppress(OSError):
-                pidfile.unlink()
+        await end_group(pidfile)
+        with contextlib.suppress(OSError):
+            pidfile.unlink()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -224,8 +223,8 @@ class ServerSession:
             return self._loop
 
     def _kill_now(self) -> None:
-        if self._pidfile is not None and (pgid := _read_pid(self._pidfile)) is not None:
-            asyncio.run(end_group(pgid))
+        if self._pidfile is not None:
+            asyncio.run(end_group(self._pidfile))
 
     def _discard(self) -> None:
         """At exit: the connection closed, the loop stopped, the pid files removed."""
@@ -236,12 +235,6 @@ class ServerSession:
             loop.call_soon_threadsafe(loop.stop)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _read_pid(pidfile: Path) -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        return int(pidfile.read_text().strip())
-    return None
 
 
 @atexit.register
