@@ -103,11 +103,8 @@ def _values_that_look_like_parameters(tool: Tool, argv: list[str]) -> str:
 
 
 def tool_usage(tool: Tool) -> str:
-    lines = [f"usage: {tool.usage}"]
-    lines += [f"  {p.name}: {p.description}" for p in tool.params]
-    if tool.example:
-        lines.append(f"example: mcp-lib {tool.example}")
-    return "\n".join(lines)
+    example = [f"example: mcp-lib {tool.example}"] if tool.example else []
+    return "\n".join([f"usage: {tool.usage}", *(f"  {p.name}: {p.description}" for p in tool.params), *example])
 
 
 def run_tool(registry: Registry, name: str, argv: list[str]) -> int:
@@ -121,8 +118,7 @@ def run_tool(registry: Registry, name: str, argv: list[str]) -> int:
         hint = _values_that_look_like_parameters(tool, argv)
         raise BadInput(f"{tool.cli_name}: {exc}{hint}\n{tool_usage(tool)}") from None
     if not registry.is_enabled(tool.platform):
-        setup = registry.platforms()[tool.platform].setup
-        raise BadInput(f"platform {tool.platform!r} is not configured. {setup}")
+        raise BadInput(f"platform {tool.platform!r} is not configured. {registry.platforms()[tool.platform].setup}")
     result = tool.invoke(registry.context(tool.platform), arguments)
     if result.kind == "credentials":
         raise ConfigError(tool.platform, result.message or "credentials rejected")

@@ -28,15 +28,9 @@ def _type_of(schema: dict) -> str:
 
 
 def tool_markdown(tool: Tool, number: int) -> str:
-    lines = [
-        f"### {number}. {tool.cli_name}",
-        "",
-        f"Wire name: `{tool.wire_name}` · {'read-only' if tool.read_only else '**writes**'}",
-        "",
-        tool.description,
-        "",
-        f"Usage: `{tool.usage}`",
-    ]
+    lines = [f"### {number}. {tool.cli_name}", "",
+             f"Wire name: `{tool.wire_name}` · {'read-only' if tool.read_only else '**writes**'}", "",
+             tool.description, "", f"Usage: `{tool.usage}`"]
     if tool.limit_overrides:
         own = ", ".join(f"{LIMIT_VARIABLES[name]} {value}" for name, value in sorted(tool.limit_overrides.items()))
         lines += ["", f"Own limits: {own} (a variable set explicitly is the upper bound)"]

@@ -180,8 +180,7 @@ class Registry:
         """Look up by wire name (``redmine_getIssue``) or CLI name (``redmine:getIssue``)."""
         platform_name, sep, function = name.replace(":", "_", 1).partition("_")
         if platform_name not in self.platforms():
-            known = ", ".join(self.platforms())
-            raise UnknownTool(f"unknown platform {platform_name!r} (known: {known})")
+            raise UnknownTool(f"unknown platform {platform_name!r} (known: {', '.join(self.platforms())})")
         platform = self.platforms()[platform_name]
         if not sep or function not in platform.tools:
             known = ", ".join(t.cli_name for t in platform.tools.values())
