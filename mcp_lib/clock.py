@@ -23,11 +23,8 @@ class Clock(Protocol):
 class SystemClock:
     """The machine's clocks and ``time.sleep``."""
 
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def wall(self) -> float:
-        return time.time()
+    monotonic = staticmethod(time.monotonic)
+    wall = staticmethod(time.time)
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))

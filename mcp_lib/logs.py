@@ -90,11 +90,8 @@ class GuardedHandler(logging.Handler):
         line = " ⏎ ".join(policy.text(head + message).splitlines())[:LINE_CHARS]
         if not self._debug:
             return line
-        extra = []
-        if record.exc_info:
-            extra.append("".join(traceback.format_exception(*record.exc_info)))
-        if record.stack_info:
-            extra.append(record.stack_info)
+        trace = "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else ""
+        extra = [text for text in (trace, record.stack_info) if text]
         return "\n".join([line, *(policy.text(text).rstrip("\n") for text in extra)])
 
     def emit(self, record: logging.LogRecord) -> None:
