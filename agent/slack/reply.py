@@ -53,39 +53,7 @@ class ProgressThrottle:
         return True
 
 
-class OwnMessages:
-    """This run's own messages found in the thread again (a write whose answer was lost is adopted, not made twice);
-    the state is :class:`ThreadReply`'s."""
-
-    reread: Callable[[], Sequence[Mapping[str, Any]]] | None
-    me: markers.Me
-    question_ts: str
-    run: str
-
-    def _own(self, kind: markers.MarkerKind) -> str | None:
-        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
-        return next(iter(self._all_own(kind)), None)
-
-    def _all_own(self, kind: markers.MarkerKind) -> list[str]:
-        if self.reread is None:
-            return []
-        try:
-            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
-        except Exception as exc:
-            log(f"could not read the thread back ({describe_error(exc)})")
-            return []
-
-    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
-        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
-        if self.reread is None:
-            return None
-        for message in self.reread():
-            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
-                return str(message.get("ts"))
-        return None
-
-
-class ThreadReply(OwnMessages):
+class ThreadReply:
     """helpbot's messages in the thread of one question (``question_ts``), from 👀 to ✅ or ❌. ``reread`` reads the
     thread again for the claim (None: no race, helpbot posted the root); ``force``: an earlier answer does not win."""
 
@@ -149,10 +117,11 @@ class ThreadReply(OwnMessages):
         payloads = answer_payloads(answer, channel=self.channel, question_ts=self.question_ts,
                                    run_link=self.run_link, buttons=self.buttons)
         self.parts = len(payloads)
-        first = self._streamed(markers.stamped(payloads[0], self.run)) or self._final(
-            markers.stamped(payloads[0], self.run), "answer")
+        head = markers.stamped(payloads[0], self.run)
+        stream, self.stream = self.stream, None  # the streamed reply, when there is one, becomes the first message
+        streamed = stream.deliver(head) if stream is not None else None
+        first = self._settle(streamed) if streamed is not None else self._final(head, "answer")
         if not self._claimed(first):
-            self._eyes_off()
             return None
         self.delivered = True
         for payload in payloads[1:]:
@@ -166,12 +135,21 @@ class ThreadReply(OwnMessages):
         a reply of its own -- and ❌ replaces 👀 (✅ if a cancel cut off an answer that is there). Never raises."""
         if self.stream is not None:
             self.stream.discard()
-        if self._finished_after_all(cancelled):
+        # a SIGTERM that cut the delivery off after the whole answer was in: the run ends with ✅ after all
+        if cancelled and not self.complete and not self.delivered and self.parts and (found := self._own("answer")):
+            self.delivered, self.complete = True, self.parts == 1
+            if not self._claimed(self._settle(found)):
+                return
+        if self.complete:
+            self._done()
             return
         payload = markers.stamped(failure_payload(what, self.run_link, channel=self.channel,
                                                   question_ts=self.question_ts), self.run)
-        if self.placeholder is None and not self.delivered:
-            self._find_own_placeholder()
+        if self.placeholder is None and not self.delivered:  # a placeholder whose post's answer was lost is ours
+            placeholders = self._all_own("progress")
+            for ts in placeholders[1:]:
+                self.out.delete(self.channel, ts)
+            self.placeholder = placeholders[0] if placeholders else None
         try:
             try:
                 notice = self._final(payload, "failure")
@@ -182,7 +160,6 @@ class ThreadReply(OwnMessages):
             self._drop_placeholder()
         else:
             if not self._claimed(notice):
-                self._eyes_off()
                 return
         self._eyes_off()
         self.out.react(self.channel, self.question_ts, FAILED_REACTION, final=True)
@@ -196,27 +173,10 @@ class ThreadReply(OwnMessages):
             self._drop_placeholder()
         self._eyes_off()
 
-    def _streamed(self, payload: Mapping[str, Any]) -> str | None:
-        """The streamed reply as the answer's first message (:meth:`AnswerStream.deliver`); None: there is none."""
-        stream, self.stream = self.stream, None
-        ts = stream.deliver(payload) if stream is not None else None
-        return self._settle(ts) if ts is not None else None
-
     def _done(self) -> None:  # ✅ replaces 👀
         self._eyes_off()
         self.out.react(self.channel, self.question_ts, DONE_REACTION, final=True)
         self.state = "done"
-
-    def _finished_after_all(self, cancelled: bool) -> bool:
-        """The run ends here: the whole answer is in after all (a SIGTERM cut its delivery off: ✅), or another's."""
-        if cancelled and not self.complete and not self.delivered and self.parts and (found := self._own("answer")):
-            self.delivered, self.complete = True, self.parts == 1
-            if not self._claimed(self._settle(found)):
-                self._eyes_off()
-                return True
-        if self.complete:
-            self._done()
-        return self.complete
 
     def _settle(self, ts: str) -> str:  # ts is this run's answer or notice: the placeholder, unless it is ts, goes
         if ts == self.placeholder:
@@ -226,8 +186,8 @@ class ThreadReply(OwnMessages):
 
     def _claimed(self, mine: str) -> bool:
         """The claim, once per run, with ``mine`` (our placeholder, else the answer or notice): True when this run
-        answers; the loser removes ``mine``, the winner cleans up. An unreadable thread fails the start (no model is
-        paid for a duplicate) and counts as won once the answer or notice is posted."""
+        answers; the loser removes ``mine`` and its 👀, the winner cleans up. An unreadable thread fails the start
+        (no model is paid for a duplicate) and counts as won once the answer or notice is posted."""
         if not self.unclaimed or self.reread is None:
             return True
         self.unclaimed = False
@@ -244,6 +204,7 @@ class ThreadReply(OwnMessages):
             if mine == self.placeholder:
                 self.placeholder = None
             self.state, self.yielded_because = "yielded", verdict.reason
+            self._eyes_off()
             return False
         for ts in verdict.earlier:  # a dead run's placeholder, earlier notices: re-runs don't pile up
             self.out.delete(self.channel, ts)
@@ -254,32 +215,17 @@ class ThreadReply(OwnMessages):
     def _final(self, payload: Mapping[str, Any], kind: markers.MarkerKind) -> str:
         """The answer's first message or the notice, once: the placeholder turned into it, else what a lost write of
         ours left after all, else posted anew (the placeholder deleted). Raises when it cannot be posted."""
-        replaced = self._replace_placeholder(payload)
-        if replaced is not None:
-            return replaced
+        if self.placeholder is not None and not self.delivered:
+            try:
+                self.out.update(self.channel, self.placeholder, payload)
+            except Exception as exc:
+                log(f"could not replace the placeholder ({describe_error(exc)}); posting anew")
+            else:
+                replaced, self.placeholder = self.placeholder, None
+                return replaced
         found = self._own(kind) if self.placeholder is not None else None  # an update that went through
         return self._settle(found or self.out.post(self.channel, payload, thread_ts=self.root,
                                                    adopt=lambda: self._own(kind)))
-
-    def _replace_placeholder(self, payload: Mapping[str, Any]) -> str | None:
-        """Our placeholder turned into ``payload``; None when there is none (any more) or Slack would not."""
-        if self.placeholder is None or self.delivered:
-            return None
-        try:
-            self.out.update(self.channel, self.placeholder, payload)
-        except Exception as exc:
-            log(f"could not replace the placeholder ({describe_error(exc)}); posting anew")
-            return None
-        replaced, self.placeholder = self.placeholder, None
-        return replaced
-
-    def _find_own_placeholder(self) -> None:
-        """A placeholder of ours whose post's answer was lost is ours again: the notice replaces it."""
-        found = self._all_own("progress")
-        for ts in found[1:]:
-            self.out.delete(self.channel, ts)
-        if found:
-            self.placeholder = found[0]
 
     def _drop_placeholder(self) -> None:
         if self.placeholder is not None and self.out.delete(self.channel, self.placeholder, final=True):
@@ -291,3 +237,25 @@ class ThreadReply(OwnMessages):
 
     def _marker(self) -> dict[str, Any]:
         return markers.metadata("progress", channel=self.channel, question_ts=self.question_ts, run=self.run)
+
+    def _own(self, kind: markers.MarkerKind) -> str | None:
+        """This run's message of ``kind`` for the question, when the thread (read again) has one."""
+        return next(iter(self._all_own(kind)), None)
+
+    def _all_own(self, kind: markers.MarkerKind) -> list[str]:
+        if self.reread is None:
+            return []
+        try:
+            return markers.of_run(self.reread(), self.question_ts, self.run, kind, me=self.me)
+        except Exception as exc:
+            log(f"could not read the thread back ({describe_error(exc)})")
+            return []
+
+    def _own_part(self, payload: Mapping[str, Any]) -> str | None:
+        """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
+        if self.reread is None:
+            return None
+        for message in self.reread():
+            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
+                return str(message.get("ts"))
+        return None
