@@ -5,7 +5,8 @@ who helpbot is, and the one read path (the Slack platform's retries and error me
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -104,11 +105,8 @@ class Slack:
     def me(self) -> Me:
         """Who helpbot is (``auth.test``, once); a dry run without a bot token has only HELPBOT_BOT_USER_ID."""
         if self._me is None:
-            if self.bot is None:
-                self._me = Me(configured_user_id=self._configured_user_id)
-            else:
-                who = self.auth()
-                self._me = Me(who.get("user_id"), who.get("bot_id"), self._configured_user_id, who.get("team_id"))
+            who = self.auth() if self.bot is not None else {}
+            self._me = Me(who.get("user_id"), who.get("bot_id"), self._configured_user_id, who.get("team_id"))
         return self._me
 
     def auth(self) -> dict[str, Any]:
@@ -140,18 +138,9 @@ class Slack:
         return self._taken(("thread", channel, ts), lambda: self._thread(channel, ts))
 
     def _thread(self, channel: str, ts: str) -> Thread:
-
         def replies(of: str) -> list[dict[str, Any]]:
-            messages: list[dict[str, Any]] = []
-            cursor = None
-            for _ in range(THREAD_PAGES):
-                data = self.call("conversations.replies", channel=channel, ts=of, limit=200,
-                                 include_all_metadata=True, cursor=cursor)
-                messages += data.get("messages") or []
-                cursor = (data.get("response_metadata") or {}).get("next_cursor")
-                if not cursor:
-                    break
-            return messages
+            return list(pages(self.call, "conversations.replies", limit=200, max_pages=THREAD_PAGES, channel=channel,
+                              ts=of))
 
         messages = replies(ts)
         target = next((m for m in messages if m.get("ts") == ts), None)
@@ -179,6 +168,18 @@ class Slack:
         from mcp_lib.platforms import slack
 
         return slack.plain(self.ctx, str(message.get("text") or ""))
+
+
+def pages(call: Callable[..., dict[str, Any]], api: str, *, limit: int, max_pages: int | None = None,
+          **params: Any) -> Iterator[dict[str, Any]]:
+    """The messages of a paged history or replies read, metadata included."""
+    cursor = None
+    for _ in range(max_pages) if max_pages is not None else itertools.count():
+        data = call(api, limit=limit, include_all_metadata=True, cursor=cursor, **params)
+        yield from data.get("messages") or []
+        cursor = (data.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            return
 
 
 def is_public(info: Mapping[str, Any]) -> bool:

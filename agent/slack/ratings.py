@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 from agent import guard
 from agent.errors import UsageError
 from agent.slack.admission import Home, configured_bot_user
-from agent.slack.handle import is_public
+from agent.slack.handle import is_public, pages
 from agent.slack.markers import VOTES, Me, answers_in_sequence, count
 from agent.slack.markers import read as read_marker
 from agent.slack.readback import message_markdown, read_answer
@@ -170,13 +170,7 @@ class Scanner:
         return self._public[channel]
 
     def pages(self, api: str, **params: Any) -> Iterator[dict[str, Any]]:
-        cursor = None
-        while True:
-            data = self.call(api, limit=self.page_size, include_all_metadata=True, cursor=cursor, **params)
-            yield from data.get("messages") or []
-            cursor = (data.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                return
+        return pages(self.call, api, limit=self.page_size, **params)
 
     def _may_hold_answer(self, root: Mapping[str, Any], since_ts: float) -> bool:
         if not count(root.get("reply_count")) or float(root.get("latest_reply") or 0) < since_ts:
