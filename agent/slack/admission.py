@@ -151,14 +151,6 @@ def manual_asker(actor: str | None) -> Asker:
     return Asker(who=f"GitHub user {actor}" if actor else "the operator (run by hand)")
 
 
-def message_asker(message: Mapping[str, Any]) -> Asker | None:
-    """A mention's author when the message itself says it is a bot's (or names nobody); None: a person, to look up."""
-    sender = sender_of({}, message, message=True)
-    if sender_is_bot(sender) or not message.get("user"):
-        return Asker(who=sender.bot_id or sender.app_id or sender.subtype or "no user", bot_id=sender.bot_id, bot=True)
-    return None
-
-
 def user_asker(user: Mapping[str, Any], home: Home, sender: Sender | None = None) -> Asker:
     """An asker from ``users.info``'s user object (https://api.slack.com/types/user)."""
     uid = str(user.get("id") or "")
@@ -247,11 +239,14 @@ def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Map
     if trigger.reaction is not None and not reacted(slack, trigger, message):
         return Decision("ignore", f"{trigger.user} has no :{trigger.reaction}: on message {trigger.ts} (a payload "
                                   "names who reacted; Slack's copy of the message decides)")
-    asker = message_asker(message) if trigger.mention else None
-    if asker is None:
-        user = str(message.get("user")) if trigger.mention else str(trigger.user)
-        found = slack.user(user)
-        asker = user_asker(found, Home.from_auth(slack.auth()), trigger.sender)
+    if trigger.mention:  # a mention's message may itself say it is a bot's (or name nobody)
+        sender = sender_of({}, message, message=True)
+        if sender_is_bot(sender) or not message.get("user"):
+            asker = Asker(who=sender.bot_id or sender.app_id or sender.subtype or "no user", bot_id=sender.bot_id,
+                          bot=True)
+            return admit(asker, channel, info, settings, trigger.sender)
+    user = str(message.get("user")) if trigger.mention else str(trigger.user)
+    asker = user_asker(slack.user(user), Home.from_auth(slack.auth()), trigger.sender)
     return admit(asker, channel, info, settings, trigger.sender)
 
 
@@ -260,14 +255,10 @@ def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:
     dispatch token, or writes a zap, can name anyone as the reactor."""
     def users(of: Mapping[str, Any]) -> tuple[list[str], bool]:
         """Who reacted with it (every skin tone is its own entry) and whether Slack listed only some of them."""
-        listed: list[str] = []
-        more = False
-        for entry in of.get("reactions") or []:
-            if isinstance(entry, dict) and canonical_reaction(str(entry.get("name") or "")) == trigger.reaction:
-                users = [str(u) for u in entry.get("users") or []]
-                listed += users
-                more = more or int(entry.get("count") or 0) > len(users)
-        return listed, more
+        entries = [e for e in of.get("reactions") or []
+                   if isinstance(e, dict) and canonical_reaction(str(e.get("name") or "")) == trigger.reaction]
+        listed = [str(u) for e in entries for u in e.get("users") or []]
+        return listed, any(int(e.get("count") or 0) > len(e.get("users") or []) for e in entries)
 
     listed, more = users(message)
     if trigger.user in listed:
