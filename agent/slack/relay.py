@@ -15,7 +15,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import anyio
@@ -27,7 +27,7 @@ from agent.config import DECLARED
 from agent.errors import BadInput, DispatchError, describe_error
 from agent.slack import vote
 from agent.slack.admission import TriggerSettings, check_ignore
-from agent.slack.trigger import TRIGGER_EVENTS, Ignore, parse_event_data
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, Ignore, parse_event_data
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import door
@@ -91,7 +91,8 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTranspo
                 return await client.post(url, json=body)
 
     def dispatch(client_payload: dict[str, str]) -> None:
-        body = {"event_type": vote.event_type(client_payload), "client_payload": client_payload}
+        event_type = vote.VOTE_EVENT_TYPE if "vote" in client_payload else DISPATCH_EVENT_TYPE
+        body = {"event_type": event_type, "client_payload": client_payload}
         try:
             response = anyio.run(post, body)
         except TimeoutError:
@@ -227,7 +228,8 @@ class Relay:
         if not valid:
             log("rejected a request with a missing, invalid or stale Slack signature")
             return reply(401, "invalid signature")
-        if vote.is_interaction(headers):
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type == "application/x-www-form-urlencoded":  # an interaction (``payload=``); events are JSON
             return self._interaction(raw_body)
         try:
             envelope = json.loads(raw_body)
@@ -272,7 +274,7 @@ class Relay:
             log(f"ignored an interaction: {found}")
             return reply(200, "")
         click, action_ts = found
-        return self._dispatch_once(click.payload, f"vote-{click.user}-{action_ts}",
+        return self._dispatch_once(asdict(click), f"vote-{click.user}-{action_ts}",
                                    f"the vote on {click.channel}/{click.ts}", f"by {click.user}", "")
 
     def _dispatch_once(self, payload: dict[str, str], key: str | None, what: str, by: str, ok: str) -> Response:

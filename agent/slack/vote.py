@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -20,7 +20,7 @@ from agent.errors import BadInput
 from agent.slack import markers
 from agent.slack.admission import SLACKBOT, TriggerSettings
 from agent.slack.blocks import FEEDBACK_ACTION
-from agent.slack.trigger import DISPATCH_EVENT_TYPE, read_event
+from agent.slack.trigger import read_event
 from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 
@@ -39,10 +39,6 @@ class Vote:
     team: str
     vote: markers.Vote
 
-    @property
-    def payload(self) -> dict[str, str]:
-        return asdict(self)
-
 
 def _text(value: Any, pattern: re.Pattern[str]) -> str | None:
     return value if isinstance(value, str) and pattern.fullmatch(value) else None
@@ -54,11 +50,6 @@ def _obj(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 # -- the relay's side: what the signed payload alone says --------------------------------------------------------
-def is_interaction(headers: Mapping[str, str]) -> bool:
-    """Slack posts interactions form-encoded (``payload=``), events as JSON; ``headers`` lower-cased."""
-    return headers.get("content-type", "").split(";")[0].strip().lower() == "application/x-www-form-urlencoded"
-
-
 def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] | str:
     """A feedback-button click (a ``block_actions`` payload) -> (the vote, its ``action_ts``), or why it is not one."""
     try:
@@ -88,11 +79,6 @@ def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] |
     if not team_id or user.get("team_id") not in (team_id, team.get("enterprise_id") or team_id):
         return "the click is not of the payload's team"
     return Vote(channel, ts, who, team_id, vote), str(action.get("action_ts") or "")
-
-
-def event_type(client_payload: Mapping[str, str]) -> str:
-    """The repository_dispatch event type of what the relay dispatches: a vote's, or a question's."""
-    return VOTE_EVENT_TYPE if "vote" in client_payload else DISPATCH_EVENT_TYPE
 
 
 # -- the workflow's side: helpbot vote --event FILE --------------------------------------------------------------
