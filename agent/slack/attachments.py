@@ -87,8 +87,14 @@ def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
 
 
 def read_attachments(slack: Slack, thread: Thread) -> Attachments:
-    """The files of the question (first) and of the rest of its thread, read within the limits."""
-    found = _thread_files(slack, thread)
+    """The question's files, then the rest of the thread's (oldest first), each once, read within the limits."""
+    target = str(thread.target.get("ts"))
+    others = [m for m in thread.messages if str(m.get("ts")) != target and not slack.me.wrote(m)]
+    by_key: dict[str, dict[str, Any]] = {}
+    for file in (f for message in [thread.target, *others] for f in message.get("files") or []):
+        if isinstance(file, dict):
+            by_key.setdefault(str(file.get("id") or file.get("name") or len(by_key)), file)
+    found = list(by_key.values())
     out = Attachments()
     if not found:
         return out
@@ -100,23 +106,6 @@ def read_attachments(slack: Slack, thread: Thread) -> Attachments:
     if len(found) > MAX_FILES:
         out.lines.append(f"- ほか {len(found) - MAX_FILES} 件の添付は読んでいません（1 回に {MAX_FILES} 件まで）")
     return out
-
-
-def _thread_files(slack: Slack, thread: Thread) -> list[dict[str, Any]]:
-    """The question's files, then the other messages' (oldest first), each file once."""
-    target = str(thread.target.get("ts"))
-    others = [m for m in thread.messages if str(m.get("ts")) != target and not slack.me.wrote(m)]
-    seen: set[str] = set()
-    found: list[dict[str, Any]] = []
-    for message in [thread.target, *others]:
-        for file in message.get("files") or []:
-            if not isinstance(file, dict):
-                continue
-            key = str(file.get("id") or file.get("name") or len(found))
-            if key not in seen:
-                seen.add(key)
-                found.append(file)
-    return found
 
 
 @dataclass

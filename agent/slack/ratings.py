@@ -20,7 +20,7 @@ from agent import guard
 from agent.errors import UsageError
 from agent.slack.admission import Home, configured_bot_user
 from agent.slack.handle import is_public, pages
-from agent.slack.markers import VOTES, Me, answers_in_sequence, count
+from agent.slack.markers import VOTES, Marker, Me, answers_in_sequence, count
 from agent.slack.markers import read as read_marker
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
@@ -78,25 +78,17 @@ def local_time(ts: str, tz: tzinfo) -> str:
     return datetime.fromtimestamp(float(ts), tz).isoformat(timespec="seconds")
 
 
-def answers_in(sequence: Sequence[Mapping[str, Any]], channel: str, since_ts: float,
-               me: Me) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
-    """helpbot's answers in one thread (or one lone message) posted since ``since_ts``, each with its messages."""
-    found = []
-    for marker, message, parts in answers_in_sequence(sequence, me):
-        if float(message.get("ts") or 0) < since_ts:
-            continue
-        stats = marker.stats
-        read = read_answer("\n\n".join(message_markdown(m) for m in parts))
-        sources, left_out = read.sources + [{"title": t, "url": ""} for t in read.unlinked], read.left_out
-        # names helpbot defined only: metadata is written by the model's choices (and old answers predate the guard)
-        tools = [guard.current().name(t) for t in stats.tools]
-        answer = RatedAnswer(
-            channel=channel, ts=str(message["ts"]), thread_ts=message.get("thread_ts"),
-            question_ts=marker.question_ts, rounds=stats.rounds, tool_calls=stats.tool_calls, tools=tools,
-            sources_count=stats.sources or len(sources) + left_out, sources=sources, cost_usd=stats.cost_usd,
-            degraded=stats.degraded, parts=stats.parts)
-        found.append((answer, parts))
-    return found
+def rated(channel: str, marker: Marker, message: Mapping[str, Any], parts: Sequence[Mapping[str, Any]]) -> RatedAnswer:
+    """One of helpbot's answers as its marker and its 参照元 section say, not yet rated."""
+    stats = marker.stats
+    read = read_answer("\n\n".join(message_markdown(m) for m in parts))
+    sources = read.sources + [{"title": t, "url": ""} for t in read.unlinked]
+    # names helpbot defined only: metadata is written by the model's choices (and old answers predate the guard)
+    tools = [guard.current().name(t) for t in stats.tools]
+    return RatedAnswer(
+        channel=channel, ts=str(message["ts"]), thread_ts=message.get("thread_ts"), question_ts=marker.question_ts,
+        rounds=stats.rounds, tool_calls=stats.tool_calls, tools=tools, sources=sources, cost_usd=stats.cost_usd,
+        sources_count=stats.sources or len(sources) + read.left_out, degraded=stats.degraded, parts=stats.parts)
 
 
 def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], excluded: set[str],
@@ -192,8 +184,9 @@ class Scanner:
                                            oldest=f"{since_ts:.6f}"))
             else:
                 sequence = [message]
-            for answer, parts in answers_in(sequence, channel, since_ts, self.me):
-                if answer.ts not in found:
+            for marker, first, parts in answers_in_sequence(sequence, self.me):
+                if float(first.get("ts") or 0) >= since_ts and str(first["ts"]) not in found:
+                    answer = rated(channel, marker, first, parts)
                     tally_reactions(answer, parts, self.excluded, lambda m: self._refetch(channel, m))
                     found[answer.ts] = (answer, parts)
         return sorted(found.values(), key=lambda pair: float(pair[0].ts))

@@ -192,9 +192,7 @@ def log(message: str) -> None:
 
 
 class Relay:
-    """The relay of one process (or Lambda container): configuration, dispatcher and the accepted event ids. With
-    a ``worker`` (the server's, :mod:`agent.slack.relay_server`) a dispatch runs after the answer; without one
-    (Lambda), before it."""
+    """The relay of one process (or Lambda container); a ``worker`` (the server's) dispatches after the answer."""
 
     def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None, *, clock: Clock = SYSTEM_CLOCK,
                  worker: Callable[..., Any] | None = None):
@@ -267,8 +265,7 @@ class Relay:
                                    f"{trigger.channel}/{trigger.ts}", by, "ok")
 
     def _interaction(self, raw_body: bytes) -> Response:
-        """A signed interaction (form-encoded ``payload=``) -> a ``slack-vote`` dispatched once per click
-        (:func:`agent.slack.vote.click_vote` decides what it is), acked with an empty 200 as Slack wants."""
+        """A signed interaction -> a ``slack-vote`` dispatched once per click, acked with an empty 200."""
         found = vote.click_vote(raw_body, self.config.settings)
         if isinstance(found, str):
             log(f"ignored an interaction: {found}")

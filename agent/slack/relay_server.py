@@ -169,8 +169,7 @@ def make_server(host: str, port: int, relay: Relay, *, timeout: float = SOCKET_T
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``helpbot relay [--host] [--port]``; needs SLACK_SIGNING_SECRET, GITHUB_REPOSITORY and
-    HELPBOT_DISPATCH_TOKEN (or GITHUB_TOKEN)."""
+    """``helpbot relay [--host] [--port]``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000; 0 = any)")
 

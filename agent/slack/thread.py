@@ -89,7 +89,7 @@ class QuestionParts:
     text: str  # the reacted message, as plain text
     attachments: Attachments  # the files as read (blocks, context lines)
     where: str
-    files: list[str]
+    files: list[str]  # the message's own, by name
     links: list[str]  # "[n] url — content" or "[n] url — (not readable: why)"
     around: list[str]  # thread messages around it, oldest first
 
@@ -100,10 +100,8 @@ class QuestionParts:
     def context(self) -> str:
         """What helpbot adds around the question (the loop marks it as untrusted context); empty when nothing."""
         lines = [f"質問の場所: {self.where}"]
-        if self.attachments.lines:
+        if self.attachments.lines:  # a line for every file (the message's own among them)
             lines += ["添付ファイル:", *self.attachments.lines, *self.attachments.texts]
-        elif self.files:
-            lines.append("添付ファイル: " + ", ".join(self.files))
         if self.links:
             lines += ["メッセージ内のリンク先:", *self.links]
         if self.around:
@@ -171,14 +169,12 @@ def _around(slack: Slack, info: Mapping[str, Any], thread: Thread, *, skip: str 
     after = [m for m in others if float(m["ts"]) > float(target)]
     chosen = before[:1] + before[1:][-CONTEXT_BEFORE:] + after[:CONTEXT_AFTER]
     lines: list[str] = []
-    used = 0
     for message in chosen:
         item = message_item(slack.ctx, info, message)
         files = f" [添付: {', '.join(item['files'])}]" if item.get("files") else ""
         line = f"- @{item['author']} {item['time']}: {shorten_at_word(item['text'], CONTEXT_MESSAGE_CHARS)}{files}"
-        if used + len(line) > CONTEXT_CHARS:
+        if sum(map(len, lines)) + len(line) > CONTEXT_CHARS:
             lines.append("- …（以降省略）")
             break
         lines.append(line)
-        used += len(line)
     return lines
