@@ -194,8 +194,12 @@ def _post_channel(args: argparse.Namespace, env: Mapping[str, str]) -> str | Non
 def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK,
         out: IO[str] | None = None, page_size: int = PAGE_SIZE) -> int:
     """The command with its seams: environment, clock (the retries sleep on it), output."""
+    from mcp_lib.registry import Registry
+
     file = out or sys.stdout
-    with guard.installed(Guard.from_env(env, names=builtin_names())):
+    platforms = Registry(env={}).builtin_platforms()  # helpbot's own names: a weekly report has no run's registry
+    names = [*platforms, *(tool.wire_name for p in platforms.values() for tool in p.tools.values())]
+    with guard.installed(Guard.from_env(env, names=names)):
         tz, now, since, channels = ratings.scan_window(args, env, "feedback", clock)
         post_to = _post_channel(args, env)
 
@@ -228,14 +232,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
             return 0
 
         return ratings.slack_command("feedback", scan_and_report)
-
-
-def builtin_names() -> list[str]:
-    """The names of helpbot's own tools and platforms (a weekly report has no run's registry to ask)."""
-    from mcp_lib.registry import Registry
-
-    platforms = Registry(env={}).builtin_platforms()
-    return [*platforms, *(tool.wire_name for p in platforms.values() for tool in p.tools.values())]
 
 
 def for_audience(report: Report, private: set[str], *, channel: str | None = None) -> Report:

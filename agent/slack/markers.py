@@ -83,10 +83,10 @@ def count(value: Any) -> int:
 
 def _number(value: Any) -> float | None:
     try:
-        number = float(value) if value is not None and not isinstance(value, bool) else None
+        number = float(value) if not isinstance(value, bool) else -1.0  # None is a TypeError
     except (TypeError, ValueError):
         return None
-    return number if number is not None and number == number and number >= 0 else None
+    return number if number >= 0 else None  # NaN is not
 
 
 @dataclass(frozen=True)

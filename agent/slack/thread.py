@@ -148,7 +148,7 @@ def _mention_question(slack: Slack, thread: Thread, is_reply: bool) -> tuple[str
         return instruction, None
     root = thread.messages[0]  # the thread's first message
     asked = slack.plain(root).strip()
-    if any(True for _ in markers.answers_in_sequence(thread.messages, slack.me)):
+    if markers.answers_in_sequence(thread.messages, slack.me):
         return instruction or asked, None  # a follow-up: it builds on helpbot's earlier answers (the history)
     return (f"{asked}\n\n（@helpbot への依頼: {instruction}）" if instruction else asked), str(root.get("ts"))
 

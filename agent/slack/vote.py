@@ -101,12 +101,6 @@ def load_vote(path: str | os.PathLike[str]) -> Vote:
     return Vote(**payload)
 
 
-def _hosts(value: Any) -> set[str]:
-    from agent.guard import host_of
-
-    return {host for url in _URL.findall(json.dumps(value, ensure_ascii=False)) if (host := host_of(url))}
-
-
 def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -> int:
     """The vote kept in the answer's marker, or one line saying why not (exit 0); Slack failures as the scans'."""
     from agent import guard
@@ -142,7 +136,8 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
             return ignored("the same vote is already kept")
         if vote.user not in marker.votes and len(marker.votes) >= markers.MAX_VOTES:
             return ignored(f"the answer keeps {markers.MAX_VOTES} votes already")
-        guard.narrow(names=marker.stats.tools, hosts=_hosts(first))  # what helpbot's own message already carries
+        hosts = {h for url in _URL.findall(json.dumps(first, ensure_ascii=False)) if (h := guard.host_of(url))}
+        guard.narrow(names=marker.stats.tools, hosts=hosts)  # what helpbot's own message already carries
         # the text alone: Slack keeps blocks left out (re-sent as read, markdown would become its rich_text)
         content = {"text": first["text"]} if first.get("text") else {"blocks": first.get("blocks") or []}
         guard.slack_call(slack_platform.call, scanner.ctx, update=True, channel=vote.channel, ts=first["ts"],
