@@ -22,6 +22,7 @@ from agent.slack.trigger import (
     Trigger,
     canonical_reaction,
     env_channels,
+    obj_at,
     sender_of,
 )
 from mcp_lib import ids
@@ -154,15 +155,12 @@ def manual_asker(actor: str | None) -> Asker:
 def user_asker(user: Mapping[str, Any], home: Home, sender: Sender | None = None) -> Asker:
     """An asker from ``users.info``'s user object (https://api.slack.com/types/user)."""
     uid = str(user.get("id") or "")
-    profile = user.get("profile")
-    profile = profile if isinstance(profile, dict) else {}
+    profile = obj_at(user, "profile")
     if user.get("is_bot") or user.get("is_app_user") or uid == SLACKBOT:
         bot_id = profile.get("bot_id") if uid != SLACKBOT else None
         return Asker(who=uid, bot_id=str(bot_id) if bot_id else None, bot=True)
-    enterprise = user.get("enterprise_user")
-    enterprise = enterprise if isinstance(enterprise, dict) else {}
     same_team = home.has(str(user.get("team_id") or "")) or (
-        bool(home.enterprise_id) and enterprise.get("enterprise_id") == home.enterprise_id)
+        bool(home.enterprise_id) and obj_at(user, "enterprise_user").get("enterprise_id") == home.enterprise_id)
     guest = bool(user.get("is_restricted") or user.get("is_ultra_restricted") or user.get("is_stranger"))
     foreign_event = sender is not None and bool(sender.team and sender.home) and sender.team not in sender.home
     return Asker(who=uid, member=same_team and not guest and not foreign_event, deleted=bool(user.get("deleted")),

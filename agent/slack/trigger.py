@@ -213,8 +213,7 @@ def sender_of(envelope: Mapping[str, Any], event: Mapping[str, Any], *, message:
     def text(value: Any) -> str | None:
         return value if isinstance(value, str) and value else None
 
-    profile = event.get("bot_profile")
-    profile = profile if isinstance(profile, dict) else {}
+    profile = obj_at(event, "bot_profile")
     home = {t for a in envelope.get("authorizations") or [] if isinstance(a, dict)
             for key in ("team_id", "enterprise_id") if (t := text(a.get(key)))}
     if not home and (team := text(envelope.get("team_id"))):
@@ -224,6 +223,12 @@ def sender_of(envelope: Mapping[str, Any], event: Mapping[str, Any], *, message:
                   subtype=text(event.get("subtype")) if message else None,
                   team=text(event.get("user_team")) or (text(event.get("team")) if message else None),
                   home=frozenset(home), shared=envelope.get("is_ext_shared_channel") is True)
+
+
+def obj_at(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``data[key]`` when it is an object, else empty: outside JSON may have anything there."""
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
 
 
 def payload_trigger(payload: Mapping[str, Any], *, source: Source, where: str) -> Trigger:

@@ -20,7 +20,7 @@ from agent.errors import BadInput
 from agent.slack import markers
 from agent.slack.admission import SLACKBOT, TriggerSettings
 from agent.slack.blocks import FEEDBACK_ACTION
-from agent.slack.trigger import read_event
+from agent.slack.trigger import obj_at, read_event
 from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 
@@ -44,11 +44,6 @@ def _text(value: Any, pattern: re.Pattern[str]) -> str | None:
     return value if isinstance(value, str) and pattern.fullmatch(value) else None
 
 
-def _obj(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
 # -- the relay's side: what the signed payload alone says --------------------------------------------------------
 def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] | str:
     """A feedback-button click (a ``block_actions`` payload) -> (the vote, its ``action_ts``), or why it is not one."""
@@ -64,10 +59,10 @@ def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] |
     ours = action.get("type") == "feedback_buttons" and action.get("action_id") == FEEDBACK_ACTION
     if not ours or vote not in markers.VOTES:
         return "not a click of helpbot's feedback buttons"
-    container, message, team, user = (_obj(data, key) for key in ("container", "message", "team", "user"))
+    container, message, team, user = (obj_at(data, key) for key in ("container", "message", "team", "user"))
     channel, ts = _text(container.get("channel_id"), ids.CHANNEL_RE), _text(container.get("message_ts"), ids.TS_RE)
     if (container.get("type") != "message" or container.get("is_ephemeral") is not False or not channel or not ts
-            or _obj(data, "channel").get("id") != channel or message.get("ts") != ts):
+            or obj_at(data, "channel").get("id") != channel or message.get("ts") != ts):
         return "not a click on a message"
     if refused := settings.refuses(channel):
         return refused
