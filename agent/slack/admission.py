@@ -1,7 +1,5 @@
 """Who may start a run, where, and with which sources: one policy for reactions, mentions, follow-ups and manual
-runs (docs/security.md states it). The asker must be a person and a full member of the home team; a channel shared
-with other organizations, or an outsider asking, gets a notice instead of internal sources, unless the channel is
-one of ``HELPBOT_SHARED_CHANNELS``. The relay holds no Slack token and decides from the event alone
+runs (docs/security.md states it). The relay holds no Slack token and decides from the event alone
 (:func:`check_ignore`); ``helpbot answer`` re-checks that and decides the rest with Slack's answers (:func:`admit`).
 """
 

@@ -1,8 +1,7 @@
 """Files attached to the question or its thread, read for the model: images and PDFs as content blocks, text
-files as text in the context (head and tail kept), each within the API's limits (:mod:`agent.slack.files`) and
-the run's budget -- or named with the reason it was not read. A file is read only where ``files.info`` says it is
-shared in a conversation the answer may show, downloaded with the bot token only through the Slack tokens' door
-(no redirects followed). :func:`ask_with_attachments` asks once more without the media a 400 names.
+files as text in the context, each within the API's limits and the run's budget -- or named with the reason it was
+not read. A file is read only where ``files.info`` says it is shared in a conversation the answer may show, and
+downloaded only through the Slack tokens' door (no redirects followed).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """``helpbot answer``: from a :help: trigger to an answer in the Slack thread -- and never silence.
 
-:class:`Front` reads the trigger, then Slack (who helpbot is, the channel, the thread), decides whether to answer,
-builds the question and runs the agent; helpbot's side of the thread is :mod:`~agent.slack.reply`'s, and how each
-outcome is told (log, trace, job summary, exit code) is :mod:`~agent.slack.outcome`'s. A dry run posts nothing.
+:class:`Front` decides what a trigger leads to and runs the agent; a dry run posts nothing.
 """
 
 from __future__ import annotations
@@ -275,8 +273,7 @@ class Front:
     def _reply(self, slack: Slack, channel: str, root: str, question_ts: str, *,
                reread: Callable[[], list[dict[str, Any]]] | None = None, asker: str | None = None
                ) -> ThreadReply | None:
-        """helpbot's side of the thread (``reread``: the thread again, for the claim); None without a bot client.
-        The answer streams to ``asker`` (who asked for it) when Slack lets it (:mod:`agent.slack.stream`)."""
+        """helpbot's side of the thread, the answer streamed to ``asker`` when Slack lets it; None without a bot."""
         if slack.writer is None:
             return None
         stream = None
@@ -295,8 +292,8 @@ class Front:
         return self._slack_out
 
     def _tell_asker(self, trigger: Trigger, exc: ConfigError) -> None:
-        """A configuration mistake once the trigger names a thread and who asked: they are told ephemerally, with
-        the variable and the run link (nothing else would show in Slack). Not when Slack itself is misconfigured."""
+        """A configuration mistake told to who asked, ephemerally (nothing else would show in Slack), unless Slack
+        itself is misconfigured."""
         if not (trigger.channel and trigger.ts and trigger.user):
             return
         try:

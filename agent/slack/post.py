@@ -121,8 +121,7 @@ class SlackOut:
 
     def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None, *,
              adopt: Callable[[], str | None] | None = None) -> str:
-        """A new message; its ts. ``adopt`` finds it when an attempt that seemed to fail did post it (before each retry
-        and after the last failure), so a retry never posts twice."""
+        """A new message; its ts. ``adopt`` finds it when an attempt that seemed to fail did post it: no double post."""
         body = {**payload, **POST_OPTIONS}
         try:
             response = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, adopt=adopt, **body)
@@ -140,8 +139,7 @@ class SlackOut:
         self.trace.front("update", channel=channel, ts=ts, chars=len(json.dumps(payload)))
 
     def stream_start(self, channel: str, thread_ts: str, *, recipient_user_id: str, recipient_team_id: str) -> Any:
-        """``chat.startStream``, tried once: any failure leaves the run unstreamed (a retry after a timeout could
-        start a second stream)."""
+        """``chat.startStream``, tried once (a retry after a timeout could start a second stream)."""
         response = self._call("chat.startStream", patient=False, channel=channel, thread_ts=thread_ts,
                               recipient_user_id=recipient_user_id, recipient_team_id=recipient_team_id)
         self.trace.front("stream_start", channel=channel, thread_ts=thread_ts, ts=str(response["ts"]))

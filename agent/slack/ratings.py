@@ -136,8 +136,7 @@ class Scanner:
     @classmethod
     def connect(cls, env: Mapping[str, str], command: str, *, clock: Clock = SYSTEM_CLOCK,
                 page_size: int = PAGE_SIZE) -> Scanner:
-        """A scan as the bot (never a person's token); a Slack failure is a ToolError, bad configuration a
-        ConfigError."""
+        """A scan as the bot (never a person's token); bad configuration is a ConfigError."""
         configured = configured_bot_user(env)
         config = slack_platform.load_config(env)
         if config is None or config.bot_token is None:

@@ -1,9 +1,8 @@
 """The Events relay: Slack's ``reaction_added``, ``app_mention`` and button clicks in, ``repository_dispatch`` out.
 
-One core, :class:`Relay`, serves ``helpbot relay`` (:mod:`agent.slack.relay_server` acks at once and dispatches on
-a worker, so Slack's 3 s never wait on GitHub) and :func:`lambda_handler` (Lambda freezes the process after the
-answer: the dispatch runs first, within :data:`DISPATCH_DEADLINE_S`, a failure is a 502 that Slack retries). Only
-signed requests count; each event is dispatched once per process; ``helpbot answer`` re-checks it all.
+Only signed requests count; each event is dispatched once per process; ``helpbot answer`` re-checks it all. The
+server acks at once and dispatches on a worker (Slack's 3 s never wait on GitHub); Lambda, which freezes the
+process after the answer, dispatches first, and a failure is a 502 that Slack retries.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ from mcp_lib.retry import server_wait
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
 DISPATCH_DEADLINE_S = 2.0  # the whole POST /dispatches: Slack wants our ack within 3 s
-SOCKET_TIMEOUT_S = 10.0  # helpbot relay: a client that sends nothing for this long is dropped
-REQUEST_DEADLINE_S = 10.0  # helpbot relay: the whole request line, headers and body, however they trickle in
 SEEN_EVENTS = 10_000  # accepted event ids remembered (Slack retries within minutes)
 DISPATCH_ATTEMPTS = 3  # the server's worker: GitHub 5xx and timeouts are tried again
 WORKER_DEADLINE_S = 10.0  # one dispatch attempt on the worker (nobody is waiting for it)

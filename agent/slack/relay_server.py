@@ -20,8 +20,6 @@ from agent.slack.relay import (
     DISPATCH_ATTEMPTS,
     MAX_BODY_BYTES,
     NOT_POST,
-    REQUEST_DEADLINE_S,
-    SOCKET_TIMEOUT_S,
     Dispatch,
     Relay,
     RelayConfig,
@@ -33,6 +31,9 @@ from agent.slack.relay import (
 from mcp_lib import retry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.errors import GaveUp
+
+SOCKET_TIMEOUT_S = 10.0  # a client that sends nothing for this long is dropped
+REQUEST_DEADLINE_S = 10.0  # the whole request line, headers and body, however they trickle in
 
 
 class Dispatcher:
@@ -175,8 +176,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_relay_command(args: argparse.Namespace) -> int:
-    """``helpbot relay``: serves until interrupted, then finishes the dispatches already accepted (exit 0). Bad
-    configuration and an address it cannot listen on are exit 2 (:mod:`agent.errors`)."""
+    """``helpbot relay``: serves until interrupted, then finishes the dispatches already accepted."""
     config = RelayConfig.from_env(os.environ)
     log(check_dispatch_token(config))  # a token GitHub refuses is exit 2 here, before any event
     relay = Relay(config, worker=Dispatcher)

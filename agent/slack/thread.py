@@ -1,7 +1,6 @@
-"""The thread a :help: reaction points at, turned into what the agent is asked: helpbot's earlier answers as the
-conversation so far (:func:`earlier_turns`), the reacted message as the question, and where it was asked, its
-files, the messages it links to (read through the Slack tool, so its channel rules apply) and the thread around
-it as context, which the model sees and degraded mode's searches and the job summary do not (:func:`build_question`).
+"""The thread a :help: reaction points at, turned into what the agent is asked: the reacted message as the
+question, helpbot's earlier answers as the history, and as context (the model's only, not degraded mode's searches
+or the job summary's) where it was asked, its files, the messages it links to and the thread around it.
 """
 
 from __future__ import annotations
