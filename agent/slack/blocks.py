@@ -87,10 +87,6 @@ def _safe_url(url: str) -> str | None:
     return quote(url.strip(), safe=":/?#@!$&'*+,;=%-._~[]")  # spaces, parentheses and <> encoded
 
 
-def _title(title: str) -> str:
-    return shorten_at_word(squash_whitespace(title).replace("[", "［").replace("]", "］"), MAX_TITLE_CHARS) or "(無題)"
-
-
 def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
     """「参照元」 with each title linked, de-duplicated by URL, bounded in count and length."""
     seen: set[str] = set()
@@ -103,7 +99,8 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
         if key in seen:
             continue
         seen.add(key)
-        title = _title(guard.markdown(str(source.get("title") or url or "")))
+        title = shorten_at_word(squash_whitespace(guard.markdown(str(source.get("title") or url or "")))
+                                .replace("[", "［").replace("]", "］"), MAX_TITLE_CHARS) or "(無題)"
         line = f"- [{title}]({safe})" if safe else f"- {title}"
         if len(lines) >= MAX_SOURCES or slack_len("\n".join([*lines, line])) > MAX_SOURCES_CHARS:
             left_out += 1

@@ -101,7 +101,7 @@ def csv_text(report: Report, tz: tzinfo) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for a in report.answers:
-        other = ";".join(f"{name}:{n}" for name, n in a.other_reactions.items())
+        other = ";".join(f"{name}:{n}" for name, n in a.reactions.items() if name not in (POSITIVE, NEGATIVE))
         row = [a.channel, a.ts, local_time(a.ts, tz), a.thread_ts or "", a.question_ts or "", a.positive, a.negative,
                other, len(a.reactors), a.rounds, a.tool_calls, ";".join(a.tools), a.sources_count,
                " ".join(s["url"] for s in a.sources if s["url"]),

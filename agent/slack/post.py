@@ -59,9 +59,6 @@ class WriteBudget:
         self.clock.sleep(seconds)
         self.waited += seconds
 
-    def for_write(self, final: bool) -> Budget:
-        return Budget(deadline=WRITE_BUDGET_S if final else WRITE_BUDGET_S - FINAL_RESERVE_S, clock=self)
-
 
 def retry_after(exc: BaseException) -> float | None:
     """The wait a 429 asked for (1 s when it is unreadable), None for any other failure."""
@@ -101,7 +98,7 @@ class SlackOut:
                 return {"ts": found}
             return guard.slack(self.web, api, **params)
 
-        budget = self.budget.for_write(final)
+        budget = Budget(deadline=WRITE_BUDGET_S if final else WRITE_BUDGET_S - FINAL_RESERVE_S, clock=self.budget)
         if not patient or budget.left() <= 0:
             return write(0.0)
 

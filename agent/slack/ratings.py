@@ -65,10 +65,6 @@ class RatedAnswer:
     def negative(self) -> int:
         return self.reactions.get(NEGATIVE, 0)
 
-    @property
-    def other_reactions(self) -> dict[str, int]:
-        return {k: v for k, v in self.reactions.items() if k not in (POSITIVE, NEGATIVE)}
-
     def to_json(self, tz: tzinfo) -> dict[str, Any]:
         return {**asdict(self), "time": local_time(self.ts, tz), "positive": self.positive,
                 "negative": self.negative, "reactors": len(self.reactors)}
@@ -236,26 +232,20 @@ def parse_since(value: str, now: datetime, command: str = "helpbot feedback") ->
     return when
 
 
-def scan_channels(args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[str]:
-    if args.channel:
-        channels = list(dict.fromkeys(c.strip() for c in args.channel))
-        bad = next((c for c in channels if not is_channel_id(c)), None)
-        if bad is not None:
-            raise UsageError(f"helpbot {command}: --channel {bad!r} is not a channel ID (like C0123456789)")
-        return channels
-    channels = env_channels(env, "HELPBOT_CHANNELS")
-    if not channels:
-        raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
-    return channels
-
-
 def scan_window(args: argparse.Namespace, env: Mapping[str, str], command: str,
                 clock: Clock) -> tuple[tzinfo, datetime, datetime, list[str]]:
     """A scan's time zone, now, the start of ``--since`` and the channels; bad values exit 2 before any call."""
     config = slack_platform.load_config(env)
     tz = config.tz if config else ZoneInfo(slack_platform.DEFAULT_TIMEZONE)  # no config: Scanner.connect says so
     now = clock_now(clock, tz)
-    return tz, now, parse_since(args.since, now, f"helpbot {command}"), scan_channels(args, env, command)
+    since = parse_since(args.since, now, f"helpbot {command}")
+    channels = list(dict.fromkeys(c.strip() for c in args.channel or [])) or env_channels(env, "HELPBOT_CHANNELS")
+    bad = next((c for c in channels if not is_channel_id(c)), None)
+    if bad is not None:  # a --channel: HELPBOT_CHANNELS' are checked as they are read
+        raise UsageError(f"helpbot {command}: --channel {bad!r} is not a channel ID (like C0123456789)")
+    if not channels:
+        raise ConfigError("HELPBOT_CHANNELS", "no channels to scan: set HELPBOT_CHANNELS or pass --channel C…")
+    return tz, now, since, channels
 
 
 def slack_command(command: str, body: Callable[[], int]) -> int:
