@@ -180,17 +180,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also post the summary to this channel (default HELPBOT_FEEDBACK_CHANNEL)")
 
 
-def _post_channel(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
-    if args.post is None:
-        return None
-    channel = args.post.strip() or env_str(env, "HELPBOT_FEEDBACK_CHANNEL")
-    if not channel:
-        raise ConfigError("HELPBOT_FEEDBACK_CHANNEL", "not set: --post needs a channel ID (--post C0123456789)")
-    if not is_channel_id(channel) or is_dm_id(channel):
-        raise UsageError(f"helpbot feedback: --post {channel!r} is not a channel ID (like C0123456789)")
-    return channel
-
-
 def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK,
         out: IO[str] | None = None, page_size: int = PAGE_SIZE) -> int:
     """The command with its seams: environment, clock (the retries sleep on it), output."""
@@ -201,7 +190,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
     names = [*platforms, *(tool.wire_name for p in platforms.values() for tool in p.tools.values())]
     with guard.installed(Guard.from_env(env, names=names)):
         tz, now, since, channels = ratings.scan_window(args, env, "feedback", clock)
-        post_to = _post_channel(args, env)
+        post_to = (args.post.strip() or env_str(env, "HELPBOT_FEEDBACK_CHANNEL")) if args.post is not None else None
+        if args.post is not None and not post_to:
+            raise ConfigError("HELPBOT_FEEDBACK_CHANNEL", "not set: --post needs a channel ID (--post C0123456789)")
+        if post_to and (not is_channel_id(post_to) or is_dm_id(post_to)):
+            raise UsageError(f"helpbot feedback: --post {post_to!r} is not a channel ID (like C0123456789)")
 
         def scan_and_report() -> int:
             scanner = Scanner.connect(env, "feedback", clock=clock, page_size=page_size)
