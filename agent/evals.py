@@ -23,12 +23,11 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from agent import guard
 from agent.build import MAX_ROUNDS_LIMIT, build_agent, parse_rounds
 from agent.core.model import Usage
-from agent.core.settings import validation_problem
 from agent.core.tags import regex
 from agent.errors import UsageError, describe_error
 from mcp_lib import Registry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
-from mcp_lib.config import ConfigError, env_datetime
+from mcp_lib.config import ConfigError, env_datetime, validation_problem
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent

@@ -25,7 +25,6 @@ from mcp_lib.config import env_str
 from mcp_lib.redact import Masker
 
 UNKNOWN_TOOL = "unknown_tool"
-WITHHELD = "[withheld: private channel]"
 PRIVATE_RUN = "private run: details withheld"
 
 # A private run's trace keeps how the run ended and nothing the model chose (the number and order of events would

@@ -14,7 +14,7 @@ from agent.core.model_config import DEFAULT_MODELS
 from mcp_lib.config import ConfigError, env_datetime, env_str
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
+    pass
 
 # Cache reads and writes are billed relative to the base input price (api-notes: ~0.1x and ~1.25x).
 CACHE_READ_FACTOR = 0.1
@@ -130,10 +130,3 @@ class Settings:
 
 def _optional_price(env: Mapping[str, str], name: str) -> float | None:
     return env_float(env, name, 0.0) if env_str(env, name) is not None else None
-
-
-def validation_problem(exc: ValidationError, whole: str) -> str:
-    """A pydantic error as one line, ``field.path: message`` (``whole`` names the object when no field does)."""
-    error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"]) or whole
-    return f"{where}: {error['msg']}"

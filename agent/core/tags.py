@@ -17,11 +17,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, field_validator
 
 from agent.core.model import Model, Request, Usage
-from agent.core.settings import Settings, validation_problem
+from agent.core.settings import Settings
 from agent.core.transcript import user_message
 from agent.errors import ModelError
 from mcp_lib.clock import Clock
-from mcp_lib.config import ConfigError
+from mcp_lib.config import ConfigError, validation_problem
 from mcp_lib.external import load_file_config
 from mcp_lib.platforms.faq import normalize
 
