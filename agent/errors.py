@@ -1,9 +1,22 @@
 """Every exception of helpbot, and the exit code each one means (mapped once per entry point: ``helpbot`` in
 :func:`agent.cli.main`, ``mcp-lib`` in :func:`mcp_lib.cli.main`; the relay's Lambda answers HTTP statuses).
-An :class:`ExitError` is explained in one line, never a traceback: exit 1 (:class:`RunFailed`), or 2 for bad input
-or configuration (:class:`BadInput`, :class:`UsageError`, :class:`TranscriptError`, :class:`ConfigError`, which
-names the variable, never its value); :class:`Terminated` (SIGTERM) is 130, like Ctrl-C. mcp_lib cannot import
-agent, so the root and the exit-2 classes are mcp_lib's (with the tools' errors).
+
+    ExitError (mcp_lib.errors)      1    explained in one line, never a traceback
+    ├── BadInput (mcp_lib.errors)   2    malformed input: an event file, a trigger, a value
+    │   ├── UsageError              2    the command line (argparse and option checks)
+    │   └── TranscriptError         2    a saved conversation (``--continue``/``--save``)
+    ├── ConfigError (mcp_lib.errors) 2   bad configuration: names the variable, never its value
+    └── RunFailed                   1    the run could not finish (Slack unreachable, ...)
+        └── DispatchError           1    the relay: GitHub did not accept repository_dispatch
+    ModelError                           the model could not give a response
+    ├── ModelUnavailable                 throttled, overloaded or unreachable: the run degrades
+    └── ModelRequestError                the request was rejected: retrying cannot help
+    StatusError                          the model's service refused one attempt (status, type, message)
+    Truncated                            a streamed response ended before message_stop
+    Unreadable                           a file helpbot does not read (the reason, for the context)
+    Terminated (BaseException)    130    SIGTERM (a cancelled Actions job), like Ctrl-C
+
+mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's (with the tools' errors).
 """
 
 from __future__ import annotations

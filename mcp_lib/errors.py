@@ -1,5 +1,21 @@
 """Every exception of mcp_lib, and the exit code an entry point gives each; helpbot's tree (agent/errors.py)
-builds on :class:`ExitError`, because mcp_lib imports nothing from agent."""
+builds on :class:`ExitError`, because mcp_lib imports nothing from agent.
+
+    ExitError              1    an error that is explained in one line (no traceback)
+    ├── BadInput           2    bad input: the command line, a file, an event
+    └── ConfigError        2    bad configuration (:mod:`mcp_lib.config`): names the variable, never its value
+    ToolError                   a failure the model hears about: a tool's ``status: "error"`` result
+    ├── CredentialsError        the service rejected our credentials (the CLI exits 2 on it)
+    ├── Refused                 a credential would go to an origin its door does not allow; nothing was sent
+    ├── NotFound                Redmine answered 404 (or the key's user may not see the thing)
+    ├── Redirected              Redmine redirected to another path
+    ├── ChannelNotFound         Slack does not know the channel (or will not say)
+    └── RateLimited             Slack still answered 429 after the retries
+    ArgumentError               arguments that do not fit a tool's schema
+    UnknownTool (KeyError)      no such platform or tool
+    Retryable                   a failure worth another try, after ``asked`` seconds (:mod:`mcp_lib.retry`)
+    GaveUp                      the retries ended without success (:mod:`mcp_lib.retry`)
+"""
 
 from __future__ import annotations
 
