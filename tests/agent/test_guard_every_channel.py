@@ -19,10 +19,9 @@ import pytest
 
 from agent.core.model import Request
 from tests.fakes.model import calls
-from tests.fakes.outward import Out, outward_env, run
+from tests.fakes.outward import PRIVATE, Out, outward_env, private_then, run
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Workspace
 
-PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # in the sample workspace's private #secret-ops
 PIN = "暗証番号は 4711"
 
 
@@ -39,14 +38,8 @@ def run_hostile(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: P
 
 
 # -- 1. private text through tool names, raw and hex ---------------------------------------------------------------
-def exfiltrate_through_names(request: Request) -> Any:
-    if request.round == 1:
-        return calls(("slack_getConversationHistory", {"channel": "C0SECRET"}))
-    if request.round == 2:
-        items = json.loads(request.tool_results()[0]["content"])["items"]
-        read = next(item["text"] for item in items if "社内限定" in item["text"])
-        return calls((read, {}), (read.encode().hex()[:64], {}), ("faq_search", {"query": read}))
-    return "確認しました。"
+exfiltrate_through_names = private_then(lambda read: calls((read, {}), (read.encode().hex()[:64], {}),
+                                                           ("faq_search", {"query": read})))
 
 
 def test_private_text_never_leaves_through_tool_names(env: dict[str, str], ws: Workspace, fake: FakeSlack,

@@ -25,30 +25,15 @@ from agent.core.model import ModelResponse, Request, Usage
 from agent.guard import Guard
 from mcp_lib.redact import Masker
 from tests.fakes.model import calls
-from tests.fakes.outward import PUBLIC_ARTIFACTS, Out, outward_env, public_view, run
+from tests.fakes.outward import PRIVATE, PUBLIC_ARTIFACTS, Out, outward_env, private_then, public_view, run
 from tests.fakes.slack import FakeSlack, Workspace
 
-PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # the sample workspace's private #secret-ops
 HEXED = PRIVATE.encode().hex()
 
 
 @pytest.fixture
 def env(fake: FakeSlack) -> dict[str, str]:
     return outward_env(fake)
-
-
-def private_then(then: Callable[[str], Any]) -> Callable[[Request], Any]:
-    """Read the private channel the answer goes to, then do ``then(private text)``; then answer."""
-
-    def script(request: Request) -> Any:
-        if request.round == 1:
-            return calls(("slack_getConversationHistory", {"channel": "C0SECRET"}))
-        if request.round == 2:
-            items = json.loads(request.tool_results()[0]["content"])["items"]
-            return then(next(item["text"] for item in items if "社内限定" in item["text"]))
-        return "確認しました。"
-
-    return script
 
 
 def in_private(env: dict[str, str], ws: Workspace, fake: FakeSlack, tmp_path: Path,

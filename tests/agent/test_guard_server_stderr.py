@@ -17,14 +17,13 @@ import pytest
 
 from agent.core.model import Request
 from tests.fakes.model import calls
-from tests.fakes.outward import outward_env, public_view, run
+from tests.fakes.outward import PRIVATE, outward_env, private_then, public_view, run
 from tests.fakes.slack import FakeSlack, Workspace
 
 pytestmark = pytest.mark.scenario  # every test here starts processes
 
 LEAKY = Path(__file__).with_name("leaky_server.py")
 TOKEN = "k3y9"  # short: only the exact value of a credential helpbot holds masks it
-PRIVATE = "在庫同期の障害対応メモ（社内限定）"
 
 
 @pytest.fixture
@@ -58,14 +57,8 @@ def test_a_private_runs_server_leaves_nothing_in_the_log(env: dict[str, str], ws
                                                          tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The model reads the private channel and hands it to the server, which logs it: nothing of it (nor that
     the server wrote anything) reaches the log, the summary or the trace -- they read as a run without it."""
-    def script(request: Request) -> Any:
-        if request.round == 1:
-            return calls(("slack_getConversationHistory", {"channel": "C0SECRET"}))
-        if request.round == 2:
-            items = json.loads(request.tool_results()[0]["content"])["items"]
-            read = next(item["text"] for item in items if "社内限定" in item["text"])
-            return calls(("leaky_echo", {"text": read}), ("leaky_echo", {"text": read.encode().hex()}))
-        return "確認しました。"
+    script = private_then(lambda read: calls(("leaky_echo", {"text": read}),
+                                             ("leaky_echo", {"text": read.encode().hex()})))
 
     def quiet(request: Request) -> Any:
         return "確認しました。"

@@ -18,7 +18,24 @@ from agent.core.model import Request
 from agent.slack import feedback
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import answer_scripted
+from tests.fakes.model import calls
 from tests.fakes.slack import BOT_TOKEN, USER_TOKEN, FakeSlack, Workspace
+
+PRIVATE = "在庫同期の障害対応メモ（社内限定）"  # the sample workspace's private #secret-ops
+
+
+def private_then(then: Callable[[str], Any]) -> Callable[[Request], Any]:
+    """A hostile model: read the private channel the answer goes to, then do ``then(private text)``; then answer."""
+
+    def script(request: Request) -> Any:
+        if request.round == 1:
+            return calls(("slack_getConversationHistory", {"channel": "C0SECRET"}))
+        if request.round == 2:
+            items = json.loads(request.tool_results()[0]["content"])["items"]
+            return then(next(item["text"] for item in items if "社内限定" in item["text"]))
+        return "確認しました。"
+
+    return script
 
 
 def outward_env(fake: FakeSlack) -> dict[str, str]:
