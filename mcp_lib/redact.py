@@ -17,6 +17,7 @@ MASK = "[REDACTED]"
 # Full-width ASCII and look-alike dashes/spaces, one code point for one.
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
 _FOLD.update({0x3000: 0x20, 0x30FC: 0x2D, 0x2010: 0x2D, 0x2011: 0x2D, 0x2012: 0x2D, 0x2013: 0x2D, 0x2212: 0x2D})
+_FOLD.update({cp: 0x20 for cp in (0xA0, *range(0x2000, 0x200B), 0x202F, 0x205F)})  # no-break and other spaces
 
 # A value after ``KEY=`` / ``"key": ``: printable ASCII without quotes or brackets (secrets are ASCII; Japanese
 # prose after 「password:」 is not a secret), taken whole (possessive) and not followed by ``(`` or ``[`` so that
@@ -109,7 +110,8 @@ class Masker:
     the exact ``values`` given (a credential's value whatever its length, as Actions' ``add-mask`` does)."""
 
     def __init__(self, *, personal: bool = False, cards: bool = False, values: Iterable[str] = ()):
-        exact = sorted({form for v in values if v for form in _forms(v)}, key=len, reverse=True)
+        # folded like the text they are looked for in: a passphrase with ー or a full-width letter is found too
+        exact = sorted({form.translate(_FOLD) for v in values if v for form in _forms(v)}, key=len, reverse=True)
         parts = [("exact", "|".join(re.escape(v) for v in exact))] if exact else []
         parts += _SECRETS
         if cards:

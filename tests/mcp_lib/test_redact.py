@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import string
+from typing import Any
 
 import pytest
 
@@ -237,3 +239,71 @@ def test_the_lead_guard_changes_no_match() -> None:
             text = "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(1, 8))).translate(_FOLD)
             found = [(m.span(), m.lastgroup) for m in guarded.finditer(text)]
             assert found == [(m.span(), m.lastgroup) for m in bare.finditer(text)], text
+
+
+def test_exact_values_with_characters_that_fold_are_masked() -> None:
+    """The scan runs on the folded text, so the values are folded too: ー, a full-width letter, an ideographic space."""
+    masker = Masker(values=["ひみつのパスワード", "ｓ3cret-ｘ", "合言葉　山"])
+    assert masker.mask("ひみつのパスワード と ｓ3cret-ｘ と 合言葉　山") == "[REDACTED] と [REDACTED] と [REDACTED]"
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u2002", "\u2009", "\u202f", "\u205f"])
+def test_a_key_value_with_a_unicode_space_is_masked(space: str) -> None:
+    assert redact_secrets(f"api_key{space}= abcdefg1234") == f"api_key{space}= [REDACTED]"
+
+
+def _first_chars(items: Any, ignorecase: bool = False) -> set[int] | None:
+    """The characters a parsed pattern can begin with (None: any, or it may match empty), under ``re.ASCII``."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    spaces = {9, 10, 11, 12, 13, 32}
+    categories = {c.CATEGORY_DIGIT: set(range(48, 58)), c.CATEGORY_SPACE: spaces,
+                  c.CATEGORY_WORD: {ord(ch) for ch in string.ascii_letters + string.digits + "_"}}
+    out: set[int] = set()
+    for op, av in items:
+        nullable = False
+        if op is c.LITERAL:
+            found: set[int] | None = {av}
+        elif op is c.IN:
+            found = set()
+            for kind, value in av:
+                if kind is c.LITERAL:
+                    found.add(value)
+                elif kind is c.RANGE:
+                    found |= set(range(value[0], value[1] + 1))
+                elif kind is c.CATEGORY:
+                    found |= categories[value]
+                else:  # a negated class
+                    return None
+        elif op is c.SUBPATTERN:
+            found = _first_chars(av[3], ignorecase or bool(av[1] & re.IGNORECASE))
+        elif op is c.BRANCH:
+            branches = [_first_chars(branch, ignorecase) for branch in av[1]]
+            found = None if None in branches else set().union(*branches)  # type: ignore[arg-type]
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            found, nullable = _first_chars(av[2], ignorecase), av[0] == 0
+        elif op in (c.AT, c.ASSERT, c.ASSERT_NOT):
+            found, nullable = set(), True
+        else:  # anything else (any character, a back reference): say "any", and the test fails
+            return None
+        if found is None:
+            return None
+        out |= found | ({ord(chr(x).swapcase()) for x in found if chr(x).isascii()} if ignorecase else set())
+        if not nullable:
+            return out
+    return None  # it can match empty
+
+
+@pytest.mark.parametrize("masker", [Masker(), Masker(personal=True, cards=True, values=["]x", "秘密", "\\y", "-z"])])
+def test_every_branch_begins_with_a_lead(masker: Masker) -> None:
+    """The parse of each branch: the characters it can begin with are all in the lead guard's class (a new
+    pattern that begins with a space, a Japanese word or an optional part would be skipped where it matches)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    pattern = masker._pattern.pattern
+    lead = re.compile(pattern[: pattern.index(")(?:") + 1], re.ASCII)
+    (_, (_, branches)), = list(_parser.parse(pattern[pattern.index(")(?:") + 1 :], re.ASCII))
+    for branch in branches:
+        found = _first_chars(branch)
+        assert found, branch
+        assert not [chr(x) for x in found if not lead.match(chr(x))], branch
