@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .config import ConfigError, env_bool
+from .cutting import MASK_MARGIN
 from .redact import Masker
 
-LINE_CHARS = 1000  # of one record's line, cut after masking (no secret straddles the cut)
+LINE_CHARS = 1000  # of one record's line; masked within it and MASK_MARGIN past it (no secret straddles the cut)
 LEVEL = logging.WARNING  # library records below it are dropped
 WITHHELD = "details withheld"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,79}")  # a logger's name as code spells it; any other: "logger"
@@ -87,7 +88,8 @@ class GuardedHandler(logging.Handler):
             message = record.getMessage()
         except Exception:  # a library's bad format arguments: its words are not worth a traceback
             message = str(record.msg)
-        line = " ⏎ ".join(policy.text(head + message).splitlines())[:LINE_CHARS]
+        # only what may be kept is masked: a megabyte message (a server echoing a model's argument) costs a line's
+        line = " ⏎ ".join(policy.text((head + message)[: LINE_CHARS + MASK_MARGIN]).splitlines())[:LINE_CHARS]
         if not self._debug:
             return line
         trace = "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else ""

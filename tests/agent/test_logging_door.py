@@ -140,6 +140,22 @@ def test_below_warning_nothing() -> None:
         logging.getLogger("httpx").setLevel(logging.NOTSET)
 
 
+def test_a_huge_record_is_masked_within_its_line_only() -> None:
+    """A megabyte message (a server echoing a model's argument) is masked within the line it may keep and the
+    margin past it, not whole: the masker's cost stays a line's. A secret across the cut is still masked whole."""
+    seen: list[int] = []
+
+    class Counting(logs.Masking):
+        def text(self, text: str) -> str:
+            seen.append(len(text))
+            return super().text(text)
+
+    message = "ログ a-b " * 125_000
+    text = emitted(Counting(Masker()), "x" * (logs.LINE_CHARS - 60) + f" password={HELD}{'z' * 100} " + message)
+    assert max(seen) <= logs.LINE_CHARS + logs.MASK_MARGIN
+    assert HELD not in text and "password=[REDACTED]" in text and len(text.rstrip("\n")) == logs.LINE_CHARS
+
+
 def test_mcp_libs_policy_masks_through_its_masker() -> None:
     text = emitted(logs.Masking.from_env({"INHOUSE_TOKEN": HELD}), f"{HELD} taro@example.com")
     assert HELD not in text and "taro@example.com" not in text
