@@ -23,9 +23,8 @@ from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import env_str, env_url
 from mcp_lib.core import ToolContext, ToolError
 from mcp_lib.http import error_detail, json_answer, send
-from mcp_lib.platforms.github.api import github_client
+from mcp_lib.platforms.github.api import DEFAULT_API_URL, github_client
 
-DEFAULT_API_URL = DECLARED["GITHUB_API_URL"].default
 NEEDS = "a token with contents: write and pull-requests: write on the repository"
 DIR_VARIABLE = "HELPBOT_FAQ_REPO_DIR"
 
@@ -89,17 +88,18 @@ class PullRequestWriter:
             response = send(self.ctx, "GitHub", method, f"{self.repo}{path}", **kwargs)
         except ToolError as exc:
             raise RunFailed(f"helpbot faq-draft: {exc}") from None
-        if (response.status_code == 204 and 204 in expect) or (response.status_code == 404 and missing_ok):
+        status = response.status_code
+        if (status == 204 and 204 in expect) or (status == 404 and missing_ok):
             return None
-        if response.status_code in expect:
+        if status in expect:
             return json_answer(response, "GitHub", what, "GITHUB_API_URL")
         detail = error_detail(response)
-        if response.status_code == 401:
+        if status == 401:
             raise ConfigError(self.config.token_name, f"GitHub rejected the token (HTTP 401{detail})")
-        if response.status_code in (403, 404):
+        if status in (403, 404):
             raise ConfigError(self.config.token_name, f"no permission to {what} in {self.config.repository} "
-                                                         f"(HTTP {response.status_code}{detail}); --pr needs {NEEDS}")
-        raise RunFailed(f"helpbot faq-draft: GitHub refused to {what} (HTTP {response.status_code}{detail})")
+                                                      f"(HTTP {status}{detail}); --pr needs {NEEDS}")
+        raise RunFailed(f"helpbot faq-draft: GitHub refused to {what} (HTTP {status}{detail})")
 
     def check(self) -> dict[str, Any]:
         """The repository, read with the token, which may push to it (as far as GitHub shows: a fine-grained or

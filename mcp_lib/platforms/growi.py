@@ -111,14 +111,12 @@ def _get(ctx: ToolContext, path: str, params: Mapping[str, Any], what: str) -> A
             raise CredentialsError(f"Growi redirected {what} to its login page (HTTP {status}): "
                                    "GROWI_ACCESS_TOKEN was not accepted")
         raise ToolError(f"Growi redirected {what} to {where!r} (HTTP {status}): check GROWI_URL")
-    if status == 403 and _forbidden_page(response):
+    if status == 404 or (status == 403 and _forbidden_page(response)):
         raise _not_found(what)
     detail = error_detail(response)
     if status in (401, 403):
         raise CredentialsError(f"Growi refused {what} (HTTP {status}{detail}): GROWI_ACCESS_TOKEN is wrong, "
                                "expired, or lacks the read:features:page scope")
-    if status == 404:
-        raise _not_found(what)
     if status >= 400:
         raise ToolError(f"Growi answered HTTP {status} for {what}{detail}")
     return json_answer(response, "Growi", what, "GROWI_URL")
