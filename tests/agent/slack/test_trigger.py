@@ -20,6 +20,7 @@ from agent.slack.trigger import (
     parse_event,
 )
 from mcp_lib.config import ConfigError
+from tests.fakes.relay import envelope as slack_envelope  # the Events API envelope the relay is sent
 
 CHANNEL = "C0123ABCD"
 TS = "1700000000.123456"
@@ -40,16 +41,6 @@ def repository_dispatch(**payload: object) -> str:
 def workflow_dispatch(**inputs: object) -> str:
     return json.dumps({"inputs": inputs, "ref": "refs/heads/main", "repository": {"full_name": "acme/helpbot"},
                        "workflow": ".github/workflows/help.yml", "sender": {"login": "someone"}})
-
-
-def slack_envelope(**event_overrides: object) -> dict[str, object]:
-    event: dict[str, object] = {
-        "type": "reaction_added", "user": "U0REACTOR", "reaction": "help", "item_user": "U0AUTHOR",
-        "item": {"type": "message", "channel": CHANNEL, "ts": TS}, "event_ts": "1700000100.000200",
-    }
-    event.update(event_overrides)
-    return {"token": "x", "team_id": "T0TEAM", "api_app_id": "A0APP", "event": event, "type": "event_callback",
-            "event_id": "Ev0ABCDEF", "event_time": 1700000100, "authorizations": []}
 
 
 # -- accepted shapes -------------------------------------------------------------------------------------------
