@@ -21,7 +21,6 @@ from agent.errors import UsageError
 from agent.slack.admission import Home, configured_bot_user
 from agent.slack.handle import is_public, pages
 from agent.slack.markers import VOTES, Marker, Me, answers_in_sequence, count
-from agent.slack.markers import read as read_marker
 from agent.slack.readback import message_markdown, read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
@@ -87,8 +86,8 @@ def rated(channel: str, marker: Marker, message: Mapping[str, Any], parts: Seque
         sources_count=stats.sources or len(sources) + read.left_out, degraded=stats.degraded, parts=stats.parts)
 
 
-def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], excluded: set[str],
-                    refetch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
+def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], votes: Mapping[str, str],
+                    excluded: set[str], refetch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
     """Each person once per emoji over all parts; ``refetch`` (reactions.get) when Slack cut a user list short.
     A feedback-button vote (the marker's ``votes``) is its voter's only 👍/👎: it replaces their reactions."""
     people: dict[str, set[str]] = {}
@@ -102,8 +101,7 @@ def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], exc
             users = [str(u) for u in reaction.get("users") or []]
             people.setdefault(name, set()).update(u for u in users if u not in excluded)
             hidden[name] += max(0, count(reaction.get("count")) - len(users))  # still cut short: count them
-    marker = read_marker(parts[0]) if parts else None
-    for user, vote in (marker.votes if marker else {}).items():
+    for user, vote in votes.items():
         if user not in excluded:
             for name in (POSITIVE, NEGATIVE):
                 people.get(name, set()).discard(user)
@@ -182,7 +180,7 @@ class Scanner:
             for marker, first, parts in answers_in_sequence(sequence, self.me):
                 if float(first.get("ts") or 0) >= since_ts and str(first["ts"]) not in found:
                     answer = rated(channel, marker, first, parts)
-                    tally_reactions(answer, parts, self.excluded, lambda m: self._refetch(channel, m))
+                    tally_reactions(answer, parts, marker.votes, self.excluded, lambda m: self._refetch(channel, m))
                     found[answer.ts] = (answer, parts)
         return sorted(found.values(), key=lambda pair: float(pair[0].ts))
 
