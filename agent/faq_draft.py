@@ -49,6 +49,7 @@ _HONORIFIC = "|".join(map(re.escape, _HONORIFICS))
 _USER_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 _LINK_LINE = re.compile(r"\s*[-*•]\s*\[[^\]\n]*\]\((?P<url>[^)\s]+)\)\s*")  # a line that is only a link
 _AT_NAME = re.compile(r"(?<![A-Za-z0-9@＠])[@＠][\w.\-]+")  # also in _@taro_ or 「@鈴木」; not in an address
+_URL_OR_TARGET = re.compile(r"(https?://[^\s<>()]+|\]\([^)\s]*\))")  # captured: re.split keeps them
 
 
 @dataclass
@@ -99,17 +100,6 @@ def _without_names(text: str, names: Iterable[str], gap: str = " ") -> str:
     return text
 
 
-_URL_OR_TARGET = re.compile(r"(https?://[^\s<>()]+|\]\([^)\s]*\))")  # captured: re.split keeps them
-
-
-def answer_without_names(markdown: str, names: Iterable[str]) -> str:
-    """The answer's markdown without the participants' names (as :func:`_without_names`), its URLs and link
-    targets left whole (an ASCII name may be part of one)."""
-    names = list(names)
-    parts = _URL_OR_TARGET.split(markdown)  # the URLs and link targets at the odd places
-    return "".join(part if i % 2 else _without_names(part, names, "") for i, part in enumerate(parts))
-
-
 def clean_question(text: str, names: Iterable[str] = ()) -> str:
     """The asker's message as an FAQ question: no mentions, names (``names``: the participants' as the workspace
     knows them, wherever they stand; and a leading 「○○さん」) or links to people, one line, bounded."""
@@ -119,18 +109,6 @@ def clean_question(text: str, names: Iterable[str] = ()) -> str:
     text = squash_whitespace(_AT_NAME.sub(" ", text))
     text = _ADDRESSED.sub("", text).strip()
     return shorten_at_word(text, QUESTION_CHARS)
-
-
-def _valid(draft: Draft) -> bool:
-    """The rendered draft parses as an FAQ entry (the same parser the faq tool uses)."""
-    with tempfile.TemporaryDirectory(prefix="faq-draft-") as tmp:
-        path = Path(tmp, draft.file_name)
-        path.write_text(draft.render(), encoding="utf-8")
-        try:
-            faq.parse_entry(path)
-        except ConfigError:
-            return False
-    return True
 
 
 class Drafter:
@@ -186,15 +164,18 @@ class Drafter:
 
     def _sources(self, text: str, sources: list[dict[str, str]]) -> tuple[str, list[dict[str, str]]]:
         """The answer's text and sources as a draft lists them: each source once (under 参照元, not again in the
-        model's own list of links in the text), helpbot's own messages not at all, no participant's name."""
+        model's own list of links in the text), helpbot's own messages not at all, no participant's name (URLs and
+        link targets left whole: an ASCII name may be part of one)."""
         listed = {unquote(s["url"]) for s in sources if s.get("url")}
         kept = [line for line in text.split("\n")
                 if not ((link := _LINK_LINE.fullmatch(line)) and unquote(link["url"]) in listed)]
         text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
         text = MD_LINK.sub(lambda m: m[1] if self._helpbots(m[2]) else m[0], text)
+        pieces = _URL_OR_TARGET.split(text.strip())  # the URLs and link targets at the odd places
+        text = "".join(piece if i % 2 else _without_names(piece, self._known, "") for i, piece in enumerate(pieces))
         unique = {unquote(s["url"]): s for s in sources if s.get("url") and not self._helpbots(s["url"])}
-        return text.strip(), [{"title": squash_whitespace(_without_names(s["title"], self._known, "")) or s["url"],
-                               "url": s["url"]} for s in unique.values()]
+        return text, [{"title": squash_whitespace(_without_names(s["title"], self._known, "")) or s["url"],
+                       "url": s["url"]} for s in unique.values()]
 
     def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> None:
         if not self.private_ok and not self.scanner.is_public(answer.channel):
@@ -218,12 +199,16 @@ class Drafter:
         tags = list(marker.stats.tags) if marker else []
         key = hashlib.sha256(f"{answer.channel}/{answer.ts}".encode()).hexdigest()[:8]
         text, sources = self._sources(read.text, read.sources)
-        draft = Draft(id=f"draft-{self.now:%Y%m%d}-{key}", question=question,
-                      answer=answer_without_names(text, self._known), sources=sources, tags=tags,
-                      permalink=answer.permalink, positive=answer.positive, negative=answer.negative)
-        if not _valid(draft):
-            self.skipped["not a valid FAQ entry"] += 1
-            return
+        draft = Draft(id=f"draft-{self.now:%Y%m%d}-{key}", question=question, answer=text, sources=sources,
+                      tags=tags, permalink=answer.permalink, positive=answer.positive, negative=answer.negative)
+        with tempfile.TemporaryDirectory(prefix="faq-draft-") as tmp:  # parsed as the faq tool parses its entries
+            path = Path(tmp, draft.file_name)
+            path.write_text(draft.render(), encoding="utf-8")
+            try:
+                faq.parse_entry(path)
+            except ConfigError:
+                self.skipped["not a valid FAQ entry"] += 1
+                return
         self.drafts.append(draft)
 
 
