@@ -13,6 +13,7 @@ import requests
 from redminelib import Redmine, exceptions
 from redminelib.engines.sync import SyncEngine
 
+from ...clock import SYSTEM_CLOCK, Clock
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, door, origin
 from ...errors import NotFound, Redirected, Retryable
@@ -48,6 +49,7 @@ class Engine(SyncEngine):
     an engine class: each client's is a subclass holding its door."""
 
     door: Door
+    clock: Clock = SYSTEM_CLOCK  # the registry's, set by each call's Session (a Retry-After date is on its wall)
 
     def create_session(self, **params: Any) -> requests.Session:
         session = DoorSession()
@@ -73,7 +75,7 @@ class Engine(SyncEngine):
         return kwargs
 
     def process_response(self, response: requests.Response) -> Any:
-        check_answer(response.status_code, response.headers)
+        check_answer(response.status_code, response.headers, self.clock)
         if response.history:
             if not self.door.allows(str(response.url)):  # its answer is not Redmine's
                 raise ToolError(f"Redmine redirected the request to another origin ({origin(str(response.url))}); "
@@ -105,6 +107,7 @@ class Session:
         self.client: RedmineClient = ctx.client
         self.config: RedmineConfig = ctx.config
         self.api = self.client.api
+        type(self.api.engine).clock = ctx.clock  # the client's own engine class, one registry's: always its clock
         self.base = self.config.url
         self.budget = tool_budget(ctx, self.config.retry_budget_s)  # all requests of the call together
 

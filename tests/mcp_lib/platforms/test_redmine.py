@@ -533,6 +533,17 @@ def test_429_is_retried_honouring_retry_after(stub: Stub) -> None:
     assert sleeps == [7.0]
 
 
+def test_a_retry_after_date_is_read_on_the_runs_clock(stub: Stub) -> None:
+    """``Retry-After`` as an HTTP date: the wait is that date less the run's wall clock, not the machine's."""
+    from email.utils import formatdate
+
+    from tests.fakes.clock import EPOCH
+    stub.script = [(429, {"Retry-After": formatdate(EPOCH + 9, usegmt=True)}, {"errors": ["Too many requests"]})]
+    sleeps: list[float] = []
+    result = ok(make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1}))
+    assert result.item is not None and sleeps == [9.0]
+
+
 @pytest.mark.parametrize("value", ["soon", "Mon, 99 Foo 2025 99:99:99 GMT", "1e999x"])
 def test_an_unreadable_retry_after_is_retried_with_backoff(stub: Stub, value: str) -> None:
     stub.script = [(429, {"Retry-After": value}, {"errors": ["Too many requests"]})]
