@@ -12,8 +12,10 @@ across the round's threads -- what is left to make small. Because the latency is
 part moves with the machine's speed, the ratio with latency depends on the machine: every time is printed beside
 the yardstick (``yardstick.py``, sampled before each run), and the ratio at the yardstick's reference speed is
 derived from the CPU-alone rounds scaled to it (latency + CPU part at the reference, three against one).
+The process keeps freed memory as ``build_agent`` sets it (:func:`agent.build.hold_freed_memory`);
+``--glibc-defaults`` measures the allocator as it was before.
 
-    uv run python bench/agent_parallel.py [--latency 1.0] [--tool-latency 0.3] [--runs 3]
+    uv run python bench/agent_parallel.py [--latency 1.0] [--tool-latency 0.3] [--runs 3] [--glibc-defaults]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from agent_http import BillingStub, calls, delayed, forced, main_rounds
 from mask_large_result import TEXT
 from yardstick import Yardstick
 
+from agent.build import hold_freed_memory
 from agent.core.loop import Agent
 from agent.core.run import Progress
 from agent.core.tools import RegistryTools
@@ -68,7 +71,10 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per model request (stub)")
     parser.add_argument("--tool-latency", type=float, default=0.3, help="seconds per Growi answer")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--glibc-defaults", action="store_true", help="leave the allocator as glibc starts it")
     args = parser.parse_args()
+    if not args.glibc_defaults:
+        hold_freed_memory()
     growi = FakeGrowi(token="bench-growi-token")
     page_ids = [growi.add_page(f"/ログ/巨大/{n}", TEXT) for n in range(3)]
     wanted: list[list[str]] = []
@@ -79,7 +85,7 @@ def main() -> None:
         return calls(1, [("growi_getPage", {"pageId": pid}) for pid in wanted[-1]])
 
     print(f"growi_getPage of a {len(TEXT):,}-character page, over HTTP; model latency {args.latency} s; "
-          f"median of {args.runs} runs")
+          f"median of {args.runs} runs; allocator: {'glibc defaults' if args.glibc_defaults else 'as build_agent'}")
     ys = Yardstick()
     alone: dict[int, float] = {}
     for latency in (args.tool_latency, 0.0):

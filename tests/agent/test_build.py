@@ -52,3 +52,24 @@ def test_the_configuration_check_of_every_platform_imports_no_client(tmp_path: P
     assert enabled == ["faq", "github", "growi", "redmine", "sales", "slack"]
     assert imported == []
     assert models == [] and listed > 10  # built once listed: the count is of the real models
+
+
+def test_the_run_keeps_freed_memory_at_glibcs_own_ceilings() -> None:
+    from agent.build import hold_freed_memory
+
+    calls: list[tuple[int, int]] = []
+
+    class Glibc:
+        def mallopt(self, param: int, value: int) -> int:
+            calls.append((param, value))
+            return 1
+
+    hold_freed_memory(Glibc())
+    assert calls == [(-3, 32 << 20), (-1, 64 << 20)]  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD (malloc.h)
+
+
+def test_a_c_library_without_mallopt_is_left_as_it_is() -> None:
+    from agent.build import hold_freed_memory
+
+    hold_freed_memory(object())  # musl, macOS: nothing to set, nothing raised
+    hold_freed_memory()  # this process's own C library
