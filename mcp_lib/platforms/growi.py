@@ -19,7 +19,7 @@ from pydantic import Field
 
 from ..config import DECLARED, ConfigError, env_float, env_int, env_str, env_url
 from ..core import CredentialsError, Platform, Result, ToolContext, ToolError
-from ..cutting import keep_start_masked, squash_whitespace
+from ..cutting import squash_whitespace
 from ..doors import door
 from ..http import door_client, error_detail, json_answer, send
 
@@ -253,7 +253,7 @@ def getPage(
         raise _not_found(what)
     revision = page.get("revision")
     body = revision.get("body") if isinstance(revision, dict) else None
-    text, truncated = keep_start_masked(body or "", config.max_body_chars)
+    text, truncated = ctx.cut(body or "", config.max_body_chars)
     author = page.get("lastUpdateUser")
     item = {**_item(config, page, page_path), "author": author.get("username") if isinstance(author, dict) else None,
             "body": text, "truncated": truncated}

@@ -63,6 +63,24 @@ def test_masking_reads_only_the_limit_plus_the_margin() -> None:
     assert text == "あ" * 6000 + TRUNCATION_MARKER.format(n=5_000_000 - 6000)
 
 
+def test_a_cut_is_masked_once_by_its_mask_and_again_by_another() -> None:
+    """A platform's cut with the run's mask is cut again by the result's limits without a second scan; a text
+    masked with another mask (the patterns alone, not the run's credential values) is scanned again."""
+    seen: list[str] = []
+
+    def run_mask(text: str) -> str:
+        seen.append("run")
+        return text.replace("held-credential", "[REDACTED]")
+
+    first, cut = keep_start_masked("held-credential " + "z" * 10_000, 6000, run_mask)
+    again, _ = keep_start_masked(first, 1500, run_mask)
+    masked_length = 10_011  # "held-credential" (15) is "[REDACTED]" (10)
+    assert cut and seen == ["run"] and again == first[:1500] + TRUNCATION_MARKER.format(n=masked_length - 1500)
+    by_patterns, _ = keep_start_masked("held-credential " + "z" * 10_000, 6000)
+    assert "held-credential" in by_patterns
+    assert "held-credential" not in keep_start_masked(by_patterns, 1500, run_mask)[0] and seen == ["run", "run"]
+
+
 @pytest.mark.parametrize("offset", [-40, -10, -3, -1, 0, 1, 10])
 @pytest.mark.parametrize(("secret", "masked"), [
     (GITHUB_SECRET, "[REDACTED]"), ("ghp_fakefakefake", "[REDACTED]"), ("password=hunter2", "password=[REDACTED]"),

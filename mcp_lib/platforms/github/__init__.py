@@ -19,7 +19,6 @@ from pydantic import Field
 
 from ...config import DECLARED
 from ...core import Platform, Result, ToolContext, ToolError
-from ...cutting import keep_start_masked
 from .api import GitHubConfig, api_get, check, checked_repo, load_config, make_client, repo_path
 
 TEXT_MATCH_MEDIA = "application/vnd.github.text-match+json"
@@ -170,7 +169,7 @@ def searchIssues(
     items = [{
         **_issue_fields(hit, name, hit.get("number")), "comments": hit.get("comments"),
         "updated_at": hit.get("updated_at"),
-        "snippet": snippet(hit, prefer="body") or keep_start_masked(hit.get("body") or "", 300)[0] or None,
+        "snippet": snippet(hit, prefer="body") or ctx.cut(hit.get("body") or "", 300)[0] or None,
     } for name, hit in _visible(ctx, hits)]
     return _search_result({"total_count": total, "incomplete_results": incomplete}, items, len(hits) - len(items))
 
@@ -234,7 +233,7 @@ def getFileContent(
     if text is None:
         item["binary"] = True
         return Result(item=item, notes=[f"binary file ({len(raw)} bytes); content not shown"])
-    item["content"], item["truncated"] = keep_start_masked(text, config.max_body_chars)
+    item["content"], item["truncated"] = ctx.cut(text, config.max_body_chars)
     return Result(item=item)
 
 
@@ -248,7 +247,7 @@ def getIssue(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result:
     name = checked_repo(ctx, repo)
     config: GitHubConfig = ctx.config
     issue = api_get(ctx, f"{repo_path(name)}/issues/{number}", f"{name}#{number}")
-    body, body_cut = keep_start_masked(issue.get("body") or "", config.max_body_chars)
+    body, body_cut = ctx.cut(issue.get("body") or "", config.max_body_chars)
     total = int(issue.get("comments") or 0)
     # the latest max_comments comments (most recent matter most): the last page, the one before it when short
     fetched: list[Mapping[str, Any]] = []
@@ -259,7 +258,7 @@ def getIssue(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result:
         fetched = [*(api_get(ctx, f"{repo_path(name)}/issues/{number}/comments", f"comments of {name}#{number}",
                              params={"per_page": 100, "page": page}) or []), *fetched]
     comments = [{"author": login(c.get("user")), "created_at": c.get("created_at"), "url": c.get("html_url"),
-                 "body": keep_start_masked(c.get("body") or "", config.max_comment_chars)[0]}
+                 "body": ctx.cut(c.get("body") or "", config.max_comment_chars)[0]}
                 for c in fetched[-config.max_comments:]]
     left_out = max(0, total - len(comments))
     item = {
@@ -290,11 +289,11 @@ def getPullRequest(ctx: ToolContext, repo: RepoArg, number: NumberArg) -> Result
                  params={"per_page": min(max_files, 100)}) or []
     changed = []
     for f in files[:max_files]:
-        patch, patch_cut = keep_start_masked(f.get("patch") or "", config.max_patch_chars)
+        patch, patch_cut = ctx.cut(f.get("patch") or "", config.max_patch_chars)
         changed.append({"filename": f.get("filename"), "status": f.get("status"),
                         "additions": f.get("additions"), "deletions": f.get("deletions"),
                         "patch": patch or None, "patch_truncated": patch_cut})
-    body, body_cut = keep_start_masked(pull.get("body") or "", config.max_body_chars)
+    body, body_cut = ctx.cut(pull.get("body") or "", config.max_body_chars)
     item = {
         "title": pull.get("title"), "url": pull.get("html_url"), "repo": name, "number": number,
         "state": pull.get("state"), "merged": pull.get("merged"), "merged_at": pull.get("merged_at"),

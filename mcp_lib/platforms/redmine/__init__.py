@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ...config import DECLARED, env_float, env_int, env_list, env_str, env_url
 from ...core import Platform, Result, ToolContext, ToolError
-from ...cutting import excerpt, keep_start_masked, squash_whitespace
+from ...cutting import excerpt, squash_whitespace
 from ...errors import NotFound, Redirected
 from ...redact import redact_secrets
 
@@ -287,7 +287,7 @@ def getIssue(
                          "url": f"{session.base}/attachments/{a.get('id')}"} for a in raw.get("attachments") or []],
         "journals_omitted": omitted,
         "journals": [{"author": _name(j.get("user")), "created_on": j.get("created_on"),
-                      "notes": keep_start_masked(j.get("notes") or "", config.max_note_chars)[0]}
+                      "notes": ctx.cut(j.get("notes") or "", config.max_note_chars)[0]}
                      for j in journals[omitted:]],
         "updated_on": _visible_update(raw),
     }
