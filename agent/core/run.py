@@ -121,10 +121,9 @@ class Run:
     tool_images: list[int] = field(default_factory=list)  # the raw bytes of each tool image shown (mcp_lib.media)
 
     def add_sources(self, tool_use_id: str, sources: list[dict[str, str]]) -> None:
-        self.sources_by_id.setdefault(tool_use_id, [])
+        self.sources_by_id.setdefault(tool_use_id, []).extend(sources)
         for src in sources:
             self.sources.setdefault(src["url"], src)
-            self.sources_by_id[tool_use_id].append(src)
 
     def tally(self, model: str, usage: Usage) -> None:
         self.usage[model] = self.usage.get(model, Usage()) + usage

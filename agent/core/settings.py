@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from agent.config import DECLARED, env_float, env_int, env_timezone
 from agent.core.model import Usage
 from agent.core.model_config import DEFAULT_MODELS
 from mcp_lib.config import ConfigError, env_datetime, env_str
-
-if TYPE_CHECKING:
-    pass
 
 # Cache reads and writes are billed relative to the base input price (api-notes: ~0.1x and ~1.25x).
 CACHE_READ_FACTOR = 0.1
@@ -81,12 +77,8 @@ class Settings:
     def price_of(self, model: str) -> Price:
         """The list price of the model's family, with the configured overrides for the main or summary model."""
         listed = list_price(model)
-        if model == self.model:
-            given = (self.price_input, self.price_output)
-        elif model == self.summary_model:
-            given = (self.summary_price_input, self.summary_price_output)
-        else:
-            return listed
+        given = {self.summary_model: (self.summary_price_input, self.summary_price_output),  # the main one wins
+                 self.model: (self.price_input, self.price_output)}.get(model, (None, None))
         return Price(listed.input if given[0] is None else given[0], listed.output if given[1] is None else given[1])
 
     def cost(self, usage_by_model: Mapping[str, Usage]) -> float:

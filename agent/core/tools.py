@@ -107,14 +107,13 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def vet_tool_uses(content: list[dict[str, Any]], names: set[str], taken: set[str] | None = None
+def vet_tool_uses(content: list[dict[str, Any]], names: set[str], ids: set[str]
                   ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The model's (untrusted) tool_use blocks made safe to answer: each gets a string id unique in the run
-    (``taken``, updated: earlier rounds' ids), a string name and an object input; the calls that must not run
+    (``ids``, updated: earlier rounds' ids), a string name and an object input; the calls that must not run
     (an id twice in one response, an unknown tool, an input not an object or too big) get why."""
     vetted: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
-    ids = taken if taken is not None else set()
     earlier = set(ids)  # an id of an earlier round is renamed, not refused: some gateways number per response
     for index, block in enumerate(content):
         if block.get("type") != "tool_use":
