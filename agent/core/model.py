@@ -66,5 +66,3 @@ class ModelResponse:
 
 class Model(Protocol):
     def create(self, request: Request) -> ModelResponse: ...
-
-

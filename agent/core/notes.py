@@ -65,4 +65,3 @@ def set_notes(messages: list[dict[str, Any]], index: int, text: str) -> None:
 
 def _is_notes(block: dict[str, Any]) -> bool:
     return block.get("type") == "text" and str(block.get("text", "")).startswith(NOTES_HEADER)
-
