@@ -91,6 +91,8 @@ class Claude:
             assert request.on_text is not None
             request.on_text(delta)
 
+        clock = request.clock or self.clock
+
         def attempt(left: float) -> ModelResponse:
             on_text = emit if request.on_text is not None and not streamed else None
             return _to_response(self._send(request.model, body, left, on_text), retries)
@@ -101,8 +103,8 @@ class Claude:
         try:
             return call(attempt, retry=self._retryable, on_retry=on_retry,
                         policy=lambda exc: UNREACHABLE_POLICY if _is_unreachable(exc) else self.policy,
-                        asked=lambda exc: server_wait(exc.headers) if isinstance(exc, StatusError) else None,
-                        budget=Budget(request.deadline, request.clock or self.clock, MIN_ATTEMPT_S))
+                        asked=lambda exc: server_wait(exc.headers, clock) if isinstance(exc, StatusError) else None,
+                        budget=Budget(request.deadline, clock, MIN_ATTEMPT_S))
         except GaveUp as exc:
             raise self._gave_up(exc, request.model, retries) from None
         except Exception as exc:

@@ -162,6 +162,19 @@ def test_retry_after_ms_is_honoured(stub: BedrockStub) -> None:
     assert clock.sleeps == [1.5] and len(stub.requests) == 2
 
 
+def test_a_retry_after_date_is_read_on_the_runs_clock(stub: BedrockStub) -> None:
+    """``Retry-After`` as an HTTP date: that date less the run's wall clock, not the machine's."""
+    from email.utils import formatdate
+
+    from tests.fakes.clock import EPOCH
+
+    stub.script(stub_lib.error(429, "ThrottlingException", "Too many requests",
+                               {"retry-after": formatdate(EPOCH + 9, usegmt=True)}), stub_lib.text("ok"))
+    clock = FakeClock()
+    assert ask(bedrock(stub, clock)).text == "ok"
+    assert clock.sleeps == [9.0] and len(stub.requests) == 2
+
+
 def test_connection_errors_and_timeouts_are_retried() -> None:
     failures: list[Exception] = [httpx2.ConnectError("connection refused"), httpx2.ReadTimeout("read timed out")]
 
