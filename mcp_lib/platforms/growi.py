@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -65,19 +65,6 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
-def _token_auth(token: str) -> Callable[[httpx2.Request], httpx2.Request]:
-    """The httpx2 ``auth`` that puts GROWI_ACCESS_TOKEN on a request both ways Growi reads it
-    (``apps/app/src/server/middlewares/access-token-parser``): 7.0-7.2.4 only ``req.query.access_token``, 7.2.5 and
-    later ``Authorization: Bearer`` first (the parameter, holding the same token, is then never read)."""
-
-    def auth(request: httpx2.Request) -> httpx2.Request:
-        request.headers["Authorization"] = f"Bearer {token}"
-        request.url = request.url.copy_set_param("access_token", token)
-        return request
-
-    return auth
-
-
 class _NoTokenInLogs(logging.Filter):
     """httpx2 logs each request's URL at INFO (a host such as an MCPServer turns INFO on): without the token."""
 
@@ -95,8 +82,15 @@ def make_client(config: GrowiConfig, transport: httpx2.BaseTransport | None = No
     httpx_log = logging.getLogger("httpx2")
     if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
         httpx_log.addFilter(_NoTokenInLogs())
-    return door_client(door("GROWI_ACCESS_TOKEN", config.url, config.token), base_url=config.url,
-                       auth=_token_auth(config.token),
+
+    def auth(request: httpx2.Request) -> httpx2.Request:
+        """GROWI_ACCESS_TOKEN both ways Growi reads it (``apps/app/src/server/middlewares/access-token-parser``):
+        7.0-7.2.4 only ``req.query.access_token``, 7.2.5 and later ``Authorization: Bearer`` first."""
+        request.headers["Authorization"] = f"Bearer {config.token}"
+        request.url = request.url.copy_set_param("access_token", config.token)
+        return request
+
+    return door_client(door("GROWI_ACCESS_TOKEN", config.url, config.token), base_url=config.url, auth=auth,
                        headers={"Accept": "application/json", "User-Agent": "helpbot-mcp-lib"},
                        timeout=config.timeout_s, transport=transport)
 

@@ -118,17 +118,6 @@ class Retries(RetryHandler):
         state.increment_current_attempt()
 
 
-def retry_handlers(config: SlackConfig) -> list[RetryHandler]:
-    """429 (Retry-After, plus up to 0.5 s as slack-sdk does), 500/503, and a connection that failed or was reset."""
-    attempts = config.max_retries + 1
-    return [Retries([
-        (RateLimitErrorRetryHandler(attempts), Policy(attempts, base_s=1.0, max_server_wait_s=config.max_retry_wait_s,
-                                                      server_jitter_s=0.5)),
-        (ServerErrorRetryHandler(attempts), Policy(attempts)),
-        (ConnectionErrorRetryHandler(1), Policy(2)),
-    ])]
-
-
 # -- the client ---------------------------------------------------------------------------------------------
 class Token(NamedTuple):
     """A client and the variable its token came from (named in a configuration error)."""
@@ -192,7 +181,15 @@ def web_client(config: SlackConfig, token: str, **kwargs: Any) -> WebClient:
 
 
 def make_client(config: SlackConfig) -> SlackClients:
-    handlers = retry_handlers(config)
+    """Both clients retry 429 (Retry-After, plus up to 0.5 s as slack-sdk does), 500/503, and a connection that
+    failed or was reset."""
+    attempts = config.max_retries + 1
+    handlers: list[RetryHandler] = [Retries([
+        (RateLimitErrorRetryHandler(attempts), Policy(attempts, base_s=1.0, max_server_wait_s=config.max_retry_wait_s,
+                                                      server_jitter_s=0.5)),
+        (ServerErrorRetryHandler(attempts), Policy(attempts)),
+        (ConnectionErrorRetryHandler(1), Policy(2)),
+    ])]
     bot, user = (web_client(config, token, retry_handlers=handlers) if token else None
                  for token in (config.bot_token, config.user_token))
     return SlackClients(config=config, bot=bot, user=user)
@@ -211,7 +208,7 @@ _HINTS = {
 
 
 def explain(exc: SlackApiError, api: str, variable: str) -> str:
-    """A failed call in one line that says what to do; the helpbot front reports its Slack reads with it too."""
+    """A failed call in one line that says what to do."""
     response = exc.response
     data = response.data if isinstance(response.data, dict) else {}
     error = str(data.get("error") or "")
