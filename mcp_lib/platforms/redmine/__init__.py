@@ -310,12 +310,12 @@ def _related(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
     issue_id = int(raw["id"])
     parent_id = (raw.get("parent") or {}).get("id")
     child_ids = [int(c["id"]) for c in raw.get("children") or []]
-    relations = []
+    relations = []  # (the relation as seen from this issue, the other issue)
     for rel in raw.get("relations") or []:
         outgoing = int(rel["issue_id"]) == issue_id
-        relations.append((rel.get("relation_type"), outgoing, int(rel["issue_to_id" if outgoing else "issue_id"])))
-    ids = ([parent_id] if parent_id else []) + child_ids + [other for _, _, other in relations]
-    known = session.issues_by_id(ids)
+        relation = rel.get("relation_type") if outgoing else f"{rel.get('relation_type')} (inverse)"
+        relations.append((relation, int(rel["issue_to_id" if outgoing else "issue_id"])))
+    known = session.issues_by_id(([parent_id] if parent_id else []) + child_ids + [other for _, other in relations])
 
     def link(other: int, **extra: Any) -> dict[str, Any] | None:
         info = known.get(other)
@@ -324,11 +324,9 @@ def _related(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
         return {"issueId": other, "title": f"#{other} {info['subject']}", "url": session.issue_url(other),
                 "status": _name(info.get("status")), **extra}
 
-    parent = link(parent_id) if parent_id else None
-    children = [c for other in child_ids if (c := link(other))]
-    linked = [r for kind, outgoing, other in relations
-              if (r := link(other, relation=kind if outgoing else f"{kind} (inverse)"))]
-    return {"parent": parent, "children": children, "relations": linked}
+    return {"parent": link(parent_id) if parent_id else None,
+            "children": [c for other in child_ids if (c := link(other))],
+            "relations": [r for relation, other in relations if (r := link(other, relation=relation))]}
 
 
 @PLATFORM.tool(example="redmine:getWikiPage ec-sync 在庫同期の手順", max_field_chars=6000)
