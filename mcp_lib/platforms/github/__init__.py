@@ -11,7 +11,7 @@ import base64
 import binascii
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -79,13 +79,6 @@ def snippet(item: Mapping[str, Any], prefer: str | None = None) -> str | None:
     return "\n…\n".join(m["fragment"].strip() for m in matches[:3]) or None
 
 
-def search_api(ctx: ToolContext, endpoint: str, q: str, what: str) -> dict[str, Any]:
-    config: GitHubConfig = ctx.config
-    per_page = max(1, min(config.search_per_page, ctx.limits.max_items, 100))
-    return api_get(ctx, endpoint, what, params={"q": q, "per_page": per_page},
-                headers={"Accept": TEXT_MATCH_MEDIA})
-
-
 def login(user: Any) -> str | None:
     return user.get("login") if isinstance(user, dict) else None
 
@@ -111,11 +104,27 @@ def searchCode(
     handles a feature. Matches whole words on the default branch, so prefer identifiers and English keywords.
     Then read a promising file with github_getFileContent (repo and path from the hit).
     """
-    data = search_api(ctx, "/search/code", scoped_query(ctx, query, repo), "the code search")
-    hits = data.get("items") or []
-    items = [{"title": f"{hit.get('path')} ({name})", "url": hit.get("html_url"), "repo": name,
-              "path": hit.get("path"), "snippet": snippet(hit, prefer="content")} for name, hit in _visible(ctx, hits)]
-    return _search_result(data, items, dropped=len(hits) - len(items))
+    return _search(ctx, "/search/code", [scoped_query(ctx, query, repo)], "the code search", lambda name, hit: {
+        "title": f"{hit.get('path')} ({name})", "url": hit.get("html_url"), "repo": name, "path": hit.get("path"),
+        "snippet": snippet(hit, prefer="content")})
+
+
+def _search(ctx: ToolContext, endpoint: str, queries: list[str], what: str,
+            item: Callable[[str, Mapping[str, Any]], dict[str, Any]]) -> Result:
+    """One search per query, their hits best first, those in allowlisted repos as items. The filter leaves no
+    trace: with hits dropped, no note says so and ``total`` counts only what is shown (GitHub's own count includes
+    the dropped ones), so only-foreign hits read exactly like no hits."""
+    config: GitHubConfig = ctx.config
+    per_page = max(1, min(config.search_per_page, ctx.limits.max_items, 100))
+    answers = [api_get(ctx, endpoint, what, params={"q": q, "per_page": per_page},
+                       headers={"Accept": TEXT_MATCH_MEDIA}) for q in queries]
+    hits = sorted((hit for data in answers for hit in data.get("items") or []),
+                  key=lambda hit: -float(hit.get("score") or 0))  # stable: one answer, already ranked, keeps its order
+    items = [item(name, hit) for name, hit in _visible(ctx, hits)]
+    incomplete = any(data.get("incomplete_results") for data in answers)
+    notes = ["GitHub reports incomplete results (the search timed out on its side)"] if incomplete else []
+    total = sum(int(data.get("total_count") or 0) for data in answers)
+    return Result(items=items, total=len(items) if len(items) < len(hits) else total, notes=notes)
 
 
 def _visible(ctx: ToolContext, hits: list[Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -127,14 +136,6 @@ def _visible(ctx: ToolContext, hits: list[Mapping[str, Any]]) -> Iterator[tuple[
             str(hit.get("repository_url", "")).rstrip("/").split("/")[-2:])
         if (name := config.allowed(str(repo))) is not None:
             yield name, hit
-
-
-def _search_result(data: Mapping[str, Any], items: list[dict[str, Any]], dropped: int) -> Result:
-    """The filter leaves no trace: with hits dropped, no note says so and ``total`` counts only what is shown
-    (GitHub's own count includes the dropped ones), so only-foreign hits read exactly like no hits."""
-    incomplete = data.get("incomplete_results")
-    notes = ["GitHub reports incomplete results (the search timed out on its side)"] if incomplete else []
-    return Result(items=items, total=len(items) if dropped else data.get("total_count", len(items)), notes=notes)
 
 
 @PLATFORM.tool(example='github:searchIssues query="在庫 同期" state=open')
@@ -158,20 +159,11 @@ def searchIssues(
         base += f" state:{state}"
     # The search API needs is:issue or is:pr in the query (api-notes); ask for both unless the caller chose.
     kinds = [""] if KIND_QUALIFIER_RE.search(query) else [" is:issue", " is:pr"]
-    hits: list[Mapping[str, Any]] = []
-    total, incomplete = 0, False
-    for kind in kinds:
-        data = search_api(ctx, "/search/issues", base + kind, "the issue search")
-        hits += data.get("items") or []
-        total += int(data.get("total_count") or 0)
-        incomplete |= bool(data.get("incomplete_results"))
-    hits.sort(key=lambda hit: -float(hit.get("score") or 0))
-    items = [{
+    return _search(ctx, "/search/issues", [base + kind for kind in kinds], "the issue search", lambda name, hit: {
         **_issue_fields(hit, name, hit.get("number")), "comments": hit.get("comments"),
         "updated_at": hit.get("updated_at"),
         "snippet": snippet(hit, prefer="body") or ctx.cut(hit.get("body") or "", 300)[0] or None,
-    } for name, hit in _visible(ctx, hits)]
-    return _search_result({"total_count": total, "incomplete_results": incomplete}, items, len(hits) - len(items))
+    })
 
 
 def _issue_fields(raw: Mapping[str, Any], repo: str, number: Any) -> dict[str, Any]:
