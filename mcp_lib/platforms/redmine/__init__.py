@@ -212,10 +212,8 @@ def _hit(session: Session, hit: Mapping[str, Any], query: str,
         return {"type": "issue", "issueId": hit["id"], "url": session.issue_url(hit["id"]), **base,
                 "project": _name(raw.get("project")), "status": _name(raw.get("status"))}
     match = re.search(r"/projects/([^/]+)/wiki/([^/?#]+)", str(hit.get("url", "")))
-    if not match:
-        if session.config.projects:
-            return None
-        return {"type": hit.get("type"), "url": hit.get("url"), **base}
+    if not match:  # neither an issue nor a wiki page: no project to check it against the allowlist with
+        return None if session.config.projects else {"type": hit.get("type"), "url": hit.get("url"), **base}
     project, title = unquote(match.group(1)), unquote(match.group(2))
     if not session.config.allows(project):
         return None
