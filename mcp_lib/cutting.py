@@ -46,7 +46,7 @@ def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact
     """``text`` masked and held to ``limit`` with :data:`TRUNCATION_MARKER` (one marker counting all that was left
     out, a platform's earlier cut too), and whether it was cut. Masked within ``limit + MASK_MARGIN`` only: it
     reads only what may be kept, and no secret straddling the cut is left too short to be recognised."""
-    done = isinstance(text, Masked) and text.by == mask
+    done = isinstance(text, Masked) and text.by is mask
     earlier = 0
     found = _MARKER_AT_END.search(text) if text.endswith("]") else None
     if found:
