@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .config import DECLARED, ConfigError, check_url, env_str, validation_problem
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
@@ -47,19 +47,15 @@ class ServerEntry(BaseModel):
     timeout_s: float = 60.0
     list_timeout_s: float = 20.0  # connecting, and listing the tools; a hung server must not hang the catalog
 
-    @field_validator("name")
+    @field_validator("name", "prefix")
     @classmethod
-    def _name(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z][a-z0-9]{0,20}", value):
-            raise ValueError("must be lower-case letters and digits (it prefixes tool names)")
-        return value
-
-    @field_validator("prefix")
-    @classmethod
-    def _prefix(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,20}", value.rstrip("_")):
-            raise ValueError("must be lower-case letters and digits, optionally ending in '_'")
-        return value.rstrip("_") if value else None
+    def _word(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Lower-case letters and digits: both prefix tool names (a prefix may end in '_', which is dropped)."""
+        word = value.rstrip("_") if value is not None and info.field_name == "prefix" else value
+        if word is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,20}", word):
+            raise ValueError("must be lower-case letters and digits (it prefixes tool names)"
+                             + (", optionally ending in '_'" if info.field_name == "prefix" else ""))
+        return word or None
 
     @field_validator("env", "header_env")
     @classmethod
@@ -85,25 +81,16 @@ class ServerEntry(BaseModel):
         return self
 
 
-def config_path(env: Mapping[str, str]) -> Path | None:
-    """``HELPBOT_CONFIG``, else -- for the process environment only -- ``./helpbot.toml`` when it exists."""
-    configured = env_str(env, "HELPBOT_CONFIG")
-    if configured:
-        if not Path(configured).is_file():
-            raise ConfigError("HELPBOT_CONFIG", f"{configured!r} is not a file")
-        return Path(configured)
-    if env is not os.environ and dict(env) != dict(os.environ):  # not this process's environment
-        return None
-    default = Path.cwd() / CONFIG_FILE
-    return default if default.is_file() else None
-
-
 def load_file_config(env: Mapping[str, str]) -> dict[str, Any]:
-    """The parsed ``helpbot.toml`` (empty when there is none)."""
+    """The parsed ``HELPBOT_CONFIG``, else -- for the process environment only -- ``./helpbot.toml`` when it
+    exists; empty when there is none."""
     import tomllib
 
-    path = config_path(env)
-    if path is None:
+    configured = env_str(env, "HELPBOT_CONFIG")
+    path = Path(configured) if configured else Path.cwd() / CONFIG_FILE
+    if configured and not path.is_file():
+        raise ConfigError("HELPBOT_CONFIG", f"{configured!r} is not a file")
+    if not path.is_file() or (not configured and env is not os.environ and dict(env) != dict(os.environ)):
         return {}
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -296,10 +283,6 @@ def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:
         return from_call_result(f"{entry.platform_name}_{tool_name}", called)  # nested rows: held by apply_limits
 
     return call
-
-
-def external_platforms(env: Mapping[str, str], log: ServerLog = masked_stderr) -> dict[str, Platform]:
-    return {entry.platform_name: remote_platform(entry, env, log) for entry in server_entries(env)}
 
 
 # Credentials by name (:func:`credential_values`), besides the variables declared secret: an Actions runtime

@@ -32,15 +32,6 @@ class BoundPlatform:
     functions: dict[str, Callable[..., Result]]
 
 
-def _credentials_masked(env: Mapping[str, str]) -> Callable[[str], str]:
-    """The tool results' mask: the secret patterns and the exact values of the credentials in ``env``."""
-    from .external import credential_values
-    from .redact import Masker, redact_secrets
-
-    values = credential_values(env)
-    return Masker(values=values).mask if values else redact_secrets
-
-
 class Registry:
     def __init__(
         self,
@@ -55,7 +46,13 @@ class Registry:
     ):
         self.env = dict(os.environ if env is None else env)
         self.caller = caller or Caller()
-        self.limits = limits or Limits.from_env(self.env, _credentials_masked(self.env))
+        if limits is None:  # masked: the secret patterns and the exact values of the credentials in env
+            from .external import credential_values
+            from .redact import Masker, redact_secrets
+
+            values = credential_values(self.env)
+            limits = Limits.from_env(self.env, Masker(values=values).mask if values else redact_secrets)
+        self.limits = limits
         self.clock = clock
         self._clients: dict[str, Any] = dict(clients or {})
         self._configs: dict[str, Any] = {}
@@ -72,14 +69,15 @@ class Registry:
         once: two first tool calls at the same time must share one server session, not start two."""
         with self._lock:
             if self._platforms is None:
-                from .external import external_platforms
+                from .external import remote_platform, server_entries
                 from .sessions import masked_stderr
 
                 platforms = self.builtin_platforms()
-                for name, platform in external_platforms(self.env, self.server_log or masked_stderr).items():
-                    if name in platforms:
-                        raise ConfigError("helpbot.toml mcp_servers", f"name {name!r} is taken by a built-in platform")
-                    platforms[name] = platform
+                for entry in server_entries(self.env):
+                    if entry.platform_name in platforms:
+                        raise ConfigError("helpbot.toml mcp_servers",
+                                          f"name {entry.platform_name!r} is taken by a built-in platform")
+                    platforms[entry.platform_name] = remote_platform(entry, self.env, self.server_log or masked_stderr)
                 self._platforms = platforms
             return self._platforms
 
