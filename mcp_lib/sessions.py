@@ -65,15 +65,19 @@ def group_command(command: str, args: list[str], pidfile: Path) -> tuple[str, li
 
 
 async def end_group(pidfile: Path) -> None:
-    """SIGTERM to the process group ``pidfile`` names, SIGKILL to what is left of it after :data:`KILL_GRACE_S`."""
+    """SIGTERM to the process group ``pidfile`` names, SIGKILL to what is left of it after :data:`KILL_GRACE_S`;
+    then the pid file is removed (a later end of the same connection signals no group)."""
     try:
         pgid = int(pidfile.read_text().strip())
         os.killpg(pgid, signal.SIGTERM)
     except (OSError, ValueError):  # no pid (yet), or no such group (ProcessLookupError, PermissionError)
-        return
-    await _until(lambda: not _group_alive(pgid), KILL_GRACE_S, 0.02)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        pgid = 0
+    if pgid:
+        await _until(lambda: not _group_alive(pgid), KILL_GRACE_S, 0.02)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        pidfile.unlink()
 
 
 async def _until(done: Callable[[], bool], timeout: float, every: float) -> None:
@@ -186,7 +190,7 @@ class ServerSession:
         finally:
             if not ready.done():
                 ready.set_exception(ConnectionError(f"MCP server {self.name!r}: the connection was abandoned"))
-            await self._end_group(pidfile)
+            await end_group(pidfile)
             errlog.close()
             await _until(lambda: not reader.is_alive(), DRAIN_S, 0.01)  # polled: no executor at exit (atexit)
 
@@ -205,12 +209,7 @@ class ServerSession:
             holder.cancel()  # still connecting (a server that never answers initialize)
         await asyncio.wait({holder}, timeout=CLOSE_WAIT_S)
         if not holder.done() and pidfile is not None:
-            await self._end_group(pidfile)
-
-    async def _end_group(self, pidfile: Path) -> None:
-        await end_group(pidfile)
-        with contextlib.suppress(OSError):
-            pidfile.unlink()
+            await end_group(pidfile)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
