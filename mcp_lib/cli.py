@@ -102,11 +102,6 @@ def _values_that_look_like_parameters(tool: Tool, argv: list[str]) -> str:
             f"value; parameters: {', '.join(names) or '(none)'})")
 
 
-def tool_usage(tool: Tool) -> str:
-    example = [f"example: mcp-lib {tool.example}"] if tool.example else []
-    return "\n".join([f"usage: {tool.usage}", *(f"  {p.name}: {p.description}" for p in tool.params), *example])
-
-
 def run_tool(registry: Registry, name: str, argv: list[str]) -> int:
     try:
         tool = registry.find(name)
@@ -115,8 +110,10 @@ def run_tool(registry: Registry, name: str, argv: list[str]) -> int:
     try:
         arguments = tool.validate(parse_tool_args(tool, argv))
     except (ArgumentError, BadInput) as exc:
+        usage = [f"usage: {tool.usage}", *(f"  {p.name}: {p.description}" for p in tool.params)]
+        usage += [f"example: mcp-lib {tool.example}"] if tool.example else []
         hint = _values_that_look_like_parameters(tool, argv)
-        raise BadInput(f"{tool.cli_name}: {exc}{hint}\n{tool_usage(tool)}") from None
+        raise BadInput(f"{tool.cli_name}: {exc}{hint}\n" + "\n".join(usage)) from None
     if not registry.is_enabled(tool.platform):
         raise BadInput(f"platform {tool.platform!r} is not configured. {registry.platforms()[tool.platform].setup}")
     result = tool.invoke(registry.context(tool.platform), arguments)

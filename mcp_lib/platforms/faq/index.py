@@ -139,13 +139,6 @@ class FaqIndex:
                     postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
             self.postings = _bm25(postings, lengths)
 
-    def _tag_set(self, doc: int) -> frozenset[str]:
-        """The entry's tags, normalised; made when a search with boost tags first scores it."""
-        tags = self._tag_sets.get(doc)
-        if tags is None:
-            tags = self._tag_sets[doc] = frozenset(normalize(tag).strip() for tag in self.entries[doc].tags)
-        return tags
-
     @functools.cached_property
     def _vocabulary(self) -> tuple[dict[str, list[str]], dict[str, int]]:
         """Trigrams of every Latin word the entries or the synonym table know, for correcting typos: per trigram
@@ -249,11 +242,16 @@ class FaqIndex:
         return [(doc, score) for doc, score in top if score >= floor]
 
     def _boosted(self, scored: list[tuple[int, float]], boost_tags: Iterable[str]) -> list[tuple[int, float]]:
-        """The scores, those of entries carrying one of the tags ``TAG_BOOST`` times higher."""
+        """The scores, those of entries carrying one of the tags ``TAG_BOOST`` times higher (an entry's tags are
+        normalised when a search with boost tags first scores it)."""
         boosts = {normalize(tag).strip() for tag in boost_tags} - {""}
         if not boosts:
             return scored
-        return [(doc, score * TAG_BOOST if self._tag_set(doc) & boosts else score) for doc, score in scored]
+        tags = self._tag_sets
+        for doc, _ in scored:
+            if doc not in tags:
+                tags[doc] = frozenset(normalize(tag).strip() for tag in self.entries[doc].tags)
+        return [(doc, score * TAG_BOOST if tags[doc] & boosts else score) for doc, score in scored]
 
     def same_question(self, question: str, min_share: float = 0.6) -> Entry | None:
         """The entry that already asks what ``question`` asks, if any: among the best BM25 hits, the first whose
@@ -305,6 +303,7 @@ def _count_terms(entries: Sequence[Entry]) -> tuple[dict[str, _Counts], list[flo
             posting[1].append(count)
         lengths.append(sum(weighted.values()))
     return postings, lengths
+
 
 def _bm25(postings: dict[str, _Counts], lengths: list[float]) -> dict[str, Posting]:
     """Replace each count by the term's BM25 weight in that entry, so that a query only adds numbers up."""
