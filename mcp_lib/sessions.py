@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -128,11 +129,7 @@ class ServerSession:
         """``work(client)`` within ``timeout`` seconds (connecting first within ``connect_timeout``); TimeoutError
         once the server's processes were ended."""
         future = asyncio.run_coroutine_threadsafe(self._call(work, timeout, connect_timeout), self._running_loop())
-        with contextlib.suppress(TimeoutError):  # concurrent.futures' is the builtin
-            future.result(connect_timeout + timeout + 2 * KILL_GRACE_S + CLOSE_WAIT_S)
-        if not future.done():  # the loop itself is stuck: end the server from here
-            future.cancel()
-            self._kill_now()
+        if not self._waited(future, connect_timeout + timeout + 2 * KILL_GRACE_S + CLOSE_WAIT_S):
             raise TimeoutError(f"no answer within {timeout:g} s")
         return future.result()
 
@@ -140,13 +137,21 @@ class ServerSession:
         """End the connection and the server's whole group, and wait; a later call connects anew."""
         with self._lock:
             loop = self._loop
-        if loop is None:
-            return
-        future = asyncio.run_coroutine_threadsafe(self._end(kill_first=False), loop)
-        with contextlib.suppress(TimeoutError):
-            future.result(CLOSE_WAIT_S + 2 * KILL_GRACE_S)
-        if not future.done():
-            self._kill_now()
+        if loop is not None:
+            self._waited(asyncio.run_coroutine_threadsafe(self._end(kill_first=False), loop),
+                         CLOSE_WAIT_S + 2 * KILL_GRACE_S)
+
+    def _waited(self, future: concurrent.futures.Future[Any], timeout: float) -> bool:
+        """Whether ``future`` is done within ``timeout``; else the loop itself is stuck and the server's group is
+        ended from here."""
+        with contextlib.suppress(TimeoutError):  # concurrent.futures' is the builtin
+            future.result(timeout)
+        if future.done():
+            return True
+        future.cancel()
+        if self._pidfile is not None:
+            asyncio.run(end_group(self._pidfile))
+        return False
 
     async def _call(self, work: Callable[[Any], Awaitable[T]], timeout: float, connect_timeout: float) -> T:
         bound = connect_timeout
@@ -220,10 +225,6 @@ class ServerSession:
                 self._loop = loop
                 _live.add(self)
             return self._loop
-
-    def _kill_now(self) -> None:
-        if self._pidfile is not None:
-            asyncio.run(end_group(self._pidfile))
 
     def _discard(self) -> None:
         """At exit: the connection closed, the loop stopped, the pid files removed."""
