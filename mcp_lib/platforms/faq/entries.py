@@ -163,9 +163,8 @@ def mapped(path: Path) -> mmap.mmap | None:
 
 
 def save(path: Path, data: bytes, keep: int = 0) -> None:
-    """A cache file written under a temporary name and renamed over ``path``, so a concurrent reader sees the old
-    file or the new one; with ``keep``, only the ``keep`` newest of its kind (its name up to the last ``-``) stay.
-    A folder that cannot be written only means computing again next time."""
+    """A cache file renamed over ``path`` (a concurrent reader sees the old or the new one); with ``keep``, only
+    the ``keep`` newest of its kind (name up to the last ``-``) stay. An unwritable folder only costs a rebuild."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as out:

@@ -36,9 +36,8 @@ class _SynonymGroup:
 
 
 def _occurs(word: str, text: str) -> bool:
-    """A Latin word matches as a whole word (``sku`` not inside ``skus``; ``rate limit`` as a phrase); a Japanese
-    one anywhere, since Japanese has no spaces that mark words (ずれ matches ずれてる). Plain ``str.find``: no
-    regular expression to compile for each of the table's words."""
+    """A Latin word matches as a whole word (``sku`` not inside ``skus``), a Japanese one anywhere (ずれ matches
+    ずれてる: no spaces mark words); ``str.find``, not a regular expression per word of the table."""
     left, right = word[0].isascii(), word[-1].isascii()
     start = text.find(word)
     while start >= 0:
@@ -254,9 +253,8 @@ class FaqIndex:
         return [(doc, score * TAG_BOOST if tags[doc] & boosts else score) for doc, score in scored]
 
     def same_question(self, question: str, min_share: float = 0.6) -> Entry | None:
-        """The entry that already asks what ``question`` asks, if any: among the best BM25 hits, the first whose
-        own question (and tags) carries at least ``min_share`` of the question's term weight (a synonym group is
-        one term, typos corrected). For finding duplicates, where a ranking alone says nothing about sameness."""
+        """The entry that already asks ``question``: the first of the best BM25 hits whose question and tags carry
+        ``min_share`` of its term weight (for duplicates: a ranking alone says nothing about sameness)."""
         asked = self.plan(question, kanji=False)
         total = sum(asked.terms.values())
         for doc, _ in self._bm25_search(asked, 3, ()):
@@ -280,8 +278,7 @@ class FaqIndex:
         return f"faq://{entry.id}"
 
     def snippet(self, body: str, query: str | QueryPlan) -> str:
-        """The part of the body where the most query words (or their synonyms) meet, so the model sees why
-        the entry matched."""
+        """The part of the body where the most query words (or synonyms) meet: why the entry matched."""
         return best_window(body, (self.plan(query) if isinstance(query, str) else query).words)
 
 

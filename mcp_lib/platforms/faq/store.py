@@ -110,11 +110,9 @@ def _known_keys(cache: Path) -> dict[str, str]:
 
 
 def index_key(root: Path, names: list[str], cache: Path, clock: Clock = SYSTEM_CLOCK) -> str:
-    """The content key, from the cache's record of the files' stats when none changed since (a local checkout
-    run again: no file read), else by hashing the content (a fresh checkout: new stats, same key) and then
-    recorded -- unless a file changed within the last ``SETTLED_S`` seconds. Entries added, removed or renamed
-    (as a checkout does) after the record was written change the folder's ctime: no recorded stats can match then,
-    so they are not worth a stat of every file."""
+    """The content key: from the cache's record of the files' stats when none changed (no file read), else hashed
+    and recorded unless a file changed within ``SETTLED_S``. A folder whose ctime is newer than the record (an
+    entry added, removed or renamed) cannot match it, so its files are not even stat'ed."""
     known = _known_keys(cache)
     try:
         recorded = bool(known) and os.stat(root).st_ctime_ns <= os.stat(cache / KEYS_FILE).st_mtime_ns
@@ -131,9 +129,8 @@ def index_key(root: Path, names: list[str], cache: Path, clock: Clock = SYSTEM_C
 
 
 class PackedPostings(Mapping[str, Posting]):
-    """Posting lists stored back to back in two arrays, the terms sorted by their UTF-8 bytes:
-    ``bounds[i]:bounds[i + 1]`` is the i-th term's. A term is found by binary search over the term bytes, so
-    loading builds no dict of the (hundreds of thousands of) terms; the arrays are views of the mapped file."""
+    """Posting lists back to back in two arrays (views of the mapped file), ``bounds[i]:bounds[i + 1]`` the i-th
+    term's; a term is found by binary search over the sorted term bytes, so loading builds no dict of terms."""
 
     def __init__(self, terms: memoryview, term_at: Sequence[int], bounds: Sequence[int], docs: Sequence[int],
                  impacts: Sequence[float]):
@@ -205,9 +202,8 @@ def _sums(lengths: Iterable[int]) -> bytes:
 
 
 def dump(index: FaqIndex) -> bytes:
-    """The index as one file: a small JSON header, then sections -- every entry string as UTF-8 with byte
-    offsets (and per entry its first string), the ids joined by newlines, the terms sorted by their bytes with
-    offsets, the posting arrays. Nothing has to be decoded or copied to load it (faq.store.undump)."""
+    """The index as one file: a JSON header, then sections -- the entry strings (UTF-8, byte offsets), the ids,
+    the terms sorted by their bytes, the posting arrays -- that :func:`undump` reads in place."""
     terms = sorted(index.postings, key=str.encode)
     encoded = [term.encode() for term in terms]
     docs, impacts = array("i"), array("f")
@@ -246,9 +242,8 @@ def undump(data: bytes | mmap.mmap, base_url: str | None) -> FaqIndex | None:
 
 
 def given_key(env: Mapping[str, str]) -> str | None:
-    """``HELPBOT_FAQ_CACHE_KEY``: the key of the FAQ's content as the workflow computed it (hashFiles of the FAQ
-    folder and of this package, and the encoder's version), so a run on a fresh checkout neither lists nor
-    hashes 10k files to find its index. Unset: helpbot computes the key itself."""
+    """``HELPBOT_FAQ_CACHE_KEY``: the FAQ content's key from the workflow's hashFiles, so a fresh checkout neither
+    lists nor hashes 10k files to find its index; unset, helpbot computes the key itself."""
     given = env_str(env, KEY_VARIABLE)
     if given is not None and not re.fullmatch(r"[0-9A-Za-z._-]{16,200}", given):
         raise ConfigError(KEY_VARIABLE, "expected the workflow's content hash: 16-200 letters, digits, '.', '_', '-'")

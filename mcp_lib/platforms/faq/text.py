@@ -78,9 +78,8 @@ def _cvc(stem: str) -> bool:
 
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    """English inflections folded (Porter's steps 1a, 1b and 5): orders, ordered, ordering -> order; shipped,
-    shipping -> ship; update, updated, updating -> updat; cancelled, canceled -> cancel. Stems need not be
-    words: the index and the queries go through the same function."""
+    """English inflections folded (Porter's steps 1a, 1b and 5): ordered, ordering -> order; shipped -> ship;
+    updated -> updat (stems need not be words: the index and the queries share this function)."""
     if len(word) <= 3 or not word.isalpha():
         return word
     if word.endswith("sses"):
