@@ -200,14 +200,13 @@ class ServerSession:
             await _until(lambda: not reader.is_alive(), DRAIN_S, 0.01)  # polled: no executor at exit (atexit)
 
     async def _end(self, *, kill_first: bool) -> None:
-        """Close the connection (SIGTERM to the group first when a call timed out) and wait until the group is gone."""
+        """Close the connection (the group ended first when a call timed out) and wait until the group is gone."""
         holder, ready, stop, pidfile = self._holder, self._ready, self._stop, self._pidfile
         self._ready = self._holder = self._stop = None
         if holder is None or ready is None or stop is None:
             return
         if kill_first and pidfile is not None:
-            with contextlib.suppress(OSError, ValueError):
-                os.killpg(int(pidfile.read_text().strip()), signal.SIGTERM)
+            await end_group(pidfile)
         if ready.done():
             stop.set()  # the SDK's own shutdown, in the task that opened it
         else:
