@@ -1,8 +1,5 @@
-"""Markdown for humans (and for the old library's users): ``mcp-lib all-commands`` and ``tools_docs/``.
-
-The docs describe every declared platform, whether or not it is configured here, so they do not depend on the
-machine that generates them; ``mcp-lib docs --check`` fails when ``tools_docs/`` no longer matches the code.
-"""
+"""Markdown for humans (and the old library's users): ``mcp-lib all-commands`` and ``tools_docs/``, of every
+declared platform, configured here or not, so they do not depend on the machine (``docs --check`` in CI)."""
 
 from __future__ import annotations
 

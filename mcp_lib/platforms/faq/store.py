@@ -1,10 +1,6 @@
-"""faq.store: the FAQ index on disk, built once per FAQ content and then loaded instead of rebuilt.
-
-The key hashes the entry files' paths and bytes, the synonym table, the glossary and the indexing code (in Actions
-the workflow passes it: HELPBOT_FAQ_CACHE_KEY). One file per key: a JSON header, then raw sections (entry strings
-with byte offsets, sorted terms, posting arrays) memory-mapped and read in place; no pickle, so a damaged file is
-rebuilt or gives wrong text, never an error. Files are only renamed over, never written in place.
-"""
+"""faq.store: the FAQ index on disk, one file per FAQ content (:func:`dump`), memory-mapped and read in place
+instead of rebuilt. The key hashes the entry files, the tables and the indexing code (in Actions the workflow
+passes it); no pickle, so a damaged file is rebuilt or gives wrong text, never an error."""
 
 from __future__ import annotations
 
