@@ -164,10 +164,10 @@ def _main(argv: list[str]) -> int:
             from .schemas import claude_tools
 
             print(json.dumps(claude_tools(registry, only), ensure_ascii=False, indent=2))
-            return 0
-        from .server import serve_stdio
+        else:
+            from .server import serve_stdio
 
-        serve_stdio(registry, only)
+            serve_stdio(registry, only)
         return 0
     raise BadInput(f"unknown command {command!r}\n{USAGE}")
 

@@ -49,8 +49,8 @@ def load_config(env: Mapping[str, str]) -> FaqConfig:
         server = env_str(env, "GITHUB_SERVER_URL") or "https://github.com"
         ref = env_str(env, "GITHUB_SHA") or "HEAD"
         base_url = f"{server}/{env['GITHUB_REPOSITORY']}/blob/{ref}/faq"
-    return FaqConfig(path=path, base_url=base_url.rstrip("/") if base_url else None, cache_dir=store.cache_dir(env),
-                     semantic=semantic.semantic_mode(env), cache_key=store.given_key(env))
+    return FaqConfig(path=path, base_url=base_url, cache_dir=store.cache_dir(env), semantic=semantic.semantic_mode(env),
+                     cache_key=store.given_key(env))
 
 
 def make_client(config: FaqConfig) -> FaqIndex:
