@@ -51,10 +51,11 @@ class ServerEntry(BaseModel):
     @classmethod
     def _word(cls, value: str | None, info: ValidationInfo) -> str | None:
         """Lower-case letters and digits: both prefix tool names (a prefix may end in '_', which is dropped)."""
-        word = value.rstrip("_") if value is not None and info.field_name == "prefix" else value
+        prefix = info.field_name == "prefix"
+        word = value.rstrip("_") if value is not None and prefix else value
         if word is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,20}", word):
-            raise ValueError("must be lower-case letters and digits (it prefixes tool names)"
-                             + (", optionally ending in '_'" if info.field_name == "prefix" else ""))
+            raise ValueError("must be lower-case letters and digits"
+                             + (", optionally ending in '_'" if prefix else " (it prefixes tool names)"))
         return word or None
 
     @field_validator("env", "header_env")
