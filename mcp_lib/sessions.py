@@ -67,16 +67,15 @@ def group_command(command: str, args: list[str], pidfile: Path) -> tuple[str, li
 
 async def end_group(pidfile: Path) -> None:
     """SIGTERM to the process group ``pidfile`` names, SIGKILL to what is left of it after :data:`KILL_GRACE_S`;
-    then the pid file is removed (a later end of the same connection signals no group)."""
+    then the pid file goes (one not yet whole stays, for a later end of the same connection)."""
     try:
         pgid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):  # no pid (yet)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # no such group (any more)
         os.killpg(pgid, signal.SIGTERM)
-    except (OSError, ValueError):  # no pid (yet), or no such group (ProcessLookupError, PermissionError)
-        pgid = 0
-    if pgid:
         await _until(lambda: not _group_alive(pgid), KILL_GRACE_S, 0.02)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         pidfile.unlink()
 
