@@ -53,14 +53,6 @@ def run_url(env: Mapping[str, str]) -> str | None:
     return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else None
 
 
-def _markdown_block(text: str) -> dict[str, Any]:
-    return {"type": "markdown", "text": text}
-
-
-def _section_block(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
-
-
 def _context_block(*texts: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": t} for t in texts]}
 
@@ -119,8 +111,9 @@ def platform_label(tool_name: str) -> str:
     return PLATFORM_LABELS.get(prefix, prefix)
 
 
-def _unique(values: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(v for v in values if v))
+def _platforms(tool_names: Sequence[str]) -> str:
+    """The platforms the tools searched, each once: 「Slack・Redmine」."""
+    return "・".join(dict.fromkeys(filter(None, map(platform_label, tool_names))))
 
 
 def format_cost(cost_usd: float) -> str:
@@ -129,15 +122,15 @@ def format_cost(cost_usd: float) -> str:
     return f"${cost_usd:.2f}" if cost_usd >= 1 else f"${cost_usd:.3f}"
 
 
-def footer_text(*, rounds: int, tool_names: Sequence[str], cost_usd: float | None, degraded: bool,
-                run_link: str | None, tags: Sequence[str] = (), cost_limited: bool = False) -> str:
+def _footer(answer: Answer, run_link: str | None) -> str:
     """One small mrkdwn line (a context block): rounds, tools, the question's tags, estimated cost, the run link."""
-    platforms = _unique(platform_label(n) for n in tool_names)
-    parts = ["検索のみ（AI生成ではありません）" if degraded else f"ラウンド {rounds}",
-             f"ツール {len(tool_names)} 回" + (f"（{'・'.join(platforms)}）" if platforms else ""),
-             *([f"タグ {'・'.join(tags)}"] if tags else []),
-             *([f"推定コスト {format_cost(cost_usd)}"] if cost_usd is not None and not degraded else []),
-             *(["費用上限に達したため、それまでに集めた情報で回答"] if cost_limited else [])]
+    platforms = _platforms([call.name for call in answer.tool_calls])
+    parts = ["検索のみ（AI生成ではありません）" if answer.degraded else f"ラウンド {answer.rounds}",
+             f"ツール {len(answer.tool_calls)} 回" + (f"（{platforms}）" if platforms else ""),
+             *([f"タグ {'・'.join(answer.tags)}"] if answer.tags else []),
+             *([f"推定コスト {format_cost(answer.cost_usd)}"] if answer.cost_usd is not None and not answer.degraded
+               else []),
+             *(["費用上限に達したため、それまでに集めた情報で回答"] if answer.stop == "cost_limit" else [])]
     safe = _safe_url(run_link) if run_link else None
     return mrkdwn_escape(" ・ ".join(parts)) + (f" ・ <{safe}|実行ログ>" if safe else "")
 
@@ -148,8 +141,8 @@ def placeholder_payload(text: str = PLACEHOLDER) -> dict[str, Any]:
 
 def progress_payload(round_no: int, max_rounds: int, tool_names: Sequence[str] = ()) -> dict[str, Any]:
     """「調べています…（ラウンド 2/10：Slack・Redmine を検索中）」."""
-    platforms = _unique(platform_label(n) for n in tool_names)
-    detail = f"ラウンド {round_no}/{max_rounds}" + (f"：{'・'.join(platforms)} を検索中" if platforms else "")
+    platforms = _platforms(tool_names)
+    detail = f"ラウンド {round_no}/{max_rounds}" + (f"：{platforms} を検索中" if platforms else "")
     return placeholder_payload(f"{PLACEHOLDER}（{detail}）")
 
 
@@ -181,7 +174,7 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
     where = (f" 詳細は<{safe}|実行ログ>を確認してください。" if safe
              else " 時間をおいて、もう一度リアクションしてください。")
     text = f":warning: 回答を作成できませんでした（{mrkdwn_escape(what)}）。{where}"
-    payload: dict[str, Any] = {"text": text, "blocks": [_section_block(text)]}
+    payload: dict[str, Any] = {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
     if question_ts:
         payload["metadata"] = markers.metadata("failure", channel=channel, question_ts=question_ts)
     return payload
@@ -197,7 +190,8 @@ def question_payload(question: str, actor: str | None = None, *, limit: int = SE
               for p in split_line(quoted, limit - slack_len(head) - 2)]
     texts = [f"{head}\n{pieces[0]}", *pieces[1:]]
     fallback = shorten_at_word(f"{head}\n{pieces[0]}", FALLBACK_CHARS)
-    return {"text": fallback, "blocks": [_section_block(t) for t in texts]}
+    return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}}
+                                        for t in texts]}
 
 
 def feedback_block() -> dict[str, Any]:
@@ -212,8 +206,8 @@ def feedback_block() -> dict[str, Any]:
 
 def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | None, parts: int) -> dict[str, Any]:
     """The marker of a helpbot answer (how "already answered", feedback and votes find it)."""
-    tool_names = [call.name for call in answer.tool_calls]
-    stats = markers.AnswerStats(rounds=answer.rounds, tool_calls=len(tool_names), tools=tuple(_unique(tool_names)),
+    tools = tuple(dict.fromkeys(call.name for call in answer.tool_calls if call.name))
+    stats = markers.AnswerStats(rounds=answer.rounds, tool_calls=len(answer.tool_calls), tools=tools,
                                 sources=len(answer.sources), cost_usd=answer.cost_usd, degraded=answer.degraded,
                                 tags=tuple(answer.tags), parts=parts)
     return markers.metadata("answer", channel=channel, question_ts=question_ts, **stats.fields())
@@ -232,16 +226,14 @@ def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: 
         chunks = chunks[:MAX_ANSWER_PARTS]
         chunks[-1] += TRUNCATED_NOTE
     sources = sources_markdown(answer.sources)
-    footer = footer_text(rounds=answer.rounds, tool_names=[call.name for call in answer.tool_calls],
-                         cost_usd=answer.cost_usd, degraded=answer.degraded, run_link=run_link, tags=answer.tags,
-                         cost_limited=answer.stop == "cost_limit")
+    footer = _footer(answer, run_link)
 
-    block_lists: list[list[dict[str, Any]]] = [[_markdown_block(c)] for c in chunks]
+    block_lists: list[list[dict[str, Any]]] = [[{"type": "markdown", "text": c}] for c in chunks]
     if sources:
         if slack_len(chunks[-1]) + slack_len(sources) <= limit:
-            block_lists[-1].append(_markdown_block(sources))
+            block_lists[-1].append({"type": "markdown", "text": sources})
         else:
-            block_lists.append([_markdown_block(sources)])
+            block_lists.append([{"type": "markdown", "text": sources}])
     block_lists[-1] += [_context_block(footer, BUTTONS_LINE if buttons else FEEDBACK_LINE),
                         *([feedback_block()] if buttons else [])]
 

@@ -61,17 +61,6 @@ class AnswerStats:
                 "sources": self.sources, "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
                 "degraded": self.degraded, "parts": self.parts, "tags": ",".join(self.tags) or None}
 
-    @classmethod
-    def from_payload(cls, payload: Mapping[str, Any], parts: int = 1) -> AnswerStats:
-        def names(key: str) -> tuple[str, ...]:
-            value = payload.get(key)
-            return tuple(n for n in value.split(",") if n) if isinstance(value, str) else ()
-
-        return cls(rounds=count(payload.get("rounds")), tool_calls=count(payload.get("tool_calls")),
-                   tools=names("tools"), sources=count(payload.get("sources")),
-                   cost_usd=_number(payload.get("cost_usd")), degraded=payload.get("degraded") is True,
-                   tags=names("tags"), parts=parts)
-
 
 def count(value: Any) -> int:
     """A non-negative count from what a payload says (0 for garbage)."""
@@ -116,7 +105,14 @@ class Marker:
 
     @property
     def stats(self) -> AnswerStats:
-        return AnswerStats.from_payload(self.payload, self.parts)
+        def names(key: str) -> tuple[str, ...]:
+            value = self.payload.get(key)
+            return tuple(n for n in value.split(",") if n) if isinstance(value, str) else ()
+
+        get = self.payload.get
+        return AnswerStats(rounds=count(get("rounds")), tool_calls=count(get("tool_calls")), tools=names("tools"),
+                           sources=count(get("sources")), cost_usd=_number(get("cost_usd")),
+                           degraded=get("degraded") is True, tags=names("tags"), parts=self.parts)
 
 
 def metadata(kind: MarkerKind, *, channel: str | None, question_ts: str | None, **fields: Any) -> dict[str, Any]:

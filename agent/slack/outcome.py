@@ -17,6 +17,7 @@ from agent.errors import (
     EXIT_FAILED,
     EXIT_OK,
     ConfigError,
+    ModelRequestError,
     Terminated,
     describe_error,
     exit_code,
@@ -50,7 +51,6 @@ class Outcomes:
         self.env = env
         self.trace = trace
         self.json_output = json_output
-        self.in_actions = env.get("GITHUB_ACTIONS") == "true"
 
     def rejected(self, why: str) -> int:
         log(why)
@@ -106,7 +106,7 @@ class Outcomes:
     def _print(self, answer: Answer, link: str | None, target: Target) -> None:
         """The answer on stdout (with --json, or when it was not posted); never a private channel's in Actions."""
         wanted = self.json_output or link is None
-        if wanted and not target.public and self.in_actions:
+        if wanted and not target.public and self.env.get("GITHUB_ACTIONS") == "true":
             log("dry run: answer withheld (private channel)" if target.dry_run
                 else "answer withheld from the log (private channel)")
         elif self.json_output:
@@ -129,8 +129,6 @@ class Failure(NamedTuple):
 
 
 def classify(exc: BaseException, *, debug: bool = False) -> Failure:
-    from agent.errors import ModelRequestError
-
     code = exit_code(exc)
     if isinstance(exc, ConfigError):
         return Failure(f"設定エラー: {exc}", code, False)
