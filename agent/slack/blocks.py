@@ -27,8 +27,7 @@ FALLBACK_CHARS = 600
 FALLBACK_EMPTY = "helpbot の回答"  # notifications and screen readers need a text, even for an answer of markup only
 
 SECTION_LIMIT = 3_000  # the text of one section block
-SOURCES_TITLE = "参照元"
-SOURCES_HEADING = f"**{SOURCES_TITLE}**"  # how the sources block starts; thread.split_sources reads it back
+SOURCES_TITLE = "参照元"  # the sources block's heading; readback.read_answer finds the sources by it
 
 PLACEHOLDER = "調べています…"
 # A configuration mistake, told to the asker only (nothing else shows in Slack): the variable, for the operator.
@@ -99,7 +98,7 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
             continue
         lines.append(line)
     lines += [f"- ほか {left_out} 件"] if left_out else []
-    return f"{SOURCES_HEADING}\n" + "\n".join(lines) if lines else ""
+    return f"**{SOURCES_TITLE}**\n" + "\n".join(lines) if lines else ""
 
 
 def platform_label(tool_name: str) -> str:

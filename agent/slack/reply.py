@@ -127,7 +127,7 @@ class ThreadReply:
         for payload in payloads[1:]:
             self.out.post(self.channel, payload, thread_ts=self.root, adopt=partial(self._own_part, payload))
         self.complete = True
-        self._done()
+        self._end("done")
         return self.out.permalink(self.channel, first)
 
     def fail(self, what: str, *, cancelled: bool = False) -> None:
@@ -141,7 +141,7 @@ class ThreadReply:
             if not self._claimed(self._settle(found)):
                 return
         if self.complete:
-            self._done()
+            self._end("done")
             return
         payload = markers.stamped(failure_payload(what, self.run_link, channel=self.channel,
                                                   question_ts=self.question_ts), self.run)
@@ -161,9 +161,7 @@ class ThreadReply:
         else:
             if not self._claimed(notice):
                 return
-        self._eyes_off()
-        self.out.react(self.channel, self.question_ts, FAILED_REACTION, final=True)
-        self.state = "failed"
+        self._end("failed")
 
     def close(self) -> None:
         """On the way out, whatever happened: no 👀 and no placeholder are left behind."""
@@ -173,10 +171,11 @@ class ThreadReply:
             self._drop_placeholder()
         self._eyes_off()
 
-    def _done(self) -> None:  # ✅ replaces 👀
+    def _end(self, state: Literal["done", "failed"]) -> None:  # ✅ or ❌ replaces 👀
         self._eyes_off()
-        self.out.react(self.channel, self.question_ts, DONE_REACTION, final=True)
-        self.state = "done"
+        reaction = DONE_REACTION if state == "done" else FAILED_REACTION
+        self.out.react(self.channel, self.question_ts, reaction, final=True)
+        self.state = state
 
     def _settle(self, ts: str) -> str:  # ts is this run's answer or notice: the placeholder, unless it is ts, goes
         if ts == self.placeholder:
