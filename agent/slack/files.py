@@ -5,6 +5,7 @@ calls and no downloads: those are :mod:`agent.slack.attachments`'.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,10 +48,8 @@ def file_kind(file: Mapping[str, Any]) -> FileKind | None:
 def decode_text(data: bytes) -> str:
     """The first of :data:`_ENCODINGS` that reads it, else UTF-8 with replacements."""
     for encoding in _ENCODINGS:
-        try:
+        with contextlib.suppress(UnicodeDecodeError):
             return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
     return data.decode("utf-8", errors="replace")
 
 

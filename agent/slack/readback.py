@@ -15,6 +15,7 @@ _SOURCE_MD = re.compile(r"\s*[-•*]\s*\[(?P<title>[^\]\n]*)\]\((?P<url>[^)\s]+)
 _SOURCE_MRKDWN = re.compile(r"\s*[-•*]\s*<(?P<url>https?://[^|>\s]+)\|(?P<title>[^>]*)>\s*")
 _SOURCE_MORE = re.compile(r"\s*[-•*]\s*ほか\s*(?P<n>\d+)\s*件\s*")  # sources_markdown's "- ほか N 件"
 _SOURCE_PLAIN = re.compile(r"\s*[-•*]\s+(?P<title>\S.*?)\s*")  # a source without a URL
+_WRAPS = {"rich_text_preformatted": "```\n{}\n```", "rich_text_quote": "> {}"}
 
 
 def _rich_elements(elements: Sequence[Mapping[str, Any]]) -> str:
@@ -58,12 +59,8 @@ def block_text(block: Mapping[str, Any]) -> str | None:
             ordered = element.get("style") == "ordered"
             parts.append("\n".join(f"{f'{n}.' if ordered else '-'} {_rich_elements(item.get('elements') or [])}"
                                    for n, item in enumerate(element.get("elements") or [], 1)))
-        elif sub == "rich_text_preformatted":
-            parts.append(f"```\n{_rich_elements(element.get('elements') or [])}\n```")
-        elif sub == "rich_text_quote":
-            parts.append("> " + _rich_elements(element.get("elements") or []))
-        else:
-            parts.append(_rich_elements(element.get("elements") or []))
+        else:  # a section as it is, a code block fenced, a quote quoted
+            parts.append(_WRAPS.get(str(sub), "{}").format(_rich_elements(element.get("elements") or [])))
     return "\n".join(parts)
 
 
