@@ -65,10 +65,10 @@ MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")  # [label](url), also read 
 _MD_NOISE = re.compile(r"(\*\*|__|^#{1,6}\s+|^>\s?|^\s*(```|~~~)\S*\s*$)", re.M)
 
 
-def plain_fallback(markdown: str, limit: int = FALLBACK_CHARS) -> str:
+def plain_fallback(markdown: str) -> str:
     """The ``text`` that notifications and screen readers use: roughly de-marked-up, escaped, short."""
     text = _MD_NOISE.sub("", MD_LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", markdown))
-    return mrkdwn_escape(shorten_at_word(re.sub(r"\n{3,}", "\n\n", text).strip(), limit))
+    return mrkdwn_escape(shorten_at_word(re.sub(r"\n{3,}", "\n\n", text).strip(), FALLBACK_CHARS))
 
 
 def _safe_url(url: str) -> str | None:
@@ -179,14 +179,14 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
     return payload
 
 
-def question_payload(question: str, actor: str | None = None, *, limit: int = SECTION_LIMIT) -> dict[str, Any]:
+def question_payload(question: str, actor: str | None = None) -> dict[str, Any]:
     """A free question (workflow_dispatch) as the thread's root: escaped (no disguised ``<url|label>`` link or
-    broadcast), in section blocks of at most ``limit`` characters."""
+    broadcast), in section blocks of at most SECTION_LIMIT characters."""
     head = f"❓ *質問*（GitHub Actions から{f'・{mrkdwn_escape(actor)}' if actor else ''}）"
     lines = [mrkdwn_escape(line) for line in question.strip().splitlines() if line.strip()] or ["（本文なし）"]
     quoted = "\n".join(f">{line}" for line in lines)
     pieces = [p if p.startswith(">") else f">{p}"  # a cut inside a line keeps the quote
-              for p in split_line(quoted, limit - slack_len(head) - 2)]
+              for p in split_line(quoted, SECTION_LIMIT - slack_len(head) - 2)]
     texts = [f"{head}\n{pieces[0]}", *pieces[1:]]
     fallback = shorten_at_word(f"{head}\n{pieces[0]}", FALLBACK_CHARS)
     return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}}
