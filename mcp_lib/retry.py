@@ -131,7 +131,7 @@ def header(headers: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def server_wait(headers: Mapping[str, Any], clock: Clock = SYSTEM_CLOCK) -> float | None:
+def server_wait(headers: Mapping[str, Any], clock: Clock) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP date,
     ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0, on the clock's wall); None when it did not say, or
     said something unreadable (``Retry-After: soon``)."""

@@ -60,12 +60,12 @@ class WriteBudget:
         self.waited += seconds
 
 
-def retry_after(exc: BaseException) -> float | None:
-    """The wait a 429 asked for (1 s when it is unreadable), None for any other failure."""
+def retry_after(exc: BaseException, clock: Clock) -> float | None:
+    """The wait a 429 asked for (1 s when it is unreadable), None for any other failure; a date on ``clock``."""
     response = getattr(exc, "response", None)
     if getattr(response, "status_code", None) != 429:
         return None
-    asked = server_wait(getattr(response, "headers", None) or {})
+    asked = server_wait(getattr(response, "headers", None) or {}, clock)
     return 1.0 if asked is None else asked
 
 
@@ -108,9 +108,10 @@ class SlackOut:
             self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
 
         try:
-            return retry.call(write, retry=lambda exc: retry_after(exc) is not None or may_have_succeeded(exc),
+            return retry.call(write, retry=lambda exc: retry_after(exc, self.budget) is not None
+                              or may_have_succeeded(exc),
                               policy=FINAL_POLICY if final else WRITE_POLICY,
-                              asked=retry_after, budget=budget, on_retry=waited)
+                              asked=lambda exc: retry_after(exc, self.budget), budget=budget, on_retry=waited)
         except GaveUp as gave_up:
             if gave_up.last is None:
                 raise

@@ -74,7 +74,7 @@ class RelayConfig:
 
 
 def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTransport | None = None,
-                      deadline: float = DISPATCH_DEADLINE_S) -> Dispatch:
+                      deadline: float = DISPATCH_DEADLINE_S, clock: Clock = SYSTEM_CLOCK) -> Dispatch:
     """``POST /repos/{repo}/dispatches`` (204 expected), all of it within ``deadline`` s (not a timeout per phase)."""
     headers = {"Authorization": f"Bearer {config.token}", "Accept": "application/vnd.github+json",
                "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "helpbot-relay"}  # as github_client's
@@ -102,7 +102,7 @@ def github_dispatcher(config: RelayConfig, *, transport: httpx2.AsyncBaseTranspo
             retryable = response.status_code >= 500 or response.status_code == 429
             hint = "" if retryable else f"; HELPBOT_DISPATCH_TOKEN needs {NEEDS.format(repository=config.repository)}"
             raise DispatchError(f"GitHub answered {response.status_code}: {response.text[:200]}{hint}",
-                                retryable=retryable, asked=server_wait(response.headers))
+                                retryable=retryable, asked=server_wait(response.headers, clock))
 
     return dispatch
 
@@ -194,8 +194,8 @@ class Relay:
     def __init__(self, config: RelayConfig, dispatch: Dispatch | None = None, *, clock: Clock = SYSTEM_CLOCK,
                  worker: Callable[..., Any] | None = None):
         self.config = config
-        self.dispatch = dispatch or github_dispatcher(config, deadline=WORKER_DEADLINE_S if worker is not None
-                                                      else DISPATCH_DEADLINE_S)
+        self.dispatch = dispatch or github_dispatcher(
+            config, clock=clock, deadline=WORKER_DEADLINE_S if worker is not None else DISPATCH_DEADLINE_S)
         self.verifier = SignatureVerifier(config.signing_secret, clock=_Wall(clock))
         self.seen = Seen()
         self.worker = worker(self.dispatch, clock=clock) if worker is not None else None

@@ -108,7 +108,7 @@ class ThreadReply:
         try:
             self.out.update(self.channel, self.placeholder, {**payload, "metadata": self._marker()}, patient=False)
         except Exception as exc:
-            if (wait := retry_after(exc)) is not None:
+            if (wait := retry_after(exc, self.out.budget)) is not None:
                 self.throttle.pause(wait)
 
     def deliver(self, answer: Answer) -> str | None:

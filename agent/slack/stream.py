@@ -179,7 +179,7 @@ class AnswerStream:
         try:
             self.out.stream_append(self.channel, self.ts, chunks)
         except Exception as exc:
-            if (wait := retry_after(exc)) is not None:
+            if (wait := retry_after(exc, self.out.budget)) is not None:
                 self.paused_until = now + wait
                 return
             if slack_error_code(exc) == "message_not_in_streaming_state":  # Slack ended it (after ~5 minutes)

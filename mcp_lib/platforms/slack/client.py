@@ -27,6 +27,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import SlackResponse
 
+from ...clock import Clock
 from ...config import DECLARED, ConfigError, env_str, env_timezone, env_url
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, slack_door
@@ -207,13 +208,13 @@ _HINTS = {
 }
 
 
-def explain(exc: SlackApiError, api: str, variable: str) -> str:
+def explain(exc: SlackApiError, api: str, variable: str, clock: Clock) -> str:
     """A failed call in one line that says what to do."""
     response = exc.response
     data = response.data if isinstance(response.data, dict) else {}
     error = str(data.get("error") or "")
     if response.status_code == 429:
-        wait = server_wait(response.headers)
+        wait = server_wait(response.headers, clock)
         asked = f" (Slack asks to wait {math.ceil(wait)} s)" if wait is not None else ""
         return f"Slack rate limit on {api}: still limited after retries{asked}; try again later"
     if response.status_code >= 500:
@@ -250,7 +251,7 @@ def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, *
         response = method(**{k: v for k, v in params.items() if v is not None})
     except SlackApiError as exc:
         error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
-        message = explain(exc, api, variable)
+        message = explain(exc, api, variable, budget.clock)
         if error == "channel_not_found":
             raise ChannelNotFound(message) from None
         if exc.response.status_code == 429:

@@ -497,6 +497,19 @@ def test_the_worker_waits_what_github_asked_for_before_trying_again() -> None:
     assert len(limited.requests) == 2 and clock.sleeps == [7.0]
 
 
+def test_a_rate_limit_reset_is_read_on_the_relays_clock() -> None:
+    """429 with ``x-ratelimit-remaining: 0``: the wait is the reset less the relay's wall clock, not the machine's."""
+    from agent.slack.relay_server import Dispatcher
+
+    clock = FakeClock(wall=NOW)
+    limited = GitHub(status=429, headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 9)})
+    worker = Dispatcher(github_dispatcher(RelayConfig.from_env(ENV), transport=limited.transport, clock=clock),
+                        attempts=2, clock=clock)
+    worker.submit({"channel": "C0123ABCD", "ts": "1700000000.123456"})
+    worker.close(timeout=10)
+    assert len(limited.requests) == 2 and clock.sleeps == [9.0]
+
+
 def test_the_worker_does_not_retry_what_cannot_succeed() -> None:
     from agent.slack.relay_server import Dispatcher
 
