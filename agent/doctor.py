@@ -48,23 +48,19 @@ def main(args: argparse.Namespace) -> int:
         guard.out(json.dumps({"ok": healthy(parts), "parts": [dataclasses.asdict(p) for p in parts]},
                              ensure_ascii=False, indent=2))
     else:
-        guard.out("\n".join(report_lines(parts)))
+        lines = []
+        for part in parts:
+            lines.append(f"{_MARK[part.state]} {part.name}: {part.state}")
+            lines += [f"    {line}" for line in part.lines] + [f"    warning: {line}" for line in part.warnings]
+        problems = sum(part.state in ("failed", "half-configured") for part in parts)
+        lines.append("doctor: every configured part works" if not problems else
+                     f"doctor: {problems} part{'s' if problems > 1 else ''} to fix")
+        guard.out("\n".join(lines))
     return 0 if healthy(parts) else 2
 
 
 def healthy(parts: list[Part]) -> bool:
     return all(part.state in ("ok", "not configured") for part in parts)
-
-
-def report_lines(parts: list[Part]) -> list[str]:
-    lines = []
-    for part in parts:
-        lines.append(f"{_MARK[part.state]} {part.name}: {part.state}")
-        lines += [f"    {line}" for line in part.lines] + [f"    warning: {line}" for line in part.warnings]
-    problems = sum(part.state in ("failed", "half-configured") for part in parts)
-    lines.append("doctor: every configured part works" if not problems else
-                 f"doctor: {problems} part{'s' if problems > 1 else ''} to fix")
-    return lines
 
 
 def diagnose(env: Mapping[str, str], *, registry: Registry | None = None,

@@ -218,17 +218,14 @@ def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: in
     return results
 
 
-def _tokens(n: int) -> str:
-    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
-
-
 def report_text(results: Sequence[CaseResult]) -> str:
     width = max([len(r.id) for r in results] + [4])
     lines = [f"{'case':<{width}}  result  sources  phrases  rounds  tokens    cost      seconds"]
     for r in results:
+        tokens = f"{r.tokens['total'] / 1000:.1f}k" if r.tokens["total"] >= 10_000 else str(r.tokens["total"])
         lines.append(f"{r.id:<{width}}  {'PASS' if r.passed else 'FAIL':<6}  "
                      f"{f'{r.sources_found}/{r.sources_expected}':<7}  {f'{r.phrases_found}/{r.phrases_expected}':<7}  "
-                     f"{r.rounds:<6}  {_tokens(r.tokens['total']):<8}  ${r.cost_usd:<8.4f} {r.seconds:.1f}"
+                     f"{r.rounds:<6}  {tokens:<8}  ${r.cost_usd:<8.4f} {r.seconds:.1f}"
                      + ("  (degraded)" if r.degraded else "") + (f"  tags: {', '.join(r.tags)}" if r.tags else ""))
         notes = [*(f"missing source: {p}" for p in r.missing_sources),
                  *(f"missing phrase: {p}" for p in r.missing_phrases), *([f"error: {r.error}"] if r.error else [])]

@@ -253,10 +253,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
             return 0
         files = {d.file_name: d.render() for d in drafter.drafts}
         if pr_config is not None:
+            body = ["helpbot の回答のうち 👍 が多かったものから作った FAQ の下書きです。内容を確認し、"
+                    "id・質問・タグを直してからマージしてください。", "", summary, ""]
+            body += [f"- `{d.file_name}`: {d.question}" + (f" ([元の回答]({d.permalink}))" if d.permalink else "")
+                     for d in drafter.drafts]
             with faq_pr.make_client(pr_config, github_transport) as client:
                 url = faq_pr.PullRequestWriter(pr_config, client, clock).open(
                     f"helpbot/faq-drafts-{now:%Y%m%d-%H%M%S}", files,
-                    f"FAQ drafts from helpbot answers ({len(files)})", _pr_body(drafter.drafts, summary))
+                    f"FAQ drafts from helpbot answers ({len(files)})", guard.markdown("\n".join(body)))
             guard.out(f"{summary}\nhelpbot faq-draft: opened {url}", file=out)
         elif args.out is not None:
             args.out.mkdir(parents=True, exist_ok=True)
@@ -268,14 +272,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
         return 0
 
     return ratings.slack_command("faq-draft", draft)
-
-
-def _pr_body(drafts: list[Draft], summary: str) -> str:
-    lines = ["helpbot の回答のうち 👍 が多かったものから作った FAQ の下書きです。内容を確認し、"
-             "id・質問・タグを直してからマージしてください。", "", summary, ""]
-    lines += [f"- `{d.file_name}`: {d.question}" + (f" ([元の回答]({d.permalink}))" if d.permalink else "")
-              for d in drafts]
-    return guard.markdown("\n".join(lines))
 
 
 def main(args: argparse.Namespace) -> int:

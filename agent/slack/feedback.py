@@ -24,7 +24,7 @@ from agent.errors import UsageError
 from agent.guard import Guard
 from agent.slack import ratings
 from agent.slack.blocks import POST_OPTIONS, format_cost, platform_label
-from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, RatedAnswer, Scanner, local_time
+from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, RatedAnswer, Scanner
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str
 from mcp_lib.cutting import slack_len
@@ -100,14 +100,12 @@ def csv_text(report: Report, tz: tzinfo) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for a in report.answers:
-        other = ";".join(f"{name}:{n}" for name, n in a.reactions.items() if name not in (POSITIVE, NEGATIVE))
-        row = [a.channel, a.ts, local_time(a.ts, tz), a.thread_ts or "", a.question_ts or "", a.positive, a.negative,
-               other, len(a.reactors), a.rounds, a.tool_calls, ";".join(a.tools), a.sources_count,
-               " ".join(s["url"] for s in a.sources if s["url"]),
-               "" if a.cost_usd is None else f"{a.cost_usd:.6f}", str(a.degraded).lower(), a.parts,
-               a.permalink or ""]
-        writer.writerow([_cell(v) for v in row])
+    for a in report.answers:  # csv writes None as an empty cell
+        row = {**a.to_json(tz), "tools": ";".join(a.tools), "degraded": str(a.degraded).lower(),
+               "other_reactions": ";".join(f"{k}:{n}" for k, n in a.reactions.items() if k not in (POSITIVE, NEGATIVE)),
+               "source_urls": " ".join(s["url"] for s in a.sources if s["url"]),
+               "cost_usd": None if a.cost_usd is None else f"{a.cost_usd:.6f}"}
+        writer.writerow([_cell(row[column]) for column in CSV_COLUMNS])
     return out.getvalue().removesuffix("\n")
 
 

@@ -65,12 +65,8 @@ class RatedAnswer:
         return self.reactions.get(NEGATIVE, 0)
 
     def to_json(self, tz: tzinfo) -> dict[str, Any]:
-        return {**asdict(self), "time": local_time(self.ts, tz), "positive": self.positive,
-                "negative": self.negative, "reactors": len(self.reactors)}
-
-
-def local_time(ts: str, tz: tzinfo) -> str:
-    return datetime.fromtimestamp(float(ts), tz).isoformat(timespec="seconds")
+        return {**asdict(self), "time": datetime.fromtimestamp(float(self.ts), tz).isoformat(timespec="seconds"),
+                "positive": self.positive, "negative": self.negative, "reactors": len(self.reactors)}
 
 
 def rated(channel: str, marker: Marker, message: Mapping[str, Any], parts: Sequence[Mapping[str, Any]]) -> RatedAnswer:
@@ -86,8 +82,8 @@ def rated(channel: str, marker: Marker, message: Mapping[str, Any], parts: Seque
         sources_count=stats.sources or len(sources) + read.left_out, degraded=stats.degraded, parts=stats.parts)
 
 
-def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], votes: Mapping[str, str],
-                    excluded: set[str], refetch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
+def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], votes: Mapping[str, str], me: Me,
+                    refetch: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
     """Each person once per emoji over all parts; ``refetch`` (reactions.get) when Slack cut a user list short.
     A feedback-button vote (the marker's ``votes``) is its voter's only 👍/👎: it replaces their reactions."""
     people: dict[str, set[str]] = {}
@@ -99,10 +95,10 @@ def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], vot
         for reaction in reactions:
             name = canonical_reaction(str(reaction.get("name") or ""))
             users = [str(u) for u in reaction.get("users") or []]
-            people.setdefault(name, set()).update(u for u in users if u not in excluded)
+            people.setdefault(name, set()).update(u for u in users if not me.is_me(u))
             hidden[name] += max(0, count(reaction.get("count")) - len(users))  # still cut short: count them
     for user, vote in votes.items():
-        if user not in excluded:
+        if not me.is_me(user):
             for name in (POSITIVE, NEGATIVE):
                 people.get(name, set()).discard(user)
             people.setdefault(vote, set()).add(user)
@@ -120,9 +116,7 @@ class Scanner:
                  configured_user_id: str | None = None, workspace_url: str = "", home: Home | None = None):
         self.ctx = ctx
         self.home = home or Home()  # auth.test's team (and organization)
-        self.bot_user_id = bot_user_id
         self.me = Me(bot_user_id or None, bot_id, configured_user_id)
-        self.excluded = {bot_user_id, *([configured_user_id] if configured_user_id else [])}
         self.page_size = page_size
         self.workspace_url = workspace_url
         self._public: dict[str, bool] = {}
@@ -163,7 +157,7 @@ class Scanner:
         users = root.get("reply_users")
         if self.me.wrote(root) or not isinstance(users, list) or len(users) < count(root.get("reply_users_count")):
             return True  # Slack did not list every replier: look
-        return self.bot_user_id in users
+        return self.me.user_id in users
 
     def scan(self, channel: str, since: datetime) -> list[tuple[RatedAnswer, list[Mapping[str, Any]]]]:
         """The channel's answers posted since ``since``, rated, each with the messages that make it up."""
@@ -180,7 +174,7 @@ class Scanner:
             for marker, first, parts in answers_in_sequence(sequence, self.me):
                 if float(first.get("ts") or 0) >= since_ts and str(first["ts"]) not in found:
                     answer = rated(channel, marker, first, parts)
-                    tally_reactions(answer, parts, marker.votes, self.excluded, lambda m: self._refetch(channel, m))
+                    tally_reactions(answer, parts, marker.votes, self.me, lambda m: self._refetch(channel, m))
                     found[answer.ts] = (answer, parts)
         return sorted(found.values(), key=lambda pair: float(pair[0].ts))
 

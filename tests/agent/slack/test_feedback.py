@@ -452,7 +452,7 @@ def test_truncated_reaction_users_are_fetched_with_reactions_get(seeded: Seeded)
     as_listed = {"ts": ts, "reactions": [{"name": "+1", "users": [TANAKA], "count": 3}]}
     answer = RatedAnswer(channel="C0ECSUP", ts=ts, thread_ts=None, question_ts=None, rounds=1, tool_calls=1,
                          tools=[], sources_count=0, sources=[], cost_usd=None, degraded=False, parts=1)
-    tally_reactions(answer, [as_listed], {}, scanner.excluded, lambda m: scanner._refetch("C0ECSUP", m))
+    tally_reactions(answer, [as_listed], {}, scanner.me, lambda m: scanner._refetch("C0ECSUP", m))
     assert [c.params["timestamp"] for c in seeded.fake.calls("reactions.get")] == [ts]
     assert answer.reactions == {"+1": 2, "eyes": 1}  # the full list: tanaka, suzuki (+ helpbot, excluded)
     assert answer.reactors == {TANAKA, SUZUKI}
