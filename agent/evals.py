@@ -31,7 +31,6 @@ from mcp_lib.config import ConfigError, env_datetime, validation_problem
 
 if TYPE_CHECKING:
     from agent.core.loop import Agent
-    from agent.core.run import Answer
 
 _ID = re.compile(r"^[\w.-]{1,80}$")
 
@@ -160,20 +159,6 @@ def _scored(case: Case, cited: list[str], consulted: list[str], text: str, **run
         **run)
 
 
-def score(case: Case, answer: Answer, seconds: float) -> CaseResult:
-    usage = answer.usage
-    return _scored(case, [s["url"] for s in answer.sources], [s["url"] for s in answer.consulted], answer.text,
-                   rounds=answer.rounds, tokens={**usage.to_dict(), "total": usage.prompt_tokens + usage.output_tokens},
-                   cost_usd=answer.cost_usd, seconds=seconds, degraded=answer.degraded, stop=answer.stop, error=None,
-                   tags=list(answer.tags), tool_calls=[guard.current().name(c.name) for c in answer.tool_calls])
-
-
-def failed_case(case: Case, error: str, seconds: float) -> CaseResult:
-    """A case whose run raised (e.g. the model rejected the request): it fails, the others still run."""
-    return _scored(case, [], [], "", rounds=0, tokens={**Usage().to_dict(), "total": 0}, cost_usd=0.0,
-                   seconds=seconds, degraded=False, stop="error", error=error)
-
-
 def totals(results: Sequence[CaseResult]) -> dict[str, Any]:
     """Sums over the cases, and the mean reciprocal rank of the expected sources among the cited ones (1.0: every
     expected source cited first; 0 for one not cited) -- finer than pass/fail when tuning ranking or tags."""
@@ -208,10 +193,17 @@ def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: in
         began = clock.monotonic()
         try:
             answer = agent.run(case.question)
-        except Exception as exc:  # one broken case (e.g. a rejected request) must not hide the others
-            result = failed_case(case, describe_error(exc), clock.monotonic() - began)
+        except Exception as exc:  # one broken case (e.g. a rejected request) fails, the others still run
+            result = _scored(case, [], [], "", rounds=0, tokens={**Usage().to_dict(), "total": 0}, cost_usd=0.0,
+                             seconds=clock.monotonic() - began, degraded=False, stop="error", error=describe_error(exc))
         else:
-            result = score(case, answer, clock.monotonic() - began)
+            usage = answer.usage
+            result = _scored(case, [s["url"] for s in answer.sources], [s["url"] for s in answer.consulted],
+                             answer.text, rounds=answer.rounds, cost_usd=answer.cost_usd, error=None,
+                             tokens={**usage.to_dict(), "total": usage.prompt_tokens + usage.output_tokens},
+                             seconds=clock.monotonic() - began, degraded=answer.degraded, stop=answer.stop,
+                             tags=list(answer.tags),
+                             tool_calls=[guard.current().name(c.name) for c in answer.tool_calls])
         results.append(result)
         if on_result is not None:
             on_result(number, result)

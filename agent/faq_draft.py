@@ -237,8 +237,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
     pr_config = faq_pr.load_config(env) if args.pr else None
     index = faq.make_client(faq.load_config(env))
 
-    def draft() -> int:
-        scanner = Scanner.connect(env, "faq-draft", clock=clock)
+    def draft(scanner: Scanner) -> int:
         found = [pair for channel in channels for pair in scanner.scan(channel, since)]
         candidates = [(a, parts) for a, parts in found if a.positive >= args.min_up and a.negative <= a.positive]
         scanner.add_permalinks(a for a, _ in candidates)
@@ -271,7 +270,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
             guard.out("\n".join([summary, *(f"\n==> {name}\n{text}" for name, text in files.items())]), file=out)
         return 0
 
-    return ratings.slack_command("faq-draft", draft)
+    return ratings.slack_command(env, "faq-draft", draft, clock=clock)
 
 
 def main(args: argparse.Namespace) -> int:

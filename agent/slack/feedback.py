@@ -160,8 +160,7 @@ def summary_payload(report: Report, tz: tzinfo) -> dict[str, Any]:
             when = f"{datetime.fromtimestamp(float(a.ts), tz):%m/%d %H:%M}"
             link = f"[{when} の回答]({a.permalink})" if a.permalink else f"{when} の回答（{a.channel}）"
             line = f"- {link} 👎 {a.negative} ・ 👍 {a.positive} ・ ラウンド {a.rounds}"
-            if (index >= MAX_POSTED_NEGATIVES
-                    or slack_len("\n".join([*head, *lines, line])) > POST_LIMIT):
+            if index >= MAX_POSTED_NEGATIVES or slack_len("\n".join([*head, *lines, line])) > POST_LIMIT:
                 lines.append(f"- ほか {len(negatives) - index} 件")
                 break
             lines.append(line)
@@ -194,8 +193,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
         if post_to and (not is_channel_id(post_to) or is_dm_id(post_to)):
             raise UsageError(f"helpbot feedback: --post {post_to!r} is not a channel ID (like C0123456789)")
 
-        def scan_and_report() -> int:
-            scanner = Scanner.connect(env, "feedback", clock=clock, page_size=page_size)
+        def scan_and_report(scanner: Scanner) -> int:
             guard.narrow(hosts=[guard.host_of(scanner.workspace_url) or ""])  # permalinks keep their thread
             answers = [answer for channel in channels for answer, _ in scanner.scan(channel, since)]
             full = Report(since=since, until=now, channels=channels, answers=answers)
@@ -222,7 +220,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
                 guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
             return 0
 
-        return ratings.slack_command("feedback", scan_and_report)
+        return ratings.slack_command(env, "feedback", scan_and_report, clock=clock, page_size=page_size)
 
 
 def for_audience(report: Report, private: set[str], *, channel: str | None = None) -> Report:

@@ -240,10 +240,12 @@ def scan_window(args: argparse.Namespace, env: Mapping[str, str], command: str,
     return tz, now, since, channels
 
 
-def slack_command(command: str, body: Callable[[], int]) -> int:
-    """``body`` run: a token Slack refuses is a ConfigError (exit 2), any other Slack failure one line, exit 1."""
+def slack_command(env: Mapping[str, str], command: str, body: Callable[[Scanner], int], *, clock: Clock,
+                  page_size: int = PAGE_SIZE) -> int:
+    """``body`` run on a scan as the bot: a token Slack refuses is a ConfigError (exit 2), any other Slack failure
+    one line, exit 1."""
     try:
-        return body()
+        return body(Scanner.connect(env, command, clock=clock, page_size=page_size))
     except CredentialsError as exc:
         raise ConfigError("SLACK_BOT_TOKEN", str(exc)) from None
     except ToolError as exc:

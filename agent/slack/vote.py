@@ -110,9 +110,8 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
         guard.err(f"helpbot vote: ignored {who} vote on {vote.channel}/{vote.ts}: {why}")
         return 0
 
-    def keep() -> int:
+    def keep(scanner: Scanner) -> int:
         nonlocal named
-        scanner = Scanner.connect(env, "vote", clock=clock)
         named = not guard.current().private and scanner.is_public(vote.channel)
         if not scanner.home.has(vote.team):
             return ignored(f"team {vote.team} is not this workspace's")
@@ -145,7 +144,7 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
     with guard.installed(guard.Guard.from_env(env)):
         if refused := settings.refuses(vote.channel):
             return ignored(refused)
-        return slack_command("vote", keep)
+        return slack_command(env, "vote", keep, clock=clock)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
