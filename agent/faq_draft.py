@@ -79,9 +79,8 @@ class Draft:
 
 
 def names_of(user: Mapping[str, Any]) -> set[str]:
-    """What the workspace calls a person (``users.info``'s ``user``: https://api.slack.com/methods/users.info):
-    ``real_name``, ``name`` and the profile's ``display_name`` and ``real_name``; a real name also by its parts
-    (「田中 太郎」: 田中, 太郎, 田中太郎)."""
+    """What the workspace calls a person (``users.info``'s ``user``): its and its profile's names, a real name also
+    by its parts (「田中 太郎」: 田中, 太郎, 田中太郎)."""
     profile = user.get("profile")
     profile = profile if isinstance(profile, Mapping) else {}
     found: set[str] = set()
@@ -116,7 +115,6 @@ class Drafter:
 
     def __init__(self, scanner: Scanner, index: faq.FaqIndex, *, private_ok: bool, now: datetime):
         self.scanner, self.index, self.private_ok, self.now = scanner, index, private_ok, now
-        self.skipped: Counter[str] = Counter()
         self.drafts: list[Draft] = []
         self._people: dict[str, set[str]] = {}
         self._known: set[str] = set()  # the names of the participants of the thread at hand
@@ -163,9 +161,8 @@ class Drafter:
         return self._own[url]
 
     def _sources(self, text: str, sources: list[dict[str, str]]) -> tuple[str, list[dict[str, str]]]:
-        """The answer's text and sources as a draft lists them: each source once (under 参照元, not again in the
-        model's own list of links in the text), helpbot's own messages not at all, no participant's name (URLs and
-        link targets left whole: an ASCII name may be part of one)."""
+        """The text and sources as a draft lists them: each source once (under 参照元, not in the text's own link
+        list), helpbot's messages not at all, no participant's name (URLs left whole: a name may be part of one)."""
         listed = {unquote(s["url"]) for s in sources if s.get("url")}
         kept = [line for line in text.split("\n")
                 if not ((link := _LINK_LINE.fullmatch(line)) and unquote(link["url"]) in listed)]
@@ -177,24 +174,21 @@ class Drafter:
         return text, [{"title": squash_whitespace(_without_names(s["title"], self._known, "")) or s["url"],
                        "url": s["url"]} for s in unique.values()]
 
-    def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> None:
+    def add(self, answer: RatedAnswer, parts: list[Mapping[str, Any]]) -> str | None:
+        """The answer's draft added to :attr:`drafts`, or why it was skipped."""
         if not self.private_ok and not self.scanner.is_public(answer.channel):
-            self.skipped["private channel"] += 1
-            return
+            return "private channel"
         self._known = set()
         question = self._question(answer)  # and the participants' names (self._known)
         read = read_answer("\n\n".join(message_markdown(m) for m in parts))
         if not question or not read.text.strip():
-            self.skipped["no question or answer text"] += 1
-            return
+            return "no question or answer text"
         existing = self.index.same_question(question)
         if existing is not None:
-            self.skipped[f"already in the FAQ ({existing.id})"] += 1
-            return
+            return f"already in the FAQ ({existing.id})"
         if any(faq.FaqIndex([faq.Entry(d.id, d.question, d.tags, d.answer, d.file_name)]).same_question(question)
                for d in self.drafts):
-            self.skipped["same question as another draft"] += 1
-            return
+            return "same question as another draft"
         marker = read_marker(parts[0]) if parts else None
         tags = list(marker.stats.tags) if marker else []
         key = hashlib.sha256(f"{answer.channel}/{answer.ts}".encode()).hexdigest()[:8]
@@ -207,9 +201,9 @@ class Drafter:
             try:
                 faq.parse_entry(path)
             except ConfigError:
-                self.skipped["not a valid FAQ entry"] += 1
-                return
+                return "not a valid FAQ entry"
         self.drafts.append(draft)
+        return None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -242,9 +236,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
         candidates = [(a, parts) for a, parts in found if a.positive >= args.min_up and a.negative <= a.positive]
         scanner.add_permalinks(a for a, _ in candidates)
         drafter = Drafter(scanner, index, private_ok=private_ok, now=now)
-        for answer, parts in candidates:
-            drafter.add(answer, parts)
-        skipped = ", ".join(f"{n} {why}" for why, n in drafter.skipped.most_common())
+        why_skipped = Counter(filter(None, (drafter.add(answer, parts) for answer, parts in candidates)))
+        skipped = ", ".join(f"{n} {why}" for why, n in why_skipped.most_common())
         summary = (f"helpbot faq-draft: {len(drafter.drafts)} drafts from {len(found)} answers ({len(candidates)} "
                    f"with ≥ {args.min_up} 👍 and no 👎 majority)" + (f"; skipped: {skipped}" if skipped else ""))
         if not drafter.drafts:

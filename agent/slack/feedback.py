@@ -12,7 +12,6 @@ import csv
 import io
 import json
 import os
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -182,7 +181,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
     """The command with its seams: environment, clock (the retries sleep on it), output."""
     from mcp_lib.registry import Registry
 
-    file = out or sys.stdout
     platforms = Registry(env={}).builtin_platforms()  # helpbot's own names: a weekly report has no run's registry
     names = [*platforms, *(tool.wire_name for p in platforms.values() for tool in p.tools.values())]
     with guard.installed(Guard.from_env(env, names=names)):
@@ -205,9 +203,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
             scanner.add_permalinks(full.negative)
             if args.json:
                 guard.out(json.dumps({**report.to_json(tz), "private_channels_left_out": left_out},
-                                     ensure_ascii=False, indent=2), file=file)
+                                     ensure_ascii=False, indent=2), file=out)
             else:
-                guard.out(csv_text(report, tz) if args.csv else render_text(report, tz), file=file)
+                guard.out(csv_text(report, tz) if args.csv else render_text(report, tz), file=out)
             if left_out and not args.json:
                 guard.err(("helpbot feedback: answers left out of the Actions log (a public repository; "
                            "HELPBOT_PUBLIC_RECORDS=true keeps them): " if public_log else
