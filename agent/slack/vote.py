@@ -119,9 +119,8 @@ def record(vote: Vote, env: Mapping[str, str], *, clock: Clock = SYSTEM_CLOCK) -
         if person.bot or person.deleted or not person.member or scanner.me.is_me(vote.user):
             return ignored("the voter is not a member of the team")
         thread = list(scanner.pages("conversations.replies", channel=vote.channel, ts=vote.ts))
-        marker, first, parts = next(((m, first, parts) for m, first, parts
-                                     in markers.answers_in_sequence(thread, scanner.me)
-                                     if vote.ts in {p.get("ts") for p in parts}), (None, {}, []))
+        marker, first, parts = next((found for found in markers.answers_in_sequence(thread, scanner.me)
+                                     if vote.ts in {p.get("ts") for p in found[2]}), (None, {}, []))
         if marker is None:
             return ignored("the message is not helpbot's answer")
         if vote.ts != parts[-1].get("ts"):  # the buttons' part: one concurrency group per answer in vote.yml
