@@ -21,7 +21,7 @@ from agent.slack.trigger import env_channels
 from mcp_lib import Registry, ToolContext
 from mcp_lib.config import ConfigError, env_str
 from mcp_lib.core import ToolError
-from mcp_lib.platforms.slack import call
+from mcp_lib.platforms.slack import channel_info
 
 PartState = Literal["ok", "failed", "half-configured", "not configured"]
 _MARK: Mapping[PartState, str] = {"ok": "✓", "failed": "✗", "half-configured": "!", "not configured": "–"}
@@ -160,7 +160,7 @@ def _channels(registry: Registry, env: Mapping[str, str], part: Part) -> None:
     outside = []
     for channel in channels:
         try:
-            info = call(ctx, "conversations.info", channel=channel)["channel"]
+            info = channel_info(ctx, channel)
         except ToolError:
             info = {}
         if not info.get("is_member"):
