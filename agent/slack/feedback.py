@@ -26,12 +26,12 @@ from agent.slack.blocks import POST_OPTIONS, format_cost, platform_label
 from agent.slack.ratings import NEGATIVE, PAGE_SIZE, POSITIVE, RatedAnswer, Scanner
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str
-from mcp_lib.cutting import slack_len
+from mcp_lib.cutting import MARKDOWN_LIMIT, slack_len
 from mcp_lib.ids import is_channel_id, is_dm_id
 from mcp_lib.platforms import slack as slack_platform
 
 MAX_POSTED_NEGATIVES = 20
-POST_LIMIT = 11_000  # below the 12,000 markdown characters of one message
+POST_LIMIT = MARKDOWN_LIMIT - 1_000  # room below the markdown characters one message holds
 
 
 @dataclass
