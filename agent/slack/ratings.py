@@ -109,17 +109,16 @@ def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], vot
             answer.reactors |= reacted
 
 
+@dataclass
 class Scanner:
     """Reads channels through the Slack platform's client (its retry handlers, its error messages)."""
 
-    def __init__(self, ctx: ToolContext, *, bot_user_id: str, bot_id: str | None, page_size: int = PAGE_SIZE,
-                 configured_user_id: str | None = None, workspace_url: str = "", home: Home | None = None):
-        self.ctx = ctx
-        self.home = home or Home()  # auth.test's team (and organization)
-        self.me = Me(bot_user_id or None, bot_id, configured_user_id)
-        self.page_size = page_size
-        self.workspace_url = workspace_url
-        self._public: dict[str, bool] = {}
+    ctx: ToolContext
+    me: Me
+    page_size: int = PAGE_SIZE
+    workspace_url: str = ""
+    home: Home = field(default_factory=Home)  # auth.test's team (and organization)
+    _public: dict[str, bool] = field(default_factory=dict, init=False)
 
     @classmethod
     def connect(cls, env: Mapping[str, str], command: str, *, clock: Clock = SYSTEM_CLOCK,
@@ -131,9 +130,9 @@ class Scanner:
             raise ConfigError("SLACK_BOT_TOKEN", f"not set: helpbot {command} reads the channels as the bot (xoxb-…)")
         config = replace(config, user_token=None, max_retries=SCAN_MAX_RETRIES)
         ctx = ToolContext(client=slack_platform.make_client(config), config=config, clock=clock)
-        me = slack_platform.whoami(ctx)
-        return cls(ctx, bot_user_id=str(me.get("user_id") or ""), bot_id=me.get("bot_id"), page_size=page_size,
-                   configured_user_id=configured, workspace_url=str(me.get("url") or ""), home=Home.from_auth(me))
+        auth = slack_platform.whoami(ctx)
+        me = Me(str(auth.get("user_id") or "") or None, auth.get("bot_id"), configured)
+        return cls(ctx, me, page_size, str(auth.get("url") or ""), Home.from_auth(auth))
 
     def call(self, api: str, **params: Any) -> dict[str, Any]:
         return slack_platform.call(self.ctx, api, **params)

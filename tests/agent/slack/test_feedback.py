@@ -25,6 +25,7 @@ from agent.core.run import Answer
 from agent.errors import UsageError
 from agent.slack.blocks import answer_payloads, failure_payload, placeholder_payload
 from agent.slack.feedback import _cell, run
+from agent.slack.markers import Me
 from agent.slack.ratings import RatedAnswer, Scanner, parse_since, tally_reactions
 from agent.slack.trigger import canonical_reaction
 from mcp_lib.core import ToolContext
@@ -447,8 +448,7 @@ def test_truncated_reaction_users_are_fetched_with_reactions_get(seeded: Seeded)
     ws, ts = seeded.ws, seeded.ts["a1"][0]
     config = load_config({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": seeded.fake.url})
     assert config is not None
-    scanner = Scanner(ToolContext(client=make_client(config), config=config, clock=FakeClock()), bot_user_id=BOT,
-                      bot_id="B0HELPBOT")
+    scanner = Scanner(ToolContext(client=make_client(config), config=config, clock=FakeClock()), Me(BOT, "B0HELPBOT"))
     as_listed = {"ts": ts, "reactions": [{"name": "+1", "users": [TANAKA], "count": 3}]}
     answer = RatedAnswer(channel="C0ECSUP", ts=ts, thread_ts=None, question_ts=None, rounds=1, tool_calls=1,
                          tools=[], sources_count=0, sources=[], cost_usd=None, degraded=False, parts=1)
