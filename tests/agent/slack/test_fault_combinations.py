@@ -9,6 +9,7 @@ import itertools
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -194,11 +195,20 @@ def _broken(request: Request) -> Any:
     raise RuntimeError("the model broke")
 
 
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test: a shell's background job starts with SIGINT
+    ignored, and then a Ctrl-C would never reach the run."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("phase", ["tools", "answer-update", "answer-post", "check-mark", "eyes-off",
                                    "notice-update", "notice-post", "cross"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_cancel_in_every_phase_ends_in_one_answer_or_notice(ws: Workspace, fake: FakeSlack, env: dict[str, str],
-                                                              phase: str, signum: int,
+                                                              phase: str, signum: int, ctrl_c: None,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(CANCEL, "signal", signum)
     q = question_of(ws)
