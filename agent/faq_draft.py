@@ -29,7 +29,7 @@ from agent.slack import ratings
 from agent.slack.blocks import MD_LINK, SOURCES_TITLE
 from agent.slack.markers import read as read_marker
 from agent.slack.ratings import RatedAnswer, Scanner
-from agent.slack.readback import message_markdown, read_answer
+from agent.slack.readback import read_answer
 from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError
@@ -180,7 +180,7 @@ class Drafter:
             return "private channel"
         self._known = set()
         question = self._question(answer)  # and the participants' names (self._known)
-        read = read_answer("\n\n".join(message_markdown(m) for m in parts))
+        read = read_answer(parts)
         if not question or not read.text.strip():
             return "no question or answer text"
         existing = self.index.same_question(question)

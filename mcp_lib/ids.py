@@ -12,6 +12,7 @@ from .errors import BadInput
 CHANNEL_RE = re.compile(r"[CGD][A-Z0-9]{2,20}")
 USER_RE = re.compile(r"[UWB][A-Z0-9]{2,20}")
 TS_RE = re.compile(r"\d{10}\.\d{6}")
+TEAM_RE = re.compile(r"[TE][A-Z0-9]{2,20}")  # a workspace (T…) or an Enterprise Grid organisation (E…)
 SLACK_HOSTS = ("slack.com", "slack-gov.com")
 _PERMALINK_PATH_RE = re.compile(r"/archives/([^/]+)/p(\d{16})/?")
 

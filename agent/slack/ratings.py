@@ -21,7 +21,7 @@ from agent.errors import UsageError
 from agent.slack.admission import Home, configured_bot_user
 from agent.slack.handle import is_public, pages
 from agent.slack.markers import VOTES, Marker, Me, answers_in_sequence, count
-from agent.slack.readback import message_markdown, read_answer
+from agent.slack.readback import read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.clock import now as clock_now
@@ -72,7 +72,7 @@ class RatedAnswer:
 def rated(channel: str, marker: Marker, message: Mapping[str, Any], parts: Sequence[Mapping[str, Any]]) -> RatedAnswer:
     """One of helpbot's answers as its marker and its 参照元 section say, not yet rated."""
     stats = marker.stats
-    read = read_answer("\n\n".join(message_markdown(m) for m in parts))
+    read = read_answer(parts)
     sources = read.sources + [{"title": t, "url": ""} for t in read.unlinked]
     # names helpbot defined only: metadata is written by the model's choices (and old answers predate the guard)
     tools = [guard.current().name(t) for t in stats.tools]

@@ -80,8 +80,10 @@ class ReadAnswer:
     left_out: int = 0  # "ほか N 件": sources the section had no room for
 
 
-def read_answer(markdown: str) -> ReadAnswer:
-    """Split an answer (markdown, or rich_text read back as markdown) at its last 参照元 heading."""
+def read_answer(parts: Sequence[Mapping[str, Any]]) -> ReadAnswer:
+    """An answer's messages (one, or a long answer's parts) read back as markdown and split at the last 参照元
+    heading."""
+    markdown = "\n\n".join(message_markdown(part) for part in parts)
     lines = markdown.split("\n")
     head = next((i for i in range(len(lines) - 1, -1, -1) if _SOURCES_HEAD.fullmatch(lines[i])), None)
     if head is None:

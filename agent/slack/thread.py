@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.slack import markers
-from agent.slack.readback import message_markdown, read_answer
+from agent.slack.readback import read_answer
 from mcp_lib.cutting import shorten_at_word
 from mcp_lib.redact import redact_secrets
 
@@ -63,7 +63,7 @@ def earlier_turns(thread: Thread, question_ts: str, me: markers.Me, plain: Calla
         asked = marker.question_ts or ""
         if asked == question_ts or asked not in by_ts:
             continue
-        answer = read_answer("\n\n".join(message_markdown(part) for part in parts))
+        answer = read_answer(parts)
         question = plain(by_ts[asked])
         if question.strip() and answer.text:
             turns.append(Turn(question=question, answer=answer.text, sources=answer.sources))

@@ -25,7 +25,6 @@ from mcp_lib import ids
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 
 VOTE_EVENT_TYPE = "slack-vote"  # the repository_dispatch of a vote (vote.yml); a question's is slack-help
-TEAM_RE = re.compile(r"[TE][A-Z0-9]{2,20}")
 _URL = re.compile(r"https?://[^\s\"'<>|()\[\]\\]+")
 
 
@@ -68,7 +67,7 @@ def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] |
         return refused
     if not message.get("bot_id") or (settings.bot_user_id and message.get("user") != settings.bot_user_id):
         return f"message {ts} is not helpbot's"
-    who, team_id = _text(user.get("id"), ids.USER_RE), _text(team.get("id"), TEAM_RE)
+    who, team_id = _text(user.get("id"), ids.USER_RE), _text(team.get("id"), ids.TEAM_RE)
     if not who or who in (SLACKBOT, settings.bot_user_id):
         return "no person clicked"
     if not team_id or user.get("team_id") not in (team_id, team.get("enterprise_id") or team_id):
@@ -86,7 +85,7 @@ def load_vote(path: str | os.PathLike[str]) -> Vote:
     payload = event.get("client_payload") if isinstance(event, dict) else None
     if not isinstance(event, dict) or event.get("action") != VOTE_EVENT_TYPE or not isinstance(payload, dict):
         raise BadInput(f"helpbot vote: --event {str(path)!r} is not a {VOTE_EVENT_TYPE} repository_dispatch")
-    checks = {"channel": ids.CHANNEL_RE, "ts": ids.TS_RE, "user": ids.USER_RE, "team": TEAM_RE,
+    checks = {"channel": ids.CHANNEL_RE, "ts": ids.TS_RE, "user": ids.USER_RE, "team": ids.TEAM_RE,
               "vote": re.compile("|".join(map(re.escape, markers.VOTES)))}
     unknown = len(set(payload) - set(checks))  # counted, never named: a key's newline would be a workflow command
     bad = [k for k, rule in checks.items() if not _text(payload.get(k), rule)]

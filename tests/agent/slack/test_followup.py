@@ -200,7 +200,7 @@ def test_sources_survive_when_slack_hands_the_answer_back_as_rich_text() -> None
 def test_read_answer_reads_our_own_sources_section() -> None:
     result = make_answer("答えです。", sources=[{"title": "A [draft]", "url": FAQ_URL}], rounds=1, tools=())
     [payload] = answer_payloads(result)
-    read = read_answer(message_markdown(payload))
+    read = read_answer([payload])
     assert read.text == "答えです。" and read.sources == [{"title": "A ［draft］", "url": FAQ_URL}]
 
 
