@@ -21,7 +21,7 @@ from pydantic import Field
 from ...config import DECLARED, env_float, env_int, env_list, env_str, env_url
 from ...core import Platform, Result, ToolContext, ToolError
 from ...cutting import excerpt, squash_whitespace
-from ...errors import NotFound, Redirected
+from ...errors import Redirected
 from ...redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -160,17 +160,12 @@ def search(
     """
     session = _session(ctx)
     fetch = min(100, limit * 2)  # room for hits that are private or outside the allowlist
-    per_project: list[list[dict[str, Any]]] = []
-    for scope in session.projects_to_search(project):
+    def results(scope: str | None) -> list[dict[str, Any]]:
         path = f"/projects/{quote(scope, safe='')}/search.json" if scope else "/search.json"
         params = {"q": query, "issues": 1, "wiki_pages": 1, "limit": fetch}
-        try:
-            answer = session.get_json(path, f"no project {scope!r}", params)
-        except NotFound:
-            if project:
-                raise
-            continue  # an allowlisted project that does not exist (any more)
-        per_project.append(list(answer.get("results", [])))
+        return list(session.get_json(path, f"no project {scope!r}", params).get("results", []))
+
+    per_project = session.per_project(project, results)
 
     # per-project lists merged in turns, each keeping its own ranking
     hits = [hit for row in zip_longest(*per_project) for hit in row if hit is not None][:fetch]
@@ -243,10 +238,12 @@ def getIssues(
                                "sort": "updated_on:desc", "limit": min(100, limit * 2)}  # room for hidden ones
     if query:
         filters["subject"] = f"~{query}"
-    found: list[dict[str, Any]] = []
-    for scope in session.projects_to_search(project):
-        scoped = {**filters, "project_id": scope} if scope else filters
-        found += session.issues(scoped, not_found=f"no project {scope!r}; use the identifier from /projects/IDENT")
+
+    def issues(scope: str | None) -> list[dict[str, Any]]:
+        return session.issues({**filters, "project_id": scope} if scope else filters,
+                              not_found=f"no project {scope!r}; use the identifier from /projects/IDENT")
+
+    found = [raw for listed in session.per_project(project, issues) for raw in listed]
     kept = [raw for raw in found if not session.hidden(raw)]  # dropped without a note
     kept.sort(key=lambda raw: str(raw.get("updated_on") or ""), reverse=True)
     return Result(items=[_summary(session, raw) for raw in kept[:limit]])

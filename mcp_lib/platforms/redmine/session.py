@@ -162,12 +162,20 @@ class Session:
         ids = self.allowed_ids()
         return ids is not None and issue.get("project", {}).get("id") not in ids
 
-    def projects_to_search(self, project: str | None) -> list[str | None]:
-        """None means all projects; with an allowlist, each allowed project on its own."""
+    def per_project(self, project: str | None, fetch: Callable[[str | None], T]) -> list[T]:
+        """``fetch`` of each project to search: the one asked for, else each allowed project on its own, else
+        all (None). An allowlisted project that does not exist (any more) is skipped; the one asked for is not."""
         if project:
             self.check_project(project)
-            return [project]
-        return list(self.config.projects) or [None]
+            return [fetch(project)]
+        found = []
+        scopes: list[str | None] = list(self.config.projects) or [None]
+        for scope in scopes:
+            try:
+                found.append(fetch(scope))
+            except NotFound:
+                continue
+        return found
 
     # -- shared lookups -------------------------------------------------------------------------------------------
     def issues_by_id(self, ids: list[int]) -> dict[int, dict[str, Any]]:

@@ -274,6 +274,19 @@ def test_project_allowlist_is_enforced(redmine_server: RedmineServer, ids: dict[
 
 
 @real
+def test_an_allowlisted_project_that_is_gone_is_skipped_by_both_listings(redmine_server: RedmineServer,
+                                                                         ids: dict[str, int]) -> None:
+    """HELPBOT_REDMINE_PROJECTS naming a project deleted since: the search and the listing both answer from the
+    rest; asked for by name, it is missing."""
+    rm = make_registry(redmine_server.url, redmine_server.api_key, HELPBOT_REDMINE_PROJECTS="gone-project, ec-sync")
+    assert ok(rm.call("redmine:search", {"query": "在庫"})).items
+    listed = ok(rm.call("redmine:getIssues", {"query": "在庫", "limit": 50}))
+    assert {i["issueId"] for i in listed.items} == {ids["stock_sync"], ids["child"]}
+    missing = rm.call("redmine:getIssues", {"project": "gone-project"})
+    assert missing.is_error and "no project 'gone-project'" in (missing.message or "")
+
+
+@real
 @pytest.mark.parametrize("title", [
     "../../internal-hr/wiki/在庫ツール契約", "..%2F..%2Finternal-hr%2Fwiki%2F在庫ツール契約",
     "x/../../../internal-hr/wiki/在庫ツール契約", "在庫ツール契約?project_id=internal-hr", "在庫同期の手順#x"])
