@@ -47,8 +47,8 @@ class ToolContext:
     deadline: float | None = None  # on clock.monotonic(), set by Tool.invoke: no retry of the call waits past it
 
     def cut(self, text: str, limit: int) -> tuple[str, bool]:
-        """A platform's cut of a long field: masked with the run's mask (the result's limits then cut it without
-        masking it again) and whether it was cut (:func:`mcp_lib.cutting.keep_start_masked`)."""
+        """A platform's cut of a long field, masked with the run's mask (the patterns and the credential values),
+        and whether it was cut (:func:`mcp_lib.cutting.keep_start_masked`)."""
         return keep_start_masked(text, limit, self.limits.mask)
 
 

@@ -35,18 +35,10 @@ def without_marker(text: str, marker: str) -> str:
     return text.split(marker.partition("{n}")[0])[0]
 
 
-class Masked(str):
-    """A text that ``by`` masked (what :func:`keep_start_masked` returns): cut again with the same mask, it is not
-    masked again -- masking what is masked finds nothing new, and a platform's cut is then masked only once."""
-
-    by: Callable[[str], str]
-
-
-def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[Masked, bool]:
+def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact_secrets) -> tuple[str, bool]:
     """``text`` masked and held to ``limit`` with :data:`TRUNCATION_MARKER` (one marker counting all that was left
     out, a platform's earlier cut too), and whether it was cut. Masked within ``limit + MASK_MARGIN`` only: it
     reads only what may be kept, and no secret straddling the cut is left too short to be recognised."""
-    done = isinstance(text, Masked) and text.by is mask
     earlier = 0
     found = _MARKER_AT_END.search(text) if text.endswith("]") else None
     if found:
@@ -54,12 +46,8 @@ def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact
         text = text[: found.start()]
     window = limit + MASK_MARGIN
     unread = max(0, len(text) - window)
-    masked = text[:window] if unread else text
-    if not done:
-        masked = mask(masked)
-    out = Masked(keep_start(masked, limit, TRUNCATION_MARKER, unread + earlier))
-    out.by = mask
-    return out, len(masked) > limit or unread + earlier > 0
+    masked = mask(text[:window] if unread else text)
+    return keep_start(masked, limit, TRUNCATION_MARKER, unread + earlier), len(masked) > limit or unread + earlier > 0
 
 
 def keep_start_within_tokens(text: str, tokens: int, estimate: Callable[[str], int], marker: str,

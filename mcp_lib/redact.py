@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 MASK = "[REDACTED]"
-MAX_PASSES = 8  # scans of a text to a fixed point: a chain of keys hiding each other is uncovered one a scan
 
 # Full-width ASCII and look-alike dashes/spaces, one code point for one.
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
@@ -120,35 +119,18 @@ class Masker:
         if personal:
             parts += [_EMAIL, *_PHONES]
         self.values = tuple(exact)
-        # the exact values first, on their own: a pattern's match must not swallow the start of one
-        self._exact = re.compile(parts[0][1], re.ASCII) if exact else None  # literals: the engine skips to them
         leads = _LEADS + "".join(re.escape(c) for c in sorted({v[0] for v in exact}))
         branches = "|".join(f"(?P<{name}>{body})" for name, body in parts)
         self._pattern = re.compile(f"(?=[{leads}])(?:{branches})", re.ASCII)
         self._keyed = {name for name, _ in parts if f"{name}_k" in self._pattern.groupindex}
 
     def mask(self, text: str) -> str:
-        """``text`` with every match replaced, again until nothing more matches: a replacement can uncover a key
-        its neighbour hid (``AIza…AKIA…``: the second's lookbehind saw the first's last letter). At most
-        MAX_PASSES scans of the patterns, the last one's text as it is."""
+        """``text`` with every match replaced: matched on the folded copy, replaced in the original."""
         if not text:
             return text
-        folded = text.translate(_FOLD)
-        if self._exact is not None:
-            masked = self._replaced(self._exact, text, folded)
-            text, folded = (text, folded) if masked is text else (masked, masked.translate(_FOLD))
-        for _ in range(MAX_PASSES):
-            masked = self._replaced(self._pattern, text, folded)
-            if masked is text:
-                break
-            text, folded = masked, masked.translate(_FOLD)
-        return text
-
-    def _replaced(self, pattern: re.Pattern[str], text: str, folded: str) -> str:
-        """One scan of ``folded`` (``text`` folded), replaced in ``text``; ``text`` itself when nothing matched."""
         pieces: list[str] = []
         last = 0
-        for match in pattern.finditer(folded):
+        for match in self._pattern.finditer(text.translate(_FOLD)):
             name = match.lastgroup or ""
             if name == "card" and not luhn(re.sub(r"\D", "", match.group())):
                 continue

