@@ -212,3 +212,22 @@ class FakeGrowi:
                                                          "args": {"isNotFound": True, "isForbidden": True}}]})
         return httpx2.Response(200, json={"page": page})
 
+
+
+def page_as_the_model_reads_it(body: str, *, token: str, url: str, env: dict[str, str] | None = None) -> str:
+    """``growi_getPage`` of a page with ``body``, end to end through a Registry (its credential mask, its limits;
+    ``env`` adds variables, and so held values): the result's JSON, what the model reads."""
+    from mcp_lib.platforms import growi
+    from mcp_lib.registry import Registry
+    from tests.fakes.clock import FakeClock
+
+    fake = FakeGrowi(token=token, url=url)
+    fake.add_page("/手順/罠", body)
+    full = {"GROWI_URL": url, "GROWI_ACCESS_TOKEN": token, **(env or {})}
+    config = growi.load_config(full)
+    assert config is not None
+    registry = Registry(env=full, clients={"growi": growi.make_client(config, transport=fake.transport())},
+                        clock=FakeClock(wall=1_800_000_000.0), platforms={"growi": growi.PLATFORM})
+    result = registry.call("growi_getPage", {"path": "/手順/罠"})
+    assert result.status == "ok", result.message
+    return result.to_json()

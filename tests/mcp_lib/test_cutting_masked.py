@@ -12,12 +12,9 @@ import pytest
 
 from mcp_lib.core import ToolContext
 from mcp_lib.cutting import MASK_MARGIN, TRUNCATION_MARKER
-from mcp_lib.platforms import growi
 from mcp_lib.redact import Masker
-from mcp_lib.registry import Registry
 from mcp_lib.result import Limits, Result, apply_limits
-from tests.fakes.clock import FakeClock
-from tests.fakes.growi import FakeGrowi
+from tests.fakes.growi import page_as_the_model_reads_it
 
 CREDENTIAL = "held-credential-Zq81x"
 AWS = "AKIA" + "Q7" * 8
@@ -40,17 +37,7 @@ def through_limits(text: str, mask: Any, platform_limit: int, field_limit: int) 
 
 
 def growi_page(body: str) -> str:
-    """getPage of a page with ``body``, end to end through the registry (its credential mask, its limits)."""
-    fake = FakeGrowi(token=TOKEN, url=URL)
-    fake.add_page("/手順/罠", body)
-    env = {"GROWI_URL": URL, "GROWI_ACCESS_TOKEN": TOKEN}
-    config = growi.load_config(env)
-    assert config is not None
-    registry = Registry(env=env, clients={"growi": growi.make_client(config, transport=fake.transport())},
-                        clock=FakeClock(wall=1_800_000_000.0), platforms={"growi": growi.PLATFORM})
-    result = registry.call("growi_getPage", {"path": "/手順/罠"})
-    assert result.status == "ok", result.message
-    return result.to_json()
+    return page_as_the_model_reads_it(body, token=TOKEN, url=URL)
 
 
 # -- keys hiding each other ------------------------------------------------------------------------------

@@ -8,11 +8,8 @@ from __future__ import annotations
 import pytest
 
 from mcp_lib.external import credential_values
-from mcp_lib.platforms import growi
 from mcp_lib.redact import Masker
-from mcp_lib.registry import Registry
-from tests.fakes.clock import FakeClock
-from tests.fakes.growi import FakeGrowi
+from tests.fakes.growi import page_as_the_model_reads_it
 
 # A held "credential" an ordinary environment gives: ACCESS_TOKEN_TTL reads as a credential's name
 TTL_ENV = {"ACCESS_TOKEN_TTL": "3600"}
@@ -43,17 +40,7 @@ def shown_pieces(secret: str, value: str) -> list[str]:
 
 
 def growi_page(body: str, extra_env: dict[str, str]) -> str:
-    """getPage of a page with ``body`` through the registry, whose mask holds the values of ``extra_env`` too."""
-    fake = FakeGrowi(token=TOKEN, url=URL)
-    fake.add_page("/手順/罠", body)
-    env = {"GROWI_URL": URL, "GROWI_ACCESS_TOKEN": TOKEN, **extra_env}
-    config = growi.load_config(env)
-    assert config is not None
-    registry = Registry(env=env, clients={"growi": growi.make_client(config, transport=fake.transport())},
-                        clock=FakeClock(wall=1_800_000_000.0), platforms={"growi": growi.PLATFORM})
-    result = registry.call("growi_getPage", {"path": "/手順/罠"})
-    assert result.status == "ok", result.message
-    return result.to_json()
+    return page_as_the_model_reads_it(body, token=TOKEN, url=URL, env=extra_env)
 
 
 # -- the exact scan first: a held value inside a pattern's secret splits it ---------------------------------
