@@ -163,7 +163,7 @@ class _Shrink:
 
 
 def capped_notes(notes: list[str], mask: Callable[[str], str] = redact_secrets) -> list[str]:
-    kept: list[str] = [keep_start_masked(str(note), MAX_NOTE_CHARS, mask)[0] for note in notes[:MAX_NOTES]]
+    kept = [keep_start_masked(str(note), MAX_NOTE_CHARS, mask)[0] for note in notes[:MAX_NOTES]]
     if len(notes) > MAX_NOTES:
         kept.append(f"{len(notes) - MAX_NOTES} more notes left out")
     return kept
