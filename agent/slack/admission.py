@@ -15,7 +15,6 @@ from agent.slack.trigger import (
     DEFAULT_REACTION,
     REACTION_RE,
     RESERVED_REACTIONS,
-    Ignore,
     Sender,
     Trigger,
     canonical_reaction,
@@ -94,28 +93,28 @@ def sender_is_bot(sender: Sender) -> bool:
     return bool(sender.bot_id or sender.app_id or sender.subtype == "bot_message")
 
 
-def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Ignore | None:
+def check_ignore(trigger: Trigger, settings: TriggerSettings) -> Decision | None:
     """The ignores that need no Slack call, the relay's whole policy; ``helpbot answer`` then calls :func:`admit`."""
     what = "mention" if trigger.mention else "reaction"
     if trigger.reaction is not None and trigger.reaction != settings.reaction:
-        return Ignore(f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
+        return Decision("ignore", f"reaction :{trigger.reaction}: is not :{settings.reaction}:")
     if trigger.channel and (refused := settings.refuses(trigger.channel)):
-        return Ignore(refused)
+        return Decision("ignore", refused)
     if settings.bot_user_id and trigger.item_user == settings.bot_user_id:
-        return Ignore("the message was written by helpbot itself")
+        return Decision("ignore", "the message was written by helpbot itself")
     if settings.bot_user_id and trigger.user == settings.bot_user_id:
-        return Ignore("the mention was written by helpbot itself" if trigger.mention
-                      else "the reaction was added by helpbot itself")
+        return Decision("ignore", "the mention was written by helpbot itself" if trigger.mention
+                        else "the reaction was added by helpbot itself")
     if trigger.user == SLACKBOT:
-        return Ignore(f"the {what} is Slackbot's; helpbot answers people")
+        return Decision("ignore", f"the {what} is Slackbot's; helpbot answers people")
     sender = trigger.sender
     if sender is not None and sender_is_bot(sender):
         if not (sender.bot_id and sender.bot_id in settings.allowed_bots):
-            return Ignore(f"the {what} was posted by a bot or app ({sender.bot_id or sender.app_id or sender.subtype}"
-                          "; not in HELPBOT_ALLOWED_BOTS)")
+            return Decision("ignore", f"the {what} was posted by a bot or app "
+                            f"({sender.bot_id or sender.app_id or sender.subtype}; not in HELPBOT_ALLOWED_BOTS)")
         return None
     if trigger.source not in MANUAL_SOURCES and not trigger.user and (sender is not None or not trigger.mention):
-        return Ignore(f"the {what} names no user; helpbot answers people")
+        return Decision("ignore", f"the {what} names no user; helpbot answers people")
     return None
 
 
@@ -167,9 +166,7 @@ def user_asker(user: Mapping[str, Any], home: Home, sender: Sender | None = None
 
 def shared_with_others(info: Mapping[str, Any], sender: Sender | None = None) -> bool:
     """The channel is (or is being) shared with another organization; unreadable info counts as shared."""
-    if sender is not None and sender.shared:
-        return True
-    if "is_ext_shared" not in info:
+    if (sender is not None and sender.shared) or "is_ext_shared" not in info:
         return True
     return bool(info.get("is_ext_shared") or info.get("is_pending_ext_shared")
                 or (info.get("is_shared") and not info.get("is_org_shared")))

@@ -25,8 +25,8 @@ from slack_sdk.signature import SignatureVerifier
 from agent.config import DECLARED
 from agent.errors import BadInput, DispatchError, describe_error
 from agent.slack import vote
-from agent.slack.admission import TriggerSettings, check_ignore
-from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, Ignore, parse_event_data
+from agent.slack.admission import Decision, TriggerSettings, check_ignore
+from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, parse_event_data
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import door
@@ -250,7 +250,7 @@ class Relay:
             trigger = parse_event_data(envelope)
             ignore = check_ignore(trigger, self.config.settings)
         except BadInput as exc:
-            ignore = Ignore(str(exc))
+            ignore = Decision("ignore", str(exc))
         if ignore:
             log(f"ignored: {ignore.reason}")
             return reply(200, f"ignored: {ignore.reason}")

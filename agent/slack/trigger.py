@@ -74,13 +74,6 @@ class Trigger:
     ignored: tuple[str, ...] = ()  # payload keys helpbot does not know (Zapier adds fields): logged, not used
 
 
-@dataclass(frozen=True)
-class Ignore:
-    """A deliberate non-answer: exit 0, nothing posted, ``reason`` logged as one line."""
-
-    reason: str
-
-
 def load_event(path: str | os.PathLike[str]) -> Trigger:
     return parse_event(read_event(path))
 

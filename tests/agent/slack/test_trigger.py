@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.slack.admission import TriggerSettings, check_ignore
+from agent.slack.admission import Decision, TriggerSettings, check_ignore
 from agent.slack.trigger import (
     BadInput,
-    Ignore,
     Sender,
     Trigger,
     canonical_reaction,
@@ -192,7 +191,7 @@ def test_reaction_names_are_canonical() -> None:
 
 def test_other_reaction_is_ignored() -> None:
     settings = TriggerSettings()
-    assert check_ignore(trigger(reaction="eyes"), settings) == Ignore("reaction :eyes: is not :help:")
+    assert check_ignore(trigger(reaction="eyes"), settings) == Decision("ignore", "reaction :eyes: is not :help:")
     assert check_ignore(trigger(reaction="help"), settings) is None
     assert check_ignore(trigger(reaction=None), settings) is None  # started by hand: no reaction to check
 
@@ -215,8 +214,8 @@ def test_channel_allowlist() -> None:
 
 def test_bot_authored_or_bot_reacted_is_ignored() -> None:
     settings = TriggerSettings.from_env({"HELPBOT_BOT_USER_ID": "U0HELPBOT"})
-    assert check_ignore(trigger(item_user="U0HELPBOT"), settings) == Ignore(
-        "the message was written by helpbot itself")
+    assert check_ignore(trigger(item_user="U0HELPBOT"), settings) == Decision(
+        "ignore", "the message was written by helpbot itself")
     assert check_ignore(trigger(user="U0HELPBOT"), settings) is not None
     assert check_ignore(trigger(user="U0PERSON", item_user="U0PERSON"), settings) is None
 
