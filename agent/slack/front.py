@@ -120,18 +120,17 @@ class Front:
                          question=bool(trigger.question))
         if trigger.ignored:  # an outside payload grows keys over time: said, and never a reason to drop the question
             log(f"ignored unknown key(s) in the payload: {', '.join(trigger.ignored)}")
+        dry_run = self.options.dry_run or trigger.dry_run  # workflow_dispatch's dry_run input counts too
         try:
             settings = TriggerSettings.from_env(self.env)
             check_configuration(self.env)  # all of it before anything is read or posted: exit 2, nothing posted
-            ignore = check_ignore(trigger, settings)
-            if ignore:
+            if ignore := check_ignore(trigger, settings):
                 return self.tell.ignored(ignore.reason, where=trigger.channel)
-            dry_run = self.options.dry_run or trigger.dry_run  # workflow_dispatch's dry_run input counts too
             if trigger.question:
                 return self._free_question(trigger.question, settings, dry_run)
             return self._reacted(trigger, settings, dry_run)
         except ConfigError as exc:
-            if not (self.options.dry_run or trigger.dry_run):
+            if not dry_run:
                 self._tell_asker(trigger, exc)
             return self.tell.config_error(exc)
         except RunFailed as exc:
@@ -166,11 +165,10 @@ class Front:
         if not answerable(message, mention_of(slack.me) if trigger.mention and ts == thread.root else None):
             return self.tell.ignored(f"message {ts} has nothing to answer ({message.get('subtype') or 'no text'})",
                                  channel)
-        if not self.options.force:
-            found = markers.find_answer(thread.messages, ts, channel, me=slack.me)
-            if found is not None:
-                return self.tell.ignored(f"message {ts} was already answered (answer {found.get('ts')}; --force "
-                                     "answers again)", channel)
+        found = None if self.options.force else markers.find_answer(thread.messages, ts, channel, me=slack.me)
+        if found is not None:
+            return self.tell.ignored(f"message {ts} was already answered (answer {found.get('ts')}; --force answers "
+                                     "again)", channel)
         slack.names_ahead(thread.messages)  # the question's names come while the placeholder and 👀 are posted
         where = f"#{info.get('name') or channel} ({channel})" if public else f"private channel {channel}"
         reply = None if dry_run else self._reply(slack, channel, thread.root, ts,
@@ -276,10 +274,8 @@ class Front:
         """helpbot's side of the thread, the answer streamed to ``asker`` when Slack lets it; None without a bot."""
         if slack.writer is None:
             return None
-        stream = None
-        if asker and slack.me.team_id:
-            stream = AnswerStream(self._out(slack), channel=channel, thread_ts=root, recipient_user=asker,
-                                  recipient_team=slack.me.team_id, clock=self.clock)
+        stream = AnswerStream(self._out(slack), channel=channel, thread_ts=root, recipient_user=asker,
+                              recipient_team=slack.me.team_id, clock=self.clock) if asker and slack.me.team_id else None
         return ThreadReply(self._out(slack), channel=channel, root=root, question_ts=question_ts, run=self.run_id,
                            throttle=ProgressThrottle(self.clock, self.interval), run_link=self.run_link, me=slack.me,
                            reread=reread, force=self.options.force, stream=stream, buttons=self.buttons)

@@ -42,6 +42,7 @@ class Slack:
         from agent import guard
         from mcp_lib import Caller, Registry
         from mcp_lib.platforms import slack
+        from mcp_lib.platforms.slack.client import web_client
 
         config = slack.load_config(env)
         if config is None or (need_bot and config.bot_token is None):
@@ -53,11 +54,8 @@ class Slack:
         self.ctx: ToolContext = self.registry.context("slack")
         self.bot: WebClient | None = self.clients.bot  # reads (with the platform's retries); None without a token
         # Writes: the same token, no retry handlers -- agent.slack.post retries them within the run's budget.
-        self.writer: WebClient | None = None
-        if config.bot_token is not None:
-            from mcp_lib.platforms.slack.client import web_client
-
-            self.writer = web_client(config, config.bot_token, retry_handlers=[])
+        self.writer: WebClient | None = (web_client(config, config.bot_token, retry_handlers=[])
+                                         if config.bot_token is not None else None)
         self._configured_user_id = configured_user_id
         self._me: Me | None = None
         self._auth: dict[str, Any] | None = None
@@ -147,7 +145,7 @@ class Slack:
         if target is None:
             raise RunFailed(f"message {channel}/{ts} not found (deleted, or not visible to helpbot)")
         root = str(target.get("thread_ts") or ts)
-        if root != ts and (not messages or messages[0].get("ts") != root):  # asked by a reply ts: from the root
+        if root != ts and messages[0].get("ts") != root:  # asked by a reply ts: from the root
             messages = replies(root)
         return Thread(channel=channel, root=root, target=target, messages=messages)
 

@@ -85,9 +85,7 @@ def read_answer(parts: Sequence[Mapping[str, Any]]) -> ReadAnswer:
     heading."""
     markdown = "\n\n".join(message_markdown(part) for part in parts)
     lines = markdown.split("\n")
-    head = next((i for i in range(len(lines) - 1, -1, -1) if _SOURCES_HEAD.fullmatch(lines[i])), None)
-    if head is None:
-        return ReadAnswer(markdown.strip(), [])
+    head = next((i for i in reversed(range(len(lines))) if _SOURCES_HEAD.fullmatch(lines[i])), len(lines))
     read = ReadAnswer("\n".join(lines[:head]).strip(), [])
     for line in lines[head + 1:]:
         if match := _SOURCE_MD.fullmatch(line) or _SOURCE_MRKDWN.fullmatch(line):

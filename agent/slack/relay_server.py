@@ -75,8 +75,6 @@ class Dispatcher:
                 log(f"dispatch failed for {where}: {describe_error(exc)}")
             else:
                 log(f"dispatched {where}")
-            self.queue.task_done()
-        self.queue.task_done()
 
 
 class _Server(ThreadingHTTPServer):
@@ -186,9 +184,8 @@ def run_relay_command(args: argparse.Namespace) -> int:
         raise BadInput(f"helpbot relay: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     log(f"listening on http://{args.host}:{server.server_address[1]}/ (dispatching to {config.repository})")
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
     finally:
         server.server_close()
         relay.close()
