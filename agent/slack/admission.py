@@ -1,7 +1,6 @@
 """Who may start a run, where, and with which sources: one policy for reactions, mentions, follow-ups and manual
 runs (docs/security.md states it). The relay holds no Slack token and decides from the event alone
-(:func:`check_ignore`); ``helpbot answer`` re-checks that and decides the rest with Slack's answers (:func:`admit`).
-"""
+(:func:`check_ignore`); ``helpbot answer`` re-checks that and decides the rest with Slack's answers (:func:`admit`)."""
 
 from __future__ import annotations
 
@@ -226,21 +225,18 @@ def unread(trigger: Trigger, info: Mapping[str, Any], settings: TriggerSettings)
 def decide(slack: Slack, trigger: Trigger, message: Mapping[str, Any], info: Mapping[str, Any],
            settings: TriggerSettings, actor: str | None) -> Decision:
     """:func:`admit` on who asked: whoever ran it by hand (``actor``), a mention's author, or who reacted."""
-    channel = str(trigger.channel)
+    sender = sender_of({}, message, message=True)  # a mention's message may itself say it is a bot's (or no one's)
     if trigger.source in MANUAL_SOURCES:
-        return admit(manual_asker(actor), channel, info, settings, trigger.sender)
-    if trigger.reaction is not None and not reacted(slack, trigger, message):
+        asker = manual_asker(actor)
+    elif trigger.reaction is not None and not reacted(slack, trigger, message):
         return Decision("ignore", f"{trigger.user} has no :{trigger.reaction}: on message {trigger.ts} (a payload "
                                   "names who reacted; Slack's copy of the message decides)")
-    if trigger.mention:  # a mention's message may itself say it is a bot's (or name nobody)
-        sender = sender_of({}, message, message=True)
-        if sender_is_bot(sender) or not message.get("user"):
-            asker = Asker(who=sender.bot_id or sender.app_id or sender.subtype or "no user", bot_id=sender.bot_id,
-                          bot=True)
-            return admit(asker, channel, info, settings, trigger.sender)
-    user = str(message.get("user")) if trigger.mention else str(trigger.user)
-    asker = user_asker(slack.user(user), Home.from_auth(slack.auth()), trigger.sender)
-    return admit(asker, channel, info, settings, trigger.sender)
+    elif trigger.mention and (sender_is_bot(sender) or not message.get("user")):
+        asker = Asker(who=sender.bot_id or sender.app_id or sender.subtype or "no user", bot_id=sender.bot_id, bot=True)
+    else:
+        user = str(message.get("user")) if trigger.mention else str(trigger.user)
+        asker = user_asker(slack.user(user), Home.from_auth(slack.auth()), trigger.sender)
+    return admit(asker, str(trigger.channel), info, settings, trigger.sender)
 
 
 def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:

@@ -1,7 +1,6 @@
 """What a file is, from its bytes and Slack's metadata (kind, an image's size, a text's encoding), and what one
 request to the model may carry, with images downscaled to fit (per-image limits: :mod:`mcp_lib.media`). No Slack
-calls and no downloads: those are :mod:`agent.slack.attachments`'.
-"""
+calls and no downloads: those are :mod:`agent.slack.attachments`'."""
 
 from __future__ import annotations
 

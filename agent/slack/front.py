@@ -1,7 +1,5 @@
-"""``helpbot answer``: from a :help: trigger to an answer in the Slack thread -- and never silence.
-
-:class:`Front` decides what a trigger leads to and runs the agent; a dry run posts nothing.
-"""
+"""``helpbot answer``: from a :help: trigger to an answer in the Slack thread -- and never silence. :class:`Front`
+decides what a trigger leads to and runs the agent; a dry run posts nothing."""
 
 from __future__ import annotations
 
@@ -288,8 +286,7 @@ class Front:
         return self._slack_out
 
     def _tell_asker(self, trigger: Trigger, exc: ConfigError) -> None:
-        """A configuration mistake told to who asked, ephemerally (nothing else would show in Slack), unless Slack
-        itself is misconfigured."""
+        """A configuration mistake told to the asker, ephemerally (nothing else shows in Slack), unless Slack's is."""
         if not (trigger.channel and trigger.ts and trigger.user):
             return
         try:

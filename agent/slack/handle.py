@@ -1,7 +1,6 @@
 """The front's one handle on Slack: the platform's clients, the registry the agent's tools use (the same clients),
 who helpbot is, and the one read path (the Slack platform's retries and error messages). Writes go through
-:class:`agent.slack.post.SlackOut` on ``Slack.writer``. slack-sdk is imported inside: ``--help`` never loads it.
-"""
+:class:`agent.slack.post.SlackOut` on ``Slack.writer``. slack-sdk is imported inside: ``--help`` never loads it."""
 
 from __future__ import annotations
 

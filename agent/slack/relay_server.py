@@ -1,7 +1,6 @@
 """``helpbot relay``'s HTTP server and dispatch worker (Lambda never imports this module): it acks Slack at once
 and dispatches after. The stdlib server, not uvicorn: the relay needs a total deadline for a request's headers and
-body (uvicorn's timeouts are for idle keep-alive connections), and it keeps the Lambda package small.
-"""
+body (uvicorn's timeouts are for idle keep-alive connections), and it keeps the Lambda package small."""
 
 from __future__ import annotations
 

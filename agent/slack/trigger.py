@@ -1,7 +1,6 @@
 """What started this run: one strictly validated :class:`Trigger`, from a ``repository_dispatch`` or
 ``workflow_dispatch`` event, a bare payload or a Slack Events API envelope. Anything malformed is one
-:class:`BadInput` line (exit 2, nothing posted): a typo'd key or a float ``ts`` must not answer in the wrong thread.
-"""
+:class:`BadInput` line (exit 2, nothing posted): a typo'd key or a float ``ts`` must not answer in the wrong thread."""
 
 from __future__ import annotations
 
