@@ -178,25 +178,23 @@ def _from_slack_envelope(data: Mapping[str, Any]) -> Trigger:
     event = data.get("event")
     if not isinstance(event, dict):
         raise BadInput("Slack envelope has no 'event' object")
-    if event.get("type") == "app_mention":  # {type, user, text, ts, channel, event_ts, thread_ts?}
-        return _from_event(data, event, message=True, channel=event.get("channel"), ts=event.get("ts"),
-                           thread_ts=event.get("thread_ts"), item_user=event.get("user"), mention=True)
-    if event.get("type") != "reaction_added":
+    mention = event.get("type") == "app_mention"
+    if mention:  # {type, user, text, ts, channel, event_ts, thread_ts?}
+        keys = {"channel": event.get("channel"), "ts": event.get("ts"), "thread_ts": event.get("thread_ts"),
+                "item_user": event.get("user"), "mention": True}
+    elif event.get("type") != "reaction_added":
         raise BadInput(f"Slack event type is {event.get('type')!r}; helpbot handles "
                        f"{' and '.join(repr(t) for t in sorted(TRIGGER_EVENTS))}")
-    item = event.get("item")
-    if not isinstance(item, dict):
+    elif not isinstance(item := event.get("item"), dict):
         raise BadInput("reaction_added event has no 'item' object")
-    if item.get("type") != "message":
+    elif item.get("type") != "message":
         raise BadInput(f"reaction_added on a {item.get('type')!r}; helpbot answers messages only")
-    return _from_event(data, event, message=False, channel=item.get("channel"), ts=item.get("ts"),
-                       reaction=event.get("reaction"), item_user=event.get("item_user"))
-
-
-def _from_event(data: Mapping[str, Any], event: Mapping[str, Any], *, message: bool, **keys: Any) -> Trigger:
+    else:
+        keys = {"channel": item.get("channel"), "ts": item.get("ts"), "reaction": event.get("reaction"),
+                "item_user": event.get("item_user")}
     payload = {**keys, "user": event.get("user"), "event_id": data.get("event_id")}
     trigger = payload_trigger({k: v for k, v in payload.items() if v is not None}, source="slack_event", where="event")
-    return replace(trigger, sender=sender_of(data, event, message=message))
+    return replace(trigger, sender=sender_of(data, event, message=mention))
 
 
 def sender_of(envelope: Mapping[str, Any], event: Mapping[str, Any], *, message: bool) -> Sender:
@@ -295,10 +293,8 @@ def _optional_str(payload: Mapping[str, Any], key: str, where: str) -> str | Non
 
 
 def _bool(value: Any, where: str) -> bool:
-    if value is None or value == "":
-        return False
-    if isinstance(value, bool):
-        return value
+    if value is None or value == "" or isinstance(value, bool):
+        return bool(value)
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     raise BadInput(f"{where} must be true or false, got {value!r}")
