@@ -299,13 +299,11 @@ class Front:
 
 def trigger_of(o: Options) -> Trigger:
     """The trigger the options name: an event file, a message link, or channel + ts (bad input: one line)."""
+    if o.ts and (o.event or o.url):
+        raise BadInput(f"--ts goes with --channel, not with {'--event' if o.event else '--url'}")
     if o.event:
-        if o.ts:
-            raise BadInput("--ts goes with --channel, not with --event")
         return load_event(o.event)
     if o.url or o.channel or o.ts:
-        if o.url and o.ts:
-            raise BadInput("--ts goes with --channel, not with --url")
         if not o.url and not (o.channel and o.ts):
             raise BadInput("--channel and --ts go together")
         return from_options(url=o.url, channel=o.channel, ts=o.ts)
