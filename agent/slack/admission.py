@@ -151,9 +151,8 @@ def manual_asker(actor: str | None) -> Asker:
 def user_asker(user: Mapping[str, Any], home: Home, sender: Sender | None = None) -> Asker:
     """An asker from ``users.info``'s user object (https://api.slack.com/types/user)."""
     uid = str(user.get("id") or "")
-    profile = obj_at(user, "profile")
     if user.get("is_bot") or user.get("is_app_user") or uid == SLACKBOT:
-        bot_id = profile.get("bot_id") if uid != SLACKBOT else None
+        bot_id = obj_at(user, "profile").get("bot_id") if uid != SLACKBOT else None
         return Asker(who=uid, bot_id=str(bot_id) if bot_id else None, bot=True)
     same_team = home.has(str(user.get("team_id") or "")) or (
         bool(home.enterprise_id) and obj_at(user, "enterprise_user").get("enterprise_id") == home.enterprise_id)
