@@ -6,6 +6,7 @@ process after the answer, dispatches first, and a failure is a 502 that Slack re
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import threading
@@ -291,18 +292,17 @@ class Relay:
         return failed
 
 
-_LAMBDA_RELAY: Relay | None = None
+@functools.cache  # one relay a Lambda container: its seen event ids outlive a request
+def _lambda_relay() -> Relay:
+    return Relay(RelayConfig.from_env(os.environ))
 
 
 def lambda_handler(event: Mapping[str, Any], context: Any = None, *, relay: Relay | None = None) -> dict[str, Any]:
     """AWS Lambda entry point (function URL / API Gateway v2): ``agent.slack.relay.lambda_handler``."""
-    global _LAMBDA_RELAY
     from agent import guard
 
     with guard.logging_installed(os.environ):  # the runtime's own root handler would print libraries' records
-        if relay is None:
-            _LAMBDA_RELAY = _LAMBDA_RELAY or Relay(RelayConfig.from_env(os.environ))
-            relay = _LAMBDA_RELAY
+        relay = relay or _lambda_relay()
         method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "POST")
         raw = event.get("body") or ""
         try:
