@@ -24,8 +24,7 @@ MAX_QUESTION_CHARS = 4000
 MAX_EVENT_BYTES = 1024 * 1024  # a GitHub event is a few KB
 MAX_EVENT_DEPTH = 32  # the deepest real event (workflow_dispatch) nests about 5 levels
 
-PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id",
-                          "mention"})
+PAYLOAD_KEYS = frozenset({"channel", "ts", "thread_ts", "user", "reaction", "url", "item_user", "event_id", "mention"})
 TRIGGER_EVENTS = frozenset({"reaction_added", "app_mention"})
 # help.yml's inputs (tests/workflows pins them); force and now reach helpbot as --force and HELPBOT_NOW
 WORKFLOW_INPUT_KEYS = frozenset({"url", "question", "dry_run", "force", "now"})
