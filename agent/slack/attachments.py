@@ -1,7 +1,6 @@
-"""Files attached to the question or its thread, read for the model: images and PDFs as content blocks, text
-files as text in the context, each within the API's limits and the run's budget -- or named with the reason it was
-not read. A file is read only where ``files.info`` says it is shared in a conversation the answer may show, and
-downloaded only through the Slack tokens' door (no redirects followed).
+"""Files attached to the question or its thread, read for the model: images and PDFs as content blocks, text files
+as context, each within the API's limits and the run's budget, or named with why it was not read. A file is read only
+where ``files.info`` says it is shared in a conversation the answer may show, through the Slack door (no redirects).
 """
 
 from __future__ import annotations

@@ -36,10 +36,8 @@ CONFIG_NOTICE = ("helpbot の設定に誤りがあるため回答できません
 FEEDBACK_LINE = "役に立ちましたか？ 👍 / 👎 のリアクションで教えてください。"
 BUTTONS_LINE = "役に立ちましたか？ 下の 👍 / 👎 で教えてください。"
 FEEDBACK_ACTION = "helpbot_feedback"  # the 👍/👎 buttons' action_id: the relay takes the clicks of no other
-DEGRADED_LABEL = (
-    "> ⚠️ **AIによる回答ではありません。** AIモデルを利用できなかったため、"
-    "質問で検索した結果の上位をそのまま載せています。"
-)
+DEGRADED_LABEL = ("> ⚠️ **AIによる回答ではありません。** AIモデルを利用できなかったため、"
+                  "質問で検索した結果の上位をそのまま載せています。")
 TRUNCATED_NOTE = "\n\n…（回答が長すぎるため、以降を省略しました）"
 POST_OPTIONS = {"unfurl_links": False, "unfurl_media": False}  # many source links must not unfurl
 
@@ -103,11 +101,9 @@ def sources_markdown(sources: Iterable[Mapping[str, Any]]) -> str:
 
 def platform_label(tool_name: str) -> str:
     """``slack_searchMessages`` -> ``Slack``; other registered prefixes as they are, else ``unknown_tool``."""
-    tool_name = guard.current().name(tool_name)
-    if tool_name == guard.UNKNOWN_TOOL:
-        return tool_name
-    prefix = tool_name.split("_", 1)[0]
-    return PLATFORM_LABELS.get(prefix, prefix)
+    name = guard.current().name(tool_name)
+    prefix = name.partition("_")[0]
+    return name if name == guard.UNKNOWN_TOOL else PLATFORM_LABELS.get(prefix, prefix)
 
 
 def _platforms(tool_names: Sequence[str]) -> str:
@@ -153,12 +149,12 @@ def task_title(tool_name: str, arguments: Mapping[str, Any]) -> str:
     """A tool call as a task of the streamed reply, 「FAQを検索: 在庫同期」 (the argument is guarded at the door)."""
     label = platform_label(tool_name)
     name = guard.current().name(tool_name).lower()
-    verb = next((v for word, v in _TASK_VERBS if word in name), "")
+    verb = next((v for word, v in _TASK_VERBS if word in name), "を実行")
     if label == guard.UNKNOWN_TOOL:
         label, verb = "ツール", "を実行"
     value = next((arguments[k] for k in _TASK_ARGUMENTS if isinstance(arguments.get(k), str | int)
                   and not isinstance(arguments.get(k), bool) and str(arguments[k]).strip()), None)
-    title = f"{label}{verb or 'を実行'}"
+    title = f"{label}{verb}"
     return f"{title}: {squash_whitespace(str(value))}" if value is not None else title
 
 
@@ -189,8 +185,7 @@ def question_payload(question: str, actor: str | None = None) -> dict[str, Any]:
               for p in split_line(quoted, SECTION_LIMIT - slack_len(head) - 2)]
     texts = [f"{head}\n{pieces[0]}", *pieces[1:]]
     fallback = shorten_at_word(f"{head}\n{pieces[0]}", FALLBACK_CHARS)
-    return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}}
-                                        for t in texts]}
+    return {"text": fallback, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]}
 
 
 def feedback_block() -> dict[str, Any]:

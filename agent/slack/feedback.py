@@ -131,8 +131,7 @@ def render_text(report: Report, tz: tzinfo) -> str:
                          f"sources {a.sources_count}  {cost}" + ("  degraded" if a.degraded else ""))
     if report.negative:
         lines += ["", "👎 answers (check these and fix the FAQ):"]
-        lines += [f"  - {a.permalink or f'{a.channel} {a.ts}'}  👎{a.negative} 👍{a.positive}"
-                  for a in report.negative]
+        lines += [f"  - {a.permalink or f'{a.channel} {a.ts}'}  👎{a.negative} 👍{a.positive}" for a in report.negative]
     return "\n".join(lines)
 
 
@@ -213,8 +212,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], *, clock: Clock = SYST
                           + f"{', '.join(left_out)} (run it locally to see them)")
             if post_to:
                 payload = summary_payload(for_audience(full, private, channel=post_to), tz)
-                posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload,
-                                          **POST_OPTIONS)
+                posted = guard.slack_call(slack_platform.call, scanner.ctx, channel=post_to, **payload, **POST_OPTIONS)
                 guard.err(f"helpbot feedback: posted the summary to {post_to} (ts {posted.get('ts')})")
             return 0
 

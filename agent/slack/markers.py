@@ -128,19 +128,16 @@ def voted(marker: Marker, user: str, vote: Vote) -> dict[str, Any]:
 
 
 def stamped(payload: Mapping[str, Any], run: str) -> dict[str, Any]:
-    """``payload`` with its marker naming ``run`` too, so this run can find its own message again."""
-    data = payload.get("metadata")
-    if not isinstance(data, dict):
-        return dict(payload)
-    return {**payload, "metadata": {**data, "event_payload": {**data.get("event_payload", {}), "run": run}}}
+    """``payload`` (helpbot's, with its marker) naming ``run`` too, so this run can find its own message again."""
+    data = payload["metadata"]
+    return {**payload, "metadata": {**data, "event_payload": {**data["event_payload"], "run": run}}}
 
 
 def read(message: Mapping[str, Any]) -> Marker | None:
     """The marker a message carries, whoever wrote it (use :func:`ours` to trust it)."""
     data = message.get("metadata")
-    if not isinstance(data, dict):
-        return None
-    kind = _KINDS.get(str(data.get("event_type") or ""))
+    data = data if isinstance(data, dict) else {}
+    kind = _KINDS.get(str(data.get("event_type")))
     if kind is None:
         return None
     payload = data.get("event_payload")

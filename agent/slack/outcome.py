@@ -75,12 +75,13 @@ class Outcomes:
     def _ended(self, event: str, status: str, code: int, detail: str | None = None, where: str | None = None,
                **fields: str) -> int:
         self.trace.front(event, **fields)
-        self.summary(status, where=where, detail=detail)
+        write_summary(self.env, summary_markdown(status=status, question=None, where=where, detail=detail))
         return code
 
     def failed(self, exc: BaseException, what: str, target: Target, asked: str | None) -> None:
         """A run that met ``exc`` after its thread was known (the notice is the reply's)."""
-        self.summary("failed", where=target.where, detail=what, question=asked if target.public else None)
+        question = asked if target.public else None
+        write_summary(self.env, summary_markdown(status="failed", question=question, where=target.where, detail=what))
         if isinstance(exc, ConfigError):
             guard.err(exit_line(exc))
         elif isinstance(exc, Terminated | KeyboardInterrupt):
@@ -88,20 +89,14 @@ class Outcomes:
         else:
             log(failure_line(what))  # no error text in a private run
 
-    def answered(self, answer: Answer, link: str | None, target: Target, asked: str | None,
-                 show_answer: bool) -> int:
+    def answered(self, answer: Answer, link: str | None, target: Target, asked: str | None, show_answer: bool) -> int:
         self.trace.front("done", rounds=answer.rounds, degraded=answer.degraded, stop=answer.stop, link=link)
-        self.summary("answered" if target.reply is not None else "answered (not posted)", where=target.where,
-                     question=asked if target.public else None, answer=answer, link=link,
-                     show_answer=target.public and (show_answer or target.reply is None))
+        status = "answered" if target.reply is not None else "answered (not posted)"
+        shown = target.public and (show_answer or target.reply is None)
+        write_summary(self.env, summary_markdown(status=status, question=asked if target.public else None,
+                                                 where=target.where, answer=answer, link=link, show_answer=shown))
         self._print(answer, link, target)
         return EXIT_OK
-
-    def summary(self, status: str, *, where: str | None = None, detail: str | None = None,
-                question: str | None = None, answer: Answer | None = None, link: str | None = None,
-                show_answer: bool = False) -> None:
-        write_summary(self.env, summary_markdown(status=status, question=question, where=where, answer=answer,
-                                                 link=link, detail=detail, show_answer=show_answer))
 
     def _print(self, answer: Answer, link: str | None, target: Target) -> None:
         """The answer on stdout (with --json, or when it was not posted); never a private channel's in Actions."""

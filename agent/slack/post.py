@@ -112,10 +112,8 @@ class SlackOut:
                               or may_have_succeeded(exc),
                               policy=FINAL_POLICY if final else WRITE_POLICY,
                               asked=lambda exc: retry_after(exc, self.budget), budget=budget, on_retry=waited)
-        except GaveUp as gave_up:
-            if gave_up.last is None:
-                raise
-            raise gave_up.last from None
+        except GaveUp as gave_up:  # what Slack gave, else (no time left for an attempt) the GaveUp
+            raise gave_up.last or gave_up from None
 
     def post(self, channel: str, payload: Mapping[str, Any], thread_ts: str | None = None, *,
              adopt: Callable[[], str | None] | None = None) -> str:
@@ -146,8 +144,7 @@ class SlackOut:
     def stream_append(self, channel: str, ts: str, chunks: list[dict[str, Any]]) -> None:
         """``chat.appendStream``: best effort, like a progress update."""
         self._call("chat.appendStream", patient=False, channel=channel, ts=ts, chunks=chunks)
-        self.trace.front("stream_append", channel=channel, ts=ts, chunks=len(chunks),
-                         chars=len(json.dumps(chunks)))
+        self.trace.front("stream_append", channel=channel, ts=ts, chunks=len(chunks), chars=len(json.dumps(chunks)))
 
     def stream_stop(self, channel: str, ts: str, **params: Any) -> None:  # the answer's own write: patient
         self._call("chat.stopStream", channel=channel, ts=ts, **params)
@@ -181,8 +178,7 @@ class SlackOut:
     def ephemeral(self, channel: str, user: str, text: str, *, thread_ts: str | None = None) -> bool:
         """A notice only ``user`` sees (``chat.postEphemeral``), tried once; False, logged, when Slack would not."""
         try:
-            self._call("chat.postEphemeral", patient=False, channel=channel, user=user, text=text,
-                       thread_ts=thread_ts)
+            self._call("chat.postEphemeral", patient=False, channel=channel, user=user, text=text, thread_ts=thread_ts)
         except Exception as exc:
             log(f"could not post the notice ({_code(exc)})")
             return False

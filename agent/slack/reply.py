@@ -252,9 +252,6 @@ class ThreadReply:
 
     def _own_part(self, payload: Mapping[str, Any]) -> str | None:
         """A further part of the answer (no marker) that an attempt posted after all: our message with its text."""
-        if self.reread is None:
-            return None
-        for message in self.reread():
-            if self.me.wrote(message) and message.get("text") == payload.get("text") and markers.read(message) is None:
-                return str(message.get("ts"))
-        return None
+        messages = self.reread() if self.reread is not None else []
+        return next((str(m.get("ts")) for m in messages if self.me.wrote(m) and m.get("text") == payload.get("text")
+                     and markers.read(m) is None), None)

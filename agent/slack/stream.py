@@ -62,8 +62,7 @@ class GuardedText:
         end = len(self.raw) - self.hold
         if end <= len(self.sent) // 2:  # nothing new worth a guard pass
             return None
-        starts = [m.start() for m in _BOUNDARY.finditer(self.raw, 0, end + 1)]
-        for cut in reversed(starts):
+        for cut in reversed([m.start() for m in _BOUNDARY.finditer(self.raw, 0, end + 1)]):
             head = self.raw[:cut]
             if head.rfind("<") <= head.rfind(">") and head.rfind("[") <= head.rfind("]"):
                 return cut
@@ -174,8 +173,7 @@ class AnswerStream:
         if not (self.chunks or self.pending_text) or not (due or force or first_text
                                                           or len(self.pending_text) >= BATCH_CHARS):
             return
-        chunks = [*self.chunks, *([{"type": "markdown_text", "text": self.pending_text}] if self.pending_text
-                                  else [])]
+        chunks = [*self.chunks, *([{"type": "markdown_text", "text": self.pending_text}] if self.pending_text else [])]
         try:
             self.out.stream_append(self.channel, self.ts, chunks)
         except Exception as exc:
