@@ -176,8 +176,7 @@ def failure_payload(what: str, run_link: str | None = None, *, channel: str | No
 
 
 def question_payload(question: str, actor: str | None = None) -> dict[str, Any]:
-    """A free question (workflow_dispatch) as the thread's root: escaped (no disguised ``<url|label>`` link or
-    broadcast), in section blocks of at most SECTION_LIMIT characters."""
+    """A free question (workflow_dispatch) as the thread's root, escaped (no disguised ``<url|label>`` or broadcast)."""
     head = f"❓ *質問*（GitHub Actions から{f'・{mrkdwn_escape(actor)}' if actor else ''}）"
     lines = [mrkdwn_escape(line) for line in question.strip().splitlines() if line.strip()] or ["（本文なし）"]
     quoted = "\n".join(f">{line}" for line in lines)
@@ -210,8 +209,7 @@ def answer_metadata(answer: Answer, *, channel: str | None, question_ts: str | N
 def answer_payloads(answer: Answer, *, channel: str | None = None, question_ts: str | None = None,
                     run_link: str | None = None, limit: int = MARKDOWN_LIMIT,
                     buttons: bool = False) -> list[dict[str, Any]]:
-    """The answer as one or more payloads: the first with its marker, the last with its sources, the footer and,
-    with ``buttons``, the 👍/👎 buttons."""
+    """The answer's payloads: the first with its marker, the last with sources, footer and (``buttons``) 👍/👎."""
     text = answer.text.strip() or "（回答を生成できませんでした）"
     if answer.degraded and not text.startswith("⚠️"):  # the loop labels its own degraded answers
         text = f"{DEGRADED_LABEL}\n\n{text}"

@@ -48,9 +48,7 @@ class Outcomes:
     """Tells each outcome in the log, the trace and the job summary; returns its exit code."""
 
     def __init__(self, env: Mapping[str, str], trace: Trace, *, json_output: bool):
-        self.env = env
-        self.trace = trace
-        self.json_output = json_output
+        self.env, self.trace, self.json_output = env, trace, json_output
 
     def rejected(self, why: str) -> int:
         log(why)

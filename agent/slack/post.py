@@ -83,8 +83,7 @@ class SlackOut:
     """All of helpbot's writes to Slack go through here: guarded, traced, and retried within the budget."""
 
     def __init__(self, web: WebClient, *, trace: Trace, clock: Clock = SYSTEM_CLOCK):
-        self.web = web
-        self.trace = trace
+        self.web, self.trace = web, trace
         self.budget = WriteBudget(clock)
 
     def _call(self, api: str, *, patient: bool = True, final: bool = False,

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -103,8 +103,7 @@ def tally_reactions(answer: RatedAnswer, parts: Sequence[Mapping[str, Any]], vot
                 people.get(name, set()).discard(user)
             people.setdefault(vote, set()).add(user)
     for name, reacted in people.items():
-        total = len(reacted) + hidden[name]
-        if total:
+        if total := len(reacted) + hidden[name]:
             answer.reactions[name] = total
             answer.reactors |= reacted
 
@@ -202,8 +201,7 @@ def parse_since(value: str, now: datetime, command: str = "helpbot feedback") ->
     raw = value.strip()
     bad = UsageError(f"{command}: --since {value!r} is neither a duration like 7d, 30d or 12h nor a date "
                      "like 2025-01-31")
-    match = _DURATION.fullmatch(raw)
-    if match:
+    if match := _DURATION.fullmatch(raw):
         amount, unit = int(match.group(1)), match.group(2).lower()
         if amount == 0:
             raise UsageError(f"{command}: --since {value!r} is an empty window; use at least 1{unit}")
@@ -212,12 +210,10 @@ def parse_since(value: str, now: datetime, command: str = "helpbot feedback") ->
         except OverflowError:
             raise bad from None
     try:
-        when = (datetime.fromisoformat(raw) if "T" in raw or " " in raw
-                else datetime.combine(date.fromisoformat(raw), datetime.min.time()))
+        when = datetime.fromisoformat(raw)  # a date alone is its midnight
     except ValueError:
         raise bad from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=now.tzinfo)
+    when = when if when.tzinfo else when.replace(tzinfo=now.tzinfo)
     if when >= now:
         raise UsageError(f"{command}: --since {value!r} is not in the past")
     return when
@@ -241,8 +237,7 @@ def scan_window(args: argparse.Namespace, env: Mapping[str, str], command: str,
 
 def slack_command(env: Mapping[str, str], command: str, body: Callable[[Scanner], int], *, clock: Clock,
                   page_size: int = PAGE_SIZE) -> int:
-    """``body`` run on a scan as the bot: a token Slack refuses is a ConfigError (exit 2), any other Slack failure
-    one line, exit 1."""
+    """``body`` on a scan as the bot: a token Slack refuses is a ConfigError (exit 2), other Slack failures exit 1."""
     try:
         return body(Scanner.connect(env, command, clock=clock, page_size=page_size))
     except CredentialsError as exc:

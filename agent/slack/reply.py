@@ -33,8 +33,7 @@ class ProgressThrottle:
     """A progress text is shown when new, ``interval`` s after the last, and not while Slack asked to wait."""
 
     def __init__(self, clock: Clock, interval: float):
-        self.clock = clock
-        self.interval = interval
+        self.clock, self.interval = clock, interval
         self.last_text = ""
         self.last_at = clock.monotonic()
         self.paused_until = float("-inf")

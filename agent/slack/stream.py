@@ -38,8 +38,7 @@ class GuardedText:
 
     def __init__(self, *, hold: int = HOLD_CHARS, limit: int = MARKDOWN_LIMIT):
         self.hold, self.limit = hold, limit
-        self.raw = ""
-        self.sent = ""
+        self.raw = self.sent = ""
         self.broken = False
 
     def feed(self, delta: str) -> None:
@@ -84,8 +83,7 @@ class AnswerStream:
     def __init__(self, out: SlackOut, *, channel: str, thread_ts: str, recipient_user: str, recipient_team: str,
                  clock: Clock):
         self.out, self.channel, self.thread_ts = out, channel, thread_ts
-        self.recipient_user, self.recipient_team = recipient_user, recipient_team
-        self.clock = clock
+        self.recipient_user, self.recipient_team, self.clock = recipient_user, recipient_team, clock
         self.ts: str | None = None
         self.text = GuardedText()
         self.dirty = False  # text of a response that was not the answer reached Slack: the answer is rewritten
@@ -93,8 +91,7 @@ class AnswerStream:
         self.pending_text = ""
         self.chunks: list[dict[str, Any]] = []
         self.tasks: dict[str, str] = {}  # the call's id -> our task id
-        self.last_append = float("-inf")
-        self.paused_until = float("-inf")
+        self.last_append = self.paused_until = float("-inf")
         self.stopped = False
         self.lock = threading.RLock()
 

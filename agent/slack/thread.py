@@ -32,11 +32,9 @@ _LINK = re.compile(r"https?://[A-Za-z0-9.-]+/archives/[A-Za-z0-9/?#=&%._~-]+")
 
 
 def answerable(message: Mapping[str, Any], mention: re.Pattern[str] | None = None) -> bool:
-    """Something a person wrote, with text or files (not a join, a deletion or a tombstone); text that is only
-    a ``mention`` of helpbot does not count."""
+    """A person's message with text or files (no join, deletion or tombstone); only a ``mention`` of helpbot is none."""
     text = str(message.get("text") or "")
-    if mention is not None:
-        text = mention.sub("", text)
+    text = mention.sub("", text) if mention else text
     return message.get("subtype") not in _UNANSWERABLE and bool(text.strip() or message.get("files"))
 
 
@@ -71,8 +69,7 @@ def earlier_turns(thread: Thread, question_ts: str, me: markers.Me, plain: Calla
 
 
 def slack_links(text: str) -> list[tuple[str, str]]:
-    """Slack message links in raw message text, as (url, ts): de-duplicated, at most MAX_LINKS. What counts as a
-    message link is :func:`mcp_lib.ids.parse_permalink`'s to say."""
+    """Slack message links (:func:`mcp_lib.ids.parse_permalink`) in raw text as (url, ts), each once, MAX_LINKS."""
     from mcp_lib.errors import BadInput
     from mcp_lib.ids import parse_permalink
 
