@@ -148,7 +148,6 @@ class _Reader:
             return
         out.lines.append(f"- {name}: {line}")
 
-    # -- kinds ------------------------------------------------------------------------------------------------
     def _image(self, name: str, file: Mapping[str, Any], out: Attachments) -> str:
         """Downloaded now, fitted by :meth:`fit_images` once every file's share is known."""
         size = int(file.get("size") or 0)
@@ -244,7 +243,6 @@ class _Reader:
         out.texts += [f"--- {name} の内容{note} ---", text, f"--- {name} ここまで ---"]
         return f"テキストとして下に掲載{note}"
 
-    # -- Slack ------------------------------------------------------------------------------------------------
     def _details(self, file: dict[str, Any]) -> dict[str, Any]:
         """The file's object from files.info: only it says where the file is shared."""
         from mcp_lib.core import ToolError

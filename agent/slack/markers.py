@@ -90,7 +90,7 @@ class Marker:
     @property
     def parts(self) -> int:
         """How many messages make up the answer (at least its first)."""
-        return max(1, count(self.payload.get("parts") or 1))
+        return max(1, count(self.payload.get("parts")))
 
     @property
     def run(self) -> str | None:
@@ -225,9 +225,7 @@ def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me
             rival = rival or age > 0
         elif marker.kind in ("progress", "failure") and age > 0:
             earlier.append(ts)
-    if rival:
-        return Claim(False, [], "another run is answering")
-    return Claim(True, earlier)
+    return Claim(False, [], "another run is answering") if rival else Claim(True, earlier)
 
 
 def main(argv: list[str] | None = None) -> int:

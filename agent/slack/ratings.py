@@ -186,7 +186,6 @@ class Scanner:
             answer.permalink = str(data.get("permalink") or "") or None
 
 
-# -- a scan's arguments -------------------------------------------------------------------------------------------
 def scan_arguments(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
     """``--since`` and ``--channel``; the group for the command's output options."""
     parser.add_argument("--since", default="30d", help="window: 7d, 30d, 12h, 2w or a date like 2025-01-31 "

@@ -26,8 +26,7 @@ CONTEXT_MESSAGE_CHARS, CONTEXT_CHARS = 600, 6000
 MAX_LINKS, LINK_CHARS = 3, 1500
 MAX_TURNS = 5  # earlier Q&A pairs of the thread passed as history
 _UNANSWERABLE = {"tombstone", "channel_join", "channel_leave", "message_deleted", "bot_add", "bot_remove"}
-# Candidate message links in raw text (bare, or the url of <url|label>); ASCII only, as Japanese text may follow
-# a bare link without a space. Whether one really is a message link is parse_permalink's to say.
+# Candidate message links in raw text (bare, or <url|label>'s); ASCII only, as Japanese may follow a bare link
 _LINK = re.compile(r"https?://[A-Za-z0-9.-]+/archives/[A-Za-z0-9/?#=&%._~-]+")
 
 

@@ -43,7 +43,6 @@ def _text(value: Any, pattern: re.Pattern[str]) -> str | None:
     return value if isinstance(value, str) and pattern.fullmatch(value) else None
 
 
-# -- the relay's side: what the signed payload alone says --------------------------------------------------------
 def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] | str:
     """A feedback-button click (a ``block_actions`` payload) -> (the vote, its ``action_ts``), or why it is not one."""
     try:
@@ -75,7 +74,6 @@ def click_vote(raw_body: bytes, settings: TriggerSettings) -> tuple[Vote, str] |
     return Vote(channel, ts, who, team_id, vote), str(action.get("action_ts") or "")
 
 
-# -- the workflow's side: helpbot vote --event FILE --------------------------------------------------------------
 def load_vote(path: str | os.PathLike[str]) -> Vote:
     """The dispatched vote from vote.yml's event file: exactly :class:`Vote`'s keys, each well-formed (BadInput)."""
     try:
