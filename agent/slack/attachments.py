@@ -73,8 +73,7 @@ def suspects(error: str) -> tuple[MediaKind, ...]:
 
 def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],
                          blocks: Sequence[dict[str, Any]]) -> Answer:
-    """``ask(blocks, context_note)``; after a 400, once more without the media the error names (:func:`suspects`),
-    with a note for the context. Any other failure is the caller's."""
+    """``ask(blocks, context_note)``; after a 400, once more without the media it names (:func:`suspects`), noted."""
     try:
         return ask(list(blocks), "")
     except ModelRequestError as exc:
@@ -229,16 +228,12 @@ class _Reader:
         if room < 200:
             raise Unreadable("テキスト添付の合計が上限に達したため省略しました")
         data = self._download(file, MAX_TEXT_BYTES)
-        truncated = len(data) > MAX_TEXT_BYTES
         if files.is_binary(data[:MAX_TEXT_BYTES]):
             raise Unreadable("テキストではありません（バイナリ）")
         text, left_out = keep_start_and_end(files.decode_text(data[:MAX_TEXT_BYTES]).replace("\r\n", "\n"), room)
         self.text_chars += len(text)
-        notes = []
-        if left_out:
-            notes.append(f"長いため中略 {left_out} 文字")
-        if truncated:
-            notes.append(f"先頭 {MAX_TEXT_BYTES // 1000} KB のみ読み込み")
+        notes = [f"長いため中略 {left_out} 文字"] if left_out else []
+        notes += [f"先頭 {MAX_TEXT_BYTES // 1000} KB のみ読み込み"] if len(data) > MAX_TEXT_BYTES else []
         note = f"（{'、'.join(notes)}）" if notes else ""
         out.texts += [f"--- {name} の内容{note} ---", text, f"--- {name} ここまで ---"]
         return f"テキストとして下に掲載{note}"

@@ -58,31 +58,25 @@ class Report:
                 entry["answers"] += 1
         costs = [a.cost_usd for a in answers if a.cost_usd is not None]
         rounds = sum(a.rounds for a in answers)
-        return {
-            "answers": len(answers),
-            "positive": reactions[POSITIVE], "negative": reactions[NEGATIVE],
-            "answers_with_positive": sum(1 for a in answers if a.positive),
-            "answers_with_negative": sum(1 for a in answers if a.negative),
-            "answers_without_reactions": sum(1 for a in answers if not a.reactions),
-            "reactions": dict(reactions.most_common()),
-            "reactors": len(set().union(*(a.reactors for a in answers))),
-            "rounds": rounds, "rounds_avg": round(rounds / len(answers), 2) if answers else 0.0,
-            "tool_calls": sum(a.tool_calls for a in answers),
-            "tools": dict(tools.most_common()),
-            "sources": sum(a.sources_count for a in answers),
-            "top_sources": sorted(sources.values(), key=lambda s: -s["answers"])[:10],
-            "cost_usd": round(sum(costs), 6), "cost_unknown": len(answers) - len(costs),
-            "degraded": sum(1 for a in answers if a.degraded),
-        }
+        return {"answers": len(answers), "positive": reactions[POSITIVE], "negative": reactions[NEGATIVE],
+                "answers_with_positive": sum(1 for a in answers if a.positive),
+                "answers_with_negative": sum(1 for a in answers if a.negative),
+                "answers_without_reactions": sum(1 for a in answers if not a.reactions),
+                "reactions": dict(reactions.most_common()),
+                "reactors": len(set().union(*(a.reactors for a in answers))),
+                "rounds": rounds, "rounds_avg": round(rounds / len(answers), 2) if answers else 0.0,
+                "tool_calls": sum(a.tool_calls for a in answers), "tools": dict(tools.most_common()),
+                "sources": sum(a.sources_count for a in answers),
+                "top_sources": sorted(sources.values(), key=lambda s: -s["answers"])[:10],
+                "cost_usd": round(sum(costs), 6), "cost_unknown": len(answers) - len(costs),
+                "degraded": sum(1 for a in answers if a.degraded)}
 
     def to_json(self, tz: tzinfo) -> dict[str, Any]:
-        return {
-            "since": self.since.isoformat(timespec="seconds"), "until": self.until.isoformat(timespec="seconds"),
-            "channels": list(self.channels), "totals": self.totals(),
-            "answers": [a.to_json(tz) for a in self.answers],
-            "negative": [{"channel": a.channel, "ts": a.ts, "negative": a.negative, "positive": a.positive,
-                          "permalink": a.permalink} for a in self.negative],
-        }
+        return {"since": self.since.isoformat(timespec="seconds"), "until": self.until.isoformat(timespec="seconds"),
+                "channels": list(self.channels), "totals": self.totals(),
+                "answers": [a.to_json(tz) for a in self.answers],
+                "negative": [{"channel": a.channel, "ts": a.ts, "negative": a.negative, "positive": a.positive,
+                              "permalink": a.permalink} for a in self.negative]}
 
 
 CSV_COLUMNS = ["channel", "ts", "time", "thread_ts", "question_ts", "positive", "negative", "other_reactions",
@@ -112,23 +106,20 @@ def render_text(report: Report, tz: tzinfo) -> str:
     t = report.totals()
     window = f"{report.since.astimezone(tz):%Y-%m-%d %H:%M} – {report.until.astimezone(tz):%Y-%m-%d %H:%M}"
     other = {k: v for k, v in t["reactions"].items() if k not in (POSITIVE, NEGATIVE)}
-    lines = [
-        f"helpbot feedback: {t['answers']} answers in {', '.join(report.channels)} ({window} {tz})",
-        f"👍 {t['positive']} · 👎 {t['negative']} · other "
-        + (", ".join(f":{k}: {v}" for k, v in other.items()) or "none")
-        + f" · {t['reactors']} people reacted · {t['answers_without_reactions']} answers without reactions",
-        f"rounds avg {t['rounds_avg']} · tool calls {t['tool_calls']} · sources {t['sources']} · est. cost "
-        f"{format_cost(t['cost_usd'])}" + (f" ({t['cost_unknown']} without a cost)" if t["cost_unknown"] else "")
-        + (f" · degraded {t['degraded']}" if t["degraded"] else ""),
-        "tools (answers using them): " + (", ".join(f"{k} {v}" for k, v in t["tools"].items()) or "none"),
-    ]
-    if report.answers:
-        lines += ["", "answers:"]
-        for a in report.answers:
-            cost = "-" if a.cost_usd is None else format_cost(a.cost_usd)
-            lines.append(f"  {datetime.fromtimestamp(float(a.ts), tz):%Y-%m-%d %H:%M}  {a.channel}  {a.ts}  "
-                         f"👍{a.positive} 👎{a.negative}  rounds {a.rounds}  tools {','.join(a.tools) or '-'}  "
-                         f"sources {a.sources_count}  {cost}" + ("  degraded" if a.degraded else ""))
+    lines = [f"helpbot feedback: {t['answers']} answers in {', '.join(report.channels)} ({window} {tz})",
+             f"👍 {t['positive']} · 👎 {t['negative']} · other "
+             + (", ".join(f":{k}: {v}" for k, v in other.items()) or "none")
+             + f" · {t['reactors']} people reacted · {t['answers_without_reactions']} answers without reactions",
+             f"rounds avg {t['rounds_avg']} · tool calls {t['tool_calls']} · sources {t['sources']} · est. cost "
+             f"{format_cost(t['cost_usd'])}" + (f" ({t['cost_unknown']} without a cost)" if t["cost_unknown"] else "")
+             + (f" · degraded {t['degraded']}" if t["degraded"] else ""),
+             "tools (answers using them): " + (", ".join(f"{k} {v}" for k, v in t["tools"].items()) or "none")]
+    lines += ["", "answers:"] if report.answers else []
+    for a in report.answers:
+        cost = "-" if a.cost_usd is None else format_cost(a.cost_usd)
+        lines.append(f"  {datetime.fromtimestamp(float(a.ts), tz):%Y-%m-%d %H:%M}  {a.channel}  {a.ts}  "
+                     f"👍{a.positive} 👎{a.negative}  rounds {a.rounds}  tools {','.join(a.tools) or '-'}  "
+                     f"sources {a.sources_count}  {cost}" + ("  degraded" if a.degraded else ""))
     if report.negative:
         lines += ["", "👎 answers (check these and fix the FAQ):"]
         lines += [f"  - {a.permalink or f'{a.channel} {a.ts}'}  👎{a.negative} 👍{a.positive}" for a in report.negative]
@@ -140,28 +131,24 @@ def summary_payload(report: Report, tz: tzinfo) -> dict[str, Any]:
     t = report.totals()
     window = f"{report.since.astimezone(tz):%Y-%m-%d %H:%M} 〜 {report.until.astimezone(tz):%Y-%m-%d %H:%M}"
     platforms = Counter(label for a in report.answers for label in dict.fromkeys(map(platform_label, a.tools)))
-    head = [
-        f"**helpbot フィードバック（{window}）**",
-        f"回答 {t['answers']} 件 ・ 👍 {t['positive']} ・ 👎 {t['negative']} ・ リアクションした人 {t['reactors']} 人"
-        f" ・ リアクションなし {t['answers_without_reactions']} 件",
-        f"平均ラウンド {t['rounds_avg']} ・ ツール呼び出し {t['tool_calls']} 回 ・ "
-        f"推定コスト {format_cost(t['cost_usd'])}"
-        + (f" ・ 検索のみの回答 {t['degraded']} 件" if t["degraded"] else ""),
-    ]
+    head = [f"**helpbot フィードバック（{window}）**",
+            f"回答 {t['answers']} 件 ・ 👍 {t['positive']} ・ 👎 {t['negative']}"
+            f" ・ リアクションした人 {t['reactors']} 人 ・ リアクションなし {t['answers_without_reactions']} 件",
+            f"平均ラウンド {t['rounds_avg']} ・ ツール呼び出し {t['tool_calls']} 回 ・ "
+            f"推定コスト {format_cost(t['cost_usd'])}"
+            + (f" ・ 検索のみの回答 {t['degraded']} 件" if t["degraded"] else "")]
     if platforms:
         head.append("検索先（使った回答の数）: " + "、".join(f"{k} {v}" for k, v in platforms.most_common()))
     negatives = report.negative
-    lines: list[str] = []
-    if negatives:
-        lines = ["", "**👎 がついた回答**（FAQ の見直し候補）"]
-        for index, a in enumerate(negatives):
-            when = f"{datetime.fromtimestamp(float(a.ts), tz):%m/%d %H:%M}"
-            link = f"[{when} の回答]({a.permalink})" if a.permalink else f"{when} の回答（{a.channel}）"
-            line = f"- {link} 👎 {a.negative} ・ 👍 {a.positive} ・ ラウンド {a.rounds}"
-            if index >= MAX_POSTED_NEGATIVES or slack_len("\n".join([*head, *lines, line])) > POST_LIMIT:
-                lines.append(f"- ほか {len(negatives) - index} 件")
-                break
-            lines.append(line)
+    lines = ["", "**👎 がついた回答**（FAQ の見直し候補）"] if negatives else []
+    for index, a in enumerate(negatives):
+        when = f"{datetime.fromtimestamp(float(a.ts), tz):%m/%d %H:%M}"
+        link = f"[{when} の回答]({a.permalink})" if a.permalink else f"{when} の回答（{a.channel}）"
+        line = f"- {link} 👎 {a.negative} ・ 👍 {a.positive} ・ ラウンド {a.rounds}"
+        if index >= MAX_POSTED_NEGATIVES or slack_len("\n".join([*head, *lines, line])) > POST_LIMIT:
+            lines.append(f"- ほか {len(negatives) - index} 件")
+            break
+        lines.append(line)
     text = "\n".join(head + lines)  # guarded at the door (agent.guard.slack_call), like every post
     fallback = f"helpbot フィードバック: 回答 {t['answers']} 件、👍 {t['positive']}、👎 {t['negative']}"
     return {"text": fallback, "blocks": [{"type": "markdown", "text": text}]}

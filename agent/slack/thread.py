@@ -149,9 +149,8 @@ def _mention_question(slack: Slack, thread: Thread, is_reply: bool) -> tuple[str
 
 
 def _around(slack: Slack, info: Mapping[str, Any], thread: Thread, *, skip: str | None = None) -> list[str]:
-    """The thread's first message and the ones just before and after the question, within CONTEXT_CHARS.
-    Questions helpbot answered earlier are left out: they are in the history already; so is ``skip`` (the
-    message a mention's question was taken from)."""
+    """The thread's first message and the ones just before and after the question, within CONTEXT_CHARS; without
+    questions helpbot answered (they are in the history) and ``skip`` (where a mention's question was taken from)."""
     from mcp_lib.platforms.slack import message_item
 
     target = str(thread.target["ts"])
