@@ -31,7 +31,6 @@ MEDIA_TOKEN_BUDGET = 30_000  # images and PDFs together, out of the request budg
 MAX_TEXT_BYTES = 1_000_000  # read at most this much of a text file
 TEXT_CHARS = 8_000  # all text attachments together, as context
 DOWNLOAD_TIMEOUT_S = 10.0
-NOT_SHARED_HERE = "この回答先で共有されていないファイルのため読みません"
 
 
 @dataclass
@@ -133,7 +132,7 @@ class _Reader:
         try:
             file = self._details(file)
             if not self._shared_here(file):
-                raise Unreadable(NOT_SHARED_HERE)
+                raise Unreadable("この回答先で共有されていないファイルのため読みません")
             name = str(file.get("name") or file.get("title") or name)
             if file.get("mode") == "external" or file.get("is_external"):
                 raise Unreadable("外部サービス（Google Drive など）のファイルは読みません")

@@ -11,18 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from agent import guard
-from agent.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_OK,
-    ConfigError,
-    ModelRequestError,
-    Terminated,
-    describe_error,
-    exit_code,
-    exit_line,
-)
+from agent import errors, guard
 from agent.report import Trace, failure_line, print_answer, summary_markdown, write_summary
 from agent.slack.post import log
 from mcp_lib.cutting import squash_whitespace
@@ -52,23 +41,23 @@ class Outcomes:
 
     def rejected(self, why: str) -> int:
         log(why)
-        return self._ended("rejected", "rejected the trigger (nothing posted)", EXIT_BAD_INPUT, why, reason=why)
+        return self._ended("rejected", "rejected the trigger (nothing posted)", errors.EXIT_BAD_INPUT, why, reason=why)
 
     def ignored(self, why: str, where: str | None = None) -> int:
         log(f"ignored: {why}")
-        return self._ended("ignored", "ignored (nothing posted)", EXIT_OK, why, where, reason=why)
+        return self._ended("ignored", "ignored (nothing posted)", errors.EXIT_OK, why, where, reason=why)
 
-    def config_error(self, exc: ConfigError) -> int:
-        guard.err(exit_line(exc))
-        return self._ended("config_error", "configuration error", exit_code(exc), str(exc), error=str(exc))
+    def config_error(self, exc: errors.ConfigError) -> int:
+        guard.err(errors.exit_line(exc))
+        return self._ended("config_error", "configuration error", errors.exit_code(exc), str(exc), error=str(exc))
 
     def interrupted(self) -> int:
         log("interrupted")
-        return self._ended("interrupted", "interrupted (nothing posted)", exit_code(Terminated()))
+        return self._ended("interrupted", "interrupted (nothing posted)", errors.exit_code(errors.Terminated()))
 
     def failed_before_reply(self, what: str, where: str | None) -> int:
         log(what)
-        return self._ended("error", "failed (nothing posted)", EXIT_FAILED, what, where, error=what)
+        return self._ended("error", "failed (nothing posted)", errors.EXIT_FAILED, what, where, error=what)
 
     def _ended(self, event: str, status: str, code: int, detail: str | None = None, where: str | None = None,
                **fields: str) -> int:
@@ -80,9 +69,9 @@ class Outcomes:
         """A run that met ``exc`` after its thread was known (the notice is the reply's)."""
         question = asked if target.public else None
         write_summary(self.env, summary_markdown(status="failed", question=question, where=target.where, detail=what))
-        if isinstance(exc, ConfigError):
-            guard.err(exit_line(exc))
-        elif isinstance(exc, Terminated | KeyboardInterrupt):
+        if isinstance(exc, errors.ConfigError):
+            guard.err(errors.exit_line(exc))
+        elif isinstance(exc, errors.Terminated | KeyboardInterrupt):
             log("interrupted")
         else:
             log(failure_line(what))  # no error text in a private run
@@ -94,7 +83,7 @@ class Outcomes:
         write_summary(self.env, summary_markdown(status=status, question=asked if target.public else None,
                                                  where=target.where, answer=answer, link=link, show_answer=shown))
         self._print(answer, link, target)
-        return EXIT_OK
+        return errors.EXIT_OK
 
     def _print(self, answer: Answer, link: str | None, target: Target) -> None:
         """The answer on stdout (with --json, or when it was not posted); never a private channel's in Actions."""
@@ -122,13 +111,13 @@ class Failure(NamedTuple):
 
 
 def classify(exc: BaseException, *, debug: bool = False) -> Failure:
-    code = exit_code(exc)
-    if isinstance(exc, ConfigError):
+    code = errors.exit_code(exc)
+    if isinstance(exc, errors.ConfigError):
         return Failure(f"設定エラー: {exc}", code, False)
-    if isinstance(exc, Terminated | KeyboardInterrupt):
+    if isinstance(exc, errors.Terminated | KeyboardInterrupt):
         return Failure("実行が中断されました", code, False)
-    if isinstance(exc, ModelRequestError):
+    if isinstance(exc, errors.ModelRequestError):
         return Failure(squash_whitespace(f"AI モデルがリクエストを受け付けませんでした: {exc}"), code, debug)
     if isinstance(exc, Exception):
-        return Failure(describe_error(exc), code, debug)
+        return Failure(errors.describe_error(exc), code, debug)
     return Failure(type(exc).__name__, code, True)
