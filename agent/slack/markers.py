@@ -154,12 +154,9 @@ def ours(message: Mapping[str, Any], me: Me) -> Marker | None:
 def find_answer(messages: Iterable[Mapping[str, Any]], question_ts: str, channel: str | None = None, *,
                 me: Me) -> Mapping[str, Any] | None:
     """helpbot's answer to ``question_ts`` among thread messages (fetched with include_all_metadata)."""
-    for message in messages:
-        marker = ours(message, me)
-        if (marker is not None and marker.kind == "answer" and marker.question_ts == question_ts
-                and (channel is None or marker.question_channel in (None, channel))):
-            return message
-    return None
+    return next((m for m in messages if (marker := ours(m, me)) is not None and marker.kind == "answer"
+                 and marker.question_ts == question_ts
+                 and (channel is None or marker.question_channel in (None, channel))), None)
 
 
 def of_run(messages: Iterable[Mapping[str, Any]], question_ts: str, run: str, kind: MarkerKind, *, me: Me) -> list[str]:

@@ -166,9 +166,8 @@ class AnswerStream:
         waiting = len(self.text.raw) - len(self.text.sent)
         if due or force or not self.shown or waiting >= BATCH_CHARS + HOLD_CHARS:  # the first words at once
             self.pending_text += self.text.take()
-        first_text = bool(self.pending_text) and not self.shown
-        if not (self.chunks or self.pending_text) or not (due or force or first_text
-                                                          or len(self.pending_text) >= BATCH_CHARS):
+        ready = due or force or (bool(self.pending_text) and not self.shown) or len(self.pending_text) >= BATCH_CHARS
+        if not (self.chunks or self.pending_text) or not ready:
             return
         chunks = [*self.chunks, *([{"type": "markdown_text", "text": self.pending_text}] if self.pending_text else [])]
         try:

@@ -124,9 +124,8 @@ def build_question(slack: Slack, thread: Thread, *, mention: bool = False) -> Qu
             links.append(f"[{number}] {url} — （読めません: {shorten_at_word(result.message or '', 200)}）")
             continue
         linked = [i for i in result.items if i.get("ts") == ts] or result.items[:1]
-        for hit in linked:
-            links.append(f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
-                         f"{shorten_at_word(str(hit.get('text') or ''), LINK_CHARS)}")
+        links += [f"[{number}] {url} — {hit.get('channel')} @{hit.get('author')} {hit.get('time')}: "
+                  f"{shorten_at_word(str(hit.get('text') or ''), LINK_CHARS)}" for hit in linked]
     return QuestionParts(text=text, where=f"{item['channel']}{how} / 投稿者 @{item['author']} / {item['time']}",
                          files=list(item.get("files") or []), links=links,
                          around=_around(slack, info, thread, skip=subject), attachments=read_attachments(slack, thread))
