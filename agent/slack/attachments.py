@@ -66,8 +66,7 @@ def suspects(error: str) -> tuple[MediaKind, ...]:
     """The media a 400 names (``messages.0.content.1.image.source``, ``unexpected 'document'``); both if neither."""
     text = error.lower()
     words: dict[MediaKind, tuple[str, ...]] = {"image": ("image",), "document": ("document", "pdf")}
-    named = tuple(kind for kind, names in words.items() if any(name in text for name in names))
-    return named or ("image", "document")
+    return tuple(kind for kind, names in words.items() if any(name in text for name in names)) or ("image", "document")
 
 
 def ask_with_attachments(ask: Callable[[list[dict[str, Any]], str], Answer],

@@ -74,9 +74,7 @@ def may_have_succeeded(exc: BaseException) -> bool:
     an ``ok: false`` refusal). These and a 429 are worth another try."""
     from slack_sdk.errors import SlackApiError
 
-    if isinstance(exc, SlackApiError):
-        return exc.response.status_code >= 500
-    return isinstance(exc, OSError)
+    return exc.response.status_code >= 500 if isinstance(exc, SlackApiError) else isinstance(exc, OSError)
 
 
 class SlackOut:

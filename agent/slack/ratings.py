@@ -164,11 +164,10 @@ class Scanner:
         for message in self.pages("conversations.history", channel=channel):
             if message.get("thread_ts") not in (None, message.get("ts")):
                 continue  # a reply also sent to the channel: counted with its thread
+            sequence = [message]
             if self._may_hold_answer(message, since_ts):
                 sequence = list(self.pages("conversations.replies", channel=channel, ts=message["ts"],
                                            oldest=f"{since_ts:.6f}"))
-            else:
-                sequence = [message]
             for marker, first, parts in answers_in_sequence(sequence, self.me):
                 if float(first.get("ts") or 0) >= since_ts and str(first["ts"]) not in found:
                     answer = rated(channel, marker, first, parts)
@@ -177,8 +176,7 @@ class Scanner:
         return sorted(found.values(), key=lambda pair: float(pair[0].ts))
 
     def _refetch(self, channel: str, message: Mapping[str, Any]) -> Mapping[str, Any]:
-        data = self.call("reactions.get", channel=channel, timestamp=message["ts"], full=True)
-        return data.get("message") or {}
+        return self.call("reactions.get", channel=channel, timestamp=message["ts"], full=True).get("message") or {}
 
     def add_permalinks(self, answers: Iterable[RatedAnswer]) -> None:
         for answer in answers:

@@ -49,10 +49,8 @@ class GuardedText:
         cut = self._cut()
         if cut is None or self.broken or slack_len(self.raw) > self.limit:
             return ""
-        guarded = guard.markdown(self.raw[:cut])
-        if not guard.markdown(self.raw).startswith(guarded):
-            return ""  # what follows still changes how this reads: wait for more
-        return self._release(guarded)
+        guarded = guard.markdown(self.raw[:cut])  # none while what follows still changes how it reads: wait for more
+        return self._release(guarded) if guard.markdown(self.raw).startswith(guarded) else ""
 
     def finish(self) -> str:
         return "" if self.broken else self._release(guard.markdown(self.raw))
