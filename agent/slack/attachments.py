@@ -282,8 +282,8 @@ class _Reader:
                     raise Unreadable("Slack がダウンロードを拒否しました（ボットトークンに files:read が必要です）")
                 if response.status_code != 200:
                     raise Unreadable(f"ダウンロードできません（HTTP {response.status_code}）")
-                if "text/html" in response.headers.get("content-type", "") and not str(file.get("mimetype") or
-                                                                                         "").startswith("text/html"):
+                html = "text/html" in response.headers.get("content-type", "")
+                if html and not str(file.get("mimetype") or "").startswith("text/html"):
                     raise Unreadable("Slack がサインインページを返しました（ボットトークンに files:read が必要です）")
                 data = bytearray()
                 for chunk in response.iter_bytes():

@@ -105,10 +105,9 @@ class SlackOut:
             self.trace.front("write_retry", method=api, attempt=attempt, wait_s=round(wait, 2))
 
         try:
-            return retry.call(write, retry=lambda exc: retry_after(exc, self.budget) is not None
-                              or may_have_succeeded(exc),
-                              policy=FINAL_POLICY if final else WRITE_POLICY,
-                              asked=lambda exc: retry_after(exc, self.budget), budget=budget, on_retry=waited)
+            return retry.call(write, policy=FINAL_POLICY if final else WRITE_POLICY, budget=budget, on_retry=waited,
+                              retry=lambda exc: retry_after(exc, self.budget) is not None or may_have_succeeded(exc),
+                              asked=lambda exc: retry_after(exc, self.budget))
         except GaveUp as gave_up:  # what Slack gave, else (no time left for an attempt) the GaveUp
             raise gave_up.last or gave_up from None
 

@@ -154,10 +154,9 @@ def _around(slack: Slack, info: Mapping[str, Any], thread: Thread, *, skip: str 
 
     target = str(thread.target["ts"])
     answered = {str(marker.question_ts) for marker, _, _ in markers.answers_in_sequence(thread.messages, slack.me)}
-    answered |= {skip} if skip else set()
-    others = [m for m in thread.messages
-              if str(m.get("ts")) not in answered and str(m.get("ts")) != target
-              and not slack.me.wrote(m) and m.get("subtype") not in _UNANSWERABLE]
+    skipped = answered | {target} | ({skip} if skip else set())
+    others = [m for m in thread.messages if str(m.get("ts")) not in skipped and not slack.me.wrote(m)
+              and m.get("subtype") not in _UNANSWERABLE]
     before = [m for m in others if float(m["ts"]) < float(target)]
     after = [m for m in others if float(m["ts"]) > float(target)]
     chosen = before[:1] + before[1:][-CONTEXT_BEFORE:] + after[:CONTEXT_AFTER]
