@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timedelta, tzinfo
+from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -207,7 +207,8 @@ def parse_since(value: str, now: datetime, command: str = "helpbot feedback") ->
         except OverflowError:
             raise bad from None
     try:
-        when = datetime.fromisoformat(raw)  # a date alone is its midnight
+        when = (datetime.fromisoformat(raw) if "T" in raw or " " in raw
+                else datetime.combine(date.fromisoformat(raw), datetime.min.time()))
     except ValueError:
         raise bad from None
     when = when if when.tzinfo else when.replace(tzinfo=now.tzinfo)
