@@ -31,7 +31,7 @@ _LINK = re.compile(r"https?://[A-Za-z0-9.-]+/archives/[A-Za-z0-9/?#=&%._~-]+")
 
 
 def answerable(message: Mapping[str, Any], mention: re.Pattern[str] | None = None) -> bool:
-    """A person's message with text or files (no join, deletion or tombstone); only a ``mention`` of helpbot is none."""
+    """A person's message with text or files (no join, deletion or tombstone); a ``mention`` of helpbot is no text."""
     text = str(message.get("text") or "")
     text = mention.sub("", text) if mention else text
     return message.get("subtype") not in _UNANSWERABLE and bool(text.strip() or message.get("files"))
@@ -68,7 +68,7 @@ def earlier_turns(thread: Thread, question_ts: str, me: markers.Me, plain: Calla
 
 
 def slack_links(text: str) -> list[tuple[str, str]]:
-    """Slack message links (:func:`mcp_lib.ids.parse_permalink`) in raw text as (url, ts), each once, MAX_LINKS."""
+    """Message links (:func:`mcp_lib.ids.parse_permalink`) in raw text as (url, ts), each once, at most MAX_LINKS."""
     from mcp_lib.errors import BadInput
     from mcp_lib.ids import parse_permalink
 
