@@ -36,10 +36,6 @@ class Price:
 LIST_PRICES = {"haiku": Price(1.0, 5.0), "sonnet": Price(3.0, 15.0), "opus": Price(5.0, 25.0)}
 
 
-def list_price(model: str) -> Price:
-    return LIST_PRICES[next((name for name in LIST_PRICES if name in model.lower()), "sonnet")]
-
-
 @dataclass(frozen=True)
 class Settings:
     """The loop's knobs; each default is its variable's declared one (agent/config.py says what each means)."""
@@ -76,7 +72,7 @@ class Settings:
 
     def price_of(self, model: str) -> Price:
         """The list price of the model's family, with the configured overrides for the main or summary model."""
-        listed = list_price(model)
+        listed = LIST_PRICES[next((name for name in LIST_PRICES if name in model.lower()), "sonnet")]
         given = {self.summary_model: (self.summary_price_input, self.summary_price_output),  # the main one wins
                  self.model: (self.price_input, self.price_output)}.get(model, (None, None))
         return Price(listed.input if given[0] is None else given[0], listed.output if given[1] is None else given[1])

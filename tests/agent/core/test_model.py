@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.model_config import ModelConfig
-from agent.core.settings import Price, Settings, list_price
+from agent.core.settings import Price, Settings
 from mcp_lib.config import ConfigError
 
 KEY = {"AWS_BEARER_TOKEN_BEDROCK": "ABSKdGVzdA=="}
@@ -121,6 +121,7 @@ def test_settings_from_env() -> None:
 
 
 def test_prices_follow_the_model_family_and_the_environment_overrides() -> None:
+    list_price = Settings().price_of  # no price overrides: the list price of the family
     assert list_price("jp.anthropic.claude-haiku-4-5-20251001-v1:0") == Price(1.0, 5.0)
     assert list_price("claude-opus-4-5") == Price(5.0, 25.0)
     assert list_price("arn:aws:bedrock:ap-northeast-1:123456789012:application-inference-profile/x") == Price(3, 15)
