@@ -23,18 +23,13 @@ def digest(name: str, content: str, sources: list[dict[str, str]]) -> str:
              *(f"- {excerpt(src['title'], TITLE_CHARS)} <{src['url']}>" for src in sources[:MAX_SOURCES])]
     if len(sources) > MAX_SOURCES:
         lines.append(f"- … {len(sources) - MAX_SOURCES} more sources")
-    if head := _head(content):
+    try:  # the words without the JSON envelope
+        head = _first_text(json.loads(content))
+    except (ValueError, RecursionError):  # plain text, or nested deeper than the parser goes
+        head = content
+    if head := squash_whitespace(head):
         lines.append(excerpt(head, HEAD_CHARS))
     return "\n".join(lines)
-
-
-def _head(content: str) -> str:
-    """The result's words without its JSON envelope (the first long text value), or the content if not JSON."""
-    try:
-        value = json.loads(content)
-    except (ValueError, RecursionError):  # plain text, or nested deeper than the parser goes
-        return squash_whitespace(content)
-    return squash_whitespace(_first_text(value))
 
 
 def _first_text(value: Any) -> str:
