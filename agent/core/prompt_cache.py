@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
 CACHE = {"type": "ephemeral"}
@@ -22,11 +23,7 @@ class CacheState:
 
     def valid_entry(self, messages: list[dict[str, Any]]) -> int | None:
         """The end of the longest prefix still cached (a message index), or None."""
-        same = 0
-        for now, then in zip(messages, self.sent, strict=False):
-            if now is not then:
-                break
-            same += 1
+        same = sum(1 for _ in takewhile(lambda pair: pair[0] is pair[1], zip(messages, self.sent, strict=False)))
         self.entries = [i for i in self.entries if i < same]
         return max(self.entries, default=None)
 
@@ -49,13 +46,11 @@ def cached_request(system: str, tools: list[dict[str, Any]], messages: list[dict
             marked.append(keep_at)
     if (stable := cache.valid_entry(messages)) is not None and stable not in marked:
         marked.append(stable)  # the entry that is really there, so a final request writes nothing
-    system_blocks = [_with_cache({"type": "text", "text": system})]
-    spare = len(marked) < 3
-    cached_tools = [*tools[:-1], _with_cache(tools[-1])] if tools and spare else list(tools)
+    cached_tools = [*tools[:-1], _with_cache(tools[-1])] if tools and len(marked) < 3 else list(tools)  # a spare
     out = list(messages)
     for index in marked:
         content = out[index]["content"]
         if content:
             out[index] = {**out[index], "content": [*content[:-1], _with_cache(content[-1])]}
     cache.record(messages, [i for i in marked if out[i] is not messages[i]])
-    return system_blocks, cached_tools, out
+    return [_with_cache({"type": "text", "text": system})], cached_tools, out
