@@ -78,8 +78,6 @@ def tool_results(messages: list[dict[str, Any]], before: int | None = None) -> I
     """The tool_result blocks (with the name and input of their tool_use) in messages[:before]."""
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     for m_index, message in enumerate(messages[:before]):
-        if not isinstance(message["content"], list):
-            continue
         for b_index, block in enumerate(message["content"]):
             if block.get("type") == "tool_use":
                 calls[block["id"]] = (block["name"], block.get("input") or {})
