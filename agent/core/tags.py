@@ -36,8 +36,7 @@ list that fit the question; choose none when none fits. Reply with JSON only, no
 
 # -- configuration ---------------------------------------------------------------------------------------------
 def regex(pattern: str, prefix: str = "") -> str:
-    """A configured regular expression (after ``prefix``) as written, or the validator's error saying why it is none
-    (tags, evals)."""
+    """A configured regular expression (after ``prefix``) as written; ValueError saying why it is none."""
     try:
         re.compile(pattern.removeprefix(prefix))
     except re.error as exc:
@@ -222,25 +221,23 @@ def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> 
     return list({tag.name: tag for tag in chosen}.values())[:max_tags]
 
 
-def tag_question(config: TagConfig, question: str, *, model: Model | None, settings: Settings,
-                 clock: Clock) -> Tagging:
+def tag_question(config: TagConfig, question: str, *, model: Model | None, settings: Settings, clock: Clock) -> Tagging:
     """Keywords first; the summary model only when they are ambiguous (and allowed, and there is a model)."""
     began = clock.monotonic()
     matched = keyword_matches(config, question)
-    if not matched:
+    hit = [t for t in config.tags if t.name in matched]
+    if not hit:
         ambiguous: str | None = "no tag's keywords matched"
-        candidates = list(config.tags)
-    elif len(matched) > config.max_tags:
-        ambiguous = f"{len(matched)} tags matched (more than max_tags {config.max_tags})"
-        candidates = [t for t in config.tags if t.name in matched]
+    elif len(hit) > config.max_tags:
+        ambiguous = f"{len(hit)} tags matched (more than max_tags {config.max_tags})"
     else:
-        ambiguous, candidates = None, []
-    # the matched tags with the most keywords found, config order breaking ties (a stable sort), at most max_tags
-    fallback = sorted((t for t in config.tags if t.name in matched), key=lambda t: -len(matched[t.name]))
-    fallback = fallback[: config.max_tags]
+        ambiguous = None
+    # the hits with the most keywords found, config order breaking ties (a stable sort), at most max_tags
+    fallback = sorted(hit, key=lambda t: -len(matched[t.name]))[: config.max_tags]
     result = Tagging(fallback, matched, "keywords" if fallback else "none", ambiguous)
     if ambiguous and config.ask_model and model is not None:
         result.consulted, result.model = True, settings.summary_model
+        candidates = hit or list(config.tags)
         try:
             listed = [f"- {tag.name}: {tag.description or ', '.join(tag.keywords[:8])}" for tag in candidates]
             prompt = "\n".join([f"Tags (choose at most {config.max_tags}):", *listed, "", "Question:", question[:2000]])
