@@ -1,11 +1,11 @@
-"""Claude behind the model seam: one Messages request over httpx2 to Amazon Bedrock (InvokeModel, streamed or not)
-or the direct Anthropic API (:mod:`agent.core.model_config`), signed with a Bedrock API key, botocore's SigV4 (keys,
-profile, OIDC) or the Anthropic key -- no SDK (its import was most of the start-up). Retries are :mod:`mcp_lib.retry`'s
-(then :class:`ModelUnavailable`); what retrying cannot help is :class:`ModelRequestError` or ``ConfigError``.
-"""
+"""Claude behind the model seam: one Messages request over httpx2 (no SDK: its import was most of the start-up) to
+Bedrock's InvokeModel or the direct API, signed with a Bedrock API key, botocore's SigV4 or the Anthropic key.
+Retries are :mod:`mcp_lib.retry`'s, then :class:`ModelUnavailable`; the rest is :class:`ModelRequestError` or
+``ConfigError``."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 from collections.abc import Callable, Mapping
@@ -59,10 +59,9 @@ def failure_text(exc: BaseException) -> str:
 
 def _status_error(response: httpx2.Response) -> StatusError:
     """Bedrock names the error in ``x-amzn-ErrorType`` with ``{"message"}``; the API in ``{"error": {...}}``."""
-    try:
+    body = None
+    with contextlib.suppress(ValueError):
         body = response.json()
-    except ValueError:
-        body = None
     body = body if isinstance(body, dict) else {}
     error: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else {}
     kind = response.headers.get("x-amzn-errortype", "").split(":")[0] or error.get("type") or response.reason_phrase

@@ -42,21 +42,16 @@ class Agent:
                  clock: Clock = SYSTEM_CLOCK, on_progress: Callable[[Progress], None] | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None, tool_wait: ThreadWait | None = None,
                  on_text: Callable[[str], None] | None = None, tags: TagConfig | None = None):
-        self.model = model
-        self.tools = tools
-        self.settings = settings or Settings()
-        self.clock = clock
-        self.on_progress = on_progress
-        self.on_event = on_event
+        self.model, self.tools, self.settings, self.clock = model, tools, settings or Settings(), clock
+        self.on_progress, self.on_event = on_progress, on_event
         self.on_text = on_text  # each response's text as it streams (the Slack front shows the final answer's)
         self.tags = tags  # helpbot.toml's [[tags]]: each question is tagged before its run (agent.core.tags)
         self.tool_round = ToolRound(self.settings, clock, self._event, tool_wait)
 
     def run(self, question: str, history: Sequence[Turn] = (), context: str = "", *,
             tools: ToolExecutor | None = None, attachments: Sequence[dict[str, Any]] = ()) -> Answer:
-        """Answer ``question``, building on ``history``; ``context`` is shown to the model only. Per run: ``tools``
-        instead of the agent's, and ``attachments`` (image and document blocks within the API's limits) before the
-        question text, as Anthropic recommends."""
+        """Answer ``question``, building on ``history``; ``context`` is shown to the model only. ``tools`` replace
+        the agent's; ``attachments`` (image and document blocks) go before the question text, as Anthropic advises."""
         r = self._start(question, history, context, tools or self.tools, attachments)
         if self.model is None:
             return self._degraded(r, "no model credentials are configured", "no_model")
@@ -152,9 +147,8 @@ class Agent:
         return [block for block in content if block.get("type") == "tool_use"], refused
 
     def _request(self, r: Run, *, final: bool) -> ModelResponse:
-        """The transcript, made to fit, sent by the soft deadline -- the final answer by the hard one. A final
-        answer to the question alone allows no tool call: nothing is cached yet that ``tool_choice: none`` would
-        miss."""
+        """The transcript, made to fit, sent by the soft deadline, a final answer by the hard one -- with
+        ``tool_choice: none`` when it answers the question alone (no cached message it would miss)."""
         assert self.model is not None
         deadline = r.plan.hard_deadline if final else r.plan.soft_deadline
         estimate, system, tools, messages = r.economy.prepare(r, deadline, final=final)
@@ -198,8 +192,7 @@ class Agent:
         self._event(r, "degraded", reason=error, searches=[n for n, _ in searches], sources=len(picked))
         return self._answer(r, degraded_text(r.plan.question, why, picked), picked, stop, error)
 
-    def _answer(self, r: Run, text: str, cited: list[dict[str, str]], stop: Stop, error: str | None = None
-                ) -> Answer:
+    def _answer(self, r: Run, text: str, cited: list[dict[str, str]], stop: Stop, error: str | None = None) -> Answer:
         """The run's answer; one with an ``error`` (why) is not the model's: degraded."""
         return Answer(text=text, sources=cited, consulted=list(r.sources.values()), rounds=r.rounds,
                       tool_calls=r.calls, usage_by_model=dict(r.usage), cost_usd=self.settings.cost(r.usage),

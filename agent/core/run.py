@@ -49,9 +49,8 @@ class Progress:
     tools: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        if self.phase == "tools":
-            return f"round {self.round}/{self.max_rounds}: {', '.join(self.tools)}"
-        return {"thinking": f"round {self.round}/{self.max_rounds}: thinking",
+        return {"tools": f"round {self.round}/{self.max_rounds}: {', '.join(self.tools)}",
+                "thinking": f"round {self.round}/{self.max_rounds}: thinking",
                 "summarizing": "summarizing earlier results", "answering": "writing the answer",
                 "degraded": "no AI model: searching directly"}[self.phase]
 
