@@ -17,7 +17,8 @@ from agent.errors import StatusError, Truncated
 STREAM_ERRORS = {"validationException": 400, "modelTimeoutException": 408, "modelStreamErrorException": 424,
                  "throttlingException": 429, "serviceUnavailableException": 503, "invalid_request_error": 400,
                  "rate_limit_error": 429, "overloaded_error": 529}
-APPENDED = {"text_delta": "text", "thinking_delta": "thinking"}  # deltas whose text extends the block's field
+# Deltas whose text extends a field of the block (a tool's JSON is parsed at the block's end).
+APPENDED = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 
 
 def read_stream(response: Any, bedrock: bool, on_text: Callable[[str], None]) -> dict[str, Any]:
@@ -59,7 +60,6 @@ def accumulate(events: Iterator[dict[str, Any]], on_text: Callable[[str], None])
     inputs from their JSON deltas (a string when they do not parse: the loop refuses it), usage as last reported."""
     message: dict[str, Any] = {}
     blocks: dict[int, dict[str, Any]] = {}
-    partial: dict[int, str] = {}
     for event in events:
         kind, index = event.get("type"), event.get("index", 0)
         if kind == "error":
@@ -77,14 +77,12 @@ def accumulate(events: Iterator[dict[str, Any]], on_text: Callable[[str], None])
                 block[field] = block.get(field, "") + delta[field]
                 if field == "text" and delta[field]:
                     on_text(delta[field])
-            elif delta.get("type") == "input_json_delta":
-                partial[index] = partial.get(index, "") + delta["partial_json"]
             elif delta.get("type") == "signature_delta":
                 block["signature"] = delta["signature"]
             elif delta.get("type") == "citations_delta":
                 block.setdefault("citations", []).append(delta["citation"])
-        elif kind == "content_block_stop" and index in partial:
-            raw = partial.pop(index)
+        elif kind == "content_block_stop" and "partial_json" in blocks.get(index, {}):
+            raw = blocks[index].pop("partial_json")
             try:
                 blocks[index]["input"] = json.loads(raw) if raw else {}
             except ValueError:
