@@ -1,7 +1,6 @@
 """Claude behind the model seam: one Messages request over httpx2 (no SDK: its import was most of the start-up) to
-Bedrock's InvokeModel or the direct API, signed with a Bedrock API key, botocore's SigV4 or the Anthropic key.
-Retries are :mod:`mcp_lib.retry`'s, then :class:`ModelUnavailable`; the rest is :class:`ModelRequestError` or
-``ConfigError``."""
+Bedrock's InvokeModel or the direct API, signed by a Bedrock API key, SigV4 or the Anthropic key. Retries are
+:mod:`mcp_lib.retry`'s, then :class:`ModelUnavailable`; other failures :class:`ModelRequestError` or ``ConfigError``."""
 
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ def _status_error(response: httpx2.Response) -> StatusError:
 
 
 class Claude:
-    """The Messages API of one provider (``base_url``, credentials by ``sign``) behind the :class:`Model` protocol;
-    the retries are :mod:`mcp_lib.retry`'s, on the request's clock (else this one)."""
+    """The Messages API of one provider behind :class:`Model`, retrying on the request's clock (else this one)."""
 
     def __init__(self, http: httpx2.Client, provider: Provider, base_url: str, sign: Sign, *,
                  policy: Policy = DEFAULT_POLICY, request_timeout_s: float = 120.0, clock: Clock = SYSTEM_CLOCK):
@@ -124,12 +122,11 @@ class Claude:
         total = min(self.request_timeout_s, left)
         timeout = httpx2.Timeout(total, connect=min(CONNECT_TIMEOUT_S, total))
         with self.http.stream("POST", url, content=data, headers=headers, timeout=timeout) as response:
-            if response.status_code != 200:
-                response.read()
-                raise _status_error(response)
-            if on_text is not None:
+            if response.status_code == 200 and on_text is not None:
                 return read_stream(response, bedrock, on_text)
             response.read()
+            if response.status_code != 200:
+                raise _status_error(response)
             return response.json()
 
     def _retryable(self, exc: BaseException) -> bool:

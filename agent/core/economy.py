@@ -52,8 +52,7 @@ class RunView(Protocol):
 
 
 class Economy:
-    """One run's economy and what it keeps: the results cleared, summarized or cut, their digests and copies, the
-    notes, the calibration of the estimates and where the cache entries are."""
+    """One run's economy and what it keeps (below)."""
 
     def __init__(self, model: Model | None, settings: Settings, clock: Clock, question_index: int, *,
                  event: Callable[..., None], progress: Callable[..., None]):

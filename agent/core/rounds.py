@@ -41,8 +41,7 @@ class ToolRound:
 
     def _schedule(self, r: Run, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Reused, bool]:
         """(the calls to run, those answered from an identical earlier read, whether the round writes). A write
-        (a tool not marked read-only) makes every earlier read stale: no read is reused across it, and its round
-        runs in order."""
+        (a tool not read-only) makes every earlier read stale: none is reused across it, and its round runs in order."""
         fresh: list[dict[str, Any]] = []
         reused: Reused = {}
         writes = False
