@@ -233,9 +233,7 @@ def must_answer(s: Settings, now: float, r: Run) -> Forced | None:
 
 
 def _cites(text: str, url: str) -> bool:
-    """The answer contains this URL as a whole (…/issues/1 is not cited by …/issues/10, but is by …/issues/1を)."""
+    """The answer contains this URL as a whole (…/issues/1 is not cited by …/issues/10, but is by …/issues/1を);
+    most sources are not cited: no pattern is compiled for them."""
     literal, text = unquote(url).rstrip("/"), unquote(text)
-    if literal not in text:  # most sources are not cited: no pattern to compile for them
-        return False
-    pattern = re.escape(literal) + r"/?(?![A-Za-z0-9_\-/?#=&%~+])"
-    return re.search(pattern, text) is not None
+    return literal in text and re.search(re.escape(literal) + r"/?(?![A-Za-z0-9_\-/?#=&%~+])", text) is not None
