@@ -218,9 +218,8 @@ def _sigv4(config: ModelConfig) -> Sign:
 
 def build_model(config: ModelConfig, *, clock: Clock = SYSTEM_CLOCK, http_client: httpx2.Client | None = None,
                 names: NameResolution | None = None) -> Claude:
-    """The client of the configured provider. Its own HTTP client (none handed in) sends the credential through its
-    door (:mod:`mcp_lib.doors`) to the configured origin only, follows no redirect, and resolves the endpoint's
-    name within the connect timeout (``names``, the test seam)."""
+    """The configured provider's client. Its own HTTP client (none handed in) sends the credential to the configured
+    origin only (:mod:`mcp_lib.doors`), follows no redirect, resolves the host in the connect timeout (``names``)."""
     sign: Sign
     if config.provider == "anthropic":
         base_url = config.base_url or doors.ANTHROPIC_URL

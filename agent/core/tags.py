@@ -85,8 +85,7 @@ class Tag(BaseModel):
 
 
 def _keyword_matcher(word: str) -> re.Pattern[str]:
-    """A Latin keyword as a whole word (``api`` is not in ``rapid``; ``sp-api`` is in ``sp-api``), a Japanese one
-    anywhere."""
+    """A Latin keyword as a whole word (``api`` is not in ``rapid``, but in ``sp-api``), a Japanese one anywhere."""
     norm = normalize(word).strip()
     pattern = re.escape(norm)
     if norm[0].isascii() and norm[0].isalnum():
