@@ -11,6 +11,7 @@ is masked where, and what a guard cannot recognise.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -123,7 +124,7 @@ class Guard:
         personal = env_bool(env, "HELPBOT_MASK_PERSONAL")
         masker = Masker(personal=personal, cards=True, values=credential_values(env))
         configured = [h for name in _PLATFORM_URLS if (h := host_of(env.get(name, "")))]
-        if any(h == "api.github.com" for h in configured) or env.get("GITHUB_TOKEN"):
+        if "api.github.com" in configured or env.get("GITHUB_TOKEN"):
             configured.append("github.com")
         return cls(masker, frozenset(names), frozenset(h.lower() for h in [*hosts, *configured]), records_public(env))
 
@@ -154,9 +155,7 @@ class Guard:
         """A trace event: names checked, text masked; in a private run only how the run ended, else None."""
         if self.private:
             kept = _PRIVATE_EVENTS.get(str(event.get("event")))
-            if kept is None:
-                return None
-            return {key: value for key, value in event.items() if key in ("t", "event") or key in kept}
+            return None if kept is None else {key: v for key, v in event.items() if key in {"t", "event", *kept}}
         out: dict[str, Any] = {}
         for key, value in event.items():
             if key in _NAME_FIELDS:
@@ -210,10 +209,8 @@ class Guard:
         return _URL_RUN.sub(fix, text)
 
     def _names(self, value: Any) -> Any:
-        if value == "":  # no names (an answer that used no tool), not an unknown one
-            return value
-        if isinstance(value, str):  # metadata joins names with commas
-            return ",".join(self.name(part) for part in value.split(","))
+        if isinstance(value, str):  # metadata joins names with commas; "": no names (no tool used), not an unknown one
+            return ",".join(self.name(part) for part in value.split(",")) if value else value
         if isinstance(value, Sequence):
             return [self._names(v) for v in value]
         if isinstance(value, Mapping):  # e.g. {"tool": count}
@@ -243,8 +240,7 @@ class Guard:
                 url = self._url(groups["href"])
                 return f"[{groups['label']}]({url})" if url else groups["label"]
             if groups["slack"] is not None:
-                url = self._url(groups["slack"])
-                label = groups["slack_label"]
+                url, label = self._url(groups["slack"]), groups["slack_label"]
                 if url is None:
                     return label or ""
                 return f"<{url}|{label}>" if label else f"<{url}>"
@@ -258,18 +254,16 @@ class Guard:
 
 # -- the doors ------------------------------------------------------------------------------------------------------
 _installed: list[Guard] = []
-_from_process: dict[int, Guard] = {}  # compiled once per process environment, not per call
+
+
+@functools.lru_cache(maxsize=1)  # compiled once per process environment, not per call
+def _from_process(environ: frozenset[tuple[str, str]]) -> Guard:
+    return Guard.from_env(dict(environ))
 
 
 def current() -> Guard:
     """The guard in effect: the innermost :func:`installed` one, else one from the process environment."""
-    if _installed:
-        return _installed[-1]
-    key = hash(frozenset(os.environ.items()))
-    if key not in _from_process:
-        _from_process.clear()
-        _from_process[key] = Guard.from_env(os.environ)
-    return _from_process[key]
+    return _installed[-1] if _installed else _from_process(frozenset(os.environ.items()))
 
 
 @contextlib.contextmanager
