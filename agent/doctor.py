@@ -5,16 +5,17 @@ configured part works, 2 otherwise."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agent import faq_pr, guard
 from agent.core.claude import build_model
-from agent.core.model import Model, Request
+from agent.core.model import Request
 from agent.core.model_config import TURN_ON, ModelConfig
 from agent.errors import ExitError, ModelError
 from agent.slack.trigger import env_channels
@@ -25,7 +26,6 @@ from mcp_lib.platforms.slack import channel_info
 
 PartState = Literal["ok", "failed", "half-configured", "not configured"]
 _MARK: Mapping[PartState, str] = {"ok": "✓", "failed": "✗", "half-configured": "!", "not configured": "–"}
-ModelFactory = Callable[[ModelConfig], Model]
 
 
 @dataclass
@@ -63,23 +63,20 @@ def healthy(parts: list[Part]) -> bool:
     return all(part.state in ("ok", "not configured") for part in parts)
 
 
-def diagnose(env: Mapping[str, str], *, registry: Registry | None = None,
-             make_model: ModelFactory | None = None) -> list[Part]:
+def diagnose(env: Mapping[str, str], *, registry: Registry | None = None) -> list[Part]:
     """Every part, in the order a setup goes: the model, then each platform (Slack with the bot's channels)."""
-    parts = [_model(env, make_model)]
+    parts = [_model(env)]
     try:
         registry = registry or Registry(dict(env), server_log=guard.server_err)
         names = list(registry.platforms())
     except ConfigError as exc:  # helpbot.toml itself is wrong
         return [*parts, Part("helpbot.toml", "failed", [str(exc)])]
-    try:
+    with contextlib.closing(registry):
         for name in names:
             part = _platform(registry, name)
             if name == "slack" and part.state == "ok":
                 _channels(registry, env, part)
             parts.append(part)
-    finally:
-        registry.close()
     if env_str(env, "HELPBOT_FAQ_PR_TOKEN"):  # faq-draft.yml opens pull requests only then
         parts.append(_faq_pull_requests(env))
     return parts
@@ -97,7 +94,7 @@ def _faq_pull_requests(env: Mapping[str, str]) -> Part:
                                                  "write shows only when one is opened)"])
 
 
-def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
+def _model(env: Mapping[str, str]) -> Part:
     """Each of HELPBOT_MODEL and HELPBOT_SUMMARY_MODEL answers a one-token request."""
     try:
         config = ModelConfig.from_env(env)
@@ -106,9 +103,8 @@ def _model(env: Mapping[str, str], make_model: ModelFactory | None) -> Part:
     if config is None:
         return Part("model", "not configured", [f"degraded mode (FAQ search only): {TURN_ON}"])
     config = dataclasses.replace(config, max_attempts=1, request_timeout_s=min(config.request_timeout_s, 30.0))
-    model = (make_model or build_model)(config)
-    where = f"{config.provider}" + (f", region {config.region}" if config.region else "")
-    part = Part("model", "ok", [where])
+    model = build_model(config)
+    part = Part("model", "ok", [config.provider + (f", region {config.region}" if config.region else "")])
     for variable, model_id in (("HELPBOT_MODEL", config.model), ("HELPBOT_SUMMARY_MODEL", config.summary_model)):
         try:
             model.create(Request([], [{"role": "user", "content": "ping"}], [], None, max_tokens=1, model=model_id))
