@@ -132,15 +132,15 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {squash_whitespace(str(exc))}"
 
 
-def exit_line(exc: BaseException, prog: str = "helpbot") -> str:
-    """The one line an entry point leaves on stderr for a failure that ends it."""
+def exit_line(exc: BaseException) -> str:
+    """The one line ``helpbot`` leaves on stderr for a failure that ends it."""
     if isinstance(exc, KeyboardInterrupt | Terminated):
-        return f"{prog}: interrupted"
+        return "helpbot: interrupted"
     if isinstance(exc, ConfigError):
-        return f"{prog}: configuration error: {exc}"
+        return f"helpbot: configuration error: {exc}"
     if isinstance(exc, ExitError):
         return str(exc)
-    return f"{prog}: failed: {describe_error(exc)}"
+    return f"helpbot: failed: {describe_error(exc)}"
 
 
 class StatusError(Exception):
