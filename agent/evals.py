@@ -6,6 +6,7 @@ when every case passed, 1 when some failed, 2 when the file or a case is malform
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import os
@@ -247,11 +248,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise UsageError(f"helpbot eval: {args.cases}: no case with id {', '.join(unknown)}")
         cases = [c for c in cases if c.id in args.case]
     env = dict(os.environ)
-    registry = Registry(env, server_log=guard.server_err)
-    try:
+    with contextlib.closing(Registry(env, server_log=guard.server_err)) as registry:
         guard.narrow(names=guard.registry_names(registry))  # the report names only these tools
-    finally:
-        registry.close()
 
     def progress(number: int, result: CaseResult) -> None:
         guard.err(f"helpbot eval: {number}/{len(cases)} {result.id}: {'PASS' if result.passed else 'FAIL'} "
