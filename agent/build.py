@@ -44,12 +44,10 @@ def check_configuration(env: Mapping[str, str]) -> None:
 
 
 def hold_freed_memory(libc: Any = None) -> None:
-    """Let glibc keep freed memory for reuse instead of handing each large buffer back to the kernel. By default
-    every allocation over 128 KiB is a mapping of its own and the heap is trimmed past 128 KiB, so a tool's
-    multi-MB answer, read, decoded and parsed in its own thread, is zero-filled and faulted in page by page each
-    time: three 5 MB pages read in one round cost 1.7x the CPU of the same calls in a row (bench/README.md,
-    **Parallel**). The thresholds are where glibc's own adjustment would end (mmaps from 32 MiB, its ceiling;
-    trimming at twice that); without glibc's ``mallopt``, nothing changes."""
+    """Let glibc keep freed memory for reuse: by default each allocation over 128 KiB is a mapping of its own and
+    the heap is trimmed past 128 KiB, so a tool's multi-MB answer is zero-filled and faulted in page by page each
+    time (three 5 MB pages in one round: 1.7x the CPU of the same calls in a row, bench/README.md **Parallel**).
+    The thresholds are where glibc's own adjustment would end; without glibc's ``mallopt``, nothing changes."""
     if libc is None:
         import ctypes
 
@@ -86,8 +84,7 @@ def build_agent(env: Mapping[str, str], *, max_rounds: int | None = None, regist
     if max_rounds is not None:
         settings = replace(settings, max_rounds=max_rounds)
     model = build_model(config) if config is not None else None
-    if registry is None:
-        registry = Registry(env, server_log=guard.server_err)
+    registry = registry or Registry(env, server_log=guard.server_err)
     tools = RegistryTools(registry)
     tag_config = load_tag_config(env)  # helpbot.toml [[tags]]: each question is tagged before its run
     for warning in registry.warnings():  # half-configured: in the run's log, not silently off
