@@ -183,8 +183,7 @@ class Drafter:
         read = read_answer(parts)
         if not question or not read.text.strip():
             return "no question or answer text"
-        existing = self.index.same_question(question)
-        if existing is not None:
+        if (existing := self.index.same_question(question)) is not None:
             return f"already in the FAQ ({existing.id})"
         if any(faq.FaqIndex([faq.Entry(d.id, d.question, d.tags, d.answer, d.file_name)]).same_question(question)
                for d in self.drafts):

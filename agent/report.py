@@ -19,22 +19,9 @@ if TYPE_CHECKING:
     from agent.core.run import Answer, Progress
     from mcp_lib.clock import Clock
 
-SUMMARY_QUESTION_CHARS = 300
-
-
-def footer(answer: Answer) -> str:
-    """One line: rounds, tools used, tags, tokens, estimated cost, seconds."""
-    u = answer.usage
-    tokens = (f"tokens in {u.input_tokens:,} (cache read {u.cache_read_input_tokens:,}, write "
-              f"{u.cache_creation_input_tokens:,}) out {u.output_tokens:,}")
-    head = "degraded: not AI-generated · " if answer.degraded else ""
-    tags = f"tags {', '.join(answer.tags)} · " if answer.tags else ""
-    return (f"{head}rounds {answer.rounds} · tools {len(answer.tool_calls)} ({tools_line(answer)}) · {tags}{tokens} · "
-            f"est. ${answer.cost_usd:.4f} · {answer.seconds:.1f} s")
-
-
 def print_answer(answer: Answer) -> None:
-    """The answer, its sources, why the run degraded (if it did) and the footer, as a person reads them."""
+    """The answer, its sources, why the run degraded (if it did) and the footer (rounds, tools, tags, tokens,
+    estimated cost, seconds), as a person reads them."""
     lines = [answer.text]
     if answer.sources:
         lines.append("\nSources:")
@@ -43,7 +30,13 @@ def print_answer(answer: Answer) -> None:
     lines.append("")
     if answer.degraded and answer.error:
         lines.append(f"— why not AI-generated: {squash_whitespace(answer.error)}")
-    lines.append(f"— {footer(answer)}")
+    u = answer.usage
+    tokens = (f"tokens in {u.input_tokens:,} (cache read {u.cache_read_input_tokens:,}, write "
+              f"{u.cache_creation_input_tokens:,}) out {u.output_tokens:,}")
+    head = "— degraded: not AI-generated · " if answer.degraded else "— "
+    tags = f"tags {', '.join(answer.tags)} · " if answer.tags else ""
+    lines.append(f"{head}rounds {answer.rounds} · tools {len(answer.tool_calls)} ({tools_line(answer)}) · {tags}"
+                 f"{tokens} · est. ${answer.cost_usd:.4f} · {answer.seconds:.1f} s")
     guard.out("\n".join(lines))
 
 
@@ -119,7 +112,7 @@ def summary_markdown(*, status: str, question: str | None, where: str | None, an
         question = detail = answer = None
         lines.append(f"- **Details:** {guard.PRIVATE_RUN}")
     if question is not None:
-        lines.append(f"- **Question:** {_md_quote(guard.markdown(question), SUMMARY_QUESTION_CHARS)}")
+        lines.append(f"- **Question:** {_md_quote(guard.markdown(question), 300)}")
     if detail:
         lines.append(f"- **Detail:** {_md_quote(guard.markdown(detail), 500)}")
     if answer is not None:
