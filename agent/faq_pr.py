@@ -57,8 +57,7 @@ def load_config(env: Mapping[str, str]) -> PrConfig:
     if not repository or repository.count("/") != 1:
         raise ConfigError("GITHUB_REPOSITORY", "not set to owner/name: --pr opens the pull request there")
     token_name = "HELPBOT_FAQ_PR_TOKEN" if env_str(env, "HELPBOT_FAQ_PR_TOKEN") else "GITHUB_TOKEN"
-    token = env_str(env, token_name)
-    if not token:
+    if not (token := env_str(env, token_name)):
         raise ConfigError("HELPBOT_FAQ_PR_TOKEN", f"not set (nor GITHUB_TOKEN): --pr needs {NEEDS}")
     api_url = env_url(env, "GITHUB_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL
     return PrConfig(repository, token, api_url, repo_dir(env), token_name)
