@@ -121,8 +121,7 @@ class Guard:
         """Masking as configured (``HELPBOT_MASK_PERSONAL``), with the credentials of ``env``."""
         from mcp_lib.external import credential_values  # the tool results' list too
 
-        personal = env_bool(env, "HELPBOT_MASK_PERSONAL")
-        masker = Masker(personal=personal, cards=True, values=credential_values(env))
+        masker = Masker(personal=env_bool(env, "HELPBOT_MASK_PERSONAL"), cards=True, values=credential_values(env))
         configured = [h for name in _PLATFORM_URLS if (h := host_of(env.get(name, "")))]
         if "api.github.com" in configured or env.get("GITHUB_TOKEN"):
             configured.append("github.com")
