@@ -29,12 +29,10 @@ from typing import Any
 from mcp_lib.cutting import squash_whitespace
 from mcp_lib.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, ConfigError, ExitError, exit_code
 
-__all__ = [
-    "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "BadInput", "ConfigError", "DispatchError",
-    "ExitError", "ModelError", "ModelRequestError", "ModelUnavailable", "RunFailed", "StatusError", "Terminated",
-    "TranscriptError", "Truncated", "Unreadable", "UsageError", "describe_error", "exit_code", "exit_line",
-    "sigterm_raises", "slack_error_code"
-]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "BadInput", "ConfigError", "DispatchError",
+           "ExitError", "ModelError", "ModelRequestError", "ModelUnavailable", "RunFailed", "StatusError", "Terminated",
+           "TranscriptError", "Truncated", "Unreadable", "UsageError", "describe_error", "exit_code", "exit_line",
+           "sigterm_raises", "slack_error_code"]
 
 EXIT_OK = 0
 

@@ -200,10 +200,9 @@ def run_cases(cases: Sequence[Case], make_agent: AgentFactory, *, max_rounds: in
         else:
             usage = answer.usage
             result = _scored(case, [s["url"] for s in answer.sources], [s["url"] for s in answer.consulted],
-                             answer.text, rounds=answer.rounds, cost_usd=answer.cost_usd, error=None,
+                             answer.text, rounds=answer.rounds, cost_usd=answer.cost_usd, tags=list(answer.tags),
                              tokens={**usage.to_dict(), "total": usage.prompt_tokens + usage.output_tokens},
-                             seconds=clock.monotonic() - began, degraded=answer.degraded, stop=answer.stop,
-                             tags=list(answer.tags),
+                             seconds=clock.monotonic() - began, degraded=answer.degraded, stop=answer.stop, error=None,
                              tool_calls=[guard.current().name(c.name) for c in answer.tool_calls])
         results.append(result)
         if on_result is not None:
