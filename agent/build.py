@@ -29,9 +29,8 @@ def parse_rounds(value: str) -> int:
 
 
 def check_configuration(env: Mapping[str, str]) -> None:
-    """What :func:`build_agent` will read, checked without building anything (no SDK is imported, no server is
-    contacted): settings, the model, the tags, helpbot.toml and every platform's configuration. A ConfigError
-    here is exit 2 before anything is posted."""
+    """What :func:`build_agent` will read (settings, model, tags, helpbot.toml, every platform), checked without
+    importing an SDK or contacting a server: a ConfigError here is exit 2 before anything is posted."""
     from agent.core.model_config import ModelConfig
     from agent.core.settings import Settings
     from agent.core.tags import load_tag_config
