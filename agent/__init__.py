@@ -17,9 +17,16 @@ if TYPE_CHECKING:
     from .core.run import Answer, Progress, Turn
     from .errors import ExitError
 
-_WHERE = {"Agent": "agent.core.loop", "Request": "agent.core.model", "Usage": "agent.core.model",
-          "Answer": "agent.core.run", "Progress": "agent.core.run", "Turn": "agent.core.run",
-          "ExitError": "agent.errors", "build_agent": "agent.build"}
+_WHERE = {
+    "Agent": "agent.core.loop",
+    "Answer": "agent.core.run",
+    "ExitError": "agent.errors",
+    "Progress": "agent.core.run",
+    "Request": "agent.core.model",
+    "Turn": "agent.core.run",
+    "Usage": "agent.core.model",
+    "build_agent": "agent.build",
+}
 __all__ = ["Agent", "Answer", "ExitError", "Progress", "Request", "Turn", "Usage", "build_agent"]
 
 
