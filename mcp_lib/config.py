@@ -122,11 +122,8 @@ class Declaration(dict[str, V]):
                   minimum: float = 0.0) -> float:
         return self._number(env, name, float, "a number", default, minimum)
 
-    def env_bool(self, env: Mapping[str, str], name: str, default: bool | None = None) -> bool:
-        raw = env_str(env, name)
-        if raw is None and default is not None:
-            return default
-        raw = raw or self[name].default
+    def env_bool(self, env: Mapping[str, str], name: str) -> bool:
+        raw = env_str(env, name) or self[name].default
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
         if raw.lower() in ("", "0", "false", "no", "off"):

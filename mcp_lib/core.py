@@ -7,13 +7,14 @@ failure is a ``status: "error"`` Result (the envelope, :mod:`mcp_lib.result`, is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -21,11 +22,6 @@ from .clock import SYSTEM_CLOCK, Clock
 from .cutting import keep_start_masked
 from .errors import ArgumentError, CredentialsError, ToolError
 from .result import MAX_MESSAGE_CHARS, Limits, Result, apply_limits, as_result, capped_notes
-
-__all__ = [  # the declaration model, and the envelope a platform returns (defined in mcp_lib.result)
-    "MAX_MESSAGE_CHARS", "ArgumentError", "Caller", "CredentialsError", "Limits", "Param",
-    "Platform", "Result", "Tool", "ToolContext", "ToolError", "apply_limits",
-]
 
 
 @dataclass(frozen=True)
@@ -47,8 +43,7 @@ class ToolContext:
     deadline: float | None = None  # on clock.monotonic(), set by Tool.invoke: no retry of the call waits past it
 
     def cut(self, text: str, limit: int) -> tuple[str, bool]:
-        """A platform's cut of a long field, masked with the run's mask (the patterns and the credential values),
-        and whether it was cut (:func:`mcp_lib.cutting.keep_start_masked`)."""
+        """A platform's cut of a long field, masked with the run's mask, and whether it was cut."""
         return keep_start_masked(text, limit, self.limits.mask)
 
 
@@ -60,28 +55,13 @@ class Param:
     description: str
 
 
-def _pydantic_validator(model: type[BaseModel]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    def validate(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            parsed = model.model_validate(dict(arguments))
-        except ValidationError as exc:
-            problems = (f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg'].lower()}"
-                        for err in exc.errors())
-            raise ArgumentError("; ".join(problems)) from None
-        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
-
-    return validate
-
-
-def _context_parameter(fn: Callable[..., Any], hints: Mapping[str, Any]) -> str | None:
-    """The name of ``fn``'s parameter annotated :class:`ToolContext` (as FastMCP finds its ``Context``)."""
-    for name in inspect.signature(fn).parameters:
-        annotation = hints.get(name)
-        if get_origin(annotation) is Annotated:
-            annotation = get_args(annotation)[0]
-        if isinstance(annotation, type) and issubclass(annotation, ToolContext):
-            return name
-    return None
+def _validated(model: type[BaseModel], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` checked and coerced by ``model``; an ArgumentError naming each field that is wrong."""
+    try:
+        return dict(model.model_validate(dict(arguments)))
+    except ValidationError as exc:
+        problems = (f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg'].lower()}" for err in exc.errors())
+        raise ArgumentError("; ".join(problems)) from None
 
 
 @dataclass
@@ -128,7 +108,8 @@ class Tool:
         its schema (pydantic's, the costly part) are built by the callable returned."""
         signature = inspect.signature(fn)
         hints = get_type_hints(fn, include_extras=True)
-        context = _context_parameter(fn, hints)
+        context = next((name for name in signature.parameters  # as FastMCP finds its ``Context``
+                        if isinstance(hint := hints.get(name), type) and issubclass(hint, ToolContext)), None)
         if context is None:
             raise TypeError(f"tool {platform}:{fn.__name__} takes no parameter annotated ToolContext: every tool "
                             "gets its clients, limits and deadline from one (e.g. ``ctx: ToolContext``)")
@@ -149,7 +130,7 @@ class Tool:
             schema.setdefault("required", [])
             schema["additionalProperties"] = False
             return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
-                       input_schema=schema, validate=_pydantic_validator(model), context_param=context,
+                       input_schema=schema, validate=functools.partial(_validated, model), context_param=context,
                        **options)
 
         return build

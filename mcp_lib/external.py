@@ -5,6 +5,7 @@ tools are first needed, listed once per run within bounds, and held in one sessi
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -155,18 +156,14 @@ def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path, errlog
     return streamable_http_client(entry.url, http_client=client)
 
 
-def _schema_validator(schema: dict[str, Any]) -> Any:
+def _schema_checked(schema: dict[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     import jsonschema  # here: the guard reads helpbot.toml through this module, also in the Lambda relay's package
 
-    def validate(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            jsonschema.validate(dict(arguments), schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-            raise ArgumentError(f"{where}: {exc.message}") from None
-        return dict(arguments)
-
-    return validate
+    try:
+        jsonschema.validate(dict(arguments), schema)
+    except jsonschema.ValidationError as exc:
+        raise ArgumentError(f"{'/'.join(map(str, exc.absolute_path)) or 'arguments'}: {exc.message}") from None
+    return dict(arguments)
 
 
 def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog = masked_stderr) -> Platform:
@@ -180,18 +177,15 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog =
 
     session = ServerSession(entry.name, connect, log=log)  # the calls bound their own time
     platform = Platform(
-        name=entry.platform_name,
-        overview=entry.description or f"In-house MCP server {entry.name!r}.",
+        name=entry.platform_name, overview=entry.description or f"In-house MCP server {entry.name!r}.",
         scenes=entry.scenes,
         security_rules=[
             f"Only these tools are offered: {', '.join(entry.tools)}",
             "Write tools are offered" if entry.allow_writes else "Read-only: tools that may write are never offered",
         ],
-        load_config=lambda _env: entry,
-        make_client=lambda config: config,
+        load_config=lambda _env: entry, make_client=lambda config: config,
         setup=f"helpbot.toml [[mcp_servers]] name = {entry.name!r}",
-        load_tools=lambda platform: _list_tools(platform, entry, session),
-        close=session.close,
+        load_tools=lambda platform: _list_tools(platform, entry, session), close=session.close,
     )
     platform.check = lambda ctx: _check(platform, entry)
     return platform
@@ -252,15 +246,11 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
         read_only = bool(remote.annotations and remote.annotations.read_only_hint)  # silence counts as writing
         if not read_only and not entry.allow_writes:
             continue
+        schema = dict(remote.input_schema)
         platform.tools[remote.name] = Tool(
-            platform=entry.platform_name,
-            function=remote.name,
-            fn=_caller(entry, session, remote.name),
-            description=remote.description or remote.name,
-            input_schema=dict(remote.input_schema),
-            validate=_schema_validator(dict(remote.input_schema)),
-            read_only=read_only,
-        )
+            platform=entry.platform_name, function=remote.name, fn=_caller(entry, session, remote.name),
+            description=remote.description or remote.name, input_schema=schema,
+            validate=functools.partial(_schema_checked, schema), read_only=read_only)
     if cut_short:
         platform.overview += f" (tool list cut short: {cut_short})"
     missing = [name for name in entry.tools if name not in {remote.name for remote in listed}]

@@ -134,13 +134,9 @@ class _Shrink:
             self.fields_cut += cut
             return text
         if isinstance(value, dict):
-            out = {}
-            for name, inner in value.items():
-                if self.whole_only and not _keep_whole(name):
-                    self.fields_dropped += 1
-                    continue
-                out[name] = self.value(inner, f"{where}.{name}", name)
-            return out
+            shown = {name: inner for name, inner in value.items() if not self.whole_only or _keep_whole(name)}
+            self.fields_dropped += len(value) - len(shown)
+            return {name: self.value(inner, f"{where}.{name}", name) for name, inner in shown.items()}
         if isinstance(value, list):
             if len(value) > self.list_limit:
                 kept, longest = self.lists.get(where, (self.list_limit, 0))
