@@ -67,7 +67,6 @@ def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
     """Positional values fill the parameters in order; ``name=value`` sets a parameter only when ``name`` is
     one of the tool's parameters (otherwise the whole token is a value: a query may contain ``=``)."""
     params = {p.name: p for p in tool.params}
-    order = list(params)
     arguments: dict[str, Any] = {}
     for token in argv:
         key, sep, value = token.partition("=")
@@ -80,7 +79,7 @@ def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
             arguments.update(loaded)
             continue
         else:
-            unfilled = [n for n in order if n not in arguments]
+            unfilled = [n for n in params if n not in arguments]
             if not unfilled:
                 raise BadInput(f"too many arguments: {token!r}")
             name, value = unfilled[0], token
@@ -155,7 +154,7 @@ def _main(argv: list[str]) -> int:
         return _docs(registry, parser, rest)
     if command in ("schemas", "serve"):
         parser.add_argument("--only", help="comma-separated platforms or tool names", default=None)
-        args = _parse(parser, rest)
+        args = parser.parse_args(rest)
         try:
             only = registry.resolve_only(args.only.split(",")) if args.only is not None else None
         except UnknownTool as exc:
@@ -179,7 +178,7 @@ def _docs(registry: Registry, parser: argparse.ArgumentParser, rest: list[str]) 
     mode.add_argument("--write", action="store_true")
     mode.add_argument("--check", action="store_true")
     parser.add_argument("--dir", type=Path, default=DOCS_DIR)
-    args = _parse(parser, rest)
+    args = parser.parse_args(rest)
     platforms = list(registry.builtin_platforms().values())
     try:
         if args.write:
@@ -196,13 +195,6 @@ def _docs(registry: Registry, parser: argparse.ArgumentParser, rest: list[str]) 
         return 1
     print("tools_docs is up to date")
     return 0
-
-
-def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    try:
-        return parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed its message
-        raise SystemExit(2 if exc.code else 0) from None
 
 
 if __name__ == "__main__":

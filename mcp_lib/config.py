@@ -107,10 +107,10 @@ class Declaration(dict[str, V]):
             return self.value(name, parse) if default is None else default
         try:
             value = parse(raw)
+            if value != value:  # NaN passes every "at least" check and then disables the limit it sets
+                raise ValueError(raw)
         except ValueError:
             raise ConfigError(name, f"{raw!r} is not {kind}") from None
-        if value != value:  # NaN passes every "at least" check and then disables the limit it sets
-            raise ConfigError(name, f"{raw!r} is not {kind}")
         if value < minimum:
             raise ConfigError(name, f"must be at least {minimum}, got {value}")
         return value

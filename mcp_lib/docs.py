@@ -93,7 +93,5 @@ def write(platforms: list[Platform], directory: Path) -> list[str]:
 def check(platforms: list[Platform], directory: Path) -> list[str]:
     """The names of files that are missing, stale or extra; empty when the docs are current."""
     wanted = render(platforms)
-    problems = [name for name, content in wanted.items()
-                if not (directory / name).exists() or (directory / name).read_text(encoding="utf-8") != content]
-    problems += [p.name for p in directory.glob("*.md") if p.name not in wanted]
-    return sorted(problems)
+    present = {path.name: path.read_text(encoding="utf-8") for path in directory.glob("*.md")}
+    return sorted(name for name in wanted.keys() | present.keys() if wanted.get(name) != present.get(name))

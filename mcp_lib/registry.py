@@ -48,10 +48,9 @@ class Registry:
         self.caller = caller or Caller()
         if limits is None:  # masked: the secret patterns and the exact values of the credentials in env
             from .external import credential_values
-            from .redact import Masker, redact_secrets
+            from .redact import Masker
 
-            values = credential_values(self.env)
-            limits = Limits.from_env(self.env, Masker(values=values).mask if values else redact_secrets)
+            limits = Limits.from_env(self.env, Masker(values=credential_values(self.env)).mask)
         self.limits = limits
         self.clock = clock
         self._clients: dict[str, Any] = dict(clients or {})
