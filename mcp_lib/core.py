@@ -103,9 +103,8 @@ class Tool:
 
     @classmethod
     def declared(cls, platform: str, fn: Callable[..., Any], **options: Any) -> Callable[[], Tool]:
-        """The tool of a function, its arguments model derived from the signature (``Annotated[int,
-        Field(description=...)]``), in two steps: a function that cannot be a tool is refused now; the model and
-        its schema (pydantic's, the costly part) are built by the callable returned."""
+        """The tool of a function, its arguments model from the signature (``Annotated[int, Field(...)]``), in two
+        steps: a function that cannot be a tool is refused now; the callable returned builds the (costly) model."""
         signature = inspect.signature(fn)
         hints = get_type_hints(fn, include_extras=True)
         context = next((name for name in signature.parameters  # as FastMCP finds its ``Context``
@@ -139,14 +138,8 @@ class Tool:
         """Run the tool: validated, masked, limited, within its time budget. Never raises (also not while masking
         or limiting): every failure is ``status: "error"`` with a short message."""
         try:
-            return self._invoke(ctx, arguments)
-        except Exception as exc:
-            return Result.error(self.wire_name, _message(f"{type(exc).__name__}: {exc}", ctx.limits.mask))
-
-    def _invoke(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> Result:
-        if ctx.deadline is None:
-            ctx = dataclasses.replace(ctx, deadline=ctx.clock.monotonic() + ctx.limits.budget_s)
-        try:
+            if ctx.deadline is None:
+                ctx = dataclasses.replace(ctx, deadline=ctx.clock.monotonic() + ctx.limits.budget_s)
             values = self.validate(arguments)
             result = as_result(self.wire_name, self.fn(**{self.context_param: ctx}, **values))
         except ArgumentError as exc:
@@ -157,12 +150,15 @@ class Tool:
             result = Result.error(self.wire_name, str(exc))
         except Exception as exc:  # a tool bug or an unexpected client error must not end the run
             result = Result.error(self.wire_name, f"{type(exc).__name__}: {exc}")
-        if result.is_error:
-            return result.model_copy(update={"message": _message(result.message or "failed", ctx.limits.mask),
-                                             "notes": capped_notes(result.notes, ctx.limits.mask)})
-        # JSON-safe (a date becomes its string), then cut and masked to the limits
-        payload = _json_safe({"items": result.items, "item": result.item, "notes": result.notes})
-        return apply_limits(result.model_copy(update=payload), ctx.limits.merged(**self.limit_overrides))
+        try:
+            if result.is_error:
+                return result.model_copy(update={"message": _message(result.message or "failed", ctx.limits.mask),
+                                                 "notes": capped_notes(result.notes, ctx.limits.mask)})
+            # JSON-safe (a date becomes its string), then cut and masked to the limits
+            payload = _json_safe({"items": result.items, "item": result.item, "notes": result.notes})
+            return apply_limits(result.model_copy(update=payload), ctx.limits.merged(**self.limit_overrides))
+        except Exception as exc:  # while masking or limiting: still a result
+            return Result.error(self.wire_name, _message(f"{type(exc).__name__}: {exc}", ctx.limits.mask))
 
 
 def _json_safe(value: Any, path: frozenset[int] = frozenset()) -> Any:
@@ -221,8 +217,7 @@ class Platform:
     def tools(self) -> dict[str, Tool]:
         if self._declared:
             with self._lock:  # built once, in the order declared; a concurrent first use waits for them
-                for name, build in self._declared.items():
-                    self._tools[name] = build()
+                self._tools.update((name, build()) for name, build in self._declared.items())
                 self._declared = {}
         if self.load_tools is not None and self._loader != threading.get_ident():  # the loader sees its own work
             with self._lock:  # a second first use waits here for the one loading, never sees half of it
@@ -240,12 +235,10 @@ class Platform:
         """Register a function as a tool of this platform (``needs``: see :attr:`Tool.needs`)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            overrides = {"max_items": max_items, "max_field_chars": max_field_chars,
-                         "max_result_chars": max_result_chars}
+            limits = {"max_items": max_items, "max_field_chars": max_field_chars, "max_result_chars": max_result_chars}
             self._declared[fn.__name__] = Tool.declared(
                 self.name, fn, read_only=read_only, example=example, needs=needs,
-                limit_overrides={k: v for k, v in overrides.items() if v is not None},
-            )
+                limit_overrides={k: v for k, v in limits.items() if v is not None})
             return fn
 
         return register

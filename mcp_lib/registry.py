@@ -81,8 +81,7 @@ class Registry:
             return self._platforms
 
     def narrowed(self, names: Iterable[str] | None) -> Registry:
-        """The same registry (clients, caller, limits) offering only the platforms in ``names``; all of them (this
-        registry itself) when ``names`` is None."""
+        """The same registry (clients, caller, limits) offering only the platforms in ``names`` (None: all)."""
         if names is None:
             return self
         keep = set(names)
@@ -149,8 +148,7 @@ class Registry:
                            clock=self.clock)
 
     def tools(self, only: list[str] | None = None) -> list[Tool]:
-        """The offered tools of the enabled platforms; ``only`` picks platforms or tools by name (``faq``,
-        ``faq_search``)."""
+        """The offered tools of the enabled platforms; ``only`` picks platforms or tools (``faq``, ``faq_search``)."""
         return [tool for platform in self.enabled() for tool in platform.tools.values()
                 if not self.missing(tool)
                 and (only is None or platform.name in only or tool.wire_name in only or tool.cli_name in only)]
@@ -158,9 +156,7 @@ class Registry:
     def resolve_only(self, names: Iterable[str]) -> list[str]:
         """``--only`` names, stripped and checked against the enabled platforms and their tools; an unknown or
         disabled name is an UnknownTool that lists what can be chosen."""
-        known: list[str] = []
-        for platform in self.enabled():
-            known += [platform.name, *(t.wire_name for t in platform.tools.values())]
+        known = [name for p in self.enabled() for name in (p.name, *(t.wire_name for t in p.tools.values()))]
         choices = ", ".join(known)
         known += [t.cli_name for t in self.tools()]
         wanted = [name.strip() for name in names if name.strip()]
