@@ -36,7 +36,7 @@ USAGE = """usage: mcp-lib PLATFORM:FUNCTION [positional ...] [key=value ...]
 # and the schema check says what is wrong with them.
 _INTEGER = re.compile(r"^-?[0-9]{1,18}$")
 _NUMBER = re.compile(r"^-?[0-9]{1,18}(?:\.[0-9]{1,18})?(?:[eE][-+]?[0-9]{1,3})?$")
-_PARAMETER_LIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PARAMETER_LIKE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")  # a token that starts like ``name=value``
 
 
 def coerce(value: str, schema: dict[str, Any]) -> Any:
@@ -92,13 +92,12 @@ def parse_tool_args(tool: Tool, argv: list[str]) -> dict[str, Any]:
 def _values_that_look_like_parameters(tool: Tool, argv: list[str]) -> str:
     """A hint for a mistyped ``name=value``: it was read as a value, and may be why the arguments failed."""
     names = [p.name for p in tool.params]
-    odd = [token for token in argv if "=" in token and token.partition("=")[0] not in names
-           and _PARAMETER_LIKE.match(token.partition("=")[0])]
+    odd = [match for token in argv if (match := _PARAMETER_LIKE.match(token)) and match[1] not in names]
     if not odd:
         return ""
-    listed = ", ".join(repr(token.partition("=")[0]) for token in odd)
-    return (f"\n(note: {tool.cli_name} has no parameter {listed}, so {', '.join(map(repr, odd))} was read as a "
-            f"value; parameters: {', '.join(names) or '(none)'})")
+    listed = ", ".join(repr(m[1]) for m in odd)
+    return (f"\n(note: {tool.cli_name} has no parameter {listed}, so {', '.join(repr(m.string) for m in odd)} was "
+            f"read as a value; parameters: {', '.join(names) or '(none)'})")
 
 
 def run_tool(registry: Registry, name: str, argv: list[str]) -> int:

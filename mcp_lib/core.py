@@ -207,8 +207,7 @@ class Platform:
     load_tools: Callable[[Platform], None] | None = field(default=None, repr=False, compare=False)
     close: Callable[[], None] | None = field(default=None, repr=False, compare=False)  # ends what it holds open
     _tools: dict[str, Tool] = field(default_factory=dict, repr=False)
-    # the tools declared with :meth:`tool`, built on the first use of .tools: checking the configuration, on the way
-    # to helpbot's 👀, builds no pydantic model
+    # declared with :meth:`tool`, built on the first use of .tools: checking the configuration builds no pydantic model
     _declared: dict[str, Callable[[], Tool]] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _loader: int | None = field(default=None, repr=False, compare=False)  # the thread running load_tools

@@ -154,8 +154,7 @@ class Registry:
                 and (only is None or platform.name in only or tool.wire_name in only or tool.cli_name in only)]
 
     def resolve_only(self, names: Iterable[str]) -> list[str]:
-        """``--only`` names, stripped and checked against the enabled platforms and their tools; an unknown or
-        disabled name is an UnknownTool that lists what can be chosen."""
+        """``--only`` names, stripped, checked against the enabled platforms and tools (UnknownTool: the choices)."""
         known = [name for p in self.enabled() for name in (p.name, *(t.wire_name for t in p.tools.values()))]
         choices = ", ".join(known)
         known += [t.cli_name for t in self.tools()]

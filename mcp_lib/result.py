@@ -30,9 +30,8 @@ LIMIT_VARIABLES = {"max_items": "HELPBOT_TOOL_MAX_ITEMS", "max_field_chars": "HE
 @dataclass(frozen=True)
 class Limits:
     """How much one tool call may hand to the model, and how long it may take (retries included). A tool's own
-    limits (``@platform.tool(max_field_chars=20000)``) replace the defaults, but not past a limit the operator
-    set in the environment. ``mask``: the secret patterns and the exact values of the credentials the process
-    holds (:func:`mcp_lib.external.credential_values`): the model never reads one, so it cannot re-encode it."""
+    limits (``@platform.tool(max_field_chars=20000)``) replace the defaults, not past one set in the environment.
+    ``mask``: the secret patterns and the held credentials' values (the model cannot re-encode what it never reads)."""
 
     max_items: int = DECLARED.value("HELPBOT_TOOL_MAX_ITEMS", int)
     max_field_chars: int = DECLARED.value("HELPBOT_TOOL_MAX_FIELD_CHARS", int)
@@ -166,10 +165,8 @@ def capped_notes(notes: list[str], mask: Callable[[str], str] = redact_secrets) 
 
 
 def apply_limits(result: Result, limits: Limits) -> Result:
-    """The result within the limits, its JSON within ``max_result_chars``: items, fields and nested lists cut to
-    the limits; while still too large, trailing items dropped, then fields and lists shrunk (from the originals),
-    then only the never-cut fields kept. The notes say what was left out, where. Each string is masked once per
-    limit (the builds share one memo)."""
+    """The result within the limits, its JSON within ``max_result_chars`` by the steps below, each built from the
+    originals; the notes say what was left out, where. Each string is masked once per limit (one shared memo)."""
     notes = list(result.notes)
     items = list(result.items)
     if len(items) > limits.max_items:
