@@ -186,11 +186,9 @@ def _docs(registry: Registry, parser: argparse.ArgumentParser, rest: list[str]) 
             return 0
         stale = docs.check(platforms, args.dir)
     except OSError as exc:
-        raise BadInput(f"docs: cannot {'write' if args.write else 'read'} {args.dir}: "
-                       f"{exc.strerror or exc}") from None
+        raise BadInput(f"docs: cannot {'write' if args.write else 'read'} {args.dir}: {exc.strerror or exc}") from None
     if stale:
-        print(f"mcp-lib: tools_docs is stale ({', '.join(stale)}); run `uv run mcp-lib docs --write`",
-              file=sys.stderr)
+        print(f"mcp-lib: tools_docs is stale ({', '.join(stale)}); run `uv run mcp-lib docs --write`", file=sys.stderr)
         return 1
     print("tools_docs is up to date")
     return 0

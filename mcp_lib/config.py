@@ -118,8 +118,7 @@ class Declaration(dict[str, V]):
     def env_int(self, env: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int:
         return self._number(env, name, int, "a whole number", default, minimum)
 
-    def env_float(self, env: Mapping[str, str], name: str, default: float | None = None,
-                  minimum: float = 0.0) -> float:
+    def env_float(self, env: Mapping[str, str], name: str, default: float | None = None, minimum: float = 0.0) -> float:
         return self._number(env, name, float, "a number", default, minimum)
 
     def env_bool(self, env: Mapping[str, str], name: str) -> bool:

@@ -214,14 +214,12 @@ class Platform:
 
     @property
     def tools(self) -> dict[str, Tool]:
-        if self._declared:
-            with self._lock:  # built once, in the order declared; a concurrent first use waits for them
+        if (self._declared or self.load_tools is not None) and self._loader != threading.get_ident():
+            with self._lock:  # built once, in the order declared; a second first use waits, never sees half of it
                 self._tools.update((name, build()) for name, build in self._declared.items())
                 self._declared = {}
-        if self.load_tools is not None and self._loader != threading.get_ident():  # the loader sees its own work
-            with self._lock:  # a second first use waits here for the one loading, never sees half of it
                 if (load := self.load_tools) is not None:
-                    self._loader = threading.get_ident()
+                    self._loader = threading.get_ident()  # load's own uses of .tools see its work, not the lock
                     try:
                         load(self)
                     finally:
