@@ -33,17 +33,9 @@ class BoundPlatform:
 
 
 class Registry:
-    def __init__(
-        self,
-        env: Mapping[str, str] | None = None,
-        *,
-        clients: Mapping[str, Any] | None = None,
-        caller: Caller | None = None,
-        limits: Limits | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        platforms: Mapping[str, Platform] | None = None,
-        server_log: ServerLog | None = None,
-    ):
+    def __init__(self, env: Mapping[str, str] | None = None, *, clients: Mapping[str, Any] | None = None,
+                 caller: Caller | None = None, limits: Limits | None = None, clock: Clock = SYSTEM_CLOCK,
+                 platforms: Mapping[str, Platform] | None = None, server_log: ServerLog | None = None):
         self.env = dict(os.environ if env is None else env)
         self.caller = caller or Caller()
         if limits is None:  # masked: the secret patterns and the exact values of the credentials in env

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .config import DECLARED, env_float, env_int
+from .config import DECLARED, env_float, env_int, env_str
 from .cutting import keep_start_masked
 from .media import MAX_RESULT_IMAGE_BYTES, MAX_RESULT_IMAGES, ImageType, check_base64_image
 from .redact import redact_secrets
@@ -42,14 +42,11 @@ class Limits:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], mask: Callable[[str], str] = redact_secrets) -> Limits:
-        return cls(
-            max_items=env_int(env, "HELPBOT_TOOL_MAX_ITEMS", minimum=1),
-            max_field_chars=env_int(env, "HELPBOT_TOOL_MAX_FIELD_CHARS", minimum=100),
-            max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", minimum=1000),
-            budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", minimum=1.0),
-            explicit=frozenset(name for name, variable in LIMIT_VARIABLES.items() if env.get(variable, "").strip()),
-            mask=mask,
-        )
+        return cls(max_items=env_int(env, "HELPBOT_TOOL_MAX_ITEMS", minimum=1),
+                   max_field_chars=env_int(env, "HELPBOT_TOOL_MAX_FIELD_CHARS", minimum=100),
+                   max_result_chars=env_int(env, "HELPBOT_TOOL_MAX_RESULT_CHARS", minimum=1000),
+                   budget_s=env_float(env, "HELPBOT_TOOL_BUDGET_S", minimum=1.0), mask=mask,
+                   explicit=frozenset(name for name, variable in LIMIT_VARIABLES.items() if env_str(env, variable)))
 
     def merged(self, **overrides: int) -> Limits:
         """A tool's own limits over these; a limit set explicitly in the environment stays the upper bound."""
