@@ -126,8 +126,7 @@ class Tool:
             schema.pop("title", None)
             for prop in schema.get("properties", {}).values():
                 prop.pop("title", None)
-            schema.setdefault("required", [])
-            schema["additionalProperties"] = False
+            schema.setdefault("required", [])  # additionalProperties: false comes from extra="forbid"
             return cls(platform=platform, function=fn.__name__, fn=fn, description=description,
                        input_schema=schema, validate=functools.partial(_validated, model), context_param=context,
                        **options)

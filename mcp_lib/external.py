@@ -276,9 +276,8 @@ def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:
     return call
 
 
-# Credentials by name (:func:`credential_values`), besides the variables declared secret: an Actions runtime
-# token, an in-house MCP server's header token (``header_env``), whatever a deployment adds. ``*_FILE`` names a
-# path, not a secret.
+# Credentials by name, besides the variables declared secret: an Actions runtime token, an in-house MCP server's
+# ``header_env``, whatever a deployment adds. ``*_FILE`` names a path, not a secret.
 _CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY"
                               r"|SIGNING_SECRET|CREDENTIALS?)(?:_[A-Z0-9]+)?$")
 

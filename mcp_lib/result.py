@@ -223,9 +223,8 @@ def as_result(tool: str, value: Any) -> Result:
 def _error_message(payload: Any, text: str) -> str:
     """The server's own words: ``message`` or ``data.error`` of a structured error, else its text."""
     if isinstance(payload, dict):
-        data = payload.get("data")
-        found = data.get("error") if isinstance(data, dict) else None
-        found = found or payload.get("error") or payload.get("message")
+        data = payload["data"] if isinstance(payload.get("data"), dict) else {}
+        found = data.get("error") or payload.get("error") or payload.get("message")
         if found:
             code = payload.get("status_code")
             return f"{found} (status {code})" if code else str(found)
