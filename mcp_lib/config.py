@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 
 def env_str(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
-    return value or None
+    return env.get(name, "").strip() or None
 
 
 def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
