@@ -81,9 +81,8 @@ def render(platforms: list[Platform]) -> dict[str, str]:
 def write(platforms: list[Platform], directory: Path) -> list[str]:
     directory.mkdir(parents=True, exist_ok=True)
     wanted = render(platforms)
-    for stale in directory.glob("*.md"):
-        if stale.name not in wanted:
-            stale.unlink()
+    for stale in {path.name for path in directory.glob("*.md")} - wanted.keys():
+        (directory / stale).unlink()
     for name, content in wanted.items():
         (directory / name).write_text(content, encoding="utf-8")
     return sorted(wanted)

@@ -142,12 +142,10 @@ class _Shrink:
         return value
 
     def notes(self) -> list[str]:
-        notes = []
-        if self.fields_cut:
-            notes.append(f"long fields cut to {self.field_limit} characters")
-        for where, (kept, longest) in self.lists.items():
-            notes.append(f"showing {kept} of {longest} entries at {where}" if "[]" not in where
-                         else f"lists at {where} cut to {kept} entries (the longest had {longest})")
+        notes = [f"long fields cut to {self.field_limit} characters"] if self.fields_cut else []
+        notes += [f"showing {kept} of {longest} entries at {where}" if "[]" not in where
+                  else f"lists at {where} cut to {kept} entries (the longest had {longest})"
+                  for where, (kept, longest) in self.lists.items()]
         if self.fields_dropped:
             notes.append("only titles, links and ids are shown: the full result was too large; read one item "
                          "with the platform's get tool")

@@ -170,6 +170,8 @@ def test_docs_check_fails_when_stale(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / "old.md").write_text("left over\n", encoding="utf-8")
     code, _, err = run(capsys, "docs", "--check", "--dir", str(tmp_path))
     assert code == 1 and "faq.md" in err and "old.md" in err
+    assert run(capsys, "docs", "--write", "--dir", str(tmp_path))[0] == 0  # rewrites faq.md, removes old.md
+    assert not (tmp_path / "old.md").exists() and run(capsys, "docs", "--check", "--dir", str(tmp_path))[0] == 0
 
 
 @pytest.mark.scenario
