@@ -78,8 +78,7 @@ class Registry:
             return self
         keep = set(names)
         return Registry(self.env, clients=self._clients, caller=self.caller, limits=self.limits, clock=self.clock,
-                        platforms={n: p for n, p in self.platforms().items() if n in keep},
-                        server_log=self.server_log)
+                        platforms={n: p for n, p in self.platforms().items() if n in keep}, server_log=self.server_log)
 
     def close(self) -> None:
         """The end of the run: what the platforms hold open (in-house MCP servers and their processes) ends."""
