@@ -4,6 +4,8 @@ Lengths are characters, except where Slack's limits count UTF-16 code units (:fu
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -15,7 +17,6 @@ TRUNCATION_MARKER = "…[truncated: {n} more characters]"
 _MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
 MASK_MARGIN = 1024  # how far past a cut masking looks: a secret shorter than this across the cut is masked whole
 MARKDOWN_LIMIT = 12_000  # Slack's, per payload, all markdown blocks together
-ELLIPSIS = "…"
 
 
 def squash_whitespace(text: str) -> str:
@@ -39,15 +40,12 @@ def keep_start_masked(text: str, limit: int, mask: Callable[[str], str] = redact
     """``text`` masked and held to ``limit`` with :data:`TRUNCATION_MARKER` (one marker counting all that was left
     out, a platform's earlier cut too), and whether it was cut. Masked within ``limit + MASK_MARGIN`` only: it
     reads only what may be kept, and no secret straddling the cut is left too short to be recognised."""
-    earlier = 0
     found = _MARKER_AT_END.search(text) if text.endswith("]") else None
     if found:
-        earlier = int(found.group(1))
         text = text[: found.start()]
-    window = limit + MASK_MARGIN
-    unread = max(0, len(text) - window)
-    masked = mask(text[:window] if unread else text)
-    return keep_start(masked, limit, TRUNCATION_MARKER, unread + earlier), len(masked) > limit or unread + earlier > 0
+    left_out = max(0, len(text) - limit - MASK_MARGIN) + (int(found.group(1)) if found else 0)
+    masked = mask(text[: limit + MASK_MARGIN])
+    return keep_start(masked, limit, TRUNCATION_MARKER, left_out), len(masked) > limit or left_out > 0
 
 
 def keep_start_within_tokens(text: str, tokens: int, estimate: Callable[[str], int], marker: str,
@@ -71,9 +69,8 @@ def keep_start_and_end(text: str, limit: int) -> tuple[str, int]:
     if len(text) <= limit:
         return text, 0
     head = limit * 2 // 3
-    tail = limit - head
-    left_out = len(text) - head - tail
-    return f"{text[:head]}\n…[helpbot: 中略 {left_out} 文字]…\n{text[len(text) - tail:]}", left_out
+    left_out = len(text) - limit
+    return f"{text[:head]}\n…[helpbot: 中略 {left_out} 文字]…\n{text[head + left_out:]}", left_out
 
 
 def excerpt(text: str, width: int, start: int = 0) -> str:
@@ -89,7 +86,7 @@ def shorten_at_word(text: str, limit: int) -> str:
     text = text.strip()
     if slack_len(text) <= limit:
         return text
-    return split_line(text, max(1, limit - 1))[0] + ELLIPSIS
+    return split_line(text, max(1, limit - 1))[0] + "…"
 
 
 def slack_len(text: str) -> int:
@@ -168,10 +165,7 @@ def split_line(line: str, budget: int) -> list[str]:
     possible, never inside a grapheme."""
     pieces = []
     while slack_len(line) > budget:
-        end, used = 0, 0
-        while end < len(line) and used + slack_len(line[end]) <= budget:
-            used += slack_len(line[end])
-            end += 1
+        end = bisect.bisect_right(list(itertools.accumulate(map(slack_len, line[:budget]))), budget)  # what fits
         # the last sentence end or space in the window's last 40 %, else the window's end
         best = max((match.end() for match in _SENTENCE_END.finditer(line, max(1, end * 6 // 10), end)), default=0)
         cut = best or end
@@ -188,7 +182,7 @@ def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None
     whole = segment.text()
     if slack_len(whole) <= limit:
         return [whole]
-    frame = slack_len("\n".join([*segment.head, ""])) + slack_len("\n".join(["", *segment.tail]))
+    frame = sum(slack_len(line) + 1 for line in segment.head + segment.tail)  # with their newlines
     budget = max(limit - frame, 1)
     lines = [piece for line in segment.lines
              for piece in (split_line(line, budget) if slack_len(line) > budget else [line])]
