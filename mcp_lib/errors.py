@@ -8,9 +8,9 @@ builds on :class:`ExitError`, because mcp_lib imports nothing from agent.
     ├── CredentialsError        the service rejected our credentials (the CLI exits 2 on it)
     ├── Refused                 a credential would go to an origin its door does not allow; nothing was sent
     ├── NotFound                Redmine answered 404 (or the key's user may not see the thing)
-    ├── Redirected              Redmine redirected to another path
+    ├── Redirected              Redmine redirected to another path (a moved wiki page), ``path``
     ├── ChannelNotFound         Slack does not know the channel (or will not say)
-    └── RateLimited             Slack still answered 429 after the retries
+    └── RateLimited             Slack still answered 429 after the retries, asking to wait ``retry_after`` s
     ArgumentError               arguments that do not fit a tool's schema
     UnknownTool (KeyError)      no such platform or tool
     Retryable                   a failure worth another try, after ``asked`` seconds (:mod:`mcp_lib.retry`)
@@ -29,20 +29,14 @@ Why = Literal["attempts", "server_wait", "deadline"]  # why the retries ended
 
 
 class ExitError(Exception):
-    """An error with a one-line message and the exit code it means."""
-
     exit_code: ClassVar[int] = EXIT_FAILED
 
 
 class BadInput(ExitError):
-    """Malformed input (command line, file, event): one line, exit 2, nothing done."""
-
     exit_code = EXIT_BAD_INPUT
 
 
 class ConfigError(ExitError):
-    """Bad configuration: the CLIs print it as one line and exit 2."""
-
     exit_code = EXIT_BAD_INPUT
 
     def __init__(self, variable: str, problem: str):
@@ -67,8 +61,6 @@ class NotFound(ToolError):
 
 
 class Redirected(ToolError):
-    """Redmine redirected to another path (a renamed or moved wiki page); ``path`` is where it landed."""
-
     def __init__(self, path: str):
         super().__init__(f"Redmine redirected the request to {path}")
         self.path = path
@@ -79,8 +71,6 @@ class ChannelNotFound(ToolError):
 
 
 class RateLimited(ToolError):
-    """Slack still answered 429 after the retries; ``retry_after`` is what it asked for, if anything."""
-
     def __init__(self, message: str, retry_after: float | None):
         super().__init__(message)
         self.retry_after = retry_after
@@ -91,15 +81,11 @@ class ArgumentError(Exception):
 
 
 class UnknownTool(KeyError):
-    """No such platform or tool; the message lists what exists."""
-
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # the message (listing what exists), not KeyError's repr of it
         return str(self.args[0])
 
 
 class Retryable(Exception):
-    """A failure worth another try, after ``asked`` seconds when the server said how long."""
-
     def __init__(self, message: str, asked: float | None = None):
         super().__init__(message)
         self.asked = asked
