@@ -5,6 +5,7 @@ requests cannot take three budgets).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 import socket
@@ -60,17 +61,14 @@ def send(ctx: ToolContext, what: str, method: str, url: str, **kwargs: Any) -> h
     the answers :func:`check_answer` retries; the caller interprets the response."""
     import httpx2
 
-    client: httpx2.Client = ctx.client
-    clock = ctx.clock
-
     def attempt() -> httpx2.Response:
         try:
-            response = client.request(method, url, **kwargs)
+            response = ctx.client.request(method, url, **kwargs)
         except httpx2.TimeoutException as exc:
             raise Retryable(f"timed out ({type(exc).__name__})") from exc
         except httpx2.TransportError as exc:
             raise Retryable(f"could not connect ({type(exc).__name__}: {exc})") from exc
-        check_answer(response.status_code, response.headers, clock, error_detail(response))
+        check_answer(response.status_code, response.headers, ctx.clock, error_detail(response))
         return response
 
     return retried(what, attempt, tool_budget(ctx, 60.0))
@@ -114,10 +112,8 @@ def json_answer(response: httpx2.Response, service: str, what: str, url_variable
 def error_detail(response: httpx2.Response) -> str:
     """`` (message; ...)`` from a JSON error body (``message``, ``error``, ``errors``: GitHub, Growi), or nothing;
     a success's body (maybe megabytes) is decoded once, by the caller, not here."""
-    if response.status_code < 400:
-        return ""
     try:
-        body = response.json()
+        body = response.json() if response.status_code >= 400 else None
     except ValueError:
         return ""
     if not isinstance(body, dict):
@@ -135,10 +131,7 @@ def error_detail(response: httpx2.Response) -> str:
 Resolver = Callable[[str, int], object]  # socket.getaddrinfo's shape; raises OSError when the name does not resolve
 Wait = Callable[["Future[object]", float], object]  # Future.result(timeout)'s shape
 RESOLVED_FOR_S = 60.0  # a name that resolved is not looked up again for this long
-
-
-def _getaddrinfo(host: str, port: int) -> object:
-    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+_GETADDRINFO: Resolver = functools.partial(socket.getaddrinfo, type=socket.SOCK_STREAM)
 
 
 class NameResolution:
@@ -147,9 +140,7 @@ class NameResolution:
     ``ConnectTimeout``, an unknown name a ``ConnectError`` (unreachable, as the retries treat it); one thread per
     host; IP literals and proxied URLs pass. ``resolver`` and ``wait`` are the test seams."""
 
-    _shared: NameResolution | None = None
-
-    def __init__(self, resolver: Resolver = _getaddrinfo, *, wait: Wait = Future.result,
+    def __init__(self, resolver: Resolver = _GETADDRINFO, *, wait: Wait = Future.result,
                  default_timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK):
         self.resolver = resolver
         self.wait = wait
@@ -160,11 +151,10 @@ class NameResolution:
         self._lock = threading.Lock()
 
     @classmethod
+    @functools.cache
     def shared(cls) -> NameResolution:
         """The process's own (real lookups): clients share its threads and what it resolved."""
-        if cls._shared is None:
-            cls._shared = cls()
-        return cls._shared
+        return cls()
 
     def hook(self) -> Callable[[Any], None]:
         """The request hook (httpx2 clients: the model's and the platforms')."""
@@ -177,7 +167,8 @@ class NameResolution:
             key = (url.host, url.port or (443 if url.scheme == "https" else 80))
             timeout = (request.extensions.get("timeout") or {}).get("connect") or self.default_timeout_s
             try:
-                self.wait(self._lookup(key), timeout)
+                if (lookup := self._lookup(key)) is not None:
+                    self.wait(lookup, timeout)
             except TimeoutError:
                 raise httpx2.ConnectTimeout(f"name {url.host!r} not resolved within {timeout:g} s",
                                              request=request) from None
@@ -186,16 +177,14 @@ class NameResolution:
 
         return check
 
-    def _lookup(self, key: tuple[str, int]) -> Future[object]:
+    def _lookup(self, key: tuple[str, int]) -> Future[object] | None:
+        """The lookup of ``key`` under way (or started now); None when it resolved within :data:`RESOLVED_FOR_S`."""
         with self._lock:
             if self._resolved.get(key, float("-inf")) > self.clock.monotonic():
-                done: Future[object] = Future()
-                done.set_result(None)
-                return done
-            future = self._pending.get(key)
-            if future is None:
-                future = self._pending[key] = in_background(lambda: self._resolve(key), f"resolve-{key[0]}")
-            return future
+                return None
+            if key not in self._pending:
+                self._pending[key] = in_background(lambda: self._resolve(key), f"resolve-{key[0]}")
+            return self._pending[key]
 
     def _resolve(self, key: tuple[str, int]) -> object:
         try:
