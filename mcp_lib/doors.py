@@ -67,8 +67,7 @@ def origin(url: str) -> Origin | None:
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS or not parts.netloc or any(c in parts.netloc for c in "@\\% \t\r\n"):
         return None
-    host = parts.hostname or ""
-    host = host[:-1] if host.endswith(".") else host  # the fully qualified spelling is the same host
+    host = (parts.hostname or "").removesuffix(".")  # the fully qualified spelling is the same host
     if not host or host.endswith(".") or ".." in host:
         return None
     if ":" not in host:  # not an IPv6 literal: a DNS name, IDNA-encoded so that look-alikes compare as what they are
@@ -94,8 +93,7 @@ class Door:
     def check(self, url: str) -> None:
         """Raise :class:`Refused` unless ``url`` is on one of the door's origins."""
         if not self.allows(url):
-            found = origin(url)
-            where = str(found) if found is not None else "a URL without a plain origin"
+            where = origin(url) or "a URL without a plain origin"
             raise Refused(f"refused: {self.credential} is sent only to {', '.join(map(str, sorted(self.origins)))},"
                           f" not to {where}")
 
