@@ -113,11 +113,10 @@ def call(fn: Callable[[float], T], *, retry: Callable[[BaseException], bool],
     return retrying(lambda: fn(budget.left()))
 
 
-def next_wait(policy: Policy, budget: Budget, attempt: int, failed: BaseException,
-              asked: Asked = asked_by) -> float | None:
+def next_wait(policy: Policy, budget: Budget, attempt: int, failed: BaseException) -> float | None:
     """For a loop another library runs (slack-sdk's): the wait after the ``attempt``-th attempt failed with
     ``failed``, or None when the retries end."""
-    seconds = asked(failed)
+    seconds = asked_by(failed)
     wait = policy.wait(attempt, seconds)
     return None if policy.stop(budget, attempt, seconds, wait) else wait
 
