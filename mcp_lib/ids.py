@@ -60,10 +60,10 @@ def parse_permalink(url: str, where: str = "url") -> Permalink:
     if not is_channel_id(channel):
         raise bad(f"has channel {channel[:80]!r}, not a Slack channel ID like C0123456789")
     query = parse_qs(parsed.query)
-    thread_ts = query["thread_ts"][0] if query.get("thread_ts") else None
+    thread_ts = query.get("thread_ts", [None])[0]  # parse_qs drops blank values
     if thread_ts is not None and not is_ts(thread_ts):
         raise bad(f"has thread_ts {thread_ts[:80]!r}, not a Slack timestamp like 1700000000.123456")
-    cid = query["cid"][0] if query.get("cid") else None
+    cid = query.get("cid", [None])[0]
     if cid is not None and cid != channel:
         raise bad(f"whose cid {cid[:80]!r} disagrees with the channel {channel!r}")
     return Permalink(channel=channel, ts=f"{digits[:10]}.{digits[10:]}", thread_ts=thread_ts)
@@ -71,8 +71,7 @@ def parse_permalink(url: str, where: str = "url") -> Permalink:
 
 def permalink(workspace_url: str, channel: str, ts: str, thread_ts: str | None = None) -> str:
     """The link to a message, as Slack writes it (``workspace_url`` from ``auth.test``, ending in ``/``)."""
-    base = workspace_url if workspace_url.endswith("/") else workspace_url + "/"
-    link = f"{base}archives/{channel}/p{ts.replace('.', '')}"
+    link = f"{workspace_url.removesuffix('/')}/archives/{channel}/p{ts.replace('.', '')}"
     if thread_ts and thread_ts != ts:
         link += f"?thread_ts={thread_ts}&cid={channel}"
     return link
