@@ -85,9 +85,7 @@ _PHONES = [
 # anywhere): ``(?=[…])`` in front lets the engine pass over other text, such as Japanese prose, in one test a
 # character instead of trying every branch there. It changes no match, only where none can start.
 _LEADS = "!-~" + "".join(sorted({word[0] for word in _JA_KEY_WORDS.split("|")}))
-_LABELS = {"card": "[card]", "email": "[email]", "phone": "[phone]", "phone2": "[phone]", "phone3": "[phone]",
-           "phone4": "[phone]"}
-
+_LABELS = {"card": "[card]", "email": "[email]", **dict.fromkeys([name for name, _ in _PHONES], "[phone]")}
 
 
 def _forms(value: str) -> set[str]:
@@ -126,24 +124,18 @@ class Masker:
 
     def mask(self, text: str) -> str:
         """``text`` with every match replaced: matched on the folded copy, replaced in the original."""
-        if not text:
-            return text
         pieces: list[str] = []
         last = 0
         for match in self._pattern.finditer(text.translate(_FOLD)):
             name = match.lastgroup or ""
             if name == "card" and not luhn(re.sub(r"\D", "", match.group())):
                 continue
-            if name in _LABELS:
-                replacement = _LABELS[name]
-            elif name in self._keyed:  # keep key, separator and quote: the reader knows what was there
+            if name in self._keyed:  # keep key, separator and quote: the reader knows what was there
                 replacement = text[match.start(f"{name}_k") : match.end(f"{name}_q")] + MASK
             else:
-                replacement = MASK
+                replacement = _LABELS.get(name, MASK)
             pieces += [text[last : match.start()], replacement]
             last = match.end()
-        if not pieces:
-            return text
         pieces.append(text[last:])
         return "".join(pieces)
 
