@@ -116,12 +116,10 @@ def _segments(text: str) -> list[_Segment]:
     para: list[str] = []
 
     def flush() -> None:
+        table = len(para) >= 2 and para[0].lstrip().startswith("|") and _TABLE_RULE.match(para[1])
         if para:
-            if len(para) >= 2 and para[0].lstrip().startswith("|") and _TABLE_RULE.match(para[1]):
-                segments.append(_Segment(para[2:], head=para[:2]))
-            else:
-                segments.append(_Segment(list(para)))
-            para.clear()
+            segments.append(_Segment(para[2:], head=para[:2]) if table else _Segment(para[:]))
+        para.clear()
 
     lines = iter(text.replace("\r\n", "\n").split("\n"))
     for line in lines:
@@ -195,8 +193,7 @@ def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None
         if used + cost > room:
             if current:
                 pieces.append("\n".join(segment.head + current + segment.tail))
-            current, used, room = [], 0, budget
-            cost = slack_len(line)
+            current, used, room, cost = [], 0, budget, slack_len(line)
         current.append(line)
         used += cost
     if current or not pieces:
