@@ -1,6 +1,5 @@
 """Every way a text is cut, shortened, split or squashed onto one line, each under a name that says what it keeps.
-Lengths are characters, except where Slack's limits count UTF-16 code units (:func:`slack_len`).
-"""
+Lengths are characters, except where Slack's limits count UTF-16 code units (:func:`slack_len`)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Every client that attaches a credential checks its :class:`Door` before each request it sends, redirect hops
 included (httpx2 request hooks, slack-sdk's urllib, python-redmine's requests); redirects never carry a credential.
 Origins compare strictly: the scheme exactly, the host after IDNA and trailing-dot normalisation, the default port
-filled in; a URL with userinfo, a backslash or ``%`` in its authority has no origin (parsers may disagree on it).
-"""
+filled in; a URL with userinfo, a backslash or ``%`` in its authority has no origin (parsers may disagree on it)."""
 
 from __future__ import annotations
 

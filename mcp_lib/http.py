@@ -1,7 +1,6 @@
 """HTTP for the platforms (GitHub, Growi; Redmine's engine shares the decision): door-guarded httpx2 clients, which
 answers are worth another try, and one tool call's requests under one retry budget (``ToolContext.deadline``: three
-requests cannot take three budgets).
-"""
+requests cannot take three budgets)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The one door for Python logging: every record, ours and every library's (httpx, slack_sdk, botocore, mcp log
 what they were handed: URLs, a model's argument), warnings and thread exceptions too, is rendered onto stderr
-through an egress policy (helpbot's guard, or mcp-lib's :class:`Masking`).
-"""
+through an egress policy (helpbot's guard, or mcp-lib's :class:`Masking`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What an image shown to the model may be (an attached file, or an in-house MCP server's image): the Messages
 API's media types and limits (Anthropic's vision guide, Bedrock's), with the type read from the bytes, never
 taken from the sender. Per result and per run the tool images are capped too: an image stays in the transcript,
-and a hostile server must not carry a request past Bedrock's 20 MB or the token budget.
-"""
+and a hostile server must not carry a request past Bedrock's 20 MB or the token budget."""
 
 from __future__ import annotations
 

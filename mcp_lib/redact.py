@@ -2,8 +2,7 @@
 pattern library: mcp_lib masks tool results with the secrets, helpbot's egress guard builds a :class:`Masker`
 with personal data and the process's credential values. Deliberately broad (a false positive costs a few
 characters); ASCII-only (``re.ASCII``: Japanese runs straight into Latin text) and matched on a copy with
-full-width forms folded to ASCII one character for one, so spans carry over.
-"""
+full-width forms folded to ASCII one character for one, so spans carry over."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Retries on tenacity's loop: what is retryable is the caller's; how long and how often, a :class:`Policy`'s
-within the call's :class:`Budget`, whose :class:`~mcp_lib.clock.Clock` the waits are slept on (tests never wait).
-"""
+within the call's :class:`Budget`, whose :class:`~mcp_lib.clock.Clock` the waits are slept on (tests never wait)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 The SDK neither says a stdio server's pid nor ends a grandchild, so the server starts through ``/bin/sh`` writing
 ``$$`` (its group's id) to a file, and the group is ended after every close and at once when a call times out.
-Its stderr goes only to the session's ``log``. Closed by ``Registry.close``, else at exit.
-"""
+Its stderr goes only to the session's ``log``. Closed by ``Registry.close``, else at exit."""
 
 from __future__ import annotations
 

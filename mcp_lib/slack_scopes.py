@@ -1,6 +1,5 @@
 """Slack's OAuth scopes as helpbot uses them: which scope each Slack method and event needs, and which token calls.
-Declared once: the tests check the manifest and the fake Slack by it; docs/slack-setup.md's table derives from it.
-"""
+Declared once: the tests check the manifest and the fake Slack by it; docs/slack-setup.md's table derives from it."""
 
 from __future__ import annotations
 
