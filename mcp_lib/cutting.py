@@ -144,9 +144,7 @@ def _segments(text: str) -> list[_Segment]:
 
 
 def _unbreakable_before(text: str, pos: int) -> bool:
-    """True where a cut at ``pos`` would separate a character from its combining mark / ZWJ / modifier."""
-    if pos <= 0 or pos >= len(text):
-        return False
+    """Whether a cut at ``pos`` (0 < pos < len) would part a character from its combining mark / ZWJ / modifier."""
     nxt, prev = text[pos], text[pos - 1]
     return (
         unicodedata.combining(nxt) != 0
