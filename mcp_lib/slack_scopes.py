@@ -49,10 +49,9 @@ def token_of(method: str) -> Token:
 def method_needs(method: str) -> set[str]:
     """Every scope ``method`` needs in the conversations helpbot reads (public and private channels)."""
     rule = METHOD_SCOPES[method]
-    if rule in ("history", "read", "list"):
-        what = "history" if rule == "history" else "read"
-        return {f"{FAMILY[kind]}:{what}" for kind in HELPBOT_READS}
-    return set(rule)
+    if isinstance(rule, tuple):
+        return set(rule)
+    return {f"{FAMILY[kind]}:{'history' if rule == 'history' else 'read'}" for kind in HELPBOT_READS}
 
 
 def uses(scope: str) -> list[str]:
