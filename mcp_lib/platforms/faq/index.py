@@ -6,7 +6,7 @@ import functools
 import heapq
 import math
 from array import array
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,20 +55,16 @@ def _shown(term: str) -> bool:
 
 
 def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict[int, float]:
-    """Per entry, the summed counts of the group's words. A word of several bigrams is counted as often as
-    its rarest bigram occurs there (an upper bound: the bigrams need not be adjacent)."""
-    total: dict[int, float] = {}
+    """Per entry, in order, the summed counts of the group's words. A word of several bigrams is counted as often
+    as its rarest bigram occurs there (an upper bound: the bigrams need not be adjacent)."""
+    total: defaultdict[int, float] = defaultdict(float)
     for terms in group.terms:
-        if not terms or any(term not in postings for term in terms):
-            continue
-        rarest, *others = sorted(terms, key=lambda t: len(postings[t][0]))
-        counts = dict(zip(*postings[rarest], strict=True))
-        for term in others:
-            other = dict(zip(*postings[term], strict=True))
-            counts = {doc: min(count, other[doc]) for doc, count in counts.items() if doc in other}
-        for doc, count in counts.items():
-            total[doc] = total.get(doc, 0.0) + count
-    return total
+        if terms and all(term in postings for term in terms):
+            counts = [dict(zip(*postings[term], strict=True)) for term in terms]
+            for doc in counts[0]:
+                if all(doc in other for other in counts):
+                    total[doc] += min(other[doc] for other in counts)
+    return dict(sorted(total.items()))
 
 
 @dataclass
@@ -86,7 +82,6 @@ Posting = tuple[Sequence[int], Sequence[float]]  # entry numbers, and the term's
 _Counts = tuple["array[int]", "array[float]"]  # the same while the index is built
 
 
-FIELD_WEIGHTS = (("question", 4.0), ("tags", 2.0), ("body", 1.0))
 K1, B = 2.0, 0.6  # BM25's, applied when the weights are computed (a cached index holds them computed)
 
 
@@ -132,10 +127,8 @@ class FaqIndex:
         if not self.postings:
             postings, lengths = _count_terms(self.entries)
             for group in self._groups:
-                counts = _group_counts(group, postings)
-                if counts:
-                    ordered = sorted(counts)
-                    postings[group.key] = (array("i", ordered), array("f", [counts[d] for d in ordered]))
+                if counts := _group_counts(group, postings):
+                    postings[group.key] = (array("i", counts), array("f", counts.values()))
             self.postings = _bm25(postings, lengths)
 
     @functools.cached_property
@@ -164,9 +157,7 @@ class FaqIndex:
         """Known words whose trigrams overlap the word's the most (Dice coefficient), best first."""
         grams = trigrams(word)
         trigram_words, trigram_counts = self._vocabulary
-        shared: Counter[str] = Counter()
-        for gram in grams:
-            shared.update(trigram_words.get(gram, ()))
+        shared = Counter(known for gram in grams for known in trigram_words.get(gram, ()))
         scored = [(known, 2 * n / (len(grams) + trigram_counts[known])) for known, n in shared.items()]
         good = sorted((pair for pair in scored if pair[1] >= FUZZY_MIN_SIMILARITY), key=lambda p: (-p[1], p[0]))
         return good[:FUZZY_CANDIDATES]
@@ -235,9 +226,7 @@ class FaqIndex:
                 if alone or doc in scores:
                     scores[doc] = get(doc, 0.0) + impact * weight
         top = heapq.nlargest(limit, self._boosted(list(scores.items()), boost_tags), key=lambda pair: pair[1])
-        if not top:
-            return []
-        floor = top[0][1] * self.MIN_RELATIVE_SCORE
+        floor = top[0][1] * self.MIN_RELATIVE_SCORE if top else 0.0
         return [(doc, score) for doc, score in top if score >= floor]
 
     def _boosted(self, scored: list[tuple[int, float]], boost_tags: Iterable[str]) -> list[tuple[int, float]]:
@@ -273,9 +262,7 @@ class FaqIndex:
         """The entry's own url; else the file under HELPBOT_FAQ_BASE_URL (or on GitHub in Actions); else faq://id."""
         if entry.url:
             return entry.url
-        if self.base_url:
-            return f"{self.base_url}/{quote(entry.file)}"
-        return f"faq://{entry.id}"
+        return f"{self.base_url}/{quote(entry.file)}" if self.base_url else f"faq://{entry.id}"
 
     def snippet(self, body: str, query: str | QueryPlan) -> str:
         """The part of the body where the most query words (or synonyms) meet: why the entry matched."""
@@ -283,14 +270,13 @@ class FaqIndex:
 
 
 def _count_terms(entries: Sequence[Entry]) -> tuple[dict[str, _Counts], list[float]]:
-    """Per term, the entries containing it and its field-weighted count there; and each entry's length."""
+    """Per term, the entries containing it and its count there (question x4, tags x2, body x1); each entry's length."""
     postings: dict[str, _Counts] = {}
     lengths: list[float] = []
     for doc, entry in enumerate(entries):
         weighted: dict[str, float] = {}
-        texts = {"question": entry.question, "tags": " ".join(entry.tags), "body": entry.body}
-        for name, weight in FIELD_WEIGHTS:
-            for term in analyze(texts[name]):
+        for text, weight in ((entry.question, 4.0), (" ".join(entry.tags), 2.0), (entry.body, 1.0)):
+            for term in analyze(text):
                 weighted[term] = weighted.get(term, 0.0) + weight
         for term, count in weighted.items():
             posting = postings.get(term)

@@ -59,9 +59,7 @@ _VOWELS = frozenset("aeiou")
 
 def _consonant(word: str, i: int) -> bool:
     """Porter's consonant: not a, e, i, o, u, and y only after a vowel (or at the start)."""
-    if word[i] in _VOWELS:
-        return False
-    return word[i] != "y" or i == 0 or not _consonant(word, i - 1)
+    return word[i] not in _VOWELS and (word[i] != "y" or i == 0 or not _consonant(word, i - 1))
 
 
 def _measure(stem: str) -> int:
@@ -179,13 +177,9 @@ def best_window(body: str, words: Iterable[str], width: int = 200) -> str:
     if len(flat) <= width:
         return flat
     # Normalise character by character, remembering where each normalised character came from.
-    chars: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(flat):
-        folded = unicodedata.normalize("NFKC", ch).lower()
-        chars.append(folded)
-        origin.extend([i] * len(folded))
-    norm = "".join(chars)
+    folded = [unicodedata.normalize("NFKC", ch).lower() for ch in flat]
+    origin = [i for i, part in enumerate(folded) for _ in part]
+    norm = "".join(folded)
     hits = sorted((m.start(), word) for word in words for m in re.finditer(re.escape(word), norm))
     # Slide a window over the hits; keep the one that shows the most different words.
     best, best_count, right = 0, 0, 0
