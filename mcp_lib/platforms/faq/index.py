@@ -177,10 +177,9 @@ class FaqIndex:
         stemmed = stem_text(text)
         # English words of the glossary bring their Japanese word into the query, with a Japanese word's weight
         japanese = list(dict.fromkeys(word for english, word in self._english if _occurs(english, stemmed)))
-        for term, weight in query_weights(" ".join(japanese)).items():
-            weights[term] = max(weights.get(term, 0.0), weight)
-            if _shown(term):
-                words.add(term)
+        glossed = query_weights(" ".join(japanese))
+        weights |= {term: max(weights.get(term, 0.0), weight) for term, weight in glossed.items()}
+        words.update(filter(_shown, glossed))
         text = " ".join([text, *japanese])
         if not kanji:  # sameness (same_question) is a matter of words and bigrams
             weights = {term: weight for term, weight in weights.items() if term[0] != UNIGRAM}

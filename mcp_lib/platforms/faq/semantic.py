@@ -2,8 +2,7 @@
 ``semantic`` extra: Google's USE multilingual v3 in pure numpy; faq/README.md says why this one), joined to BM25 by
 reciprocal-rank fusion, so that an English question finds a Japanese entry and a paraphrase its answer. Vectors are
 cached per passage text and model (a changed entry costs one new vector), and per FAQ content as one memory-mapped
-matrix (loaded in ~2 ms at 10k entries).
-"""
+matrix (loaded in ~2 ms at 10k entries)."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ CANDIDATES = 30
 MIN_COSINE = 0.25
 BATCH = 64  # passages per encoder call: bounded memory on a 10k-entry FAQ
 # The question, the tags and the start of the answer. The encoder's work (a 10k FAQ's build) is proportional to
-# the tokens: 60 characters are 35 a passage, 100 were 55 and 200 108. Chosen on bench/faq_recall_queries.yml:
-# recall@3 of the fusion the same from 60 to 200 (ja 1.00, en 0.95, en2 1.00), one query less at 50 and 40.
+# the tokens (35 a passage); the fusion's recall@3 is the same from 60 to 200 characters (bench/README.md).
 PASSAGE_CHARS = 60
 
 
@@ -207,4 +205,3 @@ def fuse(rankings: Iterable[Sequence[int]], k: int = RRF_K) -> list[tuple[int, f
         for rank, doc in enumerate(ranking, start=1):
             scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
-

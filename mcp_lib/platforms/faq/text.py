@@ -23,8 +23,7 @@ _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
 _LONG_VOWEL_RE = re.compile(r"(?<=[ァ-ヺー]{2})ー(?![ァ-ヺー])")  # ending a katakana word of 3 or more
 
 LATIN_WEIGHT = 2.0  # a Latin word weighs as much as one CJK bigram in a query
-# A kanji's own term (UNIGRAM + the kanji) weighs as much as a bigram in a query: chosen on
-# bench/faq_recall_queries.yml (0.8-1.2 within a query of each other; plain BM25's ja recall@3 0.76 -> 0.90).
+# A kanji's own term (UNIGRAM + the kanji) weighs as much as a bigram in a query (tuned: bench/README.md).
 UNIGRAM, UNIGRAM_WEIGHT = "^", 1.0
 _KANJI_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -64,8 +63,7 @@ def _consonant(word: str, i: int) -> bool:
 
 def _measure(stem: str) -> int:
     """Porter's m: how many vowel-consonant sequences the stem has (tr=0, trouble=1, troubles=2)."""
-    kinds = "".join("c" if _consonant(stem, i) else "v" for i in range(len(stem)))
-    return kinds.lstrip("c").replace("vv", "v").count("vc") if kinds else 0
+    return "".join("c" if _consonant(stem, i) else "v" for i in range(len(stem))).count("vc")
 
 
 def _cvc(stem: str) -> bool:
