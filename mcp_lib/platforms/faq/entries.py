@@ -126,8 +126,7 @@ def load_glossary(path: Path) -> dict[str, list[str]]:
 
 
 def pack(kind: bytes, header: dict[str, Any], sections: list[bytes]) -> bytes:
-    """A cache file: ``kind`` (its format's line), a JSON header, then raw sections, each at a multiple of 8 bytes
-    so that an array view of it is aligned."""
+    """A cache file: ``kind`` (its format's line), a JSON header, then raw sections, each 8-byte aligned for arrays."""
     head = json.dumps({**header, "sizes": [len(s) for s in sections]}, ensure_ascii=False).encode()
     return b"".join(s + b"\0" * (-len(s) % 8) for s in [kind + len(head).to_bytes(8, "little"), head, *sections])
 

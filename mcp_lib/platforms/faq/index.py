@@ -81,7 +81,6 @@ class QueryPlan:
 Posting = tuple[Sequence[int], Sequence[float]]  # entry numbers, and the term's BM25 weight in each
 _Counts = tuple["array[int]", "array[float]"]  # the same while the index is built
 
-
 K1, B = 2.0, 0.6  # BM25's, applied when the weights are computed (a cached index holds them computed)
 
 

@@ -97,8 +97,7 @@ def prefetch(env: Mapping[str, str]) -> threading.Thread | None:
 
 
 def semantic_mode(env: Mapping[str, str]) -> Mode:
-    """``HELPBOT_FAQ_SEMANTIC``: ``auto`` (default: on when the extra is installed), ``on`` (an error without
-    it), ``off``."""
+    """``HELPBOT_FAQ_SEMANTIC``: ``auto`` (default; on if the extra is installed), ``on`` (error without), ``off``."""
     raw = (env_str(env, SEMANTIC_VARIABLE) or DECLARED[SEMANTIC_VARIABLE].default).lower()
     if raw not in ("auto", "on", "off"):
         raise ConfigError(SEMANTIC_VARIABLE, f"{raw!r} is not one of auto, on, off")
@@ -169,7 +168,7 @@ class SemanticLeg:
         if not missing and cached is not None:
             self.matrix = np.ascontiguousarray(cached[[rows[k] for k in keys]], dtype=np.float32)
         else:
-            known = {k: cached[rows[k]] for k in keys if k in rows} if cached is not None else {}
+            known = {k: cached[rows[k]] for k in keys if k in rows}  # none when nothing is cached
             for start in range(0, len(missing), BATCH):
                 chunk = missing[start : start + BATCH]
                 for i, vector in zip(chunk, encoder.passages([texts[i] for i in chunk]), strict=True):

@@ -42,8 +42,7 @@ def cache_dir(env: Mapping[str, str]) -> Path | None:
 
 
 def _depends(root: Path, names: list[str]) -> list[tuple[str, str]]:
-    """(name, path) of every file the index depends on: the synonym table and glossary (either may be missing),
-    the indexing code, the entries."""
+    """(name, path) of every file the index depends on: the two tables (either may be missing), code, entries."""
     tables = [(name, os.path.join(root, name)) for name in (SYNONYMS_FILE, GLOSSARY_FILE)]
     return [*tables, *((p.name, str(p)) for p in _CODE), *((n, os.path.join(root, n)) for n in names)]
 
@@ -81,8 +80,7 @@ def _read(path: str) -> tuple[bytes, os.stat_result | None]:
 
 
 def hash_files(root: Path, names: list[str]) -> tuple[str, str, float]:
-    """The content key (each file's name and bytes), the :func:`stat_key` digest and the newest ctime, in one
-    pass over the files."""
+    """The content key (each file's name and bytes), the :func:`stat_key` digest and the newest ctime, in one pass."""
     content, stats, newest = hashlib.sha256(FORMAT + sys.byteorder.encode()), hashlib.sha256(FORMAT), 0
     for number, (name, path) in enumerate(_depends(root, names)):
         try:
@@ -216,8 +214,7 @@ def dump(index: FaqIndex) -> bytes:
 
 
 def undump(data: bytes | mmap.mmap, base_url: str | None) -> FaqIndex | None:
-    """The index in ``data`` (kept referenced: the index is views of it), or None when it is not a complete
-    index of this format."""
+    """The index in ``data`` (kept referenced: the index is views of it); None unless a whole index of this format."""
     try:
         header, (firsts, offsets, text, ids, term_at, terms, bounds, docs, impacts) = unpack(data, FORMAT)
         n_entries, n_terms = header["entries"], header["terms"]

@@ -140,8 +140,7 @@ _PARTICLE_RE = re.compile(r"(?<=[^\u3040-\u309f])[のがをにはへでとも]")
 
 @functools.lru_cache(maxsize=65536)
 def _cjk_terms(run: str) -> tuple[str, ...]:
-    """Bigrams of a CJK run split at particles, without function-word bigrams; a lone kanji stays a term; and
-    every kanji's own term."""
+    """Bigrams of a CJK run split at particles (no function-word bigrams), a lone kanji, and each kanji's own term."""
     terms: list[str] = []
     for part in _PARTICLE_RE.split(run):
         if len(part) > 1:
