@@ -60,10 +60,13 @@ def _group_counts(group: _SynonymGroup, postings: Mapping[str, Posting]) -> dict
     total: defaultdict[int, float] = defaultdict(float)
     for terms in group.terms:
         if terms and all(term in postings for term in terms):
-            counts = [dict(zip(*postings[term], strict=True)) for term in terms]
-            for doc in counts[0]:
-                if all(doc in other for other in counts):
-                    total[doc] += min(other[doc] for other in counts)
+            rarest, *others = sorted(terms, key=lambda t: len(postings[t][0]))
+            counts = dict(zip(*postings[rarest], strict=True))
+            for term in others:
+                other = dict(zip(*postings[term], strict=True))
+                counts = {doc: min(count, other[doc]) for doc, count in counts.items() if doc in other}
+            for doc, count in counts.items():
+                total[doc] += count
     return dict(sorted(total.items()))
 
 

@@ -168,7 +168,7 @@ class SemanticLeg:
         if not missing and cached is not None:
             self.matrix = np.ascontiguousarray(cached[[rows[k] for k in keys]], dtype=np.float32)
         else:
-            known = {k: cached[rows[k]] for k in keys if k in rows}  # none when nothing is cached
+            known = {k: cached[rows[k]] for k in keys if k in rows} if cached is not None else {}
             for start in range(0, len(missing), BATCH):
                 chunk = missing[start : start + BATCH]
                 for i, vector in zip(chunk, encoder.passages([texts[i] for i in chunk]), strict=True):
