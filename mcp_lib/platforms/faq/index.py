@@ -18,10 +18,8 @@ from .semantic import CANDIDATES, MIN_COSINE, SemanticLeg, fuse
 from .text import UNIGRAM, analyze, best_window, fuzzy_candidate, normalize, query_weights, stem_text, trigrams
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-# A misspelt word is replaced by up to FUZZY_CANDIDATES known words whose trigrams overlap (Dice coefficient) by
-# at least FUZZY_MIN_SIMILARITY.
-FUZZY_MIN_SIMILARITY = 0.5
-FUZZY_CANDIDATES = 3
+FUZZY_MIN_SIMILARITY = 0.5  # a misspelt word stands for known words whose trigrams overlap this much (Dice)
+FUZZY_CANDIDATES = 3  # at most this many of them
 # An entry carrying one of the caller's boost tags (the question's tags) scores this much more. Multiplied, not
 # added: a boost reorders entries that match the query but never brings in one that does not.
 TAG_BOOST = 1.3
@@ -96,15 +94,11 @@ class FaqIndex:
 
     entries: Sequence[Entry]
     synonyms: list[list[str]] = field(default_factory=list)
-    # The glossary (faq/_glossary.yml): per Japanese word, English words that also search for it.
-    glossary: dict[str, list[str]] = field(default_factory=dict)
+    glossary: dict[str, list[str]] = field(default_factory=dict)  # per Japanese word, English words asking for it
     base_url: str | None = None
-    # The BM25 weights when they come from the on-disk cache (faq.store); computed from the entries otherwise.
-    postings: Mapping[str, Posting] = field(default_factory=dict, repr=False)
-    # Sentence vectors of the entries (faq.semantic), fused with BM25 when the semantic extra is installed.
-    semantic: SemanticLeg | None = field(default=None, repr=False, compare=False)
-    # The key of the content it was built from, when it came through the on-disk cache (faq.store).
-    key: str | None = field(default=None, repr=False, compare=False)
+    postings: Mapping[str, Posting] = field(default_factory=dict, repr=False)  # BM25 weights: cached, or computed
+    semantic: SemanticLeg | None = field(default=None, repr=False, compare=False)  # faq.semantic, fused with BM25
+    key: str | None = field(default=None, repr=False, compare=False)  # the content's key, when from faq.store
 
     MIN_RELATIVE_SCORE = 0.15  # of the best score: entries below it matched only noise
 

@@ -24,8 +24,7 @@ SEMANTIC_VARIABLE = "HELPBOT_FAQ_SEMANTIC"
 Mode = Literal["auto", "on", "off"]
 VECTORS_FORMAT = b"helpbot-faq-vectors/2\n"
 KEEP_MATRICES = 4  # matrix files kept per model: a few FAQ versions (branches) side by side
-# Reciprocal-rank fusion: an entry scores sum(1 / (RRF_K + rank)) over the legs that rank it (rank from 1).
-RRF_K = 10
+RRF_K = 10  # reciprocal-rank fusion: an entry scores sum(1 / (RRF_K + rank)) over the legs ranking it (from 1)
 # How many entries each leg hands to the fusion; the semantic leg only those at least MIN_COSINE near the query
 # (on the bundled FAQ, unrelated questions -- lunch, VPN, expenses -- come out at 0.05-0.24).
 CANDIDATES = 30
@@ -74,7 +73,6 @@ class UseEncoder:
 
 @functools.lru_cache(maxsize=1)
 def default_encoder() -> UseEncoder:
-    """The process's encoder; its model is loaded on first use."""
     return UseEncoder()
 
 

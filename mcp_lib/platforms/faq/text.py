@@ -23,8 +23,7 @@ _TOKEN_RE = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:[._'-][a-z0-9]+)*")
 _LONG_VOWEL_RE = re.compile(r"(?<=[ァ-ヺー]{2})ー(?![ァ-ヺー])")  # ending a katakana word of 3 or more
 
 LATIN_WEIGHT = 2.0  # a Latin word weighs as much as one CJK bigram in a query
-# A kanji's own term (UNIGRAM + the kanji) weighs as much as a bigram in a query (tuned: bench/README.md).
-UNIGRAM, UNIGRAM_WEIGHT = "^", 1.0
+UNIGRAM, UNIGRAM_WEIGHT = "^", 1.0  # a kanji's own term ("^" + the kanji) weighs as much as a bigram (bench/README.md)
 _KANJI_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 # Words that say nothing about the topic (English ones would look rare, so important, in a Japanese FAQ).
