@@ -25,10 +25,8 @@ Mode = Literal["auto", "on", "off"]
 VECTORS_FORMAT = b"helpbot-faq-vectors/2\n"
 KEEP_MATRICES = 4  # matrix files kept per model: a few FAQ versions (branches) side by side
 RRF_K = 10  # reciprocal-rank fusion: an entry scores sum(1 / (RRF_K + rank)) over the legs ranking it (from 1)
-# How many entries each leg hands to the fusion; the semantic leg only those at least MIN_COSINE near the query
-# (on the bundled FAQ, unrelated questions -- lunch, VPN, expenses -- come out at 0.05-0.24).
-CANDIDATES = 30
-MIN_COSINE = 0.25
+CANDIDATES = 30  # entries each leg hands to the fusion
+MIN_COSINE = 0.25  # the semantic leg hands on only entries this near (unrelated questions here: 0.05-0.24)
 BATCH = 64  # passages per encoder call: bounded memory on a 10k-entry FAQ
 # The question, the tags and the start of the answer. The encoder's work (a 10k FAQ's build) is proportional to
 # the tokens (35 a passage); the fusion's recall@3 is the same from 60 to 200 characters (bench/README.md).
