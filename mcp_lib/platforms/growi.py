@@ -40,9 +40,7 @@ class GrowiConfig:
 
     def allows(self, path: str) -> bool:
         """True when no allowlist is set, or ``path`` is one of its prefixes or below one."""
-        if not self.paths:
-            return True
-        return any(p == "/" or path == p or path.startswith(p + "/") for p in self.paths)
+        return not self.paths or any(p == "/" or path == p or path.startswith(p + "/") for p in self.paths)
 
 
 def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
@@ -65,23 +63,19 @@ def load_config(env: Mapping[str, str]) -> GrowiConfig | None:
     )
 
 
-class _NoTokenInLogs(logging.Filter):
+def _no_token_in_logs(record: logging.LogRecord) -> bool:
     """httpx2 logs each request's URL at INFO (a host such as an MCPServer turns INFO on): without the token."""
+    import httpx2  # loaded: only httpx2 logs to its logger
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        import httpx2  # loaded: only httpx2 logs to its logger
-
-        if isinstance(record.args, tuple):
-            record.args = tuple(a.copy_remove_param("access_token") if isinstance(a, httpx2.URL) else a
-                                for a in record.args)
-        return True
+    if isinstance(record.args, tuple):
+        record.args = tuple(a.copy_remove_param("access_token") if isinstance(a, httpx2.URL) else a
+                            for a in record.args)
+    return True
 
 
 def make_client(config: GrowiConfig, transport: httpx2.BaseTransport | None = None) -> httpx2.Client:
     """The client: GET only, no redirect followed (httpx2 would keep the query, and the token, on one)."""
-    httpx_log = logging.getLogger("httpx2")
-    if not any(isinstance(f, _NoTokenInLogs) for f in httpx_log.filters):
-        httpx_log.addFilter(_NoTokenInLogs())
+    logging.getLogger("httpx2").addFilter(_no_token_in_logs)  # once: a filter already there is not added again
 
     def auth(request: httpx2.Request) -> httpx2.Request:
         """GROWI_ACCESS_TOKEN both ways Growi reads it (``apps/app/src/server/middlewares/access-token-parser``):
@@ -242,8 +236,7 @@ def getPage(
         params, what = {"path": wanted}, f"page {wanted}"
     data = _get(ctx, "/_api/v3/page", params, what)
     page = data.get("page") if isinstance(data, dict) else None
-    page_path = str(page.get("path") or "") if isinstance(page, dict) else ""
-    if not isinstance(page, dict) or not config.allows(page_path):
+    if not isinstance(page, dict) or not config.allows(page_path := str(page.get("path") or "")):
         raise _not_found(what)
     revision = page.get("revision")
     body = revision.get("body") if isinstance(revision, dict) else None

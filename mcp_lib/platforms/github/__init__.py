@@ -11,7 +11,7 @@ import base64
 import binascii
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -120,22 +120,16 @@ def _search(ctx: ToolContext, endpoint: str, queries: list[str], what: str,
                        headers={"Accept": TEXT_MATCH_MEDIA}) for q in queries]
     hits = sorted((hit for data in answers for hit in data.get("items") or []),
                   key=lambda hit: -float(hit.get("score") or 0))  # stable: one answer, already ranked, keeps its order
-    items = [item(name, hit) for name, hit in _visible(ctx, hits)]
+    items = []
+    for hit in hits:  # search/issues hits carry repository_url, ".../repos/owner/name", not a repository object
+        repo = (hit.get("repository") or {}).get("full_name") or "/".join(
+            str(hit.get("repository_url", "")).rstrip("/").split("/")[-2:])
+        if (name := config.allowed(str(repo))) is not None:  # the allowlist's spelling of the repo
+            items.append(item(name, hit))
     incomplete = any(data.get("incomplete_results") for data in answers)
     notes = ["GitHub reports incomplete results (the search timed out on its side)"] if incomplete else []
     total = sum(int(data.get("total_count") or 0) for data in answers)
     return Result(items=items, total=len(items) if len(items) < len(hits) else total, notes=notes)
-
-
-def _visible(ctx: ToolContext, hits: list[Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """The hits in allowlisted repositories, each with the allowlist's spelling of its repo (search/issues items
-    carry repository_url, ".../repos/owner/name", instead of a repository object)."""
-    config: GitHubConfig = ctx.config
-    for hit in hits:
-        repo = (hit.get("repository") or {}).get("full_name") or "/".join(
-            str(hit.get("repository_url", "")).rstrip("/").split("/")[-2:])
-        if (name := config.allowed(str(repo))) is not None:
-            yield name, hit
 
 
 @PLATFORM.tool(example='github:searchIssues query="在庫 同期" state=open')

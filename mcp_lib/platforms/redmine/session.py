@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -148,8 +149,7 @@ class Session:
         for ident in self.config.projects:
             if ident not in self.client.project_ids:
                 try:
-                    raw = self.call(partial(self.api.project.get, ident))
-                    self.client.project_ids[ident] = int(raw.id)
+                    self.client.project_ids[ident] = int(self.call(partial(self.api.project.get, ident)).id)
                 except NotFound:  # an allowlisted project that does not exist (any more) allows nothing
                     self.client.project_ids[ident] = None
         return {pid for ident in self.config.projects if (pid := self.client.project_ids[ident]) is not None}
@@ -171,10 +171,8 @@ class Session:
         found = []
         scopes: list[str | None] = list(self.config.projects) or [None]
         for scope in scopes:
-            try:
+            with suppress(NotFound):
                 found.append(fetch(scope))
-            except NotFound:
-                continue
         return found
 
     # -- shared lookups -------------------------------------------------------------------------------------------
