@@ -63,9 +63,10 @@ _WRONG_KIND = {
 }
 
 
-def _check_token(variable: str, value: str | None, kind: Literal["bot", "user"]) -> str | None:
-    """Reject what cannot work before the first call, naming the variable but never echoing the secret."""
-    prefix = "xoxb-" if kind == "bot" else "xoxp-"
+def _token(env: Mapping[str, str], kind: Literal["bot", "user"]) -> str | None:
+    """The bot's or the user's token, refused before the first call if it cannot work (naming its variable only)."""
+    variable, prefix = ("SLACK_BOT_TOKEN", "xoxb-") if kind == "bot" else ("SLACK_USER_TOKEN", "xoxp-")
+    value = env_str(env, variable)
     found = _TOKEN.fullmatch(value or "")
     if value is None or (found and found[1] == prefix):
         return value
@@ -78,13 +79,11 @@ def _check_token(variable: str, value: str | None, kind: Literal["bot", "user"])
 
 def load_config(env: Mapping[str, str]) -> SlackConfig | None:
     """Enabled when a bot or a user token is set; a malformed token, URL or time zone is a ConfigError."""
-    bot = _check_token("SLACK_BOT_TOKEN", env_str(env, "SLACK_BOT_TOKEN"), "bot")
-    user = _check_token("SLACK_USER_TOKEN", env_str(env, "SLACK_USER_TOKEN"), "user")
+    bot, user = _token(env, "bot"), _token(env, "user")
     if bot is None and user is None:
         return None
-    api_url = env_url(env, "SLACK_API_URL", DEFAULT_API_URL)
-    timezone = env_timezone(env, "HELPBOT_TIMEZONE")
-    return SlackConfig(api_url=f"{api_url}/", bot_token=bot, user_token=user, timezone=timezone)
+    return SlackConfig(api_url=f"{env_url(env, 'SLACK_API_URL', DEFAULT_API_URL)}/", bot_token=bot, user_token=user,
+                       timezone=env_timezone(env, "HELPBOT_TIMEZONE"))
 
 
 # -- retries: slack-sdk runs the loop and builds its handlers once per client, so the budget of the tool call in
@@ -171,8 +170,7 @@ class DoorWebClient(WebClient):
         token = req.headers.pop("Authorization", None)
         if token is not None:
             req.add_unredirected_header("Authorization", token)
-        result: dict[str, Any] = super()._perform_urllib_http_request_internal(url, req)
-        return result
+        return super()._perform_urllib_http_request_internal(url, req)
 
 
 def web_client(config: SlackConfig, token: str, **kwargs: Any) -> WebClient:

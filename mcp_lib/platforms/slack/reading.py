@@ -173,7 +173,6 @@ def visible_matches(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
             break
         messages = data.get("messages") or {}
         matches = messages.get("matches") or []
-        # no count, no note: hidden ones leave no trace
         visible += [m for m in matches if (m.get("channel") or {}).get("id") and allowed(ctx, m["channel"])]
         pages = (messages.get("paging") or {}).get("pages")
         last = len(matches) < SEARCH_PAGE or (isinstance(pages, int) and page >= pages)
@@ -199,8 +198,7 @@ def plain(ctx: ToolContext, text: str) -> str:
 
 
 def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
-    """A message (or a search match, with its own ``permalink``) as the tools and the front show it: link, title,
-    author, local time, plain text, file names."""
+    """A message (or a search match, with its own ``permalink``) as the tools and the front show it."""
     clients: SlackClients = ctx.client
     ts = str(message["ts"])
     when = datetime.fromtimestamp(float(ts), clients.config.tz)
@@ -224,8 +222,7 @@ def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[
         item["thread_ts"] = thread_ts
     if message.get("reply_count"):
         item["reply_count"] = message["reply_count"]
-    files = [str(f.get("name") or f.get("title")) for f in message.get("files") or [] if isinstance(f, dict)]
-    if files:
+    if files := [str(f.get("name") or f.get("title")) for f in message.get("files") or [] if isinstance(f, dict)]:
         item["files"] = files
     return item
 
