@@ -122,8 +122,7 @@ def _forbidden_page(response: httpx2.Response) -> bool:
 
 
 def _not_found(what: str) -> ToolError:
-    """One answer for a page that does not exist, one the token may not read and one outside HELPBOT_GROWI_PATHS:
-    a refusal tells nothing."""
+    """One answer, telling nothing, for a missing page, one the token may not read, one outside the paths."""
     return ToolError(f"{what} was not found in Growi; find pages with growi_searchPages")
 
 

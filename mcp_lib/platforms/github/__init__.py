@@ -111,9 +111,8 @@ def searchCode(
 
 def _search(ctx: ToolContext, endpoint: str, queries: list[str], what: str,
             item: Callable[[str, Mapping[str, Any]], dict[str, Any]]) -> Result:
-    """One search per query, their hits best first, those in allowlisted repos as items. The filter leaves no
-    trace: with hits dropped, no note says so and ``total`` counts only what is shown (GitHub's own count includes
-    the dropped ones), so only-foreign hits read exactly like no hits."""
+    """One search per query, the hits best first, those in allowlisted repos as items. No note tells of a dropped
+    hit and ``total`` counts only what is shown (GitHub's counts them too): only-foreign hits read like no hits."""
     config: GitHubConfig = ctx.config
     per_page = max(1, min(config.search_per_page, ctx.limits.max_items, 100))
     answers = [api_get(ctx, endpoint, what, params={"q": q, "per_page": per_page},

@@ -69,8 +69,7 @@ def load_config(env: Mapping[str, str]) -> GitHubConfig | None:
 
 
 def github_client(credential: str, api_url: str, token: str, user_agent: str, **kwargs: Any) -> httpx2.Client:
-    """A GitHub REST client whose token (``credential``) goes to ``api_url``'s origin only (GET only unless
-    ``read_only=False``)."""
+    """A GitHub REST client whose token (``credential``) goes to api_url's origin only (GET only unless read_only)."""
     headers = {"Accept": JSON_MEDIA, "X-GitHub-Api-Version": API_VERSION, "Authorization": f"Bearer {token}",
                "User-Agent": user_agent}
     return door_client(door(credential, api_url, token), base_url=api_url, headers=headers, **kwargs)
@@ -92,17 +91,15 @@ def api_get(ctx: ToolContext, path: str, what: str, **kwargs: Any) -> Any:
     detail = error_detail(response)
     if status == 401:
         raise CredentialsError(f"GitHub rejected GITHUB_TOKEN (HTTP 401{detail}); the token is wrong or expired")
-    if status == 403:
-        raise ToolError(f"GitHub refused {what} (HTTP 403{detail}); the token may lack read access to it")
-    if status == 404:
-        raise ToolError(f"{what} was not found on GitHub (HTTP 404{detail}); check the repo, path, ref or "
-                        "number, or whether the token can see it")
-    if status == 422:
-        raise ToolError(f"GitHub could not process {what} (HTTP 422{detail})")
     if 300 <= status < 400:
         raise ToolError(f"GitHub redirected {what} (HTTP {status} to {response.headers.get('location')}); "
                         "the repository may have been renamed: update HELPBOT_GITHUB_REPOS")
-    raise ToolError(f"GitHub answered HTTP {status} for {what}{detail}")
+    raise ToolError({
+        403: f"GitHub refused {what} (HTTP 403{detail}); the token may lack read access to it",
+        404: f"{what} was not found on GitHub (HTTP 404{detail}); check the repo, path, ref or number, or whether "
+             "the token can see it",
+        422: f"GitHub could not process {what} (HTTP 422{detail})",
+    }.get(status, f"GitHub answered HTTP {status} for {what}{detail}"))
 
 
 def check(ctx: ToolContext) -> list[str]:

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from .session import RedmineClient, Session
 
 SNIPPET_CHARS = 300
-__all__ = ["PLATFORM", "RedmineConfig", "load_config", "make_client"]
-
 PROJECT_IDENT = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -165,10 +163,9 @@ def search(
         params = {"q": query, "issues": 1, "wiki_pages": 1, "limit": fetch}
         return list(session.get_json(path, f"no project {scope!r}", params).get("results", []))
 
-    per_project = session.per_project(project, results)
-
     # per-project lists merged in turns, each keeping its own ranking
-    hits = [hit for row in zip_longest(*per_project) for hit in row if hit is not None][:fetch]
+    merged = zip_longest(*session.per_project(project, results))
+    hits = [hit for row in merged for hit in row if hit is not None][:fetch]
     issues = session.issues_by_id([h["id"] for h in hits if str(h.get("type", "")).startswith("issue")])
     visible = [item for hit in hits if (item := _hit(session, hit, query, issues)) is not None]
     # Redmine's total_count counts the hidden hits too: only what may be shown is counted, nothing is noted.
@@ -300,8 +297,7 @@ def _visible_update(raw: Mapping[str, Any]) -> Any:
 
 
 def _related(session: Session, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Parent, children and relations with their subjects and status, minus (without a trace) private ones and
-    those outside the allowlist."""
+    """Parent, children and relations with their subjects and status, minus (without a trace) the hidden ones."""
     issue_id = int(raw["id"])
     parent_id = (raw.get("parent") or {}).get("id")
     child_ids = [int(c["id"]) for c in raw.get("children") or []]
