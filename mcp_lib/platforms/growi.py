@@ -129,8 +129,7 @@ def _not_found(what: str) -> ToolError:
 def _search(ctx: ToolContext, query: str, limit: int) -> dict[str, Any]:
     """Growi's search answer; one it answers ``ok: false`` (its search engine down) is an error."""
     # Growi 7 runs decodeURIComponent on q after the query string is parsed: escape '%' once more.
-    params = {"q": query.replace("%", "%25"), "limit": limit, "offset": 0}
-    data = _get(ctx, "/_api/search", params, "the search")
+    data = _get(ctx, "/_api/search", {"q": query.replace("%", "%25"), "limit": limit, "offset": 0}, "the search")
     if not isinstance(data, dict) or data.get("ok") is not True:
         error = data.get("error") if isinstance(data, dict) else None
         raise ToolError(f"Growi search failed: {error or 'ok is not true'} (the wiki's search engine may be "

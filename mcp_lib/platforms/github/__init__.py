@@ -169,9 +169,7 @@ def _issue_fields(raw: Mapping[str, Any], repo: str, number: Any) -> dict[str, A
 def _contents_path(path: str) -> str:
     """URL path of a file inside the repo; ``.``/``..`` segments are refused so a path cannot leave the repo."""
     parts = path.strip().strip("/").split("/")
-    if parts == [""]:
-        return ""
-    if any(p in ("", ".", "..") for p in parts):
+    if parts != [""] and any(p in ("", ".", "..") for p in parts):  # [""]: the repository's root
         raise ToolError(f"invalid path {path!r}: use a plain path inside the repository such as src/app.py")
     return "/".join(quote(p, safe="") for p in parts)
 

@@ -40,14 +40,12 @@ def whoami(ctx: ToolContext) -> dict[str, Any]:
 
 
 def workspace_url(ctx: ToolContext) -> str:
-    url = str(whoami(ctx).get("url") or "https://slack.com/")
-    return url if url.endswith("/") else url + "/"
+    return str(whoami(ctx).get("url") or "https://slack.com").rstrip("/") + "/"
 
 
 def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]]) -> None:
-    """The display names of the messages' authors and mentioned people (the first NAMES_AHEAD) looked up at once,
-    on daemon threads, while the caller goes on (the front posts its placeholder meanwhile): a later
-    :func:`message_item` or :func:`plain` takes them instead of asking one after another."""
+    """The display names of the messages' authors and mentioned people (the first NAMES_AHEAD) looked up at once on
+    daemon threads, while the caller goes on (the front posts its placeholder): message_item and plain take them."""
     clients: SlackClients = ctx.client
     wanted = dict.fromkeys(user for m in messages for user in (
         [str(m["user"])] if m.get("user") else []) + _MENTION.findall(str(m.get("text") or "")))
