@@ -246,7 +246,7 @@ def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, *
     budget = tool_budget(ctx)
     reset = _BUDGET.set(budget if patient else replace(budget, deadline=budget.clock.monotonic()))
     try:
-        response = method(**{k: v for k, v in params.items() if v is not None})
+        return method(**{k: v for k, v in params.items() if v is not None})
     except SlackApiError as exc:
         error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
         message = explain(exc, api, variable, budget.clock)
@@ -262,7 +262,6 @@ def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, *
         raise ToolError(f"cannot reach Slack at {clients.config.api_url} ({api}): {reason}") from None
     finally:
         _BUDGET.reset(reset)
-    return response
 
 
 def check(ctx: ToolContext) -> list[str]:
