@@ -166,6 +166,8 @@ def split_line(line: str, budget: int) -> list[str]:
         cut = best or end
         while cut > 1 and _unbreakable_before(line, cut):
             cut -= 1
+        if cut == 0:  # not even the first character fits (an emoji in a budget of 1): it goes alone, over
+            cut = next((i for i in range(1, len(line)) if not _unbreakable_before(line, i)), len(line))
         pieces.append(line[:cut].rstrip())
         line = line[cut:].lstrip() if best else line[cut:]
     pieces.append(line)
@@ -178,6 +180,8 @@ def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None
     if slack_len(whole) <= limit:
         return [whole]
     frame = sum(slack_len(line) + 1 for line in segment.head + segment.tail)  # with their newlines
+    if frame > limit // 2:  # a fence or table head too long to repeat in every part: cut it as plain lines
+        segment, frame = _Segment(segment.head + segment.lines + segment.tail), 0
     budget = max(limit - frame, 1)
     lines = [piece for line in segment.lines
              for piece in (split_line(line, budget) if slack_len(line) > budget else [line])]
@@ -213,7 +217,7 @@ def split_markdown(text: str, limit: int = MARKDOWN_LIMIT) -> list[str]:
             if slack_len(candidate) <= limit:
                 current = candidate
             else:
-                parts.append(current)
+                parts += [current] if current else []
                 current = piece
     if current or not parts:
         parts.append(current)

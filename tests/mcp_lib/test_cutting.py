@@ -17,6 +17,7 @@ from mcp_lib.cutting import (
     keep_start_masked,
     keep_start_within_tokens,
     shorten_at_word,
+    split_line,
     squash_whitespace,
     without_marker,
 )
@@ -117,6 +118,13 @@ def test_shorten_at_word_cuts_after_a_sentence_or_a_space_in_slacks_count() -> N
     assert shorten_at_word("在庫同期が遅れています。確認手順を教えてください", 16) == "在庫同期が遅れています。…"
     assert shorten_at_word("stock sync is late today", 15) == "stock sync is…"
     assert shorten_at_word("👍" * 10, 7) == "👍👍👍…"  # two units each: never half an emoji
+
+
+def test_a_character_wider_than_the_budget_goes_alone_and_the_cut_moves_on() -> None:
+    # a budget of 1 once looped forever on a 2-unit emoji (a fence line longer than the part left a budget of 1)
+    assert split_line("😀😀", 1) == ["😀", "😀"]
+    assert split_line("👍🏽x", 1) == ["👍🏽", "x"]  # the skin tone stays with its hand
+    assert shorten_at_word("😀😀😀", 2) == "😀…"
 
 
 def test_squash_whitespace_puts_a_text_on_one_line() -> None:

@@ -164,6 +164,14 @@ def test_unterminated_fence_is_closed() -> None:
     assert parts == ["見てください:\n\n```json\n{\"a\": 1}\n```"]
 
 
+def test_a_fence_line_longer_than_the_limit_is_cut_as_plain_lines_within_the_limit() -> None:
+    # the model's answer: an info string that leaves no room in a part, then emoji (this once looped forever)
+    text = "```" + "x" * 100 + "\n😀😀\n```"
+    parts = split_markdown(text, 40)
+    assert all(0 < slack_len(part) <= 40 for part in parts)
+    assert "".join(parts).replace("\n", "") == text.replace("\n", "")  # cut as plain lines, nothing lost
+
+
 @pytest.mark.parametrize("seed", range(25))
 def test_random_markdown_splits_within_limit_balanced_and_lossless(seed: int) -> None:
     rng = random.Random(seed)
