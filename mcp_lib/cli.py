@@ -58,7 +58,7 @@ def coerce(value: str, schema: dict[str, Any]) -> Any:
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError as exc:  # JSONDecodeError, and numbers past Python's digit limit
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, numbers past the digit limit, deep nesting
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise BadInput(f"{text[:80]!r} is not valid JSON: {reason}") from None
 

@@ -275,7 +275,7 @@ def from_call_result(name: str, called: Any) -> Result:
     if payload is None and text:
         try:
             payload = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # a server's text: not JSON, or nested deeper than the parser goes
             payload = {"text": text}
     if called.is_error:
         return Result.error(name, _error_message(payload, text))

@@ -85,7 +85,7 @@ def accumulate(events: Iterator[dict[str, Any]], on_text: Callable[[str], None])
             raw = blocks[index].pop("partial_json")
             try:
                 blocks[index]["input"] = json.loads(raw) if raw else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # the model's own bytes: nested too deep is refused too
                 blocks[index]["input"] = raw
         elif kind == "message_delta":
             message.update(event.get("delta") or {})

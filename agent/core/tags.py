@@ -210,7 +210,7 @@ def parse_tagger_reply(reply: str, candidates: Sequence[Tag], max_tags: int) -> 
     match = re.search(r"\{.*\}|\[.*\]", reply, re.S)
     try:
         data = json.loads(match.group()) if match else None
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
     names = data.get("tags") if isinstance(data, dict) else data
     if not isinstance(names, list):

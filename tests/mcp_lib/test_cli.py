@@ -49,6 +49,7 @@ def test_json_argument_form_of_the_old_library(capsys: pytest.CaptureFixture[str
         (["faq:search", '{"query": "x", "limit": ' + "9" * 5000 + "}"], "not valid JSON"),
         (["faq:search", "x", "tags=[" + "9" * 5000 + "]"], "not valid JSON"),
         (["faq:search", "x", "tags=[1,"], "not valid JSON"),
+        (["faq:search", "x", "tags=" + "[" * 100_000 + "]" * 100_000], "not valid JSON"),  # deeper than json goes
         (["faq:search", "x", "5", "Shopify", "extra"], "too many arguments"),
         (["faq:search", "{bad json"], "not valid JSON"),
         (["github:searchCode", "inventory"], "platform 'github' is not configured"),

@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import pytest
+from mcp import types
 from pydantic import Field
 
 from mcp_lib import ArgumentError, Caller, Limits, Platform, Registry, Result, ToolContext, ToolError
 from mcp_lib.cutting import TRUNCATION_MARKER, keep_start_masked
-from mcp_lib.result import MAX_MESSAGE_CHARS, apply_limits
+from mcp_lib.result import MAX_MESSAGE_CHARS, apply_limits, from_call_result
 from tests.fakes.clock import FakeClock
 
 
@@ -405,3 +406,9 @@ def test_a_credential_the_registry_holds_is_masked_in_every_result_whatever_its_
     registry = Registry(env={"DEMO_SITE": "t0ken", "SALES_API_KEY": "k9z"}, platforms={"demo": make_platform()})
     found = registry.call("demo_find", {"query": "鍵k9zです", "limit": 1})
     assert found.items[0]["title"] == "鍵[REDACTED]です 0"
+
+
+def test_a_servers_text_nested_deeper_than_json_goes_is_kept_as_text() -> None:
+    text = "[" * 100_000 + "]" * 100_000  # a hostile in-house server's reply: text, not a crash
+    result = from_call_result("x", types.CallToolResult(content=[types.TextContent(type="text", text=text)]))
+    assert result.status == "ok" and result.item == {"text": text}

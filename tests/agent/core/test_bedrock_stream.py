@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agent.core.claude import Claude, ModelConfig, build_model
+from agent.core.claude_stream import accumulate
 from agent.core.model import Request
 from agent.errors import ModelRequestError
 from tests.fakes import bedrock as stub_lib
@@ -109,3 +110,16 @@ def test_the_direct_api_streams_server_sent_events(stub: BedrockStub) -> None:
     assert deltas == ["調べ", "ます", "。"] and response.stop_reason == "tool_use"
     assert response.tool_uses == [{"type": "tool_use", "id": "toolu_bdrk_01", "name": "faq_search",
                                    "input": {"query": "在庫"}}]
+
+
+def test_a_tool_input_nested_deeper_than_json_goes_stays_the_models_string() -> None:
+    raw = "[" * 100_000 + "]" * 100_000  # the model's own bytes: refused by the loop as not an object, never a crash
+    events = [
+        {"type": "message_start", "message": {"role": "assistant", "content": []}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "x"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": raw}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_stop"},
+    ]
+    message = accumulate(iter(events), lambda text: None)
+    assert message["content"][0]["input"] == raw

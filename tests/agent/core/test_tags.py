@@ -154,6 +154,7 @@ def test_reply_parsing_keeps_only_candidates() -> None:
         "Shopify", "在庫"]
     assert parse_tagger_reply('{"tags": []}', tags, 3) == []
     assert parse_tagger_reply("none", tags, 3) is None
+    assert parse_tagger_reply("[" * 100_000 + "]" * 100_000, tags, 3) is None  # deeper than json goes: not JSON
 
 
 # -- applying the tags: system prompt, FAQ boosts, footer, trace -------------------------------------------------
