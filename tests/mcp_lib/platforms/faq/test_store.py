@@ -211,3 +211,9 @@ def test_entries_are_decoded_when_first_asked_for_and_damage_is_only_wrong_text(
     index = store.undump(damaged, None)
     assert index is not None and index.entry("stock-mismatch").body.startswith("\ufffd")
     assert [e.id for e, _ in index.search("在庫がずれる", 3)]
+
+
+def test_the_key_covers_every_module_of_the_package_as_the_workflow_hashes_it() -> None:
+    # help.yml's key hashes mcp_lib/platforms/faq/*.py; a local key missing one (entries.py once) kept a stale index
+    assert {path.name for path in store._CODE} == {path.name for path in Path(faq.__file__).parent.glob("*.py")}
+    assert "entries.py" in {path.name for path in store._CODE}
