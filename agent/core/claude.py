@@ -34,6 +34,7 @@ DEFAULT_POLICY = Policy(attempts=6, base_s=2.0, max_backoff_s=30.0, max_server_w
 # An endpoint that refuses connections, does not resolve or fails TLS will not get better in a minute: one quick
 # retry, then the run degrades (a degraded answer within seconds instead of a minute of retries).
 UNREACHABLE_POLICY = Policy(attempts=2, base_s=1.0, max_backoff_s=1.0)
+MAX_REPORTED_TOKENS = 10**9  # a usage count above this is taken as this
 CONNECT_TIMEOUT_S = 5.0  # a connection not made in this time counts as unreachable
 Sign = Callable[[str, bytes], Mapping[str, str]]  # (url, body) -> the headers that carry the credential
 
@@ -184,8 +185,11 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
         else:  # thinking and server-tool blocks are passed back as they came
             content.append({key: value for key, value in block.items() if value is not None})
     u: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}
-    usage = Usage(**{key: int(u.get(key) or 0) for key in Usage().to_dict()})
-    return ModelResponse(content=content, stop_reason=message.get("stop_reason"), usage=usage, retries=retries)
+    # counts the service reports, kept within what a request can count (a 400-digit one overflows the cost's float)
+    usage = Usage(**{key: min(max(int(u.get(key) or 0), 0), MAX_REPORTED_TOKENS) for key in Usage().to_dict()})
+    stop = message.get("stop_reason")
+    return ModelResponse(content=content, stop_reason=stop if isinstance(stop, str) else None, usage=usage,
+                         retries=retries)
 
 
 def _sigv4(config: ModelConfig) -> Sign:

@@ -377,3 +377,18 @@ def test_a_tool_use_whose_input_is_a_string_is_answered_with_an_error_result(stu
     sent = stub.requests[1].body["messages"]
     assert sent[1]["content"][0]["input"] == {} and sent[2]["content"][0]["is_error"] is True
     check_transcript(sent)
+
+
+@pytest.mark.parametrize("odd", [{"usage": {"input_tokens": 10**400, "output_tokens": 10**400}},
+                                 {"usage": {"input_tokens": -5}}, {"stop_reason": ["end_turn"]},
+                                 {"stop_reason": {"a": 1}}])
+def test_a_usage_or_stop_reason_no_service_reports_still_ends_in_an_answer(odd: dict[str, Any]) -> None:
+    """Bedrock is a peer like any other: a 400-digit token count overflowed the cost's float, a list as the
+    stop_reason was unhashable -- both a traceback of the run."""
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        status, headers, body = stub_lib.text("回答です")
+        return httpx2.Response(status, headers=headers, json={**body, **odd})
+
+    clock = FakeClock()
+    answer = Agent(through_transport(handler, clock), RegistryTools(Registry(env={})), Settings(), clock=clock).run("?")
+    assert answer.text == "回答です" and answer.stop == "end_turn" and 0 <= answer.cost_usd < 1e6
