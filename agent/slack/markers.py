@@ -73,7 +73,7 @@ def count(value: Any) -> int:
 def _number(value: Any) -> float | None:
     try:
         number = float(value) if not isinstance(value, bool) else -1.0  # None is a TypeError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int of 400 digits
         return None
     return number if number >= 0 else None  # NaN is not
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,11 @@ def test_garbage_in_an_answers_marker_reads_as_zeros_not_as_a_crash() -> None:
     read = markers.ours(message, markers.Me(bot_id="B0HELPBOT"))
     assert read is not None and read.kind == "answer"  # a newer version is still helpbot's answer
     assert read.stats == markers.AnswerStats()
+
+
+@pytest.mark.parametrize("cost", [pytest.param(10**400, id="400 digits"), [1], {"a": 1}, -0.5])
+def test_a_cost_too_large_for_a_float_or_no_number_reads_as_none(cost: Any) -> None:
+    """10**400 (a JSON integer of 400 digits) raised OverflowError in float(): a vote or a rating run's traceback."""
+    message = {"bot_id": "B0HELPBOT", "metadata": {"event_type": "helpbot_answer", "event_payload": {"cost_usd": cost}}}
+    read = markers.ours(message, markers.Me(bot_id="B0HELPBOT"))
+    assert read is not None and read.stats.cost_usd is None
