@@ -70,7 +70,10 @@ def plain_fallback(markdown: str) -> str:
 
 
 def _safe_url(url: str) -> str | None:
-    parsed = urlparse(url.strip())
+    try:
+        parsed = urlparse(url.strip())
+    except ValueError:  # "http://[x": a source's URL is a peer's (a bracket not an IPv6 host)
+        return None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         return None
     return quote(url.strip(), safe=":/?#@!$&'*+,;=%-._~[]")  # spaces, parentheses and <> encoded

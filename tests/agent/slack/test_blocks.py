@@ -442,6 +442,13 @@ def test_guard_is_applied_to_every_part_of_the_answer() -> None:
     assert "taro@example.com" in kept and "xoxp-" not in kept
 
 
+def test_a_source_url_that_urlparse_refuses_is_listed_unlinked_not_a_lost_answer() -> None:
+    """``http://[x`` (a tool's source URL, a peer's) raised ValueError (Invalid IPv6 URL): no answer was posted."""
+    sources = [{"title": "壊れたURL", "url": "http://[x/a"}, {"title": "ok", "url": "https://example.com/b"}]
+    payloads = answer_payloads(make_answer(text="回答", sources=sources))
+    assert "- 壊れたURL\n- [ok](https://example.com/b)" in payloads[-1]["blocks"][1]["text"]
+
+
 def test_a_secret_in_a_long_source_title_is_masked_before_the_title_is_cut() -> None:
     title = "あ" * 140 + "AKIAABCDEFGHIJKLMNOP"  # the cut (150) falls inside the key: its head alone is no key
     rendered = sources_markdown([{"title": title, "url": "https://example.com/1"}])
