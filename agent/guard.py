@@ -224,12 +224,13 @@ class Guard:
         """``url`` as it is; scheme, host and path only for an unknown host; None for no web link (javascript:)."""
         try:
             parts = urlsplit(url.strip())
+            port = parts.port  # "host:99999", "host:abc": ValueError too, no web link
         except ValueError:
             return None
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             return None
         host = parts.hostname.lower()
-        netloc = host + (f":{parts.port}" if parts.port else "") if "@" in parts.netloc else parts.netloc
+        netloc = host + (f":{port}" if port else "") if "@" in parts.netloc else parts.netloc
         if host in self.hosts:
             return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
         return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

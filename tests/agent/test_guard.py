@@ -127,6 +127,16 @@ def test_a_mention_left_open_at_the_end_is_defused_and_a_bracket_in_a_link_keeps
     assert guard().markdown(text) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("見て https://user@evil.test:99999/x です", "見て  です"), ("[a](https://u@evil.test:abc/x)", "a"),
+    ("<https://u@evil.test:-1/|x>", "x"), ("https://evil.test:99999/x 先", " 先"),
+])
+def test_a_link_with_a_port_no_url_can_have_is_no_link_not_a_failed_post(text: str, expected: str) -> None:
+    """urlsplit's port raised ValueError out of the guard: an answer with such a URL could never be posted."""
+    assert guard().markdown(text) == expected
+    assert guard().payload({"url": "https://u@evil.test:99999/"}) == {"url": ""}
+
+
 def test_links_to_consulted_sources_stay_whole() -> None:
     g = guard().for_run(hosts=["docs.example.test"])
     assert g.markdown("[t](https://docs.example.test/page?id=3)") == "[t](https://docs.example.test/page?id=3)"
