@@ -59,7 +59,8 @@ def mrkdwn_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-MD_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")  # [label](url), also read by faq_draft
+# [label](url), also read by faq_draft; neither part reads past a "[" (quadratic in "[x](" repeated, as guard's)
+MD_LINK = re.compile(r"\[([^\[\]\n]*)\]\(([^)\s\[]+)\)")
 _MD_NOISE = re.compile(r"(\*\*|__|^#{1,6}\s+|^>\s?|^\s*(```|~~~)\S*\s*$)", re.M)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from agent.slack.blocks import (
     answer_payloads,
     failure_payload,
     placeholder_payload,
+    plain_fallback,
     progress_payload,
     question_payload,
     run_url,
@@ -447,6 +449,15 @@ def test_a_source_url_that_urlparse_refuses_is_listed_unlinked_not_a_lost_answer
     sources = [{"title": "壊れたURL", "url": "http://[x/a"}, {"title": "ok", "url": "https://example.com/b"}]
     payloads = answer_payloads(make_answer(text="回答", sources=sources))
     assert "- 壊れたURL\n- [ok](https://example.com/b)" in payloads[-1]["blocks"][1]["text"]
+
+
+@pytest.mark.parametrize("piece", ["[", "[x](", "[x](a"])
+def test_a_parts_fallback_text_takes_linear_time_on_unclosed_links(piece: str) -> None:
+    """Each "[" read on to the end again: 30,000 characters took 4 s (a part holds 12,000, an answer five parts)."""
+    began = time.perf_counter()
+    plain_fallback(piece * (30_000 // len(piece)))
+    assert time.perf_counter() - began < 1.0
+    assert plain_fallback("[a [b](https://x.test/c) d") == "[a b (https://x.test/c) d"
 
 
 def test_a_secret_in_a_long_source_title_is_masked_before_the_title_is_cut() -> None:
