@@ -305,7 +305,9 @@ def _check(value: str | None, pattern: re.Pattern[str], where: str, expected: st
         raise BadInput(f"{where} {value[:80]!r} is not {expected}")
 
 
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]+|\\.)*"|[\[\]{}]')  # a string, or a bracket outside strings
+# A string (one left open runs to the end: read once, possessive, not once per way to split it), or a bracket outside
+# strings. ``(?:[^"\\]+|\\.)*"`` backtracked exponentially on an open string: '{"a": "' + 30 letters took minutes.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]++|\\.?)*+(?:"|\Z)|[\[\]{}]')
 
 
 def _nesting(text: str) -> int:

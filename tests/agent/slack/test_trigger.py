@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -309,6 +310,17 @@ def test_a_fifo_is_refused_at_once_instead_of_blocking(tmp_path: Path) -> None:
 def test_brackets_inside_strings_are_text_not_nesting() -> None:
     trigger = parse_event(json.dumps({"channel": "C0123ABCD", "ts": "1700000000.123456", "x": "[" * 100}))
     assert trigger.ignored == ("x",)  # brackets inside a string are text, not nesting
+
+
+@pytest.mark.parametrize("cut", [pytest.param('{"channel": "C0123ABCD", "text": "' + "a" * 25, id="open string"),
+                                 pytest.param('{"x": "' + '\\"' * 20_000, id="open string of escapes")])
+def test_an_event_cut_inside_a_string_is_refused_at_once(cut: str) -> None:
+    """The nesting count backtracked exponentially on a string left open (25 letters: seconds, 40: hours), and
+    read every escaped quote's rest again (quadratic)."""
+    began = time.perf_counter()
+    with pytest.raises(BadInput, match="not JSON"):
+        parse_event(cut)
+    assert time.perf_counter() - began < 0.5
 
 
 def test_keys_a_payload_grows_are_named_and_ignored_and_what_is_needed_stays_strict() -> None:
