@@ -38,15 +38,17 @@ from mcp_lib.cutting import shorten_at_word, squash_whitespace
 from mcp_lib.platforms import faq
 
 QUESTION_CHARS = 200
-_MENTION = re.compile(r"<[@!][^>]*>")  # <@U123>, <!here>, <!subteam^S1|@team>
-_CHANNEL = re.compile(r"<#[A-Z0-9]+(?:\|([^>]*))?>")
-_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
+# Slack's <…> end at ">" or at the end of the text: a "<@" left open was read to the end again from every later one
+# (quadratic: a 40,000-character message of "<http:" took 5 s).
+_MENTION = re.compile(r"<[@!][^>]*(?:>|\Z)")  # <@U123>, <!here>, <!subteam^S1|@team>
+_CHANNEL = re.compile(r"<#[A-Z0-9]+(?:\|([^>]*))?(?:>|\Z)")
+_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?(?:>|\Z)")
 _ADDRESSED = re.compile(r"^\s*[^\s、,。]{1,12}(?:さん|様|くん|君|ちゃん)\s*[、,:：]?\s*")  # 田中さん、…
 # Honorifics and titles a name is written with (田中部長, 鈴木さん); removed with the name.
 _HONORIFICS = ("さん", "様", "さま", "くん", "君", "ちゃん", "氏", "殿", "先生", "先輩", "部長", "課長", "係長", "次長",
                "主任", "室長", "所長", "店長", "社長", "専務", "常務", "マネージャー", "リーダー", "san", "-san")
 _HONORIFIC = "|".join(map(re.escape, _HONORIFICS))
-_USER_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_USER_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?(?:>|\Z)")
 _LINK_LINE = re.compile(r"\s*[-*•]\s*\[[^\]\n]*\]\((?P<url>[^)\s]+)\)\s*")  # a line that is only a link
 _AT_NAME = re.compile(r"(?<![A-Za-z0-9@＠])[@＠][\w.\-]+")  # also in _@taro_ or 「@鈴木」; not in an address
 _URL_OR_TARGET = re.compile(r"(https?://[^\s<>()]+|\]\([^)\s]*\))")  # captured: re.split keeps them
