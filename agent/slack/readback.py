@@ -14,7 +14,8 @@ _SOURCES_HEAD = re.compile(rf"\s*[*_]*{re.escape(SOURCES_TITLE)}[*_]*\s*")
 _SOURCE_MD = re.compile(r"\s*[-•*]\s*\[(?P<title>[^\]\n]*)\]\((?P<url>[^)\s]+)\)\s*")
 _SOURCE_MRKDWN = re.compile(r"\s*[-•*]\s*<(?P<url>https?://[^|>\s]+)\|(?P<title>[^>]*)>\s*")
 _SOURCE_MORE = re.compile(r"\s*[-•*]\s*ほか\s*(?P<n>\d+)\s*件\s*")  # sources_markdown's "- ほか N 件"
-_SOURCE_PLAIN = re.compile(r"\s*[-•*]\s+(?P<title>\S.*?)\s*")  # a source without a URL
+# a source without a URL (the title to its last non-space: a lazy one tried the trailing \s* at every character)
+_SOURCE_PLAIN = re.compile(r"\s*[-•*]\s+(?P<title>\S(?:.*\S)?)\s*")
 _WRAPS = {"rich_text_preformatted": "```\n{}\n```", "rich_text_quote": "> {}"}
 
 
