@@ -57,9 +57,16 @@ def _sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
 
 def accumulate(events: Iterator[dict[str, Any]], on_text: Callable[[str], None]) -> dict[str, Any]:
     """The message the stream events build (docs.anthropic.com/en/api/messages-streaming): blocks by index, tool
-    inputs from their JSON deltas (a string when they do not parse: the loop refuses it), usage as last reported."""
+    inputs from their JSON deltas (a string when they do not parse: the loop refuses it), usage as last reported.
+    A field's deltas are joined once, at the block's end (a copy per delta was quadratic in their number)."""
     message: dict[str, Any] = {}
     blocks: dict[int, dict[str, Any]] = {}
+    pieces: dict[int, dict[str, list[str]]] = {}  # index -> field -> its text so far, delta by delta
+
+    def join(index: int) -> None:
+        for name, parts in pieces.pop(index, {}).items():
+            blocks[index][name] = "".join(parts)
+
     for event in events:
         kind, index = event.get("type"), event.get("index", 0)
         if kind == "error":
@@ -70,26 +77,33 @@ def accumulate(events: Iterator[dict[str, Any]], on_text: Callable[[str], None])
             message = dict(event["message"])
         elif kind == "content_block_start":
             blocks[index] = dict(event["content_block"])
+            pieces.pop(index, None)
         elif kind == "content_block_delta":
             block, delta = blocks[index], event["delta"]
             field = APPENDED.get(delta.get("type"))
             if field:
-                block[field] = block.get(field, "") + delta[field]
+                if not isinstance(delta[field], str):
+                    raise ValueError(f"a {delta['type']} that is not text: {str(delta[field])[:80]}")
+                pieces.setdefault(index, {}).setdefault(field, [block.get(field, "")]).append(delta[field])
                 if field == "text" and delta[field]:
                     on_text(delta[field])
             elif delta.get("type") == "signature_delta":
                 block["signature"] = delta["signature"]
             elif delta.get("type") == "citations_delta":
                 block.setdefault("citations", []).append(delta["citation"])
-        elif kind == "content_block_stop" and "partial_json" in blocks.get(index, {}):
-            raw = blocks[index].pop("partial_json")
-            try:
-                blocks[index]["input"] = json.loads(raw) if raw else {}
-            except (ValueError, RecursionError):  # the model's own bytes: nested too deep is refused too
-                blocks[index]["input"] = raw
+        elif kind == "content_block_stop" and index in blocks:
+            join(index)
+            if "partial_json" in blocks[index]:
+                raw = blocks[index].pop("partial_json")
+                try:
+                    blocks[index]["input"] = json.loads(raw) if raw else {}
+                except (ValueError, RecursionError):  # the model's own bytes: nested too deep is refused too
+                    blocks[index]["input"] = raw
         elif kind == "message_delta":
             message.update(event.get("delta") or {})
             message["usage"] = {**(message.get("usage") or {}), **(event.get("usage") or {})}
         elif kind == "message_stop":
+            for index in list(pieces):
+                join(index)
             return {**message, "content": [blocks[i] for i in sorted(blocks)]}
     raise Truncated("the response stream ended before message_stop")
