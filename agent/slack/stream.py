@@ -6,6 +6,7 @@ leaves the run on the placeholder path (:mod:`agent.slack.reply`). The text is g
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -40,6 +41,7 @@ class GuardedText:
         self.hold, self.limit = hold, limit
         self.raw = self.sent = ""
         self.broken = False
+        self.held = 0  # the text's length when no cut was found: tried again a quarter longer (not every delta)
 
     def feed(self, delta: str) -> None:
         self.raw += delta if self.raw else delta.lstrip()  # the answer is shown stripped
@@ -56,13 +58,21 @@ class GuardedText:
         return "" if self.broken else self._release(guard.markdown(self.raw))
 
     def _cut(self) -> int | None:
+        """The last word start before ``end`` with no ``<`` or ``[`` open before it: from a start that has one, the
+        next tried is the one before where it opened (trying every start, a copy of the text each, was quadratic)."""
         end = len(self.raw) - self.hold
-        if end <= len(self.sent) // 2:  # nothing new worth a guard pass
-            return None
-        for cut in reversed([m.start() for m in _BOUNDARY.finditer(self.raw, 0, end + 1)]):
-            head = self.raw[:cut]
-            if head.rfind("<") <= head.rfind(">") and head.rfind("[") <= head.rfind("]"):
+        if end <= len(self.sent) // 2 or len(self.raw) < self.held + max(self.hold, self.held // 4):
+            return None  # nothing new worth a guard pass, or a search that found nothing
+        self.held = len(self.raw)
+        starts = [m.start() for m in _BOUNDARY.finditer(self.raw, 0, end + 1)]
+        while starts:
+            cut = starts.pop()
+            opened = [at for opener, closer in ("<>", "[]")
+                      if (at := self.raw.find(opener, self.raw.rfind(closer, 0, cut) + 1, cut)) >= 0]
+            if not opened:
+                self.held = 0
                 return cut
+            del starts[bisect.bisect_right(starts, min(opened)):]  # every start after an open "<" or "[" has it
         return None
 
     def _release(self, guarded: str) -> str:
