@@ -126,7 +126,10 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str], ids: set[str]
             call_id += "_"
         ids.add(call_id)
         deep = _nested_deeper_than(raw_input, MAX_INPUT_DEPTH)
-        size = 0 if deep else len(json.dumps(raw_input, ensure_ascii=False, default=str))
+        try:  # NaN and Infinity parse, but no request can carry them again: the run's next one would be refused
+            size = 0 if deep else len(json.dumps(raw_input, ensure_ascii=False, default=str, allow_nan=False))
+        except ValueError:
+            size = -1
         problem = None
         if isinstance(raw_id, str) and raw_id != call_id and raw_id not in earlier:
             problem = f"not run: duplicate tool_use id {raw_id[:80]!r}; every call needs its own id"
@@ -138,7 +141,9 @@ def vet_tool_uses(content: list[dict[str, Any]], names: set[str], ids: set[str]
             problem = f"not run: the input is nested more than {MAX_INPUT_DEPTH} levels deep"
         elif size > MAX_INPUT_CHARS:
             problem = f"not run: the input is too large ({size} characters; at most {MAX_INPUT_CHARS})"
-        safe_input = raw_input if isinstance(raw_input, dict) and not deep and size <= MAX_INPUT_CHARS else {}
+        elif size < 0:
+            problem = "not run: the input has a number JSON cannot write (NaN or Infinity)"
+        safe_input = raw_input if isinstance(raw_input, dict) and not deep and 0 <= size <= MAX_INPUT_CHARS else {}
         vetted.append({**block, "id": call_id, "name": name[:200], "input": safe_input})
         if problem:
             refused[call_id] = problem

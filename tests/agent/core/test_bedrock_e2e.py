@@ -3,6 +3,7 @@ HTTP stub."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -392,3 +393,25 @@ def test_a_usage_or_stop_reason_no_service_reports_still_ends_in_an_answer(odd: 
     clock = FakeClock()
     answer = Agent(through_transport(handler, clock), RegistryTools(Registry(env={})), Settings(), clock=clock).run("?")
     assert answer.text == "回答です" and answer.stop == "end_turn" and 0 <= answer.cost_usd < 1e6
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"-Infinity", b"1e999"])
+def test_a_tool_input_with_a_number_json_cannot_write_is_refused_and_the_run_goes_on(number: bytes) -> None:
+    """Python's JSON reads NaN and 1e999 (inf), but no request can carry them: the next request was refused
+    (ValueError: Out of range float values) and the run ended degraded."""
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(json.loads(request.content))
+        if len(sent) == 1:
+            return httpx2.Response(200, headers={"content-type": "application/json"}, content=(
+                b'{"content": [{"type": "tool_use", "id": "t1", "name": "faq_search", "input": {"query": "x", '
+                b'"limit": ' + number + b'}}], "stop_reason": "tool_use", "usage": {}}'))
+        status, headers, body = stub_lib.text("最終回答")
+        return httpx2.Response(status, headers=headers, json=body)
+
+    clock = FakeClock()
+    answer = Agent(through_transport(handler, clock), RegistryTools(Registry(env={})), Settings(), clock=clock).run("?")
+    assert not answer.degraded and answer.text == "最終回答" and [c.is_error for c in answer.tool_calls] == [True]
+    call, result = sent[1]["messages"][-2]["content"][0], sent[1]["messages"][-1]["content"][0]
+    assert call["input"] == {} and result["is_error"] and "NaN or Infinity" in result["content"]
