@@ -171,7 +171,8 @@ class Agent:
     def _finish(self, r: Run, text: str, stop: Stop) -> Answer:
         if not text:
             return self._degraded(r, f"the model gave an empty answer (stop: {stop})", "no_answer", stop)
-        cited = [src for url, src in r.sources.items() if _cites(text, url)]
+        plain = unquote(text)  # once: unquoting it again for each of thousands of sources took seconds
+        cited = [src for url, src in r.sources.items() if _cites(plain, url)]
         self._event(r, "answer", chars=len(text), stop=stop, cited=len(cited), consulted=len(r.sources))
         return self._answer(r, text, cited, stop)
 
@@ -232,8 +233,8 @@ def must_answer(s: Settings, now: float, r: Run) -> Forced | None:
     return None
 
 
-def _cites(text: str, url: str) -> bool:
-    """The answer contains this URL as a whole (…/issues/1 is not cited by …/issues/10, but is by …/issues/1を);
-    most sources are not cited: no pattern is compiled for them."""
-    literal, text = unquote(url).rstrip("/"), unquote(text)
+def _cites(plain: str, url: str) -> bool:
+    """The answer (``plain``: unquoted) contains this URL as a whole (…/issues/1 is not cited by …/issues/10, but
+    is by …/issues/1を); most sources are not cited: no pattern is compiled for them."""
+    literal, text = unquote(url).rstrip("/"), plain
     return literal in text and re.search(re.escape(literal) + r"/?(?![A-Za-z0-9_\-/?#=&%~+])", text) is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -466,6 +467,21 @@ def test_only_whole_urls_count_as_cited() -> None:
     answer = agent.run("q")
     assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/10",
                                                    "https://redmine.example/issues/12"]
+
+
+def test_citations_are_found_among_many_sources_in_a_long_answer_in_linear_time() -> None:
+    """The answer was unquoted again for every source: 500 sources and 120,000 characters of %-escapes took 7 s."""
+    tools = FakeTools({"redmine_search": lambda a: [item(n) for n in range(500)]})
+
+    def script(request: Request) -> Any:
+        return calls(("redmine_search", {"query": "x"})) if request.round == 1 else (
+            "あ%E3%81%82 " * 10_000 + "原因は https://redmine.example/issues/7 です。")
+
+    agent, _ = make_agent(script, tools)
+    began = time.perf_counter()
+    answer = agent.run("q")
+    assert time.perf_counter() - began < 2.0
+    assert [s["url"] for s in answer.sources] == ["https://redmine.example/issues/7"]
 
 
 def test_history_turns_are_given_to_the_model_and_their_sources_stay_citable() -> None:
