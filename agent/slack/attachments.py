@@ -15,6 +15,7 @@ import httpx2
 from agent.core.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
 from agent.errors import ModelRequestError, Unreadable
 from agent.slack import files
+from agent.slack.markers import count
 from mcp_lib.cutting import keep_start_and_end
 from mcp_lib.doors import slack_door
 from mcp_lib.errors import Refused
@@ -103,6 +104,12 @@ def read_attachments(slack: Slack, thread: Thread) -> Attachments:
     return out
 
 
+def declared_size(file: Mapping[str, Any]) -> int:
+    """The bytes Slack says a file has: 0 for no number ("abc" was a ValueError, a list a TypeError), and at most
+    what a float holds (a 400-digit size overflowed "MB" -- each a traceback instead of the question answered)."""
+    return min(count(file.get("size")), 2**53)
+
+
 @dataclass
 class _Image:
     """A downloaded image waiting for its share of the request's bytes."""
@@ -147,7 +154,7 @@ class _Reader:
 
     def _image(self, name: str, file: Mapping[str, Any], out: Attachments) -> str:
         """Downloaded now, fitted by :meth:`fit_images` once every file's share is known."""
-        size = int(file.get("size") or 0)
+        size = declared_size(file)
         if size > MAX_IMAGE_DOWNLOAD:
             raise Unreadable(f"画像が大きすぎます: {size / 1e6:.1f} MB、上限 {MAX_IMAGE_DOWNLOAD / 1e6:.0f} MB")
         if self.media_tokens + IMAGE_TOKENS > MEDIA_TOKEN_BUDGET:
@@ -192,7 +199,7 @@ class _Reader:
             out.lines[image.line] = f"- {image.name}: {label} として質問の前に添付（{shown}）"
 
     def _pdf(self, name: str, file: Mapping[str, Any], out: Attachments) -> str:
-        size = int(file.get("size") or 0)
+        size = declared_size(file)
         if size > files.MAX_PDF_BYTES:
             raise Unreadable(f"PDF が大きすぎます: {size / 1e6:.1f} MB、上限 {files.MAX_PDF_BYTES / 1e6:.1f} MB")
         if self.documents >= files.MAX_DOCUMENTS:

@@ -14,7 +14,7 @@ import pytest
 
 from agent.cli import main
 from agent.core.tokens import IMAGE_TOKENS, request_tokens
-from agent.slack.attachments import TEXT_CHARS
+from agent.slack.attachments import TEXT_CHARS, declared_size
 from agent.slack.files import decode_text, file_kind
 from mcp_lib.media import MAX_IMAGE_BYTES, image_size
 from tests.fakes import bedrock as stub_lib
@@ -303,3 +303,10 @@ def test_files_info_says_where_a_file_is_shared_as_slack_documents(ws: Workspace
                          headers={"Authorization": f"Bearer {BOT_TOKEN}"}).json()["messages"]
     [message] = [m for m in history if m["ts"] == posted.ts]
     assert not {"channels", "groups", "ims", "shares"} & set(message["files"][0])  # only files.info tells
+
+
+@pytest.mark.parametrize(("size", "read"), [(1_000, 1_000), ("2048", 2048), ("abc", 0), ([1], 0), (None, 0), (-5, 0),
+                                            (pytest.param(10**400, 2**53, id="400 digits"))])
+def test_a_files_size_slack_gives_is_read_as_a_count_whatever_it_is(size: Any, read: int) -> None:
+    declared = declared_size({"size": size})
+    assert declared == read and f"{declared / 1e6:.1f}"  # the "MB" of a notice can be written
