@@ -70,12 +70,13 @@ def count(value: Any) -> int:
         return 0
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A non-negative number from what a payload says (a cost, a ts); None for garbage."""
     try:
-        number = float(value) if not isinstance(value, bool) else -1.0  # None is a TypeError
+        read = float(value) if not isinstance(value, bool) else -1.0  # None is a TypeError
     except (TypeError, ValueError, OverflowError):  # OverflowError: an int of 400 digits
         return None
-    return number if number >= 0 else None  # NaN is not
+    return read if read >= 0 else None  # NaN is not
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class Marker:
 
         get = self.payload.get
         return AnswerStats(rounds=count(get("rounds")), tool_calls=count(get("tool_calls")), tools=names("tools"),
-                           sources=count(get("sources")), cost_usd=_number(get("cost_usd")),
+                           sources=count(get("sources")), cost_usd=number(get("cost_usd")),
                            degraded=get("degraded") is True, tags=names("tags"), parts=self.parts)
 
 
@@ -215,7 +216,9 @@ def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me
         if marker.kind == "progress" and marker.run == run:
             earlier.append(ts)
             continue
-        age = float(mine) - float(ts)
+        if (posted := number(ts)) is None:
+            continue  # Slack's ts no number ("", "abc"): a float() of it was a ValueError out of the claim
+        age = float(mine) - posted
         if marker.kind == "answer" and count_answers and age > 0:
             return Claim(False, [], f"message {question_ts} was answered meanwhile (answer {ts})")
         if marker.kind == "progress" and age < STALE_AFTER_S:
