@@ -182,8 +182,13 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
             content.append({"type": "text", "text": str(block.get("text") or "")})
         elif block.get("type") == "tool_use":  # the input unchecked (a string or a list too)
             content.append({"type": "tool_use", **{key: block.get(key) for key in ("id", "name", "input")}})
-        else:  # thinking and server-tool blocks are passed back as they came
-            content.append({key: value for key, value in block.items() if value is not None})
+        else:  # thinking and server-tool blocks are passed back as they came -- when a request can carry them
+            kept = {key: value for key, value in block.items() if value is not None}
+            try:  # a NaN parses, but the run's next request would be refused
+                json.dumps(kept, allow_nan=False)
+            except ValueError:
+                continue
+            content.append(kept)
     u: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}
     # counts the service reports, kept within what a request can count (a 400-digit one overflows the cost's float)
     usage = Usage(**{key: min(max(int(u.get(key) or 0), 0), MAX_REPORTED_TOKENS) for key in Usage().to_dict()})

@@ -415,3 +415,24 @@ def test_a_tool_input_with_a_number_json_cannot_write_is_refused_and_the_run_goe
     assert not answer.degraded and answer.text == "最終回答" and [c.is_error for c in answer.tool_calls] == [True]
     call, result = sent[1]["messages"][-2]["content"][0], sent[1]["messages"][-1]["content"][0]
     assert call["input"] == {} and result["is_error"] and "NaN or Infinity" in result["content"]
+
+
+@pytest.mark.parametrize("odd", [b'{"type": "server_tool_use", "id": "s1", "input": {"n": NaN}}',
+                                 b'{"type": "thinking", "thinking": "x", "signature": "s", "n": [Infinity]}'])
+def test_a_block_no_request_can_carry_back_is_left_out_and_the_run_goes_on(odd: bytes) -> None:
+    """A block passed back as it came with a NaN or an Infinity made the run's next request fail (ValueError: out
+    of range float values): a degraded answer."""
+    sent: list[bytes] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.content)
+        if len(sent) == 1:
+            return httpx2.Response(200, headers={"content-type": "application/json"}, content=(
+                b'{"content": [' + odd + b', {"type": "tool_use", "id": "t1", "name": "faq_search", "input": '
+                b'{"query": "x"}}], "stop_reason": "tool_use", "usage": {}}'))
+        status, headers, body = stub_lib.text("最終回答")
+        return httpx2.Response(status, headers=headers, json=body)
+
+    clock = FakeClock()
+    answer = Agent(through_transport(handler, clock), RegistryTools(Registry(env={})), Settings(), clock=clock).run("?")
+    assert not answer.degraded and answer.text == "最終回答" and len(sent) == 2
