@@ -307,3 +307,25 @@ def test_every_branch_begins_with_a_lead(masker: Masker) -> None:
         found = _first_chars(branch)
         assert found, branch
         assert not [chr(x) for x in found if not lead.match(chr(x))], branch
+
+
+@pytest.mark.parametrize("text", ["_" * 8000 + "=", "a_" * 4000 + "=", "." * 8000 + ":", "a-" * 4000 + "://"])
+def test_masking_a_long_run_of_key_or_scheme_characters_is_linear(text: str) -> None:
+    """A key (``KEY=``) or a URL scheme is looked for from the start of a run of its characters, not from each of
+    them: a Slack message of ``_`` then ``=`` took seconds per 8000 characters, growing with the square."""
+    import time
+
+    started = time.perf_counter()
+    assert redact_secrets(text) == text
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (f"{GITHUB}.db_password=hunter2x", "[REDACTED].db_password=[REDACTED]"),
+    ("x-y.postgres://u:pw@db", "x-y.postgres://u:[REDACTED]@db"),
+    ("1-postgres://u:pw@db", "1-postgres://u:[REDACTED]@db"),
+])
+def test_a_key_or_scheme_inside_a_run_is_still_found(text: str, expected: str) -> None:
+    """Where an earlier match ended inside a run, or a scheme follows a digit and a dash, a key or scheme within
+    64 characters of its separator still begins a match."""
+    assert redact_secrets(text) == expected
