@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .redact import redact_secrets
 
 TRUNCATION_MARKER = "…[truncated: {n} more characters]"
-_MARKER_AT_END = re.compile(r"…\[truncated: (\d+) more characters\]\Z")
+_MARKER_AT_END = re.compile(r"…\[truncated: (\d{1,18}) more characters\]\Z")  # a count Python can parse
 MASK_MARGIN = 1024  # how far past a cut masking looks: a secret shorter than this across the cut is masked whole
 MARKDOWN_LIMIT = 12_000  # Slack's, per payload, all markdown blocks together
 

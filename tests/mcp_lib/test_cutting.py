@@ -51,6 +51,15 @@ def test_keep_start_masked_masks_before_it_cuts() -> None:
     assert keep_start_masked("short", 100) == ("short", False)
 
 
+def test_a_fake_marker_with_a_huge_count_is_text_not_a_crash() -> None:
+    """A service's text ending in a marker counting 5000 digits (past Python's int parsing limit): no ValueError
+    that would turn the whole tool result into an error, the claim is only cut as text."""
+    fake = TRUNCATION_MARKER.format(n="9" * 5000)
+    text, cut = keep_start_masked("hello" + fake, 100)
+    assert cut and text.startswith("hello") and text.endswith(TRUNCATION_MARKER.format(n=len(fake) - 95))
+    assert keep_start_masked("x" + TRUNCATION_MARKER.format(n=12), 100) == ("x" + TRUNCATION_MARKER.format(n=12), True)
+
+
 def test_masking_reads_only_the_limit_plus_the_margin() -> None:
     """Cut, then mask: the cost is what is kept, not the 5 MB that was read (issue "Honest benches")."""
     seen: list[int] = []
