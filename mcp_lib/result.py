@@ -132,7 +132,8 @@ class _Shrink:
         if isinstance(value, dict):
             shown = {name: inner for name, inner in value.items() if not self.whole_only or _keep_whole(name)}
             self.fields_dropped += len(value) - len(shown)
-            return {name: self.value(inner, f"{where}.{name}", name) for name, inner in shown.items()}
+            # where is named for a note (cut there anyway): held to its length, a deep nest of long keys is linear
+            return {name: self.value(inner, f"{where}.{name}"[:MAX_NOTE_CHARS], name) for name, inner in shown.items()}
         if isinstance(value, list):
             if len(value) > self.list_limit:
                 kept, longest = self.lists.get(where, (self.list_limit, 0))

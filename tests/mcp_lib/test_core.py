@@ -237,6 +237,23 @@ def test_nested_lists_are_trimmed_with_a_note_naming_where() -> None:
     assert "lists at items[].labels cut to 5 entries (the longest had 8)" in trimmed.notes
 
 
+def test_a_deep_nest_of_long_keys_costs_memory_linear_in_its_size() -> None:
+    """An in-house server's item nested 300 deep, each key 2000 characters (600 kB): the path a note would name
+    was built whole at every level (90 MB held at once, quadratic); held to a note's length, a few MB."""
+    import tracemalloc
+
+    item: Any = "leaf"
+    for depth in range(300):
+        item = {f"k{depth}" + "x" * 2000: item}
+    tracemalloc.start()
+    try:
+        limited = apply_limits(Result(tool="t", item=item), Limits())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert limited.notes and peak < 20_000_000
+
+
 def test_markers_count_what_was_left_of_the_original_and_the_note_names_the_final_limit() -> None:
     original = Result(tool="t", item={"title": "x", "url": "u", "body": "a" * 50_000})
     limited = apply_limits(original, Limits(max_field_chars=4000, max_result_chars=2000))
