@@ -150,8 +150,10 @@ def server_wait(headers: Mapping[str, Any], clock: Clock) -> float | None:
 
 
 def _number(value: str | None) -> float | None:
-    """A header's number; None when it is absent or not a number."""
+    """A header's number; None when it is absent or not a finite number (``inf``, ``nan``, ``"9" * 400``: no
+    wait to sit out, report or round)."""
     try:
-        return float(value) if value else None
+        number = float(value) if value else None
     except ValueError:
         return None
+    return number if number is not None and math.isfinite(number) else None

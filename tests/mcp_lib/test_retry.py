@@ -24,6 +24,10 @@ NOW = 1_800_000_000.0  # wall-clock epoch seconds, for HTTP dates and x-ratelimi
     ({"x-ratelimit-remaining": "5", "x-ratelimit-reset": str(int(NOW) + 12)}, None),
     ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "later"}, None),
     ({}, None),
+    ({"Retry-After": "Infinity"}, None),  # not a finite number: unreadable, as "soon" is
+    ({"Retry-After": "9" * 400}, None),
+    ({"retry-after-ms": "nan", "Retry-After": "2"}, 2.0),
+    ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1e999"}, None),
 ])
 def test_server_wait_reads_what_it_can_and_never_raises(headers: dict[str, object], expected: float | None) -> None:
     wait = server_wait(headers, FakeClock(wall=NOW))

@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 
 from mcp_lib.cli import main as mcp_lib_main
 from mcp_lib.config import ConfigError
-from mcp_lib.core import Caller, Limits, Result, ToolContext
+from mcp_lib.core import Caller, Limits, Result, ToolContext, ToolError
 from mcp_lib.platforms.slack import (
     DEFAULT_API_URL,
     PLATFORM,
@@ -619,6 +619,18 @@ def test_a_retry_after_longer_than_the_budget_is_not_waited_for(fake: FakeSlack,
     result = run(context(fake, sleeps), "searchMessages", query="在庫")
     assert result.is_error and "600" in (result.message or "")
     assert sleeps == [] and len(fake.calls("search.messages")) == 1
+
+
+@pytest.mark.parametrize("retry_after", ["Infinity", "1e999", "9" * 400])
+def test_a_retry_after_past_every_float_is_a_rate_limit_not_a_crash(fake: FakeSlack, sleeps: list[float],
+                                                                     retry_after: str) -> None:
+    """Slack's 429 asking to wait forever: the agent reads the thread through ``call`` (it catches ToolError);
+    the message's ``math.ceil`` of an infinite wait raised OverflowError past it, a traceback of the run."""
+    from mcp_lib.platforms.slack.client import call
+
+    fake.fail("conversations.history", status=429, retry_after=retry_after, times=50)  # type: ignore[arg-type]
+    with pytest.raises(ToolError, match="rate limit"):
+        call(context(fake, sleeps), "conversations.history", channel="C0ECSUP")
 
 
 def test_server_errors_are_retried_with_backoff_then_succeed(fake: FakeSlack, sleeps: list[float]) -> None:
