@@ -47,6 +47,7 @@ def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]]) -> None
     """The display names of the messages' authors and mentioned people (the first NAMES_AHEAD) looked up at once on
     daemon threads, while the caller goes on (the front posts its placeholder): message_item and plain take them."""
     clients: SlackClients = ctx.client
+    messages = [m for m in messages if isinstance(m, Mapping)]  # Slack's answer: what is no message names no one
     wanted = dict.fromkeys(user for m in messages for user in (
         [str(m["user"])] if m.get("user") else []) + _MENTION.findall(str(m.get("text") or "")))
     for user in [u for u in wanted if u not in clients.users and u not in clients.names_pending][:NAMES_AHEAD]:
@@ -57,7 +58,8 @@ def user_info(ctx: ToolContext, user_id: str, *, patient: bool = True) -> dict[s
     """users.info's user, asked once per client: the names the tools show, and who may ask (the front's)."""
     clients: SlackClients = ctx.client
     if user_id not in clients.users:
-        clients.users[user_id] = call(ctx, "users.info", patient=patient, user=user_id).get("user") or {}
+        user = call(ctx, "users.info", patient=patient, user=user_id).get("user")
+        clients.users[user_id] = user if isinstance(user, dict) else {}  # no user, or no object: no names
     return clients.users[user_id]
 
 
@@ -71,7 +73,7 @@ def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> s
     elif pending.exception() is not None:  # looked up ahead, and failed unexpectedly: the fallback, not again
         clients.unknown_users.add(user_id)
     user = clients.users.get(user_id) or {}
-    profile = user.get("profile") or {}
+    profile = found if isinstance(found := user.get("profile"), dict) else {}
     return str(profile.get("display_name") or user.get("real_name") or user.get("name") or fallback or user_id)
 
 
@@ -92,7 +94,10 @@ def channel_info(ctx: ToolContext, channel_id: str) -> dict[str, Any]:
     """conversations.info, cached per client: name and privacy, which the rules (and the front) decide on."""
     clients: SlackClients = ctx.client
     if channel_id not in clients.channel_info:
-        clients.channel_info[channel_id] = call(ctx, "conversations.info", channel=channel_id)["channel"]
+        info = call(ctx, "conversations.info", channel=channel_id).get("channel")
+        if not isinstance(info, dict):  # a ToolError, as a failed lookup is: the front then knows only the id
+            raise ToolError(f"Slack conversations.info answered no channel for {channel_id}")
+        clients.channel_info[channel_id] = info
     return clients.channel_info[channel_id]
 
 

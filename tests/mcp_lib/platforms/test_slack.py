@@ -831,3 +831,54 @@ def test_search_pages_are_bounded() -> None:
         result = run(context(fake, []), "searchMessages", query="バッチ結果", count=5)
         assert len(fake.calls("search.messages")) == SEARCH_PAGES and result.notes == []
         assert "秘密" not in json.dumps(result.items, ensure_ascii=False)
+
+
+# -- Slack's answers in shapes it does not document: the front reads through these, catching ToolError ------
+class _Answering:
+    """A WebClient stand-in whose every method answers ``{"ok": true, **answers[method]}``."""
+
+    def __init__(self, answers: dict[str, dict[str, Any]]):
+        self.answers = answers
+
+    def __getattr__(self, name: str) -> Any:
+        from types import SimpleNamespace
+
+        return lambda **_: SimpleNamespace(data={"ok": True, **self.answers.get(name, {})})
+
+
+def answering(answers: dict[str, dict[str, Any]]) -> ToolContext:
+    from mcp_lib.platforms.slack.client import SlackClients, SlackConfig
+
+    bot: Any = _Answering(answers)
+    return ToolContext(client=SlackClients(config=SlackConfig(api_url="http://slack.invalid/"), bot=bot, user=None),
+                       config=None)
+
+
+@pytest.mark.parametrize("channel", [None, "C0ECSUP", ["C0ECSUP"]])
+def test_conversations_info_without_a_channel_object_is_a_tool_error(channel: Any) -> None:
+    """No ``channel``, or one that is no object: KeyError (or a string handed on as the info) went past the
+    ToolError the front catches when it reads the reacted message's channel."""
+    from mcp_lib.platforms.slack import channel_info
+
+    answer = {} if channel is None else {"channel": channel}
+    with pytest.raises(ToolError, match="no channel"):
+        channel_info(answering({"conversations_info": answer}), "C0ECSUP")
+
+
+@pytest.mark.parametrize("user", ["U0TANAKA", ["x"], {"profile": "x"}, {"profile": [1], "name": "tanaka"}])
+def test_a_users_info_user_or_profile_that_is_no_object_names_by_id(user: Any) -> None:
+    """users.info answering a string or a list where the user or its profile go: the mention is shown by what
+    is readable (the name, else the id), not AttributeError in the front's ``plain``."""
+    from mcp_lib.platforms.slack import plain, user_info
+
+    ctx = answering({"users_info": {"user": user}})
+    shown = plain(ctx, "<@U0ABCDEF1> さん")
+    assert shown in ("@U0ABCDEF1 さん", "@tanaka さん") and isinstance(user_info(ctx, "U0ABCDEF1"), dict)
+
+
+def test_messages_that_are_no_objects_name_no_one() -> None:
+    from mcp_lib.platforms.slack import names_ahead
+
+    ctx = answering({})
+    names_ahead(ctx, ["x", None, 3, {"user": "U0ABCDEF1"}])  # type: ignore[list-item]
+    assert list(ctx.client.names_pending) == ["U0ABCDEF1"]
