@@ -204,12 +204,16 @@ def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[
     """A message (or a search match, with its own ``permalink``) as the tools and the front show it."""
     clients: SlackClients = ctx.client
     ts = str(message["ts"])
-    when = datetime.fromtimestamp(float(ts), clients.config.tz)
+    try:
+        when = datetime.fromtimestamp(float(ts), clients.config.tz)
+    except (OverflowError, OSError) as exc:  # a ts past the platform's time: one ValueError for every odd ts
+        raise ValueError(f"ts {ts[:40]!r} is no time ({exc})") from None
     username = str(message.get("username") or "") or None
     if message.get("user"):
         author = _user_name(ctx, str(message["user"]), fallback=username)
     else:
-        author = str(username or (message.get("bot_profile") or {}).get("name") or message.get("bot_id") or "unknown")
+        bot = found if isinstance(found := message.get("bot_profile"), dict) else {}
+        author = str(username or bot.get("name") or message.get("bot_id") or "unknown")
     text = plain(ctx, str(message.get("text") or ""))
     channel_id, name = str(channel["id"]), str(channel.get("name") or channel["id"])
     permalink = str(message.get("permalink") or "")

@@ -882,3 +882,35 @@ def test_messages_that_are_no_objects_name_no_one() -> None:
     ctx = answering({})
     names_ahead(ctx, ["x", None, 3, {"user": "U0ABCDEF1"}])  # type: ignore[list-item]
     assert list(ctx.client.names_pending) == ["U0ABCDEF1"]
+
+
+@pytest.mark.parametrize("ts", ["1e20", "-1e18", "inf", "9" * 400])
+def test_a_ts_past_the_platforms_time_is_a_value_error(ts: str) -> None:
+    """OverflowError and OSError (``-1e18``: errno 75) were not among what searchMessages skips per match."""
+    from mcp_lib.platforms.slack import message_item
+
+    with pytest.raises(ValueError, match="is no time"):
+        message_item(answering({}), {"id": "C0ECSUP"}, {"ts": ts})
+
+
+def test_a_bot_profile_that_is_no_object_is_no_name() -> None:
+    from mcp_lib.platforms.slack import message_item
+
+    item = message_item(answering({}), {"id": "C0ECSUP"}, {"ts": "1735779660.000001", "bot_profile": "x",
+                                                            "bot_id": "B0BOT"})
+    assert item["author"] == "B0BOT"
+
+
+def test_one_match_with_an_unplaceable_ts_is_skipped_not_the_search(fake: FakeSlack, sleeps: list[float],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_lib.platforms.slack import reading
+
+    found = reading.visible_matches
+
+    def with_a_bad_one(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
+        matches = found(ctx, query)
+        return [{**matches[0], "ts": "-1e18"}, *matches]
+
+    monkeypatch.setattr(reading, "visible_matches", with_a_bad_one)
+    result = run(context(fake, sleeps), "searchMessages", query="注文取込")
+    assert result.status == "ok" and len(result.items) == 1 and "skipped" in " ".join(result.notes)
