@@ -156,6 +156,22 @@ def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path, errlog
     return streamable_http_client(entry.url, http_client=client)
 
 
+def _checked_part(schema: dict[str, Any]) -> dict[str, Any]:
+    """What of a server's input schema helpbot checks the model's arguments against: all of it, unless it holds a
+    regular expression (``pattern``, ``patternProperties``) -- Python's engine backtracks without bound, holding
+    the GIL (``^(a+)+$`` on 40 ``a`` and a ``b``: hours), so the server, which checks its own input, judges those."""
+    todo: list[Any] = [schema]
+    while todo:  # not recursive: a schema may nest deeper than the stack
+        node = todo.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str) or isinstance(node.get("patternProperties"), dict):
+                return {"type": "object"}
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return schema
+
+
 def _schema_checked(schema: dict[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     import jsonschema  # here: the guard reads helpbot.toml through this module, also in the Lambda relay's package
 
@@ -250,7 +266,7 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
         platform.tools[remote.name] = Tool(
             platform=entry.platform_name, function=remote.name, fn=_caller(entry, session, remote.name),
             description=remote.description or remote.name, input_schema=schema,
-            validate=functools.partial(_schema_checked, schema), read_only=read_only)
+            validate=functools.partial(_schema_checked, _checked_part(schema)), read_only=read_only)
     if cut_short:
         platform.overview += f" (tool list cut short: {cut_short})"
     missing = [name for name in entry.tools if name not in {remote.name for remote in listed}]

@@ -296,3 +296,43 @@ def test_the_never_sent_secrets_never_reach_an_in_house_server(tmp_path: Path, s
                                            encoding="utf-8")
     with pytest.raises(ConfigError, match=r"may not be passed to an MCP server"):
         server_entries({"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")})
+
+
+def _listed_tool(schema: dict[str, Any]) -> Any:
+    """The tool ``_list_tools`` makes of one read-only tool a server lists with ``schema``."""
+    from types import SimpleNamespace
+
+    from mcp_lib.core import Platform
+    from mcp_lib.external import ServerEntry, _list_tools
+
+    entry = ServerEntry(name="sales", command="sales-server", tools=["find"])
+    remote = SimpleNamespace(name="find", description="Find.", input_schema=schema,
+                             annotations=SimpleNamespace(read_only_hint=True))
+    session: Any = SimpleNamespace(call=lambda *_: ([remote], ""))
+    platform = Platform(name="sales", overview="", scenes=[], security_rules=[], load_config=lambda _: entry,
+                        make_client=lambda config: config)
+    _list_tools(platform, entry, session)
+    return platform.tools["find"]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"q": {"type": "string", "pattern": "^(a+)+$"}}},
+    {"type": "object", "patternProperties": {"^(a+)+$": {}}, "additionalProperties": False},
+    {"type": "object", "$defs": {"q": {"anyOf": [{"pattern": "^(a+)+$"}]}}, "properties": {"q": {"$ref": "#/$defs/q"}}},
+])
+def test_a_servers_regular_expression_is_never_run_on_the_models_arguments(schema: dict[str, Any]) -> None:
+    """``^(a+)+$`` backtracks exponentially in Python's engine, holding the GIL: the model's ``"a" * 40 + "b"``
+    (as a value or a key) held the run for hours in the local check. The server checks its own input."""
+    tool = _listed_tool(schema)
+    for arguments in ({"q": "a" * 5 + "b"}, {"a" * 5 + "b": 1}):
+        assert tool.validate(arguments) == arguments  # not evaluated here (it would not match)
+
+
+def test_a_schema_without_regular_expressions_is_still_checked() -> None:
+    from mcp_lib.errors import ArgumentError
+
+    tool = _listed_tool({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+                         "additionalProperties": False})
+    with pytest.raises(ArgumentError, match="'q' is a required property"):
+        tool.validate({})
+    assert tool.validate({"q": "x"}) == {"q": "x"}
