@@ -166,6 +166,8 @@ def split_line(line: str, budget: int) -> list[str]:
         cut = best or end
         while cut > 1 and _unbreakable_before(line, cut):
             cut -= 1
+        if cut == 1 and end > 1 and _unbreakable_before(line, 1):  # one grapheme wider than the window (a letter
+            cut = end  # and 5000 combining marks): cut at the window's end, not one character per window scanned
         if cut == 0:  # not even the first character fits (an emoji in a budget of 1): it goes alone, over
             cut = next((i for i in range(1, len(line)) if not _unbreakable_before(line, i)), len(line))
         pieces.append(line[:cut].rstrip())

@@ -17,6 +17,7 @@ from mcp_lib.cutting import (
     keep_start_masked,
     keep_start_within_tokens,
     shorten_at_word,
+    slack_len,
     split_line,
     squash_whitespace,
     without_marker,
@@ -134,6 +135,14 @@ def test_a_character_wider_than_the_budget_goes_alone_and_the_cut_moves_on() -> 
     assert split_line("😀😀", 1) == ["😀", "😀"]
     assert split_line("👍🏽x", 1) == ["👍🏽", "x"]  # the skin tone stays with its hand
     assert shorten_at_word("😀😀😀", 2) == "😀…"
+
+
+@pytest.mark.parametrize("line", ["a" + "\u0301" * 5000, "a" + "\u200d" * 5000, "\U0001f3fb" * 5000])
+def test_a_grapheme_wider_than_the_budget_is_cut_at_the_windows_end(line: str) -> None:
+    """A letter and 5000 combining marks (the model's answer): the search for a break went back over the whole
+    window for each single character it then cut off -- 4000 pieces, and the budget times the length in time."""
+    pieces = split_line(line, 1000)
+    assert "".join(pieces) == line and len(pieces) <= 12 and all(slack_len(p) <= 1000 for p in pieces)
 
 
 def test_squash_whitespace_puts_a_text_on_one_line() -> None:
