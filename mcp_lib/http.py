@@ -103,7 +103,7 @@ def json_answer(response: httpx2.Response, service: str, what: str, url_variable
     """The JSON of a successful answer, or a ToolError saying it is not JSON (usually a wrong base URL)."""
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         kind = response.headers.get("content-type", "unknown content")
         raise ToolError(f"{service} answered {what} with {kind}, not JSON: check {url_variable}") from None
 
@@ -113,7 +113,7 @@ def error_detail(response: httpx2.Response) -> str:
     a success's body (maybe megabytes) is decoded once, by the caller, not here."""
     try:
         body = response.json() if response.status_code >= 400 else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if not isinstance(body, dict):
         return ""

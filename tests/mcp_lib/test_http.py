@@ -68,6 +68,18 @@ def test_error_detail_reads_github_growi_and_redmine_bodies(body: object, expect
     assert error_detail(httpx2.Response(502, text="<html>bad gateway</html>")) == ""
 
 
+def test_a_body_nested_deeper_than_json_goes_is_not_json_never_a_recursion_error() -> None:
+    """A 502 whose body nests 100,000 deep: error_detail raised RecursionError inside the attempt (the retry of
+    the 502 was lost, the tool said "RecursionError"); a 200 so nested is "not JSON", as a page is."""
+    from mcp_lib.core import ToolError
+    from mcp_lib.http import json_answer
+
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    assert error_detail(httpx2.Response(502, content=deep)) == ""
+    with pytest.raises(ToolError, match="not JSON"):
+        json_answer(httpx2.Response(200, content=deep), "GitHub", "the search", "GITHUB_API_URL")
+
+
 # -- name resolution: bounded by the connect timeout ------------------------------------------------------------------
 def never_resolves(host: str, port: int) -> object:
     threading.Event().wait(60)  # a name server that does not answer (on a daemon thread nobody waits for)
