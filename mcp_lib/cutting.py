@@ -94,7 +94,8 @@ def slack_len(text: str) -> int:
 
 
 _FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+# possessive: the runs of spaces around an optional "|" are not shared out anew for every way to fail
+_TABLE_RULE = re.compile(r"^\s*+\|?\s*+:?-{3,}+:?\s*+(?:\|\s*+:?-{3,}+:?\s*+)*+\|?\s*+$")
 _SENTENCE_END = re.compile(r"[。！？!?]|[.;:,、，](?=\s)|\s")
 
 
