@@ -194,7 +194,8 @@ def _hit(session: Session, hit: Mapping[str, Any], query: str,
     """One search result as an item, its snippet the text around the first query word found (masked before it is
     cut: no piece of a secret is left at an edge); or None when it must not be shown."""
     flat = squash_whitespace(redact_secrets(hit.get("description") or ""))
-    found = [p for word in query.lower().split() if (p := flat.lower().find(word)) >= 0]
+    lowered, words = flat.lower(), list(dict.fromkeys(query.lower().split()))[:5]  # five, as Redmine searches
+    found = [p for word in words if (p := lowered.find(word)) >= 0]  # (not the text lowered again per word)
     start = max(0, min(found) - SNIPPET_CHARS // 4) if found else 0
     base = {"title": hit.get("title"), "snippet": excerpt(flat, SNIPPET_CHARS, start), "datetime": hit.get("datetime")}
     if str(hit.get("type", "")).startswith("issue"):
