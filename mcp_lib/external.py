@@ -6,6 +6,7 @@ tools are first needed, listed once per run within bounds, and held in one sessi
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, fie
 
 from .config import DECLARED, ConfigError, check_url, env_str, validation_problem
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
+from .cutting import keep_start
 from .doors import NEVER_SENT, WHERE, door
 from .result import from_call_result
 from .sessions import ServerLog, ServerSession, group_command, masked_stderr
@@ -26,6 +28,9 @@ CONFIG_FILE = "helpbot.toml"
 WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what MCP clients and the Messages API accept
 MAX_LIST_PAGES = 50  # of tools/list, against a server that pages forever
 MAX_LISTED_TOOLS = 2000
+# What of one listed tool goes into every model request: a longer description is cut, a larger schema not offered
+MAX_DESCRIPTION_CHARS = 4000
+MAX_SCHEMA_CHARS = 20_000
 
 
 class ServerEntry(BaseModel):
@@ -248,11 +253,11 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
         raise
     except Exception as exc:
         why = (f"no tool list within {entry.list_timeout_s:g} s" if isinstance(exc, TimeoutError)
-               else f"{type(exc).__name__}: {exc}")
+               else keep_start(f"{type(exc).__name__}: {exc}", 300))  # the server's words: in the system prompt
         platform.overview += f" (unavailable: {why})"
         return
 
-    badly_named = []
+    badly_named, too_large = [], []
     for remote in listed:
         if remote.name not in entry.tools:
             continue
@@ -263,9 +268,12 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
         if not read_only and not entry.allow_writes:
             continue
         schema = dict(remote.input_schema)
+        if len(json.dumps(schema, default=str)) > MAX_SCHEMA_CHARS:
+            too_large.append(remote.name)
+            continue
         platform.tools[remote.name] = Tool(
             platform=entry.platform_name, function=remote.name, fn=_caller(entry, session, remote.name),
-            description=remote.description or remote.name, input_schema=schema,
+            description=keep_start(remote.description or remote.name, MAX_DESCRIPTION_CHARS), input_schema=schema,
             validate=functools.partial(_schema_checked, _checked_part(schema)), read_only=read_only)
     if cut_short:
         platform.overview += f" (tool list cut short: {cut_short})"
@@ -275,6 +283,9 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
     if badly_named:
         platform.overview += (f" (skipped tools whose names cannot be used: {', '.join(map(repr, badly_named))}; "
                               "a name must fit [A-Za-z0-9_-], 64 characters with the prefix)")
+    if too_large:
+        platform.overview += (f" (skipped tools whose input schema is over {MAX_SCHEMA_CHARS} characters: "
+                              f"{', '.join(map(repr, too_large))})")
 
 
 def _caller(entry: ServerEntry, session: ServerSession, tool_name: str) -> Any:

@@ -298,7 +298,7 @@ def test_the_never_sent_secrets_never_reach_an_in_house_server(tmp_path: Path, s
         server_entries({"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")})
 
 
-def _listed_tool(schema: dict[str, Any]) -> Any:
+def _listed_tool(schema: dict[str, Any], description: str = "Find.") -> Any:
     """The tool ``_list_tools`` makes of one read-only tool a server lists with ``schema``."""
     from types import SimpleNamespace
 
@@ -306,7 +306,7 @@ def _listed_tool(schema: dict[str, Any]) -> Any:
     from mcp_lib.external import ServerEntry, _list_tools
 
     entry = ServerEntry(name="sales", command="sales-server", tools=["find"])
-    remote = SimpleNamespace(name="find", description="Find.", input_schema=schema,
+    remote = SimpleNamespace(name="find", description=description, input_schema=schema,
                              annotations=SimpleNamespace(read_only_hint=True))
     session: Any = SimpleNamespace(call=lambda *_: ([remote], ""))
     platform = Platform(name="sales", overview="", scenes=[], security_rules=[], load_config=lambda _: entry,
@@ -336,3 +336,41 @@ def test_a_schema_without_regular_expressions_is_still_checked() -> None:
     with pytest.raises(ArgumentError, match="'q' is a required property"):
         tool.validate({})
     assert tool.validate({"q": "x"}) == {"q": "x"}
+
+
+def test_a_listed_tools_description_is_cut_and_a_huge_schema_not_offered() -> None:
+    """Both go into every model request of the run: a 5 MB description (or schema) of one allowlisted tool made
+    each request too long for the model, ending the run."""
+    tool = _listed_tool({"type": "object"}, description="d" * 5_000_000)
+    assert len(tool.description) < 4100 and tool.description.startswith("dddd")
+    from types import SimpleNamespace
+
+    from mcp_lib.core import Platform
+    from mcp_lib.external import ServerEntry, _list_tools
+
+    entry = ServerEntry(name="sales", command="sales-server", tools=["find"])
+    huge = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(5000)}}
+    remote = SimpleNamespace(name="find", description="Find.", input_schema=huge,
+                             annotations=SimpleNamespace(read_only_hint=True))
+    session: Any = SimpleNamespace(call=lambda *_: ([remote], ""))
+    platform = Platform(name="sales", overview="", scenes=[], security_rules=[], load_config=lambda _: entry,
+                        make_client=lambda config: config)
+    _list_tools(platform, entry, session)
+    assert platform.tools == {} and "input schema is over" in platform.overview
+
+
+def test_a_listing_failures_words_are_cut_in_the_overview() -> None:
+    from types import SimpleNamespace
+
+    from mcp_lib.core import Platform
+    from mcp_lib.external import ServerEntry, _list_tools
+
+    def fails(*_: Any) -> Any:
+        raise RuntimeError("the server says " + "x" * 1_000_000)
+
+    entry = ServerEntry(name="sales", command="sales-server", tools=["find"])
+    platform = Platform(name="sales", overview="", scenes=[], security_rules=[], load_config=lambda _: entry,
+                        make_client=lambda config: config)
+    _list_tools(platform, entry, SimpleNamespace(call=fails))  # type: ignore[arg-type]
+    assert platform.tools == {} and "unavailable: RuntimeError: the server says" in platform.overview
+    assert len(platform.overview) < 500
