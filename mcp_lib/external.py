@@ -164,12 +164,14 @@ def _transport(entry: ServerEntry, env: Mapping[str, str], pidfile: Path, errlog
 def _checked_part(schema: dict[str, Any]) -> dict[str, Any]:
     """What of a server's input schema helpbot checks the model's arguments against: all of it, unless it holds a
     regular expression (``pattern``, ``patternProperties``) -- Python's engine backtracks without bound, holding
-    the GIL (``^(a+)+$`` on 40 ``a`` and a ``b``: hours), so the server, which checks its own input, judges those."""
+    the GIL (``^(a+)+$`` on 40 ``a`` and a ``b``: hours) -- or ``uniqueItems`` (jsonschema compares unsortable
+    items pairwise: 8000 objects, a minute), so the server, which checks its own input, judges those."""
     todo: list[Any] = [schema]
     while todo:  # not recursive: a schema may nest deeper than the stack
         node = todo.pop()
         if isinstance(node, dict):
-            if isinstance(node.get("pattern"), str) or isinstance(node.get("patternProperties"), dict):
+            if (isinstance(node.get("pattern"), str) or isinstance(node.get("patternProperties"), dict)
+                    or node.get("uniqueItems") is True):
                 return {"type": "object"}
             todo.extend(node.values())
         elif isinstance(node, list):
