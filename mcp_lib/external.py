@@ -182,10 +182,12 @@ def _checked_part(schema: dict[str, Any]) -> dict[str, Any]:
 def _schema_checked(schema: dict[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     import jsonschema  # here: the guard reads helpbot.toml through this module, also in the Lambda relay's package
 
-    try:
-        jsonschema.validate(dict(arguments), schema)
-    except jsonschema.ValidationError as exc:
-        raise ArgumentError(f"{'/'.join(map(str, exc.absolute_path)) or 'arguments'}: {exc.message}") from None
+    checker = jsonschema.validators.validator_for(schema)
+    checker.check_schema(schema)  # as jsonschema.validate does; but only its first error, not best_match of all:
+    # 20,000 wrong items under a 50-way anyOf were 1,000,000 errors built (9 s) to name one
+    exc = next(checker(schema).iter_errors(dict(arguments)), None)
+    if exc is not None:
+        raise ArgumentError(f"{'/'.join(map(str, exc.absolute_path)) or 'arguments'}: {exc.message}")
     return dict(arguments)
 
 
