@@ -115,7 +115,7 @@ def _forbidden_page(response: httpx2.Response) -> bool:
     (``routes/apiv3/page/respond-with-single-page.ts``); before 7.4 it was a 404 like a missing page."""
     try:
         errors = response.json().get("errors")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not JSON, no object, nested deeper than the parser goes
         return False
     return isinstance(errors, list) and any(isinstance(e, dict) and e.get("code") == "page-is-forbidden"
                                             for e in errors)

@@ -117,6 +117,14 @@ def test_highlight_tags_are_stripped_in_time_linear_in_the_snippet() -> None:
     assert time.perf_counter() - started < 0.5
 
 
+def test_a_403_nested_deeper_than_json_goes_is_a_refusal_not_a_recursion_error() -> None:
+    import httpx2
+
+    from mcp_lib.platforms.growi import _forbidden_page
+
+    assert _forbidden_page(httpx2.Response(403, content=b"[" * 100_000 + b"]" * 100_000)) is False
+
+
 def test_search_limit_is_respected(fake: FakeGrowi, clock: FakeClock) -> None:
     result = call(fake, clock, "searchPages", query="在庫", limit=2)
     assert len(result.items) == 2 and result.total == 5
