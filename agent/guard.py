@@ -57,14 +57,12 @@ def registry_names(registry: Any) -> list[str]:
 
 
 # -- mentions and links ---------------------------------------------------------------------------------------------
-# A mention ends at its ">" or at the end of the text: a label read to the end matches there (a label failing at
-# the end was read again from every later "<!", "<@", ...: quadratic in a long text without ">").
 _MENTION = re.compile(
-    r"<@(?P<user>[UW][A-Z0-9]+)(?:\|(?P<user_label>[^>]*))?(?:>|\Z)"
-    r"|<!subteam\^(?P<team>[A-Z0-9]+)(?:\|@?(?P<team_label>[^>]*))?(?:>|\Z)"
-    r"|<!(?P<word>here|channel|everyone)(?:\|[^>]*)?(?:>|\Z)"
-    r"|<#(?P<channel>[CG][A-Z0-9]+)(?:\|(?P<channel_label>[^>]*))?(?:>|\Z)"
-    r"|<!(?P<other>[^>]*)(?:>|\Z)"
+    r"<@(?P<user>[UW][A-Z0-9]+)(?:\|(?P<user_label>[^>]*))?>"
+    r"|<!subteam\^(?P<team>[A-Z0-9]+)(?:\|@?(?P<team_label>[^>]*))?>"
+    r"|<!(?P<word>here|channel|everyone)(?:\|[^>]*)?>"
+    r"|<#(?P<channel>[CG][A-Z0-9]+)(?:\|(?P<channel_label>[^>]*))?>"
+    r"|<!(?P<other>[^>]*)>"
     r"|(?<![A-Za-z0-9._%+\-@＠])[@＠](?P<spelled>here|channel|everyone)(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )
@@ -84,16 +82,14 @@ def _defused(match: re.Match[str]) -> str:
         return "＠" + (groups["word"] or groups["spelled"]).lower()
     if groups["channel"]:
         return "#" + (groups["channel_label"] or groups["channel"])
-    return "＜!" + (groups["other"] or "") + ("＞" if match.group().endswith(">") else "")
+    return "＜!" + (groups["other"] or "") + "＞"
 
 
 _URL_CHARS = r"[A-Za-z0-9\-._~:/?#@!$&*+,;=%]"  # ASCII: 「…はhttps://wiki/xを参照」 ends before を
-# No part reads past the "[" (or "<") that starts another link: a failed part read on to the next one was read again
-# from there, quadratic in "[x](" repeated. A URL with a raw "[" is cleaned as a bare URL (or by _no_queries).
 _LINKS = re.compile(
-    r"!\[(?P<alt>[^\[\]\n]*)\]\((?P<image>[^)\[\n]*)\)"  # an image: never shown
-    r"|\[(?P<label>[^\[\]\n]*)\]\(\s*<?(?P<href>[^)\s>\[]+)>?(?:\s+\"[^\"\n]*\")?\s*\)"  # [label](url "title")
-    r"|<(?P<slack>[A-Za-z][A-Za-z0-9+.-]*:[^|<>\s]*)(?:\|(?P<slack_label>[^<>]*))?>"  # Slack's <url|label>
+    r"!\[(?P<alt>[^\]\n]*)\]\((?P<image>[^)\n]*)\)"  # an image: never shown
+    r"|\[(?P<label>[^\]\n]*)\]\(\s*<?(?P<href>[^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)"  # [label](url "title")
+    r"|<(?P<slack>[A-Za-z][A-Za-z0-9+.-]*:[^|>\s]*)(?:\|(?P<slack_label>[^>]*))?>"  # Slack's <url|label>
     rf"|(?P<bare>(?<![A-Za-z0-9+.\-/@])(?:https?://|www\.){_URL_CHARS}+)",  # a bare URL (Slack links www. too)
     re.IGNORECASE,
 )

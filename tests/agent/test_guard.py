@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -103,27 +102,6 @@ def test_email_addresses_are_not_mistaken_for_mentions() -> None:
     ("https://user:pw@evil.test/x?d=1", "https://evil.test/x"),
 ])
 def test_links_to_unknown_hosts_keep_scheme_host_and_path(text: str, expected: str) -> None:
-    assert guard().markdown(text) == expected
-
-
-@pytest.mark.parametrize("piece", ["[", "![", "[x](", "![x](", "[x](<a", "<a:", "<a:x|", "<http://x", "<@U1|",
-                                   "<#C1|", "<!", "<!here|", "<!subteam^S1|"])
-def test_a_long_text_of_unclosed_links_or_mentions_is_guarded_in_linear_time(piece: str) -> None:
-    """Repeated with no closing ``]``, ``)`` or ``>``, a pattern read on to the end from every piece again: 30,000
-    characters of the model's answer took 2 to 24 s of CPU in every Slack post."""
-    text = piece * (30_000 // len(piece))
-    began = time.perf_counter()
-    guard().markdown(text)
-    assert time.perf_counter() - began < 1.0
-
-
-@pytest.mark.parametrize(("text", "expected"), [
-    ("最後に <!here", "最後に ＠here"), ("最後に <@U0TANAKA|田中", "最後に ＠田中"), ("<!date^1|x", "＜!date^1|x"),
-    ("<@U0TANAKA|a<b>", "＠a＜b"),  # a mention still ends at its first ">"
-    ("[x](https://evil.test/a?d=1[y])", "[x](https://evil.test/a[y])"),  # a raw "[": cleaned as a bare URL
-])
-def test_a_mention_left_open_at_the_end_is_defused_and_a_bracket_in_a_link_keeps_no_query(text: str,
-                                                                                       expected: str) -> None:
     assert guard().markdown(text) == expected
 
 
