@@ -25,7 +25,7 @@ from mcp_lib.http import NameResolution
 from tests.fakes import bedrock as stub_lib
 from tests.fakes.bedrock import HELLO, MODEL, SYSTEM, BedrockStub, answering_with_the_first_faq_hit
 from tests.fakes.clock import FakeClock
-from tests.fakes.loop import check_transcript
+from tests.fakes.loop import FakeTools, check_transcript
 
 
 def bedrock(stub: BedrockStub, clock: FakeClock, **env: str) -> Claude:
@@ -436,3 +436,21 @@ def test_a_block_no_request_can_carry_back_is_left_out_and_the_run_goes_on(odd: 
     clock = FakeClock()
     answer = Agent(through_transport(handler, clock), RegistryTools(Registry(env={})), Settings(), clock=clock).run("?")
     assert not answer.degraded and answer.text == "最終回答" and len(sent) == 2
+
+
+def test_a_lone_surrogate_in_a_tool_result_does_not_break_the_next_request() -> None:
+    """A service's JSON may escape half a character ("\\ud800", which json.loads keeps); no UTF-8 request can
+    carry it, so the tool result reaches the model with U+FFFD in its place and the run goes on."""
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(json.loads(request.content))
+        status, headers, body = (stub_lib.tool_use("wiki", {"query": "x"}) if len(sent) == 1
+                                 else stub_lib.text("最終回答"))
+        return httpx2.Response(status, headers=headers, json=body)
+
+    clock = FakeClock()
+    tools = FakeTools({"wiki": lambda args: {"body": json.loads('"a\\ud800b"')}})
+    answer = Agent(through_transport(handler, clock), tools, Settings(), clock=clock).run("?")
+    assert not answer.degraded and answer.text == "最終回答"
+    assert "a\ufffdb" in json.dumps(sent[1]["messages"][-1]["content"], ensure_ascii=False)
