@@ -51,9 +51,7 @@ _SECRETS = [
     ("bedrock", r"(?<![A-Za-z0-9])ABSK[A-Za-z0-9+/=]{20,}"),
     ("google", r"(?<![A-Za-z0-9])AIza[A-Za-z0-9_-]{35}"),
     ("stripe", r"(?<![A-Za-z0-9])[sr]k_live_[A-Za-z0-9]{16,}"),
-    # (glued after ``_`` or ``-``, its header ends within 256: not one scan of the run from each ``eyJ`` in it)
-    ("jwt", r"(?<![A-Za-z0-9])(?!(?<=[_-])(?![A-Za-z0-9_-]{0,256}+\.))"
-            r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("jwt", r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     # Slack incoming webhooks and workflow triggers: the path is the secret, the host tells the reader what it was.
     ("hook", r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"),
     # Authorization: Bearer <credential> / Basic <credential>: the scheme is kept
@@ -77,10 +75,7 @@ _SECRETS = [
 ]
 # Card numbers (13-19 digits, spaces or dashes between groups), masked only when the Luhn check passes.
 _CARD = ("card", r"(?<![A-Za-z0-9_.-])\d(?:[ -]?\d){12,18}(?![A-Za-z0-9_-])")
-# (inside a run of local-part characters, a start reaches its ``@`` within 64, the local part's longest: else
-# ``"a." * 32000`` is scanned from each of its characters)
-_EMAIL = ("email", r"\b(?!(?<=[A-Za-z0-9._%+-])(?![A-Za-z0-9._%+-]{0,64}+@))"
-                   r"(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
+_EMAIL = ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
 # 03-1234-5678, 090-1234-5678, 0120-123-456, (03) 1234-5678, +81 90 1234 5678, +1 (555) 123-4567, 09012345678,
 # 0312345678 (a landline's ten digits), 090.1234.5678 (dots: only the Japanese shapes, so 01.02.2024 is a date)
 _PHONES = [
