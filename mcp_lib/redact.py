@@ -36,10 +36,7 @@ _JA_KEY_WORDS = ("パスワード|暗証番号|パスコード|合言葉|トー�
 _SECRETS = [
     ("pem", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"),
     # Credentials inside a URL: postgres://u:pw@db keeps the user, loses the password
-    # (a scheme begins a run of scheme characters, or ends ``://`` within 64 of them: one scan per start, not per
-    # character, is linear on ``"a-" * 20000 + "://"``)
-    ("url", r"(?P<url_k>\b(?!(?<=[+.-])(?![A-Za-z0-9+.-]{0,64}+://))[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@<>|\"']*)"
-            r"(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)"),
+    ("url", r"(?P<url_k>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@<>|\"']*)(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)"),
     # Distinctive prefixes match anywhere, also glued to the text before them (``TOKEN_ghp_…``, ``キーxoxb-…``).
     ("slack", r"(?:xoxe\.)?xox[abposre]-[A-Za-z0-9-]{3,}|xapp-[A-Za-z0-9-]{3,}"),
     ("github", r"gh[pousr]_[A-Za-z0-9]{4,}|github_pat_[A-Za-z0-9_]{8,}"),
@@ -60,9 +57,7 @@ _SECRETS = [
     # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
     # (not a sentence going on: ``SLACK_BOT_TOKEN: Slack rejected the token`` is helpbot naming a variable)
     # (the lookahead first: a run of key characters then a separator, before trying every key word along it)
-    # (a key begins a run of key characters, or reaches its separator within 64 of them -- where an earlier match
-    # ended: one scan of a run, not one from each of its characters, which was quadratic on ``"_" * 40000 + "="``)
-    ("kv", rf"(?<![A-Za-z0-9])(?!(?<=[_.-])(?![A-Za-z0-9_.-]{{0,64}}+[\"']?\s*[:=]))(?=[A-Za-z0-9_.-]*+[\"']?\s*[:=])"
+    ("kv", rf"(?<![A-Za-z0-9])(?=[A-Za-z0-9_.-]*+[\"']?\s*[:=])"
            rf"(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
            rf"(?P<kv_q>[\"']?)(?:(?<=:\s)(?![A-Z][A-Za-z]*[a-z] [a-z])|(?<!:\s)){_CHARS}{{5,}}+(?![(\[])"),
     # ``password hunter2x``: a key word, spaces, then a value with a letter and a digit (``password reset``,

@@ -309,13 +309,6 @@ def test_every_branch_begins_with_a_lead(masker: Masker) -> None:
         assert not [chr(x) for x in found if not lead.match(chr(x))], branch
 
 
-@pytest.mark.parametrize("text", ["_" * 8000 + "=", "a_" * 4000 + "=", "." * 8000 + ":", "a-" * 4000 + "://"])
-def test_masking_a_long_run_of_key_or_scheme_characters_is_linear(text: str) -> None:
-    """A key (``KEY=``) or a URL scheme is looked for from the start of a run of its characters, not from each of
-    them: a Slack message of ``_`` then ``=`` took seconds per 8000 characters, growing with the square."""
-    assert redact_secrets(text) == text
-
-
 @pytest.mark.parametrize(("text", "expected"), [
     (f"{GITHUB}.db_password=hunter2x", "[REDACTED].db_password=[REDACTED]"),
     ("x-y.postgres://u:pw@db", "x-y.postgres://u:[REDACTED]@db"),
