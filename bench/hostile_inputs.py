@@ -27,7 +27,6 @@ from agent.slack.trigger import parse_event
 from mcp_lib.cutting import split_line, split_markdown
 from mcp_lib.errors import BadInput
 from mcp_lib.platforms.growi import _TAG_RE
-from mcp_lib.redact import Masker, redact_secrets
 
 TARGET_GROWTH = 8.0
 
@@ -61,10 +60,6 @@ def _stream(words: int) -> None:
 CASES: dict[str, Callable[[int], object]] = {
     "cutting: spaces under a table head": lambda n: split_markdown("|a|b|\n|---" + " " * n + "x", 12_000),
     "cutting: a grapheme wider than its window": lambda n: split_line("a" + "\u0301" * n, 12_000),
-    "redact: a run of key characters": lambda n: redact_secrets("_" * n + "="),
-    "redact: a run of scheme characters": lambda n: redact_secrets("a-" * (n // 2) + "://"),
-    "redact: a run of local-part characters": lambda n: Masker(personal=True).mask("a." * (n // 2)),
-    "redact: JWT headers glued after '-'": lambda n: Masker().mask("-eyJ" * (n // 4)),
     "growi: highlight tags never closed": lambda n: _TAG_RE.sub("", "<em " * (n // 4)),
     "trigger: an event cut inside a string": lambda n: _refused('{"x": "' + '\\"' * (n // 2)),
     "blocks: a fallback of unclosed links": lambda n: plain_fallback("[x](" * (n // 4)),

@@ -313,6 +313,8 @@ def test_every_branch_begins_with_a_lead(masker: Masker) -> None:
     (f"{GITHUB}.db_password=hunter2x", "[REDACTED].db_password=[REDACTED]"),
     ("x-y.postgres://u:pw@db", "x-y.postgres://u:[REDACTED]@db"),
     ("1-postgres://u:pw@db", "1-postgres://u:[REDACTED]@db"),
+    ("xoxb-1234-5678_" + "a" * 70 + "token=abcdef123456", "[REDACTED]_" + "a" * 70 + "token=[REDACTED]"),
+    ("0-" + "a" * 70 + "://user:secretpw@host", "0-" + "a" * 70 + "://user:[REDACTED]@host"),  # a speed-up missed these
 ])
 def test_a_key_or_scheme_inside_a_run_is_still_found(text: str, expected: str) -> None:
     """Where an earlier match ended inside a run, or a scheme follows a digit and a dash, a key or scheme within
