@@ -216,9 +216,7 @@ def claim(messages: Iterable[Mapping[str, Any]], question_ts: str, mine: str, me
         if marker.kind == "progress" and marker.run == run:
             earlier.append(ts)
             continue
-        if (posted := number(ts)) is None:
-            continue  # Slack's ts no number ("", "abc"): a float() of it was a ValueError out of the claim
-        age = float(mine) - posted
+        age = float(mine) - float(ts)
         if marker.kind == "answer" and count_answers and age > 0:
             return Claim(False, [], f"message {question_ts} was answered meanwhile (answer {ts})")
         if marker.kind == "progress" and age < STALE_AFTER_S:

@@ -71,20 +71,13 @@ def searchMessages(
     with slack_getThreadMessages(url=<its url>). Times are ISO 8601 in the configured zone (default Asia/Tokyo).
     Matches in DMs or group DMs are never returned; private channels only when answering in that channel.
     """
-    visible, malformed = [], 0
+    visible = []
     for match in reading.visible_matches(ctx, query):  # hidden ones take no place (see the module doc)
-        channel = match["channel"]
-        try:
-            item = message_item(ctx, channel, match)
-        except (KeyError, TypeError, ValueError, OverflowError):  # one odd match must not fail the search
-            malformed += 1
-            continue
-        if is_private(channel):
+        item = message_item(ctx, match["channel"], match)
+        if is_private(match["channel"]):
             item["private"] = True
         visible.append(item)
     notes = []
-    if malformed:
-        notes.append(f"{malformed} matches Slack sent without a readable ts were skipped")
     if len(visible) > count:
         notes.append(f"more than {count} matches; refine the query to narrow them down")
     # Slack's own total counts the hidden matches too: only what may be shown is counted.

@@ -27,6 +27,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import SlackResponse
 
+from ... import ids
 from ...clock import Clock
 from ...config import DECLARED, ConfigError, env_str, env_timezone, env_url
 from ...core import CredentialsError, ToolContext, ToolError
@@ -235,7 +236,22 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
     data = request(ctx, clients.searcher() if search else clients.reader(), api, patient=patient, **params).data
     if not isinstance(data, dict) or not data.get("ok"):  # validate() already raised; belt and braces
         raise ToolError(f"Slack {api} returned no usable answer")
+    if api == "search.messages":  # {"messages": {"matches": [...], "paging": {...}}}
+        data["messages"] = {**found, "matches": _messages(found.get("matches"))} if isinstance(
+            found := data.get("messages"), dict) else {}
+    elif "messages" in data:
+        data["messages"] = _messages(data["messages"])
+    if "message" in data and not _messages([data["message"]]):
+        del data["message"]
     return data
+
+
+def _messages(found: Any) -> list[dict[str, Any]]:
+    """The messages Slack's API documents: objects whose ``ts`` (and ``thread_ts``, ``latest_reply``) is a Slack
+    timestamp. Any other (a proxy's, a fake's; Slack sends none) is left out here, once, for every reader."""
+    return [m for m in found if isinstance(m, dict) and all(
+        isinstance(m.get(key), str) and ids.is_ts(m[key]) for key in ("ts", "thread_ts", "latest_reply")
+        if key == "ts" or key in m)] if isinstance(found, list) else []
 
 
 def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, **params: Any) -> SlackResponse:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs
 
 from ... import ids
 from ...core import ToolContext, ToolError, in_background
@@ -47,7 +47,6 @@ def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]]) -> None
     """The display names of the messages' authors and mentioned people (the first NAMES_AHEAD) looked up at once on
     daemon threads, while the caller goes on (the front posts its placeholder): message_item and plain take them."""
     clients: SlackClients = ctx.client
-    messages = [m for m in messages if isinstance(m, Mapping)]  # Slack's answer: what is no message names no one
     wanted = dict.fromkeys(user for m in messages for user in (
         [str(m["user"])] if m.get("user") else []) + _MENTION.findall(str(m.get("text") or "")))
     for user in [u for u in wanted if u not in clients.users and u not in clients.names_pending][:NAMES_AHEAD]:
@@ -176,7 +175,8 @@ def visible_matches(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
             break
         messages = data.get("messages") or {}
         matches = messages.get("matches") or []
-        visible += [m for m in matches if (m.get("channel") or {}).get("id") and allowed(ctx, m["channel"])]
+        visible += [m for m in matches if isinstance(m.get("channel"), dict) and m["channel"].get("id")
+                    and allowed(ctx, m["channel"])]
         pages = (messages.get("paging") or {}).get("pages")
         last = len(matches) < SEARCH_PAGE or (isinstance(pages, int) and page >= pages)
         if len(visible) >= SEARCH_PAGE or last:
@@ -205,11 +205,8 @@ def plain(ctx: ToolContext, text: str) -> str:
 def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
     """A message (or a search match, with its own ``permalink``) as the tools and the front show it."""
     clients: SlackClients = ctx.client
-    ts = str(message["ts"])
-    try:
-        when = datetime.fromtimestamp(float(ts), clients.config.tz)
-    except (OverflowError, OSError) as exc:  # a ts past the platform's time: one ValueError for every odd ts
-        raise ValueError(f"ts {ts[:40]!r} is no time ({exc})") from None
+    ts = str(message["ts"])  # a Slack ts: client.call leaves out every message without one
+    when = datetime.fromtimestamp(float(ts), clients.config.tz)
     username = str(message.get("username") or "") or None
     if message.get("user"):
         author = _user_name(ctx, str(message["user"]), fallback=username)
@@ -219,7 +216,7 @@ def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[
     text = plain(ctx, str(message.get("text") or ""))
     channel_id, name = str(channel["id"]), str(channel.get("name") or channel["id"])
     permalink = str(message.get("permalink") or "")
-    thread_ts = message.get("thread_ts") or parse_qs(urlparse(permalink).query).get("thread_ts", [""])[0] or None
+    thread_ts = message.get("thread_ts") or parse_qs(permalink.partition("?")[2]).get("thread_ts", [""])[0] or None
     first = excerpt(squash_whitespace(redact_secrets(text)), 40)  # masked before the cut
     item: dict[str, Any] = {
         "url": permalink or ids.permalink(workspace_url(ctx), channel_id, ts, thread_ts),
@@ -231,7 +228,9 @@ def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[
         item["thread_ts"] = thread_ts
     if message.get("reply_count"):
         item["reply_count"] = message["reply_count"]
-    if files := [str(f.get("name") or f.get("title")) for f in message.get("files") or [] if isinstance(f, dict)]:
+    found = message.get("files")
+    if files := [str(f.get("name") or f.get("title")) for f in found if isinstance(f, dict)] if isinstance(
+            found, list) else []:
         item["files"] = files
     return item
 

@@ -142,6 +142,26 @@ def test_a_replies_storm_during_the_claim_ends_in_a_notice(ws: Workspace, fake: 
     assert_final(ws, q.ts, "failure")
 
 
+def test_a_thread_with_messages_slack_never_sends_is_answered(ws: Workspace, fake: FakeSlack,
+                                                               env: dict[str, str]) -> None:
+    """A proxy's thread holding messages that are no objects or whose ts is no Slack ts, one of them a marker of
+    helpbot's: float() of them raised out of the thread's context and the claim, and the run never answered."""
+    q = question_of(ws)
+    real = fake.api.methods["conversations.replies"]
+    marker = {"bot_id": BOT, "metadata": {"event_type": "helpbot_progress",
+                                          "event_payload": {"question_ts": q.ts, "run": "other"}}}
+
+    def with_odd_ones(params: dict[str, Any], token: Any) -> dict[str, Any]:
+        answer = real(params, token)
+        odd = ["x", None, {"ts": "abc", "text": "?"}, {"ts": ["1"]}, {**marker, "ts": "1e20"}, {**marker, "ts": ""}]
+        return {**answer, "messages": [*answer["messages"], *odd]}
+
+    fake.api.methods["conversations.replies"] = with_odd_ones
+    code, _ = answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)
+    assert code == 0
+    assert_final(ws, q.ts, "answer")
+
+
 # -- the model failing ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("failing_round", [1, 2, 3])
 def test_the_model_becoming_unavailable_at_any_round_ends_in_one_answer(
