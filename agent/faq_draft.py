@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import os
 import re
 import tempfile
@@ -36,6 +37,7 @@ from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolError
 from mcp_lib.cutting import shorten_at_word, squash_whitespace
 from mcp_lib.platforms import faq
+from mcp_lib.platforms.slack.reading import person
 
 QUESTION_CHARS = 200
 # Slack's <…> end at ">" or at the end of the text: a "<@" left open was read to the end again from every later one
@@ -118,7 +120,6 @@ class Drafter:
     def __init__(self, scanner: Scanner, index: faq.FaqIndex, *, private_ok: bool, now: datetime):
         self.scanner, self.index, self.private_ok, self.now = scanner, index, private_ok, now
         self.drafts: list[Draft] = []
-        self._people: dict[str, set[str]] = {}
         self._known: set[str] = set()  # the names of the participants of the thread at hand
         self._own: dict[str, bool] = {}  # link -> helpbot wrote the message
 
@@ -137,20 +138,16 @@ class Drafter:
         if not message:
             return ""
         text = str(message.get("text") or "")
-        people = {message.get("user"), *(root.get("reply_users") or []), root.get("user"), *_USER_ID.findall(text),
-                  *answer.reactors}  # who asked, replied, was mentioned, or rated the answer
+        people = dict.fromkeys([message.get("user"), *(root.get("reply_users") or []), root.get("user"),
+                                *answer.reactors, *_USER_ID.findall(text)])  # who asked, replied, rated, was named
+        self.scanner.ctx.client.name_lookups = itertools.count()  # MAX_NAME_LOOKUPS for each question's people
         self._known = {n for uid in people if isinstance(uid, str) and uid for n in self._names(uid)}
         return clean_question(text, self._known)
 
     def _names(self, user_id: str) -> set[str]:
-        """The names the workspace knows for a participant (users.info, users:read), cached; none if unknown."""
-        if user_id not in self._people:
-            try:
-                user = self.scanner.call("users.info", user=user_id).get("user") or {}
-            except ToolError:
-                user = {}
-            self._people[user_id] = set() if user.get("is_bot") else names_of(user)
-        return self._people[user_id]
+        """The names the workspace knows for a participant (users.info, users:read, asked once); none if unknown."""
+        user = person(self.scanner.ctx, user_id, patient=True)
+        return set() if user.get("is_bot") else names_of(user)
 
     def _helpbots(self, url: str) -> bool:
         """``url`` links to a message helpbot wrote (an earlier answer a search found): no source for an FAQ entry."""

@@ -14,6 +14,7 @@ import tenacity
 
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import GaveUp, Why
+from .payload import number
 
 T = TypeVar("T")
 Asked = Callable[[BaseException], float | None]  # the wait the server asked for, read from a failure
@@ -133,27 +134,18 @@ def server_wait(headers: Mapping[str, Any], clock: Clock) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP date,
     ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0, on the clock's wall); None when it did not say, or
     said something unreadable (``Retry-After: soon``)."""
-    if (millis := _number(header(headers, "retry-after-ms"))) is not None:
-        return max(0.0, millis / 1000)
+    if (millis := number(header(headers, "retry-after-ms"))) is not None:
+        return millis / 1000
     retry_after = header(headers, "retry-after")
     if retry_after:
-        if (seconds := _number(retry_after)) is not None:
-            return max(0.0, seconds)
+        if (seconds := number(retry_after)) is not None:
+            return seconds
         try:
             return max(0.0, email.utils.parsedate_to_datetime(retry_after).timestamp() - clock.wall())
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
-    reset = _number(header(headers, "x-ratelimit-reset"))
+    reset = number(header(headers, "x-ratelimit-reset"))
     if header(headers, "x-ratelimit-remaining") == "0" and reset is not None:
         return max(0.0, reset - clock.wall())
     return None
 
-
-def _number(value: str | None) -> float | None:
-    """A header's number; None when it is absent or not a finite number (``inf``, ``nan``, ``"9" * 400``: no
-    wait to sit out, report or round)."""
-    try:
-        number = float(value) if value else None
-    except ValueError:
-        return None
-    return number if number is not None and math.isfinite(number) else None

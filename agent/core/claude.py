@@ -22,6 +22,7 @@ from mcp_lib import doors
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError
 from mcp_lib.errors import GaveUp
+from mcp_lib.payload import count
 from mcp_lib.retry import Budget, Policy, call, server_wait
 
 if TYPE_CHECKING:
@@ -190,8 +191,8 @@ def _to_response(message: Any, retries: list[str]) -> ModelResponse:
                 continue
             content.append(kept)
     u: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}
-    # counts the service reports, kept within what a request can count (a 400-digit one overflows the cost's float)
-    usage = Usage(**{key: min(max(int(u.get(key) or 0), 0), MAX_REPORTED_TOKENS) for key in Usage().to_dict()})
+    # counts the service reports (garbage: 0), within what a request can count (a 400-digit one overflows a float)
+    usage = Usage(**{key: min(count(u.get(key)), MAX_REPORTED_TOKENS) for key in Usage().to_dict()})
     stop = message.get("stop_reason")
     return ModelResponse(content=content, stop_reason=stop if isinstance(stop, str) else None, usage=usage,
                          retries=retries)

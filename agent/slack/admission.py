@@ -24,6 +24,7 @@ from agent.slack.trigger import (
 from mcp_lib import ids
 from mcp_lib.config import env_list, env_str
 from mcp_lib.ids import USER_RE
+from mcp_lib.payload import count
 
 if TYPE_CHECKING:
     from agent.slack.handle import Slack
@@ -246,7 +247,7 @@ def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:
         entries = [e for e in of.get("reactions") or []
                    if isinstance(e, dict) and canonical_reaction(str(e.get("name") or "")) == trigger.reaction]
         listed = [str(u) for e in entries for u in e.get("users") or []]
-        return listed, any(int(e.get("count") or 0) > len(e.get("users") or []) for e in entries)
+        return listed, any(count(e.get("count")) > len(e.get("users") or []) for e in entries)
 
     listed, more = users(message)
     if trigger.user in listed:

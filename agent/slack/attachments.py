@@ -15,12 +15,12 @@ import httpx2
 from agent.core.tokens import IMAGE_TOKENS, PDF_PAGE_TOKENS, pdf_pages
 from agent.errors import ModelRequestError, Unreadable
 from agent.slack import files
-from agent.slack.markers import count
 from mcp_lib.cutting import keep_start_and_end
 from mcp_lib.doors import slack_door
 from mcp_lib.errors import Refused
 from mcp_lib.http import door_client
 from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, image_size
+from mcp_lib.payload import count
 
 if TYPE_CHECKING:
     from agent.core.run import Answer

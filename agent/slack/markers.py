@@ -2,8 +2,9 @@
 
 A marker names its question and the ``run`` that posted it; an answer's also carries its numbers and its buttons'
 ``votes``. It counts only on a message helpbot wrote (any app can attach any metadata); readers accept every
-``version`` and tolerate garbage. Stdlib only: help.yml runs ``python -m agent.slack.markers failure --channel C
---ts TS`` for a notice's metadata when the run broke before helpbot was installed.
+``version`` and tolerate garbage (:mod:`mcp_lib.payload`). Stdlib only, as that is: help.yml runs ``python -m
+agent.slack.markers failure --channel C --ts TS`` for a notice's metadata when the run broke before helpbot was
+installed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from mcp_lib.payload import count, number
 
 MarkerKind = Literal["answer", "progress", "failure"]
 EVENT_TYPES: dict[MarkerKind, str] = {"answer": "helpbot_answer", "progress": "helpbot_progress",
@@ -60,23 +63,6 @@ class AnswerStats:
         return {"rounds": self.rounds, "tool_calls": self.tool_calls, "tools": ",".join(self.tools),
                 "sources": self.sources, "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
                 "degraded": self.degraded, "parts": self.parts, "tags": ",".join(self.tags) or None}
-
-
-def count(value: Any) -> int:
-    """A non-negative count from what a payload says (0 for garbage)."""
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError, OverflowError):
-        return 0
-
-
-def number(value: Any) -> float | None:
-    """A non-negative number from what a payload says (a cost, a ts); None for garbage."""
-    try:
-        read = float(value) if not isinstance(value, bool) else -1.0  # None is a TypeError
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an int of 400 digits
-        return None
-    return read if read >= 0 else None  # NaN is not
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from agent import guard
 from agent.errors import UsageError
 from agent.slack.admission import Home, configured_bot_user
 from agent.slack.handle import is_public, pages
-from agent.slack.markers import VOTES, Marker, Me, answers_in_sequence, count
+from agent.slack.markers import VOTES, Marker, Me, answers_in_sequence
 from agent.slack.readback import read_answer
 from agent.slack.trigger import canonical_reaction, env_channels
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
@@ -28,6 +28,7 @@ from mcp_lib.clock import now as clock_now
 from mcp_lib.config import ConfigError
 from mcp_lib.core import CredentialsError, ToolContext, ToolError
 from mcp_lib.ids import is_channel_id
+from mcp_lib.payload import count
 from mcp_lib.platforms import slack as slack_platform
 
 PAGE_SIZE = 200  # Slack's recommended maximum for history and replies

@@ -12,6 +12,7 @@ from slack_sdk import WebClient
 
 from agent.faq_draft import clean_question, names_of, run
 from agent.faq_draft import run as faq_draft_run
+from mcp_lib.platforms.slack.reading import MAX_NAME_LOOKUPS
 from tests.fakes.clock import FakeClock
 from tests.fakes.faq_draft import BOT, NOW, SATO, SUZUKI, TANAKA, answer, at, parse, react
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, named_workspace
@@ -89,3 +90,24 @@ def test_a_drafts_answer_keeps_no_participants_name(named_answer: FakeSlack) -> 
     assert "1 drafts" in printed and "「のし」欄で指定します" in printed
     for name in ("佐藤", "鈴木", "田中", "花子"):
         assert name not in printed, name
+
+
+def test_a_question_of_500_mentions_looks_up_at_most_max_name_lookups_people() -> None:
+    """faq-draft asked users.info for every distinct mention of a question, 3,000 in a 40,000-character message;
+    now through the tools' lookups and their bound, each question's people counted on their own."""
+    ws = named_workspace(TANAKA, SUZUKI, SATO)
+    people = [f"U0P{n:04d}" for n in range(500)]
+    for n, user in enumerate(people):
+        ws.add_user(user, f"person{n}")
+    with FakeSlack(ws) as fake:
+        bot = WebClient(token=BOT_TOKEN, base_url=fake.url)
+        mentions = " ".join(f"<@{user}>" for user in people)
+        for day, question in ((15, "ギフト包装の指定はどこでできますか？"), (16, "返品の送料は誰が負担しますか？")):
+            q = ws.post("C0ECSUP", f"{mentions} {question}", user=SATO, ts=at(day)).ts
+            react(ws, "C0ECSUP", answer(bot, "C0ECSUP", q, "注文備考の欄を見てください。"), "+1", SUZUKI, TANAKA)
+        env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": fake.url, "HELPBOT_CHANNELS": "C0ECSUP",
+               "HELPBOT_BOT_USER_ID": BOT}
+        out = io.StringIO()
+        assert run(parse(), env, clock=FakeClock(wall=NOW.timestamp()), out=out) == 0
+        assert "2 drafts" in out.getvalue() and "返品の送料は誰が負担しますか" in out.getvalue()
+        assert MAX_NAME_LOOKUPS < len(fake.calls("users.info")) <= 2 * MAX_NAME_LOOKUPS

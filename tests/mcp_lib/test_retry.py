@@ -28,6 +28,7 @@ NOW = 1_800_000_000.0  # wall-clock epoch seconds, for HTTP dates and x-ratelimi
     ({"Retry-After": "9" * 400}, None),
     ({"retry-after-ms": "nan", "Retry-After": "2"}, 2.0),
     ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1e999"}, None),
+    ({"retry-after-ms": "-5", "Retry-After": "2"}, 2.0),  # a wait before now is no wait the server asked for
 ])
 def test_server_wait_reads_what_it_can_and_never_raises(headers: dict[str, object], expected: float | None) -> None:
     wait = server_wait(headers, FakeClock(wall=NOW))

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -139,6 +140,7 @@ class SlackClients:
     unknown_users: set[str] = field(default_factory=set)  # lookups that failed: not asked again
     names_pending: dict[str, Future[None]] = field(default_factory=dict)  # lookups started ahead (names_ahead)
     user_lookups_paused_until: float = 0.0  # users.info was rate limited: no lookups until then
+    name_lookups: Iterator[int] = field(default_factory=itertools.count)  # names asked so far (MAX_NAME_LOOKUPS)
     channel_ids: dict[str, str] = field(default_factory=dict)
     auth: dict[str, Any] | None = None  # auth.test of the reading token (reading.whoami)
 

@@ -23,6 +23,9 @@ SEARCH_PAGE = 100  # search.messages' largest page
 SEARCH_PAGES = 5  # how far a search pages on past hidden matches
 CHANNEL_PAGES = 5  # x 200 channels
 NAMES_AHEAD = 20  # people of one thread whose names are looked up at once
+# users.info lookups for names per client (a run): a thread's people are far fewer, and half a minute of Slack's
+# Tier 4 (~100 a minute) leaves the workspace's users.info to the front's asker check and to other runs
+MAX_NAME_LOOKUPS = 50
 
 
 def _unreadable(channel: str) -> ToolError:
@@ -44,11 +47,12 @@ def workspace_url(ctx: ToolContext) -> str:
 
 
 def names_ahead(ctx: ToolContext, messages: Iterable[Mapping[str, Any]]) -> None:
-    """The display names of the messages' authors and mentioned people (the first NAMES_AHEAD) looked up at once on
-    daemon threads, while the caller goes on (the front posts its placeholder): message_item and plain take them."""
+    """The display names of the messages' authors, then of the people they mention (the first NAMES_AHEAD), looked
+    up at once on daemon threads while the caller goes on (the front posts its placeholder): message_item and plain
+    take them. Authors first: a message of many mentions takes no author's place, nor MAX_NAME_LOOKUPS."""
     clients: SlackClients = ctx.client
-    wanted = dict.fromkeys(user for m in messages for user in (
-        [str(m["user"])] if m.get("user") else []) + _MENTION.findall(str(m.get("text") or "")))
+    wanted = dict.fromkeys([*(str(m["user"]) for m in messages if m.get("user")),
+                            *(user for m in messages for user in _MENTION.findall(str(m.get("text") or "")))])
     for user in [u for u in wanted if u not in clients.users and u not in clients.names_pending][:NAMES_AHEAD]:
         clients.names_pending[user] = in_background(partial(_look_up_name, ctx, user), "slack-name")
 
@@ -62,27 +66,34 @@ def user_info(ctx: ToolContext, user_id: str, *, patient: bool = True) -> dict[s
     return clients.users[user_id]
 
 
-def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:
-    """Display name via :func:`user_info`; ``fallback`` (or the id) when the lookup fails, which never fails the
-    tool, never waits, and is not tried again (for anyone, while users.info is rate limited)."""
+def person(ctx: ToolContext, user_id: str, *, patient: bool = False) -> dict[str, Any]:
+    """users.info's user for a name shown or left out, {} when unknown: the lookup never fails, waits only when
+    ``patient``, is not tried again after a failure (for anyone, while users.info is rate limited), nor past
+    :data:`MAX_NAME_LOOKUPS` (a 40,000-character message holds 3,000 mentions: as many lookups, rate limited)."""
     clients: SlackClients = ctx.client
     pending = clients.names_pending.get(user_id)
     if pending is None:
-        _look_up_name(ctx, user_id)
-    elif pending.exception() is not None:  # looked up ahead, and failed unexpectedly: the fallback, not again
+        _look_up_name(ctx, user_id, patient)
+    elif pending.exception() is not None:  # looked up ahead, and failed unexpectedly: unknown, not again
         clients.unknown_users.add(user_id)
-    user = clients.users.get(user_id) or {}
+    return clients.users.get(user_id) or {}
+
+
+def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> str:
+    """Display name of :func:`person`; ``fallback`` (or the id) when unknown."""
+    user = person(ctx, user_id)
     profile = found if isinstance(found := user.get("profile"), dict) else {}
     return str(profile.get("display_name") or user.get("real_name") or user.get("name") or fallback or user_id)
 
 
-def _look_up_name(ctx: ToolContext, user_id: str) -> None:
+def _look_up_name(ctx: ToolContext, user_id: str, patient: bool = False) -> None:
     clients: SlackClients = ctx.client
     if (user_id in clients.users or user_id in clients.unknown_users
-            or ctx.clock.monotonic() < clients.user_lookups_paused_until):
+            or ctx.clock.monotonic() < clients.user_lookups_paused_until
+            or next(clients.name_lookups) >= MAX_NAME_LOOKUPS):  # next() is atomic: names_ahead's threads too
         return
     try:
-        user_info(ctx, user_id, patient=False)
+        user_info(ctx, user_id, patient=patient)
     except RateLimited as exc:
         clients.user_lookups_paused_until = ctx.clock.monotonic() + (exc.retry_after or 30.0)
     except ToolError:

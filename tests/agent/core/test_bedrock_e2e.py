@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from agent.core.claude import CONNECT_TIMEOUT_S, MIN_ATTEMPT_S, Claude, build_model
+from agent.core.claude import CONNECT_TIMEOUT_S, MAX_REPORTED_TOKENS, MIN_ATTEMPT_S, Claude, build_model
 from agent.core.loop import Agent
 from agent.core.model import Request
 from agent.core.model_config import ModelConfig
@@ -393,6 +393,19 @@ def test_a_usage_or_stop_reason_no_service_reports_still_ends_in_an_answer(odd: 
     clock = FakeClock()
     answer = Agent(through_transport(handler, clock), RegistryTools(Registry(env={})), Settings(), clock=clock).run("?")
     assert answer.text == "回答です" and answer.stop == "end_turn" and 0 <= answer.cost_usd < 1e6
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("garbage", ["abc", [1], {"a": 1}, "1e999", float("inf"), float("nan"), "12.5", "9" * 5000])
+def test_a_usage_count_that_is_no_count_reads_as_0(stub: BedrockStub, garbage: Any, streamed: bool) -> None:
+    """int() of "abc" or "1e999" raised ValueError (a list TypeError, JSON's 1e999 OverflowError) out of the model
+    call: a proxy's or a stub's odd usage failed the request. A count of 400 digits is still cut to the clamp."""
+    usage = dict.fromkeys(("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"), garbage)
+    stub.script(stub_lib.text("ok", usage={**usage, "output_tokens": 10**400}))
+    response = bedrock(stub, FakeClock()).create(Request(SYSTEM, HELLO, [], None, 256, MODEL, None,
+                                                         on_text=(lambda _: None) if streamed else None))
+    assert response.text == "ok" and stub.requests[-1].path.endswith("-stream" if streamed else "/invoke")
+    assert response.usage.to_dict() == {**dict.fromkeys(usage, 0), "output_tokens": MAX_REPORTED_TOKENS}
 
 
 @pytest.mark.parametrize("number", [b"NaN", b"-Infinity", b"1e999"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.slack.admission import Home, TriggerSettings, check_ignore, shared_with_others, user_asker
+from agent.slack.admission import Home, TriggerSettings, check_ignore, reacted, shared_with_others, user_asker
 from agent.slack.trigger import Trigger, parse_event_data
 from mcp_lib.config import ConfigError
 from tests.fakes.front import WRITES, answer_scripted, bot_messages, event_file, markdown_of
@@ -376,6 +376,14 @@ def test_a_dispatched_reaction_is_answered_only_when_its_user_reacted(
     ws.reacted({"channel": "C0ECSUP", "ts": q.ts, "user": "U0TANAKA", "reaction": "help::skin-tone-2"})
     assert answer_scripted(env, lambda request: "回答です。", event=path)[0] == 0
     assert len(bot_messages(ws, "C0ECSUP", q.ts)) == 1  # the named user's own reaction, any skin tone
+
+
+@pytest.mark.parametrize("count", ["abc", [1], 1e999, None])
+def test_a_reaction_count_that_is_no_count_lists_no_one_more(count: Any) -> None:
+    """int() of the count Slack's message gave raised ValueError (TypeError, OverflowError) out of the check."""
+    trigger = Trigger(source="payload", channel="C0ECSUP", ts="1.0", user="U0TANAKA", reaction="help")
+    message = {"reactions": [{"name": "help", "users": ["U0SUZUKI"], "count": count}]}
+    assert reacted(None, trigger, message) is False  # type: ignore[arg-type]  # None: no Slack to ask for more
 
 
 def test_a_shared_channel_reads_only_files_shared_in_it(connect: Workspace, fake: FakeSlack,

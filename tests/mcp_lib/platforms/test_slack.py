@@ -26,6 +26,7 @@ from mcp_lib.platforms.slack import (
     load_config,
     make_client,
 )
+from mcp_lib.platforms.slack.reading import MAX_NAME_LOOKUPS, names_ahead, person, plain
 from mcp_lib.registry import Registry
 from tests.fakes.clock import FakeClock
 from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
@@ -539,6 +540,27 @@ def test_a_failed_user_lookup_is_remembered(ws: Workspace, fake: FakeSlack, slee
         result = run(ctx, "getConversationHistory", channel="C0GENERAL")
         assert result.status == "ok" and result.items[0]["author"] == "U0GONE"
     assert [c.params["user"] for c in fake.calls("users.info")].count("U0GONE") == 1
+
+
+def test_a_message_of_500_mentions_looks_up_at_most_max_name_lookups_people(ws: Workspace, fake: FakeSlack,
+                                                                            sleeps: list[float]) -> None:
+    """Each distinct <@U…> was one users.info: a 40,000-character message holds 3,000, and Slack's Tier 4 answers
+    about 100 a minute. Past the bound a mention reads as its id, as after a failed lookup -- ahead or not."""
+    people = [f"U0P{n:04d}" for n in range(500)]
+    for n, user in enumerate(people):
+        ws.add_user(user, f"person{n}")
+    message = {"user": people[0], "text": " ".join(f"<@{user}>" for user in people)}
+    ws.post("C0GENERAL", message["text"], user=message["user"])
+    ctx = context(fake, sleeps, limits=Limits(max_field_chars=100_000, max_result_chars=100_000))
+    for _ in range(2):
+        text = run(ctx, "getConversationHistory", channel="C0GENERAL", limit=1).items[0]["text"]
+        assert text.split(" ")[:2] == ["@person0", "@person1"] and text.endswith(" @U0P0499")
+    assert len(fake.calls("users.info")) == MAX_NAME_LOOKUPS and sleeps == []
+    ahead = context(fake, sleeps)  # the front's way: the thread's names started at once, authors first
+    names_ahead(ahead, [message, {"user": "U0SUZUKI", "text": "返信です"}])
+    assert plain(ahead, message["text"]).split(" ")[-1] == "@U0P0499"
+    assert person(ahead, "U0SUZUKI")["name"] == "suzuki"  # the reply's author was not crowded out
+    assert len(fake.calls("users.info")) == 2 * MAX_NAME_LOOKUPS
 
 
 def test_slack_retries_never_wait_past_the_calls_deadline(fake: FakeSlack) -> None:
