@@ -1,12 +1,14 @@
 """What an image shown to the model may be (an attached file, or an in-house MCP server's image): the Messages
 API's media types and limits (Anthropic's vision guide, Bedrock's), with the type read from the bytes, never
 taken from the sender. Per result and per run the tool images are capped too: an image stays in the transcript,
-and a hostile server must not carry a request past Bedrock's 20 MB or the token budget."""
+and a hostile server must not carry a request past Bedrock's 20 MB or the token budget. An image is shown only when
+it decodes whole (:func:`decoded_image`)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import io
 import struct
 from typing import Literal, cast
 
@@ -19,10 +21,41 @@ MAX_RESULT_IMAGES = 3
 MAX_RESULT_IMAGE_BYTES = MAX_IMAGE_BYTES  # all images of one tool result, raw
 MAX_RUN_IMAGES = 6
 MAX_RUN_IMAGE_BYTES = MAX_IMAGE_BYTES  # all tool images of one run, raw: 5 MB of the 20 MB request
+MAX_DECODE_PIXELS = 80_000_000  # all frames together; larger images are not decoded (memory; Pillow warns past 89 MP)
+NOT_AN_IMAGE = "not a PNG, JPEG, GIF or WebP image"
+TOO_LARGE = f"over {MAX_DECODE_PIXELS // 1_000_000} megapixels, not decoded"
+CORRUPT = "it does not decode (corrupt or cut short)"
 
 
-def image_size(data: bytes) -> tuple[str, int, int] | None:
-    """(media type, width, height) from the bytes themselves (PNG, JPEG, GIF, WebP); None when they are none."""
+def decoded_image(data: bytes) -> tuple[ImageType, int, int] | str:
+    """(media type, width, height) of an image Pillow decodes whole, every frame, as the type its header says, else
+    why not: Bedrock refuses every request holding an image it cannot decode, and it stays in the transcript. Pixels
+    are counted before any is decoded (a bomb declares billions in a few bytes); Pillow is imported here, as the
+    relay's Lambda package (pyproject.toml's relay group) imports this module without it."""
+    found = _header(data)
+    if found is None:
+        return NOT_AN_IMAGE
+    media_type, width, height = found
+    if width * height > MAX_DECODE_PIXELS:
+        return TOO_LARGE
+    from PIL import Image, ImageSequence
+
+    pixels = 0
+    try:
+        with Image.open(io.BytesIO(data), formats=[IMAGE_TYPES[media_type].upper()]) as image:
+            width, height = image.size
+            for frame in ImageSequence.Iterator(image):
+                pixels += frame.width * frame.height  # Pillow's own reading of the size (a JPEG may declare two)
+                if pixels > MAX_DECODE_PIXELS:
+                    return TOO_LARGE
+                frame.load()
+    except Exception:  # any decoder failure on an attacker's bytes means the same
+        return CORRUPT
+    return cast(ImageType, media_type), width, height
+
+
+def _header(data: bytes) -> tuple[str, int, int] | None:
+    """(media type, width, height) as the header declares them (PNG, JPEG, GIF, WebP); None when it is none."""
     if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
         width, height = struct.unpack(">II", data[16:24])
         return "image/png", width, height
@@ -72,10 +105,10 @@ def check_base64_image(data: str) -> tuple[ImageType, int, int, int] | str:
         return "not valid base64"
     if len(raw) > MAX_IMAGE_BYTES:
         return f"larger than {MAX_IMAGE_BYTES / 1e6:.2f} MB"
-    found = image_size(raw)
-    if found is None:
-        return "not a PNG, JPEG, GIF or WebP image"
+    found = decoded_image(raw)
+    if isinstance(found, str):
+        return found
     media_type, width, height = found
-    if max(width, height) > MAX_IMAGE_SIDE or min(width, height) < 1:
+    if max(width, height) > MAX_IMAGE_SIDE:
         return f"{width}x{height} px (at most {MAX_IMAGE_SIDE} px a side)"
-    return cast(ImageType, media_type), width, height, len(raw)
+    return media_type, width, height, len(raw)

@@ -19,7 +19,7 @@ from mcp_lib.cutting import keep_start_and_end
 from mcp_lib.doors import slack_door
 from mcp_lib.errors import Refused
 from mcp_lib.http import door_client
-from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, image_size
+from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE
 from mcp_lib.payload import count
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class _Image:
 
     line: int  # its line in Attachments.lines
     name: str
-    data: bytes
+    picture: files.Picture
 
 
 class _Reader:
@@ -162,10 +162,9 @@ class _Reader:
         data = self._download(file, MAX_IMAGE_DOWNLOAD)
         if len(data) > MAX_IMAGE_DOWNLOAD:
             raise Unreadable(f"画像が大きすぎます: 上限 {MAX_IMAGE_DOWNLOAD / 1e6:.0f} MB")
-        if image_size(data) is None:
-            raise Unreadable("画像として読めません（PNG / JPEG / GIF / WebP ではありません）")
+        picture = files.read_image(data)
         self.media_tokens += IMAGE_TOKENS
-        self.images.append(_Image(len(out.lines), name, data))
+        self.images.append(_Image(len(out.lines), name, picture))
         return "（画像: 確認中）"  # replaced by fit_images
 
     def fit_images(self, out: Attachments) -> None:
@@ -173,10 +172,10 @@ class _Reader:
         side = MAX_IMAGE_SIDE if len(self.images) <= files.MANY_IMAGES else files.MANY_IMAGE_SIDE
         left = files.MEDIA_BYTES - self.media_bytes
         fitted: dict[int, files.Picture | Unreadable] = {}
-        for done, image in enumerate(sorted(self.images, key=lambda im: len(im.data))):
+        for done, image in enumerate(sorted(self.images, key=lambda im: len(im.picture.data))):
             share = left // (len(self.images) - done)
             try:
-                picture = files.fit_image(image.data, max_bytes=min(MAX_IMAGE_BYTES, share // 4 * 3), max_side=side)
+                picture = files.fit_image(image.picture, max_bytes=min(MAX_IMAGE_BYTES, share // 4 * 3), max_side=side)
             except Unreadable as exc:
                 fitted[image.line] = exc
                 continue

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.errors import Unreadable
-from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_SIDE, image_size
+from mcp_lib import media
+from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_SIDE
 
 FileKind = Literal["image", "pdf", "text"]
 
@@ -71,7 +72,9 @@ MAX_DOCUMENTS = 5
 MODEL_SIDE = 1_568
 MODEL_PIXELS = 1_150_000
 MIN_SIDE = 200  # the vision guide: images under 200 px a side degrade the answers; smaller than this, refuse
-MAX_DECODE_PIXELS = 80_000_000  # larger images are not decoded (memory; Pillow warns past 89 megapixels)
+_REFUSED = {media.NOT_AN_IMAGE: "画像として読めません（PNG / JPEG / GIF / WebP ではありません）",
+            media.TOO_LARGE: f"画像が大きすぎます: 上限 {media.MAX_DECODE_PIXELS // 10_000} 万画素",
+            media.CORRUPT: "画像として読めません（壊れているか、対応していない形式です）"}
 
 
 def base64_size(raw: int) -> int:
@@ -89,31 +92,25 @@ class Picture:
     original: tuple[int, int] | None = None
 
 
-def fit_image(data: bytes, *, max_bytes: int, max_side: int = MAX_IMAGE_SIDE) -> Picture:
+def read_image(data: bytes) -> Picture:
+    """The image as attached, once it decodes whole (:func:`mcp_lib.media.decoded_image`)."""
+    found = media.decoded_image(data)
+    if isinstance(found, str):
+        raise Unreadable(_REFUSED[found])
+    return Picture(data, *found)
+
+
+def fit_image(picture: Picture, *, max_bytes: int, max_side: int = MAX_IMAGE_SIDE) -> Picture:
     """The image within ``max_bytes`` (raw) and ``max_side``: as attached when it fits, else downscaled (aspect
     ratio kept; PNG stays PNG when it fits, else JPEG, transparency kept as PNG)."""
-    found = image_size(data)
-    if found is None:
-        raise Unreadable("画像として読めません（PNG / JPEG / GIF / WebP ではありません）")
-    media_type, width, height = found
-    if len(data) <= max_bytes and 0 < max(width, height) <= max_side:
-        return Picture(data, media_type, width, height)
-    if width * height > MAX_DECODE_PIXELS:
-        raise Unreadable(f"画像が大きすぎて縮小できません: {width}x{height} px")
-    return _downscale(data, media_type, (width, height), max_bytes, max_side)
-
-
-def _downscale(data: bytes, media_type: str, size: tuple[int, int], max_bytes: int, max_side: int) -> Picture:
+    if len(picture.data) <= max_bytes and max(picture.width, picture.height) <= max_side:
+        return picture
     from PIL import Image
 
-    width, height = size
-    try:
-        with Image.open(io.BytesIO(data)) as opened:
-            opened.load()
-            alpha = opened.mode in ("RGBA", "LA", "PA") or "transparency" in opened.info
-            frame = opened.convert("RGBA" if alpha else "RGB")  # an animated GIF: its first frame
-    except Exception:  # any decoder failure on an attacker's bytes means the same
-        raise Unreadable("画像として読めません（壊れているか、対応していない形式です）") from None
+    data, media_type, width, height = picture.data, picture.media_type, picture.width, picture.height
+    with Image.open(io.BytesIO(data)) as opened:  # decoded whole already: read_image
+        alpha = opened.mode in ("RGBA", "LA", "PA") or "transparency" in opened.info
+        frame = opened.convert("RGBA" if alpha else "RGB")  # an animated GIF: its first frame
     scale = min(1.0, max_side / max(width, height), MODEL_SIDE / max(width, height),
                 (MODEL_PIXELS / (width * height)) ** 0.5)
     while max(width, height) * scale >= MIN_SIDE:
@@ -128,7 +125,7 @@ def _downscale(data: bytes, media_type: str, size: tuple[int, int], max_bytes: i
             out = io.BytesIO()
             resized.save(out, format=kind.upper(), **({"quality": 85} if kind == "jpeg" else {}))
             if out.tell() <= max_bytes:
-                return Picture(out.getvalue(), f"image/{kind}", *target, original=size)
+                return Picture(out.getvalue(), f"image/{kind}", *target, original=(width, height))
         scale *= 0.75
     raise Unreadable(f"画像が大きすぎます: 縮小しても 1 回の上限（{max_bytes / 1e6:.2f} MB）に収まりません")
 

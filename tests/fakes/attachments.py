@@ -1,12 +1,15 @@
-"""Attachments as Slack serves them (real PNGs and PDFs), and what a scripted model's request holds of them."""
+"""Attachments as Slack serves them (real images and PDFs, and images broken past their header), and what a scripted
+model's request holds of them."""
 
 from __future__ import annotations
 
 import io
+import random
 import struct
 import zlib
 from typing import Any
 
+from PIL import Image
 from pypdf import PdfWriter
 
 from tests.fakes.front import answer_scripted
@@ -23,6 +26,29 @@ def png(width: int, height: int) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def photo(kind: str, size: tuple[int, int] = (64, 48), frames: int = 1) -> bytes:
+    """A real image of noise as Pillow writes it: ``kind`` PNG, JPEG, GIF or WEBP; GIF and WEBP animate with
+    ``frames``."""
+    shots = [Image.frombytes("RGB", size, random.Random(n).randbytes(size[0] * size[1] * 3)) for n in range(frames)]
+    out = io.BytesIO()
+    shots[0].save(out, format=kind, **({"save_all": True, "append_images": shots[1:]} if frames > 1 else {}))
+    return out.getvalue()
+
+
+def corrupt(kind: str) -> bytes:
+    """A PNG or JPEG whose header is whole (type and size readable) and whose pixel data is not: a PNG's IDAT of
+    noise (its CRC right), a JPEG's scan of start-of-image markers."""
+    if kind == "PNG":
+        good = png(40, 20)
+        at = good.index(b"IDAT") - 4
+        noise = random.Random(0).randbytes(500)
+        return good[:at] + struct.pack(">I", len(noise)) + b"IDAT" + noise + \
+            struct.pack(">I", zlib.crc32(b"IDAT" + noise)) + good[-12:]
+    good = photo("JPEG")
+    scan = good.index(b"\xff\xda") + 14  # the scan header of 3 components
+    return good[:scan] + b"\xff\xd8" * ((len(good) - scan) // 2) + b"\xff\xd9"
 
 
 def pdf(pages: int, *, object_streams: bool = False) -> bytes:

@@ -56,7 +56,8 @@ class Recorded:
 #   it answers "Input is too long for requested model." (as reported, openai/codex#46247) -- refused here at 20 MB.
 # - Images (docs.anthropic.com/en/docs/build-with-claude/vision; Bedrock's Message reference says 3.75 MB, 8000 px
 #   and 20 images): 5 MB of base64 each, 8000 px a side, 2000 px a side once a request has more than 20, at most
-#   100. The messages are the API's, which Bedrock passes on (e.g. anthropics/claude-code#5147, aws-sdk-js-v3#6785).
+#   100; one that does not decode whole, "Could not process image". The messages are the API's, which Bedrock
+#   passes on (e.g. anthropics/claude-code#5147, aws-sdk-js-v3#6785).
 # - PDFs: 100 pages a request ("A maximum of 100 PDF pages may be provided.", the PDF support guide); a PDF that
 #   cannot be parsed is refused.
 BODY_LIMIT = 20_000_000
@@ -91,6 +92,7 @@ def over_the_limits(size: int, body: dict[str, Any]) -> str | None:
                             f"{IMAGE_BASE64_LIMIT} bytes")
                 try:
                     with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+                        image.load()  # a whole header over a broken body is refused too
                         kind, (width, height) = str(image.format).lower(), image.size
                 except Exception:
                     return f"{where}.image.source.base64.data: Could not process image"

@@ -8,6 +8,7 @@ import base64
 import functools
 import io
 import random
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,10 @@ from agent.cli import main
 from agent.core.tokens import PDF_PAGE_TOKENS, media_tokens, pdf_pages
 from agent.errors import Unreadable
 from agent.slack.attachments import suspects, without_media
-from agent.slack.files import MEDIA_BYTES, REQUEST_BYTES, fit_image, is_binary
+from agent.slack.files import MEDIA_BYTES, REQUEST_BYTES, Picture, fit_image, is_binary, read_image
 from mcp_lib.media import MAX_IMAGE_BYTES
 from tests.fakes import bedrock as stub_lib
-from tests.fakes.attachments import ask, blocks_of, media, pdf, png, question_text
+from tests.fakes.attachments import ask, blocks_of, corrupt, media, pdf, photo, png, question_text
 from tests.fakes.bedrock import BedrockStub
 from tests.fakes.front import bot_messages, event_file, markdown_of
 from tests.fakes.slack import FakeSlack, Workspace
@@ -87,20 +88,56 @@ def test_an_image_over_the_pixel_limit_is_downscaled_not_refused(
 
 def test_fitting_keeps_what_fits_and_re_encodes_what_does_not() -> None:
     small = png(40, 20)
-    assert fit_image(small, max_bytes=MAX_IMAGE_BYTES).data == small  # as attached
+    assert fit_image(read_image(small), max_bytes=MAX_IMAGE_BYTES).data == small  # as attached
     photo = Image.frombytes("RGB", (1800, 1200), random.Random(1).randbytes(1800 * 1200 * 3))
-    fitted = fit_image(encoded(photo, "JPEG"), max_bytes=500_000)
+    fitted = fit_image(read_image(encoded(photo, "JPEG")), max_bytes=500_000)
     assert fitted.media_type == "image/jpeg" and len(fitted.data) <= 500_000 and fitted.original == (1800, 1200)
     assert abs(fitted.width / fitted.height - 1.5) < 0.01
     clear = Image.new("RGBA", (9000, 300), (255, 0, 0, 0))
-    kept = fit_image(encoded(clear, "PNG"), max_bytes=MAX_IMAGE_BYTES)
+    kept = fit_image(read_image(encoded(clear, "PNG")), max_bytes=MAX_IMAGE_BYTES)
     assert kept.media_type == "image/png" and (kept.width, kept.height) == (1568, 52)  # transparency stays PNG
-    noise = screenshot()
+    noise = read_image(screenshot())
     assert fit_image(noise, max_bytes=900_000).media_type == "image/jpeg"  # PNG does not fit: JPEG does
     with pytest.raises(Unreadable, match="縮小しても"):
         fit_image(noise, max_bytes=2_000)
-    with pytest.raises(Unreadable, match="壊れている"):
-        fit_image(b"\x89PNG\r\n\x1a\n" + b"\x00" * 5_000, max_bytes=1_000)
+
+
+@pytest.mark.parametrize("kind", ["PNG", "JPEG", "GIF", "WEBP"])
+def test_a_real_image_of_each_type_is_attached_as_it_is(kind: str) -> None:
+    data = photo(kind)
+    assert fit_image(read_image(data), max_bytes=MAX_IMAGE_BYTES) == Picture(data, f"image/{kind.lower()}", 64, 48)
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (corrupt("PNG"), "画像として読めません（壊れているか、対応していない形式です）"),
+    (corrupt("JPEG"), "画像として読めません（壊れているか、対応していない形式です）"),
+    (png(40, 20)[:-40], "画像として読めません（壊れているか、対応していない形式です）"),  # cut short
+    (png(1, 1)[:16] + struct.pack(">II", 100_000, 100_000) + png(1, 1)[24:], "画像が大きすぎます: 上限 8000 万画素"),
+    (b"BM" + b"\x00" * 60, "画像として読めません（PNG / JPEG / GIF / WebP ではありません）"),
+], ids=["corrupt png", "corrupt jpeg", "truncated", "bomb", "bitmap"])
+def test_an_image_that_does_not_decode_whole_is_unreadable(data: bytes, why: str) -> None:
+    with pytest.raises(Unreadable) as refused:
+        read_image(data)
+    assert str(refused.value) == why
+
+
+def test_a_corrupt_attachment_is_named_and_the_others_reach_the_model(
+        stub: BedrockStub, ws: Workspace, fake: FakeSlack, tmp_path: Path) -> None:
+    """Through the SDK to the stub, which refuses an image that does not decode as Bedrock does: the broken files
+    never reach it, so the question is answered in one request with the image that is whole."""
+    files = [add_file(ws, name, data, channel="C0ECSUP", user="U0TANAKA", mimetype=f"image/{kind}", filetype=kind)
+             for name, data, kind in [("broken.png", corrupt("PNG"), "png"), ("broken.jpg", corrupt("JPEG"), "jpeg"),
+                                      ("shot.png", png(30, 10), "png")]]
+    asked = ws.post("C0ECSUP", "この画面は？", user="U0TANAKA", files=files)
+    stub.script(stub_lib.text("画面を確認しました。"))
+    assert answer(ws, tmp_path, asked.ts) == 0
+    assert "画面を確認しました" in markdown_of(bot_messages(ws, "C0ECSUP", asked.ts)[-1])
+    [request] = stub.requests
+    assert [base64.b64decode(b["source"]["data"]) for b in blocks_of(request.body) if b["type"] == "image"] == \
+        [png(30, 10)]
+    context = "\n".join(str(b.get("text")) for b in blocks_of(request.body))
+    for name in ("broken.png", "broken.jpg"):
+        assert f"{name}: 読めませんでした（画像として読めません（壊れているか、対応していない形式です））" in context
 
 
 # -- PDFs ---------------------------------------------------------------------------------------------------------
@@ -201,6 +238,7 @@ def test_the_stub_refuses_what_bedrock_refuses() -> None:
         (user(*[image_block(small)] * 20, image_block(png(2001, 1))), "for many-image requests: 2000 pixels"),
         (user(*[image_block(small)] * 101), "Too much media: 0 document pages + 101 images > 100"),
         (user(image_block(small, "image/jpeg")), "Image does not match the provided media type image/jpeg"),
+        (user(image_block(corrupt("PNG"))), "Could not process image"),
         (user(document), "A maximum of 100 PDF pages may be provided."),
     ]
     with BedrockStub() as running:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import re
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from agent.cli import main
 from agent.core.tokens import IMAGE_TOKENS, request_tokens
 from agent.slack.attachments import TEXT_CHARS, declared_size
 from agent.slack.files import decode_text, file_kind
-from mcp_lib.media import MAX_IMAGE_BYTES, image_size
+from mcp_lib.media import MAX_IMAGE_BYTES
 from tests.fakes import bedrock as stub_lib
 from tests.fakes import slack_scopes
 from tests.fakes.attachments import ask, blocks_of, media, pdf, png, question_text
@@ -147,12 +146,6 @@ def test_long_text_keeps_head_and_tail_with_a_note(ws: Workspace, fake: FakeSlac
 
 
 def test_pieces() -> None:
-    assert image_size(png(3, 2)) == ("image/png", 3, 2)
-    assert image_size(b"GIF89a" + struct.pack("<HH", 7, 5) + b"\x00" * 4) == ("image/gif", 7, 5)
-    jpeg = b"\xff\xd8\xff\xe0\x00\x10" + b"\x00" * 14 + b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 600, 800) + \
-        b"\x00" * 12
-    assert image_size(jpeg) == ("image/jpeg", 800, 600)
-    assert image_size(b"not an image at all, long enough to look") is None
     assert decode_text("ログ：エラー".encode("cp932")) == "ログ：エラー"
     assert decode_text("\ufeffBOM".encode()) == "BOM"
     assert file_kind({"name": "main.py", "mimetype": "application/octet-stream"}) == "text"
