@@ -1,6 +1,6 @@
-"""HTTP for the platforms (GitHub, Growi; Redmine's engine shares the decisions): door-guarded httpx2 clients, which
-answers are worth another try, one tool call's requests under one retry budget (``ToolContext.deadline``: three
-requests cannot take three budgets), and how much of an answer is read."""
+"""HTTP for the platforms (GitHub, Growi; Redmine's engine shares the decisions, Slack's client the bound on an
+answer): door-guarded httpx2 clients, which answers are worth another try, one tool call's requests under one retry
+budget (``ToolContext.deadline``: three requests cannot take three budgets), and how much of an answer is read."""
 
 from __future__ import annotations
 
