@@ -1,6 +1,6 @@
-"""HTTP for the platforms (GitHub, Growi; Redmine's engine shares the decision): door-guarded httpx2 clients, which
-answers are worth another try, and one tool call's requests under one retry budget (``ToolContext.deadline``: three
-requests cannot take three budgets)."""
+"""HTTP for the platforms (GitHub, Growi; Redmine's engine shares the decisions, Slack's client the bound on an
+answer): door-guarded httpx2 clients, which answers are worth another try, one tool call's requests under one retry
+budget (``ToolContext.deadline``: three requests cannot take three budgets), and how much of an answer is read."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import socket
 import threading
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +28,22 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 # Timeouts, connection failures and retryable answers: 4 attempts; a server wait over 30 s (GitHub's hourly reset
 # can be far away) is reported, not sat out.
 POLICY = Policy(attempts=4, base_s=0.5, max_backoff_s=30.0, max_server_wait_s=30.0)
+# The most of one answer any transport reads (GitHub, Growi, Redmine, Slack), counted after content decoding so that
+# a gzip bomb stops here too. What the services send is far below: a GitHub file is at most 1 MB (1.4 MB as base64
+# JSON), a search page of 100 hits, a Slack page of 200 messages or a Redmine issue with its journals a few MB, a
+# long Growi page about as much; an answer of gigabytes (a base URL on a file server, a broken server) is not one.
+MAX_ANSWER_BYTES = 32 * 2**20
+
+
+def read_capped(chunks: Iterable[bytes], service: str) -> bytes:
+    """The body in ``chunks`` (decoded, as they arrive), or a ToolError once it passes :data:`MAX_ANSWER_BYTES`."""
+    body = bytearray()
+    for chunk in chunks:
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            raise ToolError(f"{service} sent an answer of more than {MAX_ANSWER_BYTES >> 20} MB, far more than it "
+                            "should; nothing of it is used: check its URL setting, or ask for less")
+    return bytes(body)
 
 
 def check_answer(status: int, headers: Mapping[str, str], clock: Clock = SYSTEM_CLOCK, detail: str = "") -> None:
@@ -57,16 +73,20 @@ def retried(what: str, fn: Callable[[], T], budget: Budget) -> T:
 
 def send(ctx: ToolContext, what: str, method: str, url: str, **kwargs: Any) -> httpx2.Response:
     """One request on ``ctx.client`` (an ``httpx2.Client``), :func:`retried` on timeouts, connection failures and
-    the answers :func:`check_answer` retries; the caller interprets the response."""
+    the answers :func:`check_answer` retries; the caller interprets the response, its body :func:`read_capped`."""
     import httpx2
 
     def attempt() -> httpx2.Response:
         try:
-            response = ctx.client.request(method, url, **kwargs)
+            with ctx.client.stream(method, url, **kwargs) as streamed:
+                body = read_capped(streamed.iter_bytes(), what)
         except httpx2.TimeoutException as exc:
             raise Retryable(f"timed out ({type(exc).__name__})") from exc
         except httpx2.TransportError as exc:
             raise Retryable(f"could not connect ({type(exc).__name__}: {exc})") from exc
+        decoded = ("content-encoding", "content-length")  # describe the body as sent, not as read
+        headers = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in decoded]
+        response = httpx2.Response(streamed.status_code, headers=headers, content=body, request=streamed.request)
         check_answer(response.status_code, response.headers, ctx.clock, error_detail(response))
         return response
 

@@ -120,6 +120,8 @@ SITES = {
     ("mcp_lib/platforms/redmine/__init__.py", "Session"): "(helpbot's own per-call Session class, no HTTP)",
     ("mcp_lib/platforms/slack/client.py", "Authorization"):
         "test_a_slack_api_redirect_reaches_the_other_origin_without_the_token",
+    ("mcp_lib/platforms/slack/client.py", "build_opener"):
+        "test_a_slack_api_redirect_reaches_the_other_origin_without_the_token",
     ("mcp_lib/external.py", "Authorization"): "test_helpbots_own_credentials_never_reach_an_in_house_server",
     ("mcp_lib/external.py", "AsyncClient"): "test_helpbots_own_credentials_never_reach_an_in_house_server",
     ("mcp_lib/external.py", "streamable_http_client"): "test_helpbots_own_credentials_never_reach_an_in_house_server",

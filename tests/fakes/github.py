@@ -12,12 +12,14 @@ needs its current blob ``sha``) and a pull request, each refused without its per
 write; ``can_open_pulls``: pull-requests write) with the message of the token's kind (``token_kind``).
 Failures are scripted with :meth:`FakeGitHub.script` (``rate_limited``, ``too_many``, ``server_error``, ``slow``).
 
-``serve``, ``slow`` and ``respond`` are shared with the other fakes.
+``serve``, ``slow``, ``respond`` and ``flood`` are shared with the other fakes.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import gzip
 import hashlib
 import itertools
 import json
@@ -34,6 +36,8 @@ from urllib.parse import urlencode
 
 import httpx2
 
+from mcp_lib.http import MAX_ANSWER_BYTES
+
 Behaviour = Callable[[httpx2.Request], "httpx2.Response | None"]
 TokenKind = Literal["classic", "fine-grained", "installation"]
 WEB = "https://github.com"
@@ -44,9 +48,11 @@ DOCS = "https://docs.github.com/rest"
 
 
 def respond(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Behaviour:
-    """A scripted answer: JSON ``body`` (or text when it is a str), with ``headers``."""
+    """A scripted answer: JSON ``body`` (or text when it is a str, bytes as sent), with ``headers``."""
 
     def behave(request: httpx2.Request) -> httpx2.Response:
+        if isinstance(body, bytes):  # a stream: the client decodes it, not the fake
+            return httpx2.Response(status, headers=headers, stream=httpx2.ByteStream(body))
         if isinstance(body, str):
             return httpx2.Response(status, text=body, headers=headers)
         if body is None:
@@ -54,6 +60,14 @@ def respond(status: int, body: Any = None, headers: dict[str, str] | None = None
         return httpx2.Response(status, json=body, headers=headers)
 
     return behave
+
+
+@functools.cache
+def flood(*, gzipped: bool = False) -> tuple[bytes, dict[str, str]]:
+    """Body and headers of a JSON-typed answer one byte longer than helpbot reads (a base URL on a file server);
+    ``gzipped``: a gzip bomb of some 33 KB that inflates to as much."""
+    body, headers = b" " * (MAX_ANSWER_BYTES + 1), {"Content-Type": "application/json"}
+    return (gzip.compress(body), {**headers, "Content-Encoding": "gzip"}) if gzipped else (body, headers)
 
 
 def slow(seconds: float) -> Behaviour:

@@ -58,6 +58,8 @@ Faults (checked before anything else, counted per method; ``"*"`` matches every 
 - ``fake.fail("conversations.history", status=500, times=3)``: an HTML error page, as Slack's edge returns.
 - ``fake.fail("auth.test", error="invalid_auth")``: HTTP 200 ``ok: false`` with that error code.
 - ``fake.slow("conversations.replies", seconds=2.0)``: the answer is delayed (for client timeouts).
+- ``fake.flood("conversations.history", gzipped=True, status=200)``: an answer longer than helpbot reads, or a gzip
+  bomb of one (tests/fakes/github.py ``flood``).
 
 Where Slack is vague the fake is deliberately strict, so that bugs show up here rather than in production:
 - ``chat.postMessage`` with a ``thread_ts`` that is not a message of that channel -> ``thread_not_found``.
@@ -92,6 +94,7 @@ from urllib.parse import parse_qsl, urlparse
 import pytest
 
 from tests.fakes import slack_files, slack_scopes, slack_stream
+from tests.fakes.github import flood
 from tests.fakes.slack_files import FakeFile
 from tests.fakes.slack_stream import STREAM_METHODS
 
@@ -1029,6 +1032,7 @@ class Fault:
     lost: bool = False  # the call takes effect, but its answer is the failure (a 5xx or timeout after the work)
     until: Callable[[], object] | None = None  # held until this is true (at most ``delay`` seconds)
     released: list[bool] = field(default_factory=list)  # for each held answer: whether ``until`` released it
+    flood: bool | None = None  # answered with flood(gzipped=flood)
 
 
 class FakeSlack:
@@ -1065,6 +1069,10 @@ class FakeSlack:
     def slow(self, method: str, seconds: float, *, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` answer after ``seconds`` (normally)."""
         self._faults.setdefault(method, []).append(Fault(status=200, times=times, delay=seconds))
+
+    def flood(self, method: str, *, gzipped: bool = False, status: int = 200) -> None:
+        """The next call of ``method`` is answered with ``status`` and more than helpbot reads (``gzipped``: a bomb)."""
+        self._faults.setdefault(method, []).append(Fault(status=status, flood=gzipped))
 
     def hold(self, method: str, until: Callable[[], object], *, at_most_s: float = 30.0) -> list[bool]:
         """The next call of ``method`` answers once ``until()`` is true (checked as requests arrive), or after
@@ -1167,6 +1175,12 @@ class FakeSlack:
                 fault.released.append(bool(until()))
         elif fault and fault.delay and self._stopping.wait(fault.delay):
             return  # the server is stopping
+        if fault and fault.flood is not None:
+            record.status = fault.status
+            data, headers = flood(gzipped=fault.flood)
+            extra = {key: value for key, value in headers.items() if key != "Content-Type"}
+            self._send(handler, fault.status, data, headers["Content-Type"], extra)
+            return
         if fault and fault.status != 200:
             implementation = self.api.methods.get(method)
             if fault.lost and token is not None and implementation is not None:
@@ -1241,9 +1255,9 @@ class FakeSlack:
             pass
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, body: str, content_type: str,
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: str | bytes, content_type: str,
               headers: dict[str, str]) -> None:
-        data = body.encode("utf-8")
+        data = body.encode("utf-8") if isinstance(body, str) else body
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", content_type)

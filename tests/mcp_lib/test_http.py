@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
 from concurrent.futures import Future
@@ -165,3 +166,15 @@ def test_a_success_is_not_decoded_for_an_error_detail() -> None:
     assert error_detail(Counting(200, json={"message": "not an error"})) == ""
     assert Counting.decoded == 0
     assert error_detail(Counting(404, json={"message": "Not Found"})) == " (Not Found)"
+
+
+def test_an_answer_is_read_decoded_and_otherwise_as_it_came() -> None:
+    """The body is read (and bounded) as decoded bytes; the response the caller gets is the same answer."""
+    answer = httpx2.Response(200, headers={"content-type": "application/json", "content-encoding": "gzip",
+                                           "link": '<https://api.example.com/x?page=2>; rel="next"'},
+                             stream=httpx2.ByteStream(gzip.compress(b'{"items": ["\xe5\x9c\xa8\xe5\xba\xab"]}')))
+    client = httpx2.Client(base_url="https://api.example.com", transport=httpx2.MockTransport(lambda request: answer))
+    response = send(ToolContext(client=client, config=None), "GitHub", "GET", "/x", params={"q": "a"})
+    assert response.status_code == 200 and response.json() == {"items": ["在庫"]}
+    assert response.headers["link"].endswith('rel="next"') and "content-encoding" not in response.headers
+    assert str(response.url) == "https://api.example.com/x?q=a"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from ...clock import SYSTEM_CLOCK, Clock
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, door, origin
 from ...errors import NotFound, Redirected, Retryable
-from ...http import check_answer, retried
+from ...http import check_answer, read_capped, retried
 from ...retry import tool_budget
 from . import PROJECT_IDENT, RedmineConfig
 
@@ -44,10 +45,17 @@ class DoorSession(requests.Session):
                     del prepared_request.headers[name]
 
 
+def capped(response: requests.Response, **_: Any) -> None:
+    """A response hook (before requests reads the body whole): the body read now, decoded, at most
+    :data:`~mcp_lib.http.MAX_ANSWER_BYTES`; what requests reads afterwards is this copy."""
+    with response.raw as raw:
+        response.raw = io.BytesIO(read_capped(raw.stream(2**16, decode_content=True), "Redmine"))
+
+
 class Engine(SyncEngine):
     """python-redmine's requests engine, read-only, with what is worth another try raised as Retryable (the
-    decision :mod:`mcp_lib.http` makes for httpx2); its session is a :class:`DoorSession`. python-redmine wants
-    an engine class: each client's is a subclass holding its door."""
+    decision :mod:`mcp_lib.http` makes for httpx2); its session is a :class:`DoorSession`, its answers
+    :func:`capped`. python-redmine wants an engine class: each client's is a subclass holding its door."""
 
     door: Door
     clock: Clock = SYSTEM_CLOCK  # the registry's, set by each call's Session (a Retry-After date is on its wall)
@@ -57,6 +65,7 @@ class Engine(SyncEngine):
         session.door = self.door
         for name, value in params.items():
             setattr(session, name, value)
+        session.hooks["response"].append(capped)  # each answer, each redirect hop's too
         return session
 
     def request(self, method: str, url: str, headers: Any = None, params: Any = None, data: Any = None) -> Any:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 import re
@@ -10,9 +11,10 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal, NamedTuple
-from urllib.error import URLError
-from urllib.request import Request
+from urllib.error import HTTPError, URLError
+from urllib.request import HTTPSHandler, ProxyHandler, Request, build_opener
 from zoneinfo import ZoneInfo
 
 from slack_sdk import WebClient
@@ -34,6 +36,7 @@ from ...config import DECLARED, ConfigError, env_str, env_timezone, env_url
 from ...core import CredentialsError, ToolContext, ToolError
 from ...doors import Door, slack_door
 from ...errors import ChannelNotFound, RateLimited, Retryable
+from ...http import read_capped
 from ...retry import Budget, Policy, header, next_wait, server_wait, tool_budget
 from ...slack_scopes import token_scopes
 
@@ -162,18 +165,30 @@ class SlackClients:
 
 class DoorWebClient(WebClient):
     """slack-sdk's client with each request through the Slack tokens' door; the token is urllib's unredirected
-    header, so a redirect hop (urllib follows 301/302/303) carries none."""
+    header, so a redirect hop (urllib follows 301/302/303) carries none. Each answer is :func:`read_capped`."""
 
     def __init__(self, *, door: Door, **kwargs: Any):
         super().__init__(**kwargs)
         self.door = door
 
     def _perform_urllib_http_request_internal(self, url: str, req: Request) -> dict[str, Any]:
+        # slack-sdk's own reads each answer whole (its caller an error's), and no public seam reaches that read: this
+        # is it with the reads bounded, less admin.analytics' gzip branch (never called here); its http-only check is
+        # the door's (every request carries the token, so a URL off Slack's origin is refused).
         self.door.guard(url, req.header_items())
         token = req.headers.pop("Authorization", None)
         if token is not None:
             req.add_unredirected_header("Authorization", token)
-        return super()._perform_urllib_http_request_internal(url, req)
+        proxy = [ProxyHandler({"http": self.proxy, "https": self.proxy})] if self.proxy else []
+        try:
+            answer = build_opener(*proxy, HTTPSHandler(context=self.ssl)).open(req, timeout=self.timeout)
+        except HTTPError as exc:
+            with exc:
+                body = read_capped(iter(partial(exc.read, 2**16), b""), "Slack")
+            raise HTTPError(url, exc.code, exc.msg, exc.headers, io.BytesIO(body)) from None
+        with answer:
+            body = read_capped(iter(partial(answer.read, 2**16), b""), "Slack")
+        return {"status": answer.status, "headers": answer.headers, "body": body.decode("utf-8", "replace")}
 
 
 def web_client(config: SlackConfig, token: str, **kwargs: Any) -> WebClient:

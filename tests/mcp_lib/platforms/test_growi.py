@@ -13,7 +13,7 @@ from mcp_lib.errors import Refused
 from mcp_lib.platforms import growi
 from mcp_lib.registry import Registry
 from tests.fakes.clock import FakeClock
-from tests.fakes.github import respond, serve, slow
+from tests.fakes.github import flood, respond, serve, slow
 from tests.fakes.growi import Auth, FakeGrowi, maintenance, too_many
 
 URL = "https://wiki.example.com"
@@ -306,6 +306,14 @@ def test_an_html_answer_points_at_the_url(fake: FakeGrowi, clock: FakeClock) -> 
     fake.script("GET", r"^/_api/search$", respond(200, "<html>SSO</html>", {"content-type": "text/html"}))
     result = call(fake, clock, "searchPages", query="在庫")
     assert result.status == "error" and "GROWI_URL" in (result.message or "")
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_an_answer_over_the_bound_is_an_error_result(fake: FakeGrowi, clock: FakeClock, gzipped: bool) -> None:
+    """A compromised wiki's flood, or its gzip bomb: at most 32 MB (decoded) is read, then the call says so."""
+    fake.script("GET", r"^/_api/v3/page$", respond(200, *flood(gzipped=gzipped)))
+    result = call(fake, clock, "getPage", path="/手順/在庫同期")
+    assert result.status == "error" and "Growi sent an answer of more than 32 MB" in (result.message or "")
 
 
 def test_429_retry_after_is_honoured(fake: FakeGrowi, clock: FakeClock) -> None:

@@ -3,6 +3,7 @@ not produce on demand (429, 503, timeouts, a misbehaving search), a tiny local H
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from mcp_lib.cutting import TRUNCATION_MARKER
 from mcp_lib.platforms import redmine
 from tests import redmine_server as server_helper
 from tests.fakes.clock import FakeClock
+from tests.fakes.github import flood
 from tests.redmine_server import RedmineServer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -513,7 +515,7 @@ def stub() -> Iterator[Stub]:
                 status, headers, body = state.routes[path](query)
             else:
                 status, headers, body = 404, {}, {"errors": ["not found"]}
-            payload = json.dumps(body).encode()
+            payload = body if isinstance(body, bytes) else json.dumps(body).encode()
             try:
                 self.send_response(status)
                 for name, value in {"Content-Type": "application/json", **headers}.items():
@@ -607,6 +609,24 @@ def test_timeout_is_retried(stub: Stub) -> None:
     registry = make_registry(stub.url, "k", sleeps, HELPBOT_REDMINE_TIMEOUT="1")  # the retry has its whole second
     assert ok(registry.call("redmine:getIssue", {"issueId": 1}))
     assert len(sleeps) == 1 and stub.retried.is_set()
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_an_answer_over_the_bound_is_an_error_result(stub: Stub, gzipped: bool) -> None:
+    """REDMINE_URL on a file server, or a gzip bomb: at most 32 MB (decoded) is read, then the call says so."""
+    body, headers = flood(gzipped=gzipped)
+    stub.routes["/issues/1.json"] = lambda q: (200, headers, body)
+    sleeps: list[float] = []
+    result = make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1})
+    assert result.is_error and "Redmine sent an answer of more than 32 MB" in (result.message or "")
+    assert sleeps == []
+
+
+def test_a_gzipped_answer_reads_as_it_is(stub: Stub) -> None:
+    packed = gzip.compress(json.dumps(ISSUE).encode())
+    stub.routes["/issues/1.json"] = lambda q: (200, {"Content-Encoding": "gzip"}, packed)
+    result = ok(make_registry(stub.url, "k").call("redmine:getIssue", {"issueId": 1}))
+    assert result.item is not None and result.item["title"] == "#1 在庫同期が遅延する"
 
 
 def test_401_names_the_variable(stub: Stub) -> None:

@@ -675,6 +675,23 @@ def test_an_outage_is_an_error_result_not_a_crash(fake: FakeSlack, sleeps: list[
     assert len(sleeps) == 2
 
 
+@pytest.mark.parametrize("status", [200, 500])
+def test_an_answer_over_the_bound_is_an_error_result(fake: FakeSlack, sleeps: list[float], status: int) -> None:
+    """SLACK_API_URL on a file server, a broken edge's error page: at most 32 MB is read, then the call says so
+    (slack-sdk reads an answer whole, and its caller an error's)."""
+    fake.flood("conversations.history", status=status)
+    result = run(context(fake, sleeps), "getConversationHistory", channel="C0ECSUP")
+    assert result.is_error and "Slack sent an answer of more than 32 MB" in (result.message or "")
+    assert sleeps == [] and len(fake.calls("conversations.history")) == 1
+
+
+def test_a_gzip_bomb_is_never_inflated(fake: FakeSlack, sleeps: list[float]) -> None:
+    """urllib asks for no compression and inflates none: a gzip bomb is read as its 33 KB, an answer not JSON."""
+    fake.flood("conversations.history", gzipped=True)
+    result = run(context(fake, sleeps), "getConversationHistory", channel="C0ECSUP")
+    assert result.is_error and "non-JSON" in (result.message or ""), result.message
+
+
 def test_unreachable_slack_is_retried_once_then_reported(sleeps: list[float]) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
