@@ -143,7 +143,8 @@ class SlackClients:
     unknown_users: set[str] = field(default_factory=set)  # lookups that failed: not asked again
     names_pending: dict[str, Future[None]] = field(default_factory=dict)  # lookups started ahead (names_ahead)
     user_lookups_paused_until: float = 0.0  # users.info was rate limited: no lookups until then
-    name_lookups: Iterator[int] = field(default_factory=itertools.count)  # names asked so far (MAX_NAME_LOOKUPS)
+    name_lookups: Iterator[int] = field(default_factory=itertools.count)  # names asked (MAX_NAME_LOOKUPS) until:
+    name_lookups_until: float = float("-inf")
     channel_ids: dict[str, str] = field(default_factory=dict)
     auth: dict[str, Any] | None = None  # auth.test of the reading token (reading.whoami)
 

@@ -4,6 +4,7 @@ messages turned into result items."""
 from __future__ import annotations
 
 import html
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -23,9 +24,11 @@ SEARCH_PAGE = 100  # search.messages' largest page
 SEARCH_PAGES = 5  # how far a search pages on past hidden matches
 CHANNEL_PAGES = 5  # x 200 channels
 NAMES_AHEAD = 20  # people of one thread whose names are looked up at once
-# users.info lookups for names per client (a run): a thread's people are far fewer, and half a minute of Slack's
-# Tier 4 (~100 a minute) leaves the workspace's users.info to the front's asker check and to other runs
+# users.info lookups for names per client and minute: a thread's people are far fewer, and half of Slack's Tier 4
+# (~100 a minute) leaves the workspace's users.info to the front's asker check and to other runs; a minute on (a
+# long-lived MCP server's client), names are looked up again
 MAX_NAME_LOOKUPS = 50
+NAME_LOOKUPS_FOR_S = 60.0
 
 
 def _unreadable(channel: str) -> ToolError:
@@ -88,8 +91,10 @@ def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> s
 
 def _look_up_name(ctx: ToolContext, user_id: str, patient: bool = False) -> None:
     clients: SlackClients = ctx.client
+    if (now := ctx.clock.monotonic()) >= clients.name_lookups_until:
+        clients.name_lookups, clients.name_lookups_until = itertools.count(), now + NAME_LOOKUPS_FOR_S
     if (user_id in clients.users or user_id in clients.unknown_users
-            or ctx.clock.monotonic() < clients.user_lookups_paused_until
+            or now < clients.user_lookups_paused_until
             or next(clients.name_lookups) >= MAX_NAME_LOOKUPS):  # next() is atomic: names_ahead's threads too
         return
     try:

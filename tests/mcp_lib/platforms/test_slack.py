@@ -26,7 +26,7 @@ from mcp_lib.platforms.slack import (
     load_config,
     make_client,
 )
-from mcp_lib.platforms.slack.reading import MAX_NAME_LOOKUPS, names_ahead, person, plain
+from mcp_lib.platforms.slack.reading import MAX_NAME_LOOKUPS, NAME_LOOKUPS_FOR_S, names_ahead, person, plain
 from mcp_lib.registry import Registry
 from tests.fakes.clock import FakeClock
 from tests.fakes.slack import BOT_TOKEN, PERSON_TOKEN, USER_TOKEN, FakeSlack, Workspace, sample_workspace
@@ -561,6 +561,10 @@ def test_a_message_of_500_mentions_looks_up_at_most_max_name_lookups_people(ws: 
     assert plain(ahead, message["text"]).split(" ")[-1] == "@U0P0499"
     assert person(ahead, "U0SUZUKI")["name"] == "suzuki"  # the reply's author was not crowded out
     assert len(fake.calls("users.info")) == 2 * MAX_NAME_LOOKUPS
+    ctx.clock.advance(NAME_LOOKUPS_FOR_S)  # a long-lived MCP server's client: a minute on, names again
+    words = run(ctx, "getConversationHistory", channel="C0GENERAL", limit=1).items[0]["text"].split(" ")
+    assert words[2 * MAX_NAME_LOOKUPS - 1:2 * MAX_NAME_LOOKUPS + 1] == ["@person99", "@U0P0100"]
+    assert len(fake.calls("users.info")) == 3 * MAX_NAME_LOOKUPS
 
 
 def test_slack_retries_never_wait_past_the_calls_deadline(fake: FakeSlack) -> None:
