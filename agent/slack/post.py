@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agent import guard
 from agent.errors import RunFailed, describe_error, slack_error_code
 from agent.slack.blocks import POST_OPTIONS, question_payload
-from mcp_lib import retry
+from mcp_lib import ids, retry
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.errors import GaveUp
 from mcp_lib.retry import Budget, Policy, server_wait
@@ -116,13 +116,14 @@ class SlackOut:
         """A new message; its ts. ``adopt`` finds it when an attempt that seemed to fail did post it: no double post."""
         body = {**payload, **POST_OPTIONS}
         try:
-            response = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, adopt=adopt, **body)
+            answer = self._call("chat.postMessage", channel=channel, thread_ts=thread_ts, adopt=adopt, **body)
+            if not ids.is_ts(ts := str(answer.get("ts"))):  # a proxy's: lost, as after a reset (the post may be in)
+                raise OSError(f"Slack's answer to chat.postMessage names no message (ts {ts[:40]!r})")
         except Exception as exc:
             found = _adopted(adopt) if adopt is not None and may_have_succeeded(exc) else None
             if found is None:
                 raise
-            response = {"ts": found}
-        ts = str(response["ts"])
+            ts = found
         self.trace.front("post", channel=channel, thread_ts=thread_ts, ts=ts, chars=len(json.dumps(body)))
         return ts
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agent.errors import ModelUnavailable
+from agent.slack import markers
 from agent.slack.front import Options, run
 from tests.fakes.clock import FakeClock
 from tests.fakes.front import (
@@ -157,6 +158,27 @@ def test_a_thread_with_messages_slack_never_sends_is_answered(ws: Workspace, fak
         return {**answer, "messages": [*answer["messages"], *odd]}
 
     fake.api.methods["conversations.replies"] = with_odd_ones
+    code, _ = answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)
+    assert code == 0
+    assert_final(ws, q.ts, "answer")
+
+
+@pytest.mark.parametrize("ts", ["abc", None, "1e400"])
+def test_a_post_whose_answer_names_no_message_is_found_in_the_thread(ws: Workspace, fake: FakeSlack,
+                                                                     env: dict[str, str], ts: Any) -> None:
+    """A proxy's chat.postMessage answer whose ts is no Slack ts, on a re-run after a notice: float() of it raised
+    out of the claim, and the placeholder it named no message of stayed beside a second notice. The post is taken
+    as one whose answer was lost: the thread read back names it."""
+    q = question_of(ws)
+    ws.post("C0ECSUP", "回答を作成できませんでした", user=BOT, bot_id=ws.bot_id, thread_ts=q.ts,
+            metadata=markers.metadata("failure", channel="C0ECSUP", question_ts=q.ts))
+    real = fake.api.methods["chat.postMessage"]
+
+    def posted(params: dict[str, Any], token: Any) -> dict[str, Any]:
+        answer = {key: value for key, value in real(params, token).items() if key != "ts"}
+        return answer if ts is None else {**answer, "ts": ts}  # None: no ts at all
+
+    fake.api.methods["chat.postMessage"] = posted
     code, _ = answer_scripted(env, cites_first_faq_hit(), channel="C0ECSUP", ts=q.ts)
     assert code == 0
     assert_final(ws, q.ts, "answer")
