@@ -244,8 +244,8 @@ def reacted(slack: Slack, trigger: Trigger, message: Mapping[str, Any]) -> bool:
     dispatch token, or writes a zap, can name anyone as the reactor."""
     def users(of: Mapping[str, Any]) -> tuple[list[str], bool]:
         """Who reacted with it (every skin tone is its own entry) and whether Slack listed only some of them."""
-        entries = [e for e in of.get("reactions") or []
-                   if isinstance(e, dict) and canonical_reaction(str(e.get("name") or "")) == trigger.reaction]
+        entries = [e for e in of.get("reactions") or []  # objects, with lists of users: client.call
+                   if canonical_reaction(str(e.get("name") or "")) == trigger.reaction]
         listed = [str(u) for e in entries for u in e.get("users") or []]
         return listed, any(count(e.get("count")) > len(e.get("users") or []) for e in entries)
 

@@ -266,10 +266,15 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
 
 def _messages(found: Any) -> list[dict[str, Any]]:
     """The messages Slack's API documents: objects whose ``ts`` (and ``thread_ts``, ``latest_reply``) is a Slack
-    timestamp. Any other (a proxy's, a fake's; Slack sends none) is left out here, once, for every reader."""
+    timestamp, ``subtype`` a string, ``files``, ``reply_users`` and ``reactions`` lists, each reaction an object
+    with a list of ``users``. Any other (a proxy's, a fake's; Slack sends none) is left out here, once, for every
+    reader."""
     return [m for m in found if isinstance(m, dict) and all(
         isinstance(m.get(key), str) and ids.is_ts(m[key]) for key in ("ts", "thread_ts", "latest_reply")
-        if key == "ts" or key in m)] if isinstance(found, list) else []
+        if key == "ts" or key in m) and isinstance(m.get("subtype", ""), str)
+        and all(isinstance(m.get(key, []), list) for key in ("files", "reply_users", "reactions"))
+        and all(isinstance(r, dict) and isinstance(r.get("users", []), list) for r in m.get("reactions", []))
+    ] if isinstance(found, list) else []
 
 
 def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, **params: Any) -> SlackResponse:

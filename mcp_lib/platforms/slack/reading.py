@@ -244,9 +244,7 @@ def message_item(ctx: ToolContext, channel: Mapping[str, Any], message: Mapping[
         item["thread_ts"] = thread_ts
     if message.get("reply_count"):
         item["reply_count"] = message["reply_count"]
-    found = message.get("files")
-    if files := [str(f.get("name") or f.get("title")) for f in found if isinstance(f, dict)] if isinstance(
-            found, list) else []:
+    if files := [str(f.get("name") or f.get("title")) for f in message.get("files") or [] if isinstance(f, dict)]:
         item["files"] = files
     return item
 

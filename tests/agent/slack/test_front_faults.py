@@ -146,7 +146,8 @@ def test_a_replies_storm_during_the_claim_ends_in_a_notice(ws: Workspace, fake: 
 def test_a_thread_with_messages_slack_never_sends_is_answered(ws: Workspace, fake: FakeSlack,
                                                                env: dict[str, str]) -> None:
     """A proxy's thread holding messages that are no objects or whose ts is no Slack ts, one of them a marker of
-    helpbot's: float() of them raised out of the thread's context and the claim, and the run never answered."""
+    helpbot's, or whose subtype or files are no string or list: float() of them, ``in`` a set and iteration raised
+    out of the thread's context, the claim and the attachments, and the run never answered."""
     q = question_of(ws)
     real = fake.api.methods["conversations.replies"]
     marker = {"bot_id": BOT, "metadata": {"event_type": "helpbot_progress",
@@ -154,7 +155,8 @@ def test_a_thread_with_messages_slack_never_sends_is_answered(ws: Workspace, fak
 
     def with_odd_ones(params: dict[str, Any], token: Any) -> dict[str, Any]:
         answer = real(params, token)
-        odd = ["x", None, {"ts": "abc", "text": "?"}, {"ts": ["1"]}, {**marker, "ts": "1e20"}, {**marker, "ts": ""}]
+        odd = ["x", None, {"ts": "abc", "text": "?"}, {"ts": ["1"]}, {**marker, "ts": "1e20"}, {**marker, "ts": ""},
+               {"ts": "1735779660.999998", "subtype": ["x"], "text": "?"}, {"ts": "1735779660.999999", "files": 5}]
         return {**answer, "messages": [*answer["messages"], *odd]}
 
     fake.api.methods["conversations.replies"] = with_odd_ones

@@ -602,13 +602,13 @@ class _OneSearch:
 
 
 def test_odd_search_matches_are_left_out_or_read_not_fatal() -> None:
-    """Matches without a Slack ts are left out by client.call, a channel that is no object is not visible, and odd
-    files or a permalink that is no URL are read: each raised past the search (KeyError, OverflowError, OSError,
-    TypeError, ValueError) or was counted in a note about Slack's ts."""
+    """Matches without a Slack ts are left out by client.call, a channel that is no object is not visible, and
+    files that are no objects or a permalink that is no URL are read: each raised past the search (KeyError,
+    OverflowError, OSError, TypeError, ValueError) or was counted in a note about Slack's ts."""
     channel = {"id": "C0ECSUP", "name": "ec-support", "is_private": False}
     good = {"channel": channel, "ts": "1735783200.000004", "text": "楽天の注文取込", "username": "suzuki",
             "permalink": "https://helpbot-test.slack.com/archives/C0ECSUP/p1735783200000004"}
-    odd = {**good, "files": 5, "permalink": "http://[x?thread_ts=1735783200.000001"}
+    odd = {**good, "files": [5, None], "permalink": "http://[x?thread_ts=1735783200.000001"}
     matches = [{**good, "ts": ""}, {**good, "ts": None}, {k: v for k, v in good.items() if k != "ts"},
                {**good, "ts": "1e20"}, {**good, "ts": "-1e18"}, {**good, "channel": "C0ECSUP"}, odd, good]
     config = SlackConfig(api_url=DEFAULT_API_URL, user_token=USER_TOKEN)
@@ -939,6 +939,23 @@ def test_messages_without_a_slack_ts_are_left_out_of_every_read(odd: Any) -> Non
     assert call(ctx, "conversations.replies", channel="C0ECSUP", ts=good["ts"])["messages"] == [good]
     assert "message" not in call(ctx, "reactions.get", channel="C0ECSUP", timestamp=good["ts"])
     assert call(ctx, "conversations.history", channel="C0ECSUP")["messages"] == []
+
+
+@pytest.mark.parametrize("odd", [{"subtype": ["x"]}, {"subtype": {}}, {"files": 5}, {"files": "a.png"},
+                                 {"reactions": 5}, {"reactions": ["help"]},
+                                 {"reactions": [{"name": "help", "users": 5}]}, {"reply_users": 5}])
+def test_messages_whose_other_fields_are_not_slacks_are_left_out_of_every_read(odd: dict[str, Any]) -> None:
+    """A subtype that is no string (unhashable: answerable's and the context's ``in`` raised TypeError), files,
+    reactions or their users, reply_users that are no lists (iterated: TypeError in the attachments, the front's
+    reactor check, the ratings, the FAQ draft): what Slack never sends is left out, as a ts that is none."""
+    from mcp_lib.platforms.slack.client import call
+
+    good = {"ts": "1735779660.000001", "subtype": "thread_broadcast", "files": [], "reply_users": ["U0TANAKA"],
+            "reactions": [{"name": "help", "users": ["U0TANAKA"], "count": 1}]}
+    bad = {**good, "ts": "1735779660.000002", **odd}
+    ctx = answering({"conversations_replies": {"messages": [bad, good]}, "reactions_get": {"message": bad}})
+    assert call(ctx, "conversations.replies", channel="C0ECSUP", ts=good["ts"])["messages"] == [good]
+    assert "message" not in call(ctx, "reactions.get", channel="C0ECSUP", timestamp=bad["ts"])
 
 
 def test_a_bot_profile_that_is_no_object_is_no_name() -> None:
