@@ -242,20 +242,21 @@ def _content(called: Any) -> tuple[str, list[Image], list[dict[str, str]], list[
     resources: list[dict[str, str]] = []
     notes: list[str] = []
     unshown: Counter[tuple[str, str]] = Counter()  # (what, why) -> how many
-    image_bytes = 0
+    image_bytes = tried = 0
+    over = f"over the limit of one result ({MAX_RESULT_IMAGES} images, {MAX_RESULT_IMAGE_BYTES / 1e6:.2f} MB)"
     for block in called.content:
         kind = str(getattr(block, "type", "?"))
         if kind == "text":
             texts.append(block.text)
         elif kind == "image":
-            checked = check_base64_image(str(block.data))
+            tried += 1  # each decoded may be 80 megapixels, and a server sends as many as it likes: the first few
+            checked = check_base64_image(str(block.data)) if tried <= MAX_RESULT_IMAGES else over
             if isinstance(checked, str):
                 unshown["image", checked] += 1
                 continue
             media_type, width, height, size = checked
-            if len(images) >= MAX_RESULT_IMAGES or image_bytes + size > MAX_RESULT_IMAGE_BYTES:
-                unshown["image", f"over the limit of one result ({MAX_RESULT_IMAGES} images, "
-                                 f"{MAX_RESULT_IMAGE_BYTES / 1e6:.2f} MB)"] += 1
+            if image_bytes + size > MAX_RESULT_IMAGE_BYTES:
+                unshown["image", over] += 1
                 continue
             images.append(Image(media_type=media_type, data=block.data))
             image_bytes += size

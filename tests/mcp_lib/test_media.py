@@ -10,7 +10,7 @@ import zlib
 import pytest
 from mcp import types
 
-from mcp_lib.media import CORRUPT, NOT_AN_IMAGE, TOO_LARGE, check_base64_image, decoded_image
+from mcp_lib.media import CORRUPT, MAX_RESULT_IMAGES, NOT_AN_IMAGE, TOO_LARGE, check_base64_image, decoded_image
 from mcp_lib.result import from_call_result
 from tests.fakes.attachments import corrupt, photo, png
 
@@ -80,6 +80,15 @@ def test_a_decompression_bomb_is_refused_by_its_header_before_pillow_reads_it() 
     assert all(len(bomb) < 100_000 for bomb in bombs)
     assert [decoded_image(bomb) for bomb in bombs] == [TOO_LARGE] * 5
     assert shown(bombs[0])[1] == ["[1 image not shown: over 80 megapixels, not decoded]"]
+
+
+def test_a_result_decodes_at_most_max_result_images_of_its_images() -> None:
+    """Each decode may be 80 megapixels (0.7 s of CPU and 240 MB for an RGB PNG of 230 KB) and a server sends as
+    many images as it likes: the ones past the first MAX_RESULT_IMAGES are over the result's limit undecoded,
+    refused ones counting too (only shown ones did, so every refused one was decoded)."""
+    assert shown(*[corrupt("PNG")] * MAX_RESULT_IMAGES, png(3, 2), png(3, 2)) == ([], [
+        "[3 images not shown: it does not decode (corrupt or cut short)]",
+        "[2 images not shown: over the limit of one result (3 images, 3.75 MB)]"])
 
 
 def test_the_pixel_cap_counts_every_frame() -> None:
