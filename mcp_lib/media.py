@@ -22,6 +22,7 @@ MAX_RESULT_IMAGE_BYTES = MAX_IMAGE_BYTES  # all images of one tool result, raw
 MAX_RUN_IMAGES = 6
 MAX_RUN_IMAGE_BYTES = MAX_IMAGE_BYTES  # all tool images of one run, raw: 5 MB of the 20 MB request
 MAX_DECODE_PIXELS = 80_000_000  # all frames together; larger images are not decoded (memory; Pillow warns past 89 MP)
+FRAME_PIXELS = 2_048  # a frame counts at least this: one of 1 px takes as long to read (~17 us)
 NOT_AN_IMAGE = "not a PNG, JPEG, GIF or WebP image"
 TOO_LARGE = f"over {MAX_DECODE_PIXELS // 1_000_000} megapixels, not decoded"
 CORRUPT = "it does not decode (corrupt or cut short)"
@@ -45,7 +46,7 @@ def decoded_image(data: bytes) -> tuple[ImageType, int, int] | str:
         with Image.open(io.BytesIO(data), formats=[IMAGE_TYPES[media_type].upper()]) as image:
             width, height = image.size
             for frame in ImageSequence.Iterator(image):
-                pixels += frame.width * frame.height  # Pillow's own reading of the size (a JPEG may declare two)
+                pixels += max(frame.width * frame.height, FRAME_PIXELS)  # Pillow's size (a JPEG may declare two)
                 if pixels > MAX_DECODE_PIXELS:
                     return TOO_LARGE
                 frame.load()

@@ -10,7 +10,16 @@ import zlib
 import pytest
 from mcp import types
 
-from mcp_lib.media import CORRUPT, MAX_RESULT_IMAGES, NOT_AN_IMAGE, TOO_LARGE, check_base64_image, decoded_image
+from mcp_lib.media import (
+    CORRUPT,
+    FRAME_PIXELS,
+    MAX_DECODE_PIXELS,
+    MAX_RESULT_IMAGES,
+    NOT_AN_IMAGE,
+    TOO_LARGE,
+    check_base64_image,
+    decoded_image,
+)
 from mcp_lib.result import from_call_result
 from tests.fakes.attachments import corrupt, photo, png
 
@@ -94,6 +103,13 @@ def test_a_result_decodes_at_most_max_result_images_of_its_images() -> None:
 def test_the_pixel_cap_counts_every_frame() -> None:
     assert decoded_image(gif(2000, 20)) == ("image/gif", 2000, 2000)  # 80 MP together: at the cap
     assert decoded_image(gif(2000, 21)) == TOO_LARGE
+
+
+def test_the_pixel_cap_counts_a_frame_at_least_as_its_reading_costs() -> None:
+    """A frame of one pixel takes as long to read as some 2,000 (17 us): a 30 MB attachment of 1-pixel GIF frames
+    (800,000 of them) was 14 s of CPU, eight of them two minutes before the question was asked."""
+    assert decoded_image(gif(1, MAX_DECODE_PIXELS // FRAME_PIXELS + 1)) == TOO_LARGE
+    assert decoded_image(gif(1, 3)) == ("image/gif", 1, 1)
 
 
 def test_only_the_types_the_api_takes_and_sizes_it_takes_pass() -> None:
