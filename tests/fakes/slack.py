@@ -60,6 +60,8 @@ Faults (checked before anything else, counted per method; ``"*"`` matches every 
 - ``fake.slow("conversations.replies", seconds=2.0)``: the answer is delayed (for client timeouts).
 - ``fake.flood("conversations.history", gzipped=True, status=200)``: an answer longer than helpbot reads, or a gzip
   bomb of one (tests/fakes/github.py ``flood``).
+- ``fake.cut("users.info", chunked=False)``: the answer stops short of its Content-Length (or in a chunk) and the
+  connection closes (a dropped connection, a proxy's).
 
 Where Slack is vague the fake is deliberately strict, so that bugs show up here rather than in production:
 - ``chat.postMessage`` with a ``thread_ts`` that is not a message of that channel -> ``thread_not_found``.
@@ -1033,6 +1035,7 @@ class Fault:
     until: Callable[[], object] | None = None  # held until this is true (at most ``delay`` seconds)
     released: list[bool] = field(default_factory=list)  # for each held answer: whether ``until`` released it
     flood: bool | None = None  # answered with flood(gzipped=flood)
+    cut: bool | None = None  # the answer stops short of its Content-Length (True: in a chunk), the connection closed
 
 
 class FakeSlack:
@@ -1073,6 +1076,10 @@ class FakeSlack:
     def flood(self, method: str, *, gzipped: bool = False, status: int = 200) -> None:
         """The next call of ``method`` is answered with ``status`` and more than helpbot reads (``gzipped``: a bomb)."""
         self._faults.setdefault(method, []).append(Fault(status=status, flood=gzipped))
+
+    def cut(self, method: str, *, chunked: bool = False, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` answer 200 with a body cut short of its length."""
+        self._faults.setdefault(method, []).append(Fault(status=200, times=times, cut=chunked))
 
     def hold(self, method: str, until: Callable[[], object], *, at_most_s: float = 30.0) -> list[bool]:
         """The next call of ``method`` answers once ``until()`` is true (checked as requests arrive), or after
@@ -1180,6 +1187,14 @@ class FakeSlack:
             data, headers = flood(gzipped=fault.flood)
             extra = {key: value for key, value in headers.items() if key != "Content-Type"}
             self._send(handler, fault.status, data, headers["Content-Type"], extra)
+            return
+        if fault and fault.cut is not None:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json; charset=utf-8")
+            handler.send_header(*(("Transfer-Encoding", "chunked") if fault.cut else ("Content-Length", "1000")))
+            handler.end_headers()
+            handler.wfile.write(b'40\r\n{"ok": true, ' if fault.cut else b'{"ok": true, ')
+            handler.close_connection = True
             return
         if fault and fault.status != 200:
             implementation = self.api.methods.get(method)

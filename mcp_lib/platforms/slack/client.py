@@ -12,6 +12,8 @@ from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import partial
+from http.client import HTTPException
+from json import JSONDecodeError
 from typing import Any, Literal, NamedTuple
 from urllib.error import HTTPError, URLError
 from urllib.request import HTTPSHandler, ProxyHandler, Request, build_opener
@@ -296,9 +298,11 @@ def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, *
         raise (CredentialsError if error in AUTH_ERRORS else ToolError)(message) from None
     except TimeoutError:
         raise ToolError(f"Slack did not answer {api} within {clients.config.timeout_s} s; try again later") from None
-    except (URLError, OSError) as exc:
+    except (URLError, OSError, HTTPException) as exc:  # HTTPException: a chunk cut short, a header line of 64 KB
         reason = getattr(exc, "reason", exc)
         raise ToolError(f"cannot reach Slack at {clients.config.api_url} ({api}): {reason}") from None
+    except JSONDecodeError as exc:  # a body that begins with "{", cut short: slack-sdk's retry handlers parse it
+        raise ToolError(f"Slack answered {api} with broken JSON ({exc}); try again later") from None
     finally:
         _BUDGET.reset(reset)
 

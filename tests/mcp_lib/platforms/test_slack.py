@@ -689,6 +689,24 @@ def test_an_answer_over_the_bound_is_an_error_result(fake: FakeSlack, sleeps: li
     assert sleeps == [] and len(fake.calls("conversations.history")) == 1
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+def test_an_answer_cut_short_is_a_failed_call_and_a_name_lookup_cut_short_shows_the_id(
+        fake: FakeSlack, sleeps: list[float], chunked: bool) -> None:
+    """A body that stops short (a dropped connection, a proxy's): slack-sdk's retry handlers parse a body that
+    begins with "{" (JSONDecodeError) and http.client raises IncompleteRead in a chunk, neither an OSError: they went
+    past request()'s errors, so one name lookup cut short failed the whole read (in the front's question, the run)
+    where the person is shown by id, and a read gave no line that says what to do."""
+    fake.cut("users.info", chunked=chunked)
+    ctx = context(fake, sleeps)
+    result = run(ctx, "getConversationHistory", channel="C0ECSUP", limit=1)
+    assert result.status == "ok", result.message
+    assert result.items[0]["author"] == fake.workspace.history("C0ECSUP")[-1].user
+    fake.cut("conversations.history", chunked=chunked)
+    result = run(ctx, "getConversationHistory", channel="C0ECSUP")
+    said = "cannot reach Slack at" if chunked else "Slack answered conversations.history with broken JSON"
+    assert result.is_error and said in (result.message or ""), result.message
+
+
 def test_a_gzip_bomb_is_never_inflated(fake: FakeSlack, sleeps: list[float]) -> None:
     """urllib asks for no compression and inflates none: a gzip bomb is read as its 33 KB, an answer not JSON."""
     fake.flood("conversations.history", gzipped=True)
