@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlparse
 
 import requests
+import urllib3
 from redminelib import Redmine, exceptions
 from redminelib.engines.sync import SyncEngine
 
@@ -73,9 +74,9 @@ class Engine(SyncEngine):
             raise ToolError(f"refused: the Redmine tools are read-only (attempted {method.upper()} {url})")
         try:
             return super().request(method, url, headers=headers, params=params, data=data)
-        except requests.Timeout as exc:
+        except (requests.Timeout, urllib3.exceptions.TimeoutError) as exc:  # urllib3's: in :func:`capped`'s read
             raise Retryable(f"Redmine did not answer in time ({type(exc).__name__})") from exc
-        except requests.ConnectionError as exc:
+        except (requests.ConnectionError, urllib3.exceptions.ProtocolError) as exc:  # ProtocolError: cut short
             raise Retryable(f"cannot connect to Redmine at {url.split('?')[0]} ({type(exc).__name__})") from exc
 
     def construct_request_kwargs(self, method: str, headers: Any, params: Any, data: Any) -> dict[str, Any]:

@@ -492,6 +492,7 @@ class Stub:
     routes: dict[str, Callable[[str], Reply]] = field(default_factory=dict)
     seen: list[str] = field(default_factory=list)
     hold_first: bool = False  # the first request gets no answer until the client has given up and come back
+    cut_first: str = ""  # ... gets its headers and part of its body, then "stall"s or is "cut" off
     retried: threading.Event = field(default_factory=threading.Event)
 
 
@@ -522,6 +523,12 @@ def stub() -> Iterator[Stub]:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
+                if state.cut_first and len(state.seen) == 1:
+                    self.wfile.write(payload[:10])
+                    self.wfile.flush()
+                    if state.cut_first == "stall":
+                        state.retried.wait(30)  # released by the client's retry, as hold_first
+                    return
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (timeout test)
                 pass
@@ -607,6 +614,18 @@ def test_timeout_is_retried(stub: Stub) -> None:
     stub.hold_first = True
     sleeps: list[float] = []
     registry = make_registry(stub.url, "k", sleeps, HELPBOT_REDMINE_TIMEOUT="1")  # the retry has its whole second
+    assert ok(registry.call("redmine:getIssue", {"issueId": 1}))
+    assert len(sleeps) == 1 and stub.retried.is_set()
+
+
+@pytest.mark.parametrize("how", ["stall", "cut"])
+def test_an_answer_that_stalls_or_is_cut_off_after_its_headers_is_retried(stub: Stub, how: str) -> None:
+    """The response hook reads the body, so a read timeout or a connection cut off in it is urllib3's own error
+    (ReadTimeoutError, ProtocolError), which requests turned into its own when it read (ConnectionError: a stall was
+    retried): either became an error result, never retried."""
+    stub.cut_first = how
+    sleeps: list[float] = []
+    registry = make_registry(stub.url, "k", sleeps, HELPBOT_REDMINE_TIMEOUT="1")
     assert ok(registry.call("redmine:getIssue", {"issueId": 1}))
     assert len(sleeps) == 1 and stub.retried.is_set()
 
