@@ -31,8 +31,9 @@ POLICY = Policy(attempts=4, base_s=0.5, max_backoff_s=30.0, max_server_wait_s=30
 # The most of one answer any transport reads (GitHub, Growi, Redmine, Slack), counted after content decoding so that
 # a gzip bomb stops here too. What the services send is far below: a GitHub file is at most 1 MB (1.4 MB as base64
 # JSON), a search page of 100 hits, a Slack page of 200 messages or a Redmine issue with its journals a few MB, a
-# long Growi page about as much; an answer of gigabytes (a base URL on a file server, a broken server) is not one.
-MAX_ANSWER_BYTES = 32 * 2**20
+# long Growi page about as much. Not more: 8 MB of JSON like [{},{},...] is some 200 MB once parsed, and a run has
+# up to 8 tool calls in flight on a runner of 7 GB.
+MAX_ANSWER_BYTES = 8 * 2**20
 
 
 def read_capped(chunks: Iterable[bytes], service: str) -> bytes:

@@ -461,10 +461,10 @@ def test_a_non_json_answer_points_at_the_url(fake: FakeGitHub, clock: FakeClock)
 
 @pytest.mark.parametrize("gzipped", [False, True])
 def test_an_answer_over_the_bound_is_an_error_result(fake: FakeGitHub, clock: FakeClock, gzipped: bool) -> None:
-    """A base URL on a file server, or a gzip bomb: at most 32 MB (decoded) is read, then the call says so."""
+    """A base URL on a file server, or a gzip bomb: at most 8 MB (decoded) is read, then the call says so."""
     fake.script("GET", r"/issues/1$", respond(200, *flood(gzipped=gzipped)))
     result = call(fake, clock, "getIssue", repo="acme/shop-sync", number=1)
-    assert result.status == "error" and "GitHub sent an answer of more than 32 MB" in (result.message or "")
+    assert result.status == "error" and "GitHub sent an answer of more than 8 MB" in (result.message or "")
     assert clock.sleeps == []  # an answer, not an outage: not asked again
 
 

@@ -310,10 +310,10 @@ def test_an_html_answer_points_at_the_url(fake: FakeGrowi, clock: FakeClock) -> 
 
 @pytest.mark.parametrize("gzipped", [False, True])
 def test_an_answer_over_the_bound_is_an_error_result(fake: FakeGrowi, clock: FakeClock, gzipped: bool) -> None:
-    """A compromised wiki's flood, or its gzip bomb: at most 32 MB (decoded) is read, then the call says so."""
+    """A compromised wiki's flood, or its gzip bomb: at most 8 MB (decoded) is read, then the call says so."""
     fake.script("GET", r"^/_api/v3/page$", respond(200, *flood(gzipped=gzipped)))
     result = call(fake, clock, "getPage", path="/手順/在庫同期")
-    assert result.status == "error" and "Growi sent an answer of more than 32 MB" in (result.message or "")
+    assert result.status == "error" and "Growi sent an answer of more than 8 MB" in (result.message or "")
 
 
 def test_429_retry_after_is_honoured(fake: FakeGrowi, clock: FakeClock) -> None:

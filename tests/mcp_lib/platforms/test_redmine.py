@@ -632,12 +632,12 @@ def test_an_answer_that_stalls_or_is_cut_off_after_its_headers_is_retried(stub: 
 
 @pytest.mark.parametrize("gzipped", [False, True])
 def test_an_answer_over_the_bound_is_an_error_result(stub: Stub, gzipped: bool) -> None:
-    """REDMINE_URL on a file server, or a gzip bomb: at most 32 MB (decoded) is read, then the call says so."""
+    """REDMINE_URL on a file server, or a gzip bomb: at most 8 MB (decoded) is read, then the call says so."""
     body, headers = flood(gzipped=gzipped)
     stub.routes["/issues/1.json"] = lambda q: (200, headers, body)
     sleeps: list[float] = []
     result = make_registry(stub.url, "k", sleeps).call("redmine:getIssue", {"issueId": 1})
-    assert result.is_error and "Redmine sent an answer of more than 32 MB" in (result.message or "")
+    assert result.is_error and "Redmine sent an answer of more than 8 MB" in (result.message or "")
     assert sleeps == []
 
 

@@ -681,11 +681,11 @@ def test_an_outage_is_an_error_result_not_a_crash(fake: FakeSlack, sleeps: list[
 
 @pytest.mark.parametrize("status", [200, 500])
 def test_an_answer_over_the_bound_is_an_error_result(fake: FakeSlack, sleeps: list[float], status: int) -> None:
-    """SLACK_API_URL on a file server, a broken edge's error page: at most 32 MB is read, then the call says so
+    """SLACK_API_URL on a file server, a broken edge's error page: at most 8 MB is read, then the call says so
     (slack-sdk reads an answer whole, and its caller an error's)."""
     fake.flood("conversations.history", status=status)
     result = run(context(fake, sleeps), "getConversationHistory", channel="C0ECSUP")
-    assert result.is_error and "Slack sent an answer of more than 32 MB" in (result.message or "")
+    assert result.is_error and "Slack sent an answer of more than 8 MB" in (result.message or "")
     assert sleeps == [] and len(fake.calls("conversations.history")) == 1
 
 
