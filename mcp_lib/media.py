@@ -96,8 +96,9 @@ def _jpeg_size(data: bytes) -> tuple[str, int, int] | None:
     return None
 
 
-def check_base64_image(data: str) -> tuple[ImageType, int, int, int] | str:
-    """(media type, width, height, raw bytes) of a base64 image the model may be shown, or why it may not."""
+def check_base64_image(data: str, undecoded: str | None = None) -> tuple[ImageType, int, int, int] | str:
+    """(media type, width, height, raw bytes) of a base64 image the model may be shown, or why it may not;
+    ``undecoded``, when given, is the answer for one that passes every check before the decode (none is made)."""
     if len(data) > (MAX_IMAGE_BYTES + 2) // 3 * 4 + 4:  # refused before decoding: 5 MB of base64 at most
         return f"larger than {MAX_IMAGE_BYTES / 1e6:.2f} MB"
     try:
@@ -106,10 +107,13 @@ def check_base64_image(data: str) -> tuple[ImageType, int, int, int] | str:
         return "not valid base64"
     if len(raw) > MAX_IMAGE_BYTES:
         return f"larger than {MAX_IMAGE_BYTES / 1e6:.2f} MB"
-    found = decoded_image(raw)
+    declared = _header(raw)
+    if declared is not None and max(declared[1:]) > MAX_IMAGE_SIDE:
+        return f"{declared[1]}x{declared[2]} px (at most {MAX_IMAGE_SIDE} px a side)"
+    found = undecoded if undecoded is not None and declared is not None else decoded_image(raw)
     if isinstance(found, str):
         return found
     media_type, width, height = found
-    if max(width, height) > MAX_IMAGE_SIDE:
+    if max(width, height) > MAX_IMAGE_SIDE:  # Pillow's reading of the size (a JPEG may declare two)
         return f"{width}x{height} px (at most {MAX_IMAGE_SIDE} px a side)"
     return media_type, width, height, len(raw)

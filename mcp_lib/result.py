@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .config import DECLARED, env_float, env_int, env_str
 from .cutting import keep_start_masked
-from .media import MAX_RESULT_IMAGE_BYTES, MAX_RESULT_IMAGES, ImageType, check_base64_image
+from .media import CORRUPT, MAX_RESULT_IMAGE_BYTES, MAX_RESULT_IMAGES, TOO_LARGE, ImageType, check_base64_image
 from .redact import redact_secrets
 
 MAX_MESSAGE_CHARS = 1000  # an error message (a server's text, an exception) is no place for a whole page
@@ -242,15 +242,16 @@ def _content(called: Any) -> tuple[str, list[Image], list[dict[str, str]], list[
     resources: list[dict[str, str]] = []
     notes: list[str] = []
     unshown: Counter[tuple[str, str]] = Counter()  # (what, why) -> how many
-    image_bytes = tried = 0
+    image_bytes = decoded = 0
     over = f"over the limit of one result ({MAX_RESULT_IMAGES} images, {MAX_RESULT_IMAGE_BYTES / 1e6:.2f} MB)"
     for block in called.content:
         kind = str(getattr(block, "type", "?"))
         if kind == "text":
             texts.append(block.text)
         elif kind == "image":
-            tried += 1  # each decoded may be 80 megapixels, and a server sends as many as it likes: the first few
-            checked = check_base64_image(str(block.data)) if tried <= MAX_RESULT_IMAGES else over
+            # each decoded may be 80 megapixels, and a server sends as many as it likes: the first few are decoded
+            checked = check_base64_image(str(block.data), over if decoded >= MAX_RESULT_IMAGES else None)
+            decoded += not isinstance(checked, str) or checked in (CORRUPT, TOO_LARGE)
             if isinstance(checked, str):
                 unshown["image", checked] += 1
                 continue

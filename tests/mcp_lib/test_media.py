@@ -88,7 +88,7 @@ def test_a_decompression_bomb_is_refused_by_its_header_before_pillow_reads_it() 
     bombs = [grey(100_000, 1), grey(9000, 9000), bytes(jpeg), bytes(webp), gif(60_000, 1)]
     assert all(len(bomb) < 100_000 for bomb in bombs)
     assert [decoded_image(bomb) for bomb in bombs] == [TOO_LARGE] * 5
-    assert shown(bombs[0])[1] == ["[1 image not shown: over 80 megapixels, not decoded]"]
+    assert shown(bombs[0])[1] == ["[1 image not shown: 100000x100000 px (at most 8000 px a side)]"]  # undecoded
 
 
 def test_a_result_decodes_at_most_max_result_images_of_its_images() -> None:
@@ -98,6 +98,9 @@ def test_a_result_decodes_at_most_max_result_images_of_its_images() -> None:
     assert shown(*[corrupt("PNG")] * MAX_RESULT_IMAGES, png(3, 2), png(3, 2)) == ([], [
         "[3 images not shown: it does not decode (corrupt or cut short)]",
         "[2 images not shown: over the limit of one result (3 images, 3.75 MB)]"])
+    assert len(shown(*[b"garbage", b"BM bitmap"] * 3, png(3, 2))[0]) == 1  # refused undecoded: not counted
+
+
 
 
 def test_the_pixel_cap_counts_every_frame() -> None:
