@@ -85,6 +85,14 @@ def _defused(match: re.Match[str]) -> str:
     return "＜!" + (groups["other"] or "") + "＞"
 
 
+def _no_mentions(text: str) -> str:
+    """Every mention defused, in time linear in the text: a markup mention ends at a ">", so past the last one only
+    @here-style ones are looked for, between the "<"s (not in one, nor in the context it is read in); from each "<"
+    there the pattern read on to the end, in vain. Before it, every label read to its ">" matches."""
+    end = text.rfind(">") + 1
+    return _MENTION.sub(_defused, text[:end]) + "<".join(_MENTION.sub(_defused, p) for p in text[end:].split("<"))
+
+
 _URL_CHARS = r"[A-Za-z0-9\-._~:/?#@!$&*+,;=%]"  # ASCII: 「…はhttps://wiki/xを参照」 ends before を
 _LINKS = re.compile(
     r"!\[(?P<alt>[^\]\n]*)\]\((?P<image>[^)\n]*)\)"  # an image: never shown
@@ -140,7 +148,7 @@ class Guard:
         """Text that is rendered (a Slack post, the job summary): masked, mentions defused, links cleaned, no
         images (inline, reference-style or HTML: an HTML tag is shown as text)."""
         text = _IMAGE_MARK.sub("", self._links(_HTML_TAG.sub("＜", text)))
-        return _MENTION.sub(_defused, self.text(self._no_queries(text)))
+        return _no_mentions(self.text(self._no_queries(text)))
 
     def github(self, text: str) -> str:
         """Text GitHub renders and notifies on (a pull request, a file): masked, every mention written with ＠."""

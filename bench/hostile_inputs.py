@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.core.claude_stream import accumulate
 from agent.faq_draft import clean_question
+from agent.guard import Guard
 from agent.slack.blocks import plain_fallback
 from agent.slack.readback import read_answer
 from agent.slack.stream import GuardedText
@@ -68,6 +69,7 @@ CASES: dict[str, Callable[[int], object]] = {
     "stream: an answer that stays open": lambda n: _stream(n // 10),
     "claude_stream: one-character deltas": lambda n: accumulate(_deltas(n * 10), lambda text: None),
     "faq_draft: Slack markup left open": lambda n: clean_question("<http:" * (n // 6)),
+    "guard: mentions left open": lambda n: Guard().markdown("<@U1|" * (n // 10) + "<!here|" * (n // 14)),
 }
 
 

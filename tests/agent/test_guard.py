@@ -85,6 +85,15 @@ def test_every_mention_form_is_defused(mention: str) -> None:
     assert "@here" not in out.lower() and "@channel" not in out.lower() and "@everyone" not in out.lower()
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("<@U0TANAKA|a<b> <!here|x", "＠a＜b <!here|x"), ("<!here|開いたまま @here", "<!here|開いたまま ＠here"),
+    ("> <@U1|x <!channel|y @everyone", "> <@U1|x <!channel|y ＠everyone"),
+    ("<#C1|<!here|> @channel<", "#<!here| ＠channel<"),
+])
+def test_a_mention_left_open_is_kept_as_written_and_what_follows_is_still_defused(text: str, expected: str) -> None:
+    assert guard().markdown(text) == expected
+
+
 def test_email_addresses_are_not_mistaken_for_mentions() -> None:
     assert guard(HELPBOT_MASK_PERSONAL="false").markdown("ops@here.example.com") == "ops@here.example.com"
 
