@@ -135,7 +135,9 @@ class SlackOut:
         """``chat.startStream``, tried once (a retry after a timeout could start a second stream)."""
         response = self._call("chat.startStream", patient=False, channel=channel, thread_ts=thread_ts,
                               recipient_user_id=recipient_user_id, recipient_team_id=recipient_team_id)
-        self.trace.front("stream_start", channel=channel, thread_ts=thread_ts, ts=str(response["ts"]))
+        if not ids.is_ts(ts := str(response.get("ts"))):  # a proxy's: the stream is not ours to append to
+            raise OSError(f"Slack's answer to chat.startStream names no message (ts {ts[:40]!r})")
+        self.trace.front("stream_start", channel=channel, thread_ts=thread_ts, ts=ts)
         return response
 
     def stream_append(self, channel: str, ts: str, chunks: list[dict[str, Any]]) -> None:

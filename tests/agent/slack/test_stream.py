@@ -262,3 +262,24 @@ def test_a_stream_that_slack_ended_is_not_appended_to_again(streaming: Workspace
     assert answer(env, searching_then(ANSWER * 3), deltas=in_pieces(3), channel="C0ECSUP", ts=q.ts) == 0
     assert len(fake.calls("chat.appendStream")) == 1
     assert markdown_of(the_answer(streaming, q.ts)).startswith(ANSWER * 3)
+
+
+@pytest.mark.parametrize("ts", ["abc", None, ["1700000000.000100"]])
+def test_a_start_whose_answer_names_no_message_is_not_streamed_into(streaming: Workspace, fake: FakeSlack,
+                                                                    env: dict[str, str], ts: Any) -> None:
+    """A proxy's chat.startStream answer whose ts is no Slack ts: appending to it would fail every time, and its
+    str() reached the trace as if it named a message. The run does not stream, as where Slack refuses streaming.
+    (The message Slack may have started stays: no answer says which one it is.)"""
+    real = fake.api.methods["chat.startStream"]
+
+    def started(params: dict[str, Any], token: Any) -> dict[str, Any]:
+        answer = {key: value for key, value in real(params, token).items() if key != "ts"}
+        return answer if ts is None else {**answer, "ts": ts}
+
+    fake.api.methods["chat.startStream"] = started
+    q = question_of(streaming)
+    assert answer(env, searching_then(ANSWER), deltas=in_pieces(4), channel="C0ECSUP", ts=q.ts) == 0
+    [answered] = [m for m in bot_messages(streaming, "C0ECSUP", q.ts) if not m.streaming]
+    assert answered.metadata is not None and answered.metadata["event_type"] == EVENT_TYPES["answer"]
+    assert markdown_of(answered).startswith(ANSWER)
+    assert not fake.calls("chat.appendStream") and not fake.calls("chat.stopStream")
