@@ -132,7 +132,8 @@ class Claude:
             return response.json()
 
     def _retryable(self, exc: BaseException) -> bool:
-        return (_is_unreachable(exc) or isinstance(exc, httpx2.TransportError | Truncated)  # timeouts, resets, cuts
+        return (_is_unreachable(exc)  # and timeouts, resets, cuts, a compressed body mangled on the way
+                or isinstance(exc, httpx2.TransportError | httpx2.DecodingError | Truncated)
                 or (isinstance(exc, StatusError) and (exc.status in RETRYABLE_STATUS or exc.status >= 500)))
 
     def _gave_up(self, exc: GaveUp, model: str, retries: list[str]) -> ModelUnavailable:

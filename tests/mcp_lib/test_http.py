@@ -178,3 +178,28 @@ def test_an_answer_is_read_decoded_and_otherwise_as_it_came() -> None:
     assert response.status_code == 200 and response.json() == {"items": ["在庫"]}
     assert response.headers["link"].endswith('rel="next"') and "content-encoding" not in response.headers
     assert str(response.url) == "https://api.example.com/x?q=a"
+
+
+def test_an_answer_that_does_not_decode_is_retried_then_a_tool_error_naming_the_service() -> None:
+    """A gzip body mangled on the way (httpx2's DecodingError, no TransportError) is retried as a reset is; it was
+    an unexpected exception out of the tool."""
+    sent: list[int] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(1)
+        body = gzip.compress(b'{"items": []}')
+        if len(sent) > 1:
+            return httpx2.Response(200, headers={"content-encoding": "gzip"}, stream=httpx2.ByteStream(body))
+        mangled = body[:10] + bytes(b ^ 0xFF for b in body[10:])
+        return httpx2.Response(200, headers={"content-encoding": "gzip"}, stream=httpx2.ByteStream(mangled))
+
+    clock = FakeClock()
+    client = httpx2.Client(base_url="https://api.example.com", transport=httpx2.MockTransport(handler))
+    ctx = ToolContext(client=client, config=None, clock=clock)
+    assert send(ctx, "GitHub", "GET", "/x").json() == {"items": []} and len(sent) == 2
+
+    garbage = httpx2.MockTransport(lambda request: httpx2.Response(200, headers={"content-encoding": "gzip"},
+                                                                   stream=httpx2.ByteStream(b"not gzip at all")))
+    client = httpx2.Client(base_url="https://api.example.com", transport=garbage)
+    with pytest.raises(ToolError, match="GitHub is unavailable after retries: the answer does not decode"):
+        send(ToolContext(client=client, config=None, clock=clock), "GitHub", "GET", "/x")

@@ -190,6 +190,23 @@ def test_connection_errors_and_timeouts_are_retried() -> None:
     assert "ConnectError" in response.retries[0] and "ReadTimeout" in response.retries[1]
 
 
+def test_an_answer_whose_compressed_body_does_not_decode_is_retried() -> None:
+    """A gzip body mangled on the way (httpx2's DecodingError) is retried as a reset is: it was taken for a request
+    Bedrock rejected, and the run degraded."""
+    sent: list[int] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(1)
+        if len(sent) > 1:
+            return ok(request)
+        return httpx2.Response(200, headers={"content-type": "application/json", "content-encoding": "gzip"},
+                               stream=httpx2.ByteStream(b"\x1f\x8b\x08\x00 not a deflate stream"))
+
+    clock = FakeClock()
+    response = ask(through_transport(handler, clock))
+    assert response.text == "ok" and len(sent) == 2 and "DecodingError" in response.retries[0]
+
+
 def test_a_request_never_outlives_the_deadline() -> None:
     timeouts: list[dict[str, float]] = []
 
