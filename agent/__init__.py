@@ -1,9 +1,6 @@
-"""helpbot's agent: Claude (on Bedrock) investigates with mcp_lib's tools and answers with sources.
-
-``core`` is the agent (start at ``core/loop.py``), ``slack`` the Slack front (``helpbot answer``, the relay,
-feedback), and the top level holds the commands and their shared wiring (``build.py``). The public names below
-are imported on first use, so ``helpbot --help`` stays fast.
-"""
+"""helpbot's agent: Claude (on Bedrock) investigates with mcp_lib's tools and answers with sources. ``core`` is the
+agent (start at ``core/loop.py``), ``slack`` the Slack front, the top level the commands and their shared wiring
+(``build.py``). The public names below are imported on first use, so ``helpbot --help`` stays fast."""
 
 from __future__ import annotations
 

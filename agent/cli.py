@@ -1,7 +1,6 @@
-"""``helpbot``: the subcommand table (:data:`SUBCOMMANDS`) and ``helpbot ask``. A subcommand names its functions
-as ``"module:function"`` strings, so a module is imported only when its subcommand runs (``helpbot --help`` imports
-no SDK). Exit codes are :mod:`agent.errors`'; a traceback only with HELPBOT_DEBUG=1.
-"""
+"""``helpbot``: the subcommand table (:data:`SUBCOMMANDS`) and ``helpbot ask``. A subcommand names its functions as
+``"module:function"`` strings, so a module is imported only when its subcommand runs (``helpbot --help`` imports no
+SDK). Exit codes are :mod:`agent.errors`'; a traceback only with HELPBOT_DEBUG=1."""
 
 from __future__ import annotations
 

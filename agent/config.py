@@ -1,9 +1,7 @@
 """Every environment variable helpbot reads, once: its own (the model, the loop, the Slack front, the relay, the
-runner's) and the tool library's (:data:`mcp_lib.config.VARIABLES`), each with the workflows that pass it.
-
-The tables of docs/configuration.md and docs/slack-setup.md and the workflows' ``env:`` are generated from this
-(``helpbot config --write``; ``--check`` in CI), and a test fails on a variable read in agent/ that is not here.
-"""
+runner's) and the tool library's (:data:`mcp_lib.config.VARIABLES`), each with the workflows that pass it. The tables
+of docs/configuration.md and docs/slack-setup.md and the workflows' ``env:`` are generated from this
+(``helpbot config --write``; ``--check`` in CI), and a test fails on a variable read in agent/ that is not here."""
 
 from __future__ import annotations
 
@@ -53,9 +51,8 @@ SECTIONS: dict[Group, list[Passed]] = {
            "(docs/slack-setup.md gives the policies)"),
         _v("AWS_REGION", "region of the Bedrock endpoint", "ap-northeast-1"),
         _v("AWS_DEFAULT_REGION", "used when AWS_REGION is unset", where=RUNNER),
-        _v("AWS_ACCESS_KEY_ID", "AWS credentials (the OIDC step sets them)", secret=True, where=RUNNER),
-        _v("AWS_SECRET_ACCESS_KEY", "AWS credentials (the OIDC step sets them)", secret=True, where=RUNNER),
-        _v("AWS_SESSION_TOKEN", "AWS credentials (the OIDC step sets them)", secret=True, where=RUNNER),
+        *(_v(name, "AWS credentials (the OIDC step sets them)", secret=True, where=RUNNER)
+          for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")),
         _v("AWS_PROFILE", "an AWS CLI profile instead of keys", where=("local",)),
         _v("AWS_WEB_IDENTITY_TOKEN_FILE", "web identity token file; needs AWS_ROLE_ARN", where=("local",)),
         _v("ANTHROPIC_BEDROCK_BASE_URL", "another Bedrock runtime endpoint (a proxy or a stub)",

@@ -16,8 +16,7 @@
     Unreadable                           a file helpbot does not read (the reason, for the context)
     Terminated (BaseException)    130    SIGTERM (a cancelled Actions job), like Ctrl-C
 
-mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's (with the tools' errors).
-"""
+mcp_lib cannot import agent, so the root and the exit-2 classes are mcp_lib's (with the tools' errors)."""
 
 from __future__ import annotations
 

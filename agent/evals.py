@@ -1,7 +1,6 @@
 """``helpbot eval CASES.yaml [--json]``: run questions through the agent ``helpbot ask`` builds and score the answers
-against the sources and phrases a good answer must contain (the case file's format: evals/README.md). Exit 0
-when every case passed, 1 when some failed, 2 when the file or a case is malformed (one line naming where).
-"""
+against the sources and phrases a good answer must contain (the case file's format: evals/README.md). Exit 0 when every
+case passed, 1 when some failed, 2 when the file or a case is malformed (one line naming where)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``helpbot faq-draft``: helpbot's well-received answers (at least ``--min-up`` 👍 and no 👎 majority, rated as
 ``helpbot feedback`` rates them) become draft FAQ entries in the ``faq/`` format, without the participants' names,
 through the egress guard; printed, written to ``--out DIR`` or opened as one ``--pr``. Private channels (unless
-``HELPBOT_FAQ_PRIVATE``) and questions the FAQ or an earlier draft already asks are skipped and counted.
-"""
+``HELPBOT_FAQ_PRIVATE``) and questions the FAQ or an earlier draft already asks are skipped and counted."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""``helpbot faq-draft --pr``: one pull request with FAQ drafts through GitHub's REST API (a branch from the
-default branch, one commit per file, then the pull request), the only GitHub writes besides the relay's dispatch.
-
-A token that may not push is a configuration error (exit 2) naming what it needs; whether it may open pull requests
-no read tells, so a step failing after the branch exists deletes the branch again.
-"""
+"""``helpbot faq-draft --pr``: one pull request with FAQ drafts through GitHub's REST API (a branch from the default
+branch, one commit per file, then the pull request), the only GitHub writes besides the relay's dispatch. A token that
+may not push is a configuration error (exit 2) naming what it needs; whether it may open pull requests no read tells, so
+a step failing after the branch exists deletes the branch again."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``helpbot config --write | --check``: the marked blocks generated from the configuration declaration
-(:mod:`agent.config`) -- the docs' variable tables, each workflow's ``env:``, the Slack scope table -- rewritten,
-or checked in CI, so a variable or scope added reaches the workflows and the docs.
-"""
+(:mod:`agent.config`) -- the docs' variable tables, each workflow's ``env:``, the Slack scope table -- rewritten, or
+checked in CI, so a variable or scope added reaches the workflows and the docs."""
 
 from __future__ import annotations
 

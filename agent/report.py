@@ -1,7 +1,6 @@
-"""What a run leaves behind for people -- the terminal output, the Actions job summary and the trace file (written
-as the run goes, so a killed run keeps what it had) -- all through the egress guard (:mod:`agent.guard`). A private
-run leaves no detail the model chose, only where and how it ended (:data:`agent.guard.PRIVATE_RUN`).
-"""
+"""What a run leaves behind for people -- the terminal output, the Actions job summary and the trace file (written as
+the run goes, so a killed run keeps what it had) -- all through the egress guard (:mod:`agent.guard`). A private run
+leaves no detail the model chose, only where and how it ended (:data:`agent.guard.PRIVATE_RUN`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Transcripts for ``helpbot ask --save / --continue``: the last question, its answer and sources and the turns
-before it in a JSON file, handed back to the loop as history; a file that cannot be used is one line and exit 2
-(:class:`TranscriptError`), before anything runs.
-"""
+"""Transcripts for ``helpbot ask --save / --continue``: the last question, its answer and sources and the turns before
+it in a JSON file, handed back to the loop as history; a file that cannot be used is one line and exit 2
+(:class:`TranscriptError`), before anything runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What a tool result keeps once it is cleared: its digest -- the call it answered, its sources (still citable),
-the head of its text, and how to read it whole again (the identical call, answered from the run's copy).
-Mechanical on purpose: a paid summary cannot reach the token target (``bench/token_bounds.py``).
-"""
+"""What a tool result keeps once it is cleared: its digest -- the call it answered, its sources (still citable), the
+head of its text, and how to read it whole again (the identical call, answered from the run's copy). Mechanical on
+purpose: a paid summary cannot reach the token target (``bench/token_bounds.py``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The token economy of a run: estimate each request, and make the transcript fit before it is sent.
-
-With the prompt cache a token is written once (1.25x) and read by every later request (0.1x), so results already
-read are the run's largest cost. They are cleared to digests in batches, in the first half of the round limit
-and only when the reads saved pay for the rewrite; past the summary threshold they become notes from the cheap
-model; past the hard budget the largest are cut, then the earliest turns. Estimates follow the usage reported.
-"""
+"""The token economy of a run: estimate each request, and make the transcript fit before it is sent. With the prompt
+cache a token is written once (1.25x) and read by every later request (0.1x), so results already read are the run's
+largest cost. They are cleared to digests in batches, in the first half of the round limit and only when the reads saved
+pay for the rewrite; past the summary threshold they become notes from the cheap model; past the hard budget the largest
+are cut, then the earliest turns. Estimates follow the usage reported."""
 
 from __future__ import annotations
 

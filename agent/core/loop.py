@@ -1,8 +1,7 @@
-"""The agent loop: tag the question, ask the model, run the tools it asks for, repeat -- and always end with an
-answer. Every tool_use gets a tool_result. At the round limit, the soft deadline or the spend cap a final request
-answers from what was gathered, asked once more if it still calls tools; without a usable model the run degrades
-to direct searches (``agent.core.degraded``). ``economy`` fits each request, ``rounds`` runs each round of tools.
-"""
+"""The agent loop: tag the question, ask the model, run the tools it asks for, repeat -- and always end with an answer.
+Every tool_use gets a tool_result. At the round limit, the soft deadline or the spend cap a final request answers from
+what was gathered, asked once more if it still calls tools; without a usable model the run degrades to direct searches
+(``agent.core.degraded``). ``economy`` fits each request, ``rounds`` runs each round of tools."""
 
 from __future__ import annotations
 

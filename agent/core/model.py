@@ -1,6 +1,5 @@
-"""The model seam: the one request the loop sends and the response it gets back, content blocks as the Messages
-API's JSON dicts (a transcript can be saved, traced and replayed). Models: ``agent.core.claude``; ``tests.fakes.model``.
-"""
+"""The model seam: the one request the loop sends and the response it gets back, content blocks as the Messages API's
+JSON dicts (a transcript can be saved, traced and replayed). Models: ``agent.core.claude``; ``tests.fakes.model``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Which Claude, where and with which credentials: :class:`ModelConfig` from the environment (Bedrock or the
-direct Anthropic API), checked before anything is built -- model ids, region and inference-profile geography.
-"""
+"""Which Claude, where and with which credentials: :class:`ModelConfig` from the environment (Bedrock or the direct
+Anthropic API), checked before anything is built -- model ids, region and inference-profile geography."""
 
 from __future__ import annotations
 

@@ -56,11 +56,9 @@ def set_notes(messages: list[dict[str, Any]], index: int, text: str) -> None:
     """The notes block at the end of message ``index`` (the newest, so the cached prefix stays as it was), gone
     from wherever an earlier summary put it; the question is never touched."""
     for i, message in enumerate(messages):
-        if i != index and any(_is_notes(b) for b in message["content"]):
-            messages[i] = {**message, "content": [b for b in message["content"] if not _is_notes(b)]}
-    message = messages[index]
-    blocks = [b for b in message["content"] if not _is_notes(b)]
-    messages[index] = {**message, "content": [*blocks, {"type": "text", "text": text}]}
+        if i == index or any(_is_notes(b) for b in message["content"]):
+            kept = [b for b in message["content"] if not _is_notes(b)]
+            messages[i] = {**message, "content": [*kept, {"type": "text", "text": text}] if i == index else kept}
 
 
 def _is_notes(block: dict[str, Any]) -> bool:

@@ -1,8 +1,6 @@
-"""The system prompt, built from parts: role, date context, working rules, answer rules, the tools' guide.
-
-The date part is the lesson of the DB-concierge article: a model does not know what 「先週」 means unless it is
-told today's date, the weekday, the time zone and that weeks start on Monday -- so we spell out the ranges.
-"""
+"""The system prompt, built from parts: role, date context, working rules, answer rules, the tools' guide. The date part
+is the lesson of the DB-concierge article: a model does not know what 「先週」 means unless it is told today's date, the
+weekday, the time zone and that weeks start on Monday -- so we spell out the ranges."""
 
 from __future__ import annotations
 

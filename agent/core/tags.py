@@ -1,10 +1,8 @@
-"""Question tagging: before the loop, tag the question by ``helpbot.toml``'s ``[[tags]]`` (see helpbot.example.toml)
-and tell the model what the tags imply: their hints in the system prompt, their FAQ tags as faq_search boosts.
-
-Keywords first, matched NFKC-normalised and lower-cased (a Latin keyword as a whole word, a Japanese one anywhere).
-Only when they are ambiguous -- no tag matched, or more than ``max_tags`` -- the summary model chooses among the tag
-names in one small request; without a model, or when it fails, the keyword result stands. Tagging never fails a run.
-"""
+"""Question tagging: before the loop, tag the question by ``helpbot.toml``'s ``[[tags]]`` (see helpbot.example.toml) and
+tell the model what the tags imply: their hints in the system prompt, their FAQ tags as faq_search boosts. Keywords
+first, matched NFKC-normalised and lower-cased (a Latin keyword as a whole word, a Japanese one anywhere). Only when
+they are ambiguous -- no tag matched, or more than ``max_tags`` -- the summary model chooses among the tag names in one
+small request; without a model, or when it fails, the keyword result stands. Tagging never fails a run."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Token estimates of what a request carries: text by character class, images and PDF pages by the API's rules,
-each message counted once per run (:class:`TokenMemo`). Claude's tokenizer is not public (Bedrock's
-CountTokens would cost a request per request): the loop scales these up when the usage reported runs higher.
-"""
+"""Token estimates of what a request carries: text by character class, images and PDF pages by the API's rules, each
+message counted once per run (:class:`TokenMemo`). Claude's tokenizer is not public (Bedrock's CountTokens would cost a
+request per request): the loop scales these up when the usage reported runs higher."""
 
 from __future__ import annotations
 

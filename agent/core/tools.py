@@ -1,7 +1,6 @@
-"""The tool seam: what the loop needs from "the tools" (:class:`RegistryTools`: mcp_lib's registry), and how a
-batch of calls runs in threads. A failed call is a :class:`ToolOutcome` with ``is_error``, not an exception -- and
-the loop still guards against an executor that raises.
-"""
+"""The tool seam: what the loop needs from "the tools" (:class:`RegistryTools`: mcp_lib's registry), and how a batch of
+calls runs in threads. A failed call is a :class:`ToolOutcome` with ``is_error``, not an exception -- and the loop still
+guards against an executor that raises."""
 
 from __future__ import annotations
 

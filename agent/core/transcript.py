@@ -1,6 +1,5 @@
-"""The transcript: how a run's messages start, valid text in them, and the tool results found and replaced in it
--- replaced, never mutated, so a request already sent stays as it was; a tool_use keeps its tool_result.
-"""
+"""The transcript: how a run's messages start, valid text in them, and the tool results found and replaced in it --
+replaced, never mutated, so a request already sent stays as it was; a tool_use keeps its tool_result."""
 
 from __future__ import annotations
 
