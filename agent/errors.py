@@ -54,8 +54,7 @@ class DispatchError(RunFailed):
 
     def __init__(self, message: str, *, retryable: bool = False, asked: float | None = None):
         super().__init__(message)
-        self.retryable = retryable
-        self.asked = asked
+        self.retryable, self.asked = retryable, asked
 
 
 class ModelError(Exception):

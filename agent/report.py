@@ -56,11 +56,8 @@ class Trace:
     private run one ``withheld`` event, then only how it ended)."""
 
     def __init__(self, path: str | None, clock: Clock):
-        self.path = path
-        self.clock = clock
-        self.started = clock.monotonic()
-        self._broken = False
-        self._withheld = False
+        self.path, self.clock, self.started = path, clock, clock.monotonic()
+        self._broken = self._withheld = False
 
     def front(self, kind: str, **data: Any) -> None:
         self.write({"t": round(self.clock.monotonic() - self.started, 3), "event": f"front.{kind}", **data})
