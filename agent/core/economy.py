@@ -28,15 +28,6 @@ REPLACED: tuple[Fate, ...] = ("cleared", "summarized")  # by a digest or the not
 HISTORY_TURN_SHORT_CHARS = 1_000  # an earlier turn's question or answer, when the request needs the room
 
 
-class PlanView(Protocol):
-    @property
-    def system(self) -> str: ...
-    @property
-    def schemas(self) -> list[dict[str, Any]]: ...
-    @property
-    def question(self) -> str: ...
-
-
 class RunView(Protocol):
     """What the economy reads of its run (``agent.core.run.Run``, which holds the economy)."""
 
@@ -44,8 +35,6 @@ class RunView(Protocol):
     rounds: int
     sources_by_id: dict[str, list[dict[str, str]]]
 
-    @property
-    def plan(self) -> PlanView: ...
     def tally(self, model: str, usage: Usage) -> None: ...
 
 
@@ -53,8 +42,10 @@ class Economy:
     """One run's economy and what it keeps (below)."""
 
     def __init__(self, model: Model | None, settings: Settings, clock: Clock, question_index: int, *,
+                 system: str, schemas: list[dict[str, Any]], question: str,
                  event: Callable[..., None], progress: Callable[..., None]):
         self.model, self.settings, self.clock = model, settings, clock
+        self.system, self.schemas, self.question = system, schemas, question  # the run's plan
         self.event = event  # event(run, kind, **data): the loop's trace
         self.progress = progress  # progress(run, phase): the loop's progress report
         self.question_index = question_index  # moves up when earlier turns are dropped
@@ -91,7 +82,7 @@ class Economy:
                 ) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(estimated tokens, system, tools, messages): the request made to fit, with its cache breakpoints."""
         estimate = self._fit(r, deadline, final)
-        return estimate, *cached_request(r.plan.system, r.plan.schemas, r.messages, write_at=self._write_at(r, final),
+        return estimate, *cached_request(self.system, self.schemas, r.messages, write_at=self._write_at(r, final),
                                          keep_at=self._keep_at(r), cache=self.cache)
 
     def calibrate(self, r: RunView, usage: Usage) -> None:
@@ -104,7 +95,7 @@ class Economy:
         return int(self._raw_estimate(r) * self.calibration)
 
     def _raw_estimate(self, r: RunView) -> int:
-        return tk.request_tokens(r.plan.system, r.plan.schemas, r.messages, self.token_memo)
+        return tk.request_tokens(self.system, self.schemas, r.messages, self.token_memo)
 
     def _fits(self, r: RunView) -> bool:
         return self.estimate(r) <= self.settings.request_budget_tokens
@@ -220,7 +211,7 @@ class Economy:
         assert self.model is not None
         s = self.settings
         fallback = "\n".join(part for part in (self.notes, mechanical_summary(refs)) if part)
-        prompt = summary_request(r.plan.question, self.notes, refs, lambda text: tk.request_tokens(
+        prompt = summary_request(self.question, self.notes, refs, lambda text: tk.request_tokens(
             SUMMARY_SYSTEM, [], [user_message(text)]) * self.calibration <= s.request_budget_tokens)
         if prompt is None:
             return fallback, "the results do not fit the request budget even when cut"

@@ -106,7 +106,8 @@ class Agent:
                     soft_deadline=started + s.deadline_s - s.final_reserve_s, hard_deadline=started + s.deadline_s,
                     system=system, tools=tools, schemas=schemas, tags=tuple(tagging.names),
                     faq_tags=tuple(tagging.faq_tags))
-        economy = Economy(self.model, s, self.clock, len(messages) - 1, event=self._event, progress=self._progress)
+        economy = Economy(self.model, s, self.clock, len(messages) - 1, system=system, schemas=schemas,
+                          question=question, event=self._event, progress=self._progress)
         r = Run(plan, messages=messages, economy=economy,
                 trace=[self._publish({"t": 0.0, **tagging.event()})] if self.tags is not None else [])
         if tagging.consulted:  # the tagging request counts in the run's usage and cost
