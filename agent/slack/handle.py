@@ -174,7 +174,7 @@ def pages(call: Callable[..., dict[str, Any]], api: str, *, limit: int, max_page
     for _ in range(max_pages) if max_pages is not None else itertools.count():
         data = call(api, limit=limit, include_all_metadata=True, cursor=cursor, **params)
         yield from data.get("messages") or []
-        cursor = (data.get("response_metadata") or {}).get("next_cursor")
+        cursor = data["response_metadata"].get("next_cursor")
         if not cursor:
             return
 

@@ -257,13 +257,26 @@ def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = Tr
     if not isinstance(data, dict) or not data.get("ok"):  # validate() already raised; belt and braces
         raise ToolError(f"Slack {api} returned no usable answer")
     if api == "search.messages":  # {"messages": {"matches": [...], "paging": {...}}}
-        data["messages"] = {**found, "matches": _messages(found.get("matches"))} if isinstance(
-            found := data.get("messages"), dict) else {}
+        found = _object(data, "messages")
+        data["messages"] = {**found, "matches": _messages(found.get("matches")), "paging": _object(found, "paging")}
     elif "messages" in data:
         data["messages"] = _messages(data["messages"])
     if "message" in data and not _messages([data["message"]]):
         del data["message"]
+    if "channels" in data:
+        data["channels"] = [c for c in data["channels"] if isinstance(c, dict)] if isinstance(
+            data["channels"], list) else []
+    meta = data["response_metadata"] = _object(data, "response_metadata")
+    if not isinstance(meta.get("next_cursor", ""), str):
+        meta["next_cursor"] = ""  # the last page
     return data
+
+
+def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` where Slack documents an object there (``response_metadata``, search's ``messages`` and
+    ``paging``), else empty."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _messages(found: Any) -> list[dict[str, Any]]:

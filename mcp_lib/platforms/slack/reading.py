@@ -125,7 +125,7 @@ def list_channels(ctx: ToolContext) -> list[dict[str, Any]]:
         data = call(ctx, "conversations.list", types="public_channel,private_channel", exclude_archived=True,
                      limit=200, cursor=cursor)
         channels += data.get("channels") or []
-        cursor = (data.get("response_metadata") or {}).get("next_cursor")
+        cursor = data["response_metadata"].get("next_cursor")  # an object with a string: client.call's
         if not cursor:
             break
     channels = [c for c in channels if not is_dm(c)]
@@ -189,11 +189,11 @@ def visible_matches(ctx: ToolContext, query: str) -> list[dict[str, Any]]:
             if page == 1:
                 raise
             break
-        messages = data.get("messages") or {}
-        matches = messages.get("matches") or []
+        messages = data["messages"]  # matches and paging as client.call checked them
+        matches = messages["matches"]
         visible += [m for m in matches if isinstance(m.get("channel"), dict) and m["channel"].get("id")
                     and allowed(ctx, m["channel"])]
-        pages = (messages.get("paging") or {}).get("pages")
+        pages = messages["paging"].get("pages")
         last = len(matches) < SEARCH_PAGE or (isinstance(pages, int) and page >= pages)
         if len(visible) >= SEARCH_PAGE or last:
             break

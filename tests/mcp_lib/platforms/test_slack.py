@@ -976,6 +976,25 @@ def test_messages_whose_other_fields_are_not_slacks_are_left_out_of_every_read(o
     assert "message" not in call(ctx, "reactions.get", channel="C0ECSUP", timestamp=bad["ts"])
 
 
+@pytest.mark.parametrize("odd", [[], "x", 5, {"next_cursor": ["c"]}, {"next_cursor": 5}])
+def test_paging_that_is_not_slacks_is_the_last_page(odd: Any) -> None:
+    """A ``response_metadata`` or search ``paging`` that is no object, a cursor that is no string, channels that
+    are no objects (a proxy's; Slack sends none): ``.get`` of them raised AttributeError out of the tools, the
+    thread's read and the ratings' scan. They read as the last page; such channels are left out."""
+    from mcp_lib.platforms.slack.client import call
+
+    good = {"ts": "1735779660.000001", "text": "x"}
+    ctx = answering({"conversations_replies": {"messages": [good], "response_metadata": odd},
+                     "search_messages": {"messages": {"matches": [], "paging": odd}},
+                     "conversations_list": {"channels": [odd, {"id": "C0ECSUP"}], "response_metadata": odd}})
+    replies = call(ctx, "conversations.replies", channel="C0ECSUP", ts=good["ts"])
+    assert replies["messages"] == [good] and not replies["response_metadata"].get("next_cursor")
+    assert call(ctx, "search.messages", query="x")["messages"]["paging"] == (
+        odd if isinstance(odd, dict) else {})
+    assert call(ctx, "conversations.list")["channels"] == [*([odd] if isinstance(odd, dict) else []),
+                                                           {"id": "C0ECSUP"}]
+
+
 def test_a_bot_profile_that_is_no_object_is_no_name() -> None:
     from mcp_lib.platforms.slack import message_item
 
