@@ -57,7 +57,6 @@ class SlackConfig:
     timezone: str = DEFAULT_TIMEZONE
     timeout_s: int = 20
     max_retries: int = 2
-    max_retry_wait_s: float = 30.0
 
     @property
     def tz(self) -> ZoneInfo:
@@ -205,8 +204,7 @@ def make_client(config: SlackConfig) -> SlackClients:
     failed or was reset."""
     attempts = config.max_retries + 1
     handlers: list[RetryHandler] = [Retries([
-        (RateLimitErrorRetryHandler(attempts), Policy(attempts, base_s=1.0, max_server_wait_s=config.max_retry_wait_s,
-                                                      server_jitter_s=0.5)),
+        (RateLimitErrorRetryHandler(attempts), Policy(attempts, base_s=1.0, server_jitter_s=0.5)),
         (ServerErrorRetryHandler(attempts), Policy(attempts)),
         (ConnectionErrorRetryHandler(1), Policy(2)),
     ])]
@@ -227,26 +225,27 @@ _HINTS = {
 }
 
 
-def explain(exc: SlackApiError, api: str, variable: str, clock: Clock) -> str:
-    """A failed call in one line that says what to do."""
+def _failure(exc: SlackApiError, api: str, variable: str, clock: Clock) -> ToolError:
+    """A failed call as the error of its kind (:func:`call`), in one line that says what to do."""
     response = exc.response
     data = response.data if isinstance(response.data, dict) else {}
     error = str(data.get("error") or "")
+    kind = ChannelNotFound if error == "channel_not_found" else CredentialsError if error in AUTH_ERRORS else ToolError
     if response.status_code == 429:
         wait = server_wait(response.headers, clock)
         asked = f" (Slack asks to wait {math.ceil(wait)} s)" if wait is not None else ""
-        return f"Slack rate limit on {api}: still limited after retries{asked}; try again later"
+        return RateLimited(f"Slack rate limit on {api}: still limited after retries{asked}; try again later", wait)
     if response.status_code >= 500:
-        return f"Slack is unavailable ({api} answered HTTP {response.status_code} after retries); try later"
+        return kind(f"Slack is unavailable ({api} answered HTTP {response.status_code} after retries); try later")
     if error in AUTH_ERRORS:
-        return f"Slack rejected the token in {variable} ({error}): check that it is valid and not revoked"
+        return kind(f"Slack rejected the token in {variable} ({error}): check that it is valid and not revoked")
     if error == "not_allowed_token_type":
-        return (f"{api} does not accept the token in {variable} (not_allowed_token_type): search needs a user "
-                "token (xoxp-, scope search:read) in SLACK_USER_TOKEN")
+        return kind(f"{api} does not accept the token in {variable} (not_allowed_token_type): search needs a user "
+                    "token (xoxp-, scope search:read) in SLACK_USER_TOKEN")
     if error == "missing_scope":
-        return f"the token in {variable} lacks the scope {data.get('needed')!r} needed by {api} (missing_scope)"
+        return kind(f"the token in {variable} lacks the scope {data.get('needed')!r} needed by {api} (missing_scope)")
     hint = _HINTS.get(error)
-    return f"Slack {api} failed: {error or 'unknown error'}" + (f" ({hint})" if hint else "")
+    return kind(f"Slack {api} failed: {error or 'unknown error'}" + (f" ({hint})" if hint else ""))
 
 
 def call(ctx: ToolContext, api: str, *, search: bool = False, patient: bool = True, **params: Any) -> dict[str, Any]:
@@ -302,13 +301,7 @@ def request(ctx: ToolContext, token: Token, api: str, *, patient: bool = True, *
     try:
         return method(**{k: v for k, v in params.items() if v is not None})
     except SlackApiError as exc:
-        error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
-        message = explain(exc, api, variable, budget.clock)
-        if error == "channel_not_found":
-            raise ChannelNotFound(message) from None
-        if exc.response.status_code == 429:
-            raise RateLimited(message, server_wait(exc.response.headers, budget.clock)) from None
-        raise (CredentialsError if error in AUTH_ERRORS else ToolError)(message) from None
+        raise _failure(exc, api, variable, budget.clock) from None
     except TimeoutError:
         raise ToolError(f"Slack did not answer {api} within {clients.config.timeout_s} s; try again later") from None
     except (URLError, OSError, HTTPException) as exc:  # HTTPException: a chunk cut short, a header line of 64 KB
