@@ -107,9 +107,6 @@ class _Segment:
     head: list[str] = field(default_factory=list)
     tail: list[str] = field(default_factory=list)
 
-    def text(self) -> str:
-        return "\n".join(self.head + self.lines + self.tail)
-
 
 def _segments(text: str) -> list[_Segment]:
     segments: list[_Segment] = []
@@ -179,7 +176,7 @@ def split_line(line: str, budget: int) -> list[str]:
 
 def _split_segment(segment: _Segment, limit: int, first_limit: int | None = None) -> list[str]:
     """The segment whole if it fits, else pieces of at most ``limit`` (the first at most ``first_limit``)."""
-    whole = segment.text()
+    whole = "\n".join(segment.head + segment.lines + segment.tail)
     if slack_len(whole) <= limit:
         return [whole]
     frame = sum(slack_len(line) + 1 for line in segment.head + segment.tail)  # with their newlines

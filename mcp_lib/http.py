@@ -153,6 +153,7 @@ def error_detail(response: httpx2.Response) -> str:
 Resolver = Callable[[str, int], object]  # socket.getaddrinfo's shape; raises OSError when the name does not resolve
 Wait = Callable[["Future[object]", float], object]  # Future.result(timeout)'s shape
 RESOLVED_FOR_S = 60.0  # a name that resolved is not looked up again for this long
+CONNECT_S = 10.0  # the lookup's bound for a request that sets no connect timeout
 _GETADDRINFO: Resolver = functools.partial(socket.getaddrinfo, type=socket.SOCK_STREAM)
 
 
@@ -162,11 +163,9 @@ class NameResolution:
     ``ConnectTimeout``, an unknown name a ``ConnectError`` (unreachable, as the retries treat it); one thread per
     host; IP literals and proxied URLs pass. ``resolver`` and ``wait`` are the test seams."""
 
-    def __init__(self, resolver: Resolver = _GETADDRINFO, *, wait: Wait = Future.result,
-                 default_timeout_s: float = 10.0, clock: Clock = SYSTEM_CLOCK):
+    def __init__(self, resolver: Resolver = _GETADDRINFO, *, wait: Wait = Future.result, clock: Clock = SYSTEM_CLOCK):
         self.resolver = resolver
         self.wait = wait
-        self.default_timeout_s = default_timeout_s
         self.clock = clock
         self._pending: dict[tuple[str, int], Future[object]] = {}
         self._resolved: dict[tuple[str, int], float] = {}
@@ -187,7 +186,7 @@ class NameResolution:
             if _is_ip(url.host) or _proxied(url.scheme, url.host):
                 return
             key = (url.host, url.port or (443 if url.scheme == "https" else 80))
-            timeout = (request.extensions.get("timeout") or {}).get("connect") or self.default_timeout_s
+            timeout = (request.extensions.get("timeout") or {}).get("connect") or CONNECT_S
             try:
                 if (lookup := self._lookup(key)) is not None:
                     self.wait(lookup, timeout)

@@ -9,10 +9,8 @@ from .registry import Registry
 
 
 def claude_tool(tool: Tool) -> dict[str, Any]:
-    description = tool.description
-    if tool.example:
-        description += f"\n\nExample (CLI form): mcp-lib {tool.example}"
-    return {"name": tool.wire_name, "description": description, "input_schema": tool.input_schema}
+    example = f"\n\nExample (CLI form): mcp-lib {tool.example}" if tool.example else ""
+    return {"name": tool.wire_name, "description": tool.description + example, "input_schema": tool.input_schema}
 
 
 def claude_tools(registry: Registry, only: list[str] | None = None) -> list[dict[str, Any]]:
