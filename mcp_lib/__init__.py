@@ -1,7 +1,6 @@
 """mcp_lib: tools declared once per platform and served to the CLI, docs, Claude and MCP.
 
-The public names below are imported on first use, so a submodule (``mcp_lib.config``) imports alone.
-"""
+The public names below are imported on first use, so a submodule (``mcp_lib.config``) imports alone."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ names; anything else with ``=`` in it (``"在庫=0になる"``) is an ordinary v
 
 Exit codes: 0 done; 1 a tool ran but failed (its error result is printed as JSON), or ``docs --check`` found
 stale files; 2 bad input -- an unknown tool, command or ``--only`` name, or bad arguments (the problem, then the
-tool's usage) -- or bad configuration and rejected credentials (one line naming the variable).
-"""
+tool's usage) -- or bad configuration and rejected credentials (one line naming the variable)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Reading configuration from the environment, one clear error per bad variable; the tools' variables, each
-declared once with its documented default, which the typed readers fall back on (helpbot's: agent/config.py).
-"""
+declared once with its documented default, which the typed readers fall back on (helpbot's: agent/config.py)."""
 
 from __future__ import annotations
 

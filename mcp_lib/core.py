@@ -1,8 +1,7 @@
 """The declaration model: a platform declares each tool once, as a typed function whose docstring the model
 reads; the schema, CLI command, docs, Claude tool and MCP tool all derive from it (FastMCP's ``func_metadata``).
 The :class:`ToolContext` parameter is injected, never in the schema. :meth:`Tool.invoke` never raises: every
-failure is a ``status: "error"`` Result (the envelope, :mod:`mcp_lib.result`, is re-exported for platforms).
-"""
+failure is a ``status: "error"`` Result (the envelope, :mod:`mcp_lib.result`, is re-exported for platforms)."""
 
 from __future__ import annotations
 

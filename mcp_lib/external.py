@@ -1,7 +1,6 @@
 """In-house MCP servers from ``helpbot.toml`` (``[[mcp_servers]]``): their allowlisted tools join the catalog as
 ordinary :class:`Tool`\\ s (same invoke: schema, limits, masking, errors as values). A server is contacted when its
-tools are first needed, listed once per run within bounds, and held in one session (:mod:`mcp_lib.sessions`).
-"""
+tools are first needed, listed once per run within bounds, and held in one session (:mod:`mcp_lib.sessions`)."""
 
 from __future__ import annotations
 

@@ -28,11 +28,9 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 # Timeouts, connection failures and retryable answers: 4 attempts; a server wait over 30 s (GitHub's hourly reset
 # can be far away) is reported, not sat out.
 POLICY = Policy(attempts=4, base_s=0.5, max_backoff_s=30.0, max_server_wait_s=30.0)
-# The most of one answer any transport reads (GitHub, Growi, Redmine, Slack), counted after content decoding so that
-# a gzip bomb stops here too. What the services send is far below: a GitHub file is at most 1 MB (1.4 MB as base64
-# JSON), a search page of 100 hits, a Slack page of 200 messages or a Redmine issue with its journals a few MB, a
-# long Growi page about as much. Not more: 8 MB of JSON like [{},{},...] is some 200 MB once parsed, and a run has
-# up to 8 tool calls in flight on a runner of 7 GB.
+# The most of one answer any transport reads (GitHub, Growi, Redmine, Slack), counted after content decoding (a gzip
+# bomb stops here too). The services send far less (a GitHub file, 1.4 MB as base64 JSON; a Redmine issue with its
+# journals, a few MB); not more: 8 MB of JSON like [{},{},...] is ~200 MB parsed, and 8 calls share a 7 GB runner.
 MAX_ANSWER_BYTES = 8 * 2**20
 
 

@@ -1,7 +1,6 @@
 """The registry: which platforms exist, which are enabled (exactly those configured; FAQ always), and their tools
 bound to clients made on first use or handed in (``clients={"slack": fake}``); in-house MCP servers from
-helpbot.toml join as platforms. ``get_mcp("faq").functions["search"]("在庫 同期")`` for a script.
-"""
+helpbot.toml join as platforms. ``get_mcp("faq").functions["search"]("在庫 同期")`` for a script."""
 
 from __future__ import annotations
 

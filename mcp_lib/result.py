@@ -1,6 +1,5 @@
 """The Result envelope every tool returns, and the limits it is held to before it reaches the model (every string
-masked as it is cut, so masking costs what is kept); an MCP server's ``tools/call`` result as a Result.
-"""
+masked as it is cut, so masking costs what is kept); an MCP server's ``tools/call`` result as a Result."""
 
 from __future__ import annotations
 

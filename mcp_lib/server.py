@@ -1,7 +1,6 @@
 """A real MCP server (the official SDK's low-level ``Server``) serving the enabled platforms' tools with the very
 schemas Claude gets. ``Tool.invoke`` validates; a bad call or a failing tool is an ``isError`` result, an
-unlisted tool a JSON-RPC ``-32602`` (spec 2025-06-18, server/tools "Error Handling"); images follow as content.
-"""
+unlisted tool a JSON-RPC ``-32602`` (spec 2025-06-18, server/tools "Error Handling"); images follow as content."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 The access token travels both ways Growi releases read it, to GROWI_URL's origin only, and
 never further: no redirect is followed or shown with its query, and httpx2's request log leaves it out. A page the
 token may not read reads like a missing one; a search Growi answers ``ok: false`` (Elasticsearch down) is an error,
-never an empty result; the path allowlist (``HELPBOT_GROWI_PATHS``) is enforced on every hit and page.
-"""
+never an empty result; the path allowlist (``HELPBOT_GROWI_PATHS``) is enforced on every hit and page."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ No dictionary: CJK runs become character bigrams (split at particles: 在庫|が
 own, which only ranks what a bigram or a word found (返金 and 返品 share 返); Latin text its words. Text is NFKC-
 normalised, lower-cased, English inflections folded, a word-final long-vowel mark dropped (サーバー = サーバ);
 function words (です, the) are not indexed. Katakana is not folded into hiragana: loanwords would then collide
-with function words (サイズ -> さいず ~ ください).
-"""
+with function words (サイズ -> さいず ~ ください)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 The allowlist is enforced here: a ``repo`` outside ``HELPBOT_GITHUB_REPOS`` is refused before any request,
 searches are scoped to the allowlisted repos, and hits from any other are dropped without a trace (no note, not
-counted). Requests and their retries: :mod:`mcp_lib.platforms.github.api` (GET only).
-"""
+counted). Requests and their retries: :mod:`mcp_lib.platforms.github.api` (GET only)."""
 
 from __future__ import annotations
 

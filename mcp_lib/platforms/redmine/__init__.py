@@ -4,8 +4,7 @@ Requests go through the session's engine (:mod:`~mcp_lib.platforms.redmine.sessi
 budget per tool call). The project allowlist (``HELPBOT_REDMINE_PROJECTS``) is enforced in code on arguments,
 searches, results and related issues; wiki titles cannot leave their project, a wiki redirect is followed only
 into an allowed project. Private issues and notes are never returned (the answer is posted where not everyone
-may see them), and the filters leave no trace: hidden hits read like no hits, a refused issue like a missing one.
-"""
+may see them), and the filters leave no trace: hidden hits read like no hits, a refused issue like a missing one."""
 
 from __future__ import annotations
 

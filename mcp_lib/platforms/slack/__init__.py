@@ -3,8 +3,7 @@
 The rules are enforced here, and leave no trace: DMs and group DMs are never read or returned; a private
 channel only when the answer goes to that same channel (``ctx.caller.answer_channel``), and no other private
 channel is even listed; hidden search matches take no place and no count; a refused read says what an unknown
-channel says. Retries and their budget: :mod:`mcp_lib.platforms.slack.client`; user names never wait.
-"""
+channel says. Retries and their budget: :mod:`mcp_lib.platforms.slack.client`; user names never wait."""
 
 from __future__ import annotations
 
