@@ -171,15 +171,12 @@ def shared_with_others(info: Mapping[str, Any], sender: Sender | None = None) ->
                 or (info.get("is_shared") and not info.get("is_org_shared")))
 
 
-Verdict = Literal["answer", "notice", "ignore", "refuse"]
-
-
 @dataclass(frozen=True)
 class Decision:
     """``answer`` (from every platform, or only ``sources``), ``notice`` (tell ``notify``, then end as ignored),
     ``ignore``, or ``refuse`` (bad input: exit 2); ``reason`` is the log line."""
 
-    verdict: Verdict
+    verdict: Literal["answer", "notice", "ignore", "refuse"]
     reason: str = ""
     sources: frozenset[str] | None = None
     notify: str | None = None

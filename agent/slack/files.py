@@ -14,8 +14,6 @@ from agent.errors import Unreadable
 from mcp_lib import media
 from mcp_lib.media import IMAGE_TYPES, MAX_IMAGE_SIDE
 
-FileKind = Literal["image", "pdf", "text"]
-
 _ENCODINGS = ("utf-8-sig", "cp932")  # UTF-8 with or without BOM, else Shift_JIS as Windows writes it
 _TEXT_MIMETYPES = {"application/json", "application/x-yaml", "application/yaml", "application/xml",
                    "application/x-sh", "application/javascript", "application/x-python", "application/sql",
@@ -30,7 +28,7 @@ _TEXT_EXTENSIONS = {"txt", "log", "csv", "tsv", "json", "jsonl", "ndjson", "md",
                     "conf", "env", "properties", "gradle", "tf", "vue", "lua", "pl", "ps1", "bat", "out", "err"}
 
 
-def file_kind(file: Mapping[str, Any]) -> FileKind | None:
+def file_kind(file: Mapping[str, Any]) -> Literal["image", "pdf", "text"] | None:
     """What helpbot reads the file as, by its mimetype, Slack's filetype or its name; None: not read."""
     mimetype = str(file.get("mimetype") or "").lower()
     filetype = str(file.get("filetype") or "").lower()

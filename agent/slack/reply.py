@@ -26,8 +26,6 @@ from mcp_lib.clock import Clock
 if TYPE_CHECKING:
     from agent.core.run import Answer, Progress
 
-ReplyState = Literal["none", "working", "done", "failed", "yielded"]
-
 
 class ProgressThrottle:
     """A progress text is shown when new, ``interval`` s after the last, and not while Slack asked to wait."""
@@ -64,7 +62,7 @@ class ThreadReply:
         self.channel, self.root, self.question_ts = channel, root, question_ts
         self.throttle, self.run_link = throttle, run_link
         self.me, self.run, self.reread, self.force = me, run, reread, force
-        self.state: ReplyState = "none"
+        self.state: Literal["none", "working", "done", "failed", "yielded"] = "none"
         self.placeholder: str | None = None  # our placeholder while it is one
         self.delivered = False  # (part of) the answer is in the thread: a notice must not overwrite it
         self.parts, self.complete = 0, False  # the answer's messages (0: not being delivered); all are in the thread
