@@ -57,7 +57,6 @@ class Slack:
                                          if config.bot_token is not None else None)
         self._configured_user_id = configured_user_id
         self._me: Me | None = None
-        self._auth: dict[str, Any] | None = None
         self._ahead: dict[object, Future[Any]] = {}
 
     def call(self, api: str, **params: Any) -> dict[str, Any]:
@@ -82,7 +81,7 @@ class Slack:
         :meth:`channel` and :meth:`thread` then take them, each raising its own error in the order the front asks."""
         from mcp_lib.core import in_background
 
-        if self.bot is not None and self._auth is None:
+        if self.bot is not None and self.clients.auth is None:
             self._ahead["auth"] = in_background(self._whoami, "helpbot-slack-read")
         info = self._ahead[("channel", channel)] = in_background(lambda: self._channel(channel), "helpbot-slack-read")
 
@@ -107,10 +106,8 @@ class Slack:
         return self._me
 
     def auth(self) -> dict[str, Any]:
-        """``auth.test`` (once): who helpbot is, and its home team (``team_id``, ``enterprise_id``)."""
-        if self._auth is None:
-            self._auth = self._taken("auth", self._whoami)
-        return self._auth
+        """``auth.test`` (once, :func:`mcp_lib.platforms.slack.whoami`): who helpbot is, and its home team."""
+        return self._taken("auth", self._whoami)
 
     def _whoami(self) -> dict[str, Any]:
         from mcp_lib.platforms import slack
