@@ -105,8 +105,7 @@ def read_attachments(slack: Slack, thread: Thread) -> Attachments:
 
 
 def declared_size(file: Mapping[str, Any]) -> int:
-    """The bytes Slack says a file has: 0 for no number ("abc" was a ValueError, a list a TypeError), and at most
-    what a float holds (a 400-digit size overflowed "MB" -- each a traceback instead of the question answered)."""
+    """The bytes Slack says a file has: 0 when it is no number, and at most what a float holds (400 digits overflow)."""
     return min(count(file.get("size")), 2**53)
 
 

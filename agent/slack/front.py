@@ -86,8 +86,6 @@ def run(options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | 
 
 
 class Front:
-    """Decides what a trigger leads to -- ignored, rejected or answered -- and reports every outcome."""
-
     def __init__(self, options: Options, env: Mapping[str, str], *, make_agent: AgentFactory | None, clock: Clock):
         self.options = options
         self.env = dict(env)

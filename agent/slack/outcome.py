@@ -34,8 +34,6 @@ class Target:
 
 
 class Outcomes:
-    """Tells each outcome in the log, the trace and the job summary; returns its exit code."""
-
     def __init__(self, env: Mapping[str, str], trace: Trace, *, json_output: bool):
         self.env, self.trace, self.json_output = env, trace, json_output
 

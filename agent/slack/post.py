@@ -78,8 +78,6 @@ def may_have_succeeded(exc: BaseException) -> bool:
 
 
 class SlackOut:
-    """All of helpbot's writes to Slack go through here: guarded, traced, and retried within the budget."""
-
     def __init__(self, web: WebClient, *, trace: Trace, clock: Clock = SYSTEM_CLOCK):
         self.web, self.trace = web, trace
         self.budget = WriteBudget(clock)

@@ -82,8 +82,7 @@ class ReadAnswer:
 
 
 def read_answer(parts: Sequence[Mapping[str, Any]]) -> ReadAnswer:
-    """An answer's messages (one, or a long answer's parts) read back as markdown and split at the last 参照元
-    heading."""
+    """An answer's messages (one, or a long answer's parts) as markdown, split at the last 参照元 heading."""
     markdown = "\n\n".join(message_markdown(part) for part in parts)
     lines = markdown.split("\n")
     head = next((i for i in reversed(range(len(lines))) if _SOURCES_HEAD.fullmatch(lines[i])), len(lines))
