@@ -54,9 +54,6 @@ class GuardedText:
         guarded = guard.markdown(self.raw[:cut])  # none while what follows still changes how it reads: wait for more
         return self._release(guarded) if guard.markdown(self.raw).startswith(guarded) else ""
 
-    def finish(self) -> str:
-        return "" if self.broken else self._release(guard.markdown(self.raw))
-
     def _cut(self) -> int | None:
         """The last word start before ``end`` with no ``<`` or ``[`` open before it: from a start that has one, the
         next tried is the one before where it opened (trying every start, a copy of the text each, was quadratic)."""
