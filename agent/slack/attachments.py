@@ -170,23 +170,18 @@ class _Reader:
         """The images into what the PDFs left of ``MEDIA_BYTES``, smallest first, each within an equal share."""
         side = MAX_IMAGE_SIDE if len(self.images) <= files.MANY_IMAGES else files.MANY_IMAGE_SIDE
         left = files.MEDIA_BYTES - self.media_bytes
-        fitted: dict[int, files.Picture | Unreadable] = {}
+        fitted: dict[int, files.Picture] = {}  # by line
         for done, image in enumerate(sorted(self.images, key=lambda im: len(im.picture.data))):
             share = left // (len(self.images) - done)
             try:
                 picture = files.fit_image(image.picture, max_bytes=min(MAX_IMAGE_BYTES, share // 4 * 3), max_side=side)
             except Unreadable as exc:
-                fitted[image.line] = exc
+                out.lines[image.line] = f"- {image.name}: 読めませんでした（{exc}）"
                 continue
             left -= files.base64_size(len(picture.data))
             fitted[image.line] = picture
-        number = 0
-        for image in self.images:
-            result = fitted[image.line]
-            if isinstance(result, Unreadable):
-                out.lines[image.line] = f"- {image.name}: 読めませんでした（{result}）"
-                continue
-            number += 1
+        shown_images = [(image, fitted[image.line]) for image in self.images if image.line in fitted]
+        for number, (image, result) in enumerate(shown_images, 1):
             label = f"[添付画像 {number}]"
             out.blocks += [{"type": "text", "text": label},
                            {"type": "image", "source": {"type": "base64", "media_type": result.media_type,
