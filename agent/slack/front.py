@@ -133,6 +133,8 @@ class Front:
             return self.tell.failed_before_reply(str(exc), trigger.channel)
 
     def _reacted(self, trigger: Trigger, settings: TriggerSettings, dry_run: bool) -> int:
+        from mcp_lib.platforms.slack import names_ahead
+
         assert trigger.channel and trigger.ts
         channel, ts = trigger.channel, trigger.ts
         slack = Slack(self.env, answer_channel=channel, need_bot=not dry_run, clock=self.clock,
@@ -165,7 +167,7 @@ class Front:
         if found is not None:
             return self.tell.ignored(f"message {ts} was already answered (answer {found.get('ts')}; --force answers "
                                      "again)", channel)
-        slack.names_ahead(thread.messages)  # the question's names come while the placeholder and 👀 are posted
+        names_ahead(slack.ctx, thread.messages)  # the question's names come while the placeholder and 👀 are posted
         where = f"#{info.get('name') or channel} ({channel})" if public else f"private channel {channel}"
         reply = None if dry_run else self._reply(slack, channel, thread.root, ts,
                                                  reread=lambda: slack.thread(channel, ts).messages,

@@ -151,12 +151,6 @@ class Slack:
 
         return self._read(lambda: slack.user_info(self.ctx, user))
 
-    def names_ahead(self, messages: list[dict[str, Any]]) -> None:
-        """The names of the thread's people, looked up while the front posts (``slack.names_ahead``)."""
-        from mcp_lib.platforms import slack
-
-        slack.names_ahead(self.ctx, messages)
-
     def plain(self, message: Mapping[str, Any]) -> str:
         """A message's text as plain text (mentions, links and channel references resolved)."""
         from mcp_lib.platforms import slack
