@@ -22,6 +22,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agent.config import env_bool
+from agent.guard_links import link_matches
 from mcp_lib.config import env_str
 from mcp_lib.redact import Masker
 
@@ -93,15 +94,7 @@ def _no_mentions(text: str) -> str:
     return _MENTION.sub(_defused, text[:end]) + "<".join(_MENTION.sub(_defused, p) for p in text[end:].split("<"))
 
 
-_URL_CHARS = r"[A-Za-z0-9\-._~:/?#@!$&*+,;=%]"  # ASCII: 「…はhttps://wiki/xを参照」 ends before を
-_LINKS = re.compile(
-    r"!\[(?P<alt>[^\]\n]*)\]\((?P<image>[^)\n]*)\)"  # an image: never shown
-    r"|\[(?P<label>[^\]\n]*)\]\(\s*<?(?P<href>[^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)"  # [label](url "title")
-    r"|<(?P<slack>[A-Za-z][A-Za-z0-9+.-]*:[^|>\s]*)(?:\|(?P<slack_label>[^>]*))?>"  # Slack's <url|label>
-    rf"|(?P<bare>(?<![A-Za-z0-9+.\-/@])(?:https?://|www\.){_URL_CHARS}+)",  # a bare URL (Slack links www. too)
-    re.IGNORECASE,
-)
-_IMAGE_MARK = re.compile(r"!(?=\[)")  # what is left of an image after _LINKS: reference-style, alt over lines
+_IMAGE_MARK = re.compile(r"!(?=\[)")  # what is left of an image after the links: reference-style, alt over lines
 _HTML_TAG = re.compile(r"<(?=/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")  # <img …>, <picture>: not Slack's <url|x>
 _URL_RUN = re.compile(r"<(?P<angled>(?:https?|ftp)://[^<>\n]*)>|(?P<run>(?:(?:https?|ftp)://|www\.)[^\s<]*)",
                       re.IGNORECASE)
@@ -257,7 +250,11 @@ class Guard:
             url = self._url("http://" + bare if www else bare)
             return (url.removeprefix("http://") if www else url) if url else ""
 
-        return _LINKS.sub(clean, text)
+        parts, done = [], 0
+        for match in link_matches(text):
+            parts += [text[done:match.start()], clean(match)]
+            done = match.end()
+        return "".join(parts) + text[done:]
 
 
 # -- the doors ------------------------------------------------------------------------------------------------------

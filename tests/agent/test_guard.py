@@ -124,6 +124,25 @@ def test_a_link_with_a_port_no_url_can_have_is_no_link_not_a_failed_post(text: s
     assert guard().payload({"url": "https://u@evil.test:99999/"}) == {"url": ""}
 
 
+@pytest.mark.parametrize("piece", ["[x](", "[", "![x](", "[x](<", "<a:", "<a:|"])
+def test_links_left_open_are_read_in_linear_time_and_kept_as_written(piece: str) -> None:
+    """From each opener the link pattern read on to the end for a "]", ")" or ">" that never came: 30,000 characters
+    took 2-24 s of CPU in every post."""
+    text = piece * (30_000 // len(piece))
+    assert guard().markdown(text) == text.replace("![", "[")  # no image, so no image mark
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("[x](" * 3 + " https://evil.test/?d=1", "[x]([x]([x]( https://evil.test/"),
+    ("[x](" * 3 + "[y](https://evil.test/?d=1)", "x"),  # one link to "[x]([x]([y](https://…": no web link
+    ("[" * 5 + "x](https://evil.test/?d=1)", "[[[[[x](https://evil.test/)"),
+    ("[x](javascript:a[1])", "x"), ('[x](<https://evil.test/?d=1> "t")', "[x](https://evil.test/)"),
+    ("<a:" * 3 + " <https://evil.test/?d=1|y>", "<a:<a:<a: <https://evil.test/|y>"),
+])
+def test_what_follows_links_left_open_is_cleaned_as_before(text: str, expected: str) -> None:
+    assert guard().markdown(text) == expected
+
+
 def test_links_to_consulted_sources_stay_whole() -> None:
     g = guard().for_run(hosts=["docs.example.test"])
     assert g.markdown("[t](https://docs.example.test/page?id=3)") == "[t](https://docs.example.test/page?id=3)"
