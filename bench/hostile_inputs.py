@@ -70,6 +70,8 @@ CASES: dict[str, Callable[[int], object]] = {
     "claude_stream: one-character deltas": lambda n: accumulate(_deltas(n * 10), lambda text: None),
     "faq_draft: Slack markup left open": lambda n: clean_question("<http:" * (n // 6)),
     "guard: mentions left open": lambda n: Guard().markdown("<@U1|" * (n // 10) + "<!here|" * (n // 14)),
+    "guard: links left open": lambda n: Guard().markdown("[x](" * (n // 4)),
+    "guard: labels and Slack links left open": lambda n: Guard().markdown("[" * (n // 2) + "<a:|" * (n // 8)),
 }
 
 
