@@ -83,7 +83,7 @@ def send(ctx: ToolContext, what: str, method: str, url: str, **kwargs: Any) -> h
             raise Retryable(f"timed out ({type(exc).__name__})") from exc
         except httpx2.TransportError as exc:
             raise Retryable(f"could not connect ({type(exc).__name__}: {exc})") from exc
-        except httpx2.DecodingError as exc:  # a compressed body cut short or mangled on the way, as a reset is
+        except httpx2.DecodingError as exc:  # a compressed body mangled on the way: retried as a reset is
             raise Retryable(f"the answer does not decode ({exc})") from exc
         decoded = ("content-encoding", "content-length")  # describe the body as sent, not as read
         headers = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in decoded]
