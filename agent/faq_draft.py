@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import os
 import re
 import tempfile
@@ -36,7 +35,7 @@ from mcp_lib.config import ConfigError
 from mcp_lib.core import ToolError
 from mcp_lib.cutting import shorten_at_word, squash_whitespace
 from mcp_lib.platforms import faq
-from mcp_lib.platforms.slack.reading import person
+from mcp_lib.platforms.slack.reading import NAME_LOOKUPS_FOR_S, person
 
 QUESTION_CHARS = 200
 # Slack's <…> end at ">" or at the end of the text: a "<@" left open was read to the end again from every later one
@@ -139,7 +138,8 @@ class Drafter:
         text = str(message.get("text") or "")
         people = dict.fromkeys([message.get("user"), *(root.get("reply_users") or []), root.get("user"),
                                 *answer.reactors, *_USER_ID.findall(text)])  # who asked, replied, rated, was named
-        self.scanner.ctx.client.name_lookups = itertools.count()  # MAX_NAME_LOOKUPS for each question's people
+        ctx = self.scanner.ctx
+        ctx.client.names_again(ctx.clock.monotonic() + NAME_LOOKUPS_FOR_S)  # MAX_NAME_LOOKUPS each question
         self._known = {n for uid in people if isinstance(uid, str) and uid for n in self._names(uid)}
         return clean_question(text, self._known)
 

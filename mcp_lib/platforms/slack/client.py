@@ -149,6 +149,10 @@ class SlackClients:
     channel_ids: dict[str, str] = field(default_factory=dict)
     auth: dict[str, Any] | None = None  # auth.test of the reading token (reading.whoami)
 
+    def names_again(self, until: float) -> None:
+        """MAX_NAME_LOOKUPS more names (reading.person) until ``until``, a ``clock.monotonic()`` time."""
+        self.name_lookups, self.name_lookups_until = itertools.count(), until
+
     def reader(self) -> Token:
         """Reads go through the bot token when there is one (narrower access than a person's token)."""
         if self.bot is not None:

@@ -4,7 +4,6 @@ messages turned into result items."""
 from __future__ import annotations
 
 import html
-import itertools
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -92,7 +91,7 @@ def _user_name(ctx: ToolContext, user_id: str, fallback: str | None = None) -> s
 def _look_up_name(ctx: ToolContext, user_id: str, patient: bool = False) -> None:
     clients: SlackClients = ctx.client
     if (now := ctx.clock.monotonic()) >= clients.name_lookups_until:
-        clients.name_lookups, clients.name_lookups_until = itertools.count(), now + NAME_LOOKUPS_FOR_S
+        clients.names_again(now + NAME_LOOKUPS_FOR_S)
     if (user_id in clients.users or user_id in clients.unknown_users
             or now < clients.user_lookups_paused_until
             or next(clients.name_lookups) >= MAX_NAME_LOOKUPS):  # next() is atomic: names_ahead's threads too
