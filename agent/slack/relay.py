@@ -28,8 +28,8 @@ from agent.slack.trigger import DISPATCH_EVENT_TYPE, TRIGGER_EVENTS, parse_event
 from mcp_lib.clock import SYSTEM_CLOCK, Clock
 from mcp_lib.config import ConfigError, env_str, env_url
 from mcp_lib.doors import door
-from mcp_lib.errors import Refused
-from mcp_lib.http import door_async_client
+from mcp_lib.errors import Refused, ToolError
+from mcp_lib.http import door_async_client, json_answer
 from mcp_lib.retry import server_wait
 
 MAX_BODY_BYTES = 256 * 1024  # Slack events are a few KB
@@ -127,8 +127,13 @@ def check_dispatch_token(config: RelayConfig, transport: httpx2.BaseTransport | 
                                                     " check GITHUB_REPOSITORY and the token's repository access")
     if response.status_code != 200:
         return f"GitHub answered {response.status_code} to the token check; serving anyway"
-    permissions = response.json().get("permissions") if "json" in response.headers.get("content-type", "") else None
-    if isinstance(permissions, dict) and not permissions.get("push"):
+    try:
+        answer = json_answer(response, "GitHub", "the token check", "GITHUB_API_URL")
+    except ToolError as exc:
+        return f"{exc}; serving anyway"
+    if not isinstance(answer, dict) or not isinstance(answer.get("permissions", {}), dict):  # GET /repos/{o}/{r}
+        return "GitHub answered the token check with no repository object; serving anyway"
+    if "permissions" in answer and not answer["permissions"].get("push"):
         raise ConfigError("HELPBOT_DISPATCH_TOKEN", f"may not dispatch to {repository}: it needs "
                                                     f"{NEEDS.format(repository=repository)}")
     return f"HELPBOT_DISPATCH_TOKEN may dispatch to {repository}"

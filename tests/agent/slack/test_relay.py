@@ -647,6 +647,18 @@ def test_a_dispatch_token_github_refuses_stops_the_relay_at_its_start(
     assert words in err and "\n" not in err and "tok-123" not in err
 
 
+@pytest.mark.parametrize("answer", [
+    httpx2.Response(200, text="<html>sign in</html>", headers={"content-type": "application/json"}),
+    httpx2.Response(200, json=["acme/helpbot"]),
+    httpx2.Response(200, json={"permissions": ["push"]}),
+])
+def test_a_token_check_answered_with_no_repository_object_serves_anyway_in_one_line(answer: httpx2.Response) -> None:
+    """A proxy's page or a list where GitHub documents a repository object (GET /repos/{owner}/{repo}) says what it
+    was and the relay serves on, as for any answer the check cannot read: never a traceback at the start."""
+    found = check_dispatch_token(RelayConfig.from_env(ENV), httpx2.MockTransport(lambda request: answer))
+    assert found.endswith("serving anyway") and "\n" not in found and "tok-123" not in found, found
+
+
 def test_the_token_check_says_what_it_found_and_a_refused_dispatch_names_the_fix() -> None:
     seen: list[httpx2.Request] = []
 
