@@ -1,4 +1,4 @@
-"""The masking patterns -- secrets, personal data, exact credential values -- in one scan of a text, the one
+"""The masking patterns -- secrets, personal data, exact credential values -- in one pass over a text, the one
 pattern library: mcp_lib masks tool results with the secrets, helpbot's egress guard builds a :class:`Masker`
 with personal data and the process's credential values. Deliberately broad (a false positive costs a few
 characters); ASCII-only (``re.ASCII``: Japanese runs straight into Latin text) and matched on a copy with
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
 
 MASK = "[REDACTED]"
 
@@ -31,12 +31,29 @@ _SPACED_KEY_WORDS = r"password|passwd|passphrase|pwd|api[_-]?key|access[_-]?key|
 _JA_KEY_WORDS = ("パスワード|暗証番号|パスコード|合言葉|トークン|アクセスキー|シークレット|秘密鍵|APIキー|API キー"
                  "|ﾊﾟｽﾜｰﾄﾞ|ﾄｰｸﾝ".translate(_FOLD))  # half-width katakana: ﾊﾟ is two code points, not folded
 
-# (name, pattern) in priority order; a pattern with groups ``k``, ``s`` and ``q`` keeps them (key, separator,
+
+class _Run(NamedTuple):
+    """A pattern that begins inside a run of ``chars`` and needs ``tail`` right after the run: the regex
+    ``start chars* last tail``, where ``last`` matches only ``chars`` and ``tail`` begins with a character
+    outside them. In one alternation it is quadratic (from each position of a long run the engine reads the run
+    again); found apart (:class:`_Starts`), each run is read once: its tail and its latest start do not depend
+    on where in the run the match begins."""
+
+    start: str  # the pattern's own condition where it begins (a lookbehind, ``\b``, a first letter)
+    chars: str  # the class of the run the match begins in
+    last: str  # what the run ends with: a match begins no later than where this does
+    after: str  # what ``tail`` begins with: a run followed by anything else is passed over at once
+    tail: str  # what follows the run, to the match's end
+    dead: str = ""  # stretches where the tail cannot match: a run that ends inside one is passed over
+
+
+# (name, pattern) in priority order; a pattern with groups ``s`` and ``q`` keeps what they end (key, separator,
 # quote) and masks the rest, so the reader still sees what was there.
-_SECRETS = [
+_SECRETS: list[tuple[str, str | _Run]] = [
     ("pem", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"),
     # Credentials inside a URL: postgres://u:pw@db keeps the user, loses the password
-    ("url", r"(?P<url_k>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@<>|\"']*)(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)"),
+    ("url", _Run(r"\b(?=[A-Za-z])", "[A-Za-z0-9+.-]", "[A-Za-z0-9+.-]", "://",
+                 r"://[^\s/:@<>|\"']*(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)")),
     # Distinctive prefixes match anywhere, also glued to the text before them (``TOKEN_ghp_…``, ``キーxoxb-…``).
     ("slack", r"(?:xoxe\.)?xox[abposre]-[A-Za-z0-9-]{3,}|xapp-[A-Za-z0-9-]{3,}"),
     ("github", r"gh[pousr]_[A-Za-z0-9]{4,}|github_pat_[A-Za-z0-9_]{8,}"),
@@ -48,7 +65,8 @@ _SECRETS = [
     ("bedrock", r"(?<![A-Za-z0-9])ABSK[A-Za-z0-9+/=]{20,}"),
     ("google", r"(?<![A-Za-z0-9])AIza[A-Za-z0-9_-]{35}"),
     ("stripe", r"(?<![A-Za-z0-9])[sr]k_live_[A-Za-z0-9]{16,}"),
-    ("jwt", r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("jwt", _Run("(?<![A-Za-z0-9])(?=eyJ)", "[A-Za-z0-9_-]", "[A-Za-z0-9_-]{11}", r"\.",
+                 r"\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     # Slack incoming webhooks and workflow triggers: the path is the secret, the host tells the reader what it was.
     ("hook", r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"),
     # Authorization: Bearer <credential> / Basic <credential>: the scheme is kept
@@ -56,10 +74,12 @@ _SECRETS = [
              r"[A-Za-z0-9._~+/-]{16,}=*"),
     # KEY=value, KEY: value, "key": "value", with any prefix: REDMINE_API_KEY=..., GITHUB_TOKEN=..., db_password
     # (not a sentence going on: ``SLACK_BOT_TOKEN: Slack rejected the token`` is helpbot naming a variable)
-    # (the lookahead first: a run of key characters then a separator, before trying every key word along it)
-    ("kv", rf"(?<![A-Za-z0-9])(?=[A-Za-z0-9_.-]*+[\"']?\s*[:=])"
-           rf"(?P<kv_k>(?i:[A-Za-z0-9_.-]*(?:{_KEY_WORDS})))(?P<kv_s>[\"']?\s*[:=]\s*)"
-           rf"(?P<kv_q>[\"']?)(?:(?<=:\s)(?![A-Z][A-Za-z]*[a-z] [a-z])|(?<!:\s)){_CHARS}{{5,}}+(?![(\[])"),
+    ("kv", _Run("(?<![A-Za-z0-9])", "[A-Za-z0-9_.-]", f"(?i:{_KEY_WORDS})", r"[\"']?\s*[:=]",
+                rf"(?P<kv_s>[\"']?\s*[:=]\s*)(?P<kv_q>[\"']?)(?:(?<=:\s)(?![A-Z][A-Za-z]*[a-z] [a-z])|(?<!:\s))"
+                rf"{_CHARS}{{5,}}+(?![(\[])",
+                # a value run that ends before ``(``: from any ``=`` or ``:`` in it the value reads on to the ``(``
+                # (``token=`` repeated: every separator would read the run again)
+                rf"(?<!{_CHARS}){_CHARS}++(?=[(\[])")),
     # ``password hunter2x``: a key word, spaces, then a value with a letter and a digit (``password reset``,
     # ``token expired`` and ``secret 42`` stay prose)
     ("sp", rf"(?<![A-Za-z0-9_.-])(?P<sp_k>(?i:{_SPACED_KEY_WORDS}))(?P<sp_s>[ \t]+)(?P<sp_q>)"
@@ -70,7 +90,8 @@ _SECRETS = [
 ]
 # Card numbers (13-19 digits, spaces or dashes between groups), masked only when the Luhn check passes.
 _CARD = ("card", r"(?<![A-Za-z0-9_.-])\d(?:[ -]?\d){12,18}(?![A-Za-z0-9_-])")
-_EMAIL = ("email", r"\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
+_EMAIL = ("email", _Run(r"\b(?!git@)", "[A-Za-z0-9._%+-]", "[A-Za-z0-9._%+-]", "@",
+                        r"@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"))
 # 03-1234-5678, 090-1234-5678, 0120-123-456, (03) 1234-5678, +81 90 1234 5678, +1 (555) 123-4567, 09012345678,
 # 0312345678 (a landline's ten digits), 090.1234.5678 (dots: only the Japanese shapes, so 01.02.2024 is a date)
 _PHONES = [
@@ -93,6 +114,14 @@ def _forms(value: str) -> set[str]:
     return {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]}
 
 
+def _compiled(run: _Run) -> tuple[re.Pattern[str], ...]:
+    """A run pattern as :class:`_Starts` reads it: ``host`` (a whole run that ends with ``last`` and is followed by
+    ``after``; group ``last``: where the latest start is), ``start``, ``tail`` and ``dead`` (none: ``(?!)``)."""
+    chars = run.chars
+    host = rf"(?<!{chars})(?={chars}++{run.after}){chars}*(?P<last>{run.last})(?!{chars})"
+    return tuple(re.compile(part, re.ASCII) for part in (host, run.start, run.tail, run.dead or "(?!)"))
+
+
 def luhn(digits: str) -> bool:
     """The card-number check digit (ISO/IEC 7812)."""
     total = 0
@@ -102,6 +131,50 @@ def luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+_BEFORE = re.match("", "")  # a stand-in before the first dead stretch: they are looked for once a tail is
+
+
+class _Starts:
+    """Where one :class:`_Run` pattern matches in one text, asked with a growing ``pos``: ``host`` finds the runs
+    that can hold a start, left to right in one pass; in such a run the first start from ``pos`` up to ``last``
+    is looked for, and only then the tail matched, once for the run."""
+
+    def __init__(self, compiled: tuple[re.Pattern[str], ...], text: str):
+        host, self._start, self._tail, dead = compiled
+        self._hosts = host.finditer(text)
+        self._deads = dead.finditer(text)
+        self._text = text
+        self._run = next(self._hosts, None)
+        self._dead: re.Match[str] | None = _BEFORE  # the first dead stretch that ends after the last tail's start
+        self.tail: re.Match[str] | None = None  # the tail of the match at ``self.at``
+        self.at = -1  # the first match found at or after every ``pos`` asked so far
+
+    def first(self, pos: int) -> int | None:
+        """Where the first match at or after ``pos`` begins (it ends with ``self.tail``), or None."""
+        while self._run is not None:
+            if pos <= self.at:
+                return self.at
+            latest = self._run.start("last")
+            if pos <= latest:
+                found = self._start.search(self._text, max(pos, self._run.start()), self._run.end() + 1)
+                if found is not None and found.start() <= latest:
+                    self.tail = self.tail or self._tail_after(self._run.end())
+                    if self.tail is not None:
+                        self.at = found.start()
+                        return self.at
+            self._run = next(self._hosts, None)
+            self.tail = None
+        return None
+
+    def _tail_after(self, end: int) -> re.Match[str] | None:
+        """The tail matched at ``end``, None at once where ``end`` is in a dead stretch (found in one pass)."""
+        while self._dead is not None and self._dead.end() <= end:
+            self._dead = next(self._deads, None)
+        if self._dead is not None and self._dead.start() <= end:
+            return None
+        return self._tail.match(self._text, end)
+
+
 class Masker:
     """One compiled scan: the secret patterns, card numbers, optionally e-mail addresses and phone numbers, and
     the exact ``values`` given (a credential's value whatever its length, as Actions' ``add-mask`` does)."""
@@ -109,32 +182,61 @@ class Masker:
     def __init__(self, *, personal: bool = False, cards: bool = False, values: Iterable[str] = ()):
         # folded like the text they are looked for in: a passphrase with ー or a full-width letter is found too
         exact = sorted({form.translate(_FOLD) for v in values if v for form in _forms(v)}, key=len, reverse=True)
-        parts = [("exact", "|".join(re.escape(v) for v in exact))] if exact else []
+        parts: list[tuple[str, str | _Run]] = [("exact", "|".join(re.escape(v) for v in exact))] if exact else []
         parts += _SECRETS
         if cards:
             parts.append(_CARD)
         if personal:
             parts += [_EMAIL, *_PHONES]
         self.values = tuple(exact)
+        self._order = {name: index for index, (name, _) in enumerate(parts)}
         leads = _LEADS + "".join(re.escape(c) for c in sorted({v[0] for v in exact}))
-        branches = "|".join(f"(?P<{name}>{body})" for name, body in parts)
+        branches = "|".join(f"(?P<{name}>{body})" for name, body in parts if isinstance(body, str))
         self._pattern = re.compile(f"(?=[{leads}])(?:{branches})", re.ASCII)
-        self._keyed = {name for name, _ in parts if f"{name}_k" in self._pattern.groupindex}
+        self._runs = {name: _compiled(body) for name, body in parts if isinstance(body, _Run)}
+        groups = set(self._pattern.groupindex)
+        for _, _, tail, _ in self._runs.values():
+            groups.update(tail.groupindex)
+        self._keyed = {name for name in self._order if f"{name}_q" in groups}
+
+    def _matches(self, text: str) -> Iterator[tuple[str, int, int, int]]:
+        """(name, start, end, end of the part kept) of each match, as ``finditer`` over one alternation of all
+        the patterns in order finds them: the leftmost start, there the first pattern that matches, then on from
+        its end. The one compiled pattern scans for the others; each run pattern has its own :class:`_Starts`."""
+        runs = {name: _Starts(compiled, text) for name, compiled in self._runs.items()}
+        found = self._pattern.search(text)
+        pos = 0
+        while True:
+            if found is not None and found.start() < pos:
+                found = self._pattern.search(text, pos)
+            best = None  # (start, order, name, end, kept) of the match that comes first
+            if found is not None:
+                name = found.lastgroup or ""
+                kept = found.end(f"{name}_q") if name in self._keyed else found.start()
+                best = (found.start(), self._order[name], name, found.end(), kept)
+            for name, starts in runs.items():
+                at = starts.first(pos)
+                if at is not None and starts.tail is not None and (best is None or (at, self._order[name]) < best[:2]):
+                    kept = starts.tail.end(f"{name}_q") if name in self._keyed else at
+                    best = (at, self._order[name], name, starts.tail.end(), kept)
+            if best is None:
+                return
+            start, _, name, end, kept = best
+            yield name, start, end, kept
+            pos = end
 
     def mask(self, text: str) -> str:
         """``text`` with every match replaced: matched on the folded copy, replaced in the original."""
+        folded = text.translate(_FOLD)
         pieces: list[str] = []
         last = 0
-        for match in self._pattern.finditer(text.translate(_FOLD)):
-            name = match.lastgroup or ""
-            if name == "card" and not luhn(re.sub(r"\D", "", match.group())):
+        for name, start, end, kept in self._matches(folded):
+            if name == "card" and not luhn(re.sub(r"\D", "", folded[start:end])):
                 continue
-            if name in self._keyed:  # keep key, separator and quote: the reader knows what was there
-                replacement = text[match.start(f"{name}_k") : match.end(f"{name}_q")] + MASK
-            else:
-                replacement = _LABELS.get(name, MASK)
-            pieces += [text[last : match.start()], replacement]
-            last = match.end()
+            # keep key, separator and quote: the reader knows what was there
+            replacement = text[start:kept] + MASK if name in self._keyed else _LABELS.get(name, MASK)
+            pieces += [text[last:start], replacement]
+            last = end
         pieces.append(text[last:])
         return "".join(pieces)
 
