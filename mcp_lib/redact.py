@@ -47,10 +47,16 @@ class _Run(NamedTuple):
     dead: str = ""  # stretches where the tail cannot match: a run that ends inside one is passed over
 
 
+# What follows a private key's BEGIN line, up to its END line or the text's end.
+_PEM_REST = r"(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"
+_PEM_END = re.compile(_PEM_REST, re.ASCII)
+
 # (name, pattern) in priority order; a pattern with groups ``s`` and ``q`` keeps what they end (key, separator,
 # quote) and masks the rest, so the reader still sees what was there.
 _SECRETS: list[tuple[str, str | _Run]] = [
-    ("pem", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"),
+    # (to its end or the text's, read on by _PEM_REST once it is the match: from every BEGIN a key's match
+    # passed over, the alternation would read to the end of the text)
+    ("pem", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
     # Credentials inside a URL: postgres://u:pw@db keeps the user, loses the password
     ("url", _Run(r"\b(?=[A-Za-z])", "[A-Za-z0-9+.-]", "[A-Za-z0-9+.-]", "://",
                  r"://[^\s/:@<>|\"']*(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)")),
@@ -135,9 +141,9 @@ _BEFORE = re.match("", "")  # a stand-in before the first dead stretch: they are
 
 
 class _Starts:
-    """Where one :class:`_Run` pattern matches in one text, asked with a growing ``pos``: ``host`` finds the runs
-    that can hold a start, left to right in one pass; in such a run the first start from ``pos`` up to ``last``
-    is looked for, and only then the tail matched, once for the run."""
+    """Where one :class:`_Run` pattern can match in one text, asked with a growing ``pos``: ``host`` finds the runs
+    that can hold a start, left to right in one pass; in such a run the first start from ``pos`` up to ``last`` is
+    looked for, and the tail is matched (once for the run) only when that start would come first."""
 
     def __init__(self, compiled: tuple[re.Pattern[str], ...], text: str):
         host, self._start, self._tail, dead = compiled
@@ -145,26 +151,37 @@ class _Starts:
         self._deads = dead.finditer(text)
         self._text = text
         self._run = next(self._hosts, None)
+        self._at = -1  # the first start in the run at or after every ``pos`` asked so far
+        self._matched: re.Match[str] | None = None  # the run's tail, once matched
         self._dead: re.Match[str] | None = _BEFORE  # the first dead stretch that ends after the last tail's start
-        self.tail: re.Match[str] | None = None  # the tail of the match at ``self.at``
-        self.at = -1  # the first match found at or after every ``pos`` asked so far
 
     def first(self, pos: int) -> int | None:
-        """Where the first match at or after ``pos`` begins (it ends with ``self.tail``), or None."""
+        """Where the first possible match at or after ``pos`` begins (whether it is one, :meth:`tail` says)."""
         while self._run is not None:
-            if pos <= self.at:
-                return self.at
+            if pos <= self._at:
+                return self._at
             latest = self._run.start("last")
             if pos <= latest:
                 found = self._start.search(self._text, max(pos, self._run.start()), self._run.end() + 1)
                 if found is not None and found.start() <= latest:
-                    self.tail = self.tail or self._tail_after(self._run.end())
-                    if self.tail is not None:
-                        self.at = found.start()
-                        return self.at
-            self._run = next(self._hosts, None)
-            self.tail = None
+                    self._at = found.start()
+                    return self._at
+            self._next_run()
         return None
+
+    def tail(self) -> re.Match[str] | None:
+        """The tail of the match :meth:`first` found, or None: no match in its run, which is passed over."""
+        assert self._run is not None
+        if self._matched is None:
+            self._matched = self._tail_after(self._run.end())
+            if self._matched is None:
+                self._next_run()
+        return self._matched
+
+    def _next_run(self) -> None:
+        self._run = next(self._hosts, None)
+        self._at = -1
+        self._matched = None
 
     def _tail_after(self, end: int) -> re.Match[str] | None:
         """The tail matched at ``end``, None at once where ``end`` is in a dead stretch (found in one pass)."""
@@ -209,19 +226,24 @@ class Masker:
         while True:
             if found is not None and found.start() < pos:
                 found = self._pattern.search(text, pos)
-            best = None  # (start, order, name, end, kept) of the match that comes first
+            best = None  # (start, order, name) of what comes first: a match of the pattern, or a run's start
             if found is not None:
-                name = found.lastgroup or ""
-                kept = found.end(f"{name}_q") if name in self._keyed else found.start()
-                best = (found.start(), self._order[name], name, found.end(), kept)
+                best = (found.start(), self._order[found.lastgroup or ""], found.lastgroup or "")
             for name, starts in runs.items():
                 at = starts.first(pos)
-                if at is not None and starts.tail is not None and (best is None or (at, self._order[name]) < best[:2]):
-                    kept = starts.tail.end(f"{name}_q") if name in self._keyed else at
-                    best = (at, self._order[name], name, starts.tail.end(), kept)
+                if at is not None and (best is None or (at, self._order[name]) < best[:2]):
+                    best = (at, self._order[name], name)
             if best is None:
                 return
-            start, _, name, end, kept = best
+            start, _, name = best
+            match = runs[name].tail() if name in runs else found
+            if match is None:  # that run holds no match after all: look again
+                continue
+            kept = match.end(f"{name}_q") if name in self._keyed else start
+            end = match.end()
+            if name == "pem":  # on to the key's END line (the rest always matches, at the latest at the text's end)
+                rest = _PEM_END.match(text, end)
+                end = rest.end() if rest else len(text)
             yield name, start, end, kept
             pos = end
 

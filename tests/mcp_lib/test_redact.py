@@ -347,6 +347,8 @@ def _one_alternation(masker: Masker) -> re.Pattern[str]:
         body = bodies[name]
         if isinstance(body, redact._Run):
             body = f"{body.start}{body.chars}*{body.last}{body.tail}"
+        elif name == "pem":
+            body += redact._PEM_REST
         branches.append(f"(?P<{name}>{body})")
     return re.compile("|".join(branches), re.ASCII)
 
