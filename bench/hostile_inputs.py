@@ -28,6 +28,7 @@ from agent.slack.trigger import parse_event
 from mcp_lib.cutting import split_line, split_markdown
 from mcp_lib.errors import BadInput
 from mcp_lib.platforms.growi import _TAG_RE
+from mcp_lib.redact import redact_personal, redact_secrets
 
 TARGET_GROWTH = 8.0
 
@@ -72,6 +73,11 @@ CASES: dict[str, Callable[[int], object]] = {
     "guard: mentions left open": lambda n: Guard().markdown("<@U1|" * (n // 10) + "<!here|" * (n // 14)),
     "guard: links left open": lambda n: Guard().markdown("[x](" * (n // 4)),
     "guard: labels and Slack links left open": lambda n: Guard().markdown("[" * (n // 2) + "<a:|" * (n // 8)),
+    "redact: a run of key characters before =": lambda n: redact_secrets("_" * n + "="),
+    "redact: a run of scheme characters": lambda n: redact_secrets("a+" * (n // 2) + "://"),
+    "redact: a run of e-mail characters": lambda n: redact_personal("a%" * (n // 2) + "@"),
+    "redact: JWT headers glued by dashes": lambda n: redact_secrets("-eyJ" * (n // 4)),
+    "redact: key values run on to a (": lambda n: redact_secrets("token=" * (n // 6) + "("),
 }
 
 
