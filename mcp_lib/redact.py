@@ -57,9 +57,9 @@ _SECRETS: list[tuple[str, str | _Run]] = [
     # (to its end or the text's, read on by _PEM_REST once it is the match: from every BEGIN a key's match
     # passed over, the alternation would read to the end of the text)
     ("pem", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
-    # Credentials inside a URL: postgres://u:pw@db keeps the user, loses the password
-    ("url", _Run(r"\b(?=[A-Za-z])", "[A-Za-z0-9+.-]", "[A-Za-z0-9+.-]", "://",
-                 r"://[^\s/:@<>|\"']*(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)")),
+    # Credentials inside a URL: postgres://u:pw@db keeps the user, loses the password. From the ``://`` on, so a
+    # match that took the scheme (``a@b.compostgres://``) leaves it to be found; the user is masked in turn.
+    ("url", r"://[^\s/:@<>|\"']*(?P<url_s>:)(?P<url_q>)[^\s/@<>|\"']+(?=@)"),
     # Distinctive prefixes match anywhere, also glued to the text before them (``TOKEN_ghp_…``, ``キーxoxb-…``).
     ("slack", r"(?:xoxe\.)?xox[abposre]-[A-Za-z0-9-]{3,}|xapp-[A-Za-z0-9-]{3,}"),
     ("github", r"gh[pousr]_[A-Za-z0-9]{4,}|github_pat_[A-Za-z0-9_]{8,}"),
@@ -255,8 +255,9 @@ class Masker:
         for name, start, end, kept in self._matches(folded):
             if name == "card" and not luhn(re.sub(r"\D", "", folded[start:end])):
                 continue
-            # keep key, separator and quote: the reader knows what was there
-            replacement = text[start:kept] + MASK if name in self._keyed else _LABELS.get(name, MASK)
+            # keep key, separator and quote: the reader knows what was there; masked in turn, since a URL's user
+            # (``https://ghp_…:x-oauth-basic@``, a credential's value) is kept too (it holds no match of its own)
+            replacement = self.mask(text[start:kept]) + MASK if name in self._keyed else _LABELS.get(name, MASK)
             pieces += [text[last:start], replacement]
             last = end
         pieces.append(text[last:])

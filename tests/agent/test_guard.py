@@ -173,6 +173,14 @@ def test_every_declared_secret_is_masked_by_value_whatever_its_name_and_length()
         assert g.text("値は q7Z です") == "値は [REDACTED] です", name
 
 
+def test_a_credential_written_as_a_urls_user_is_masked_in_every_form_the_guard_sends() -> None:
+    """The URL pattern keeps a URL's user (the reader sees what was there); a credential's value as that user, as
+    ``git clone https://<token>@`` or ``https://<token>:x-oauth-basic@`` write it, is masked all the same."""
+    g = Guard.from_env({"GROWI_ACCESS_TOKEN": "q7Z"})
+    for url in ("https://q7Z:x-oauth-basic@github.com/acme/helpbot", "https://u:pw@x/?t=q7Z", "https://q7Z@h"):
+        assert "q7Z" not in g.text(url) and "q7Z" not in g.markdown(f"[clone]({url})"), url
+
+
 def test_an_in_house_servers_header_token_is_masked_whatever_its_name(tmp_path: Path) -> None:
     config = tmp_path / "helpbot.toml"
     config.write_text('[[mcp_servers]]\nname = "sales"\nurl = "https://mcp.internal/mcp"\n'

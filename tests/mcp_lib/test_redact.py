@@ -384,3 +384,19 @@ def test_the_run_patterns_match_as_one_alternation_would() -> None:
                 kept = match.end(f"{name}_q") if f"{name}_q" in whole.groupindex else match.start()
                 expected.append((name, match.start(), match.end(), kept))
             assert list(masker._matches(text)) == expected, text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("https://ghp_abcd1234efgh:x-oauth-basic@github.com/o/r", "https://[REDACTED]:[REDACTED]@github.com/o/r"),
+    ("https://s3cr3t-value:x@github.com", "https://[REDACTED]:[REDACTED]@github.com"),
+    ("git clone https://xoxb-1-abcdef:pw@h", "git clone https://[REDACTED]:[REDACTED]@h"),
+    ("postgres://u:pw@db", "postgres://u:[REDACTED]@db"),
+    ("DB_URL_postgres://u:pw9x@db", "DB_URL_postgres://u:[REDACTED]@db"),
+    ("9http://u:pw@h", "9http://u:[REDACTED]@h"),
+])
+def test_what_a_match_keeps_is_masked_too(text: str, expected: str) -> None:
+    """A URL keeps its user to show what was there, and a token or a credential's own value can be that user (GitHub
+    documents ``https://<token>:x-oauth-basic@``); a scheme glued to a word is still one."""
+    masker = Masker(values=["s3cr3t-value"])
+    assert masker.mask(text) == expected
+    assert masker.mask(expected) == expected  # a fixed point: the guard checks its own output this way
