@@ -264,11 +264,11 @@ class Masker:
         return "".join(pieces)
 
     def deep(self, value: Any) -> Any:
-        """Every string inside a JSON-like value masked."""
+        """Every string inside a JSON-like value masked, keys too (a peer's JSON may key rows by their text)."""
         if isinstance(value, str):
             return self.mask(value)
         if isinstance(value, dict):
-            return {k: self.deep(v) for k, v in value.items()}
+            return {self.deep(k): self.deep(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.deep(v) for v in value]
         return value

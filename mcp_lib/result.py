@@ -117,6 +117,7 @@ class _Shrink:
     fields_cut: int = 0
     fields_dropped: int = 0
     lists: dict[str, tuple[int, int]] = field(default_factory=dict)  # where -> (kept, longest seen)
+    names: dict[str, str] = field(default_factory=dict)  # a key masked: keys repeat in every row
 
     def value(self, value: Any, where: str, key: str | None = None) -> Any:
         if isinstance(value, str):
@@ -132,7 +133,8 @@ class _Shrink:
             shown = {name: inner for name, inner in value.items() if not self.whole_only or _keep_whole(name)}
             self.fields_dropped += len(value) - len(shown)
             # where is named for a note (cut there anyway): held to its length, a deep nest of long keys is linear
-            return {name: self.value(inner, f"{where}.{name}"[:MAX_NOTE_CHARS], name) for name, inner in shown.items()}
+            return {self._name(name): self.value(inner, f"{where}.{self._name(name)}"[:MAX_NOTE_CHARS], name)
+                    for name, inner in shown.items()}
         if isinstance(value, list):
             if len(value) > self.list_limit:
                 kept, longest = self.lists.get(where, (self.list_limit, 0))
@@ -140,6 +142,14 @@ class _Shrink:
                 value = value[: self.list_limit]
             return [self.value(inner, f"{where}[]", key) for inner in value]
         return value
+
+    def _name(self, name: Any) -> Any:
+        """A key as the model reads it: masked like any text (a peer's JSON may key rows by their text)."""
+        if not isinstance(name, str):
+            return name
+        if name not in self.names:
+            self.names[name] = self.mask(name)
+        return self.names[name]
 
     def notes(self) -> list[str]:
         notes = [f"long fields cut to {self.field_limit} characters"] if self.fields_cut else []

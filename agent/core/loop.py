@@ -86,12 +86,12 @@ class Agent:
                attachments: Sequence[dict[str, Any]]) -> Run:
         s, mask = self.settings, tools.mask  # the question, its thread or an attached log is anyone's text
         started, tagging = self.clock.monotonic(), Tagging([], {}, "none")  # the tagging's time counts in the run
-        if self.tags is not None:  # a follow-up inherits its thread's topic: the earlier questions and the context
-            text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
-            tagging = tag_question(self.tags, text, model=self.model, settings=s, clock=self.clock)
         question, context = mask(valid_text(question)), mask(valid_text(context))
         history = [Turn(mask(valid_text(t.question)), mask(valid_text(t.answer)), valid_text(t.sources))
                    for t in history]
+        if self.tags is not None:  # a follow-up inherits its thread's topic: the earlier questions and the context
+            text = "\n".join(part for part in (*(turn.question for turn in history), question, context) if part)
+            tagging = tag_question(self.tags, text, model=self.model, settings=s, clock=self.clock)  # masked, too
         attachments = [{**b, "text": mask(b["text"])} if isinstance(b.get("text"), str) else b for b in attachments]
         query = question.strip()[:DEGRADED_QUERY_CHARS]
         question = keep_start(question.strip(), s.max_question_chars, CUT_MARKER)

@@ -298,6 +298,22 @@ def test_a_secret_across_the_field_limit_is_masked_whole() -> None:
     assert result.status == "ok" and "ghp_" not in result.to_json() and "A1b2" not in result.to_json()
 
 
+def test_a_results_keys_are_masked_as_its_text_is() -> None:
+    """A peer's JSON may key rows by their text (a grouped query's ``{"<row>": count}``): the model reads a secret
+    or a held credential in a key no more than in a value."""
+    platform = make_platform()
+
+    @platform.tool()
+    def grouped(ctx: ToolContext) -> dict[str, Any]:
+        """Rows keyed by their text."""
+        return {"title": "t", "url": "u", "counts": {GITHUB_SECRET: 1, "key k9zHeldValue": 2, "plain": 3}}
+
+    registry = Registry(env={"DEMO_SITE": "x", "SALES_API_KEY": "k9zHeldValue"}, platforms={"demo": platform})
+    result = registry.call("demo_grouped", {})
+    shown = result.to_json()
+    assert result.status == "ok" and "A1b2" not in shown and "k9zHeldValue" not in shown and '"plain": 3' in shown
+
+
 # -- invoke never raises -------------------------------------------------------------------------------------------
 def test_invoke_never_raises_and_makes_results_json_safe() -> None:
     platform = make_platform()

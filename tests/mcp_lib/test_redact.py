@@ -114,6 +114,7 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
 def test_deep_redaction_walks_json() -> None:
     value = {"items": [{"text": f"see {SLACK}", "n": 1}], "ok": True}
     assert redact_deep(value) == {"items": [{"text": "see [REDACTED]", "n": 1}], "ok": True}
+    assert redact_deep({SLACK: [1], 2: "x"}) == {"[REDACTED]": [1], 2: "x"}  # keys too
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -592,6 +592,26 @@ def test_progress_and_a_json_trace_with_secrets_masked() -> None:
     assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2 and kinds.count("model_request") == 2
 
 
+def test_the_tagger_reads_the_question_masked_as_the_agent_does() -> None:
+    """The tagging is a model request too: a secret in the question, its thread or an earlier turn reaches it no
+    more than the agent's own requests, so a hostile tagger has nothing to echo (encoded) into the trace."""
+    secret = "xoxb-123456789012-abcdefghijkl"
+    asked: list[str] = []
+
+    def script(request: Request) -> Any:
+        asked.append(json.dumps(request.messages, ensure_ascii=False))
+        if request.system_text == TAGGER_SYSTEM:
+            return secret.encode().hex()  # what a hostile tagger would send, were the secret in its prompt
+        return "done"
+
+    agent, model = make_agent(script, FakeTools({}), tags=TAGS)
+    answer = agent.run(f"token {secret} が漏れた？", context=f"前の話: {secret}",
+                       history=[Turn(f"先週の {secret}", "答え", [])])
+    assert model.requests[0].system_text == TAGGER_SYSTEM and len(asked) == 2
+    assert all("123456789012" not in text for text in asked) and "[REDACTED]" in asked[0]
+    assert answer.text == "done"
+
+
 def test_a_failing_progress_callback_does_not_end_the_run() -> None:
     def broken(progress: Progress) -> None:
         raise RuntimeError("slack chat.update failed")
