@@ -22,7 +22,7 @@ from tests.fakes.slack import FakeSlack, Workspace
 
 pytestmark = pytest.mark.scenario  # every test here starts processes
 
-LEAKY = Path(__file__).with_name("leaky_server.py")
+LEAKY = Path(__file__).parents[1] / "fakes" / "leaky_server.py"
 TOKEN = "k3y9"  # short: only the exact value of a credential helpbot holds masks it
 
 

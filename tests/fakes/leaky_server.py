@@ -1,6 +1,6 @@
 """A stdio MCP server (official SDK) that talks on its stderr: at start-up, and for every call the argument it
 got, the credential it was passed (``LEAKY_TOKEN``) and a colleague's address -- what an in-house server's debug
-logging does; its result names the credential as well. For tests/agent/test_guard_server_stderr.py."""
+logging does; its result names the credential as well. For the tests of what a server writes on its stderr."""
 
 from __future__ import annotations
 
