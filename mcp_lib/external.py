@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, fie
 
 from .config import DECLARED, ConfigError, check_url, env_str, validation_problem
 from .core import ArgumentError, Platform, Result, Tool, ToolContext, ToolError
-from .cutting import keep_start
+from .cutting import keep_start, keep_start_masked
 from .doors import NEVER_SENT, WHERE, door
+from .redact import SECRETS, Masker
 from .result import from_call_result
 from .sessions import ServerLog, ServerSession, group_command, masked_stderr
 
@@ -190,9 +191,11 @@ def _schema_checked(schema: dict[str, Any], arguments: Mapping[str, Any]) -> dic
     return dict(arguments)
 
 
-def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog = masked_stderr) -> Platform:
+def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog = masked_stderr,
+                    masker: Masker = SECRETS) -> Platform:
     """The server as a platform whose tools are listed on first use; one that cannot be reached in time yields no
-    tools and its overview says why. Its stderr lines go to ``log``."""
+    tools and its overview says why. Its stderr lines go to ``log``; what it says of its tools (descriptions,
+    schemas, why it failed), which the model reads, through ``masker``."""
 
     def connect(pidfile: Path, errlog: TextIO) -> AbstractAsyncContextManager[Any]:
         from mcp import Client  # on first use: the mcp SDK's import is ~300 modules, none of the check's
@@ -209,7 +212,7 @@ def remote_platform(entry: ServerEntry, env: Mapping[str, str], log: ServerLog =
         ],
         load_config=lambda _env: entry, make_client=lambda config: config,
         setup=f"helpbot.toml [[mcp_servers]] name = {entry.name!r}",
-        load_tools=lambda platform: _list_tools(platform, entry, session), close=session.close,
+        load_tools=lambda platform: _list_tools(platform, entry, session, masker), close=session.close,
     )
     platform.check = lambda ctx: _check(platform, entry)
     return platform
@@ -247,7 +250,7 @@ async def _list_pages(client: Any) -> tuple[list[Any], str]:
     return tools, f"more than {MAX_LIST_PAGES} pages"
 
 
-def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) -> None:
+def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession, masker: Masker = SECRETS) -> None:
     """The allowlisted tools, listed once for the run: :attr:`Platform.tools` holds its lock while this runs,
     so concurrent first calls wait for this one listing."""
     try:
@@ -257,7 +260,7 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
     except Exception as exc:
         why = (f"no tool list within {entry.list_timeout_s:g} s" if isinstance(exc, TimeoutError)
                else keep_start(f"{type(exc).__name__}: {exc}", 300))  # the server's words: in the system prompt
-        platform.overview += f" (unavailable: {why})"
+        platform.overview += f" (unavailable: {masker.mask(why)})"
         return
 
     badly_named, too_large = [], []
@@ -270,13 +273,14 @@ def _list_tools(platform: Platform, entry: ServerEntry, session: ServerSession) 
         read_only = bool(remote.annotations and remote.annotations.read_only_hint)  # silence counts as writing
         if not read_only and not entry.allow_writes:
             continue
-        schema = dict(remote.input_schema)
+        schema = masker.deep(dict(remote.input_schema))
         if len(json.dumps(schema, default=str)) > MAX_SCHEMA_CHARS:
             too_large.append(remote.name)
             continue
         platform.tools[remote.name] = Tool(
             platform=entry.platform_name, function=remote.name, fn=_caller(entry, session, remote.name),
-            description=keep_start(remote.description or remote.name, MAX_DESCRIPTION_CHARS), input_schema=schema,
+            description=keep_start_masked(remote.description or remote.name, MAX_DESCRIPTION_CHARS, masker.mask)[0],
+            input_schema=schema,
             validate=functools.partial(_schema_checked, _checked_part(schema)), read_only=read_only)
     if cut_short:
         platform.overview += f" (tool list cut short: {cut_short})"

@@ -59,15 +59,22 @@ class Registry:
         once: two first tool calls at the same time must share one server session, not start two."""
         with self._lock:
             if self._platforms is None:
-                from .external import remote_platform, server_entries
-                from .sessions import masked_stderr
+                from .external import credential_values, remote_platform, server_entries
+                from .redact import Masker
+                from .sessions import stderr_log
 
                 platforms = self.builtin_platforms()
-                for entry in server_entries(self.env):
+                entries = server_entries(self.env)
+                # their stderr (None given: this process's) and what they say of their tools masked for the
+                # credentials of env too, as their answers are
+                held = credential_values(self.env) if entries else []
+                log = self.server_log or stderr_log(Masker(personal=True, cards=True, values=held).mask)
+                masker = Masker(values=held)
+                for entry in entries:
                     if entry.platform_name in platforms:
                         raise ConfigError("helpbot.toml mcp_servers",
                                           f"name {entry.platform_name!r} is taken by a built-in platform")
-                    platforms[entry.platform_name] = remote_platform(entry, self.env, self.server_log or masked_stderr)
+                    platforms[entry.platform_name] = remote_platform(entry, self.env, log, masker)
                 self._platforms = platforms
             return self._platforms
 

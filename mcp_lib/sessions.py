@@ -38,9 +38,17 @@ _PRELUDE = 'echo $$ > "$1"; shift; exec "$@"'
 _live: weakref.WeakSet[ServerSession] = weakref.WeakSet()
 
 
-def masked_stderr(server: str, line: str) -> None:
-    """The default :data:`ServerLog`: the line on stderr under the server's name, personal data masked."""
-    print(excerpt(redact_personal(f"MCP server {server!r}: {line}"), LINE_CHARS), file=sys.stderr, flush=True)
+def stderr_log(mask: Callable[[str], str] = redact_personal) -> ServerLog:
+    """A :data:`ServerLog` writing each line on stderr under the server's name, through ``mask`` (the registry's
+    passes the credentials it holds too)."""
+
+    def log(server: str, line: str) -> None:
+        print(excerpt(mask(f"MCP server {server!r}: {line}"), LINE_CHARS), file=sys.stderr, flush=True)
+
+    return log
+
+
+masked_stderr = stderr_log()  # secrets and personal data masked, no credential values known
 
 
 def _forward(pipe: IO[bytes], server: str, log: ServerLog) -> None:

@@ -18,6 +18,7 @@ import pytest
 from mcp_lib import Registry
 from mcp_lib.config import ConfigError
 from mcp_lib.external import server_entries
+from mcp_lib.redact import Masker
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "examples" / "sales_db" / "server.py"
@@ -298,7 +299,7 @@ def test_the_never_sent_secrets_never_reach_an_in_house_server(tmp_path: Path, s
         server_entries({"HELPBOT_CONFIG": str(tmp_path / "helpbot.toml")})
 
 
-def _listed_tool(schema: dict[str, Any], description: str = "Find.") -> Any:
+def _listed_tool(schema: dict[str, Any], description: str = "Find.", masker: Masker | None = None) -> Any:
     """The tool ``_list_tools`` makes of one read-only tool a server lists with ``schema``."""
     from types import SimpleNamespace
 
@@ -311,8 +312,19 @@ def _listed_tool(schema: dict[str, Any], description: str = "Find.") -> Any:
     session: Any = SimpleNamespace(call=lambda *_: ([remote], ""))
     platform = Platform(name="sales", overview="", scenes=[], security_rules=[], load_config=lambda _: entry,
                         make_client=lambda config: config)
-    _list_tools(platform, entry, session)
+    _list_tools(platform, entry, session, *([masker] if masker else []))
     return platform.tools["find"]
+
+
+def test_what_a_server_says_of_its_tools_is_masked_as_its_answers_are() -> None:
+    """A listed tool's description and schema go into every model request: a secret or a credential helpbot holds
+    in them (an in-house server's example, a default) is masked there as in the tool's results."""
+    token = "xoxb-1234567890-abcdefghijkl"
+    schema = {"type": "object", "properties": {"q": {"type": "string", "description": "default k9zHeldValue"}}}
+    tool = _listed_tool(schema, description=f"Find. example key {token}", masker=Masker(values=["k9zHeldValue"]))
+    shown = json.dumps([tool.description, tool.input_schema])
+    assert token not in shown and "k9zHeldValue" not in shown and "[REDACTED]" in tool.description
+    assert tool.validate({"q": "x"}) == {"q": "x"}
 
 
 @pytest.mark.parametrize("schema", [

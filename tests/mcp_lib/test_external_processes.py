@@ -110,3 +110,22 @@ def test_nothing_of_the_group_outlives_the_process(tmp_path: Path, cleanup: list
     _, err = child.communicate(timeout=30)
     assert child.returncode == {"exit": 0, "raise": 1, "sigterm": 1}[mode], err
     assert gone(pids["pid"], pids["grandchild"])
+
+
+def test_mcp_libs_own_server_stderr_is_masked_for_the_credentials_it_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``mcp-lib`` (and ``mcp-lib serve``) log a server's stderr themselves: the credential they pass it, a value no
+    pattern knows, is masked there as in the tool's result (helpbot passes its guard's door instead)."""
+    from mcp_lib.cli import main
+
+    leaky = ROOT / "tests" / "fakes" / "leaky_server.py"
+    path = tmp_path / "helpbot.toml"
+    path.write_text(f"[[mcp_servers]]\nname = \"leaky\"\ncommand = {json.dumps(sys.executable)}\n"
+                    f"args = [{json.dumps(str(leaky))}]\nenv = [\"LEAKY_TOKEN\"]\ntools = [\"echo\"]\n",
+                    encoding="utf-8")
+    monkeypatch.setenv("HELPBOT_CONFIG", str(path))
+    monkeypatch.setenv("LEAKY_TOKEN", "k3y9Zq")
+    assert main(["leaky:echo", "text=hi"]) == 0
+    out, err = capfd.readouterr()
+    assert "served with [REDACTED]" in out and "MCP server 'leaky': leaky: starting, token [REDACTED]" in err
+    assert "k3y9Zq" not in out + err and "ops.lead@example.com" not in err
